@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# .ci/setup.sh demo|test|deps|build — the README's set-up, on a fresh Debian 12 / Ubuntu machine:
+#   demo: install what is missing, build, prepare the bundled dataset and train inputs/demo.cfg
+#   test: the same, then the whole test suite (ctest)
+#   deps: only install the packages;  build: only configure and build
+# Environment: BUILD_DIR (default build), NP (MPI ranks for the demo, default 2), QWENFT_CUDA (AUTO|ON|OFF),
+#              CTEST_ARGS (extra ctest arguments).
+set -euo pipefail
+mode=${1:-demo}
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+BUILD_DIR=${BUILD_DIR:-build}
+NP=${NP:-2}
+
+# Debian packages qwen-ft builds and tests against (Open MPI, parallel HDF5, libconfig, jansson, PCRE2).
+PKGS=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools libconfig-dev
+      libjansson-dev libpcre2-dev python3)
+
+install_deps() {
+  local missing=()
+  for p in "${PKGS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then echo "setup: all packages present"; return; fi
+  echo "setup: installing ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+build() {
+  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release ${QWENFT_CUDA:+-DQWENFT_CUDA=$QWENFT_CUDA}
+  cmake --build "$BUILD_DIR" -j "$(nproc)"
+}
+
+# Open MPI refuses root unless told; oversubscribe so that NP ranks run on fewer cores.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+
+demo() {
+  mkdir -p demo-out
+  local q="$BUILD_DIR/qwen-ft"
+  "$q" prepare --in inputs/demo/train.jsonl --out demo-out/train.h5 --vocab-size 320 --eos-id 256 --pad-id 256
+  "$q" prepare --in inputs/demo/valid.jsonl --out demo-out/valid.h5 --vocab-size 320 --eos-id 256 --pad-id 256
+  rm -rf demo-out/ckpt demo-out/logs
+  mpirun -np "$NP" "$q" inputs/demo.cfg
+  echo "setup: demo done; metrics in demo-out/logs/metrics.jsonl, checkpoints in demo-out/ckpt"
+}
+
+case "$mode" in
+  deps) install_deps ;;
+  build) install_deps; build ;;
+  demo) install_deps; build; demo ;;
+  test) install_deps; build; demo; ctest --test-dir "$BUILD_DIR" --output-on-failure ${CTEST_ARGS:-} ;;
+  *) echo "usage: .ci/setup.sh demo|test|deps|build" >&2; exit 2 ;;
+esac

@@ -1,0 +1,908 @@
+/* h5io.c — HDF5 model and checkpoint files through parallel HDF5 (MPI-IO). See h5io.h.
+ *
+ * Storage types:
+ *   fp32  H5T_IEEE_F32LE
+ *   fp16  IEEE half: a copy of F32LE narrowed to sign 15, exponent 10..14 (bias 15), mantissa 0..9 (what h5py
+ *         writes for numpy float16)
+ *   bf16  a copy of F32LE narrowed to sign 15, exponent 7..14 (bias 127), mantissa 0..6: a real HDF5 float that
+ *         h5dump and h5py read as floating point.
+ * 16-bit data is moved raw (memory type = file type, so no HDF5 conversion runs and collective I/O stays
+ * collective) and converted here with util.h's round-to-nearest-even conversions.
+ *
+ * Flat ranges: [off, off+n) of the row-major flattening of an n-D dataset is selected as the union
+ * (H5S_SELECT_OR) of at most 2*ndim-1 rectangular blocks (3 for a 2-D tensor: partial first row, whole middle
+ * rows, partial last row). Selected elements are transferred in row-major file order, which is the flat order.
+ *
+ * HDF5's own error stack printing is switched off inside every call here (and restored on return): failures are
+ * reported through qf_err naming the file and the dataset or attribute, with HDF5's innermost message appended. */
+#include "h5io.h"
+
+#include <errno.h>
+#include <hdf5.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Elements moved per H5Dwrite/H5Dread call: keeps every MPI-IO request under 2 GiB and bounds the
+ * conversion buffer (64 Mi elements = 256 MiB of fp32). */
+#ifndef QF_H5_CHUNK /* (tiny values are compiled in only to test the multi-round path) */
+#define QF_H5_CHUNK ((int64_t)1 << 26)
+#endif
+
+struct qf_h5 {
+    hid_t file;
+    hid_t t_bf16; /* file/memory type of bf16 */
+    hid_t t_f16;  /* file/memory type of fp16 */
+    hid_t dxpl_coll;
+    MPI_Comm comm;
+    int writable;
+    char path[1024];
+};
+
+/* ---- dtype names --------------------------------------------------------------------------------------- */
+
+int qf_dtype_parse(const char *s, qf_dtype *out) {
+    if (!s) return -1;
+    if (strcmp(s, "bf16") == 0) *out = QF_DT_BF16;
+    else if (strcmp(s, "fp16") == 0) *out = QF_DT_F16;
+    else if (strcmp(s, "fp32") == 0) *out = QF_DT_F32;
+    else return -1;
+    return 0;
+}
+
+const char *qf_dtype_name(qf_dtype t) {
+    switch (t) {
+    case QF_DT_BF16: return "bf16";
+    case QF_DT_F16: return "fp16";
+    case QF_DT_F32: return "fp32";
+    }
+    return "?";
+}
+
+/* ---- error stack ---------------------------------------------------------------------------------------- */
+
+typedef struct h5_quiet {
+    H5E_auto2_t fn;
+    void *data;
+} h5_quiet;
+
+static void quiet_on(h5_quiet *q) {
+    H5Eget_auto2(H5E_DEFAULT, &q->fn, &q->data);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+static void quiet_off(const h5_quiet *q) { H5Eset_auto2(H5E_DEFAULT, q->fn, q->data); }
+
+typedef struct h5_errbuf {
+    char msg[256];
+} h5_errbuf;
+
+static herr_t walk_cb(unsigned n, const H5E_error2_t *err, void *data) {
+    h5_errbuf *b = data;
+    if (b->msg[0] == 0 && err->desc && err->desc[0]) snprintf(b->msg, sizeof b->msg, "%s", err->desc);
+    return 0;
+}
+
+/* The innermost HDF5 error description of the current stack ("" if none), as " (HDF5: ...)". */
+static void h5_detail(char *out, size_t cap) {
+    h5_errbuf b;
+    b.msg[0] = 0;
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, walk_cb, &b);
+    if (b.msg[0]) snprintf(out, cap, " (HDF5: %s)", b.msg);
+    else if (cap) out[0] = 0;
+}
+
+/* ---- types ------------------------------------------------------------------------------------------------ */
+
+/* A 2-byte float type: sign bit 15, exponent [mpos+msize, 15), mantissa [0, msize), with the given bias. */
+static hid_t make_f16_type(size_t esize, size_t msize, size_t ebias) {
+    hid_t t = H5Tcopy(H5T_IEEE_F32LE);
+    if (t < 0) return -1;
+    if (H5Tset_fields(t, 15, msize, esize, 0, msize) < 0 || H5Tset_size(t, 2) < 0 || H5Tset_precision(t, 16) < 0 ||
+        H5Tset_offset(t, 0) < 0 || H5Tset_ebias(t, ebias) < 0) {
+        H5Tclose(t);
+        return -1;
+    }
+    return t;
+}
+
+static hid_t file_type(const qf_h5 *f, qf_dtype dt) {
+    switch (dt) {
+    case QF_DT_BF16: return f->t_bf16;
+    case QF_DT_F16: return f->t_f16;
+    case QF_DT_F32: return H5T_IEEE_F32LE;
+    }
+    return -1;
+}
+
+/* Classifies a stored type: returns 0 and *dt, or -1 if it is no float type we store. */
+static int classify_type(hid_t t, qf_dtype *dt) {
+    if (H5Tget_class(t) != H5T_FLOAT) return -1;
+    size_t sz = H5Tget_size(t);
+    size_t spos, epos, esize, mpos, msize;
+    if (H5Tget_fields(t, &spos, &epos, &esize, &mpos, &msize) < 0) return -1;
+    size_t ebias = H5Tget_ebias(t);
+    if (sz == 4 && esize == 8 && msize == 23) {
+        *dt = QF_DT_F32;
+        return 0;
+    }
+    if (sz == 2 && spos == 15 && esize == 8 && msize == 7 && mpos == 0 && ebias == 127) {
+        *dt = QF_DT_BF16;
+        return 0;
+    }
+    if (sz == 2 && spos == 15 && esize == 5 && msize == 10 && mpos == 0 && ebias == 15) {
+        *dt = QF_DT_F16;
+        return 0;
+    }
+    return -1;
+}
+
+/* ---- paths ------------------------------------------------------------------------------------------------ */
+
+/* "group/name" as an absolute HDF5 path ("/" + group + "/" + name, without doubled slashes). */
+static int join_path(char *out, size_t cap, const char *group, const char *name) {
+    const char *g = group ? group : "/";
+    while (*g == '/') g++;
+    size_t gl = strlen(g);
+    while (gl > 0 && g[gl - 1] == '/') gl--;
+    int n;
+    if (name && name[0]) {
+        if (gl) n = snprintf(out, cap, "/%.*s/%s", (int)gl, g, name);
+        else n = snprintf(out, cap, "/%s", name);
+    } else {
+        n = snprintf(out, cap, "/%.*s", (int)gl, g);
+    }
+    return (n < 0 || (size_t)n >= cap) ? -1 : 0;
+}
+
+/* 1 if every component of the absolute path p exists as a link. */
+static int path_exists(hid_t file, const char *p) {
+    if (strcmp(p, "/") == 0) return 1;
+    char buf[1024];
+    size_t n = strlen(p);
+    if (n >= sizeof buf) return 0;
+    memcpy(buf, p, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] == '/' || buf[i] == 0) {
+            char c = buf[i];
+            buf[i] = 0;
+            if (H5Lexists(file, buf, H5P_DEFAULT) <= 0) return 0;
+            buf[i] = c;
+        }
+    }
+    return 1;
+}
+
+/* Opens group path (creating it and its parents when create != 0). */
+static hid_t open_group(qf_h5 *f, const char *gpath, int create) {
+    if (strcmp(gpath, "/") == 0) return H5Gopen2(f->file, "/", H5P_DEFAULT);
+    if (path_exists(f->file, gpath)) return H5Gopen2(f->file, gpath, H5P_DEFAULT);
+    if (!create) return -1;
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    H5Pset_create_intermediate_group(lcpl, 1);
+    hid_t g = H5Gcreate2(f->file, gpath, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+    H5Pclose(lcpl);
+    return g;
+}
+
+/* ---- open / create / close ----------------------------------------------------------------------------------- */
+
+static qf_h5 *h5_new(const char *path, MPI_Comm comm) {
+    qf_h5 *f = qf_calloc(1, sizeof *f);
+    f->file = -1;
+    f->comm = comm;
+    snprintf(f->path, sizeof f->path, "%s", path);
+    f->t_bf16 = make_f16_type(8, 7, 127);
+    f->t_f16 = make_f16_type(5, 10, 15);
+    f->dxpl_coll = H5Pcreate(H5P_DATASET_XFER);
+    QF_CHECK(f->t_bf16 >= 0 && f->t_f16 >= 0 && f->dxpl_coll >= 0);
+    QF_CHECK(H5Pset_dxpl_mpio(f->dxpl_coll, H5FD_MPIO_COLLECTIVE) >= 0);
+    return f;
+}
+
+static void h5_free(qf_h5 *f) {
+    if (!f) return;
+    if (f->file >= 0) H5Fclose(f->file);
+    H5Tclose(f->t_bf16);
+    H5Tclose(f->t_f16);
+    H5Pclose(f->dxpl_coll);
+    free(f);
+}
+
+static hid_t make_fapl(MPI_Comm comm) {
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl < 0) return -1;
+    if (H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL) < 0) {
+        H5Pclose(fapl);
+        return -1;
+    }
+    return fapl;
+}
+
+int qf_h5_create(const char *path, MPI_Comm comm, qf_h5 **out, qf_err *e) {
+    *out = NULL;
+    h5_quiet q;
+    quiet_on(&q);
+    qf_h5 *f = h5_new(path, comm);
+    f->writable = 1;
+    hid_t fapl = make_fapl(comm);
+    if (fapl >= 0) f->file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    if (f->file < 0) {
+        char d[300];
+        h5_detail(d, sizeof d);
+        if (fapl >= 0) H5Pclose(fapl);
+        h5_free(f);
+        quiet_off(&q);
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: cannot create HDF5 file (missing directory or no permission?)%s",
+                          path, d);
+    }
+    H5Pclose(fapl);
+    quiet_off(&q);
+    *out = f;
+    return 0;
+}
+
+int qf_h5_open(const char *path, MPI_Comm comm, int write, qf_h5 **out, qf_err *e) {
+    *out = NULL;
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: cannot open: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode)) return qf_err_set(e, QF_EXIT_INPUT, "%s: not a regular file", path);
+    h5_quiet q;
+    quiet_on(&q);
+    htri_t is = H5Fis_hdf5(path);
+    if (is <= 0) {
+        quiet_off(&q);
+        if (is == 0) return qf_err_set(e, QF_EXIT_INPUT, "%s: not an HDF5 file", path);
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: cannot read (not an HDF5 file?)", path);
+    }
+    qf_h5 *f = h5_new(path, comm);
+    f->writable = write != 0;
+    hid_t fapl = make_fapl(comm);
+    if (fapl >= 0) f->file = H5Fopen(path, write ? H5F_ACC_RDWR : H5F_ACC_RDONLY, fapl);
+    if (f->file < 0) {
+        char d[300];
+        h5_detail(d, sizeof d);
+        if (fapl >= 0) H5Pclose(fapl);
+        h5_free(f);
+        quiet_off(&q);
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: cannot open HDF5 file (truncated or damaged?)%s", path, d);
+    }
+    H5Pclose(fapl);
+    quiet_off(&q);
+    *out = f;
+    return 0;
+}
+
+int qf_h5_close(qf_h5 *f, qf_err *e) {
+    if (!f) return 0;
+    h5_quiet q;
+    quiet_on(&q);
+    int rc = 0;
+    char d[300] = "";
+    if (f->writable && H5Fflush(f->file, H5F_SCOPE_GLOBAL) < 0) {
+        h5_detail(d, sizeof d);
+        rc = qf_err_set(e, QF_EXIT_RUNTIME, "%s: flushing the HDF5 file failed%s", f->path, d);
+    }
+    if (H5Fclose(f->file) < 0 && rc == 0) {
+        h5_detail(d, sizeof d);
+        rc = qf_err_set(e, QF_EXIT_RUNTIME, "%s: closing the HDF5 file failed%s", f->path, d);
+    }
+    f->file = -1;
+    h5_free(f);
+    quiet_off(&q);
+    return rc;
+}
+
+const char *qf_h5_path(const qf_h5 *f) { return f->path; }
+
+/* ---- flat-range selections ------------------------------------------------------------------------------- */
+
+/* Adds to space the blocks covering flat elements [a, b) of the sub-array dims[k..ndim) at the fixed leading
+ * coordinates prefix[0..k). *first says whether the next block starts the selection (SET) or joins it (OR). */
+static herr_t select_flat_rec(hid_t space, int ndim, const hsize_t *dims, int k, hsize_t *start, hsize_t a,
+                              hsize_t b, int *first) {
+    if (a >= b) return 0;
+    hsize_t inner = 1; /* elements per index of dimension k */
+    for (int i = k + 1; i < ndim; i++) inner *= dims[i];
+    hsize_t i0 = a / inner, i1 = b / inner; /* b exclusive */
+    hsize_t ra = a % inner, rb = b % inner;
+    if (i0 == i1) { /* within one slice of dimension k */
+        start[k] = i0;
+        return select_flat_rec(space, ndim, dims, k + 1, start, ra, rb, first);
+    }
+    if (ra != 0) { /* partial head slice */
+        start[k] = i0;
+        if (select_flat_rec(space, ndim, dims, k + 1, start, ra, inner, first) < 0) return -1;
+        i0++;
+    }
+    if (i1 > i0) { /* whole slices [i0, i1) */
+        hsize_t st[32], cnt[32];
+        for (int i = 0; i < ndim; i++) {
+            st[i] = i < k ? start[i] : 0;
+            cnt[i] = i < k ? 1 : dims[i];
+        }
+        st[k] = i0;
+        cnt[k] = i1 - i0;
+        if (H5Sselect_hyperslab(space, *first ? H5S_SELECT_SET : H5S_SELECT_OR, st, NULL, cnt, NULL) < 0) return -1;
+        *first = 0;
+    }
+    if (rb != 0) { /* partial tail slice */
+        start[k] = i1;
+        if (select_flat_rec(space, ndim, dims, k + 1, start, 0, rb, first) < 0) return -1;
+    }
+    return 0;
+}
+
+/* Selects flat [off, off+n) of space (n = 0 -> none). */
+static herr_t select_flat(hid_t space, int64_t off, int64_t n) {
+    if (n == 0) return H5Sselect_none(space);
+    int nd = H5Sget_simple_extent_ndims(space);
+    if (nd < 0 || nd > 32) return -1;
+    hsize_t dims[32], start[32];
+    H5Sget_simple_extent_dims(space, dims, NULL);
+    if (nd == 0) return H5Sselect_all(space); /* scalar: one element */
+    int first = 1;
+    return select_flat_rec(space, nd, dims, 0, start, (hsize_t)off, (hsize_t)(off + n), &first);
+}
+
+static int64_t space_numel(hid_t space) {
+    hssize_t np = H5Sget_simple_extent_npoints(space);
+    return (int64_t)np;
+}
+
+/* Memory space of n elements, all selected (n = 0: one element, none selected). */
+static hid_t mem_space(int64_t n) {
+    hsize_t d = (hsize_t)(n > 0 ? n : 1);
+    hid_t m = H5Screate_simple(1, &d, NULL);
+    if (m >= 0 && n == 0) H5Sselect_none(m);
+    return m;
+}
+
+/* ---- datasets ------------------------------------------------------------------------------------------------ */
+
+int qf_h5_has(qf_h5 *f, const char *group, const char *name) {
+    char p[1024];
+    if (join_path(p, sizeof p, group, name) < 0) return 0;
+    h5_quiet q;
+    quiet_on(&q);
+    int r = path_exists(f->file, p);
+    quiet_off(&q);
+    return r;
+}
+
+/* Opens dataset p or sets an exit-2 error naming the file and dataset. */
+static hid_t open_dataset(qf_h5 *f, const char *p, qf_err *e) {
+    if (!path_exists(f->file, p)) {
+        qf_err_set(e, QF_EXIT_INPUT, "%s: dataset %s not found", f->path, p);
+        return -1;
+    }
+    hid_t d = H5Dopen2(f->file, p, H5P_DEFAULT);
+    if (d < 0) {
+        char det[300];
+        h5_detail(det, sizeof det);
+        qf_err_set(e, QF_EXIT_INPUT, "%s: %s is not a readable dataset%s", f->path, p, det);
+    }
+    return d;
+}
+
+int qf_h5_shape(qf_h5 *f, const char *group, const char *name, int *ndim, int64_t *shape, qf_dtype *dt, qf_err *e) {
+    char p[1024];
+    if (join_path(p, sizeof p, group, name) < 0)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: dataset name too long", f->path);
+    h5_quiet q;
+    quiet_on(&q);
+    int rc = 0;
+    hid_t d = open_dataset(f, p, e), s = -1, t = -1;
+    if (d < 0) {
+        rc = e->code;
+        goto done;
+    }
+    s = H5Dget_space(d);
+    t = H5Dget_type(d);
+    int nd = H5Sget_simple_extent_ndims(s);
+    if (nd < 0 || nd > 4) {
+        rc = qf_err_set(e, QF_EXIT_INPUT, "%s: dataset %s has %d dimensions (at most 4 supported)", f->path, p, nd);
+        goto done;
+    }
+    hsize_t dims[4];
+    H5Sget_simple_extent_dims(s, dims, NULL);
+    *ndim = nd;
+    for (int i = 0; i < nd; i++) shape[i] = (int64_t)dims[i];
+    qf_dtype got;
+    if (classify_type(t, &got) < 0) {
+        rc = qf_err_set(e, QF_EXIT_INPUT, "%s: dataset %s has an unsupported type (expected bf16, fp16 or fp32 float)",
+                        f->path, p);
+        goto done;
+    }
+    if (dt) *dt = got;
+done:
+    if (t >= 0) H5Tclose(t);
+    if (s >= 0) H5Sclose(s);
+    if (d >= 0) H5Dclose(d);
+    quiet_off(&q);
+    return rc;
+}
+
+int qf_h5_write_f32(qf_h5 *f, const char *group, const char *name, int ndim, const int64_t *shape, qf_dtype dt,
+                    int64_t off, int64_t n, const float *data, qf_err *e) {
+    char p[1024];
+    if (join_path(p, sizeof p, group, name) < 0)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: dataset name too long", f->path);
+    if (ndim < 0 || ndim > 32) return qf_err_set(e, QF_EXIT_INPUT, "%s: %s: bad rank %d", f->path, p, ndim);
+    hsize_t dims[32];
+    int64_t numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) return qf_err_set(e, QF_EXIT_INPUT, "%s: %s: negative dimension", f->path, p);
+        dims[i] = (hsize_t)shape[i];
+        numel *= shape[i];
+    }
+    if (off < 0 || n < 0 || off + n > numel)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: %s: range [%lld, %lld) outside its %lld elements", f->path, p,
+                          (long long)off, (long long)(off + n), (long long)numel);
+    hid_t ft = file_type(f, dt);
+    h5_quiet q;
+    quiet_on(&q);
+    int rc = 0;
+    hid_t d = -1, fs = -1, ms = -1;
+    void *buf = NULL;
+    float dummy = 0; /* a non-NULL buffer for ranks that write nothing */
+    char det[300] = "";
+
+    /* create, or reuse an existing dataset of the same shape and type (a later range of it) */
+    if (path_exists(f->file, p)) {
+        d = H5Dopen2(f->file, p, H5P_DEFAULT);
+        if (d < 0) {
+            h5_detail(det, sizeof det);
+            rc = qf_err_set(e, QF_EXIT_INPUT, "%s: %s exists and is not a dataset%s", f->path, p, det);
+            goto done;
+        }
+        hid_t s = H5Dget_space(d), t = H5Dget_type(d);
+        int same = H5Sget_simple_extent_ndims(s) == ndim && H5Tequal(t, ft) > 0;
+        if (same) {
+            hsize_t have[32];
+            H5Sget_simple_extent_dims(s, have, NULL);
+            for (int i = 0; i < ndim; i++) same &= have[i] == dims[i];
+        }
+        H5Sclose(s);
+        H5Tclose(t);
+        if (!same) {
+            rc = qf_err_set(e, QF_EXIT_INPUT, "%s: dataset %s exists with another shape or type", f->path, p);
+            goto done;
+        }
+    } else {
+        hid_t s = H5Screate_simple(ndim, dims, NULL);
+        hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+        hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+        H5Pset_create_intermediate_group(lcpl, 1);
+        H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER); /* every element is written by some rank */
+        H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY);
+        d = H5Dcreate2(f->file, p, ft, s, lcpl, dcpl, H5P_DEFAULT);
+        if (d < 0) h5_detail(det, sizeof det);
+        H5Pclose(dcpl);
+        H5Pclose(lcpl);
+        H5Sclose(s);
+        if (d < 0) {
+            rc = qf_err_set(e, QF_EXIT_RUNTIME, "%s: cannot create dataset %s%s", f->path, p, det);
+            goto done;
+        }
+    }
+
+    /* Collective rounds of at most QF_H5_CHUNK elements per rank; every rank does the same number. */
+    int64_t rounds = (n + QF_H5_CHUNK - 1) / QF_H5_CHUNK, maxr = 0;
+    MPI_Allreduce(&rounds, &maxr, 1, MPI_INT64_T, MPI_MAX, f->comm);
+    if (dt != QF_DT_F32) buf = qf_malloc((size_t)(n < QF_H5_CHUNK ? n : QF_H5_CHUNK) * sizeof(uint16_t));
+    fs = H5Dget_space(d);
+    for (int64_t r = 0; r < maxr; r++) {
+        int64_t a = r * QF_H5_CHUNK < n ? r * QF_H5_CHUNK : n;
+        int64_t m = n - a < QF_H5_CHUNK ? n - a : QF_H5_CHUNK;
+        const void *src = data + a;
+        if (dt == QF_DT_BF16) {
+            uint16_t *h = buf;
+            for (int64_t i = 0; i < m; i++) h[i] = qf_f32_to_bf16(data[a + i]);
+            src = h;
+        } else if (dt == QF_DT_F16) {
+            uint16_t *h = buf;
+            for (int64_t i = 0; i < m; i++) h[i] = qf_f32_to_f16(data[a + i]);
+            src = h;
+        }
+        ms = mem_space(m);
+        herr_t st = select_flat(fs, off + a, m);
+        if (st >= 0) st = H5Dwrite(d, ft, ms, fs, f->dxpl_coll, m ? src : (const void *)&dummy);
+        H5Sclose(ms);
+        ms = -1;
+        if (st < 0) {
+            h5_detail(det, sizeof det);
+            rc = qf_err_set(e, QF_EXIT_RUNTIME, "%s: writing dataset %s failed%s", f->path, p, det);
+            goto done; /* an I/O failure here is not recoverable collectively; the caller stops every rank */
+        }
+    }
+done:
+    free(buf);
+    if (ms >= 0) H5Sclose(ms);
+    if (fs >= 0) H5Sclose(fs);
+    if (d >= 0) H5Dclose(d);
+    quiet_off(&q);
+    return rc;
+}
+
+int qf_h5_read_f32(qf_h5 *f, const char *group, const char *name, int64_t off, int64_t n, float *data, qf_err *e) {
+    char p[1024];
+    if (join_path(p, sizeof p, group, name) < 0)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: dataset name too long", f->path);
+    h5_quiet q;
+    quiet_on(&q);
+    int rc = 0;
+    hid_t d = open_dataset(f, p, e), fs = -1, t = -1;
+    uint16_t *buf = NULL;
+    char det[300] = "";
+    if (d < 0) {
+        rc = e->code;
+        goto done;
+    }
+    fs = H5Dget_space(d);
+    t = H5Dget_type(d);
+    int64_t numel = space_numel(fs);
+    qf_dtype dt;
+    if (classify_type(t, &dt) < 0) {
+        rc = qf_err_set(e, QF_EXIT_INPUT, "%s: dataset %s has an unsupported type (expected bf16, fp16 or fp32 float)",
+                        f->path, p);
+        goto done;
+    }
+    if (off < 0 || n < 0 || off + n > numel) {
+        rc = qf_err_set(e, QF_EXIT_INPUT, "%s: dataset %s has %lld elements, range [%lld, %lld) requested", f->path,
+                        p, (long long)numel, (long long)off, (long long)(off + n));
+        goto done;
+    }
+    if (dt != QF_DT_F32) buf = qf_malloc((size_t)(n < QF_H5_CHUNK ? n : QF_H5_CHUNK) * sizeof(uint16_t));
+    hid_t mt = dt == QF_DT_F32 ? H5T_NATIVE_FLOAT : file_type(f, dt);
+    for (int64_t a = 0; a < n; a += QF_H5_CHUNK) { /* reads are independent: n = 0 reads nothing */
+        int64_t m = n - a < QF_H5_CHUNK ? n - a : QF_H5_CHUNK;
+        hid_t ms = mem_space(m);
+        herr_t st = select_flat(fs, off + a, m);
+        if (st >= 0) st = H5Dread(d, mt, ms, fs, H5P_DEFAULT, dt == QF_DT_F32 ? (void *)(data + a) : (void *)buf);
+        H5Sclose(ms);
+        if (st < 0) {
+            h5_detail(det, sizeof det);
+            rc = qf_err_set(e, QF_EXIT_INPUT, "%s: reading dataset %s failed (truncated or damaged file?)%s", f->path,
+                            p, det);
+            goto done;
+        }
+        if (dt == QF_DT_BF16)
+            for (int64_t i = 0; i < m; i++) data[a + i] = qf_bf16_to_f32(buf[i]);
+        else if (dt == QF_DT_F16)
+            for (int64_t i = 0; i < m; i++) data[a + i] = qf_f16_to_f32(buf[i]);
+    }
+done:
+    free(buf);
+    if (t >= 0) H5Tclose(t);
+    if (fs >= 0) H5Sclose(fs);
+    if (d >= 0) H5Dclose(d);
+    quiet_off(&q);
+    return rc;
+}
+
+/* ---- attributes ---------------------------------------------------------------------------------------------- */
+
+/* Writes attribute key of type t / space s with data on group (created if missing); replaces an existing one. */
+static int attr_write(qf_h5 *f, const char *group, const char *key, hid_t t, hid_t s, const void *v, qf_err *e) {
+    char gp[1024];
+    if (join_path(gp, sizeof gp, group, NULL) < 0)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: group name too long", f->path);
+    h5_quiet q;
+    quiet_on(&q);
+    int rc = 0;
+    char det[300] = "";
+    hid_t g = open_group(f, gp, 1), a = -1;
+    if (g < 0) {
+        h5_detail(det, sizeof det);
+        rc = qf_err_set(e, QF_EXIT_RUNTIME, "%s: cannot create group %s%s", f->path, gp, det);
+        goto done;
+    }
+    if (H5Aexists(g, key) > 0) H5Adelete(g, key);
+    a = H5Acreate2(g, key, t, s, H5P_DEFAULT, H5P_DEFAULT);
+    if (a < 0 || H5Awrite(a, t, v) < 0) {
+        h5_detail(det, sizeof det);
+        rc = qf_err_set(e, QF_EXIT_RUNTIME, "%s: cannot write attribute %s of %s%s", f->path, key, gp, det);
+    }
+done:
+    if (a >= 0) H5Aclose(a);
+    if (g >= 0) H5Gclose(g);
+    quiet_off(&q);
+    return rc;
+}
+
+int qf_h5_attr_write_i64(qf_h5 *f, const char *group, const char *key, int64_t v, qf_err *e) {
+    hid_t s = H5Screate(H5S_SCALAR);
+    int rc = attr_write(f, group, key, H5T_STD_I64LE, s, &v, e);
+    H5Sclose(s);
+    return rc;
+}
+
+int qf_h5_attr_write_f64(qf_h5 *f, const char *group, const char *key, double v, qf_err *e) {
+    hid_t s = H5Screate(H5S_SCALAR);
+    int rc = attr_write(f, group, key, H5T_IEEE_F64LE, s, &v, e);
+    H5Sclose(s);
+    return rc;
+}
+
+int qf_h5_attr_write_str(qf_h5 *f, const char *group, const char *key, const char *v, qf_err *e) {
+    size_t n = strlen(v);
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, n > 0 ? n : 1);
+    H5Tset_strpad(t, H5T_STR_NULLPAD);
+    H5Tset_cset(t, H5T_CSET_UTF8);
+    hid_t s = H5Screate(H5S_SCALAR);
+    char one[1] = {0};
+    int rc = attr_write(f, group, key, t, s, n > 0 ? v : one, e);
+    H5Sclose(s);
+    H5Tclose(t);
+    return rc;
+}
+
+int qf_h5_attr_write_blob(qf_h5 *f, const char *group, const char *key, const void *p, size_t n, qf_err *e) {
+    hsize_t d = n;
+    hid_t s = n > 0 ? H5Screate_simple(1, &d, NULL) : H5Screate(H5S_NULL);
+    unsigned char dummy = 0;
+    int rc = attr_write(f, group, key, H5T_STD_U8LE, s, n > 0 ? p : &dummy, e);
+    H5Sclose(s);
+    return rc;
+}
+
+int qf_h5_attr_has(qf_h5 *f, const char *group, const char *key) {
+    char gp[1024];
+    if (join_path(gp, sizeof gp, group, NULL) < 0) return 0;
+    h5_quiet q;
+    quiet_on(&q);
+    int r = 0;
+    if (path_exists(f->file, gp)) {
+        hid_t g = H5Oopen(f->file, gp, H5P_DEFAULT);
+        if (g >= 0) {
+            r = H5Aexists(g, key) > 0;
+            H5Oclose(g);
+        }
+    }
+    quiet_off(&q);
+    return r;
+}
+
+/* Opens attribute key on object group, or sets an exit-2 error naming the file and attribute. Quiet mode is the
+ * caller's. *obj receives the object to close. */
+static hid_t attr_open(qf_h5 *f, const char *group, const char *key, hid_t *obj, qf_err *e) {
+    char gp[1024];
+    *obj = -1;
+    if (join_path(gp, sizeof gp, group, NULL) < 0) {
+        qf_err_set(e, QF_EXIT_INPUT, "%s: group name too long", f->path);
+        return -1;
+    }
+    if (!path_exists(f->file, gp) || (*obj = H5Oopen(f->file, gp, H5P_DEFAULT)) < 0) {
+        qf_err_set(e, QF_EXIT_INPUT, "%s: attribute %s: group %s not found", f->path, key, gp);
+        return -1;
+    }
+    if (H5Aexists(*obj, key) <= 0) {
+        if (strcmp(gp, "/") == 0) qf_err_set(e, QF_EXIT_INPUT, "%s: attribute %s not found", f->path, key);
+        else qf_err_set(e, QF_EXIT_INPUT, "%s: attribute %s not found on %s", f->path, key, gp);
+        return -1;
+    }
+    hid_t a = H5Aopen(*obj, key, H5P_DEFAULT);
+    if (a < 0) qf_err_set(e, QF_EXIT_INPUT, "%s: attribute %s of %s cannot be opened", f->path, key, gp);
+    return a;
+}
+
+/* Reads a one-element numeric attribute as memory type mt (class checked against want: H5T_INTEGER accepts
+ * integers only, H5T_FLOAT accepts integers and floats). */
+static int attr_read_num(qf_h5 *f, const char *group, const char *key, hid_t mt, H5T_class_t want, void *v,
+                         qf_err *e) {
+    h5_quiet q;
+    quiet_on(&q);
+    hid_t obj, a = attr_open(f, group, key, &obj, e), t = -1, s = -1;
+    int rc = 0;
+    if (a < 0) {
+        rc = e->code;
+        goto done;
+    }
+    t = H5Aget_type(a);
+    s = H5Aget_space(a);
+    H5T_class_t c = H5Tget_class(t);
+    int ok = c == H5T_INTEGER || (want == H5T_FLOAT && c == H5T_FLOAT);
+    if (!ok || H5Sget_simple_extent_npoints(s) != 1) {
+        rc = qf_err_set(e, QF_EXIT_INPUT, "%s: attribute %s is not a single %s", f->path, key,
+                        want == H5T_INTEGER ? "integer" : "number");
+        goto done;
+    }
+    if (H5Aread(a, mt, v) < 0) rc = qf_err_set(e, QF_EXIT_INPUT, "%s: attribute %s cannot be read", f->path, key);
+done:
+    if (s >= 0) H5Sclose(s);
+    if (t >= 0) H5Tclose(t);
+    if (a >= 0) H5Aclose(a);
+    if (obj >= 0) H5Oclose(obj);
+    quiet_off(&q);
+    return rc;
+}
+
+int qf_h5_attr_read_i64(qf_h5 *f, const char *group, const char *key, int64_t *v, qf_err *e) {
+    return attr_read_num(f, group, key, H5T_NATIVE_INT64, H5T_INTEGER, v, e);
+}
+
+int qf_h5_attr_read_f64(qf_h5 *f, const char *group, const char *key, double *v, qf_err *e) {
+    return attr_read_num(f, group, key, H5T_NATIVE_DOUBLE, H5T_FLOAT, v, e);
+}
+
+int qf_h5_attr_read_str(qf_h5 *f, const char *group, const char *key, char *v, size_t cap, qf_err *e) {
+    h5_quiet q;
+    quiet_on(&q);
+    hid_t obj, a = attr_open(f, group, key, &obj, e), t = -1, s = -1, mt = -1;
+    int rc = 0;
+    if (a < 0) {
+        rc = e->code;
+        goto done;
+    }
+    t = H5Aget_type(a);
+    s = H5Aget_space(a);
+    if (H5Tget_class(t) != H5T_STRING || H5Sget_simple_extent_npoints(s) != 1) {
+        rc = qf_err_set(e, QF_EXIT_INPUT, "%s: attribute %s is not a string", f->path, key);
+        goto done;
+    }
+    if (H5Tis_variable_str(t) > 0) { /* as h5py writes str attributes */
+        mt = H5Tcopy(H5T_C_S1);
+        H5Tset_size(mt, H5T_VARIABLE);
+        H5Tset_cset(mt, H5Tget_cset(t)); /* HDF5 does not convert between character sets */
+        char *sv = NULL;
+        if (H5Aread(a, mt, &sv) < 0 || !sv) {
+            rc = qf_err_set(e, QF_EXIT_INPUT, "%s: attribute %s cannot be read", f->path, key);
+            goto done;
+        }
+        if (strlen(sv) >= cap)
+            rc = qf_err_set(e, QF_EXIT_INPUT, "%s: attribute %s is longer than %zu characters", f->path, key, cap - 1);
+        else memcpy(v, sv, strlen(sv) + 1);
+        H5free_memory(sv);
+    } else {
+        size_t n = H5Tget_size(t);
+        mt = H5Tcopy(H5T_C_S1);
+        H5Tset_size(mt, n);
+        H5Tset_strpad(mt, H5T_STR_NULLPAD);
+        H5Tset_cset(mt, H5Tget_cset(t));
+        char *tmp = qf_calloc(n + 1, 1);
+        if (H5Aread(a, mt, tmp) < 0) {
+            rc = qf_err_set(e, QF_EXIT_INPUT, "%s: attribute %s cannot be read", f->path, key);
+        } else if (strlen(tmp) >= cap) {
+            rc = qf_err_set(e, QF_EXIT_INPUT, "%s: attribute %s is longer than %zu characters", f->path, key, cap - 1);
+        } else {
+            memcpy(v, tmp, strlen(tmp) + 1);
+        }
+        free(tmp);
+    }
+done:
+    if (mt >= 0) H5Tclose(mt);
+    if (s >= 0) H5Sclose(s);
+    if (t >= 0) H5Tclose(t);
+    if (a >= 0) H5Aclose(a);
+    if (obj >= 0) H5Oclose(obj);
+    quiet_off(&q);
+    return rc;
+}
+
+int qf_h5_attr_read_blob(qf_h5 *f, const char *group, const char *key, void *p, size_t n, qf_err *e) {
+    h5_quiet q;
+    quiet_on(&q);
+    hid_t obj, a = attr_open(f, group, key, &obj, e), t = -1, s = -1;
+    int rc = 0;
+    if (a < 0) {
+        rc = e->code;
+        goto done;
+    }
+    t = H5Aget_type(a);
+    s = H5Aget_space(a);
+    H5S_class_t sc = H5Sget_simple_extent_type(s);
+    hssize_t np = sc == H5S_NULL ? 0 : H5Sget_simple_extent_npoints(s);
+    if (H5Tget_class(t) != H5T_INTEGER || H5Tget_size(t) != 1 || np != (hssize_t)n) {
+        rc = qf_err_set(e, QF_EXIT_INPUT, "%s: attribute %s is not a %zu-byte blob (found %lld elements of %zu bytes)",
+                        f->path, key, n, (long long)np, H5Tget_size(t));
+        goto done;
+    }
+    if (n > 0 && H5Aread(a, H5T_NATIVE_UCHAR, p) < 0)
+        rc = qf_err_set(e, QF_EXIT_INPUT, "%s: attribute %s cannot be read", f->path, key);
+done:
+    if (s >= 0) H5Sclose(s);
+    if (t >= 0) H5Tclose(t);
+    if (a >= 0) H5Aclose(a);
+    if (obj >= 0) H5Oclose(obj);
+    quiet_off(&q);
+    return rc;
+}
+
+/* ---- model config ---------------------------------------------------------------------------------------------- */
+
+/* Root attribute names are the qf_model_config field names. */
+int qf_h5_write_config(qf_h5 *f, const qf_model_config *c, qf_err *e) {
+    int rc = 0;
+#define WI(k, v) \
+    if (!rc) rc = qf_h5_attr_write_i64(f, "/", k, (int64_t)(v), e)
+#define WF(k, v) \
+    if (!rc) rc = qf_h5_attr_write_f64(f, "/", k, (v), e)
+#define WS(k, v) \
+    if (!rc) rc = qf_h5_attr_write_str(f, "/", k, (v), e)
+    WS("arch", c->arch);
+    WS("family", c->family);
+    WI("vocab_size", c->vocab_size);
+    WI("hidden_size", c->hidden_size);
+    WI("intermediate_size", c->intermediate_size);
+    WI("num_layers", c->num_layers);
+    WI("num_heads", c->num_heads);
+    WI("num_kv_heads", c->num_kv_heads);
+    WI("head_dim", c->head_dim);
+    WI("tie_word_embeddings", c->tie_word_embeddings);
+    WI("attention_bias", c->attention_bias);
+    WI("qk_norm", c->qk_norm);
+    WF("rope_theta", c->rope_theta);
+    WF("rms_norm_eps", c->rms_norm_eps);
+    WI("max_position_embeddings", c->max_position_embeddings);
+    WF("initializer_range", c->initializer_range);
+    WI("bos_token_id", c->bos_token_id);
+    WI("eos_token_id", c->eos_token_id);
+    WI("pad_token_id", c->pad_token_id);
+    WS("dtype", c->dtype);
+#undef WI
+#undef WF
+#undef WS
+    return rc;
+}
+
+/* Reads an integer attribute into an int within [lo, hi]. */
+static int read_int_attr(qf_h5 *f, const char *key, int64_t lo, int64_t hi, int64_t *out, qf_err *e) {
+    int64_t v = 0;
+    if (qf_h5_attr_read_i64(f, "/", key, &v, e)) return e->code;
+    if (v < lo || v > hi)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: attribute %s = %lld is out of range [%lld, %lld]", f->path, key,
+                          (long long)v, (long long)lo, (long long)hi);
+    *out = v;
+    return 0;
+}
+
+int qf_h5_read_config(qf_h5 *f, qf_model_config *c, qf_err *e) {
+    qf_model_config r;
+    memset(&r, 0, sizeof r);
+    int64_t v = 0;
+    if (qf_h5_attr_read_str(f, "/", "arch", r.arch, sizeof r.arch, e)) return e->code;
+    if (strcmp(r.arch, "qwen2") != 0 && strcmp(r.arch, "qwen3") != 0)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: attribute arch = \"%s\" (expected \"qwen2\" or \"qwen3\")", f->path,
+                          r.arch);
+    if (qf_h5_attr_read_str(f, "/", "family", r.family, sizeof r.family, e)) return e->code;
+#define RI(k, field, lo, hi)                                  \
+    do {                                                      \
+        if (read_int_attr(f, k, lo, hi, &v, e)) return e->code; \
+        r.field = v;                                          \
+    } while (0)
+    RI("vocab_size", vocab_size, 1, INT32_MAX);
+    RI("hidden_size", hidden_size, 1, INT32_MAX);
+    RI("intermediate_size", intermediate_size, 1, INT32_MAX);
+    RI("num_layers", num_layers, 1, INT32_MAX);
+    RI("num_heads", num_heads, 1, INT32_MAX);
+    RI("num_kv_heads", num_kv_heads, 1, INT32_MAX);
+    RI("head_dim", head_dim, 1, INT32_MAX);
+    RI("tie_word_embeddings", tie_word_embeddings, 0, 1);
+    RI("attention_bias", attention_bias, 0, 1);
+    RI("qk_norm", qk_norm, 0, 1);
+    RI("max_position_embeddings", max_position_embeddings, 1, INT32_MAX);
+    RI("bos_token_id", bos_token_id, -1, INT32_MAX);
+    RI("eos_token_id", eos_token_id, -1, INT32_MAX);
+    RI("pad_token_id", pad_token_id, -1, INT32_MAX);
+#undef RI
+    if (r.num_heads % r.num_kv_heads != 0)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: attribute num_kv_heads = %d does not divide num_heads = %d", f->path,
+                          r.num_kv_heads, r.num_heads);
+    if (qf_h5_attr_read_f64(f, "/", "rope_theta", &r.rope_theta, e)) return e->code;
+    if (!(r.rope_theta > 0))
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: attribute rope_theta must be positive", f->path);
+    if (qf_h5_attr_read_f64(f, "/", "rms_norm_eps", &r.rms_norm_eps, e)) return e->code;
+    if (!(r.rms_norm_eps > 0))
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: attribute rms_norm_eps must be positive", f->path);
+    if (qf_h5_attr_read_f64(f, "/", "initializer_range", &r.initializer_range, e)) return e->code;
+    if (qf_h5_attr_read_str(f, "/", "dtype", r.dtype, sizeof r.dtype, e)) return e->code;
+    qf_dtype dt;
+    if (qf_dtype_parse(r.dtype, &dt) < 0)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: attribute dtype = \"%s\" (expected bf16, fp16 or fp32)", f->path,
+                          r.dtype);
+    *c = r;
+    return 0;
+}

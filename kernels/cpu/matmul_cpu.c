@@ -1,0 +1,206 @@
+/* matmul_cpu.c — linear layers y = x W^T + b and their backward, on three cache-blocked GEMM shapes.
+ *
+ * All three shapes share one register-blocked micro-kernel: a 4 x 16 tile of outputs kept in vector registers
+ * while the contracted index k runs 0..K-1 in order (c[r][j] += a[r,k] * b[k,j]), built for SSE and for AVX2
+ * (chosen at run time; both round identically).
+ * Edge tiles use a scalar kernel with the same order, so every output element is the same sequential sum
+ * wherever it falls and however many threads run: results are bitwise reproducible. */
+#include "cpu_internal.h"
+#include "ops.h"
+#include "util.h"
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MR 4   /* rows of the register tile */
+#define NR 16  /* columns of the register tile: two 8-float vectors */
+#define MC 64  /* rows of a cache tile (nt, nn) */
+#define KC 256 /* k-chunk of the tn shape (rows of dout/x streamed through cache per pass) */
+
+/* An 8-float vector (GCC/Clang vector extension): one AVX register, or two SSE registers in the default build.
+ * Loads and stores go through an unaligned, may_alias variant of the type. */
+typedef float v8 __attribute__((vector_size(32)));
+typedef float v8u __attribute__((vector_size(32), aligned(4), may_alias));
+#define LD8(p) (*(const v8u *)(p))
+#define ST8(p, v) (*(v8u *)(p) = (v))
+
+/* c[r][j] += sum_k a[r*ars + k*aks] * b[k*bks + j], r < MR, j < NR, k = 0..K-1 in order. Separate multiply and
+ * add (no FMA: -std=c11 implies -ffp-contract=off, and the AVX2 variant does not enable FMA), so the SSE and
+ * AVX2 variants and the scalar edge kernel round identically. */
+static inline __attribute__((always_inline)) void kern_body(int K, const float *restrict a, ptrdiff_t ars,
+                                                             ptrdiff_t aks, const float *restrict b, ptrdiff_t bks,
+                                                             float c[MR][NR]) {
+    v8 c00 = LD8(c[0]), c01 = LD8(c[0] + 8), c10 = LD8(c[1]), c11 = LD8(c[1] + 8);
+    v8 c20 = LD8(c[2]), c21 = LD8(c[2] + 8), c30 = LD8(c[3]), c31 = LD8(c[3] + 8);
+    for (int k = 0; k < K; k++) {
+        const float *restrict bk = b + (ptrdiff_t)k * bks;
+        const float *restrict ak = a + (ptrdiff_t)k * aks;
+        const v8 b0 = LD8(bk), b1 = LD8(bk + 8);
+        const v8 a0 = (v8){0} + ak[0], a1 = (v8){0} + ak[ars], a2 = (v8){0} + ak[2 * ars], a3 = (v8){0} + ak[3 * ars];
+        c00 += a0 * b0;
+        c01 += a0 * b1;
+        c10 += a1 * b0;
+        c11 += a1 * b1;
+        c20 += a2 * b0;
+        c21 += a2 * b1;
+        c30 += a3 * b0;
+        c31 += a3 * b1;
+    }
+    ST8(c[0], c00), ST8(c[0] + 8, c01), ST8(c[1], c10), ST8(c[1] + 8, c11);
+    ST8(c[2], c20), ST8(c[2] + 8, c21), ST8(c[3], c30), ST8(c[3] + 8, c31);
+}
+
+typedef void (*kern_fn)(int K, const float *a, ptrdiff_t ars, ptrdiff_t aks, const float *b, ptrdiff_t bks,
+                        float c[MR][NR]);
+static void kern_full_default(int K, const float *a, ptrdiff_t ars, ptrdiff_t aks, const float *b, ptrdiff_t bks,
+                              float c[MR][NR]) {
+    kern_body(K, a, ars, aks, b, bks, c);
+}
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static void kern_full_avx2(int K, const float *a, ptrdiff_t ars, ptrdiff_t aks,
+                                                            const float *b, ptrdiff_t bks, float c[MR][NR]) {
+    kern_body(K, a, ars, aks, b, bks, c);
+}
+#endif
+/* the micro-kernel for this CPU: identical results either way, AVX2 about twice as fast */
+static kern_fn kern_pick(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (__builtin_cpu_supports("avx2")) return kern_full_avx2;
+#endif
+    return kern_full_default;
+}
+
+/* Same as kern_body for an mr x nr edge tile (mr <= MR, nr <= NR): same summation order per element. */
+static void kern_edge(int mr, int nr, int K, const float *a, ptrdiff_t ars, ptrdiff_t aks, const float *b,
+                      ptrdiff_t bks, float c[MR][NR]) {
+    for (int r = 0; r < mr; r++)
+        for (int j = 0; j < nr; j++) {
+            float s = c[r][j];
+            for (int k = 0; k < K; k++) s += a[r * ars + (ptrdiff_t)k * aks] * b[(ptrdiff_t)k * bks + j];
+            c[r][j] = s;
+        }
+}
+
+static inline void kern(kern_fn full, int mr, int nr, int K, const float *a, ptrdiff_t ars, ptrdiff_t aks,
+                        const float *b, ptrdiff_t bks, float c[MR][NR]) {
+    if (mr == MR && nr == NR)
+        full(K, a, ars, aks, b, bks, c);
+    else
+        kern_edge(mr, nr, K, a, ars, aks, b, bks, c);
+}
+
+static inline int imin(int a, int b) { return a < b ? a : b; }
+
+void cpu_gemm_nt(float *out, const float *a, const float *b, const float *bias, int M, int N, int K, int accumulate) {
+    if (M <= 0 || N <= 0) return;
+    const int npan = (N + NR - 1) / NR, nmc = (M + MC - 1) / MC;
+    const long ntiles = (long)npan * nmc;
+    const kern_fn full = kern_pick();
+#pragma omp parallel
+    {
+        /* b panel packed k-major: P[k*NR + j] = b[n0+j, k], zero-padded past N, so the micro-kernel streams it */
+        float *P = qf_malloc((size_t)(K > 0 ? K : 1) * NR * sizeof(float));
+        int packed = -1;
+#pragma omp for schedule(static)
+        for (long tile = 0; tile < ntiles; tile++) {
+            const int p = (int)(tile / nmc), mc = (int)(tile % nmc);
+            const int n0 = p * NR, nr = imin(NR, N - n0);
+            if (p != packed) {
+                for (int k = 0; k < K; k++)
+                    for (int j = 0; j < NR; j++) P[(size_t)k * NR + j] = j < nr ? b[(size_t)(n0 + j) * K + k] : 0.0f;
+                packed = p;
+            }
+            const int m1 = imin(M, (mc + 1) * MC);
+            for (int m0 = mc * MC; m0 < m1; m0 += MR) {
+                const int mr = imin(MR, m1 - m0);
+                float c[MR][NR] = {{0}};
+                /* the packed panel is NR wide even at the edge: only rows need the edge kernel */
+                if (mr == MR)
+                    full(K, a + (size_t)m0 * K, K, 1, P, NR, c);
+                else
+                    kern_edge(mr, nr, K, a + (size_t)m0 * K, K, 1, P, NR, c);
+                for (int r = 0; r < mr; r++) {
+                    float *o = out + (size_t)(m0 + r) * N + n0;
+                    for (int j = 0; j < nr; j++) {
+                        float y = c[r][j];
+                        if (bias) y += bias[n0 + j];
+                        o[j] = accumulate ? o[j] + y : y;
+                    }
+                }
+            }
+        }
+        free(P);
+    }
+}
+
+void cpu_gemm_nn(float *out, const float *a, const float *b, int M, int N, int K, int accumulate) {
+    if (M <= 0 || N <= 0) return;
+    const int npan = (N + NR - 1) / NR, nmc = (M + MC - 1) / MC;
+    const long ntiles = (long)npan * nmc;
+    const kern_fn full = kern_pick();
+    /* tiles row-chunk-major: a thread's consecutive tiles reuse the same rows of a from cache */
+#pragma omp parallel for schedule(static)
+    for (long tile = 0; tile < ntiles; tile++) {
+        const int mc = (int)(tile / npan), p = (int)(tile % npan);
+        const int n0 = p * NR, nr = imin(NR, N - n0);
+        const int m1 = imin(M, (mc + 1) * MC);
+        for (int m0 = mc * MC; m0 < m1; m0 += MR) {
+            const int mr = imin(MR, m1 - m0);
+            float c[MR][NR] = {{0}};
+            kern(full, mr, nr, K, a + (size_t)m0 * K, K, 1, b + n0, N, c);
+            for (int r = 0; r < mr; r++) {
+                float *o = out + (size_t)(m0 + r) * N + n0;
+                for (int j = 0; j < nr; j++) o[j] = accumulate ? o[j] + c[r][j] : c[r][j];
+            }
+        }
+    }
+}
+
+void cpu_gemm_tn(float *out, const float *a, const float *b, int M, int N, int K) {
+    if (M <= 0 || N <= 0 || K <= 0) return;
+    const int nmb = (M + MR - 1) / MR;
+    const kern_fn full = kern_pick();
+#pragma omp parallel
+    for (int k0 = 0; k0 < K; k0 += KC) {
+        const int kc = imin(KC, K - k0);
+        /* the same static partition of output rows every k-chunk: each out element has one owner thread and
+         * receives its k terms in increasing order */
+#pragma omp for schedule(static)
+        for (int mb = 0; mb < nmb; mb++) {
+            const int m0 = mb * MR, mr = imin(MR, M - m0);
+            for (int n0 = 0; n0 < N; n0 += NR) {
+                const int nr = imin(NR, N - n0);
+                float c[MR][NR] = {{0}};
+                for (int r = 0; r < mr; r++)
+                    for (int j = 0; j < nr; j++) c[r][j] = out[(size_t)(m0 + r) * N + n0 + j];
+                kern(full, mr, nr, kc, a + (size_t)k0 * M + m0, 1, M, b + (size_t)k0 * N + n0, N, c);
+                for (int r = 0; r < mr; r++)
+                    for (int j = 0; j < nr; j++) out[(size_t)(m0 + r) * N + n0 + j] = c[r][j];
+            }
+        }
+    }
+}
+
+void cpu_matmul_fwd(void *out, const void *x, const void *w, const void *b, int N, int IN, int OUT, int accumulate) {
+    cpu_gemm_nt(out, x, w, b, N, OUT, IN, accumulate);
+}
+
+void cpu_matmul_bwd(void *dx, void *dw, void *db, const void *dout, const void *x, const void *w, int N, int IN,
+                    int OUT, int accumulate_dx) {
+    const float *g = dout;
+    /* parameter gradients first, so that dx may share memory with x */
+    if (dw) cpu_gemm_tn(dw, g, x, OUT, IN, N);
+    if (db && OUT > 0) {
+        const int nb = (OUT + 63) / 64;
+#pragma omp parallel for schedule(static)
+        for (int bi = 0; bi < nb; bi++) {
+            const int o0 = bi * 64, o1 = imin(OUT, o0 + 64);
+            float *d = db;
+            for (int n = 0; n < N; n++) {
+                const float *gr = g + (size_t)n * OUT;
+                for (int o = o0; o < o1; o++) d[o] += gr[o];
+            }
+        }
+    }
+    if (dx) cpu_gemm_nn(dx, g, w, N, IN, OUT, accumulate_dx);
+}

@@ -1,0 +1,49 @@
+/* ops_cpu.c — the CPU op table (fp32, OpenMP): host memory, act = float, kernels in the other files of kernels/cpu. */
+#include "cpu_internal.h"
+#include "ops.h"
+#include <stdlib.h>
+#include <string.h>
+
+static void *cpu_alloc(size_t bytes) { return calloc(1, bytes ? bytes : 1); }
+static void cpu_free(void *p) { free(p); }
+static void cpu_copy(void *dst, const void *src, size_t bytes) {
+    if (bytes && dst != src) memmove(dst, src, bytes);
+}
+static void cpu_zero(void *p, size_t bytes) {
+    if (bytes) memset(p, 0, bytes);
+}
+static void cpu_sync(void) {}
+
+static const qf_ops cpu_ops = {
+    .name = "cpu",
+    .act_bytes = sizeof(float),
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .copy_h2d = cpu_copy,
+    .copy_d2h = cpu_copy,
+    .copy_d2d = cpu_copy,
+    .zero = cpu_zero,
+    .sync = cpu_sync,
+    .act_from_f32 = cpu_act_from_f32,
+    .act_to_f32 = cpu_act_to_f32,
+    .embedding_fwd = cpu_embedding_fwd,
+    .embedding_bwd = cpu_embedding_bwd,
+    .rmsnorm_fwd = cpu_rmsnorm_fwd,
+    .rmsnorm_bwd = cpu_rmsnorm_bwd,
+    .matmul_fwd = cpu_matmul_fwd,
+    .matmul_bwd = cpu_matmul_bwd,
+    .rope_fwd = cpu_rope_fwd,
+    .rope_bwd = cpu_rope_bwd,
+    .attention_fwd = cpu_attention_fwd,
+    .attention_bwd = cpu_attention_bwd,
+    .swiglu_fwd = cpu_swiglu_fwd,
+    .swiglu_bwd = cpu_swiglu_bwd,
+    .add_inplace = cpu_add_inplace,
+    .classifier = cpu_classifier,
+    .sumsq = cpu_sumsq,
+    .scale = cpu_scale,
+    .nonfinite = cpu_nonfinite,
+    .adamw = cpu_adamw,
+};
+
+const qf_ops *qf_ops_cpu(void) { return &cpu_ops; }

@@ -1,0 +1,113 @@
+/* ops.h — the op table: every compute kernel the model, optimizer and loss need, behind one struct of
+ * function pointers with two implementations:
+ *   kernels/cpu/   fp32, OpenMP — the readable reference and test oracle (qf_ops_cpu()).
+ *   kernels/cuda/  bf16 storage / fp32 accumulation, cuBLASLt — ([cuda] issue; qf_ops_cuda()).
+ *
+ * Conventions
+ *   - "act" tensors (activations, parameters as the model sees them, their gradients) are void*: float on the
+ *     CPU backend, the backend's compute dtype elsewhere. Tensors typed float* are fp32 on every backend
+ *     (statistics, losses, master weights, Adam moments).
+ *   - Shapes in comments, row-major, last index fastest. N = number of tokens (micro-batch rows x seq_len),
+ *     C = hidden size, H = query heads, KV = key/value heads, D = head_dim, F = intermediate size, V = vocab.
+ *   - Backward kernels WRITE activation gradients (d_in) and ACCUMULATE (+=) parameter gradients (dw, db),
+ *     so gradient accumulation over micro-batches needs no extra pass.
+ *   - Linear layers follow torch: y = x W^T + b with W [OUT, IN].
+ *   - Packed rows: seg_start[n] is the index within its row of the first token of token n's segment
+ *     (segment = the part of one document that lies in the row); pos[n] = t - seg_start[n] is the RoPE
+ *     position. Token t of a row attends to tokens s with seg_start[t] <= s <= t.
+ *   - No MPI, no files. Every pointer is backend memory (host memory for the CPU backend) unless it says host.
+ */
+#ifndef QF_OPS_H
+#define QF_OPS_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct qf_ops {
+    const char *name;        /* "cpu" | "cuda" */
+    size_t act_bytes;        /* bytes of one act element (4 on cpu) */
+
+    /* memory */
+    void *(*alloc)(size_t bytes);                          /* zero-filled; NULL on failure */
+    void (*free)(void *p);
+    void (*copy_h2d)(void *dst, const void *src_host, size_t bytes);
+    void (*copy_d2h)(void *dst_host, const void *src, size_t bytes);
+    void (*copy_d2d)(void *dst, const void *src, size_t bytes);
+    void (*zero)(void *p, size_t bytes);
+    void (*sync)(void);
+    /* act <-> fp32 (host-visible conversions go through these + copies) */
+    void (*act_from_f32)(void *dst, const float *src, size_t n);   /* dst act[n] = src fp32[n] (backend mem) */
+    void (*act_to_f32)(float *dst, const void *src, size_t n);
+
+    /* out[N,C] = wte[tokens[n], :]; tokens in [0,V) */
+    void (*embedding_fwd)(void *out, const int32_t *tokens, const void *wte, int N, int C);
+    /* dwte[V,C] += scatter of dout[N,C] by tokens (deterministic order) */
+    void (*embedding_bwd)(void *dwte, const void *dout, const int32_t *tokens, int N, int C, int V);
+
+    /* RMSNorm over the last dim (fp32 math as HF): out = w * x / sqrt(mean(x^2) + eps); rstd[N] saved.
+     * x[N,C], w[C], out[N,C]. */
+    void (*rmsnorm_fwd)(void *out, float *rstd, const void *x, const void *w, int N, int C, float eps);
+    /* dx[N,C] = d/dx (WRITE, or ADD when accumulate != 0: the residual stream); dw[C] += */
+    void (*rmsnorm_bwd)(void *dx, void *dw, const void *dout, const void *x, const void *w, const float *rstd,
+                        int N, int C, int accumulate);
+
+    /* out[N,OUT] = x[N,IN] W[OUT,IN]^T (+ b[OUT] if b != NULL) (+ out if accumulate) */
+    void (*matmul_fwd)(void *out, const void *x, const void *w, const void *b, int N, int IN, int OUT, int accumulate);
+    /* dx[N,IN] = dout W (WRITE, or ADD when accumulate_dx) if dx != NULL; dw[OUT,IN] += dout^T x if dw != NULL;
+     * db[OUT] += sum_n dout if db != NULL */
+    void (*matmul_bwd)(void *dx, void *dw, void *db, const void *dout, const void *x, const void *w,
+                       int N, int IN, int OUT, int accumulate_dx);
+
+    /* RoPE, rotate-half (HF): for i < D/2, a = pos*theta^(-2i/D):
+     *   y[i] = x[i] cos a - x[i+D/2] sin a ; y[i+D/2] = x[i+D/2] cos a + x[i] sin a.
+     * In place on x[N, nh, D] (row stride nh*D). bwd applies the inverse rotation to dx in place. */
+    void (*rope_fwd)(void *x, const int32_t *pos, int N, int nh, int D, double theta);
+    void (*rope_bwd)(void *dx, const int32_t *pos, int N, int nh, int D, double theta);
+
+    /* Causal, segment-aware attention with GQA (query head h uses kv head h / (H/KV)), scale 1/sqrt(D).
+     * q[B*T, H, D], k,v[B*T, KV, D] (row stride H*D and KV*D), out[B*T, H, D], lse[B, H, T] (log-sum-exp of
+     * the scaled scores, saved for the backward). seg_start[B*T] as above. Never needs a T x T buffer. */
+    void (*attention_fwd)(void *out, float *lse, const void *q, const void *k, const void *v,
+                          const int32_t *seg_start, int B, int T, int H, int KV, int D);
+    /* dq WRITE; dk, dv WRITE (shapes as q, k, v) */
+    void (*attention_bwd)(void *dq, void *dk, void *dv, const void *dout, const void *out, const float *lse,
+                          const void *q, const void *k, const void *v, const int32_t *seg_start,
+                          int B, int T, int H, int KV, int D);
+
+    /* SwiGLU: out[N,F] = silu(gate) * up */
+    void (*swiglu_fwd)(void *out, const void *gate, const void *up, int N, int F);
+    /* dgate, dup WRITE */
+    void (*swiglu_bwd)(void *dgate, void *dup, const void *dout, const void *gate, const void *up, int N, int F);
+
+    /* elementwise y[n] += x[n] (residual adds) */
+    void (*add_inplace)(void *y, const void *x, size_t n);
+
+    /* Fused lm_head + cross-entropy: logits = x[N,C] W[V,C]^T computed in chunks of tokens, never all at once.
+     * targets[N]: token id, or -1 for "not trained". Returns (via loss_sum, host double) the sum over trained
+     * tokens of -log softmax(logits)[target] (fp32 math, double accumulation).
+     * If dx != NULL: dx[N,C] = grad_scale * dL/dx (WRITE) and dw[V,C] += grad_scale * dL/dW, where L is the
+     * SUM of token losses (so grad_scale = 1/total trained tokens of the global batch gives the mean). */
+    void (*classifier)(double *loss_sum, void *dx, void *dw, const void *x, const void *w, const int32_t *targets,
+                       int N, int C, int V, float grad_scale);
+
+    /* fp32 flat-buffer ops used by the optimizer / ZeRO engine (all on backend memory) */
+    /* returns sum of squares of g[n] (as double, on host) */
+    double (*sumsq)(const void *g, size_t n);
+    /* g[n] *= s (act) */
+    void (*scale)(void *g, float s, size_t n);
+    /* 1 if any of g[n] is inf or nan */
+    int (*nonfinite)(const void *g, size_t n);
+    /* AdamW on fp32 master p, moments m, v, with gradient g (act dtype, multiplied by gscale first);
+     * t = 1-based step for bias correction; decoupled decay: p -= lr*wd*p; then p -= lr*mhat/(sqrt(vhat)+eps).
+     * If p_act != NULL also writes the updated params in act dtype there. */
+    void (*adamw)(float *p, void *p_act, const void *g, float *m, float *v, size_t n, float gscale,
+                  float lr, float beta1, float beta2, float eps, float wd, int t);
+} qf_ops;
+
+const qf_ops *qf_ops_cpu(void);
+#ifdef QWENFT_HAVE_CUDA
+/* kernels/cuda: devices visible to this process, and "CUDA runtime x.y | cuBLASLt n | NCCL n" */
+int qf_cuda_device_count(void);
+void qf_cuda_versions(char *buf, int cap);
+#endif
+
+#endif

@@ -1,0 +1,193 @@
+/* checkpoint.c — see checkpoint.h. */
+#include "checkpoint.h"
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "h5io.h"
+
+static const char *const STATE_I64[] = {"step", "sched_step", "data_epoch", "data_row", "tokens_seen",
+                                        "skipped", "ls_cur_iter", "ls_last_overflow", "ls_hysteresis",
+                                        "bad_evals", "adam_t"};
+
+static int64_t *state_i64(qf_train_state *s, qf_zero *z, int i) {
+    int64_t *f[] = {&s->step, &s->sched_step, &s->data_epoch, &s->data_row, &s->tokens_seen, &s->skipped,
+                    &s->ls_cur_iter, &s->ls_last_overflow, &s->ls_hysteresis, &s->bad_evals, &z->adam_t};
+    return f[i];
+}
+
+/* fp32 host copy of params [b, e) */
+static float *params_f32(qf_zero *z, int64_t b, int64_t e) {
+    const qf_ops *o = z->m->ops;
+    size_t n = (size_t)(e - b);
+    float *dev = o->alloc(n * 4 + 4), *host = qf_malloc(n * 4 + 4);
+    QF_CHECK(dev);
+    o->act_to_f32(dev, (const char *)z->m->params + (size_t)b * o->act_bytes, n);
+    o->copy_d2h(host, dev, n * 4);
+    o->free(dev);
+    return host;
+}
+
+static int write_tensors(qf_h5 *f, qf_zero *z, qf_err *e) {
+    qf_model *m = z->m;
+    int rank = z->comm->rank;
+    /* every rank writes the part of each parameter inside its partition of the flat space */
+    int64_t pb = z->shard_displ[rank], pe = pb + z->shard_count[rank];
+    float *pv = params_f32(z, pb, pe);
+    qf_dtype dt = QF_DT_F32;
+    if (qf_dtype_parse(m->cfg.dtype, &dt) != 0) dt = QF_DT_BF16;
+    for (int i = 0; i < m->nspecs; i++) {
+        const qf_param_spec *s = &m->specs[i];
+        int64_t b = m->offset[i], en = b + s->numel;
+        int64_t lo = b > pb ? b : pb, hi = en < pe ? en : pe;
+        int64_t n = hi > lo ? hi - lo : 0, off = n ? lo - b : 0;
+        const float *src = n ? pv + (lo - pb) : pv;
+        if (qf_h5_write_f32(f, "params", s->name, s->ndim, s->shape, dt, off, n, src, e)) break;
+        const float *ms = n ? z->master + (lo - z->shard_begin) : z->master;
+        const float *mm = n ? z->adam_m + (lo - z->shard_begin) : z->adam_m;
+        const float *mv = n ? z->adam_v + (lo - z->shard_begin) : z->adam_v;
+        if (qf_h5_write_f32(f, "master", s->name, s->ndim, s->shape, QF_DT_F32, off, n, ms, e)) break;
+        if (qf_h5_write_f32(f, "adam_m", s->name, s->ndim, s->shape, QF_DT_F32, off, n, mm, e)) break;
+        if (qf_h5_write_f32(f, "adam_v", s->name, s->ndim, s->shape, QF_DT_F32, off, n, mv, e)) break;
+    }
+    free(pv);
+    return e->code;
+}
+
+static int write_state(qf_h5 *f, qf_zero *z, qf_train_state *s, const char *deck_text, qf_err *e) {
+    for (size_t i = 0; i < sizeof STATE_I64 / sizeof STATE_I64[0]; i++)
+        if (qf_h5_attr_write_i64(f, "state", STATE_I64[i], *state_i64(s, z, (int)i), e)) return e->code;
+    if (qf_h5_attr_write_f64(f, "state", "loss_scale", s->loss_scale, e)) return e->code;
+    if (qf_h5_attr_write_f64(f, "state", "best_valid", s->best_valid, e)) return e->code;
+    if (qf_h5_attr_write_blob(f, "state", "rng", s->rng, sizeof s->rng, e)) return e->code;
+    if (qf_h5_attr_write_i64(f, "state", "world_size", z->comm->world_size, e)) return e->code;
+    if (qf_h5_attr_write_i64(f, "state", "zero_stage", z->stage, e)) return e->code;
+    if (qf_h5_attr_write_str(f, "state", "deck", deck_text ? deck_text : "", e)) return e->code;
+    return 0;
+}
+
+static void prune(const char *dir, int keep) {
+    if (keep <= 0) return;
+    DIR *dp = opendir(dir);
+    if (!dp) return;
+    int64_t steps[4096];
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(dp)) && n < 4096) {
+        long long st;
+        char tail[8];
+        if (sscanf(de->d_name, "step-%lld.h%2s", &st, tail) == 2 && strcmp(tail, "5") == 0 &&
+            strstr(de->d_name, ".tmp") == NULL)
+            steps[n++] = st;
+    }
+    closedir(dp);
+    for (int i = 0; i < n; i++) { /* keep the `keep` largest */
+        int larger = 0;
+        for (int j = 0; j < n; j++) larger += steps[j] > steps[i];
+        if (larger >= keep) {
+            char p[QF_PATH_MAX + 64];
+            snprintf(p, sizeof p, "%s/step-%08lld.h5", dir, (long long)steps[i]);
+            unlink(p);
+        }
+    }
+}
+
+int qf_ckpt_save(const char *dir, qf_zero *z, const qf_train_state *sc, const char *deck_text, int keep,
+                 qf_err *e) {
+    qf_comm *c = z->comm;
+    qf_train_state s = *sc;
+    char final[QF_PATH_MAX + 64], tmp[QF_PATH_MAX + 80];
+    snprintf(final, sizeof final, "%s/step-%08lld.h5", dir, (long long)s.step);
+    snprintf(tmp, sizeof tmp, "%s.tmp", final);
+    int bad = 0;
+    if (c->rank == 0 && qf_mkdirs(dir) != 0) bad = 1;
+    if (qf_comm_any(c, bad)) return qf_err_set(e, QF_EXIT_RUNTIME, "checkpoint: cannot create directory %s", dir);
+    qf_h5 *f = NULL;
+    if (qf_h5_create(tmp, c->world, &f, e) == 0) {
+        qf_h5_attr_write_str(f, "/", "format", "qwen-ft-checkpoint", e);
+        qf_h5_attr_write_i64(f, "/", "format_version", 1, e);
+        if (!e->code) qf_h5_write_config(f, &z->m->cfg, e);
+        if (!e->code) write_tensors(f, z, e);
+        if (!e->code) write_state(f, z, &s, deck_text, e);
+        qf_err ce = {0};
+        qf_h5_close(f, &ce);
+        if (!e->code && ce.code) *e = ce;
+    }
+    int failed = qf_comm_any(c, e->code != 0);
+    if (failed) {
+        if (c->rank == 0) unlink(tmp);
+        return e->code ? e->code : qf_err_set(e, QF_EXIT_RUNTIME, "checkpoint %s failed on another rank", final);
+    }
+    if (c->rank == 0) {
+        char lt[QF_PATH_MAX + 32], lf[QF_PATH_MAX + 32];
+        snprintf(lt, sizeof lt, "%s/latest.tmp", dir);
+        snprintf(lf, sizeof lf, "%s/latest", dir);
+        FILE *fp = NULL;
+        bad = rename(tmp, final) != 0;
+        if (!bad && (fp = fopen(lt, "w")) != NULL) {
+            const char *base = strrchr(final, '/') + 1;
+            bad = fprintf(fp, "%s\n", base) < 0;
+            bad |= fclose(fp) != 0;
+            bad |= rename(lt, lf) != 0;
+        } else {
+            bad = 1;
+        }
+        if (!bad) prune(dir, keep);
+    }
+    if (qf_comm_any(c, bad)) return qf_err_set(e, QF_EXIT_RUNTIME, "checkpoint: cannot publish %s", final);
+    return 0;
+}
+
+int qf_ckpt_find_latest(const char *dir, char *path, size_t cap, qf_err *e) {
+    char lf[QF_PATH_MAX + 32];
+    snprintf(lf, sizeof lf, "%s/latest", dir);
+    FILE *fp = fopen(lf, "r");
+    if (!fp) return 0;
+    char name[512] = {0};
+    int ok = fgets(name, sizeof name, fp) != NULL;
+    fclose(fp);
+    name[strcspn(name, "\r\n")] = 0;
+    if (!ok || !name[0]) return qf_err_set(e, QF_EXIT_INPUT, "%s: empty checkpoint pointer", lf), -1;
+    snprintf(path, cap, "%s/%s", dir, name);
+    if (!qf_exists(path)) return qf_err_set(e, QF_EXIT_INPUT, "%s names %s, which does not exist", lf, path), -1;
+    return 1;
+}
+
+int qf_ckpt_load(const char *path, qf_zero *z, qf_train_state *s, qf_err *e) {
+    qf_model *m = z->m;
+    qf_h5 *f = NULL;
+    if (qf_h5_open(path, z->comm->world, 0, &f, e)) return e->code;
+    int have_opt = qf_h5_has(f, "master", NULL);
+    /* master (or params) of this rank's optimizer shard, and full parameters from the master copy */
+    int64_t n = m->n_params;
+    float *full = qf_malloc((size_t)n * 4);
+    const char *pgroup = have_opt ? "master" : "params";
+    for (int i = 0; i < m->nspecs && !e->code; i++)
+        qf_h5_read_f32(f, pgroup, m->specs[i].name, 0, m->specs[i].numel, full + m->offset[i], e);
+    for (int i = 0; i < m->nspecs && have_opt && !e->code; i++) {
+        int64_t b = m->offset[i], en = b + m->specs[i].numel;
+        int64_t lo = b > z->shard_begin ? b : z->shard_begin, hi = en < z->shard_end ? en : z->shard_end;
+        if (hi <= lo) continue;
+        qf_h5_read_f32(f, "adam_m", m->specs[i].name, lo - b, hi - lo, z->adam_m + (lo - z->shard_begin), e);
+        if (!e->code)
+            qf_h5_read_f32(f, "adam_v", m->specs[i].name, lo - b, hi - lo, z->adam_v + (lo - z->shard_begin), e);
+    }
+    if (!e->code) {
+        memcpy(z->master, full + z->shard_begin, (size_t)(z->shard_end - z->shard_begin) * 4);
+        float *dev = m->ops->alloc((size_t)n * 4);
+        QF_CHECK(dev);
+        m->ops->copy_h2d(dev, full, (size_t)n * 4);
+        m->ops->act_from_f32(m->params, dev, (size_t)n);
+        m->ops->free(dev);
+    }
+    free(full);
+    for (size_t i = 0; i < sizeof STATE_I64 / sizeof STATE_I64[0] && !e->code; i++)
+        qf_h5_attr_read_i64(f, "state", STATE_I64[i], state_i64(s, z, (int)i), e);
+    if (!e->code) qf_h5_attr_read_f64(f, "state", "loss_scale", &s->loss_scale, e);
+    if (!e->code) qf_h5_attr_read_f64(f, "state", "best_valid", &s->best_valid, e);
+    if (!e->code) qf_h5_attr_read_blob(f, "state", "rng", s->rng, sizeof s->rng, e);
+    qf_err ce = {0};
+    qf_h5_close(f, &ce);
+    return e->code;
+}

@@ -1,0 +1,625 @@
+/* cmd_prepare.c — `qwen-ft prepare`: JSONL records -> packed HDF5 dataset (docs/formats.md, "Packed dataset").
+ *
+ *   qwen-ft prepare --in F.jsonl [--in G.jsonl ...] --out D.h5 [--tokenizer T] [--valid-fraction x]
+ *                   [--valid-out V.h5] [--seed n] [--vocab-size V] [--eos-id E] [--pad-id P] [--skip-bad]
+ *
+ * Rank 0 does all the work; the other ranks wait for its exit code and return it too. Every record becomes
+ * one document, in input order.
+ * A record is dispatched on its first known key to one function per record kind (prep_kinds[] below):
+ *   input_ids                pre-tokenized, taken as it is (optional labels or loss_mask)
+ *   text                     plain text            -> needs the tokenizer (not built yet: exit 2)
+ *   conversations / messages ShareGPT / OpenAI chat -> needs the tokenizer (not built yet: exit 2)
+ * The tokenizer plugs in by filling prep_text / prep_chat; everything else (errors naming FILE:LINE, --skip-bad,
+ * the validation split, the atomic write) is shared. */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "../io/dataset.h"
+#include "commands.h"
+#include "rng.h"
+#include "util.h"
+
+#define PREP_DEFAULT_EOS 151643 /* <|endoftext|> of the Qwen tokenizers */
+#define PREP_PROGRESS_TOKENS 1000000
+#define PREP_SHOW_SKIPPED 5
+
+typedef struct prep_opts {
+    const char **in; /* [n_in] input JSONL files, in order */
+    int n_in;
+    const char *out;
+    const char *valid_out; /* NULL: derived from out */
+    const char *tokenizer; /* NULL: none given */
+    const char *system;    /* conversation system prompt (used with the tokenizer) */
+    const char *mask_mode; /* "qwen" | "assistant" (used with the tokenizer) */
+    double valid_fraction;
+    uint64_t seed;
+    int64_t vocab_size; /* 0: not given */
+    int64_t eos_id, pad_id;
+    int skip_bad;
+} prep_opts;
+
+/* One document being built from a record: tok[n], mask[n] (1 = the token is a training target). */
+typedef struct prep_doc {
+    uint32_t *tok;
+    uint8_t *mask;
+    int64_t n, cap;
+} prep_doc;
+
+/* What a record function returns */
+enum {
+    PREP_OK = 0,
+    PREP_BAD = 1,  /* the record is malformed: an error, or skipped with --skip-bad */
+    PREP_FATAL = 2 /* the record is well formed but cannot be handled (no tokenizer): always an error */
+};
+
+/* Converts one parsed record into doc; on failure writes the reason into why[cap]. */
+typedef int (*prep_record_fn)(const prep_opts *o, json_t *rec, prep_doc *doc, char *why, size_t cap);
+
+static void prep_doc_reserve(prep_doc *d, int64_t n) {
+    if (n <= d->cap) return;
+    int64_t cap = d->cap ? d->cap : 1024;
+    while (cap < n) cap *= 2;
+    d->tok = qf_realloc(d->tok, (size_t)cap * sizeof *d->tok);
+    d->mask = qf_realloc(d->mask, (size_t)cap);
+    d->cap = cap;
+}
+
+static const char *prep_json_type(const json_t *v) {
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a real number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    case JSON_NULL: return "null";
+    }
+    return "?";
+}
+
+/* json_object_get, with JSON null counted as absent */
+static json_t *prep_get(json_t *rec, const char *key) {
+    json_t *v = json_object_get(rec, key);
+    return v && json_is_null(v) ? NULL : v;
+}
+
+/* ---- record kinds -------------------------------------------------------------------------------------------- */
+
+/* {"input_ids": [...], "labels": [...]} (HF-style, unshifted: labels[i] belongs to token i; -100 = not a target,
+ * otherwise it must equal input_ids[i]) or {"input_ids": [...], "loss_mask": [0/1 ...]} (the mask of the token
+ * itself as a target); with neither, every token is a target. */
+static int prep_pretokenized(const prep_opts *o, json_t *rec, prep_doc *doc, char *why, size_t cap) {
+    json_t *ids = prep_get(rec, "input_ids");
+    json_t *labels = prep_get(rec, "labels");
+    json_t *lmask = prep_get(rec, "loss_mask");
+    if (!ids) return snprintf(why, cap, "input_ids is null"), PREP_BAD;
+    if (!json_is_array(ids)) return snprintf(why, cap, "input_ids is %s, expected an array", prep_json_type(ids)), PREP_BAD;
+    size_t n = json_array_size(ids);
+    if (n == 0) return snprintf(why, cap, "input_ids is empty"), PREP_BAD;
+    if (labels && lmask) return snprintf(why, cap, "has both labels and loss_mask; give one of them"), PREP_BAD;
+    json_t *aux = labels ? labels : lmask;
+    const char *auxname = labels ? "labels" : "loss_mask";
+    if (aux && !json_is_array(aux))
+        return snprintf(why, cap, "%s is %s, expected an array", auxname, prep_json_type(aux)), PREP_BAD;
+    if (aux && json_array_size(aux) != n)
+        return snprintf(why, cap, "%s has %zu elements but input_ids has %zu", auxname, json_array_size(aux), n),
+               PREP_BAD;
+    prep_doc_reserve(doc, (int64_t)n);
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_array_get(ids, i);
+        if (!json_is_integer(v))
+            return snprintf(why, cap, "input_ids[%zu] is %s, expected a token id (integer)", i, prep_json_type(v)),
+                   PREP_BAD;
+        json_int_t x = json_integer_value(v);
+        if (x < 0) return snprintf(why, cap, "input_ids[%zu] = %lld is negative", i, (long long)x), PREP_BAD;
+        if (x > (json_int_t)UINT32_MAX)
+            return snprintf(why, cap, "input_ids[%zu] = %lld does not fit 32 bits (>= 2^32)", i, (long long)x),
+                   PREP_BAD;
+        if (o->vocab_size > 0 && x >= o->vocab_size)
+            return snprintf(why, cap, "input_ids[%zu] = %lld >= --vocab-size %lld", i, (long long)x,
+                            (long long)o->vocab_size),
+                   PREP_BAD;
+        doc->tok[i] = (uint32_t)x;
+        doc->mask[i] = 1;
+        if (labels) {
+            json_t *l = json_array_get(labels, i);
+            if (!json_is_integer(l))
+                return snprintf(why, cap, "labels[%zu] is %s, expected an integer", i, prep_json_type(l)), PREP_BAD;
+            json_int_t y = json_integer_value(l);
+            if (y == -100)
+                doc->mask[i] = 0;
+            else if (y != x)
+                return snprintf(why, cap, "labels[%zu] = %lld is neither -100 nor input_ids[%zu] = %lld", i,
+                                (long long)y, i, (long long)x),
+                       PREP_BAD;
+        } else if (lmask) {
+            json_t *m = json_array_get(lmask, i);
+            if (json_is_boolean(m))
+                doc->mask[i] = json_is_true(m);
+            else if (json_is_integer(m) && (json_integer_value(m) == 0 || json_integer_value(m) == 1))
+                doc->mask[i] = (uint8_t)json_integer_value(m);
+            else if (json_is_integer(m))
+                return snprintf(why, cap, "loss_mask[%zu] = %lld, expected 0 or 1", i, (long long)json_integer_value(m)),
+                       PREP_BAD;
+            else
+                return snprintf(why, cap, "loss_mask[%zu] is %s, expected 0 or 1", i, prep_json_type(m)), PREP_BAD;
+        }
+    }
+    doc->n = (int64_t)n;
+    return PREP_OK;
+}
+
+/* {"text": "..."}: tokenize and end with <|endoftext|>. The tokenizer is a later issue. */
+static int prep_text(const prep_opts *o, json_t *rec, prep_doc *doc, char *why, size_t cap) {
+    json_t *t = prep_get(rec, "text");
+    if (!t || !json_is_string(t))
+        return snprintf(why, cap, "text is %s, expected a string", t ? prep_json_type(t) : "null"), PREP_BAD;
+    snprintf(why, cap,
+             "plain-text record: tokenizing text needs the tokenizer, which this build does not have yet "
+             "(--tokenizer lands in a later release); pre-tokenize to {\"input_ids\": [...]}");
+    return PREP_FATAL;
+}
+
+/* {"conversations": [{"from":..., "value":...}]} or {"messages": [{"role":..., "content":...}]}: ChatML with
+ * o->system and o->mask_mode. The tokenizer is a later issue. */
+static int prep_chat(const prep_opts *o, json_t *rec, prep_doc *doc, char *why, size_t cap) {
+    json_t *c = prep_get(rec, "conversations");
+    if (!c) c = prep_get(rec, "messages");
+    if (!c || !json_is_array(c))
+        return snprintf(why, cap, "conversations/messages is %s, expected an array", c ? prep_json_type(c) : "null"),
+               PREP_BAD;
+    snprintf(why, cap,
+             "conversation record: rendering ChatML needs the tokenizer, which this build does not have yet "
+             "(--tokenizer lands in a later release); pre-tokenize to {\"input_ids\": [...], \"labels\": [...]}");
+    return PREP_FATAL;
+}
+
+static const struct {
+    const char *key;
+    prep_record_fn fn;
+} prep_kinds[] = {
+    {"input_ids", prep_pretokenized},
+    {"text", prep_text},
+    {"conversations", prep_chat},
+    {"messages", prep_chat},
+};
+
+/* ---- command line -------------------------------------------------------------------------------------------- */
+
+static void prep_usage(FILE *f) {
+    fprintf(f,
+            "usage: qwen-ft prepare --in F.jsonl [--in G.jsonl ...] --out D.h5 [options]\n"
+            "Converts JSONL records into a packed HDF5 dataset (docs/formats.md). One record per line:\n"
+            "  {\"input_ids\": [...]}                      pre-tokenized; every token is a target\n"
+            "  {\"input_ids\": [...], \"labels\": [...]}     HF labels (-100 = not a target)\n"
+            "  {\"input_ids\": [...], \"loss_mask\": [...]}  1 = the token is a target\n"
+            "  {\"text\": ...}, {\"conversations\": ...}, {\"messages\": ...}  need the tokenizer (not yet built)\n"
+            "options:\n"
+            "  --in F              input JSONL file (repeatable; order is kept)\n"
+            "  --out D.h5          output dataset (written atomically)\n"
+            "  --valid-fraction x  send a seeded random choice of round(x * docs) documents (0 <= x < 1) to a\n"
+            "                      validation file\n"
+            "  --valid-out V.h5    validation file (default: OUT with .h5 replaced by .valid.h5)\n"
+            "  --seed n            seed of the validation choice (default 42)\n"
+            "  --vocab-size V      reject token ids >= V and store V (default: unknown, stored as 0)\n"
+            "  --eos-id E          end-of-text id to store (default %d)\n"
+            "  --pad-id P          padding id to store (default: the eos id)\n"
+            "  --skip-bad          skip malformed lines (counted and reported) instead of failing\n"
+            "  --tokenizer T       tokenizer for text and conversation records (a later release)\n"
+            "  --system TEXT       system prompt of conversations (default \"You are a helpful assistant.\")\n"
+            "  --mask qwen|assistant  which conversation tokens are trained (default qwen)\n"
+            "  --help              this text\n",
+            PREP_DEFAULT_EOS);
+}
+
+/* Usage error: message and usage on stderr, exit 2. */
+static int prep_bad_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int prep_bad_usage(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "qwen-ft prepare: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    prep_usage(stderr);
+    return QF_EXIT_INPUT;
+}
+
+/* A bad option value: the message and a pointer to --help on stderr, exit 2. */
+static int prep_bad_value(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int prep_bad_value(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "qwen-ft prepare: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (qwen-ft prepare --help lists the options)\n");
+    va_end(ap);
+    return QF_EXIT_INPUT;
+}
+
+static int prep_parse_i64(const char *s, int64_t lo, int64_t *v) {
+    char *end;
+    errno = 0;
+    long long x = strtoll(s, &end, 10);
+    if (errno || end == s || *end || x < lo) return -1;
+    *v = x;
+    return 0;
+}
+
+/* Returns 0 and fills o, 1 for --help (printed), or 2 after a usage error (printed). */
+static int prep_parse_args(int argc, char **argv, prep_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->in = qf_calloc((size_t)(argc > 0 ? argc : 1), sizeof *o->in);
+    o->seed = 42;
+    o->eos_id = PREP_DEFAULT_EOS;
+    o->pad_id = -1;
+    o->system = "You are a helpful assistant.";
+    o->mask_mode = "qwen";
+    int have_vf = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            prep_usage(stdout);
+            return 1;
+        }
+        if (!strcmp(a, "--skip-bad")) {
+            o->skip_bad = 1;
+            continue;
+        }
+        if (strncmp(a, "--", 2) != 0) return prep_bad_usage("unexpected argument '%s'", a);
+        /* options with a value: --opt value or --opt=value */
+        char name[64];
+        const char *val = NULL;
+        const char *eq = strchr(a, '=');
+        size_t len = eq ? (size_t)(eq - a) : strlen(a);
+        if (len >= sizeof name) return prep_bad_usage("unknown option '%s'", a);
+        memcpy(name, a, len);
+        name[len] = 0;
+        static const char *const known[] = {"--in", "--out", "--tokenizer", "--valid-fraction", "--valid-out",
+                                            "--seed", "--vocab-size", "--eos-id", "--pad-id", "--system",
+                                            "--mask", "--set"};
+        int k = -1;
+        for (int j = 0; j < (int)(sizeof known / sizeof *known); j++)
+            if (!strcmp(name, known[j])) k = j;
+        if (k < 0) {
+            const char *best = NULL;
+            int bd = 4;
+            for (int j = 0; j < (int)(sizeof known / sizeof *known); j++) {
+                int dd = qf_edit_distance(name, known[j]);
+                if (dd < bd) bd = dd, best = known[j];
+            }
+            if (!strcmp(name, "--skip-bad")) return prep_bad_usage("option '%s' takes no value", a);
+            if (best) {
+                fprintf(stderr, "qwen-ft prepare: unknown option '%s' (did you mean %s?)\n", name, best);
+                prep_usage(stderr);
+                return QF_EXIT_INPUT;
+            }
+            return prep_bad_usage("unknown option '%s'", name);
+        }
+        if (eq)
+            val = eq + 1;
+        else if (i + 1 < argc)
+            val = argv[++i];
+        else
+            return prep_bad_usage("option %s needs a value", name);
+        int64_t v;
+        if (!strcmp(name, "--in"))
+            o->in[o->n_in++] = val;
+        else if (!strcmp(name, "--out"))
+            o->out = val;
+        else if (!strcmp(name, "--tokenizer"))
+            o->tokenizer = val;
+        else if (!strcmp(name, "--valid-out"))
+            o->valid_out = val;
+        else if (!strcmp(name, "--system"))
+            o->system = val;
+        else if (!strcmp(name, "--mask")) {
+            if (strcmp(val, "qwen") && strcmp(val, "assistant"))
+                return prep_bad_value("--mask must be qwen or assistant, not '%s'", val);
+            o->mask_mode = val;
+        } else if (!strcmp(name, "--set")) {
+            fprintf(stderr, "qwen-ft prepare: warning: --set %s ignored (prepare reads no deck)\n", val);
+        } else if (!strcmp(name, "--valid-fraction")) {
+            char *end;
+            errno = 0;
+            double x = strtod(val, &end);
+            if (errno || end == val || *end || !(x >= 0 && x < 1))
+                return prep_bad_value("--valid-fraction must be a number in [0, 1), not '%s'", val);
+            o->valid_fraction = x;
+            have_vf = 1;
+        } else if (!strcmp(name, "--seed")) {
+            if (prep_parse_i64(val, 0, &v)) return prep_bad_value("--seed must be a non-negative integer, not '%s'", val);
+            o->seed = (uint64_t)v;
+        } else if (!strcmp(name, "--vocab-size")) {
+            if (prep_parse_i64(val, 1, &v) || v > (int64_t)UINT32_MAX + 1)
+                return prep_bad_value("--vocab-size must be an integer in [1, 2^32], not '%s'", val);
+            o->vocab_size = v;
+        } else if (!strcmp(name, "--eos-id")) {
+            if (prep_parse_i64(val, 0, &v) || v > (int64_t)UINT32_MAX)
+                return prep_bad_value("--eos-id must be a token id (0 <= E < 2^32), not '%s'", val);
+            o->eos_id = v;
+        } else if (!strcmp(name, "--pad-id")) {
+            if (prep_parse_i64(val, 0, &v) || v > (int64_t)UINT32_MAX)
+                return prep_bad_value("--pad-id must be a token id (0 <= P < 2^32), not '%s'", val);
+            o->pad_id = v;
+        }
+    }
+    if (o->n_in == 0) return prep_bad_usage("%s", "missing --in (an input JSONL file)");
+    if (!o->out) return prep_bad_usage("%s", "missing --out (the dataset to write)");
+    if (o->pad_id < 0) o->pad_id = o->eos_id;
+    if (o->vocab_size > 0 && o->eos_id >= o->vocab_size)
+        return prep_bad_value("--eos-id %lld is >= --vocab-size %lld", (long long)o->eos_id, (long long)o->vocab_size);
+    if (o->vocab_size > 0 && o->pad_id >= o->vocab_size)
+        return prep_bad_value("--pad-id %lld is >= --vocab-size %lld", (long long)o->pad_id, (long long)o->vocab_size);
+    if (o->valid_out && (!have_vf || o->valid_fraction == 0))
+        return prep_bad_value("--valid-out %s needs --valid-fraction > 0", o->valid_out);
+    return 0;
+}
+
+/* ---- the command --------------------------------------------------------------------------------------------- */
+
+typedef struct prep_stats {
+    int64_t docs, tokens, trained, skipped;
+    char shown[PREP_SHOW_SKIPPED][256]; /* first skipped FILE:LINE */
+    int64_t next_progress;
+    double t0;
+} prep_stats;
+
+/* 1 if the line holds only whitespace */
+static int prep_blank(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n' && s[i] != '\f' && s[i] != '\v') return 0;
+    return 1;
+}
+
+/* Reads one JSONL file into the builder. Returns 0 or an exit code (message printed). */
+static int prep_read_file(const prep_opts *o, const char *path, qf_dataset_builder *b, prep_doc *doc,
+                          prep_stats *st) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "qwen-ft prepare: %s: cannot open: %s\n", path, strerror(errno));
+        return QF_EXIT_INPUT;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    long long lineno = 0;
+    int rc = 0;
+    char why[512];
+    while (rc == 0 && (len = getline(&line, &cap, f)) >= 0) {
+        lineno++;
+        const char *s = line;
+        size_t n = (size_t)len;
+        if (lineno == 1 && n >= 3 && !memcmp(s, "\xEF\xBB\xBF", 3)) s += 3, n -= 3; /* UTF-8 byte-order mark */
+        if (prep_blank(s, n)) continue;
+        while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == '\r')) n--; /* so that jansson's column is on this line */
+        int kind = PREP_OK;
+        json_error_t jerr;
+        json_t *rec = json_loadb(s, n, JSON_DECODE_ANY, &jerr);
+        if (!rec) {
+            snprintf(why, sizeof why, "invalid JSON at column %d: %s", jerr.column, jerr.text);
+            kind = PREP_BAD;
+        } else if (!json_is_object(rec)) {
+            snprintf(why, sizeof why, "the record is %s, expected a JSON object", prep_json_type(rec));
+            kind = PREP_BAD;
+        } else {
+            int k = -1;
+            for (int j = 0; j < (int)(sizeof prep_kinds / sizeof *prep_kinds) && k < 0; j++)
+                if (json_object_get(rec, prep_kinds[j].key)) k = j;
+            if (k < 0) {
+                snprintf(why, sizeof why,
+                         "the record has none of input_ids, text, conversations, messages (missing input_ids)");
+                kind = PREP_BAD;
+            } else {
+                doc->n = 0;
+                kind = prep_kinds[k].fn(o, rec, doc, why, sizeof why);
+            }
+        }
+        json_decref(rec);
+        if (kind == PREP_OK) {
+            qf_dsb_add_doc(b, doc->tok, doc->mask, doc->n);
+            st->docs++;
+            st->tokens += doc->n;
+            for (int64_t i = 1; i < doc->n; i++) st->trained += doc->mask[i];
+            if (st->tokens >= st->next_progress) {
+                double dt = qf_now() - st->t0;
+                printf("prepare: %s:%lld: %lld documents, %lld tokens (%.2f M tokens/s)\n", path, lineno,
+                       (long long)st->docs, (long long)st->tokens, dt > 0 ? 1e-6 * (double)st->tokens / dt : 0.0);
+                fflush(stdout);
+                while (st->next_progress <= st->tokens) st->next_progress += PREP_PROGRESS_TOKENS;
+            }
+        } else if (kind == PREP_BAD && o->skip_bad) {
+            if (st->skipped < PREP_SHOW_SKIPPED) {
+                snprintf(st->shown[st->skipped], sizeof st->shown[0], "%s:%lld", path, lineno);
+                fprintf(stderr, "qwen-ft prepare: skipping %s:%lld: %s\n", path, lineno, why);
+            } else if (st->skipped == PREP_SHOW_SKIPPED) {
+                fprintf(stderr, "qwen-ft prepare: (further skipped lines are counted, not shown)\n");
+            }
+            st->skipped++;
+        } else {
+            fprintf(stderr, "qwen-ft prepare: %s:%lld: %s\n", path, lineno, why);
+            if (kind == PREP_BAD) fprintf(stderr, "qwen-ft prepare: (--skip-bad skips such lines)\n");
+            rc = QF_EXIT_INPUT;
+        }
+    }
+    if (rc == 0 && ferror(f)) {
+        fprintf(stderr, "qwen-ft prepare: %s: read error after line %lld: %s\n", path, lineno, strerror(errno));
+        rc = QF_EXIT_INPUT;
+    }
+    free(line);
+    fclose(f);
+    return rc;
+}
+
+/* 0 if the directory that will hold path is writable (message printed otherwise). */
+static int prep_check_writable(const char *path) {
+    char *dir = qf_strdup(path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        strcpy(dir, ".");
+    else if (slash == dir)
+        dir[1] = 0;
+    else
+        *slash = 0;
+    int rc = 0;
+    if (access(dir, W_OK) != 0) {
+        fprintf(stderr, "qwen-ft prepare: %s: cannot write into %s: %s\n", path, dir, strerror(errno));
+        rc = QF_EXIT_INPUT;
+    }
+    free(dir);
+    return rc;
+}
+
+static int prep_run(const prep_opts *o) {
+    /* fail fast on paths, before reading any record */
+    for (int i = 0; i < o->n_in; i++)
+        if (access(o->in[i], R_OK) != 0) {
+            fprintf(stderr, "qwen-ft prepare: %s: cannot open: %s\n", o->in[i], strerror(errno));
+            return QF_EXIT_INPUT;
+        }
+    char *valid_path = NULL;
+    if (o->valid_fraction > 0) {
+        if (o->valid_out) {
+            valid_path = qf_strdup(o->valid_out);
+        } else {
+            size_t n = strlen(o->out);
+            valid_path = qf_malloc(n + 16);
+            memcpy(valid_path, o->out, n + 1);
+            if (n >= 3 && !strcmp(o->out + n - 3, ".h5")) valid_path[n - 3] = 0;
+            strcat(valid_path, ".valid.h5");
+        }
+        if (!strcmp(valid_path, o->out)) {
+            fprintf(stderr, "qwen-ft prepare: --valid-out %s is the same file as --out\n", valid_path);
+            free(valid_path);
+            return QF_EXIT_INPUT;
+        }
+    }
+    if (prep_check_writable(o->out) || (valid_path && prep_check_writable(valid_path))) {
+        free(valid_path);
+        return QF_EXIT_INPUT;
+    }
+
+    size_t srclen = 1;
+    for (int i = 0; i < o->n_in; i++) srclen += strlen(o->in[i]) + 1;
+    char *source = qf_calloc(srclen, 1);
+    for (int i = 0; i < o->n_in; i++) {
+        if (i) strcat(source, "\n");
+        strcat(source, o->in[i]);
+    }
+
+    qf_dataset_builder b;
+    qf_dsb_init(&b);
+    prep_doc doc = {0};
+    prep_stats st = {0};
+    st.t0 = qf_now();
+    st.next_progress = PREP_PROGRESS_TOKENS;
+    int rc = 0;
+    for (int i = 0; i < o->n_in && rc == 0; i++) rc = prep_read_file(o, o->in[i], &b, &doc, &st);
+    if (rc == 0 && b.n_docs == 0) {
+        fprintf(stderr, "qwen-ft prepare: no documents in the input (%lld lines skipped); nothing written\n",
+                (long long)st.skipped);
+        rc = QF_EXIT_INPUT;
+    }
+
+    /* validation split: a seeded choice of documents; both files keep input order */
+    int64_t n_valid = 0;
+    int64_t *train_docs = NULL, *valid_docs = NULL;
+    if (rc == 0 && valid_path) {
+        int64_t n = b.n_docs;
+        n_valid = llround(o->valid_fraction * (double)n);
+        if (n_valid < 1 && n > 1) n_valid = 1;
+        if (n_valid > n - 1) n_valid = n - 1;
+        if (n_valid == 0)
+            fprintf(stderr, "qwen-ft prepare: warning: only %lld document(s): no validation file written\n",
+                    (long long)n);
+    }
+    qf_err e = {0};
+    if (rc == 0 && n_valid > 0) {
+        int64_t n = b.n_docs;
+        int64_t *perm = qf_malloc((size_t)n * sizeof *perm);
+        uint8_t *is_valid = qf_calloc((size_t)n, 1);
+        qf_rng_permutation(o->seed, 0, n, perm);
+        for (int64_t i = 0; i < n_valid; i++) is_valid[perm[i]] = 1;
+        train_docs = qf_malloc((size_t)n * sizeof *train_docs);
+        valid_docs = qf_malloc((size_t)n_valid * sizeof *valid_docs);
+        int64_t nt = 0, nv = 0;
+        for (int64_t d = 0; d < n; d++) {
+            if (is_valid[d])
+                valid_docs[nv++] = d;
+            else
+                train_docs[nt++] = d;
+        }
+        free(perm);
+        free(is_valid);
+        const char *tok_id = ""; /* pre-tokenized input: no tokenizer identity */
+        rc = qf_dataset_write(valid_path, &b, valid_docs, nv, o->vocab_size, o->eos_id, o->pad_id, tok_id, source, &e);
+        if (rc == 0) {
+            rc = qf_dataset_write(o->out, &b, train_docs, nt, o->vocab_size, o->eos_id, o->pad_id, tok_id, source, &e);
+            if (rc) unlink(valid_path); /* no half result */
+        }
+        if (rc == 0) {
+            int64_t vt = 0;
+            for (int64_t i = 0; i < nv; i++) vt += (int64_t)(b.offsets[valid_docs[i] + 1] - b.offsets[valid_docs[i]]);
+            printf("prepare: wrote %s: %lld documents, %lld tokens\n", o->out, (long long)nt,
+                   (long long)(b.n_tokens - vt));
+            printf("prepare: wrote %s: %lld documents, %lld tokens (validation, seed %llu)\n", valid_path,
+                   (long long)nv, (long long)vt, (unsigned long long)o->seed);
+        }
+    } else if (rc == 0) {
+        rc = qf_dataset_write(o->out, &b, NULL, 0, o->vocab_size, o->eos_id, o->pad_id, "", source, &e);
+        if (rc == 0)
+            printf("prepare: wrote %s: %lld documents, %lld tokens\n", o->out, (long long)b.n_docs,
+                   (long long)b.n_tokens);
+    }
+    if (e.code) fprintf(stderr, "qwen-ft prepare: %s\n", e.msg);
+    if (rc == 0) {
+        printf("prepare: done: %lld documents, %lld tokens, %lld trained tokens, max token id %lld, "
+               "skipped %lld bad line%s",
+               (long long)st.docs, (long long)st.tokens, (long long)st.trained, (long long)b.max_token,
+               (long long)st.skipped, st.skipped == 1 ? "" : "s");
+        for (int64_t i = 0; i < st.skipped && i < PREP_SHOW_SKIPPED; i++)
+            printf("%s%s", i ? ", " : " (", st.shown[i]);
+        if (st.skipped > PREP_SHOW_SKIPPED) printf(", ...");
+        printf("%s; %.1f s\n", st.skipped ? ")" : "", qf_now() - st.t0);
+        fflush(stdout);
+    }
+    free(train_docs);
+    free(valid_docs);
+    free(doc.tok);
+    free(doc.mask);
+    qf_dsb_free(&b);
+    free(source);
+    free(valid_path);
+    return rc;
+}
+
+/* Rank 0 works; the other ranks wait for its exit code, so that every rank returns the same one (main.c). */
+int qf_cmd_prepare(int argc, char **argv) {
+    int up = 0, down = 0, rank = 0, size = 1;
+    MPI_Initialized(&up);
+    MPI_Finalized(&down);
+    if (up && !down) {
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+    }
+    int rc = QF_EXIT_OK;
+    if (rank == 0) {
+        prep_opts o;
+        rc = prep_parse_args(argc, argv, &o);
+        if (rc == 0)
+            rc = prep_run(&o);
+        else if (rc == 1)
+            rc = QF_EXIT_OK;
+        free(o.in);
+        fflush(stdout);
+        fflush(stderr);
+    }
+    if (size > 1) MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    return rc;
+}

@@ -1,0 +1,40 @@
+/* comm.h — collectives the ZeRO engine and trainer use, independent of where buffers live. The CPU backend runs
+ * them with MPI on host memory; the CUDA backend ([cuda]) backs the act-buffer ones with NCCL on its streams.
+ * Topology (ranks, nodes, node leaders) is discovered once at start. */
+#ifndef QF_COMM_H
+#define QF_COMM_H
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "../kernels/ops.h"
+
+typedef struct qf_comm {
+    MPI_Comm world;      /* all ranks (data parallel) */
+    MPI_Comm node;       /* ranks of this node (MPI_COMM_TYPE_SHARED, or groups of topology.ranks_per_node) */
+    MPI_Comm leaders;    /* node leaders (local rank 0); MPI_COMM_NULL elsewhere */
+    int rank, world_size;
+    int local_rank, local_size;
+    int node_id, n_nodes;
+    char hostname[256];
+    const qf_ops *ops;
+} qf_comm;
+
+/* Splits MPI_COMM_WORLD; ranks_per_node > 0 groups every k consecutive ranks of one machine as a "node"
+ * (testing the multi-node paths on one machine). */
+void qf_comm_init(qf_comm *c, const qf_ops *ops, int ranks_per_node);
+void qf_comm_free(qf_comm *c);
+
+/* act buffers (backend memory), element counts */
+void qf_comm_allreduce_act(qf_comm *c, void *buf, size_t n);
+/* recv[counts[rank]] = sum over ranks of send[displs[rank] ...] (send holds the full buffer) */
+void qf_comm_reduce_scatter_act(qf_comm *c, const void *send, void *recv, const int64_t *counts, const int64_t *displs);
+/* every rank's range [displs[r], displs[r]+counts[r]) of buf is sent to all (in place) */
+void qf_comm_allgather_act(qf_comm *c, void *buf, const int64_t *counts, const int64_t *displs);
+/* host scalars */
+double qf_comm_sum_f64(qf_comm *c, double v);
+int64_t qf_comm_sum_i64(qf_comm *c, int64_t v);
+double qf_comm_max_f64(qf_comm *c, double v);
+int qf_comm_any(qf_comm *c, int flag);
+void qf_comm_bcast(qf_comm *c, void *p, size_t bytes, int root);
+
+#endif

@@ -1,0 +1,130 @@
+/* deck.h — the resolved input deck (libconfig), DeepSpeed's names and defaults.
+ * Every key is declared once in deck_keys.c with type, default, help and DeepSpeed equivalent; docs/deck.md
+ * documents them all. */
+#ifndef QF_DECK_H
+#define QF_DECK_H
+#include <stdint.h>
+#include "util.h"
+
+#define QF_PATH_MAX 1024
+
+typedef enum { QF_SCHED_NONE = 0, QF_SCHED_WARMUP_LR, QF_SCHED_WARMUP_DECAY_LR, QF_SCHED_WARMUP_COSINE_LR } qf_sched_type;
+typedef enum { QF_WARMUP_LOG = 0, QF_WARMUP_LINEAR } qf_warmup_type;
+typedef enum { QF_OFFLOAD_NONE = 0, QF_OFFLOAD_CPU } qf_offload_device;
+typedef enum { QF_NONFINITE_SKIP = 0, QF_NONFINITE_STOP } qf_nonfinite_action;
+typedef enum { QF_ACKPT_NONE = 0, QF_ACKPT_FULL, QF_ACKPT_SELECTIVE } qf_ackpt;
+
+typedef struct qf_deck {
+    char path[QF_PATH_MAX];         /* the deck file */
+
+    /* model */
+    char model_from[QF_PATH_MAX];   /* model.from: HDF5 model, checkpoint dir, or HF dir ("" = none) */
+    char model_preset[64];          /* model.preset ("" = none) */
+    /* explicit dimensions (model.*); 0 / -1 = not given (then from preset / file) */
+    char model_arch[16];            /* model.arch "qwen2" | "qwen3" | "" */
+    int64_t model_vocab_size;
+    int model_hidden_size, model_intermediate_size, model_num_hidden_layers, model_num_attention_heads;
+    int model_num_key_value_heads, model_head_dim;
+    int model_tie_word_embeddings;  /* -1 not given */
+    int model_attention_bias;       /* -1 not given */
+    int model_qk_norm;              /* -1 not given */
+    double model_rope_theta, model_rms_norm_eps; /* 0 = not given */
+    int model_max_position_embeddings;
+    double model_initializer_range; /* 0 = not given (0.02) */
+    uint64_t model_init_seed;       /* model.init_seed, default 1234 */
+
+    qf_ackpt activation_checkpointing; /* bool, or "full" | "selective" | "none" */
+
+    /* data */
+    char data_train[QF_PATH_MAX];
+    char data_valid[QF_PATH_MAX];
+    int seq_len;                    /* data.seq_len (default 2048) */
+    int shuffle;                    /* data.shuffle (true) */
+    uint64_t data_seed;             /* data.seed (42) */
+
+    /* batch (resolved by the batch rule against the data-parallel world size) */
+    int64_t train_batch_size;
+    int train_micro_batch_size_per_gpu;
+    int gradient_accumulation_steps;
+
+    int64_t max_steps;              /* 0 = use epochs */
+    double epochs;                  /* default 1 when max_steps is 0 */
+    double gradient_clipping;       /* 0 = off (DeepSpeed default) */
+    uint64_t seed;                  /* seed (global, default 42): dropout-free here, used for anything random */
+
+    /* optimizer (AdamW / Adam with adam_w_mode) */
+    char optimizer_type[16];
+    double lr, beta1, beta2, eps, weight_decay;
+    int adam_w_mode;                /* 1 = decoupled (AdamW) */
+
+    /* scheduler */
+    qf_sched_type sched;
+    double warmup_min_lr, warmup_max_lr;
+    int64_t warmup_num_steps, total_num_steps;
+    qf_warmup_type warmup_type;
+    double warmup_min_ratio, cos_min_ratio; /* WarmupCosineLR */
+
+    /* precision */
+    int bf16, fp16;
+    double fp16_loss_scale;         /* 0 = dynamic */
+    int fp16_initial_scale_power;   /* 16 */
+    int fp16_loss_scale_window;     /* 1000 */
+    int fp16_hysteresis;            /* 2 */
+    int fp16_consecutive_hysteresis;/* false */
+    double fp16_min_loss_scale;     /* 1 */
+
+    /* ZeRO */
+    int zero_stage;
+    qf_offload_device offload_optimizer, offload_param;
+    int offload_optimizer_pin_memory, offload_param_pin_memory;
+    int overlap_comm, contiguous_gradients, reduce_scatter;
+    int64_t reduce_bucket_size, allgather_bucket_size;
+    int64_t stage3_prefetch_bucket_size, stage3_param_persistence_threshold, stage3_max_live_parameters;
+    int64_t stage3_max_reuse_distance;
+
+    /* checkpoint */
+    char checkpoint_dir[QF_PATH_MAX]; /* "ckpt" */
+    int64_t checkpoint_every_steps;   /* 0 = only at the end */
+    int checkpoint_keep;              /* 3 */
+
+    /* eval */
+    int64_t eval_every_steps;         /* 0 = only at the end */
+    int early_stopping_patience;      /* 0 = off */
+    double early_stopping_threshold;  /* minimum improvement */
+    int64_t eval_max_batches;         /* 0 = whole valid set */
+
+    /* log */
+    char log_dir[QF_PATH_MAX];        /* "logs" */
+    int steps_per_print;              /* 10 */
+    int wall_clock_breakdown;
+    int tensorboard;                  /* log.tensorboard (false) */
+
+    qf_nonfinite_action on_nonfinite; /* "skip" | "stop" (default "stop") */
+    double max_hours;                 /* 0 = no limit */
+    double gpu_memory_limit_gb;       /* 0 = no limit */
+    double peak_tflops;               /* 0 = from the GPU table (CPU: 0 -> MFU reported as 0) */
+    int ranks_per_node;               /* topology.ranks_per_node: 0 = real nodes */
+} qf_deck;
+
+/* Loads and validates path (with @include), applies the --set overrides (each "key.path=value"), resolves "auto"
+ * and the batch rule for dp_world data-parallel ranks. Returns 0, or QF_EXIT_INPUT with e->msg naming file, line
+ * and key (and a "did you mean" for unknown keys). */
+int qf_deck_load(const char *path, int nset, char *const *sets, int dp_world, qf_deck *d, qf_err *e);
+
+/* Same, with defaults only (no file): for commands that only need --set values. */
+void qf_deck_defaults(qf_deck *d);
+
+/* Writes the resolved deck as libconfig text (the run header shows it; checkpoints store it). */
+void qf_deck_print(const qf_deck *d, FILE *f);
+
+/* For the docs and --help: prints every key with type, default, meaning, DeepSpeed equivalent as markdown. */
+void qf_deck_print_keys_markdown(FILE *f);
+
+/* (added) The architecture a deck describes without a model file: model.preset overlaid with the explicit model.*
+ * dimensions, or the explicit dimensions alone (defaults in docs/deck.md, "Model"). Returns 0 and fills *out, or -1
+ * with msg (size n) when the deck names no preset and no complete set of dimensions, or the result is
+ * inconsistent. qf_deck_load already ran it for such decks. */
+struct qf_model_config;
+int qf_deck_model_config(const qf_deck *d, struct qf_model_config *out, char *msg, int n);
+
+#endif

@@ -1,0 +1,488 @@
+/* deck_keys.c — the deck key table (see deck_keys.h) and typed access to the fields it describes. */
+#include "deck_keys.h"
+#include <ctype.h>
+#include <float.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define OFF(f) .off = offsetof(qf_deck, f)
+#define STR(f) .off = offsetof(qf_deck, f), .size = sizeof(((qf_deck *)0)->f)
+#define RANGE(lo, hi) .min = (lo), .max = (hi)
+#define NOMAX 9.2e18 /* "no upper limit" for integer keys (below INT64_MAX) */
+#define POS_INT RANGE(1, INT_MAX)
+#define NONNEG_INT RANGE(0, INT_MAX)
+#define POS_I64 RANGE(1, NOMAX)
+#define NONNEG_I64 RANGE(0, NOMAX)
+#define NONNEG_F RANGE(0, DBL_MAX)
+#define POS_F RANGE(0, DBL_MAX), .flags = QF_KF_GT_MIN
+#define SEED RANGE(0, NOMAX)
+#define SB(t) QF_SCHED_BIT(t)
+#define S_LR SB(QF_SCHED_WARMUP_LR)
+#define S_DECAY SB(QF_SCHED_WARMUP_DECAY_LR)
+#define S_COS SB(QF_SCHED_WARMUP_COSINE_LR)
+
+static const char *const k_arch[] = {"qwen2", "qwen3", NULL};
+static const char *const k_ackpt[] = {"none", "full", "selective", NULL};
+static const char *const k_opt[] = {"AdamW", "Adam", NULL};
+static const char *const k_sched[] = {"none", "WarmupLR", "WarmupDecayLR", "WarmupCosineLR", NULL};
+static const char *const k_warmup[] = {"log", "linear", NULL};
+static const char *const k_offload[] = {"none", "cpu", NULL};
+static const char *const k_nonfinite[] = {"skip", "stop", NULL};
+
+#define HF_ONLY(x) "qwen-ft only (HF config.json `" x "`)"
+
+static const qf_deck_key k_keys[] = {
+    /* ---- model ---- */
+    {.path = "model.from", .type = QF_KT_STRING, STR(model_from), .def = "", .flags = QF_KF_UNSET,
+     .ds = "qwen-ft only (HF `model_name_or_path`)", .doc_default = "(none)",
+     .help = "model to start from: an HDF5 model, a checkpoint directory (its latest) or an HF directory"},
+    {.path = "model.preset", .type = QF_KT_STRING, STR(model_preset), .def = "", .flags = QF_KF_UNSET,
+     .ds = "qwen-ft only", .doc_default = "(none)",
+     .help = "published architecture, randomly initialized (`qwen2.5-7b`, `qwen3-0.6b`, ...; see below)"},
+    {.path = "model.arch", .type = QF_KT_STRING, STR(model_arch), .def = "", .flags = QF_KF_UNSET,
+     .choices = k_arch, .ds = HF_ONLY("model_type"), .doc_default = "(from preset/model; qwen2)",
+     .help = "architecture for explicit dimensions or to override a preset"},
+    {.path = "model.vocab_size", .type = QF_KT_INT64, OFF(model_vocab_size), .def = "0", RANGE(1, INT_MAX),
+     .flags = QF_KF_UNSET, .ds = HF_ONLY("vocab_size"), .doc_default = "(from preset/model)",
+     .help = "vocabulary size (explicit dimensions; overrides a preset)"},
+    {.path = "model.hidden_size", .type = QF_KT_INT, OFF(model_hidden_size), .def = "0", POS_INT,
+     .flags = QF_KF_UNSET, .ds = HF_ONLY("hidden_size"), .doc_default = "(from preset/model)",
+     .help = "model width C"},
+    {.path = "model.intermediate_size", .type = QF_KT_INT, OFF(model_intermediate_size), .def = "0", POS_INT,
+     .flags = QF_KF_UNSET, .ds = HF_ONLY("intermediate_size"), .doc_default = "(from preset/model)",
+     .help = "SwiGLU FFN width (the real width; Qwen v1 configs store twice it)"},
+    {.path = "model.num_hidden_layers", .type = QF_KT_INT, OFF(model_num_hidden_layers), .def = "0", POS_INT,
+     .flags = QF_KF_UNSET, .ds = HF_ONLY("num_hidden_layers"), .doc_default = "(from preset/model)",
+     .help = "number of decoder layers"},
+    {.path = "model.num_attention_heads", .type = QF_KT_INT, OFF(model_num_attention_heads), .def = "0", POS_INT,
+     .flags = QF_KF_UNSET, .ds = HF_ONLY("num_attention_heads"), .doc_default = "(from preset/model)",
+     .help = "query heads"},
+    {.path = "model.num_key_value_heads", .type = QF_KT_INT, OFF(model_num_key_value_heads), .def = "0", POS_INT,
+     .flags = QF_KF_UNSET, .ds = HF_ONLY("num_key_value_heads"), .doc_default = "(= num_attention_heads)",
+     .help = "key/value heads (GQA); must divide num_attention_heads"},
+    {.path = "model.head_dim", .type = QF_KT_INT, OFF(model_head_dim), .def = "0", POS_INT, .flags = QF_KF_UNSET,
+     .ds = HF_ONLY("head_dim"), .doc_default = "(= hidden_size / num_attention_heads)",
+     .help = "per-head dimension (Qwen3: 128)"},
+    {.path = "model.tie_word_embeddings", .type = QF_KT_BOOL, OFF(model_tie_word_embeddings), .def = "-1",
+     .flags = QF_KF_UNSET, .ds = HF_ONLY("tie_word_embeddings"), .doc_default = "(from preset/model; false)",
+     .help = "lm_head shares the input embedding"},
+    {.path = "model.attention_bias", .type = QF_KT_BOOL, OFF(model_attention_bias), .def = "-1",
+     .flags = QF_KF_UNSET, .ds = HF_ONLY("attention_bias"), .doc_default = "(qwen2: true, qwen3: false)",
+     .help = "q/k/v projection biases"},
+    {.path = "model.qk_norm", .type = QF_KT_BOOL, OFF(model_qk_norm), .def = "-1", .flags = QF_KF_UNSET,
+     .ds = "qwen-ft only (implied by HF `model_type` qwen3)", .doc_default = "(qwen3: true, qwen2: false)",
+     .help = "per-head RMSNorm of q and k before RoPE"},
+    {.path = "model.rope_theta", .type = QF_KT_FLOAT, OFF(model_rope_theta), .def = "0", RANGE(0, DBL_MAX),
+     .flags = QF_KF_GT_MIN | QF_KF_UNSET,
+     .ds = HF_ONLY("rope_theta"), .doc_default = "(from preset/model; 10000)", .help = "RoPE base"},
+    {.path = "model.rms_norm_eps", .type = QF_KT_FLOAT, OFF(model_rms_norm_eps), .def = "0", RANGE(0, 1),
+     .flags = QF_KF_GT_MIN | QF_KF_UNSET, .ds = HF_ONLY("rms_norm_eps"), .doc_default = "(from preset/model; 1e-6)",
+     .help = "RMSNorm epsilon"},
+    {.path = "model.max_position_embeddings", .type = QF_KT_INT, OFF(model_max_position_embeddings), .def = "0",
+     POS_INT, .flags = QF_KF_UNSET, .ds = HF_ONLY("max_position_embeddings"),
+     .doc_default = "(from preset/model; 32768)", .help = "longest sequence the model is meant for"},
+    {.path = "model.initializer_range", .type = QF_KT_FLOAT, OFF(model_initializer_range), .def = "0",
+     RANGE(0, 10), .flags = QF_KF_GT_MIN | QF_KF_UNSET, .ds = HF_ONLY("initializer_range"),
+     .doc_default = "(0.02)", .help = "std of the normal init of a preset / explicit model"},
+    {.path = "model.init_seed", .type = QF_KT_UINT64, OFF(model_init_seed), .def = "1234", SEED,
+     .ds = "qwen-ft only", .help = "seed of the random init (preset / explicit dimensions)"},
+
+    {.path = "activation_checkpointing", .type = QF_KT_ENUM, OFF(activation_checkpointing), .def = "none",
+     .flags = QF_KF_BOOL_ENUM, .choices = k_ackpt,
+     .ds = "HF `gradient_checkpointing` (DeepSpeed's `activation_checkpointing` group only tunes partitioning)",
+     .help = "recompute activations in the backward pass: true = \"full\" (every layer), \"selective\" (attention "
+             "only), false = \"none\""},
+
+    /* ---- data ---- */
+    {.path = "data.train", .type = QF_KT_STRING, STR(data_train), .def = "", .flags = QF_KF_UNSET,
+     .ds = "qwen-ft only", .doc_default = "(none)", .help = "packed training set (HDF5, `qwen-ft prepare`)"},
+    {.path = "data.valid", .type = QF_KT_STRING, STR(data_valid), .def = "", .flags = QF_KF_UNSET,
+     .ds = "qwen-ft only", .doc_default = "(none)", .help = "packed validation set (HDF5); none = no eval"},
+    {.path = "data.seq_len", .type = QF_KT_INT, OFF(seq_len), .def = "2048", RANGE(2, INT_MAX),
+     .ds = "qwen-ft only (HF `max_seq_length`)", .help = "tokens per row"},
+    {.path = "data.shuffle", .type = QF_KT_BOOL, OFF(shuffle), .def = "true", .ds = "qwen-ft only",
+     .help = "shuffle documents each epoch (seeded, deterministic)"},
+    {.path = "data.seed", .type = QF_KT_UINT64, OFF(data_seed), .def = "42", SEED,
+     .ds = "qwen-ft only (HF `data_seed`)", .help = "seed of the document shuffle"},
+
+    /* ---- batch and length ---- */
+    {.path = "train_batch_size", .type = QF_KT_INT64, OFF(train_batch_size), .def = "0", POS_I64,
+     .flags = QF_KF_UNSET | QF_KF_AUTO_UNSET, .autov = "0", .ds = "`train_batch_size`",
+     .doc_default = "(batch rule)", .doc_auto = "derived by the batch rule",
+     .help = "rows per optimizer step, all ranks: micro x accumulation x data-parallel ranks"},
+    {.path = "train_micro_batch_size_per_gpu", .type = QF_KT_INT, OFF(train_micro_batch_size_per_gpu),
+     .def = "0", POS_INT, .flags = QF_KF_UNSET | QF_KF_AUTO_UNSET, .autov = "0",
+     .ds = "`train_micro_batch_size_per_gpu`", .doc_default = "(batch rule; 1)", .doc_auto = "derived by the batch rule",
+     .help = "rows per forward/backward on one rank"},
+    {.path = "gradient_accumulation_steps", .type = QF_KT_INT, OFF(gradient_accumulation_steps), .def = "0",
+     POS_INT, .flags = QF_KF_UNSET | QF_KF_AUTO_UNSET, .autov = "0", .ds = "`gradient_accumulation_steps`",
+     .doc_default = "(batch rule; 1)", .doc_auto = "derived by the batch rule",
+     .help = "micro-batches per optimizer step"},
+    {.path = "max_steps", .type = QF_KT_INT64, OFF(max_steps), .def = "0", NONNEG_I64,
+     .ds = "qwen-ft only (HF `max_steps`)", .help = "optimizer steps to run; 0 = run `epochs` epochs"},
+    {.path = "epochs", .type = QF_KT_FLOAT, OFF(epochs), .def = "1", POS_F,
+     .ds = "qwen-ft only (HF `num_train_epochs`)", .help = "passes over data.train when max_steps is 0"},
+    {.path = "gradient_clipping", .type = QF_KT_FLOAT, OFF(gradient_clipping), .def = "0", NONNEG_F,
+     .autov = "1.0", .ds = "`gradient_clipping`", .help = "global L2 gradient-norm limit; 0 = off"},
+    {.path = "seed", .type = QF_KT_UINT64, OFF(seed), .def = "42", SEED, .ds = "qwen-ft only (HF `seed`)",
+     .help = "global seed for anything random not seeded elsewhere"},
+
+    /* ---- optimizer ---- */
+    {.path = "optimizer.type", .type = QF_KT_STRING, STR(optimizer_type), .def = "AdamW", .choices = k_opt,
+     .ds = "`optimizer.type`", .help = "AdamW (decoupled weight decay), or Adam with `adam_w_mode`"},
+    {.path = "optimizer.params.lr", .type = QF_KT_FLOAT, OFF(lr), .def = "1e-3", NONNEG_F, .autov = "5e-5",
+     .ds = "`optimizer.params.lr`", .help = "learning rate (the scheduler, if any, overrides it per step)"},
+    {.path = "optimizer.params.betas", .type = QF_KT_FLOAT_PAIR, OFF(beta1), .off2 = offsetof(qf_deck, beta2),
+     .def = "[0.9, 0.999]", .autov = "[0.9, 0.999]", RANGE(0, 1), .flags = QF_KF_LT_MAX,
+     .ds = "`optimizer.params.betas`", .help = "Adam beta1, beta2"},
+    {.path = "optimizer.params.eps", .type = QF_KT_FLOAT, OFF(eps), .def = "1e-8", POS_F, .autov = "1e-8",
+     .ds = "`optimizer.params.eps`", .help = "Adam epsilon"},
+    {.path = "optimizer.params.weight_decay", .type = QF_KT_FLOAT, OFF(weight_decay), .def = "0.01", NONNEG_F,
+     .autov = "0.0", .ds = "`optimizer.params.weight_decay`",
+     .help = "weight decay of 2-D weights (never biases or norms)"},
+    {.path = "optimizer.params.adam_w_mode", .type = QF_KT_BOOL, OFF(adam_w_mode), .def = "true",
+     .ds = "`optimizer.params.adam_w_mode`",
+     .help = "type Adam: true = decoupled decay (AdamW), false = classic Adam with L2 added to the gradient"},
+
+    /* ---- scheduler ---- */
+    {.path = "scheduler.type", .type = QF_KT_ENUM, OFF(sched), .def = "none", .flags = QF_KF_UNSET,
+     .choices = k_sched, .ds = "`scheduler.type`", .doc_default = "(none: constant lr)",
+     .help = "learning-rate schedule; \"none\" (qwen-ft) turns off a scheduler set elsewhere"},
+    {.path = "scheduler.params.warmup_min_lr", .type = QF_KT_FLOAT, OFF(warmup_min_lr), .def = "0", NONNEG_F,
+     .autov = "0", .sched_mask = S_LR | S_DECAY, .ds = "`scheduler.params.warmup_min_lr`",
+     .help = "lr at step 0 (WarmupLR, WarmupDecayLR)"},
+    {.path = "scheduler.params.warmup_max_lr", .type = QF_KT_FLOAT, OFF(warmup_max_lr), .def = "0.001",
+     NONNEG_F, .flags = QF_KF_AUTO_LR, .autov = "0.001", .doc_auto = "optimizer.params.lr",
+     .sched_mask = S_LR | S_DECAY, .ds = "`scheduler.params.warmup_max_lr`",
+     .help = "lr at the end of warmup (WarmupLR, WarmupDecayLR)"},
+    {.path = "scheduler.params.warmup_num_steps", .type = QF_KT_INT64, OFF(warmup_num_steps), .def = "1000",
+     NONNEG_I64, .autov = "0", .sched_mask = S_LR | S_DECAY | S_COS, .ds = "`scheduler.params.warmup_num_steps`",
+     .help = "warmup length in optimizer steps"},
+    {.path = "scheduler.params.warmup_type", .type = QF_KT_ENUM, OFF(warmup_type), .def = "log",
+     .choices = k_warmup, .sched_mask = S_LR | S_DECAY | S_COS, .ds = "`scheduler.params.warmup_type`",
+     .help = "warmup curve"},
+    {.path = "scheduler.params.total_num_steps", .type = QF_KT_INT64, OFF(total_num_steps), .def = "0",
+     POS_I64, .flags = QF_KF_UNSET | QF_KF_AUTO_SENTINEL, .autov = "-1",
+     .doc_auto = "-1: the trainer uses the run's total steps", .sched_mask = S_DECAY | S_COS,
+     .doc_default = "(required)", .ds = "`scheduler.params.total_num_steps`",
+     .help = "step where the decay ends (WarmupDecayLR, WarmupCosineLR)"},
+    {.path = "scheduler.params.warmup_min_ratio", .type = QF_KT_FLOAT, OFF(warmup_min_ratio), .def = "0",
+     RANGE(0, 1), .sched_mask = S_COS, .ds = "`scheduler.params.warmup_min_ratio`",
+     .help = "lr at step 0 as a fraction of optimizer lr (WarmupCosineLR)"},
+    {.path = "scheduler.params.cos_min_ratio", .type = QF_KT_FLOAT, OFF(cos_min_ratio), .def = "0.0001",
+     RANGE(0, 1), .sched_mask = S_COS, .ds = "`scheduler.params.cos_min_ratio`",
+     .help = "final lr as a fraction of optimizer lr (WarmupCosineLR)"},
+
+    /* ---- precision ---- */
+    {.path = "bf16.enabled", .type = QF_KT_BOOL, OFF(bf16), .def = "false", .autov = "false",
+     .ds = "`bf16.enabled`", .help = "bf16 parameters/activations, fp32 master weights and moments"},
+    {.path = "fp16.enabled", .type = QF_KT_BOOL, OFF(fp16), .def = "false", .autov = "false",
+     .ds = "`fp16.enabled`", .help = "fp16 with dynamic loss scaling"},
+    {.path = "fp16.loss_scale", .type = QF_KT_FLOAT, OFF(fp16_loss_scale), .def = "0", NONNEG_F,
+     .ds = "`fp16.loss_scale`", .help = "static loss scale; 0 = dynamic"},
+    {.path = "fp16.initial_scale_power", .type = QF_KT_INT, OFF(fp16_initial_scale_power), .def = "16",
+     RANGE(0, 64), .ds = "`fp16.initial_scale_power`", .help = "dynamic scaling starts at 2^power"},
+    {.path = "fp16.loss_scale_window", .type = QF_KT_INT, OFF(fp16_loss_scale_window), .def = "1000", POS_INT,
+     .ds = "`fp16.loss_scale_window`", .help = "overflow-free steps before the scale doubles"},
+    {.path = "fp16.hysteresis", .type = QF_KT_INT, OFF(fp16_hysteresis), .def = "2", POS_INT,
+     .ds = "`fp16.hysteresis`", .help = "overflows tolerated before the scale halves"},
+    {.path = "fp16.consecutive_hysteresis", .type = QF_KT_BOOL, OFF(fp16_consecutive_hysteresis),
+     .def = "false", .ds = "`fp16.consecutive_hysteresis`", .help = "refill hysteresis on every good step"},
+    {.path = "fp16.min_loss_scale", .type = QF_KT_FLOAT, OFF(fp16_min_loss_scale), .def = "1", POS_F,
+     .ds = "`fp16.min_loss_scale`", .help = "floor of the dynamic loss scale"},
+
+    /* ---- ZeRO ---- */
+    {.path = "zero_optimization.stage", .type = QF_KT_INT, OFF(zero_stage), .def = "0", RANGE(0, 3),
+     .ds = "`zero_optimization.stage`", .help = "0 DDP, 1 optimizer states, 2 + gradients, 3 + parameters sharded"},
+    {.path = "zero_optimization.offload_optimizer.device", .type = QF_KT_ENUM, OFF(offload_optimizer),
+     .def = "none", .choices = k_offload, .ds = "`zero_optimization.offload_optimizer.device`",
+     .help = "keep optimizer states (and the step) on the host; stage >= 1"},
+    {.path = "zero_optimization.offload_optimizer.pin_memory", .type = QF_KT_BOOL,
+     OFF(offload_optimizer_pin_memory), .def = "false", .ds = "`zero_optimization.offload_optimizer.pin_memory`",
+     .help = "page-locked host buffers for the optimizer offload"},
+    {.path = "zero_optimization.offload_param.device", .type = QF_KT_ENUM, OFF(offload_param), .def = "none",
+     .choices = k_offload, .ds = "`zero_optimization.offload_param.device`",
+     .help = "keep parameters on the host between uses; stage 3 only"},
+    {.path = "zero_optimization.offload_param.pin_memory", .type = QF_KT_BOOL, OFF(offload_param_pin_memory),
+     .def = "false", .ds = "`zero_optimization.offload_param.pin_memory`",
+     .help = "page-locked host buffers for the parameter offload"},
+    {.path = "zero_optimization.overlap_comm", .type = QF_KT_BOOL, OFF(overlap_comm), .def = "false",
+     .doc_default = "false (true at stage 3)", .ds = "`zero_optimization.overlap_comm`",
+     .help = "overlap gradient reduction with the backward pass"},
+    {.path = "zero_optimization.contiguous_gradients", .type = QF_KT_BOOL, OFF(contiguous_gradients),
+     .def = "true", .ds = "`zero_optimization.contiguous_gradients`",
+     .help = "copy gradients into one contiguous buffer as they are produced"},
+    {.path = "zero_optimization.reduce_scatter", .type = QF_KT_BOOL, OFF(reduce_scatter), .def = "true",
+     .ds = "`zero_optimization.reduce_scatter`", .help = "reduce-scatter (not all-reduce) gradients at stage >= 2"},
+    {.path = "zero_optimization.reduce_bucket_size", .type = QF_KT_INT64, OFF(reduce_bucket_size), .def = "5e8",
+     POS_I64, .flags = QF_KF_AUTO_SENTINEL, .autov = "-1", .doc_auto = "-1: hidden_size^2 (trainer)",
+     .ds = "`zero_optimization.reduce_bucket_size`", .help = "elements per gradient-reduction bucket"},
+    {.path = "zero_optimization.allgather_bucket_size", .type = QF_KT_INT64, OFF(allgather_bucket_size),
+     .def = "5e8", POS_I64, .ds = "`zero_optimization.allgather_bucket_size`",
+     .help = "elements per parameter all-gather bucket (stages 1-2)"},
+    {.path = "zero_optimization.stage3_prefetch_bucket_size", .type = QF_KT_INT64,
+     OFF(stage3_prefetch_bucket_size), .def = "5e7", NONNEG_I64, .flags = QF_KF_AUTO_SENTINEL, .autov = "-1",
+     .doc_auto = "-1: 0.9 x hidden_size^2 (trainer)", .ds = "`zero_optimization.stage3_prefetch_bucket_size`",
+     .help = "elements of parameters fetched ahead (stage 3)"},
+    {.path = "zero_optimization.stage3_param_persistence_threshold", .type = QF_KT_INT64,
+     OFF(stage3_param_persistence_threshold), .def = "1e5", NONNEG_I64, .flags = QF_KF_AUTO_SENTINEL,
+     .autov = "-1", .doc_auto = "-1: 10 x hidden_size (trainer)",
+     .ds = "`zero_optimization.stage3_param_persistence_threshold`",
+     .help = "parameters smaller than this stay unpartitioned (stage 3)"},
+    {.path = "zero_optimization.stage3_max_live_parameters", .type = QF_KT_INT64,
+     OFF(stage3_max_live_parameters), .def = "1e9", NONNEG_I64,
+     .ds = "`zero_optimization.stage3_max_live_parameters`", .help = "most gathered parameter elements at once"},
+    {.path = "zero_optimization.stage3_max_reuse_distance", .type = QF_KT_INT64,
+     OFF(stage3_max_reuse_distance), .def = "1e9", NONNEG_I64,
+     .ds = "`zero_optimization.stage3_max_reuse_distance`",
+     .help = "keep a gathered parameter if it is reused within this many elements"},
+
+    /* ---- checkpoint, eval, log ---- */
+    {.path = "checkpoint.dir", .type = QF_KT_STRING, STR(checkpoint_dir), .def = "ckpt",
+     .ds = "qwen-ft only (HF `output_dir`)", .help = "checkpoint directory; train resumes from its latest"},
+    {.path = "checkpoint.every_steps", .type = QF_KT_INT64, OFF(checkpoint_every_steps), .def = "0", NONNEG_I64,
+     .ds = "qwen-ft only (HF `save_steps`)", .help = "checkpoint period in steps; 0 = only at the end"},
+    {.path = "checkpoint.keep", .type = QF_KT_INT, OFF(checkpoint_keep), .def = "3", POS_INT,
+     .ds = "qwen-ft only (HF `save_total_limit`)", .help = "checkpoints kept (older ones are deleted)"},
+    {.path = "eval.every_steps", .type = QF_KT_INT64, OFF(eval_every_steps), .def = "0", NONNEG_I64,
+     .ds = "qwen-ft only (HF `eval_steps`)", .help = "validation period in steps; 0 = only at the end"},
+    {.path = "eval.early_stopping_patience", .type = QF_KT_INT, OFF(early_stopping_patience), .def = "0",
+     NONNEG_INT, .ds = "qwen-ft only (HF EarlyStoppingCallback)",
+     .help = "stop after this many evals without improvement; 0 = off"},
+    {.path = "eval.early_stopping_threshold", .type = QF_KT_FLOAT, OFF(early_stopping_threshold), .def = "0",
+     NONNEG_F, .ds = "qwen-ft only (HF EarlyStoppingCallback)",
+     .help = "smallest valid_loss decrease that counts as improvement"},
+    {.path = "eval.max_batches", .type = QF_KT_INT64, OFF(eval_max_batches), .def = "0", NONNEG_I64,
+     .ds = "qwen-ft only", .help = "validation batches per eval; 0 = the whole validation set"},
+    {.path = "log.dir", .type = QF_KT_STRING, STR(log_dir), .def = "logs", .ds = "qwen-ft only",
+     .help = "directory of metrics.jsonl (and TensorBoard events)"},
+    {.path = "log.steps_per_print", .type = QF_KT_INT, OFF(steps_per_print), .def = "10", POS_INT,
+     .ds = "`steps_per_print` (top level in DeepSpeed)", .help = "progress line period in steps"},
+    {.path = "log.wall_clock_breakdown", .type = QF_KT_BOOL, OFF(wall_clock_breakdown), .def = "false",
+     .ds = "`wall_clock_breakdown` (top level in DeepSpeed)", .help = "time forward/backward/step/communication"},
+    {.path = "log.tensorboard", .type = QF_KT_BOOL, OFF(tensorboard), .def = "false",
+     .ds = "`tensorboard.enabled`", .help = "also write TensorBoard event files to log.dir"},
+
+    /* ---- run control ---- */
+    {.path = "on_nonfinite", .type = QF_KT_ENUM, OFF(on_nonfinite), .def = "stop", .choices = k_nonfinite,
+     .ds = "qwen-ft only", .help = "a NaN/Inf loss or gradient (bf16/fp32): skip the step, or stop with exit 3"},
+    {.path = "max_hours", .type = QF_KT_FLOAT, OFF(max_hours), .def = "0", NONNEG_F, .ds = "qwen-ft only",
+     .help = "stop with a checkpoint after this wall time; 0 = no limit"},
+    {.path = "gpu_memory_limit_gb", .type = QF_KT_FLOAT, OFF(gpu_memory_limit_gb), .def = "0", NONNEG_F,
+     .ds = "qwen-ft only", .help = "plan memory as if each GPU had only this much; 0 = no limit"},
+    {.path = "peak_tflops", .type = QF_KT_FLOAT, OFF(peak_tflops), .def = "0", NONNEG_F, .ds = "qwen-ft only",
+     .help = "peak dense TFLOP/s per GPU for MFU; 0 = from the GPU table"},
+    {.path = "topology.ranks_per_node", .type = QF_KT_INT, OFF(ranks_per_node), .def = "0", NONNEG_INT,
+     .ds = "qwen-ft only", .help = "pretend nodes of this many ranks (testing); 0 = real nodes"},
+};
+
+_Static_assert(sizeof(qf_sched_type) == sizeof(int), "enum fields are stored as int");
+_Static_assert(sizeof(qf_ackpt) == sizeof(int), "enum fields are stored as int");
+_Static_assert(sizeof(qf_warmup_type) == sizeof(int), "enum fields are stored as int");
+_Static_assert(sizeof(qf_offload_device) == sizeof(int), "enum fields are stored as int");
+_Static_assert(sizeof(qf_nonfinite_action) == sizeof(int), "enum fields are stored as int");
+
+const qf_deck_key *qf_deck_keys_table(int *n) {
+    *n = (int)(sizeof k_keys / sizeof k_keys[0]);
+    return k_keys;
+}
+
+int qf_deck_keys_find(const char *path) {
+    int n;
+    const qf_deck_key *k = qf_deck_keys_table(&n);
+    for (int i = 0; i < n; i++)
+        if (strcmp(k[i].path, path) == 0) return i;
+    return -1;
+}
+
+int qf_deck_keys_is_group(const char *path) {
+    int n;
+    size_t len = strlen(path);
+    const qf_deck_key *k = qf_deck_keys_table(&n);
+    for (int i = 0; i < n; i++)
+        if (strncmp(k[i].path, path, len) == 0 && k[i].path[len] == '.') return 1;
+    return 0;
+}
+
+static const char *keys_leaf(const char *path) {
+    const char *dot = strrchr(path, '.');
+    return dot ? dot + 1 : path;
+}
+
+/* Distance for "did you mean": edit distance, or 1 when the last component matches exactly (a DeepSpeed
+ * top-level key that lives in a group here) or path is a group prefix of the key. */
+static int keys_score(const char *path, const char *key) {
+    size_t len = strlen(path);
+    if (strcmp(keys_leaf(path), keys_leaf(key)) == 0) return 1;
+    if (strncmp(key, path, len) == 0 && key[len] == '.') return 1;
+    return qf_edit_distance(path, key);
+}
+
+static int keys_close_enough(const char *word, int dist) {
+    int lim = (int)strlen(word) / 3;
+    return dist <= (lim > 2 ? lim : 2);
+}
+
+const char *qf_deck_keys_suggest(const char *path) {
+    int n, best = -1, bestd = 1 << 30;
+    const qf_deck_key *k = qf_deck_keys_table(&n);
+    for (int i = 0; i < n; i++) {
+        int dist = keys_score(path, k[i].path);
+        if (dist < bestd) bestd = dist, best = i;
+    }
+    return best >= 0 && keys_close_enough(path, bestd) ? k[best].path : NULL;
+}
+
+static void keys_lower(const char *s, char *out, size_t n) {
+    size_t i = 0;
+    for (; s[i] && i + 1 < n; i++) out[i] = (char)tolower((unsigned char)s[i]);
+    out[i] = 0;
+}
+
+const char *qf_deck_keys_suggest_in(const char *word, const char *const *names) {
+    char w[128], c[128];
+    const char *best = NULL;
+    int bestd = 1 << 30;
+    keys_lower(word, w, sizeof w);
+    for (int i = 0; names && names[i]; i++) {
+        keys_lower(names[i], c, sizeof c);
+        int dist = qf_edit_distance(w, c);
+        if (dist < bestd) bestd = dist, best = names[i];
+    }
+    return best && keys_close_enough(word, bestd) ? best : NULL;
+}
+
+int qf_deck_keys_choice(const qf_deck_key *k, const char *name) {
+    for (int i = 0; k->choices && k->choices[i]; i++)
+        if (strcasecmp(k->choices[i], name) == 0) return i;
+    return -1;
+}
+
+/* ---- typed field access ---- */
+
+static void *keys_field(const qf_deck_key *k, qf_deck *d) { return (char *)d + k->off; }
+static const void *keys_cfield(const qf_deck_key *k, const qf_deck *d) { return (const char *)d + k->off; }
+
+void qf_deck_keys_store_int(const qf_deck_key *k, qf_deck *d, int64_t v) {
+    switch (k->type) {
+    case QF_KT_INT64: *(int64_t *)keys_field(k, d) = v; break;
+    case QF_KT_UINT64: *(uint64_t *)keys_field(k, d) = (uint64_t)v; break;
+    case QF_KT_BOOL:
+    case QF_KT_INT:
+    case QF_KT_ENUM: *(int *)keys_field(k, d) = (int)v; break;
+    default: QF_FATAL("deck key %s: not an integer key", k->path);
+    }
+}
+
+void qf_deck_keys_store_float(const qf_deck_key *k, qf_deck *d, double v) {
+    QF_CHECK(k->type == QF_KT_FLOAT);
+    *(double *)keys_field(k, d) = v;
+}
+
+void qf_deck_keys_store_pair(const qf_deck_key *k, qf_deck *d, double a, double b) {
+    QF_CHECK(k->type == QF_KT_FLOAT_PAIR);
+    *(double *)keys_field(k, d) = a;
+    *(double *)((char *)d + k->off2) = b;
+}
+
+int qf_deck_keys_store_string(const qf_deck_key *k, qf_deck *d, const char *s) {
+    QF_CHECK(k->type == QF_KT_STRING);
+    if (strlen(s) >= k->size) return -1;
+    memcpy(keys_field(k, d), s, strlen(s) + 1);
+    return 0;
+}
+
+int64_t qf_deck_keys_get_int(const qf_deck_key *k, const qf_deck *d) {
+    switch (k->type) {
+    case QF_KT_INT64: return *(const int64_t *)keys_cfield(k, d);
+    case QF_KT_UINT64: return (int64_t) * (const uint64_t *)keys_cfield(k, d);
+    case QF_KT_BOOL:
+    case QF_KT_INT:
+    case QF_KT_ENUM: return *(const int *)keys_cfield(k, d);
+    default: QF_FATAL("deck key %s: not an integer key", k->path);
+    }
+}
+
+double qf_deck_keys_get_float(const qf_deck_key *k, const qf_deck *d) {
+    QF_CHECK(k->type == QF_KT_FLOAT);
+    return *(const double *)keys_cfield(k, d);
+}
+
+void qf_deck_keys_get_pair(const qf_deck_key *k, const qf_deck *d, double *a, double *b) {
+    QF_CHECK(k->type == QF_KT_FLOAT_PAIR);
+    *a = *(const double *)keys_cfield(k, d);
+    *b = *(const double *)((const char *)d + k->off2);
+}
+
+const char *qf_deck_keys_get_string(const qf_deck_key *k, const qf_deck *d) {
+    QF_CHECK(k->type == QF_KT_STRING);
+    return (const char *)keys_cfield(k, d);
+}
+
+/* ---- deck text (defaults, "auto" values) ---- */
+
+static int keys_parse_number(const char *text, double *v) {
+    char *end;
+    *v = strtod(text, &end);
+    return end != text && *end == 0 ? 0 : -1;
+}
+
+static int keys_text_int(const qf_deck_key *k, const char *text, int64_t *v) {
+    double f;
+    if (k->type == QF_KT_BOOL && strcmp(text, "true") == 0) return *v = 1, 0;
+    if (k->type == QF_KT_BOOL && strcmp(text, "false") == 0) return *v = 0, 0;
+    if (k->type == QF_KT_ENUM) {
+        int i = qf_deck_keys_choice(k, text);
+        if (i < 0 && (k->flags & QF_KF_BOOL_ENUM) && strcmp(text, "true") == 0) i = 1;
+        if (i < 0 && (k->flags & QF_KF_BOOL_ENUM) && strcmp(text, "false") == 0) i = 0;
+        if (i < 0) return -1;
+        *v = i;
+        return 0;
+    }
+    if (keys_parse_number(text, &f) != 0) return -1;
+    *v = (int64_t)f;
+    return 0;
+}
+
+int qf_deck_keys_apply_text(const qf_deck_key *k, qf_deck *d, const char *text) {
+    double a, b;
+    int64_t v;
+    switch (k->type) {
+    case QF_KT_FLOAT:
+        if (keys_parse_number(text, &a) != 0) return -1;
+        qf_deck_keys_store_float(k, d, a);
+        return 0;
+    case QF_KT_STRING: return qf_deck_keys_store_string(k, d, text);
+    case QF_KT_FLOAT_PAIR:
+        if (sscanf(text, " [ %lf , %lf ]", &a, &b) != 2) return -1;
+        qf_deck_keys_store_pair(k, d, a, b);
+        return 0;
+    default:
+        if (keys_text_int(k, text, &v) != 0) return -1;
+        qf_deck_keys_store_int(k, d, v);
+        return 0;
+    }
+}
+
+int qf_deck_keys_equals_text(const qf_deck_key *k, const qf_deck *d, const char *text) {
+    qf_deck *t = qf_calloc(1, sizeof *t);
+    int eq = 0;
+    if (qf_deck_keys_apply_text(k, t, text) == 0) {
+        if (k->type == QF_KT_STRING)
+            eq = strcmp(qf_deck_keys_get_string(k, d), qf_deck_keys_get_string(k, t)) == 0;
+        else if (k->type == QF_KT_FLOAT)
+            eq = qf_deck_keys_get_float(k, d) == qf_deck_keys_get_float(k, t);
+        else if (k->type == QF_KT_FLOAT_PAIR) {
+            double a, b, x, y;
+            qf_deck_keys_get_pair(k, d, &a, &b);
+            qf_deck_keys_get_pair(k, t, &x, &y);
+            eq = a == x && b == y;
+        } else
+            eq = qf_deck_keys_get_int(k, d) == qf_deck_keys_get_int(k, t);
+    }
+    free(t);
+    return eq;
+}

@@ -1,0 +1,91 @@
+/* header.c — the run header (versions, topology, model, resolved deck, memory plan) and `qwen-ft report`. */
+#include <hdf5.h>
+#include <jansson.h>
+#include <libconfig.h>
+#include <stdio.h>
+#include <string.h>
+#include "commands.h"
+#include "qf_version.h"
+#include "run.h"
+
+static void print_versions(FILE *f) {
+    char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(mpi, &len);
+    mpi[strcspn(mpi, "\n,")] = 0;
+    unsigned maj, min, rel;
+    H5get_libversion(&maj, &min, &rel);
+    fprintf(f, "qwen-ft %s | MPI: %s | HDF5 %u.%u.%u (parallel) | libconfig %d.%d.%d | jansson %s\n", QWENFT_VERSION,
+            mpi, maj, min, rel, LIBCONFIG_VER_MAJOR, LIBCONFIG_VER_MINOR, LIBCONFIG_VER_REVISION, JANSSON_VERSION);
+}
+
+static void print_topology(FILE *f, const qf_comm *c) {
+    fprintf(f, "topology: %d rank%s on %d node%s (%d per node on rank 0's node %s); backend %s\n", c->world_size,
+            c->world_size == 1 ? "" : "s", c->n_nodes, c->n_nodes == 1 ? "" : "s", c->local_size, c->hostname,
+            c->ops->name);
+}
+
+static double gb(double b) { return b / 1e9; }
+
+void qf_run_header(qf_run *r, FILE *f, const char *what) {
+    const qf_model_config *c = &r->model.cfg;
+    const qf_deck *d = &r->deck;
+    print_versions(f);
+    print_topology(f, &r->comm);
+    fprintf(f, "%s: deck %s\n", what, d->path);
+    fprintf(f, "model: %s (%s) V=%lld C=%d F=%d L=%d H=%d KV=%d D=%d tied=%d bias=%d qk_norm=%d theta=%g | %.3f M "
+               "params\n",
+            c->arch, c->family, (long long)c->vocab_size, c->hidden_size, c->intermediate_size, c->num_layers,
+            c->num_heads, c->num_kv_heads, c->head_dim, c->tie_word_embeddings, c->attention_bias, c->qk_norm,
+            c->rope_theta, (double)r->model.n_params / 1e6);
+    fprintf(f, "parameters from: %s%s\n", r->source[0] ? r->source : d->model_from, r->resumed ? " (resuming)" : "");
+    if (r->resumed)
+        fprintf(f, "resuming at step %lld (data epoch %lld, row %lld)\n", (long long)r->st.step,
+                (long long)r->st.data_epoch, (long long)r->st.data_row);
+    fprintf(f, "precision: the %s backend computes in fp32%s\n", r->ops->name,
+            (d->bf16 || d->fp16) && !strcmp(r->ops->name, "cpu") ? " (bf16/fp16 apply on GPUs; fp16 loss scaling still runs)" : "");
+    if (r->have_train)
+        fprintf(f, "data: %s: %lld docs, %lld tokens -> %lld rows of %d per epoch, %lld steps per epoch; %lld steps\n",
+                d->data_train, (long long)r->train_ds.n_docs, (long long)r->train_ds.n_tokens,
+                (long long)r->train_ld.rows_per_epoch, d->seq_len, (long long)r->steps_per_epoch,
+                (long long)r->total_steps);
+    if (r->have_valid)
+        fprintf(f, "valid: %s: %lld docs, %lld tokens\n", d->data_valid, (long long)r->valid_ds.n_docs,
+                (long long)r->valid_ds.n_tokens);
+    int64_t shard = r->zero.shard_end - r->zero.shard_begin, n = r->model.n_params;
+    double ab = (double)r->ops->act_bytes;
+    fprintf(f, "memory plan (rank 0, ZeRO stage %d): params %.3f GB, grads %.3f GB, master %.3f GB, Adam m+v %.3f GB, "
+               "activations %.3f GB\n",
+            r->zero.stage, gb(ab * n), gb(ab * n), gb(4.0 * shard), gb(8.0 * shard), gb((double)r->model.act_bytes));
+    fprintf(f, "---- resolved deck ----\n");
+    qf_deck_print(d, f);
+    fprintf(f, "-----------------------\n");
+    fflush(f);
+}
+
+int qf_cmd_report(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: qwen-ft report\nVersions, ranks and nodes, and the compute backend.\n");
+            return 0;
+        } else {
+            fprintf(stderr, "qwen-ft report: unexpected argument '%s'\n", argv[i]);
+            return QF_EXIT_INPUT;
+        }
+    qf_comm c;
+    qf_comm_init(&c, qf_ops_cpu(), 0);
+    if (c.rank == 0) {
+        print_versions(stdout);
+        print_topology(stdout, &c);
+#ifdef QWENFT_HAVE_CUDA
+        char v[256];
+        qf_cuda_versions(v, sizeof v);
+        printf("CUDA backend: compiled in (%s); %d GPU(s) visible to rank 0; training uses CPU ranks until the "
+               "[cuda] op table lands\n", v, qf_cuda_device_count());
+#else
+        printf("CUDA backend: not compiled in (CPU ranks only)\n");
+#endif
+    }
+    qf_comm_free(&c);
+    return 0;
+}

@@ -1,0 +1,364 @@
+/* model.c — Qwen decoder forward/backward through the op table (see model.h). */
+#include "model.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "rng.h"
+
+/* ---- parameter layout ------------------------------------------------------------------------------------ */
+
+static int spec_find(const qf_model *m, const char *name) {
+    for (int i = 0; i < m->nspecs; i++)
+        if (strcmp(m->specs[i].name, name) == 0) return i;
+    return -1;
+}
+
+static int layer_find(const qf_model *m, int l, const char *suffix) {
+    char name[128];
+    snprintf(name, sizeof name, "model.layers.%d.%s", l, suffix);
+    return spec_find(m, name);
+}
+
+static void *default_unit_params(void *ctx, int u) {
+    qf_model *m = ctx;
+    return (char *)m->params + (size_t)m->unit_off[u] * m->ops->act_bytes;
+}
+static void *default_unit_grads(void *ctx, int u) {
+    qf_model *m = ctx;
+    return (char *)m->grads + (size_t)m->unit_off[u] * m->ops->act_bytes;
+}
+
+int qf_model_create(qf_model *m, const qf_model_config *cfg, const qf_ops *ops, int with_grads, qf_err *e) {
+    memset(m, 0, sizeof *m);
+    char msg[256];
+    if (qf_model_config_check(cfg, msg, sizeof msg) != 0) return qf_err_set(e, QF_EXIT_INPUT, "model: %s", msg);
+    m->cfg = *cfg;
+    m->ops = ops;
+    m->nspecs = qf_param_specs(cfg, &m->specs);
+    int L = cfg->num_layers;
+    m->nunits = L + 2;
+    m->offset = qf_calloc((size_t)m->nspecs, sizeof *m->offset);
+    m->spec_unit = qf_calloc((size_t)m->nspecs, sizeof *m->spec_unit);
+    m->unit_off = qf_calloc((size_t)m->nunits + 1, sizeof *m->unit_off);
+    int64_t off = 0;
+    for (int i = 0; i < m->nspecs; i++) {
+        int u = m->specs[i].layer >= 0 ? m->specs[i].layer + 1 : (i == 0 ? 0 : L + 1);
+        m->spec_unit[i] = u;
+        m->offset[i] = off;
+        off += m->specs[i].numel;
+    }
+    m->n_params = off;
+    /* unit boundaries: first parameter of each unit (units are contiguous and in order) */
+    for (int u = 0; u <= m->nunits; u++) m->unit_off[u] = off;
+    for (int i = m->nspecs - 1; i >= 0; i--) m->unit_off[m->spec_unit[i]] = m->offset[i];
+    m->ix_embed = spec_find(m, "model.embed_tokens.weight");
+    m->ix_norm = spec_find(m, "model.norm.weight");
+    m->ix_head = cfg->tie_word_embeddings ? m->ix_embed : spec_find(m, "lm_head.weight");
+    QF_CHECK(m->ix_embed == 0 && m->ix_norm > 0 && m->ix_head >= 0);
+    m->lix = qf_calloc((size_t)L, sizeof *m->lix);
+    for (int l = 0; l < L; l++) {
+        qf_layer_ix *x = &m->lix[l];
+        x->ln1 = layer_find(m, l, "input_layernorm.weight");
+        x->qw = layer_find(m, l, "self_attn.q_proj.weight");
+        x->qb = layer_find(m, l, "self_attn.q_proj.bias");
+        x->kw = layer_find(m, l, "self_attn.k_proj.weight");
+        x->kb = layer_find(m, l, "self_attn.k_proj.bias");
+        x->vw = layer_find(m, l, "self_attn.v_proj.weight");
+        x->vb = layer_find(m, l, "self_attn.v_proj.bias");
+        x->qn = layer_find(m, l, "self_attn.q_norm.weight");
+        x->kn = layer_find(m, l, "self_attn.k_norm.weight");
+        x->ow = layer_find(m, l, "self_attn.o_proj.weight");
+        x->ln2 = layer_find(m, l, "post_attention_layernorm.weight");
+        x->gate = layer_find(m, l, "mlp.gate_proj.weight");
+        x->up = layer_find(m, l, "mlp.up_proj.weight");
+        x->down = layer_find(m, l, "mlp.down_proj.weight");
+        QF_CHECK(x->ln1 >= 0 && x->qw >= 0 && x->kw >= 0 && x->vw >= 0 && x->ow >= 0 && x->ln2 >= 0 &&
+                 x->gate >= 0 && x->up >= 0 && x->down >= 0);
+    }
+    size_t bytes = (size_t)m->n_params * ops->act_bytes;
+    m->params = ops->alloc(bytes);
+    if (!m->params) return qf_err_set(e, QF_EXIT_RUNTIME, "out of memory for %lld parameters", (long long)m->n_params);
+    if (with_grads) {
+        m->grads = ops->alloc(bytes);
+        if (!m->grads) return qf_err_set(e, QF_EXIT_RUNTIME, "out of memory for gradients");
+    }
+    m->hooks.ctx = m;
+    m->hooks.unit_params = default_unit_params;
+    m->hooks.unit_grads = default_unit_grads;
+    return 0;
+}
+
+/* ---- activations --------------------------------------------------------------------------------------- */
+
+static void *act_alloc(qf_model *m, size_t elems) {
+    size_t b = elems * m->ops->act_bytes;
+    m->act_bytes += b;
+    void *p = m->ops->alloc(b);
+    if (!p) QF_FATAL("out of memory allocating %zu bytes of activations", b);
+    return p;
+}
+static float *f32_alloc(qf_model *m, size_t elems) {
+    m->act_bytes += elems * 4;
+    float *p = m->ops->alloc(elems * 4);
+    if (!p) QF_FATAL("out of memory allocating %zu bytes of activation statistics", elems * 4);
+    return p;
+}
+
+int qf_model_alloc_acts(qf_model *m, int B, int T, int ackpt, qf_err *e) {
+    const qf_model_config *c = &m->cfg;
+    size_t N = (size_t)B * T, C = c->hidden_size, F = c->intermediate_size;
+    size_t HD = (size_t)c->num_heads * c->head_dim, KD = (size_t)c->num_kv_heads * c->head_dim;
+    int L = c->num_layers;
+    m->B = B;
+    m->T = T;
+    m->ackpt = ackpt;
+    m->res = qf_calloc((size_t)L + 1, sizeof *m->res);
+    for (int l = 0; l <= L; l++) m->res[l] = act_alloc(m, N * C);
+    int nla = ackpt ? 1 : L;
+    m->la = qf_calloc((size_t)nla, sizeof *m->la);
+    for (int l = 0; l < nla; l++) {
+        qf_layer_acts *a = &m->la[l];
+        a->ln1 = act_alloc(m, N * C);
+        a->rstd1 = f32_alloc(m, N);
+        a->q = act_alloc(m, N * HD);
+        a->k = act_alloc(m, N * KD);
+        a->v = act_alloc(m, N * KD);
+        if (c->qk_norm) {
+            a->qraw = act_alloc(m, N * HD);
+            a->kraw = act_alloc(m, N * KD);
+            a->rstdq = f32_alloc(m, N * c->num_heads);
+            a->rstdk = f32_alloc(m, N * c->num_kv_heads);
+        }
+        a->att = act_alloc(m, N * HD);
+        a->lse = f32_alloc(m, N * c->num_heads);
+        a->mid = act_alloc(m, N * C);
+        a->ln2 = act_alloc(m, N * C);
+        a->rstd2 = f32_alloc(m, N);
+        a->gate = act_alloc(m, N * F);
+        a->up = act_alloc(m, N * F);
+        a->swi = act_alloc(m, N * F);
+    }
+    m->lnf = act_alloc(m, N * C);
+    m->rstdf = f32_alloc(m, N);
+    if (m->grads) {
+        m->dres = act_alloc(m, N * C);
+        m->dln = act_alloc(m, N * C);
+        m->dtmp_c = act_alloc(m, N * C);
+        m->dq = act_alloc(m, N * HD);
+        m->dk = act_alloc(m, N * KD);
+        m->dv = act_alloc(m, N * KD);
+        m->datt = act_alloc(m, N * HD);
+        m->dgate = act_alloc(m, N * F);
+        m->dup = act_alloc(m, N * F);
+        m->dswi = act_alloc(m, N * F);
+    }
+    size_t ib = N * sizeof(int32_t);
+    m->d_tokens = m->ops->alloc(ib);
+    m->d_targets = m->ops->alloc(ib);
+    m->d_seg = m->ops->alloc(ib);
+    m->d_pos = m->ops->alloc(ib);
+    if (!m->d_tokens || !m->d_targets || !m->d_seg || !m->d_pos)
+        return qf_err_set(e, QF_EXIT_RUNTIME, "out of memory for the batch");
+    m->act_bytes += 4 * ib;
+    return 0;
+}
+
+void qf_model_free(qf_model *m) {
+    const qf_ops *o = m->ops;
+    if (!o) return;
+    int L = m->cfg.num_layers;
+    if (m->res) {
+        for (int l = 0; l <= L; l++) o->free(m->res[l]);
+        int nla = m->ackpt ? 1 : L;
+        for (int l = 0; l < nla; l++) {
+            qf_layer_acts *a = &m->la[l];
+            void *ps[] = {a->ln1, a->rstd1, a->q, a->k, a->v, a->qraw, a->kraw, a->rstdq, a->rstdk, a->att,
+                          a->lse, a->mid, a->ln2, a->rstd2, a->gate, a->up, a->swi};
+            for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
+                if (ps[i]) o->free(ps[i]);
+        }
+        void *ps[] = {m->lnf, m->rstdf, m->dres, m->dln, m->dtmp_c, m->dq, m->dk, m->dv, m->datt, m->dgate,
+                      m->dup, m->dswi, m->d_tokens, m->d_targets, m->d_seg, m->d_pos};
+        for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
+            if (ps[i]) o->free(ps[i]);
+        free(m->res);
+        free(m->la);
+    }
+    if (m->params) o->free(m->params);
+    if (m->grads) o->free(m->grads);
+    free(m->specs);
+    free(m->offset);
+    free(m->spec_unit);
+    free(m->unit_off);
+    free(m->lix);
+    memset(m, 0, sizeof *m);
+}
+
+/* ---- parameter access through the unit hooks ---------------------------------------------------------- */
+
+static const void *P(const qf_model *m, int i) {
+    if (i < 0) return NULL;
+    int u = m->spec_unit[i];
+    char *base = m->hooks.unit_params(m->hooks.ctx, u);
+    return base + (size_t)(m->offset[i] - m->unit_off[u]) * m->ops->act_bytes;
+}
+static void *G(const qf_model *m, int i) {
+    if (i < 0) return NULL;
+    int u = m->spec_unit[i];
+    char *base = m->hooks.unit_grads(m->hooks.ctx, u);
+    return base + (size_t)(m->offset[i] - m->unit_off[u]) * m->ops->act_bytes;
+}
+static void will_use(qf_model *m, int u, int backward) {
+    if (m->hooks.unit_will_use) m->hooks.unit_will_use(m->hooks.ctx, u, backward);
+}
+static void grads_done(qf_model *m, int u) {
+    if (m->hooks.unit_grads_done) m->hooks.unit_grads_done(m->hooks.ctx, u);
+}
+
+/* ---- init ------------------------------------------------------------------------------------------------ */
+
+void qf_model_init_random(qf_model *m, uint64_t seed) {
+    float *h = qf_malloc((size_t)m->n_params * sizeof(float));
+    qf_rng r;
+    qf_rng_seed(&r, seed);
+    double sd = m->cfg.initializer_range > 0 ? m->cfg.initializer_range : 0.02;
+    for (int i = 0; i < m->nspecs; i++) {
+        const qf_param_spec *s = &m->specs[i];
+        float *p = h + m->offset[i];
+        int is_norm = strstr(s->name, "norm") != NULL;
+        for (int64_t j = 0; j < s->numel; j++)
+            p[j] = s->ndim == 2 ? (float)(sd * qf_rng_normal(&r)) : (is_norm ? 1.0f : 0.0f);
+    }
+    m->ops->act_from_f32(m->params, h, (size_t)m->n_params);
+    free(h);
+}
+
+/* ---- forward ----------------------------------------------------------------------------------------------- */
+
+static qf_layer_acts *acts_of(qf_model *m, int l) { return m->ackpt ? &m->la[0] : &m->la[l]; }
+
+/* res[l] -> res[l+1] */
+static void layer_forward(qf_model *m, int l) {
+    const qf_ops *o = m->ops;
+    const qf_model_config *c = &m->cfg;
+    const qf_layer_ix *x = &m->lix[l];
+    qf_layer_acts *a = acts_of(m, l);
+    int N = m->B * m->T, C = c->hidden_size, F = c->intermediate_size, H = c->num_heads, KV = c->num_kv_heads,
+        D = c->head_dim;
+    float eps = (float)c->rms_norm_eps;
+    will_use(m, l + 1, 0);
+    o->rmsnorm_fwd(a->ln1, a->rstd1, m->res[l], P(m, x->ln1), N, C, eps);
+    void *q = c->qk_norm ? a->qraw : a->q, *k = c->qk_norm ? a->kraw : a->k;
+    o->matmul_fwd(q, a->ln1, P(m, x->qw), P(m, x->qb), N, C, H * D, 0);
+    o->matmul_fwd(k, a->ln1, P(m, x->kw), P(m, x->kb), N, C, KV * D, 0);
+    o->matmul_fwd(a->v, a->ln1, P(m, x->vw), P(m, x->vb), N, C, KV * D, 0);
+    if (c->qk_norm) { /* per-head RMSNorm: [N*H, D] rows */
+        o->rmsnorm_fwd(a->q, a->rstdq, a->qraw, P(m, x->qn), N * H, D, eps);
+        o->rmsnorm_fwd(a->k, a->rstdk, a->kraw, P(m, x->kn), N * KV, D, eps);
+    }
+    o->rope_fwd(a->q, m->d_pos, N, H, D, c->rope_theta);
+    o->rope_fwd(a->k, m->d_pos, N, KV, D, c->rope_theta);
+    o->attention_fwd(a->att, a->lse, a->q, a->k, a->v, m->d_seg, m->B, m->T, H, KV, D);
+    /* mid = res + att Wo^T */
+    o->copy_d2d(a->mid, m->res[l], (size_t)N * C * o->act_bytes);
+    o->matmul_fwd(a->mid, a->att, P(m, x->ow), NULL, N, H * D, C, 1);
+    o->rmsnorm_fwd(a->ln2, a->rstd2, a->mid, P(m, x->ln2), N, C, eps);
+    o->matmul_fwd(a->gate, a->ln2, P(m, x->gate), NULL, N, C, F, 0);
+    o->matmul_fwd(a->up, a->ln2, P(m, x->up), NULL, N, C, F, 0);
+    o->swiglu_fwd(a->swi, a->gate, a->up, N, F);
+    o->copy_d2d(m->res[l + 1], a->mid, (size_t)N * C * o->act_bytes);
+    o->matmul_fwd(m->res[l + 1], a->swi, P(m, x->down), NULL, N, F, C, 1);
+}
+
+/* dres holds d loss / d res[l+1]; on return d loss / d res[l]. Gradients accumulate. */
+static void layer_backward(qf_model *m, int l) {
+    const qf_ops *o = m->ops;
+    const qf_model_config *c = &m->cfg;
+    const qf_layer_ix *x = &m->lix[l];
+    int N = m->B * m->T, C = c->hidden_size, F = c->intermediate_size, H = c->num_heads, KV = c->num_kv_heads,
+        D = c->head_dim;
+    will_use(m, l + 1, 1);
+    if (m->ackpt) layer_forward(m, l); /* recompute this layer's activations from res[l] */
+    qf_layer_acts *a = acts_of(m, l);
+    /* MLP */
+    o->matmul_bwd(m->dswi, G(m, x->down), NULL, m->dres, a->swi, P(m, x->down), N, F, C, 0);
+    o->swiglu_bwd(m->dgate, m->dup, m->dswi, a->gate, a->up, N, F);
+    o->matmul_bwd(m->dln, G(m, x->gate), NULL, m->dgate, a->ln2, P(m, x->gate), N, C, F, 0);
+    o->matmul_bwd(m->dln, G(m, x->up), NULL, m->dup, a->ln2, P(m, x->up), N, C, F, 1);
+    o->rmsnorm_bwd(m->dres, G(m, x->ln2), m->dln, a->mid, P(m, x->ln2), a->rstd2, N, C, 1);
+    /* attention */
+    o->matmul_bwd(m->datt, G(m, x->ow), NULL, m->dres, a->att, P(m, x->ow), N, H * D, C, 0);
+    o->attention_bwd(m->dq, m->dk, m->dv, m->datt, a->att, a->lse, a->q, a->k, a->v, m->d_seg, m->B, m->T, H, KV,
+                     D);
+    o->rope_bwd(m->dq, m->d_pos, N, H, D, c->rope_theta);
+    o->rope_bwd(m->dk, m->d_pos, N, KV, D, c->rope_theta);
+    if (c->qk_norm) { /* dq/dk wrt the normed values -> wrt the raw projections (datt is free scratch now) */
+        o->rmsnorm_bwd(m->datt, G(m, x->qn), m->dq, a->qraw, P(m, x->qn), a->rstdq, N * H, D, 0);
+        o->copy_d2d(m->dq, m->datt, (size_t)N * H * D * o->act_bytes);
+        o->rmsnorm_bwd(m->datt, G(m, x->kn), m->dk, a->kraw, P(m, x->kn), a->rstdk, N * KV, D, 0);
+        o->copy_d2d(m->dk, m->datt, (size_t)N * KV * D * o->act_bytes);
+    }
+    o->matmul_bwd(m->dln, G(m, x->qw), G(m, x->qb), m->dq, a->ln1, P(m, x->qw), N, C, H * D, 0);
+    o->matmul_bwd(m->dln, G(m, x->kw), G(m, x->kb), m->dk, a->ln1, P(m, x->kw), N, C, KV * D, 1);
+    o->matmul_bwd(m->dln, G(m, x->vw), G(m, x->vb), m->dv, a->ln1, P(m, x->vw), N, C, KV * D, 1);
+    o->rmsnorm_bwd(m->dres, G(m, x->ln1), m->dln, m->res[l], P(m, x->ln1), a->rstd1, N, C, 1);
+    grads_done(m, l + 1);
+}
+
+static void upload_batch(qf_model *m, const qf_rows *r) {
+    QF_CHECK(r->B == m->B && r->T == m->T);
+    size_t ib = (size_t)r->B * r->T * sizeof(int32_t);
+    m->ops->copy_h2d(m->d_tokens, r->tokens, ib);
+    m->ops->copy_h2d(m->d_targets, r->targets, ib);
+    m->ops->copy_h2d(m->d_seg, r->seg_start, ib);
+    m->ops->copy_h2d(m->d_pos, r->pos, ib);
+}
+
+static void forward_trunk(qf_model *m) {
+    const qf_ops *o = m->ops;
+    int N = m->B * m->T, C = m->cfg.hidden_size, L = m->cfg.num_layers;
+    will_use(m, 0, 0);
+    o->embedding_fwd(m->res[0], m->d_tokens, P(m, m->ix_embed), N, C);
+    for (int l = 0; l < L; l++) layer_forward(m, l);
+    will_use(m, L + 1, 0);
+    o->rmsnorm_fwd(m->lnf, m->rstdf, m->res[L], P(m, m->ix_norm), N, C, (float)m->cfg.rms_norm_eps);
+}
+
+double qf_model_step(qf_model *m, const qf_rows *r, float grad_scale, int backward) {
+    const qf_ops *o = m->ops;
+    int N = m->B * m->T, C = m->cfg.hidden_size, L = m->cfg.num_layers;
+    int V = (int)m->cfg.vocab_size;
+    QF_CHECK(!backward || m->grads);
+    upload_batch(m, r);
+    forward_trunk(m);
+    double loss = 0;
+    if (!backward) {
+        o->classifier(&loss, NULL, NULL, m->lnf, P(m, m->ix_head), m->d_targets, N, C, V, 1.0f);
+        return loss;
+    }
+    o->classifier(&loss, m->dln, G(m, m->ix_head), m->lnf, P(m, m->ix_head), m->d_targets, N, C, V, grad_scale);
+    o->rmsnorm_bwd(m->dres, G(m, m->ix_norm), m->dln, m->res[L], P(m, m->ix_norm), m->rstdf, N, C, 0);
+    grads_done(m, L + 1);
+    for (int l = L - 1; l >= 0; l--) layer_backward(m, l);
+    will_use(m, 0, 1);
+    o->embedding_bwd(G(m, m->ix_embed), m->dres, m->d_tokens, N, C, V);
+    grads_done(m, 0);
+    return loss;
+}
+
+void qf_model_logits(qf_model *m, const qf_rows *r, float *out) {
+    const qf_ops *o = m->ops;
+    int N = m->B * m->T, C = m->cfg.hidden_size;
+    int V = (int)m->cfg.vocab_size;
+    upload_batch(m, r);
+    forward_trunk(m);
+    void *logits = o->alloc((size_t)N * V * o->act_bytes);
+    QF_CHECK(logits);
+    o->matmul_fwd(logits, m->lnf, P(m, m->ix_head), NULL, N, C, V, 0);
+    float *tmp = o->alloc((size_t)N * V * 4);
+    QF_CHECK(tmp);
+    o->act_to_f32(tmp, logits, (size_t)N * V);
+    o->copy_d2h(out, tmp, (size_t)N * V * 4);
+    o->free(tmp);
+    o->free(logits);
+}

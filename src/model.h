@@ -1,0 +1,94 @@
+/* model.h — the Qwen decoder (Qwen2 / Qwen3 dense; Qwen v1 and 1.5 map onto Qwen2) on flat buffers.
+ *
+ * Parameters live in ONE flat buffer in the order of qf_param_specs() (io/hf.h). The buffer is cut into units,
+ * each contiguous: unit 0 = embedding, units 1..L = decoder layers, unit L+1 = final norm (+ lm_head when untied).
+ * A unit is what ZeRO all-gathers, reduce-scatters, offloads and checkpoints as one piece; the model reaches a
+ * unit's parameters and gradients only through the hooks below, so ZeRO-3 can hand it a gathered buffer.
+ * Activations (N = B*T tokens) are one allocation; with activation checkpointing only the residual stream at each
+ * layer input is kept and a layer is recomputed just before its backward. */
+#ifndef QF_MODEL_H
+#define QF_MODEL_H
+#include <stdint.h>
+#include "../io/hf.h"
+#include "../kernels/ops.h"
+#include "deck.h"
+#include "loader.h"
+#include "model_config.h"
+
+/* Where the model finds unit u's parameters / gradients (base of the unit, act dtype). Default: the flat buffers. */
+typedef struct qf_model_hooks {
+    void *ctx;
+    void *(*unit_params)(void *ctx, int unit);
+    void *(*unit_grads)(void *ctx, int unit);
+    /* called when the backward will no longer touch unit u's gradients of this micro-batch */
+    void (*unit_grads_done)(void *ctx, int unit);
+    /* called before the forward / backward first needs unit u's parameters (prefetch point) */
+    void (*unit_will_use)(void *ctx, int unit, int backward);
+} qf_model_hooks;
+
+typedef struct qf_layer_ix { /* indices into specs, -1 when absent */
+    int ln1, qw, qb, kw, kb, vw, vb, qn, kn, ow, ln2, gate, up, down;
+} qf_layer_ix;
+
+typedef struct qf_layer_acts {
+    void *ln1;      /* [N,C] */
+    float *rstd1;   /* [N] */
+    void *q, *k, *v;/* [N,H*D], [N,KV*D], [N,KV*D]: after bias, q/k-norm and RoPE */
+    void *qraw, *kraw; /* [N,H*D], [N,KV*D] before q/k-norm (qk_norm only) */
+    float *rstdq, *rstdk; /* [N*H], [N*KV] */
+    void *att;      /* [N,H*D] */
+    float *lse;     /* [B,H,T] */
+    void *mid;      /* [N,C] residual after attention */
+    void *ln2;      /* [N,C] */
+    float *rstd2;   /* [N] */
+    void *gate, *up, *swi; /* [N,F] */
+} qf_layer_acts;
+
+typedef struct qf_model {
+    qf_model_config cfg;
+    const qf_ops *ops;
+    int nspecs;
+    qf_param_spec *specs;
+    int64_t *offset;          /* [nspecs] element offset of each parameter in the flat buffer */
+    int nunits;               /* L + 2 */
+    int64_t *unit_off;        /* [nunits+1] flat range of each unit */
+    int *spec_unit;           /* [nspecs] */
+    qf_layer_ix *lix;         /* [L] */
+    int ix_embed, ix_norm, ix_head; /* ix_head = ix_embed when tied */
+    int64_t n_params;
+    void *params, *grads;     /* act [n_params]; grads may be NULL (eval-only) */
+    qf_model_hooks hooks;
+
+    /* activations for micro-batches of B rows of T tokens */
+    int B, T, ackpt;
+    void **res;               /* [L+1] each [N,C]: input of layer l; res[L] = final residual */
+    qf_layer_acts *la;        /* [L], or [1] scratch with activation checkpointing */
+    void *lnf; float *rstdf;  /* [N,C], [N] */
+    void *dres, *dtmp_c, *dq, *dk, *dv, *datt, *dgate, *dup, *dswi, *dln; /* backward scratch */
+    int32_t *d_tokens, *d_targets, *d_seg, *d_pos; /* [N] backend copies of the batch */
+    size_t act_bytes;         /* bytes of activations + scratch */
+} qf_model;
+
+/* Lays out parameters for cfg, allocates params (and grads when with_grads) on the backend. */
+int qf_model_create(qf_model *m, const qf_model_config *cfg, const qf_ops *ops, int with_grads, qf_err *e);
+/* Allocates activations for micro-batches of B x T. */
+int qf_model_alloc_acts(qf_model *m, int B, int T, int ackpt, qf_err *e);
+void qf_model_free(qf_model *m);
+
+/* HF initialisation: every 2-D weight ~ N(0, initializer_range), biases 0, norm weights 1 (seeded, portable). */
+void qf_model_init_random(qf_model *m, uint64_t seed);
+/* Loads parameters from an HF dir, an HDF5 model, or a checkpoint directory/file (its /params). */
+int qf_model_load(qf_model *m, const char *from, qf_err *e);
+/* Reads the config a model source (HF dir, HDF5 model/checkpoint, checkpoint dir) declares. */
+int qf_model_source_config(const char *from, qf_model_config *c, char *resolved, size_t cap, qf_err *e);
+
+/* Forward of one micro-batch; returns the summed token loss over its targets. When backward != 0, also runs the
+ * backward and ACCUMULATES into the gradients d(sum loss)/dθ * grad_scale. */
+double qf_model_step(qf_model *m, const qf_rows *r, float grad_scale, int backward);
+/* Logits of a micro-batch to host memory [B*T, V] (tests). */
+void qf_model_logits(qf_model *m, const qf_rows *r, float *out);
+
+/* Element range of parameter i within the flat buffer, its pointer given the unit base. */
+static inline int64_t qf_model_param_off(const qf_model *m, int i) { return m->offset[i]; }
+
+#endif

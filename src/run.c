@@ -1,0 +1,272 @@
+/* run.c — building a run context from the command line and the deck (see run.h). */
+#include "run.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "h5io.h"
+#include "loss_scale.h"
+#include "model_config.h"
+
+/* ---- argv: CMD DECK [--set k=v | --set=k=v]... ------------------------------------------------------------ */
+
+static int parse_args(int argc, char **argv, const char **deck, char ***sets, int *nset, qf_err *e) {
+    *deck = NULL;
+    *sets = qf_calloc((size_t)argc, sizeof(char *));
+    *nset = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--set") == 0) {
+            if (i + 1 >= argc) return qf_err_set(e, QF_EXIT_INPUT, "%s: --set needs key.path=value", argv[0]);
+            (*sets)[(*nset)++] = argv[++i];
+        } else if (strncmp(a, "--set=", 6) == 0) {
+            (*sets)[(*nset)++] = (char *)a + 6;
+        } else if (a[0] == '-' && a[1] == '-') {
+            return qf_err_set(e, QF_EXIT_INPUT, "%s: unknown option '%s' (see qwen-ft %s --help)", argv[0], a,
+                              argv[0]);
+        } else if (!*deck) {
+            *deck = a;
+        } else {
+            return qf_err_set(e, QF_EXIT_INPUT, "%s: unexpected argument '%s' (one deck only)", argv[0], a);
+        }
+    }
+    if (!*deck) return qf_err_set(e, QF_EXIT_INPUT, "%s: missing DECK.cfg (usage: qwen-ft %s DECK.cfg [--set key=value]...)",
+                                  argv[0], argv[0]);
+    return 0;
+}
+
+/* ---- model config: model.from, or a preset, or explicit dimensions; explicit keys override ---------------- */
+
+static int apply_int(const char *deck, const char *key, int have_from, int *dst, int v, qf_err *e) {
+    if (v <= 0) return 0;
+    if (have_from && *dst != v)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'model.%s' = %d contradicts model.from (%d)", deck, key, v, *dst);
+    *dst = v;
+    return 0;
+}
+
+static int resolve_model(qf_run *r, qf_err *e) {
+    qf_deck *d = &r->deck;
+    qf_model_config c;
+    memset(&c, 0, sizeof c);
+    int have_from = d->model_from[0] != 0;
+    if (have_from) {
+        if (qf_model_source_config(d->model_from, &c, r->source, sizeof r->source, e)) return e->code;
+    } else if (d->model_preset[0]) {
+        if (qf_preset_lookup(d->model_preset, &c) != 0) {
+            const char *const *names = qf_preset_names();
+            const char *best = names[0];
+            for (int i = 0; names[i]; i++)
+                if (qf_edit_distance(names[i], d->model_preset) < qf_edit_distance(best, d->model_preset)) best = names[i];
+            return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'model.preset': unknown preset '%s' (did you mean '%s'?)",
+                              d->path, d->model_preset, best);
+        }
+        snprintf(r->source, sizeof r->source, "preset %s (random init, seed %llu)", d->model_preset,
+                 (unsigned long long)d->model_init_seed);
+    } else {
+        snprintf(c.arch, sizeof c.arch, "%s", d->model_arch[0] ? d->model_arch : "qwen2");
+        snprintf(c.family, sizeof c.family, "%s", "preset");
+        c.rope_theta = 1e6;
+        c.rms_norm_eps = 1e-6;
+        c.max_position_embeddings = 32768;
+        c.initializer_range = 0.02;
+        c.attention_bias = strcmp(c.arch, "qwen3") != 0;
+        c.qk_norm = strcmp(c.arch, "qwen3") == 0;
+        c.bos_token_id = c.eos_token_id = c.pad_token_id = -1;
+        snprintf(c.dtype, sizeof c.dtype, "bf16");
+        snprintf(r->source, sizeof r->source, "explicit dimensions (random init, seed %llu)",
+                 (unsigned long long)d->model_init_seed);
+    }
+    int hf = have_from;
+    if (d->model_vocab_size > 0) {
+        if (hf && c.vocab_size != d->model_vocab_size)
+            return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'model.vocab_size' contradicts model.from", d->path);
+        c.vocab_size = d->model_vocab_size;
+    }
+    if (apply_int(d->path, "hidden_size", hf, &c.hidden_size, d->model_hidden_size, e) ||
+        apply_int(d->path, "intermediate_size", hf, &c.intermediate_size, d->model_intermediate_size, e) ||
+        apply_int(d->path, "num_hidden_layers", hf, &c.num_layers, d->model_num_hidden_layers, e) ||
+        apply_int(d->path, "num_attention_heads", hf, &c.num_heads, d->model_num_attention_heads, e) ||
+        apply_int(d->path, "num_key_value_heads", hf, &c.num_kv_heads, d->model_num_key_value_heads, e) ||
+        apply_int(d->path, "head_dim", hf, &c.head_dim, d->model_head_dim, e) ||
+        apply_int(d->path, "max_position_embeddings", 0, &c.max_position_embeddings, d->model_max_position_embeddings, e))
+        return e->code;
+    if (!hf && c.num_kv_heads == 0) c.num_kv_heads = c.num_heads;
+    if (!hf && c.head_dim == 0 && c.num_heads > 0) c.head_dim = c.hidden_size / c.num_heads;
+    if (!hf) {
+        if (d->model_tie_word_embeddings >= 0) c.tie_word_embeddings = d->model_tie_word_embeddings;
+        if (d->model_attention_bias >= 0) c.attention_bias = d->model_attention_bias;
+        if (d->model_qk_norm >= 0) c.qk_norm = d->model_qk_norm;
+        if (d->model_rope_theta > 0) c.rope_theta = d->model_rope_theta;
+        if (d->model_rms_norm_eps > 0) c.rms_norm_eps = d->model_rms_norm_eps;
+    }
+    if (d->model_initializer_range > 0) c.initializer_range = d->model_initializer_range;
+    char msg[512];
+    if (qf_model_config_check(&c, msg, sizeof msg) != 0)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: model: %s", d->path, msg);
+    if (qf_model_create(&r->model, &c, r->ops, 1, e)) return e->code;
+    return 0;
+}
+
+/* ---- data ------------------------------------------------------------------------------------------------- */
+
+static int open_data(qf_run *r, const char *path, qf_dataset *ds, const char *key, qf_err *e) {
+    if (qf_dataset_open(path, ds, e)) return e->code;
+    int64_t V = r->model.cfg.vocab_size;
+    if (ds->max_token >= V)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s (%s): token id %lld is outside the model's vocabulary (%lld)", path,
+                          key, (long long)ds->max_token, (long long)V);
+    if (ds->n_tokens == 0) return qf_err_set(e, QF_EXIT_INPUT, "%s (%s): no tokens", path, key);
+    return 0;
+}
+
+static void resolve_auto(qf_run *r) {
+    qf_deck *d = &r->deck;
+    int64_t h = r->model.cfg.hidden_size;
+    if (d->reduce_bucket_size < 0) d->reduce_bucket_size = h * h;
+    if (d->stage3_prefetch_bucket_size < 0) d->stage3_prefetch_bucket_size = (int64_t)(0.9 * (double)(h * h));
+    if (d->stage3_param_persistence_threshold < 0) d->stage3_param_persistence_threshold = 10 * h;
+}
+
+static char *deck_to_text(const qf_deck *d) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return qf_strdup("");
+    qf_deck_print(d, f);
+    fclose(f);
+    return buf;
+}
+
+static int setup(qf_run *r, int argc, char **argv, int mode, qf_err *e) {
+    const char *deck;
+    char **sets;
+    int nset;
+    int rc = parse_args(argc, argv, &deck, &sets, &nset, e);
+    if (!rc) rc = qf_deck_load(deck, nset, sets, r->comm.world_size, &r->deck, e);
+    free(sets);
+    if (rc) return rc;
+    qf_deck *d = &r->deck;
+    if (!d->adam_w_mode)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'optimizer.params.adam_w_mode' = false (Adam with L2 decay) is not "
+                                            "supported; qwen-ft implements AdamW",
+                          d->path);
+    if (resolve_model(r, e)) return e->code;
+    resolve_auto(r);
+    qf_comm_free(&r->comm);
+    qf_comm_init(&r->comm, r->ops, d->ranks_per_node);
+    if (mode == QF_RUN_TRAIN) {
+        if (!d->data_train[0]) return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'data.train' is required to train", d->path);
+        if (open_data(r, d->data_train, &r->train_ds, "data.train", e)) return e->code;
+        r->have_train = 1;
+        qf_loader_init(&r->train_ld, &r->train_ds, d->seq_len, d->shuffle, d->data_seed);
+        r->steps_per_epoch = r->train_ld.rows_per_epoch / d->train_batch_size;
+        if (r->steps_per_epoch == 0)
+            return qf_err_set(e, QF_EXIT_INPUT,
+                              "%s: %s packs into %lld rows of seq_len %d, fewer than train_batch_size = %lld",
+                              d->path, d->data_train, (long long)r->train_ld.rows_per_epoch, d->seq_len,
+                              (long long)d->train_batch_size);
+        r->total_steps = d->max_steps > 0 ? d->max_steps
+                                          : (int64_t)ceil((d->epochs > 0 ? d->epochs : 1.0) * (double)r->steps_per_epoch);
+    }
+    if (d->data_valid[0]) {
+        if (open_data(r, d->data_valid, &r->valid_ds, "data.valid", e)) return e->code;
+        r->have_valid = 1;
+        qf_loader_init(&r->valid_ld, &r->valid_ds, d->seq_len, 0, d->data_seed);
+    } else if (mode == QF_RUN_EVAL) {
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'data.valid' is required by eval", d->path);
+    }
+    int ga = mode == QF_RUN_TRAIN ? d->gradient_accumulation_steps : 1;
+    r->nrows = ga;
+    r->rows = qf_calloc((size_t)ga, sizeof *r->rows);
+    for (int i = 0; i < ga; i++) qf_rows_alloc(&r->rows[i], d->train_micro_batch_size_per_gpu, d->seq_len);
+    if (qf_model_alloc_acts(&r->model, d->train_micro_batch_size_per_gpu, d->seq_len,
+                            d->activation_checkpointing != QF_ACKPT_NONE, e))
+        return e->code;
+    if (qf_zero_init(&r->zero, &r->model, &r->comm, d, e)) return e->code;
+
+    /* parameters: a checkpoint in checkpoint.dir wins (resume), else model.from, else random init */
+    char ck[QF_PATH_MAX + 64];
+    int found = qf_ckpt_find_latest(d->checkpoint_dir, ck, sizeof ck, e);
+    if (found < 0) return e->code;
+    qf_loss_scale_init(d, &r->st);
+    r->st.best_valid = INFINITY;
+    if (found) {
+        if (qf_ckpt_load(ck, &r->zero, &r->st, e)) return e->code;
+        snprintf(r->source, sizeof r->source, "%s", ck);
+        r->resumed = 1;
+    } else if (d->model_from[0]) {
+        if (qf_model_load(&r->model, d->model_from, e)) return e->code;
+        qf_zero_master_from_params(&r->zero);
+    } else {
+        qf_model_init_random(&r->model, d->model_init_seed);
+        qf_zero_master_from_params(&r->zero);
+    }
+    r->deck_text = deck_to_text(d);
+    /* MFU: SPEC's flops per token; the CPU backend has no tensor-core peak (MFU reported as 0 unless peak_tflops) */
+    const qf_model_config *c = &r->model.cfg;
+    r->flops_per_token = 6.0 * (double)qf_model_num_matmul_params(c) +
+                         12.0 * c->num_layers * c->num_heads * c->head_dim * (double)d->seq_len;
+    r->peak_flops = d->peak_tflops * 1e12;
+    return 0;
+}
+
+int qf_run_setup(qf_run *r, int argc, char **argv, int mode) {
+    memset(r, 0, sizeof *r);
+    r->ops = qf_ops_cpu();
+    qf_comm_init(&r->comm, r->ops, 0);
+    qf_err e = {0};
+    setup(r, argc, argv, mode, &e);
+    /* every rank reaches here; agree on failure so that no rank is left waiting */
+    int code = e.code;
+    MPI_Allreduce(MPI_IN_PLACE, &code, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (code) {
+        /* rank 0 speaks for everyone when it saw the error itself; otherwise the ranks that did say so */
+        int root_code = e.code;
+        MPI_Bcast(&root_code, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        if (e.code && r->comm.rank == 0) fprintf(stderr, "qwen-ft: %s\n", e.msg);
+        else if (e.code && !root_code) fprintf(stderr, "qwen-ft: rank %d: %s\n", r->comm.rank, e.msg);
+        return code;
+    }
+    return 0;
+}
+
+void qf_run_free(qf_run *r) {
+    if (r->metrics) fclose(r->metrics);
+    if (r->rows) {
+        for (int i = 0; i < r->nrows; i++) qf_rows_free(&r->rows[i]);
+        free(r->rows);
+    }
+    if (r->zero.m) qf_zero_free(&r->zero);
+    qf_model_free(&r->model);
+    if (r->have_train) {
+        qf_loader_free(&r->train_ld);
+        qf_dataset_close(&r->train_ds);
+    }
+    if (r->have_valid) {
+        qf_loader_free(&r->valid_ld);
+        qf_dataset_close(&r->valid_ds);
+    }
+    free(r->deck_text);
+    qf_comm_free(&r->comm);
+}
+
+int64_t qf_mem_rss(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    long long size = 0, res = 0;
+    if (f) {
+        if (fscanf(f, "%lld %lld", &size, &res) != 2) res = 0;
+        fclose(f);
+    }
+    return (int64_t)res * sysconf(_SC_PAGESIZE);
+}
+
+int64_t qf_mem_peak(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long long kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %lld kB", &kb) == 1) break;
+    if (f) fclose(f);
+    return (int64_t)kb * 1024;
+}

@@ -1,0 +1,56 @@
+/* run.h — the run context: everything a train or eval run holds, created once from the deck. This is the only
+ * "global" state of a run, and it is passed explicitly. */
+#ifndef QF_RUN_H
+#define QF_RUN_H
+#include <stdio.h>
+#include "checkpoint.h"
+#include "comm.h"
+#include "dataset.h"
+#include "deck.h"
+#include "loader.h"
+#include "model.h"
+#include "zero.h"
+
+typedef struct qf_run {
+    qf_deck deck;
+    char *deck_text;            /* resolved deck (stored in checkpoints) */
+    const qf_ops *ops;
+    qf_comm comm;
+    qf_model model;
+    qf_zero zero;
+    qf_dataset train_ds, valid_ds;
+    int have_train, have_valid;
+    qf_loader train_ld, valid_ld;
+    qf_rows *rows;              /* [nrows] micro-batches of this rank (gradient_accumulation_steps when training) */
+    int nrows;
+    qf_train_state st;
+    int64_t total_steps, steps_per_epoch;
+    char source[QF_PATH_MAX + 64]; /* where the parameters came from */
+    int resumed;
+    FILE *metrics;              /* rank 0 */
+    double flops_per_token, peak_flops;
+} qf_run;
+
+/* What a command needs: train (optimizer + data) or eval (parameters + valid data). */
+enum { QF_RUN_TRAIN = 1, QF_RUN_EVAL = 2 };
+
+/* Parses `CMD DECK [--set k=v]...` (rank-consistent), loads everything; 0 or an exit code (message printed by
+ * rank 0). */
+int qf_run_setup(qf_run *r, int argc, char **argv, int mode);
+void qf_run_free(qf_run *r);
+
+/* Validation loss over all rows of data.valid (or the first eval.max_batches micro-batches per rank). */
+typedef struct qf_eval_result {
+    double loss, ppl;
+    int64_t tokens;
+} qf_eval_result;
+qf_eval_result qf_eval_run(qf_run *r);
+
+/* Prints the run header (rank 0). */
+void qf_run_header(qf_run *r, FILE *f, const char *what);
+
+/* Resident memory of this process in bytes (host), and the high-water mark. */
+int64_t qf_mem_rss(void);
+int64_t qf_mem_peak(void);
+
+#endif

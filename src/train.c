@@ -1,0 +1,254 @@
+/* train.c — the training loop: global batches -> micro-batches -> ZeRO reduce -> clip -> AdamW; evaluation,
+ * early stopping, checkpoints, metrics.jsonl and the progress line. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "commands.h"
+#include "loss_scale.h"
+#include "run.h"
+#include "sched.h"
+
+/* Loads this rank's micro-batches of the global batch at the state's data position. Rank r takes rows
+ * [r*micro*ga, (r+1)*micro*ga) of the batch, micro-batch j the j-th micro of those. */
+static int64_t load_batch(qf_run *r) {
+    const qf_deck *d = &r->deck;
+    int mb = d->train_micro_batch_size_per_gpu, ga = d->gradient_accumulation_steps;
+    int64_t n = 0;
+    for (int j = 0; j < ga; j++) {
+        int64_t row0 = r->st.data_row + ((int64_t)r->comm.rank * ga + j) * mb;
+        qf_err e = {0};
+        if (qf_loader_rows(&r->train_ld, r->st.data_epoch, row0, &r->rows[j], &e)) QF_FATAL("data: %s", e.msg);
+        n += r->rows[j].n_targets;
+    }
+    return n;
+}
+
+static void advance_data(qf_run *r) {
+    r->st.data_row += r->deck.train_batch_size;
+    if (r->st.data_row + r->deck.train_batch_size > r->train_ld.rows_per_epoch) {
+        r->st.data_epoch++;
+        r->st.data_row = 0;
+    }
+}
+
+/* The documents of this step's global batch, on rank 0's stderr (for non-finite reports). */
+static void report_docs(qf_run *r, int64_t step) {
+    enum { MAXD = 32 };
+    int64_t mine[MAXD];
+    int n = 0;
+    for (int j = 0; j < r->deck.gradient_accumulation_steps; j++) {
+        const qf_rows *rw = &r->rows[j];
+        for (int t = 0; t < rw->B * rw->T && n < MAXD; t++) {
+            int64_t doc = rw->doc[t];
+            int seen = doc < 0;
+            for (int k = 0; k < n && !seen; k++) seen = mine[k] == doc;
+            if (!seen) mine[n++] = doc;
+        }
+    }
+    for (int k = n; k < MAXD; k++) mine[k] = -1;
+    int W = r->comm.world_size;
+    int64_t *all = r->comm.rank == 0 ? qf_malloc((size_t)W * MAXD * sizeof(int64_t)) : NULL;
+    MPI_Gather(mine, MAXD, MPI_INT64_T, all, MAXD, MPI_INT64_T, 0, r->comm.world);
+    if (r->comm.rank == 0) {
+        fprintf(stderr, "qwen-ft: step %lld: non-finite loss or gradient norm; documents of the batch (0-based, in %s):",
+                (long long)step, r->deck.data_train);
+        for (int i = 0; i < W * MAXD; i++)
+            if (all[i] >= 0) fprintf(stderr, " %lld", (long long)all[i]);
+        fprintf(stderr, "\n");
+        free(all);
+    }
+}
+
+static void fmt_eta(double s, char *buf, size_t n) {
+    if (!(s >= 0) || s > 1e8) s = 0;
+    long long t = (long long)s;
+    snprintf(buf, n, "%02lld:%02lld:%02lld", t / 3600, (t / 60) % 60, t % 60);
+}
+
+static void log_eval(qf_run *r, int64_t step, qf_eval_result ev) {
+    if (r->comm.rank != 0) return;
+    printf("eval  step %lld | valid_loss %.6f | valid_ppl %.4f | tokens %lld\n", (long long)step, ev.loss, ev.ppl,
+           (long long)ev.tokens);
+    fflush(stdout);
+    if (r->metrics) {
+        fprintf(r->metrics, "{\"step\": %lld, \"valid_loss\": %.10g, \"valid_ppl\": %.10g, \"tokens\": %lld}\n",
+                (long long)step, ev.loss, ev.ppl, (long long)ev.tokens);
+        fflush(r->metrics);
+    }
+}
+
+/* Evaluates and updates the early-stopping state; returns 1 when patience is exhausted. */
+static int eval_and_check(qf_run *r, int64_t step) {
+    qf_eval_result ev = qf_eval_run(r);
+    log_eval(r, step, ev);
+    const qf_deck *d = &r->deck;
+    if (ev.loss < r->st.best_valid - d->early_stopping_threshold) {
+        r->st.best_valid = ev.loss;
+        r->st.bad_evals = 0;
+    } else {
+        r->st.bad_evals++;
+    }
+    return d->early_stopping_patience > 0 && r->st.bad_evals >= d->early_stopping_patience;
+}
+
+static int save(qf_run *r) {
+    qf_err e = {0};
+    double t0 = qf_now();
+    if (qf_ckpt_save(r->deck.checkpoint_dir, &r->zero, &r->st, r->deck_text, r->deck.checkpoint_keep, &e)) {
+        if (r->comm.rank == 0) fprintf(stderr, "qwen-ft: %s\n", e.msg);
+        return e.code;
+    }
+    if (r->comm.rank == 0) {
+        printf("checkpoint: %s/step-%08lld.h5 (%.1f s)\n", r->deck.checkpoint_dir, (long long)r->st.step, qf_now() - t0);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+static int open_metrics(qf_run *r) {
+    if (r->comm.rank != 0) return 0;
+    if (qf_mkdirs(r->deck.log_dir) != 0) {
+        fprintf(stderr, "qwen-ft: %s: key 'log.dir': cannot create %s\n", r->deck.path, r->deck.log_dir);
+        return QF_EXIT_INPUT;
+    }
+    char p[QF_PATH_MAX + 32];
+    snprintf(p, sizeof p, "%s/metrics.jsonl", r->deck.log_dir);
+    r->metrics = fopen(p, "a"); /* a resumed run appends */
+    if (!r->metrics) {
+        fprintf(stderr, "qwen-ft: cannot open %s for appending\n", p);
+        return QF_EXIT_INPUT;
+    }
+    return 0;
+}
+
+static int train_loop(qf_run *r) {
+    qf_deck *d = &r->deck;
+    qf_train_state *st = &r->st;
+    int rank0 = r->comm.rank == 0;
+    double t_start = qf_now();
+    int64_t first_step = st->step;
+    int stop_early = 0;
+    while (st->step < r->total_steps && !stop_early) {
+        double t0 = qf_now();
+        int64_t step = st->step + 1; /* 1-based step being taken */
+        int64_t local_targets = load_batch(r);
+        int64_t targets = qf_comm_sum_i64(&r->comm, local_targets);
+        float grad_scale = targets ? (float)(st->loss_scale / (double)targets) : 0.0f;
+        qf_zero_zero_grads(&r->zero);
+        double loss_sum = 0;
+        for (int j = 0; j < d->gradient_accumulation_steps; j++)
+            loss_sum += qf_model_step(&r->model, &r->rows[j], grad_scale, 1);
+        qf_zero_reduce(&r->zero);
+        double norm = qf_zero_grad_norm(&r->zero, 1.0 / st->loss_scale);
+        double loss = targets ? qf_comm_sum_f64(&r->comm, loss_sum) / (double)targets : 0.0;
+        int nonfinite = !isfinite(norm) || !isfinite(loss);
+        double lr = qf_sched_lr(d, st->sched_step, r->total_steps);
+        int skipped = 0;
+        if (nonfinite && d->fp16) {
+            skipped = 1; /* DeepSpeed: overflow -> skip, lower the scale, scheduler holds */
+            qf_loss_scale_update(d, st, 1);
+        } else if (nonfinite) {
+            report_docs(r, step);
+            if (d->on_nonfinite == QF_NONFINITE_STOP) {
+                if (rank0) fprintf(stderr, "qwen-ft: stopping (on_nonfinite = \"stop\"); checkpointing the last good state "
+                                           "(step %lld)\n", (long long)st->step);
+                save(r);
+                return QF_EXIT_RUNTIME;
+            }
+            skipped = 1;
+        } else {
+            float gscale = (float)(1.0 / st->loss_scale);
+            if (d->gradient_clipping > 0) {
+                double coef = d->gradient_clipping / (norm + 1e-6);
+                if (coef < 1.0) gscale = (float)((double)gscale * coef);
+            }
+            qf_zero_update(&r->zero, lr, gscale);
+            st->sched_step++;
+            if (d->fp16) qf_loss_scale_update(d, st, 0);
+        }
+        st->skipped += skipped;
+        st->step = step;
+        st->tokens_seen += skipped ? 0 : targets;
+        advance_data(r);
+        double dt = qf_now() - t0;
+        double tok_s = (double)d->train_batch_size * d->seq_len / dt;
+        double mfu = r->peak_flops > 0 ? tok_s * r->flops_per_token / (r->peak_flops * r->comm.world_size) : 0.0;
+        double mem_gb = (double)qf_mem_peak() / 1e9;
+        if (rank0 && r->metrics) {
+            fprintf(r->metrics,
+                    "{\"step\": %lld, \"loss\": %.10g, \"lr\": %.10g, \"grad_norm\": %.10g, \"tokens\": %lld, "
+                    "\"tokens_per_s\": %.1f, \"mfu\": %.6f, \"skipped\": %s, \"loss_scale\": %g, \"epoch\": %lld, "
+                    "\"step_time_s\": %.4f, \"peak_host_mem_gb\": %.3f}\n",
+                    (long long)step, loss, lr, norm, (long long)targets, tok_s, mfu, skipped ? "true" : "false",
+                    st->loss_scale, (long long)st->data_epoch, dt, mem_gb);
+            fflush(r->metrics);
+        }
+        if (rank0 && (step % d->steps_per_print == 0 || step == r->total_steps || step == first_step + 1)) {
+            char eta[32];
+            double per = (qf_now() - t_start) / (double)(step - first_step);
+            fmt_eta(per * (double)(r->total_steps - step), eta, sizeof eta);
+            printf("step %lld/%lld | loss %.4f | lr %.3e | grad_norm %.4f | %.0f tok/s | MFU %.1f%% | mem %.2f GB | "
+                   "ETA %s%s\n",
+                   (long long)step, (long long)r->total_steps, loss, lr, norm, tok_s, 100 * mfu, mem_gb, eta,
+                   skipped ? " | skipped" : "");
+            fflush(stdout);
+        }
+        if (r->have_valid && d->eval_every_steps > 0 && step % d->eval_every_steps == 0 && step < r->total_steps) {
+            stop_early = eval_and_check(r, step);
+            if (stop_early && rank0)
+                printf("early stopping: valid_loss did not improve for %d evaluations\n", d->early_stopping_patience);
+        }
+        if (d->checkpoint_every_steps > 0 && step % d->checkpoint_every_steps == 0 && step < r->total_steps &&
+            !stop_early) {
+            int rc = save(r);
+            if (rc) return rc;
+        }
+    }
+    /* the end: evaluation (unless it just ran) and always a checkpoint */
+    int evaluated_now = stop_early;
+    if (r->have_valid && !evaluated_now) eval_and_check(r, st->step);
+    return save(r);
+}
+
+int qf_cmd_train(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: qwen-ft [train] DECK.cfg [--set key.path=value]...\n"
+                   "Trains as the deck says (docs/deck.md); resumes from checkpoint.dir's latest checkpoint.\n");
+            return 0;
+        }
+    qf_run r;
+    int rc = qf_run_setup(&r, argc, argv, QF_RUN_TRAIN);
+    if (!rc) rc = open_metrics(&r);
+    rc = qf_comm_sum_i64(&r.comm, rc) ? (rc ? rc : QF_EXIT_INPUT) : 0;
+    if (!rc) {
+        if (r.comm.rank == 0) qf_run_header(&r, stdout, "train");
+        rc = train_loop(&r);
+        if (!rc && r.comm.rank == 0) printf("done: %lld steps\n", (long long)r.st.step);
+    }
+    qf_run_free(&r);
+    return rc;
+}
+
+int qf_cmd_eval(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: qwen-ft eval DECK.cfg [--set key.path=value]...\n"
+                   "Validation loss of the deck's model (checkpoint.dir's latest checkpoint if there is one, else\n"
+                   "model.from) on data.valid; prints {\"valid_loss\":..,\"valid_ppl\":..,\"tokens\":..}.\n");
+            return 0;
+        }
+    qf_run r;
+    int rc = qf_run_setup(&r, argc, argv, QF_RUN_EVAL);
+    if (!rc) {
+        if (r.comm.rank == 0) qf_run_header(&r, stderr, "eval");
+        qf_eval_result ev = qf_eval_run(&r);
+        if (r.comm.rank == 0) {
+            printf("{\"valid_loss\": %.10g, \"valid_ppl\": %.10g, \"tokens\": %lld}\n", ev.loss, ev.ppl,
+                   (long long)ev.tokens);
+            fflush(stdout);
+        }
+    }
+    qf_run_free(&r);
+    return rc;
+}

@@ -1,0 +1,157 @@
+/* util.c — see util.h. */
+#define _POSIX_C_SOURCE 200809L
+#include "util.h"
+#include <errno.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+int qf_err_set(qf_err *e, int code, const char *fmt, ...) {
+    if (e && e->code == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+        va_end(ap);
+        e->code = code;
+    }
+    return code;
+}
+
+void qf_fatal_at(const char *file, int line, const char *fmt, ...) {
+    char buf[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    int up = 0, down = 0, rank = 0;
+    MPI_Initialized(&up);
+    MPI_Finalized(&down);
+    if (up && !down) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    fprintf(stderr, "qwen-ft: rank %d: %s:%d: %s\n", rank, file, line, buf);
+    fflush(stderr);
+    if (up && !down) MPI_Abort(MPI_COMM_WORLD, QF_EXIT_RUNTIME);
+    exit(QF_EXIT_RUNTIME);
+}
+
+void *qf_malloc_at(size_t n, const char *file, int line) {
+    void *p = malloc(n ? n : 1);
+    if (!p) qf_fatal_at(file, line, "out of host memory allocating %zu bytes", n);
+    return p;
+}
+void *qf_calloc_at(size_t n, size_t sz, const char *file, int line) {
+    void *p = calloc(n ? n : 1, sz ? sz : 1);
+    if (!p) qf_fatal_at(file, line, "out of host memory allocating %zu x %zu bytes", n, sz);
+    return p;
+}
+void *qf_realloc_at(void *q, size_t n, const char *file, int line) {
+    void *p = realloc(q, n ? n : 1);
+    if (!p) qf_fatal_at(file, line, "out of host memory reallocating %zu bytes", n);
+    return p;
+}
+char *qf_strdup_at(const char *s, const char *file, int line) {
+    size_t n = strlen(s) + 1;
+    char *p = qf_malloc_at(n, file, line);
+    memcpy(p, s, n);
+    return p;
+}
+
+double qf_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int qf_edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    int *row = qf_malloc((lb + 1) * sizeof *row);
+    for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int prev = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int cur = row[j];
+            int sub = prev + (a[i - 1] != b[j - 1]);
+            int del = row[j] + 1, ins = row[j - 1] + 1;
+            row[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+            prev = cur;
+        }
+    }
+    int d = row[lb];
+    free(row);
+    return d;
+}
+
+uint16_t qf_f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+float qf_bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+uint16_t qf_f32_to_f16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t sign = (u >> 16) & 0x8000u;
+    int32_t exp = (int32_t)((u >> 23) & 0xff) - 127 + 15;
+    uint32_t man = u & 0x7fffffu;
+    if (((u >> 23) & 0xff) == 0xff) return (uint16_t)(sign | 0x7c00u | (man ? 0x200u : 0));
+    if (exp >= 31) return (uint16_t)(sign | 0x7c00u);
+    if (exp <= 0) {
+        if (exp < -10) return (uint16_t)sign;
+        man |= 0x800000u;
+        uint32_t shift = (uint32_t)(14 - exp);
+        uint32_t half = 1u << (shift - 1);
+        uint32_t r = man >> shift;
+        uint32_t rem = man & ((1u << shift) - 1);
+        if (rem > half || (rem == half && (r & 1u))) r++;
+        return (uint16_t)(sign | r);
+    }
+    uint32_t r = ((uint32_t)exp << 10) | (man >> 13);
+    uint32_t rem = man & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) r++;
+    return (uint16_t)(sign | r);
+}
+float qf_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ffu;
+    float f;
+    if (exp == 0) {
+        f = ldexpf((float)man, -24);
+        if (sign) f = -f;
+        return f;
+    }
+    uint32_t u = exp == 31 ? (sign | 0x7f800000u | (man << 13)) : (sign | ((exp - 15 + 127) << 23) | (man << 13));
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+int qf_mkdirs(const char *path) {
+    char buf[4096];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof buf) return -1;
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] == '/' || buf[i] == 0) {
+            char c = buf[i];
+            buf[i] = 0;
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
+            buf[i] = c;
+        }
+    }
+    return 0;
+}
+
+int qf_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}

@@ -1,0 +1,57 @@
+/* util.h — errors, exit codes, checked allocation, small helpers shared by every layer.
+ * No global mutable state: errors travel in a qf_err the caller owns. */
+#ifndef QF_UTIL_H
+#define QF_UTIL_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define QF_EXIT_OK 0
+#define QF_EXIT_INPUT 2   /* bad deck, data, model file, command line */
+#define QF_EXIT_RUNTIME 3 /* OOM, MPI/NCCL error, lost rank */
+
+/* An error travelling up to the command that reports it. code is an exit code (0 = none). */
+typedef struct qf_err {
+    int code;
+    char msg[2048];
+} qf_err;
+
+/* Sets e (if e->code is still 0) and returns code; printf-style message. */
+int qf_err_set(qf_err *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Internal invariant broken or allocation failed: prints "qwen-ft: file:line: msg" and stops every rank
+ * (MPI_Abort with exit code 3 when MPI is up, exit(3) otherwise). */
+void qf_fatal_at(const char *file, int line, const char *fmt, ...) __attribute__((noreturn, format(printf, 3, 4)));
+#define QF_FATAL(...) qf_fatal_at(__FILE__, __LINE__, __VA_ARGS__)
+#define QF_CHECK(cond)                                                \
+    do {                                                              \
+        if (!(cond)) qf_fatal_at(__FILE__, __LINE__, "check failed: %s", #cond); \
+    } while (0)
+
+void *qf_malloc_at(size_t n, const char *file, int line);
+void *qf_calloc_at(size_t n, size_t sz, const char *file, int line);
+void *qf_realloc_at(void *p, size_t n, const char *file, int line);
+char *qf_strdup_at(const char *s, const char *file, int line);
+#define qf_malloc(n) qf_malloc_at((n), __FILE__, __LINE__)
+#define qf_calloc(n, s) qf_calloc_at((n), (s), __FILE__, __LINE__)
+#define qf_realloc(p, n) qf_realloc_at((p), (n), __FILE__, __LINE__)
+#define qf_strdup(s) qf_strdup_at((s), __FILE__, __LINE__)
+
+/* Wall clock in seconds (monotonic). */
+double qf_now(void);
+
+/* Levenshtein distance, for "did you mean". */
+int qf_edit_distance(const char *a, const char *b);
+
+/* bf16 <-> fp32 (round to nearest even; NaN stays NaN). */
+uint16_t qf_f32_to_bf16(float f);
+float qf_bf16_to_f32(uint16_t h);
+uint16_t qf_f32_to_f16(float f);
+float qf_f16_to_f32(uint16_t h);
+
+/* Creates every directory of path (like mkdir -p). 0 on success. */
+int qf_mkdirs(const char *path);
+/* 1 if path exists. */
+int qf_exists(const char *path);
+
+#endif

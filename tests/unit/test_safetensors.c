@@ -1,0 +1,294 @@
+/* test_safetensors.c — io/safetensors.c: qf_st_write then read back (F32 exact, BF16/F16 rounded as util.h),
+ * header layout (8-byte padded, spaces), sharded sets with an index, and every malformation as an exit-2 error
+ * naming the file: empty file, header length past the end, invalid JSON, data_offsets past the end, size
+ * mismatch vs shape, unknown dtype read, a shard named by the index that is missing. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../io/safetensors.h"
+
+static int failures;
+#define CHECK(cond, ...)                                                    \
+    do {                                                                    \
+        if (!(cond)) {                                                      \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                   \
+            fprintf(stderr, "\n");                                          \
+            failures++;                                                     \
+        }                                                                   \
+    } while (0)
+
+static char dir[256];
+
+static void write_file(const char *path, const void *p, size_t n) {
+    FILE *fp = fopen(path, "wb");
+    if (!fp) {
+        perror(path);
+        exit(1);
+    }
+    if (n) fwrite(p, 1, n, fp);
+    fclose(fp);
+}
+
+/* A safetensors file from a header string and n data bytes (header length written as given + padding). */
+static void write_raw(const char *path, const char *hdr, size_t ndata) {
+    size_t hl = strlen(hdr);
+    unsigned char *b = calloc(8 + hl + ndata + 1, 1);
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+    memcpy(b + 8, hdr, hl);
+    for (size_t i = 0; i < ndata; i++) b[8 + hl + i] = (unsigned char)i;
+    write_file(path, b, 8 + hl + ndata);
+    free(b);
+}
+
+static float val(int i) { return (float)((i * 13) % 29 - 14) * 0.25f + (i % 3 ? 0.001f * (float)i : 0.f); }
+
+static void test_roundtrip(void) {
+    float a[6 * 5], b[7], c[1];
+    for (int i = 0; i < 30; i++) a[i] = val(i);
+    for (int i = 0; i < 7; i++) b[i] = val(100 + i);
+    c[0] = 3.5f;
+    qf_st_out outs[3] = {{"model.w", 2, {6, 5}, a}, {"a.bias", 1, {7}, b}, {"scalar", 0, {0}, c}};
+    const char *dts[3] = {"F32", "BF16", "F16"};
+    for (int d = 0; d < 3; d++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/rt_%s.safetensors", dir, dts[d]);
+        qf_err e = {0};
+        CHECK(qf_st_write(path, outs, 3, dts[d], &e) == 0, "%s", e.msg);
+        char tmp[520];
+        snprintf(tmp, sizeof tmp, "%s.tmp", path);
+        CHECK(access(tmp, F_OK) != 0, "no temporary left behind");
+        /* header: 8-byte length, multiple of 8, JSON padded with spaces */
+        FILE *fp = fopen(path, "rb");
+        unsigned char h8[8];
+        CHECK(fread(h8, 1, 8, fp) == 8, "read header length");
+        uint64_t hl = 0;
+        for (int i = 7; i >= 0; i--) hl = (hl << 8) | h8[i];
+        char *hdr = calloc(hl + 1, 1);
+        CHECK(fread(hdr, 1, hl, fp) == hl, "read header");
+        fclose(fp);
+        CHECK(hl % 8 == 0 && hdr[0] == '{', "header length %llu", (unsigned long long)hl);
+        CHECK(strstr(hdr, "\"data_offsets\"") && strstr(hdr, dts[d]), "header: %s", hdr);
+        free(hdr);
+
+        qf_st st;
+        CHECK(qf_st_open_file(path, &st, &e) == 0, "%s", e.msg);
+        if (e.code) continue;
+        CHECK(st.ntensors == 3 && st.nfiles == 1, "ntensors %d", st.ntensors);
+        const qf_st_tensor *t = qf_st_find(&st, "model.w");
+        CHECK(t && t->ndim == 2 && t->shape[0] == 6 && t->shape[1] == 5 && t->numel == 30 &&
+                  !strcmp(t->dtype, dts[d]),
+              "model.w meta");
+        CHECK(qf_st_find(&st, "nope") == NULL && qf_st_find(&st, "a.bias") && qf_st_find(&st, "scalar"), "find");
+        if (t) {
+            CHECK(qf_st_check(&st, t, &e) == 0, "%s", e.msg);
+            float out[30];
+            qf_st_read_f32(t, 0, 30, out);
+            int bad = 0;
+            for (int i = 0; i < 30; i++) {
+                float want = d == 0 ? a[i] : d == 1 ? qf_bf16_to_f32(qf_f32_to_bf16(a[i])) : qf_f16_to_f32(qf_f32_to_f16(a[i]));
+                bad += memcmp(&out[i], &want, 4) != 0;
+            }
+            CHECK(bad == 0, "%s values: %d wrong", dts[d], bad);
+            qf_st_read_f32(t, 7, 11, out); /* a sub-range */
+            bad = 0;
+            for (int i = 0; i < 11; i++) {
+                float want = d == 0 ? a[7 + i]
+                             : d == 1 ? qf_bf16_to_f32(qf_f32_to_bf16(a[7 + i]))
+                                      : qf_f16_to_f32(qf_f32_to_f16(a[7 + i]));
+                bad += memcmp(&out[i], &want, 4) != 0;
+            }
+            CHECK(bad == 0, "%s sub-range", dts[d]);
+        }
+        t = qf_st_find(&st, "scalar");
+        if (t) {
+            float o;
+            qf_st_read_f32(t, 0, 1, &o);
+            CHECK(t->ndim == 0 && t->numel == 1 && o == 3.5f, "scalar");
+        }
+        qf_st_close(&st);
+    }
+    qf_err e = {0};
+    char path[512];
+    snprintf(path, sizeof path, "%s/bad_dtype.safetensors", dir);
+    CHECK(qf_st_write(path, outs, 1, "F64", &e) == QF_EXIT_INPUT, "write with F64 refused");
+}
+
+static void expect_error(const char *what, const char *path, const char *needle) {
+    qf_st st;
+    qf_err e = {0};
+    int rc = qf_st_open_file(path, &st, &e);
+    CHECK(rc == QF_EXIT_INPUT, "%s: rc %d", what, rc);
+    CHECK(strstr(e.msg, path) != NULL, "%s: message names the file: %s", what, e.msg);
+    if (needle) CHECK(strstr(e.msg, needle) != NULL, "%s: message mentions %s: %s", what, needle, e.msg);
+    if (rc == 0) qf_st_close(&st);
+}
+
+static void test_malformed(void) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/empty.safetensors", dir);
+    write_file(path, "", 0);
+    expect_error("empty file", path, NULL);
+
+    snprintf(path, sizeof path, "%s/short.safetensors", dir);
+    write_file(path, "\x10\0\0", 3);
+    expect_error("3-byte file", path, NULL);
+
+    snprintf(path, sizeof path, "%s/hlen.safetensors", dir);
+    {
+        unsigned char b[16] = {0xff, 0xff, 0, 0, 0, 0, 0, 0, '{', '}'};
+        write_file(path, b, 10);
+    }
+    expect_error("header length past the end", path, "header length");
+
+    snprintf(path, sizeof path, "%s/json.safetensors", dir);
+    write_raw(path, "{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]", 4);
+    expect_error("invalid JSON", path, "JSON");
+
+    snprintf(path, sizeof path, "%s/notobj.safetensors", dir);
+    write_raw(path, "[1, 2, 3]", 0);
+    expect_error("header not an object", path, NULL);
+
+    snprintf(path, sizeof path, "%s/entry.safetensors", dir);
+    write_raw(path, "{\"a\": {\"dtype\": \"F32\", \"shape\": [1]}}", 4);
+    expect_error("entry without data_offsets", path, "a");
+
+    snprintf(path, sizeof path, "%s/past.safetensors", dir);
+    write_raw(path, "{\"a\": {\"dtype\": \"F32\", \"shape\": [2, 2], \"data_offsets\": [0, 16]}}", 12);
+    expect_error("data_offsets past the end", path, "data_offsets");
+
+    snprintf(path, sizeof path, "%s/size.safetensors", dir);
+    write_raw(path, "{\"a\": {\"dtype\": \"BF16\", \"shape\": [2, 3], \"data_offsets\": [0, 16]}}", 16);
+    expect_error("size mismatch vs shape", path, "a");
+
+    snprintf(path, sizeof path, "%s/neg.safetensors", dir);
+    write_raw(path, "{\"a\": {\"dtype\": \"F32\", \"shape\": [-1], \"data_offsets\": [0, 4]}}", 4);
+    expect_error("negative dimension", path, "shape");
+
+    snprintf(path, sizeof path, "%s/rev.safetensors", dir);
+    write_raw(path, "{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [8, 4]}}", 8);
+    expect_error("end before begin", path, "data_offsets");
+
+    /* accepted: __metadata__, overlapping tensors, an unreadable dtype (rejected only when read) */
+    snprintf(path, sizeof path, "%s/ok.safetensors", dir);
+    write_raw(path,
+              "{\"__metadata__\": {\"format\": \"pt\"}, \"x\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": "
+              "[0, 8]}, \"y\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}, \"i\": {\"dtype\": "
+              "\"I64\", \"shape\": [1], \"data_offsets\": [0, 8]}, \"q\": {\"dtype\": \"Q4X\", \"shape\": [3], "
+              "\"data_offsets\": [0, 2]}}",
+              8);
+    qf_st st;
+    qf_err e = {0};
+    CHECK(qf_st_open_file(path, &st, &e) == 0, "metadata/overlap/odd dtypes accepted: %s", e.msg);
+    if (e.code == 0) {
+        CHECK(st.ntensors == 4, "4 tensors (metadata skipped): %d", st.ntensors);
+        const qf_st_tensor *x = qf_st_find(&st, "x"), *y = qf_st_find(&st, "y"), *i = qf_st_find(&st, "i"),
+                           *q = qf_st_find(&st, "q");
+        CHECK(x && y && i && q, "found");
+        if (x && y) {
+            float xv[2], yv;
+            qf_st_read_f32(x, 0, 2, xv);
+            qf_st_read_f32(y, 0, 1, &yv);
+            CHECK(memcmp(&xv[1], &yv, 4) == 0, "overlapping tensors share bytes");
+        }
+        if (i) {
+            qf_err e2 = {0};
+            CHECK(qf_st_check(&st, i, &e2) == QF_EXIT_INPUT, "I64 read refused");
+            CHECK(strstr(e2.msg, path) && strstr(e2.msg, "I64") && strstr(e2.msg, "tensor i"), "message: %s", e2.msg);
+        }
+        if (q) {
+            qf_err e2 = {0};
+            CHECK(qf_st_check(&st, q, &e2) == QF_EXIT_INPUT && strstr(e2.msg, path), "unknown dtype read: %s", e2.msg);
+        }
+        qf_st_close(&st);
+    }
+    snprintf(path, sizeof path, "%s/missing.safetensors", dir);
+    expect_error("missing file", path, NULL);
+}
+
+static void test_sharded(void) {
+    char sd[400], path[512];
+    snprintf(sd, sizeof sd, "%s/sharded", dir);
+    qf_mkdirs(sd);
+    float a[4] = {1, 2, 3, 4}, b[3] = {5, 6, 7}, c[2] = {8, 9};
+    qf_st_out s1[2] = {{"a", 2, {2, 2}, a}, {"b", 1, {3}, b}}, s2[1] = {{"c", 1, {2}, c}};
+    qf_err e = {0};
+    snprintf(path, sizeof path, "%s/model-00001-of-00002.safetensors", sd);
+    CHECK(qf_st_write(path, s1, 2, "F32", &e) == 0, "%s", e.msg);
+    snprintf(path, sizeof path, "%s/model-00002-of-00002.safetensors", sd);
+    CHECK(qf_st_write(path, s2, 1, "BF16", &e) == 0, "%s", e.msg);
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", sd);
+    const char *idx = "{\"metadata\": {\"total_size\": 32}, \"weight_map\": {\"a\": \"model-00001-of-00002.safetensors\", "
+                      "\"c\": \"model-00002-of-00002.safetensors\", \"b\": \"model-00001-of-00002.safetensors\"}}";
+    write_file(path, idx, strlen(idx));
+    qf_st st;
+    CHECK(qf_st_open_dir(sd, &st, &e) == 0, "%s", e.msg);
+    if (e.code == 0) {
+        CHECK(st.nfiles == 2 && st.ntensors == 3, "files %d tensors %d", st.nfiles, st.ntensors);
+        const qf_st_tensor *t = qf_st_find(&st, "c");
+        float o[2] = {0, 0};
+        if (t) qf_st_read_f32(t, 0, 2, o);
+        CHECK(t && o[0] == 8 && o[1] == 9 && strstr(st.files[t->file], "00002"), "c from shard 2");
+        t = qf_st_find(&st, "a");
+        float oa[4] = {0};
+        if (t) qf_st_read_f32(t, 0, 4, oa);
+        CHECK(t && oa[3] == 4, "a from shard 1");
+        qf_st_close(&st);
+    }
+    /* the index names a shard that is missing */
+    char sd2[400];
+    snprintf(sd2, sizeof sd2, "%s/sharded_missing", dir);
+    qf_mkdirs(sd2);
+    snprintf(path, sizeof path, "%s/model-00001-of-00002.safetensors", sd2);
+    CHECK(qf_st_write(path, s1, 2, "F32", &e) == 0, "%s", e.msg);
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", sd2);
+    write_file(path, idx, strlen(idx));
+    qf_err e2 = {0};
+    CHECK(qf_st_open_dir(sd2, &st, &e2) == QF_EXIT_INPUT, "missing shard");
+    CHECK(strstr(e2.msg, "model-00002-of-00002.safetensors") && strstr(e2.msg, sd2), "message names the shard: %s",
+          e2.msg);
+    /* the index maps a tensor to the wrong shard */
+    snprintf(path, sizeof path, "%s/model-00002-of-00002.safetensors", sd2);
+    CHECK(qf_st_write(path, s2, 1, "F32", &e) == 0, "%s", e.msg);
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", sd2);
+    const char *idx2 = "{\"weight_map\": {\"a\": \"model-00002-of-00002.safetensors\", \"c\": "
+                       "\"model-00002-of-00002.safetensors\", \"b\": \"model-00001-of-00002.safetensors\"}}";
+    write_file(path, idx2, strlen(idx2));
+    memset(&e2, 0, sizeof e2);
+    CHECK(qf_st_open_dir(sd2, &st, &e2) == QF_EXIT_INPUT && strstr(e2.msg, "tensor a"), "wrong shard: %s", e2.msg);
+    /* invalid index JSON */
+    write_file(path, "{\"weight_map\": ", 15);
+    memset(&e2, 0, sizeof e2);
+    CHECK(qf_st_open_dir(sd2, &st, &e2) == QF_EXIT_INPUT && strstr(e2.msg, "index.json"), "bad index: %s", e2.msg);
+    /* a directory with neither */
+    memset(&e2, 0, sizeof e2);
+    CHECK(qf_st_open_dir(dir, &st, &e2) == QF_EXIT_INPUT && strstr(e2.msg, dir), "empty dir: %s", e2.msg);
+    /* single-file directory */
+    snprintf(path, sizeof path, "%s/single", dir);
+    qf_mkdirs(path);
+    char p2[600];
+    snprintf(p2, sizeof p2, "%s/model.safetensors", path);
+    CHECK(qf_st_write(p2, s1, 2, "F16", &e) == 0, "%s", e.msg);
+    CHECK(qf_st_open_dir(path, &st, &e) == 0 && st.ntensors == 2, "single file dir: %s", e.msg);
+    if (e.code == 0) qf_st_close(&st);
+}
+
+int main(void) {
+    MPI_Init(NULL, NULL);
+    snprintf(dir, sizeof dir, "/tmp/qf_test_st_%d", (int)getpid());
+    qf_mkdirs(dir);
+    test_roundtrip();
+    test_malformed();
+    test_sharded();
+    if (failures == 0) {
+        char cmd[400];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    }
+    printf("test_safetensors: %s (%d failures)\n", failures ? "FAIL" : "ok", failures);
+    MPI_Finalize();
+    return failures ? 1 : 0;
+}

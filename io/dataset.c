@@ -183,6 +183,23 @@ static hid_t ds_open_1d(const char *path, hid_t fid, const char *name, size_t si
         qf_err_set(e, QF_EXIT_INPUT, "%s: %s is not a readable dataset", path, name);
         return -1;
     }
+    /* Chunk cache: the loader reads short ranges at random places. An unfiltered chunk that does not fit the
+     * cache is read directly (only the selected bytes), so with no filter the cache is switched off; with the
+     * default 1 MiB cache every read of a new 1 MiB /loss_mask chunk would read the whole chunk. Filtered
+     * (compressed) chunks, as in hand-made files, keep a cache large enough for a few chunks. */
+    hid_t dcpl = H5Dget_create_plist(d);
+    int nfilters = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED ? H5Pget_nfilters(dcpl) : -1;
+    if (dcpl >= 0) H5Pclose(dcpl);
+    if (nfilters >= 0) {
+        hid_t dapl = H5Pcreate(H5P_DATASET_ACCESS);
+        H5Pset_chunk_cache(dapl, 521, nfilters ? (size_t)64 << 20 : 0, 0.75);
+        hid_t d2 = H5Dopen2(fid, name, dapl);
+        H5Pclose(dapl);
+        if (d2 >= 0) {
+            H5Dclose(d);
+            d = d2;
+        }
+    }
     hid_t t = H5Dget_type(d), s = H5Dget_space(d);
     char tn[64];
     h5_type_name(t, tn, sizeof tn);

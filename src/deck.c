@@ -770,6 +770,8 @@ static int deck_read(deck_ctx *c, const char *path) {
     if (strstr(config_error_text(&c->cfg), "include"))
         return qf_err_set(c->e, QF_EXIT_INPUT, "%s:%d: %s (@include paths are relative to the deck's directory %s)",
                           file, config_error_line(&c->cfg), config_error_text(&c->cfg), c->dir);
+    if (strcmp(config_error_text(&c->cfg), "syntax error") == 0)
+        return qf_err_set(c->e, QF_EXIT_INPUT, "%s:%d: syntax error", file, config_error_line(&c->cfg));
     return qf_err_set(c->e, QF_EXIT_INPUT, "%s:%d: syntax error: %s", file, config_error_line(&c->cfg),
                       config_error_text(&c->cfg));
 }
@@ -928,7 +930,7 @@ static void deck_md_allowed(const qf_deck_key *k, char *buf, size_t n) {
         snprintf(buf, n, "%s%s", (k->flags & QF_KF_BOOL_ENUM) ? "true, false, " : "", tmp);
     } else if (k->min != 0 || k->max != 0) {
         deck_range_text(k, tmp, sizeof tmp);
-        snprintf(buf, n, "%s", tmp + 1);
+        snprintf(buf, n, "%s", tmp + (strncmp(tmp, " in ", 4) == 0 ? 4 : 1));
     } else if (k->type == QF_KT_BOOL)
         snprintf(buf, n, "true, false");
     else if (k->type == QF_KT_STRING)

@@ -64,7 +64,7 @@ static const qf_deck_key k_keys[] = {
      .flags = QF_KF_UNSET, .ds = HF_ONLY("num_key_value_heads"), .doc_default = "(= num_attention_heads)",
      .help = "key/value heads (GQA); must divide num_attention_heads"},
     {.path = "model.head_dim", .type = QF_KT_INT, OFF(model_head_dim), .def = "0", POS_INT, .flags = QF_KF_UNSET,
-     .ds = HF_ONLY("head_dim"), .doc_default = "(= hidden_size / num_attention_heads)",
+     .ds = HF_ONLY("head_dim"), .doc_default = "(preset; qwen2: hidden_size / heads, qwen3: 128)",
      .help = "per-head dimension (Qwen3: 128)"},
     {.path = "model.tie_word_embeddings", .type = QF_KT_BOOL, OFF(model_tie_word_embeddings), .def = "-1",
      .flags = QF_KF_UNSET, .ds = HF_ONLY("tie_word_embeddings"), .doc_default = "(from preset/model; false)",
@@ -321,9 +321,10 @@ static int keys_score(const char *path, const char *key) {
     return qf_edit_distance(path, key);
 }
 
-static int keys_close_enough(const char *word, int dist) {
+/* Close enough to suggest: within a third of the word's length, and at least floor edits. */
+static int keys_close_enough(const char *word, int dist, int floor) {
     int lim = (int)strlen(word) / 3;
-    return dist <= (lim > 2 ? lim : 2);
+    return dist <= (lim > floor ? lim : floor);
 }
 
 const char *qf_deck_keys_suggest(const char *path) {
@@ -333,7 +334,7 @@ const char *qf_deck_keys_suggest(const char *path) {
         int dist = keys_score(path, k[i].path);
         if (dist < bestd) bestd = dist, best = i;
     }
-    return best >= 0 && keys_close_enough(path, bestd) ? k[best].path : NULL;
+    return best >= 0 && keys_close_enough(path, bestd, 2) ? k[best].path : NULL;
 }
 
 static void keys_lower(const char *s, char *out, size_t n) {
@@ -352,7 +353,7 @@ const char *qf_deck_keys_suggest_in(const char *word, const char *const *names) 
         int dist = qf_edit_distance(w, c);
         if (dist < bestd) bestd = dist, best = names[i];
     }
-    return best && keys_close_enough(word, bestd) ? best : NULL;
+    return best && keys_close_enough(word, bestd, 1) ? best : NULL;
 }
 
 int qf_deck_keys_choice(const qf_deck_key *k, const char *name) {

@@ -191,13 +191,15 @@ static hid_t ds_open_1d(const char *path, hid_t fid, const char *name, size_t si
     int nfilters = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED ? H5Pget_nfilters(dcpl) : -1;
     if (dcpl >= 0) H5Pclose(dcpl);
     if (nfilters >= 0) {
+        /* reopen with the cache settings: they are taken when the dataset is first opened, so close it first */
         hid_t dapl = H5Pcreate(H5P_DATASET_ACCESS);
         H5Pset_chunk_cache(dapl, 521, nfilters ? (size_t)64 << 20 : 0, 0.75);
-        hid_t d2 = H5Dopen2(fid, name, dapl);
+        H5Dclose(d);
+        d = H5Dopen2(fid, name, dapl);
         H5Pclose(dapl);
-        if (d2 >= 0) {
-            H5Dclose(d);
-            d = d2;
+        if (d < 0) {
+            qf_err_set(e, QF_EXIT_INPUT, "%s: %s is not a readable dataset", path, name);
+            return -1;
         }
     }
     hid_t t = H5Dget_type(d), s = H5Dget_space(d);

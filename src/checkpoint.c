@@ -17,41 +17,44 @@ static int64_t *state_i64(qf_train_state *s, qf_zero *z, int i) {
     return f[i];
 }
 
-/* fp32 host copy of params [b, e) */
-static float *params_f32(qf_zero *z, int64_t b, int64_t e) {
-    const qf_ops *o = z->m->ops;
-    size_t n = (size_t)(e - b);
-    float *dev = o->alloc(n * 4 + 4), *host = qf_malloc(n * 4 + 4);
-    QF_CHECK(dev);
-    o->act_to_f32(dev, (const char *)z->m->params + (size_t)b * o->act_bytes, n);
-    o->copy_d2h(host, dev, n * 4);
-    o->free(dev);
-    return host;
+/* fp32 host copy of optimizer state arr (master, m or v) for flat elements [lo, lo+n) */
+static void opt_to_host(qf_zero *z, const float *arr, int64_t lo, int64_t n, float *out) {
+    if (n <= 0) return;
+    const float *src = arr + (lo - z->opt_begin);
+    if (z->offload_opt) memcpy(out, src, (size_t)n * 4);
+    else z->ops->copy_d2h(out, src, (size_t)n * 4);
+}
+static void opt_from_host(qf_zero *z, float *arr, int64_t lo, int64_t n, const float *in) {
+    if (n <= 0) return;
+    float *dst = arr + (lo - z->opt_begin);
+    if (z->offload_opt) memcpy(dst, in, (size_t)n * 4);
+    else z->ops->copy_h2d(dst, in, (size_t)n * 4);
 }
 
 static int write_tensors(qf_h5 *f, qf_zero *z, qf_err *e) {
     qf_model *m = z->m;
-    int rank = z->comm->rank;
-    /* every rank writes the part of each parameter inside its partition of the flat space */
-    int64_t pb = z->shard_displ[rank], pe = pb + z->shard_count[rank];
-    float *pv = params_f32(z, pb, pe);
+    /* every rank writes the part of each parameter inside its shard of the flat space (which it holds at every
+     * stage: parameters always, optimizer state too since its optimizer range contains its shard) */
+    int64_t pb = z->shard_begin, pe = z->shard_end;
+    float *pv = qf_malloc((size_t)(pe - pb) * 4 + 4), *buf = qf_malloc((size_t)(pe - pb) * 4 + 4);
+    qf_zero_get_params(z, pb, pe, pv);
     qf_dtype dt = QF_DT_F32;
     if (qf_dtype_parse(m->cfg.dtype, &dt) != 0) dt = QF_DT_BF16;
-    for (int i = 0; i < m->nspecs; i++) {
+    const char *groups[] = {"master", "adam_m", "adam_v"};
+    const float *arrs[] = {z->master, z->adam_m, z->adam_v};
+    for (int i = 0; i < m->nspecs && !e->code; i++) {
         const qf_param_spec *s = &m->specs[i];
         int64_t b = m->offset[i], en = b + s->numel;
         int64_t lo = b > pb ? b : pb, hi = en < pe ? en : pe;
         int64_t n = hi > lo ? hi - lo : 0, off = n ? lo - b : 0;
-        const float *src = n ? pv + (lo - pb) : pv;
-        if (qf_h5_write_f32(f, "params", s->name, s->ndim, s->shape, dt, off, n, src, e)) break;
-        const float *ms = n ? z->master + (lo - z->shard_begin) : z->master;
-        const float *mm = n ? z->adam_m + (lo - z->shard_begin) : z->adam_m;
-        const float *mv = n ? z->adam_v + (lo - z->shard_begin) : z->adam_v;
-        if (qf_h5_write_f32(f, "master", s->name, s->ndim, s->shape, QF_DT_F32, off, n, ms, e)) break;
-        if (qf_h5_write_f32(f, "adam_m", s->name, s->ndim, s->shape, QF_DT_F32, off, n, mm, e)) break;
-        if (qf_h5_write_f32(f, "adam_v", s->name, s->ndim, s->shape, QF_DT_F32, off, n, mv, e)) break;
+        if (qf_h5_write_f32(f, "params", s->name, s->ndim, s->shape, dt, off, n, n ? pv + (lo - pb) : pv, e)) break;
+        for (int g = 0; g < 3 && !e->code; g++) {
+            opt_to_host(z, arrs[g], lo, n, buf);
+            qf_h5_write_f32(f, groups[g], s->name, s->ndim, s->shape, QF_DT_F32, off, n, buf, e);
+        }
     }
     free(pv);
+    free(buf);
     return e->code;
 }
 
@@ -159,29 +162,33 @@ int qf_ckpt_load(const char *path, qf_zero *z, qf_train_state *s, qf_err *e) {
     qf_h5 *f = NULL;
     if (qf_h5_open(path, z->comm->world, 0, &f, e)) return e->code;
     int have_opt = qf_h5_has(f, "master", NULL);
-    /* master (or params) of this rank's optimizer shard, and full parameters from the master copy */
-    int64_t n = m->n_params;
-    float *full = qf_malloc((size_t)n * 4);
+    /* parameters (from the fp32 master copy when there is one) for the range this rank holds */
+    int64_t b, en;
+    qf_zero_load_range(z, &b, &en);
+    float *host = qf_malloc((size_t)(en - b) * 4 + 4);
     const char *pgroup = have_opt ? "master" : "params";
-    for (int i = 0; i < m->nspecs && !e->code; i++)
-        qf_h5_read_f32(f, pgroup, m->specs[i].name, 0, m->specs[i].numel, full + m->offset[i], e);
-    for (int i = 0; i < m->nspecs && have_opt && !e->code; i++) {
-        int64_t b = m->offset[i], en = b + m->specs[i].numel;
-        int64_t lo = b > z->shard_begin ? b : z->shard_begin, hi = en < z->shard_end ? en : z->shard_end;
-        if (hi <= lo) continue;
-        qf_h5_read_f32(f, "adam_m", m->specs[i].name, lo - b, hi - lo, z->adam_m + (lo - z->shard_begin), e);
-        if (!e->code)
-            qf_h5_read_f32(f, "adam_v", m->specs[i].name, lo - b, hi - lo, z->adam_v + (lo - z->shard_begin), e);
+    for (int i = 0; i < m->nspecs && !e->code; i++) {
+        int64_t pb = m->offset[i], pe = pb + m->specs[i].numel;
+        int64_t lo = pb > b ? pb : b, hi = pe < en ? pe : en;
+        if (hi > lo) qf_h5_read_f32(f, pgroup, m->specs[i].name, lo - pb, hi - lo, host + (lo - b), e);
     }
-    if (!e->code) {
-        memcpy(z->master, full + z->shard_begin, (size_t)(z->shard_end - z->shard_begin) * 4);
-        float *dev = m->ops->alloc((size_t)n * 4);
-        QF_CHECK(dev);
-        m->ops->copy_h2d(dev, full, (size_t)n * 4);
-        m->ops->act_from_f32(m->params, dev, (size_t)n);
-        m->ops->free(dev);
-    }
-    free(full);
+    int bad = qf_comm_any(z->comm, e->code != 0);
+    if (!bad) qf_zero_set_params(z, b, en, host);
+    free(host);
+    /* Adam moments of this rank's optimizer range */
+    int64_t ob = z->opt_begin, oe = z->opt_end;
+    float *buf = qf_malloc((size_t)(oe - ob) * 4 + 4);
+    const char *groups[] = {"adam_m", "adam_v"};
+    float *arrs[] = {z->adam_m, z->adam_v};
+    for (int g = 0; g < 2 && have_opt && !bad && !e->code; g++)
+        for (int i = 0; i < m->nspecs && !e->code; i++) {
+            int64_t pb = m->offset[i], pe = pb + m->specs[i].numel;
+            int64_t lo = pb > ob ? pb : ob, hi = pe < oe ? pe : oe;
+            if (hi <= lo) continue;
+            if (qf_h5_read_f32(f, groups[g], m->specs[i].name, lo - pb, hi - lo, buf, e) == 0)
+                opt_from_host(z, arrs[g], lo, hi - lo, buf);
+        }
+    free(buf);
     for (size_t i = 0; i < sizeof STATE_I64 / sizeof STATE_I64[0] && !e->code; i++)
         qf_h5_attr_read_i64(f, "state", STATE_I64[i], state_i64(s, z, (int)i), e);
     if (!e->code) qf_h5_attr_read_f64(f, "state", "loss_scale", &s->loss_scale, e);
@@ -189,5 +196,6 @@ int qf_ckpt_load(const char *path, qf_zero *z, qf_train_state *s, qf_err *e) {
     if (!e->code) qf_h5_attr_read_blob(f, "state", "rng", s->rng, sizeof s->rng, e);
     qf_err ce = {0};
     qf_h5_close(f, &ce);
+    if (bad && !e->code) qf_err_set(e, QF_EXIT_INPUT, "%s: reading the checkpoint failed on another rank", path);
     return e->code;
 }

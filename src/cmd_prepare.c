@@ -477,6 +477,9 @@ static int prep_check_writable(const char *path) {
 }
 
 static int prep_run(const prep_opts *o) {
+    if (o->tokenizer)
+        fprintf(stderr, "qwen-ft prepare: warning: --tokenizer %s is not used: this version reads pre-tokenized "
+                        "records only\n", o->tokenizer);
     /* fail fast on paths, before reading any record */
     for (int i = 0; i < o->n_in; i++)
         if (access(o->in[i], R_OK) != 0) {

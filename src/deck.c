@@ -200,9 +200,13 @@ static int deck_source_literal(const deck_ctx *c, const config_setting_t *s, lon
     return rc;
 }
 
+/* The literal is used only if libconfig's value is that literal wrapped to 32 bits (so that another setting of the
+ * same name on the line cannot be taken for this one). */
 static int64_t deck_int_value(const deck_ctx *c, const config_setting_t *s) {
     long long lit;
-    if (config_setting_type(s) == CONFIG_TYPE_INT && deck_source_literal(c, s, &lit) == 0) return lit;
+    if (config_setting_type(s) == CONFIG_TYPE_INT && deck_source_literal(c, s, &lit) == 0 &&
+        (int32_t)(uint32_t)(unsigned long long)lit == (int32_t)config_setting_get_int(s))
+        return lit;
     return config_setting_get_int64(s);
 }
 
@@ -572,7 +576,6 @@ static int deck_check_run(const deck_ctx *c) {
         !qf_deck_keys_get_int(&c->keys[deck_idx("optimizer.params.adam_w_mode")], d))
         return deck_fail(c, deck_src(c, "optimizer.params.adam_w_mode"), "optimizer.params.adam_w_mode",
                          "false contradicts optimizer.type \"AdamW\" (use type \"Adam\" for classic Adam with L2)");
-    if (strcmp(d->optimizer_type, "AdamW") == 0) c->d->adam_w_mode = 1;
     return 0;
 }
 
@@ -786,6 +789,7 @@ static int deck_run(deck_ctx *c, const char *path, int nset, char *const *sets, 
     if ((rc = deck_check_precision(c)) || (rc = deck_check_zero(c)) || (rc = deck_check_sched(c)) ||
         (rc = deck_check_run(c)) || (rc = deck_check_model(c)))
         return rc;
+    if (strcmp(c->d->optimizer_type, "AdamW") == 0) c->d->adam_w_mode = 1; /* as DeepSpeed: AdamW is decoupled */
     return deck_batch(c, dp_world > 0 ? dp_world : 1);
 }
 

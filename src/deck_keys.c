@@ -312,19 +312,31 @@ static const char *keys_leaf(const char *path) {
     return dot ? dot + 1 : path;
 }
 
-/* Distance for "did you mean": edit distance, or 1 when the last component matches exactly (a DeepSpeed
- * top-level key that lives in a group here) or path is a group prefix of the key. */
-static int keys_score(const char *path, const char *key) {
-    size_t len = strlen(path);
-    if (strcmp(keys_leaf(path), keys_leaf(key)) == 0) return 1;
-    if (strncmp(key, path, len) == 0 && key[len] == '.') return 1;
-    return qf_edit_distance(path, key);
+/* Close enough to suggest: within a third of the word's length, and at least floor edits. */
+static int keys_limit(const char *word, int floor) {
+    int lim = (int)strlen(word) / 3;
+    return lim > floor ? lim : floor;
 }
 
-/* Close enough to suggest: within a third of the word's length, and at least floor edits. */
-static int keys_close_enough(const char *word, int dist, int floor) {
-    int lim = (int)strlen(word) / 3;
-    return dist <= (lim > floor ? lim : floor);
+static int keys_same_parent(const char *a, const char *b) {
+    size_t la = (size_t)(keys_leaf(a) - a), lb = (size_t)(keys_leaf(b) - b);
+    return la == lb && strncmp(a, b, la) == 0;
+}
+
+/* "Did you mean" distance of key from the unknown path, or -1 when not close: 1 when the last component matches
+ * exactly (a DeepSpeed top-level key that lives in a group here) or path is a group of key; the edit distance of
+ * the last components within the same group; else the edit distance of the whole paths. */
+static int keys_score(const char *path, const char *key) {
+    size_t len = strlen(path);
+    int dist;
+    if (strcmp(keys_leaf(path), keys_leaf(key)) == 0) return 1;
+    if (strncmp(key, path, len) == 0 && key[len] == '.') return 1;
+    if (keys_same_parent(path, key)) {
+        dist = qf_edit_distance(keys_leaf(path), keys_leaf(key));
+        return dist <= keys_limit(keys_leaf(path), 2) ? dist : -1;
+    }
+    dist = qf_edit_distance(path, key);
+    return dist <= keys_limit(path, 2) ? dist : -1;
 }
 
 const char *qf_deck_keys_suggest(const char *path) {
@@ -332,9 +344,9 @@ const char *qf_deck_keys_suggest(const char *path) {
     const qf_deck_key *k = qf_deck_keys_table(&n);
     for (int i = 0; i < n; i++) {
         int dist = keys_score(path, k[i].path);
-        if (dist < bestd) bestd = dist, best = i;
+        if (dist >= 0 && dist < bestd) bestd = dist, best = i;
     }
-    return best >= 0 && keys_close_enough(path, bestd, 2) ? k[best].path : NULL;
+    return best >= 0 ? k[best].path : NULL;
 }
 
 static void keys_lower(const char *s, char *out, size_t n) {
@@ -353,7 +365,7 @@ const char *qf_deck_keys_suggest_in(const char *word, const char *const *names) 
         int dist = qf_edit_distance(w, c);
         if (dist < bestd) bestd = dist, best = names[i];
     }
-    return best && keys_close_enough(word, bestd, 1) ? best : NULL;
+    return best && bestd <= keys_limit(word, 1) ? best : NULL;
 }
 
 int qf_deck_keys_choice(const qf_deck_key *k, const char *name) {

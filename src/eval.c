@@ -16,7 +16,7 @@ qf_eval_result qf_eval_run(qf_run *r) {
         int64_t row0 = (i * W + r->comm.rank) * B;
         qf_err e = {0};
         if (qf_loader_rows(&r->valid_ld, 0, row0, rw, &e)) QF_FATAL("eval: %s", e.msg);
-        if (rw->n_targets == 0) continue;
+        /* every rank runs every micro-batch, even one without targets: ZeRO-3 gathers are collective */
         loss += qf_model_step(&r->model, rw, 1.0f, 0);
         tokens += rw->n_targets;
     }

@@ -3,7 +3,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "rng.h"
 
 /* ---- parameter layout ------------------------------------------------------------------------------------ */
 
@@ -28,7 +27,7 @@ static void *default_unit_grads(void *ctx, int u) {
     return (char *)m->grads + (size_t)m->unit_off[u] * m->ops->act_bytes;
 }
 
-int qf_model_create(qf_model *m, const qf_model_config *cfg, const qf_ops *ops, int with_grads, qf_err *e) {
+int qf_model_create(qf_model *m, const qf_model_config *cfg, const qf_ops *ops, int flags, qf_err *e) {
     memset(m, 0, sizeof *m);
     char msg[256];
     if (qf_model_config_check(cfg, msg, sizeof msg) != 0) return qf_err_set(e, QF_EXIT_INPUT, "model: %s", msg);
@@ -76,9 +75,11 @@ int qf_model_create(qf_model *m, const qf_model_config *cfg, const qf_ops *ops, 
                  x->gate >= 0 && x->up >= 0 && x->down >= 0);
     }
     size_t bytes = (size_t)m->n_params * ops->act_bytes;
-    m->params = ops->alloc(bytes);
-    if (!m->params) return qf_err_set(e, QF_EXIT_RUNTIME, "out of memory for %lld parameters", (long long)m->n_params);
-    if (with_grads) {
+    if (flags & QF_MODEL_PARAMS) {
+        m->params = ops->alloc(bytes);
+        if (!m->params) return qf_err_set(e, QF_EXIT_RUNTIME, "out of memory for %lld parameters", (long long)m->n_params);
+    }
+    if (flags & QF_MODEL_GRADS) {
         m->grads = ops->alloc(bytes);
         if (!m->grads) return qf_err_set(e, QF_EXIT_RUNTIME, "out of memory for gradients");
     }
@@ -140,7 +141,7 @@ int qf_model_alloc_acts(qf_model *m, int B, int T, int ackpt, qf_err *e) {
     }
     m->lnf = act_alloc(m, N * C);
     m->rstdf = f32_alloc(m, N);
-    if (m->grads) {
+    {
         m->dres = act_alloc(m, N * C);
         m->dln = act_alloc(m, N * C);
         m->dtmp_c = act_alloc(m, N * C);
@@ -217,19 +218,46 @@ static void grads_done(qf_model *m, int u) {
 
 /* ---- init ------------------------------------------------------------------------------------------------ */
 
-void qf_model_init_random(qf_model *m, uint64_t seed) {
-    float *h = qf_malloc((size_t)m->n_params * sizeof(float));
-    qf_rng r;
-    qf_rng_seed(&r, seed);
+/* splitmix64 finaliser: a counter-based generator (value = f(seed, parameter, element)) */
+static uint64_t mix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+static double unit_open(uint64_t x) { return ((double)(x >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+
+void qf_model_init_random_range(const qf_model *m, uint64_t seed, int64_t b, int64_t e, float *out) {
     double sd = m->cfg.initializer_range > 0 ? m->cfg.initializer_range : 0.02;
     for (int i = 0; i < m->nspecs; i++) {
         const qf_param_spec *s = &m->specs[i];
-        float *p = h + m->offset[i];
+        int64_t pb = m->offset[i], pe = pb + s->numel;
+        int64_t lo = pb > b ? pb : b, hi = pe < e ? pe : e;
+        if (lo >= hi) continue;
         int is_norm = strstr(s->name, "norm") != NULL;
-        for (int64_t j = 0; j < s->numel; j++)
-            p[j] = s->ndim == 2 ? (float)(sd * qf_rng_normal(&r)) : (is_norm ? 1.0f : 0.0f);
+        uint64_t key = mix64(seed ^ mix64((uint64_t)i + 1));
+#pragma omp parallel for schedule(static)
+        for (int64_t j = lo - pb; j < hi - pb; j++) {
+            float v;
+            if (s->ndim == 2) { /* Box-Muller from two counter-based uniforms */
+                uint64_t h = mix64(key + 2 * (uint64_t)j), h2 = mix64(key + 2 * (uint64_t)j + 1);
+                v = (float)(sd * sqrt(-2.0 * log(unit_open(h))) * cos(2.0 * M_PI * unit_open(h2)));
+            } else {
+                v = is_norm ? 1.0f : 0.0f;
+            }
+            out[pb + j - b] = v;
+        }
     }
-    m->ops->act_from_f32(m->params, h, (size_t)m->n_params);
+}
+
+void qf_model_init_random(qf_model *m, uint64_t seed) {
+    float *h = qf_malloc((size_t)m->n_params * sizeof(float));
+    qf_model_init_random_range(m, seed, 0, m->n_params, h);
+    float *dev = m->ops->alloc((size_t)m->n_params * 4);
+    QF_CHECK(dev);
+    m->ops->copy_h2d(dev, h, (size_t)m->n_params * 4);
+    m->ops->act_from_f32(m->params, dev, (size_t)m->n_params);
+    m->ops->free(dev);
     free(h);
 }
 
@@ -237,7 +265,7 @@ void qf_model_init_random(qf_model *m, uint64_t seed) {
 
 static qf_layer_acts *acts_of(qf_model *m, int l) { return m->ackpt ? &m->la[0] : &m->la[l]; }
 
-/* res[l] -> res[l+1] */
+/* res[l] -> res[l+1] (the caller has announced unit l+1 through will_use) */
 static void layer_forward(qf_model *m, int l) {
     const qf_ops *o = m->ops;
     const qf_model_config *c = &m->cfg;
@@ -246,7 +274,6 @@ static void layer_forward(qf_model *m, int l) {
     int N = m->B * m->T, C = c->hidden_size, F = c->intermediate_size, H = c->num_heads, KV = c->num_kv_heads,
         D = c->head_dim;
     float eps = (float)c->rms_norm_eps;
-    will_use(m, l + 1, 0);
     o->rmsnorm_fwd(a->ln1, a->rstd1, m->res[l], P(m, x->ln1), N, C, eps);
     void *q = c->qk_norm ? a->qraw : a->q, *k = c->qk_norm ? a->kraw : a->k;
     o->matmul_fwd(q, a->ln1, P(m, x->qw), P(m, x->qb), N, C, H * D, 0);
@@ -319,7 +346,10 @@ static void forward_trunk(qf_model *m) {
     int N = m->B * m->T, C = m->cfg.hidden_size, L = m->cfg.num_layers;
     will_use(m, 0, 0);
     o->embedding_fwd(m->res[0], m->d_tokens, P(m, m->ix_embed), N, C);
-    for (int l = 0; l < L; l++) layer_forward(m, l);
+    for (int l = 0; l < L; l++) {
+        will_use(m, l + 1, 0);
+        layer_forward(m, l);
+    }
     will_use(m, L + 1, 0);
     o->rmsnorm_fwd(m->lnf, m->rstdf, m->res[L], P(m, m->ix_norm), N, C, (float)m->cfg.rms_norm_eps);
 }
@@ -328,7 +358,7 @@ double qf_model_step(qf_model *m, const qf_rows *r, float grad_scale, int backwa
     const qf_ops *o = m->ops;
     int N = m->B * m->T, C = m->cfg.hidden_size, L = m->cfg.num_layers;
     int V = (int)m->cfg.vocab_size;
-    QF_CHECK(!backward || m->grads);
+    QF_CHECK(!backward || m->grads || m->hooks.unit_grads != default_unit_grads);
     upload_batch(m, r);
     forward_trunk(m);
     double loss = 0;

@@ -69,15 +69,24 @@ typedef struct qf_model {
     size_t act_bytes;         /* bytes of activations + scratch */
 } qf_model;
 
-/* Lays out parameters for cfg, allocates params (and grads when with_grads) on the backend. */
-int qf_model_create(qf_model *m, const qf_model_config *cfg, const qf_ops *ops, int with_grads, qf_err *e);
+/* Lays out parameters for cfg; flags: QF_MODEL_PARAMS / QF_MODEL_GRADS allocate flat parameter / gradient buffers
+ * on the backend (tests and simple tools); the ZeRO engine passes 0 and serves units through the hooks. */
+#define QF_MODEL_PARAMS 1
+#define QF_MODEL_GRADS 2
+int qf_model_create(qf_model *m, const qf_model_config *cfg, const qf_ops *ops, int flags, qf_err *e);
 /* Allocates activations for micro-batches of B x T. */
 int qf_model_alloc_acts(qf_model *m, int B, int T, int ackpt, qf_err *e);
 void qf_model_free(qf_model *m);
 
-/* HF initialisation: every 2-D weight ~ N(0, initializer_range), biases 0, norm weights 1 (seeded, portable). */
+/* HF initialisation: every 2-D weight ~ N(0, initializer_range), biases 0, norm weights 1. Counter-based
+ * (element j of parameter i depends only on seed, i, j), so any rank computes any range [b, e) of the flat
+ * parameter space on its own, identically for every world size: out[e-b] (host fp32). */
+void qf_model_init_random_range(const qf_model *m, uint64_t seed, int64_t b, int64_t e, float *out);
+/* Reads the flat range [b, e) of the parameters from `from` (HF dir, HDF5 model, checkpoint file or directory;
+ * a checkpoint's fp32 /master when present) into out[e-b] (host fp32). */
+int qf_model_load_range(const qf_model *m, const char *from, int64_t b, int64_t e, float *out, qf_err *err);
+/* The same into the model's own flat buffer (QF_MODEL_PARAMS). */
 void qf_model_init_random(qf_model *m, uint64_t seed);
-/* Loads parameters from an HF dir, an HDF5 model, or a checkpoint directory/file (its /params). */
 int qf_model_load(qf_model *m, const char *from, qf_err *e);
 /* Reads the config a model source (HF dir, HDF5 model/checkpoint, checkpoint dir) declares. */
 int qf_model_source_config(const char *from, qf_model_config *c, char *resolved, size_t cap, qf_err *e);

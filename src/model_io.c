@@ -46,30 +46,40 @@ int qf_model_source_config(const char *from, qf_model_config *c, char *resolved,
     return e->code;
 }
 
-int qf_model_load(qf_model *m, const char *from, qf_err *e) {
+int qf_model_load_range(const qf_model *m, const char *from, int64_t b, int64_t en, float *out, qf_err *e) {
     char path[QF_PATH_MAX + 64];
     int kind = source_resolve(from, path, sizeof path, e);
     if (kind < 0) return e->code;
+    qf_hf hf;
+    qf_h5 *f = NULL;
+    const char *group = "params";
+    if (kind == 1) {
+        if (qf_hf_open(path, &hf, e)) return e->code;
+    } else {
+        if (qf_h5_open(path, MPI_COMM_SELF, 0, &f, e)) return e->code;
+        /* a checkpoint's fp32 master weights are the exact parameters; a model file has only /params */
+        if (qf_h5_has(f, "master", NULL)) group = "master";
+    }
+    for (int i = 0; i < m->nspecs && !e->code; i++) {
+        int64_t pb = m->offset[i], pe = pb + m->specs[i].numel;
+        int64_t lo = pb > b ? pb : b, hi = pe < en ? pe : en;
+        if (lo >= hi) continue;
+        if (kind == 1) qf_hf_read_param_range(&hf, m->specs[i].name, lo - pb, hi - lo, out + (lo - b), e);
+        else qf_h5_read_f32(f, group, m->specs[i].name, lo - pb, hi - lo, out + (lo - b), e);
+    }
+    if (kind == 1) {
+        qf_hf_close(&hf);
+    } else {
+        qf_err ce = {0};
+        qf_h5_close(f, &ce);
+    }
+    return e->code;
+}
+
+int qf_model_load(qf_model *m, const char *from, qf_err *e) {
     int64_t n = m->n_params;
     float *host = qf_malloc((size_t)n * 4);
-    if (kind == 1) {
-        qf_hf hf;
-        if (qf_hf_open(path, &hf, e) == 0) {
-            for (int i = 0; i < m->nspecs && !e->code; i++) qf_hf_read_param(&hf, m->specs[i].name, host + m->offset[i], e);
-            qf_hf_close(&hf);
-        }
-    } else {
-        qf_h5 *f = NULL;
-        if (qf_h5_open(path, MPI_COMM_SELF, 0, &f, e) == 0) {
-            /* a checkpoint's fp32 master weights are the exact parameters; a model file has only /params */
-            const char *g = qf_h5_has(f, "master", NULL) ? "master" : "params";
-            for (int i = 0; i < m->nspecs && !e->code; i++)
-                qf_h5_read_f32(f, g, m->specs[i].name, 0, m->specs[i].numel, host + m->offset[i], e);
-            qf_err ce = {0};
-            qf_h5_close(f, &ce);
-        }
-    }
-    if (!e->code) {
+    if (qf_model_load_range(m, from, 0, n, host, e) == 0) {
         const qf_ops *o = m->ops;
         float *dev = o->alloc((size_t)n * 4);
         QF_CHECK(dev);

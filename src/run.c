@@ -35,13 +35,12 @@ static int parse_args(int argc, char **argv, const char **deck, char ***sets, in
     return 0;
 }
 
-/* ---- model config: model.from, or a preset, or explicit dimensions; explicit keys override ---------------- */
+/* ---- model config: model.from, else a preset and/or explicit dimensions (qf_deck_model_config) ----------- */
 
-static int apply_int(const char *deck, const char *key, int have_from, int *dst, int v, qf_err *e) {
-    if (v <= 0) return 0;
-    if (have_from && *dst != v)
-        return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'model.%s' = %d contradicts model.from (%d)", deck, key, v, *dst);
-    *dst = v;
+static int check_same(const qf_deck *d, const char *key, int64_t given, int64_t from, qf_err *e) {
+    if (given > 0 && given != from)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'model.%s' = %lld contradicts model.from (%s has %lld)", d->path,
+                          key, (long long)given, d->model_from, (long long)from);
     return 0;
 }
 
@@ -49,62 +48,25 @@ static int resolve_model(qf_run *r, qf_err *e) {
     qf_deck *d = &r->deck;
     qf_model_config c;
     memset(&c, 0, sizeof c);
-    int have_from = d->model_from[0] != 0;
-    if (have_from) {
+    if (d->model_from[0]) {
         if (qf_model_source_config(d->model_from, &c, r->source, sizeof r->source, e)) return e->code;
-    } else if (d->model_preset[0]) {
-        if (qf_preset_lookup(d->model_preset, &c) != 0) {
-            const char *const *names = qf_preset_names();
-            const char *best = names[0];
-            for (int i = 0; names[i]; i++)
-                if (qf_edit_distance(names[i], d->model_preset) < qf_edit_distance(best, d->model_preset)) best = names[i];
-            return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'model.preset': unknown preset '%s' (did you mean '%s'?)",
-                              d->path, d->model_preset, best);
-        }
-        snprintf(r->source, sizeof r->source, "preset %s (random init, seed %llu)", d->model_preset,
-                 (unsigned long long)d->model_init_seed);
+        /* explicit dimensions next to model.from must agree with it */
+        if (check_same(d, "vocab_size", d->model_vocab_size, c.vocab_size, e) ||
+            check_same(d, "hidden_size", d->model_hidden_size, c.hidden_size, e) ||
+            check_same(d, "intermediate_size", d->model_intermediate_size, c.intermediate_size, e) ||
+            check_same(d, "num_hidden_layers", d->model_num_hidden_layers, c.num_layers, e) ||
+            check_same(d, "num_attention_heads", d->model_num_attention_heads, c.num_heads, e) ||
+            check_same(d, "num_key_value_heads", d->model_num_key_value_heads, c.num_kv_heads, e) ||
+            check_same(d, "head_dim", d->model_head_dim, c.head_dim, e))
+            return e->code;
     } else {
-        snprintf(c.arch, sizeof c.arch, "%s", d->model_arch[0] ? d->model_arch : "qwen2");
-        snprintf(c.family, sizeof c.family, "%s", "preset");
-        c.rope_theta = 1e6;
-        c.rms_norm_eps = 1e-6;
-        c.max_position_embeddings = 32768;
-        c.initializer_range = 0.02;
-        c.attention_bias = strcmp(c.arch, "qwen3") != 0;
-        c.qk_norm = strcmp(c.arch, "qwen3") == 0;
-        c.bos_token_id = c.eos_token_id = c.pad_token_id = -1;
-        snprintf(c.dtype, sizeof c.dtype, "bf16");
-        snprintf(r->source, sizeof r->source, "explicit dimensions (random init, seed %llu)",
-                 (unsigned long long)d->model_init_seed);
+        char msg[512];
+        if (qf_deck_model_config(d, &c, msg, sizeof msg) != 0)
+            return qf_err_set(e, QF_EXIT_INPUT, "%s: model: %s", d->path, msg);
+        snprintf(r->source, sizeof r->source, "%s (random init, seed %llu)",
+                 d->model_preset[0] ? d->model_preset : "explicit dimensions", (unsigned long long)d->model_init_seed);
     }
-    int hf = have_from;
-    if (d->model_vocab_size > 0) {
-        if (hf && c.vocab_size != d->model_vocab_size)
-            return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'model.vocab_size' contradicts model.from", d->path);
-        c.vocab_size = d->model_vocab_size;
-    }
-    if (apply_int(d->path, "hidden_size", hf, &c.hidden_size, d->model_hidden_size, e) ||
-        apply_int(d->path, "intermediate_size", hf, &c.intermediate_size, d->model_intermediate_size, e) ||
-        apply_int(d->path, "num_hidden_layers", hf, &c.num_layers, d->model_num_hidden_layers, e) ||
-        apply_int(d->path, "num_attention_heads", hf, &c.num_heads, d->model_num_attention_heads, e) ||
-        apply_int(d->path, "num_key_value_heads", hf, &c.num_kv_heads, d->model_num_key_value_heads, e) ||
-        apply_int(d->path, "head_dim", hf, &c.head_dim, d->model_head_dim, e) ||
-        apply_int(d->path, "max_position_embeddings", 0, &c.max_position_embeddings, d->model_max_position_embeddings, e))
-        return e->code;
-    if (!hf && c.num_kv_heads == 0) c.num_kv_heads = c.num_heads;
-    if (!hf && c.head_dim == 0 && c.num_heads > 0) c.head_dim = c.hidden_size / c.num_heads;
-    if (!hf) {
-        if (d->model_tie_word_embeddings >= 0) c.tie_word_embeddings = d->model_tie_word_embeddings;
-        if (d->model_attention_bias >= 0) c.attention_bias = d->model_attention_bias;
-        if (d->model_qk_norm >= 0) c.qk_norm = d->model_qk_norm;
-        if (d->model_rope_theta > 0) c.rope_theta = d->model_rope_theta;
-        if (d->model_rms_norm_eps > 0) c.rms_norm_eps = d->model_rms_norm_eps;
-    }
-    if (d->model_initializer_range > 0) c.initializer_range = d->model_initializer_range;
-    char msg[512];
-    if (qf_model_config_check(&c, msg, sizeof msg) != 0)
-        return qf_err_set(e, QF_EXIT_INPUT, "%s: model: %s", d->path, msg);
-    if (qf_model_create(&r->model, &c, r->ops, 1, e)) return e->code;
+    if (qf_model_create(&r->model, &c, r->ops, 0, e)) return e->code;
     return 0;
 }
 
@@ -183,7 +145,7 @@ static int setup(qf_run *r, int argc, char **argv, int mode, qf_err *e) {
     if (qf_model_alloc_acts(&r->model, d->train_micro_batch_size_per_gpu, d->seq_len,
                             d->activation_checkpointing != QF_ACKPT_NONE, e))
         return e->code;
-    if (qf_zero_init(&r->zero, &r->model, &r->comm, d, e)) return e->code;
+    if (qf_zero_init(&r->zero, &r->model, &r->comm, d, mode == QF_RUN_TRAIN, e)) return e->code;
 
     /* parameters: a checkpoint in checkpoint.dir wins (resume), else model.from, else random init */
     char ck[QF_PATH_MAX + 64];
@@ -195,12 +157,18 @@ static int setup(qf_run *r, int argc, char **argv, int mode, qf_err *e) {
         if (qf_ckpt_load(ck, &r->zero, &r->st, e)) return e->code;
         snprintf(r->source, sizeof r->source, "%s", ck);
         r->resumed = 1;
-    } else if (d->model_from[0]) {
-        if (qf_model_load(&r->model, d->model_from, e)) return e->code;
-        qf_zero_master_from_params(&r->zero);
     } else {
-        qf_model_init_random(&r->model, d->model_init_seed);
-        qf_zero_master_from_params(&r->zero);
+        /* model.from or random init: each rank reads / computes only the range it holds */
+        int64_t b, en;
+        qf_zero_load_range(&r->zero, &b, &en);
+        float *host = qf_malloc((size_t)(en - b) * 4 + 4);
+        if (d->model_from[0]) qf_model_load_range(&r->model, d->model_from, b, en, host, e);
+        else qf_model_init_random_range(&r->model, d->model_init_seed, b, en, host);
+        /* every rank reaches set_params (collective with parameter offload) */
+        int bad = qf_comm_any(&r->comm, e->code != 0);
+        if (!bad) qf_zero_set_params(&r->zero, b, en, host);
+        free(host);
+        if (bad) return e->code ? e->code : qf_err_set(e, QF_EXIT_INPUT, "loading %s failed on another rank", d->model_from);
     }
     r->deck_text = deck_to_text(d);
     /* MFU: SPEC's flops per token; the CPU backend has no tensor-core peak (MFU reported as 0 unless peak_tflops) */

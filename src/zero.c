@@ -1,119 +1,416 @@
-/* zero.c — see zero.h. */
+/* zero.c — see zero.h: partition, storage, the model hooks, and the optimizer step. */
 #include "zero.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-int qf_zero_init(qf_zero *z, qf_model *m, qf_comm *c, const qf_deck *d, qf_err *e) {
+/* ---- accounting and allocation ----------------------------------------------------------------------------- */
+
+static void track(qf_zero *z, int64_t delta) {
+    z->cur_state_bytes += delta;
+    if (z->cur_state_bytes > z->peak_state_bytes) z->peak_state_bytes = z->cur_state_bytes;
+}
+static size_t AB(const qf_zero *z) { return z->ops->act_bytes; }
+static void *dev_alloc(qf_zero *z, int64_t elems, size_t esize) {
+    size_t b = (size_t)elems * esize;
+    void *p = z->ops->alloc(b ? b : 1);
+    if (!p) QF_FATAL("out of memory: %zu bytes of model state on rank %d", b, z->comm->rank);
+    track(z, (int64_t)b);
+    return p;
+}
+static void dev_free(qf_zero *z, void *p, int64_t elems, size_t esize) {
+    if (!p) return;
+    z->ops->free(p);
+    track(z, -(int64_t)((size_t)elems * esize));
+}
+static float *host_alloc(qf_zero *z, int64_t elems) {
+    track(z, elems * 4);
+    return qf_calloc((size_t)(elems ? elems : 1), 4);
+}
+static char *at(const qf_zero *z, void *base, int64_t elem) { return (char *)base + (size_t)elem * AB(z); }
+static int64_t ub(const qf_zero *z, int u) { return z->m->unit_off[u]; }
+static int64_t ue(const qf_zero *z, int u) { return z->m->unit_off[u + 1]; }
+static int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
+static int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+static MPI_Datatype act_mpi(const qf_zero *z) {
+    QF_CHECK(AB(z) == 4);
+    return MPI_FLOAT;
+}
+
+/* ---- stage 3: units gathered on use ------------------------------------------------------------------------ */
+
+/* this rank's contribution to unit u: its shard's piece */
+static const void *my_piece(qf_zero *z, int u) {
+    int64_t lo = imax(ub(z, u), z->shard_begin);
+    void *src = z->offload_param ? at(z, z->pnode, lo) : at(z, z->pshard, lo - z->shard_begin);
+    return src;
+}
+
+static void gather_start(qf_zero *z, int u, int blocking) {
+    int64_t n = ue(z, u) - ub(z, u);
+    z->ucache[u] = dev_alloc(z, n, AB(z));
+    if (!z->upersist[u]) z->live += n;
+    if (z->offload_param) { /* the node's shared host copy -> this rank's (device) buffer */
+        z->ops->copy_h2d(z->ucache[u], at(z, z->pnode, ub(z, u)), (size_t)n * AB(z));
+        z->gathers++;
+        return;
+    }
+    int r = z->comm->rank;
+    if (blocking) {
+        MPI_Allgatherv(my_piece(z, u), z->ucount[u][r], act_mpi(z), z->ucache[u], z->ucount[u], z->udispl[u],
+                       act_mpi(z), z->comm->world);
+        z->gathers++;
+    } else {
+        MPI_Iallgatherv(my_piece(z, u), z->ucount[u][r], act_mpi(z), z->ucache[u], z->ucount[u], z->udispl[u],
+                        act_mpi(z), z->comm->world, &z->ureq[u]);
+        z->prefetches++;
+    }
+}
+
+static void gather_wait(qf_zero *z, int u) {
+    if (z->ureq[u] != MPI_REQUEST_NULL) MPI_Wait(&z->ureq[u], MPI_STATUS_IGNORE);
+}
+
+static void unit_release(qf_zero *z, int u) {
+    if (!z->ucache[u]) return;
+    gather_wait(z, u);
+    int64_t n = ue(z, u) - ub(z, u);
+    dev_free(z, z->ucache[u], n, AB(z));
+    z->ucache[u] = NULL;
+    if (!z->upersist[u]) z->live -= n;
+}
+
+static void unit_ensure(qf_zero *z, int u) {
+    if (!z->ucache[u]) gather_start(z, u, 1);
+    else gather_wait(z, u);
+}
+
+static void *hk_params(void *ctx, int u) {
+    qf_zero *z = ctx;
+    if (z->stage < 3) return at(z, z->pfull, ub(z, u));
+    unit_ensure(z, u);
+    return z->ucache[u];
+}
+
+/* Before unit u is used: keep u and the prefetch window (next units in the direction of travel, within
+ * stage3_prefetch_bucket_size and stage3_max_live_parameters), free every other non-persistent unit, start the
+ * window's gathers without blocking. */
+static void hk_will_use(void *ctx, int u, int backward) {
+    qf_zero *z = ctx;
+    if (z->stage < 3) return;
+    int U = z->m->nunits, dir = backward ? -1 : 1;
+    int keep_to = u; /* window [u, keep_to] in direction dir */
+    int64_t budget = z->d->stage3_prefetch_bucket_size, live = ue(z, u) - ub(z, u);
+    for (int v = u + dir; v >= 0 && v < U; v += dir) {
+        int64_t n = ue(z, v) - ub(z, v);
+        if (z->upersist[v]) continue;
+        if (n > budget || live + n > z->d->stage3_max_live_parameters) break;
+        budget -= n;
+        live += n;
+        keep_to = v;
+    }
+    for (int v = 0; v < U; v++) {
+        int in = dir > 0 ? (v >= u && v <= keep_to) : (v <= u && v >= keep_to);
+        if (!in && !z->upersist[v]) unit_release(z, v);
+    }
+    unit_ensure(z, u);
+    for (int v = u + dir; dir > 0 ? v <= keep_to : v >= keep_to; v += dir)
+        if (!z->ucache[v]) gather_start(z, v, 0);
+}
+
+static void units_invalidate(qf_zero *z) {
+    if (z->stage < 3) return;
+    for (int u = 0; u < z->m->nunits; u++) unit_release(z, u);
+}
+
+/* ---- stages 2-3: gradients reduce-scattered unit by unit --------------------------------------------------- */
+
+static void *hk_grads(void *ctx, int u) {
+    qf_zero *z = ctx;
+    if (z->stage < 2) return at(z, z->gfull, ub(z, u));
+    if (!z->gunit[u]) z->gunit[u] = dev_alloc(z, ue(z, u) - ub(z, u), AB(z)); /* zero-filled */
+    return z->gunit[u];
+}
+
+static void pending_complete(qf_zero *z, int keep) {
+    while (z->npend > keep) {
+        qf_zero_pending *p = &z->pend[0];
+        MPI_Wait(&p->req, MPI_STATUS_IGNORE);
+        if (p->n) z->ops->add_inplace(at(z, z->gshard, p->lo - z->shard_begin), p->recv, (size_t)p->n);
+        dev_free(z, p->send, p->n_send, AB(z));
+        dev_free(z, p->recv, p->n, AB(z));
+        memmove(&z->pend[0], &z->pend[1], (size_t)(z->npend - 1) * sizeof *z->pend);
+        z->npend--;
+    }
+}
+
+static void hk_grads_done(void *ctx, int u) {
+    qf_zero *z = ctx;
+    if (z->stage < 2 || !z->gunit[u]) return;
+    int r = z->comm->rank;
+    qf_zero_pending *p = &z->pend[z->npend++];
+    p->lo = imax(ub(z, u), z->shard_begin);
+    p->n = z->ucount[u][r];
+    p->n_send = ue(z, u) - ub(z, u);
+    p->send = z->gunit[u];
+    p->recv = dev_alloc(z, p->n, AB(z));
+    z->gunit[u] = NULL;
+    MPI_Ireduce_scatter(p->send, p->recv, z->ucount[u], act_mpi(z), MPI_SUM, z->comm->world, &p->req);
+    /* without overlap_comm each reduce-scatter completes at once; with it, at most reduce_bucket_size elements
+     * of gradients wait in flight while the backward goes on */
+    int64_t inflight = 0;
+    for (int i = 0; i < z->npend; i++) inflight += z->pend[i].n_send;
+    if (!z->d->overlap_comm) pending_complete(z, 0);
+    else if (inflight > z->d->reduce_bucket_size) pending_complete(z, 1 < z->npend ? z->npend - 1 : 0);
+}
+
+/* ---- parameter offload: the node's shared copy ------------------------------------------------------------- */
+
+/* After every rank of the node wrote its shard into the shared copy: leaders exchange other nodes' shards. */
+static void node_exchange(qf_zero *z) {
+    qf_comm *c = z->comm;
+    MPI_Win_sync(z->pwin);
+    MPI_Barrier(c->node);
+    if (c->leaders != MPI_COMM_NULL && c->n_nodes > 1)
+        for (int r = 0; r < c->world_size; r++) {
+            int64_t off = z->shard_displ[r], n = z->shard_count[r];
+            for (int64_t o = 0; o < n; o += (int64_t)1 << 30) {
+                int k = (int)imin(n - o, (int64_t)1 << 30);
+                MPI_Bcast(at(z, z->pnode, off + o), k, act_mpi(z), z->leader_of[r], c->leaders);
+            }
+        }
+    MPI_Win_sync(z->pwin);
+    MPI_Barrier(c->node);
+}
+
+/* ---- init / free ------------------------------------------------------------------------------------------- */
+
+int qf_zero_init(qf_zero *z, qf_model *m, qf_comm *c, const qf_deck *d, int with_optimizer, qf_err *e) {
     memset(z, 0, sizeof *z);
     z->m = m;
     z->comm = c;
     z->d = d;
+    z->ops = m->ops;
     z->stage = d->zero_stage;
-    if (z->stage == 3)
-        return qf_err_set(e, QF_EXIT_INPUT, "%s: zero_optimization.stage = 3 is not available in this build yet "
-                                            "(stages 0-2 are); see docs/zero.md",
-                          d->path);
-    int W = c->world_size;
-    int64_t n = m->n_params;
+    z->with_opt = with_optimizer;
+    z->offload_opt = d->offload_optimizer == QF_OFFLOAD_CPU;
+    z->offload_param = d->offload_param == QF_OFFLOAD_CPU;
+    if (z->offload_param && z->stage != 3)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: zero_optimization.offload_param needs stage 3", d->path);
+    int W = c->world_size, U = m->nunits;
+    z->n = m->n_params;
     z->shard_count = qf_calloc((size_t)W, sizeof(int64_t));
     z->shard_displ = qf_calloc((size_t)W, sizeof(int64_t));
     for (int r = 0; r < W; r++) {
-        int64_t b = (int64_t)((__int128)n * r / W), en = (int64_t)((__int128)n * (r + 1) / W);
+        int64_t b = (int64_t)((__int128)z->n * r / W), en = (int64_t)((__int128)z->n * (r + 1) / W);
         z->shard_displ[r] = b;
         z->shard_count[r] = en - b;
     }
-    if (z->stage == 0) {
-        z->shard_begin = 0;
-        z->shard_end = n;
-    } else {
-        z->shard_begin = z->shard_displ[c->rank];
-        z->shard_end = z->shard_begin + z->shard_count[c->rank];
+    z->shard_begin = z->shard_displ[c->rank];
+    z->shard_end = z->shard_begin + z->shard_count[c->rank];
+    z->opt_begin = z->stage == 0 ? 0 : z->shard_begin;
+    z->opt_end = z->stage == 0 ? z->n : z->shard_end;
+    z->ucount = qf_calloc((size_t)U, sizeof(int *));
+    z->udispl = qf_calloc((size_t)U, sizeof(int *));
+    for (int u = 0; u < U; u++) {
+        z->ucount[u] = qf_calloc((size_t)W, sizeof(int));
+        z->udispl[u] = qf_calloc((size_t)W, sizeof(int));
+        for (int r = 0; r < W; r++) {
+            int64_t lo = imax(ub(z, u), z->shard_displ[r]), hi = imin(ue(z, u), z->shard_displ[r] + z->shard_count[r]);
+            if (hi - lo > (int64_t)0x7fffffff)
+                return qf_err_set(e, QF_EXIT_RUNTIME, "unit %d: a shard piece of %lld elements exceeds MPI's int counts; "
+                                                      "use more ranks", u, (long long)(hi - lo));
+            z->ucount[u][r] = hi > lo ? (int)(hi - lo) : 0;
+            z->udispl[u][r] = hi > lo ? (int)(lo - ub(z, u)) : 0;
+        }
     }
-    size_t len = (size_t)(z->shard_end - z->shard_begin);
-    /* the CPU backend's memory is host memory: offload changes nothing in place but is honoured for [cuda] */
-    z->master_on_host = 1;
-    z->master = qf_calloc(len, sizeof(float));
-    z->adam_m = qf_calloc(len, sizeof(float));
-    z->adam_v = qf_calloc(len, sizeof(float));
+    if (!with_optimizer) z->opt_end = z->opt_begin; /* eval: no optimizer state */
+    int64_t shard = z->shard_end - z->shard_begin, opt = z->opt_end - z->opt_begin;
+    /* parameters */
+    if (z->stage < 3) {
+        z->pfull = dev_alloc(z, z->n, AB(z));
+    } else if (!z->offload_param) {
+        z->pshard = dev_alloc(z, shard, AB(z));
+    } else {
+        MPI_Aint bytes = c->local_rank == 0 ? (MPI_Aint)((size_t)z->n * AB(z)) : 0;
+        void *base = NULL;
+        MPI_Win_allocate_shared(bytes, (int)AB(z), MPI_INFO_NULL, c->node, &base, &z->pwin);
+        MPI_Aint qsize;
+        int qdisp;
+        MPI_Win_shared_query(z->pwin, 0, &qsize, &qdisp, &z->pnode);
+        MPI_Win_lock_all(MPI_MODE_NOCHECK, z->pwin);
+        z->leader_of = qf_calloc((size_t)W, sizeof(int));
+        int mine = -1;
+        if (c->leaders != MPI_COMM_NULL) MPI_Comm_rank(c->leaders, &mine);
+        MPI_Bcast(&mine, 1, MPI_INT, 0, c->node);
+        MPI_Allgather(&mine, 1, MPI_INT, z->leader_of, 1, MPI_INT, c->world);
+    }
+    z->ucache = qf_calloc((size_t)U, sizeof(void *));
+    z->ureq = qf_calloc((size_t)U, sizeof(MPI_Request));
+    z->upersist = qf_calloc((size_t)U, sizeof(int));
+    for (int u = 0; u < U; u++) {
+        z->ureq[u] = MPI_REQUEST_NULL;
+        z->upersist[u] = (ue(z, u) - ub(z, u)) < d->stage3_param_persistence_threshold;
+    }
+    /* gradients */
+    if (with_optimizer && z->stage < 2) z->gfull = dev_alloc(z, z->n, AB(z));
+    else if (with_optimizer) z->gshard = dev_alloc(z, shard, AB(z));
+    z->gunit = qf_calloc((size_t)U, sizeof(void *));
+    z->pend = qf_calloc((size_t)U + 1, sizeof *z->pend);
+    /* optimizer */
+    if (z->offload_opt) {
+        z->master = host_alloc(z, opt);
+        z->adam_m = host_alloc(z, opt);
+        z->adam_v = host_alloc(z, opt);
+        z->host_grad = host_alloc(z, opt);
+    } else {
+        z->master = dev_alloc(z, opt, 4);
+        z->adam_m = dev_alloc(z, opt, 4);
+        z->adam_v = dev_alloc(z, opt, 4);
+    }
+    m->hooks.ctx = z;
+    m->hooks.unit_params = hk_params;
+    m->hooks.unit_grads = hk_grads;
+    m->hooks.unit_grads_done = hk_grads_done;
+    m->hooks.unit_will_use = hk_will_use;
     return 0;
 }
 
 void qf_zero_free(qf_zero *z) {
+    if (!z->m) return;
+    int U = z->m->nunits;
+    pending_complete(z, 0);
+    units_invalidate(z);
+    int64_t shard = z->shard_end - z->shard_begin, opt = z->opt_end - z->opt_begin;
+    for (int u = 0; u < U; u++) {
+        if (z->gunit[u]) dev_free(z, z->gunit[u], ue(z, u) - ub(z, u), AB(z));
+        free(z->ucount[u]);
+        free(z->udispl[u]);
+    }
+    dev_free(z, z->pfull, z->n, AB(z));
+    dev_free(z, z->pshard, shard, AB(z));
+    if (z->pnode) {
+        MPI_Win_unlock_all(z->pwin);
+        MPI_Win_free(&z->pwin);
+    }
+    dev_free(z, z->gfull, z->n, AB(z));
+    dev_free(z, z->gshard, z->gshard ? shard : 0, AB(z));
+    if (z->offload_opt) {
+        free(z->master);
+        free(z->adam_m);
+        free(z->adam_v);
+        free(z->host_grad);
+    } else {
+        dev_free(z, z->master, opt, 4);
+        dev_free(z, z->adam_m, opt, 4);
+        dev_free(z, z->adam_v, opt, 4);
+    }
+    free(z->ucount);
+    free(z->udispl);
+    free(z->ucache);
+    free(z->ureq);
+    free(z->upersist);
+    free(z->gunit);
+    free(z->pend);
+    free(z->leader_of);
     free(z->shard_count);
     free(z->shard_displ);
-    free(z->master);
-    free(z->adam_m);
-    free(z->adam_v);
+    z->m->hooks.unit_params = NULL;
     memset(z, 0, sizeof *z);
 }
 
-void qf_zero_master_from_params(qf_zero *z) {
-    const qf_ops *o = z->m->ops;
-    size_t len = (size_t)(z->shard_end - z->shard_begin);
-    float *tmp = o->alloc(len * 4);
-    QF_CHECK(tmp);
-    o->act_to_f32(tmp, (const char *)z->m->params + (size_t)z->shard_begin * o->act_bytes, len);
-    o->copy_d2h(z->master, tmp, len * 4);
-    o->free(tmp);
+/* ---- parameters in and out ---------------------------------------------------------------------------------- */
+
+void qf_zero_load_range(const qf_zero *z, int64_t *b, int64_t *e) {
+    *b = z->stage == 3 ? z->shard_begin : 0;
+    *e = z->stage == 3 ? z->shard_end : z->n;
 }
 
+/* where the act parameters of flat element `elem` live on this rank */
+static char *param_at(qf_zero *z, int64_t elem) {
+    if (z->stage < 3) return at(z, z->pfull, elem);
+    if (z->offload_param) return at(z, z->pnode, elem);
+    QF_CHECK(elem >= z->shard_begin && elem <= z->shard_end);
+    return at(z, z->pshard, elem - z->shard_begin);
+}
+
+/* fp32 host <-> act (backend) through a backend fp32 staging buffer */
+static void act_from_host(qf_zero *z, void *dst, const float *host, int64_t n) {
+    float *tmp = z->ops->alloc((size_t)n * 4 + 4);
+    QF_CHECK(tmp);
+    z->ops->copy_h2d(tmp, host, (size_t)n * 4);
+    z->ops->act_from_f32(dst, tmp, (size_t)n);
+    z->ops->free(tmp);
+}
+static void act_to_host(qf_zero *z, float *host, const void *src, int64_t n) {
+    float *tmp = z->ops->alloc((size_t)n * 4 + 4);
+    QF_CHECK(tmp);
+    z->ops->act_to_f32(tmp, src, (size_t)n);
+    z->ops->copy_d2h(host, tmp, (size_t)n * 4);
+    z->ops->free(tmp);
+}
+
+void qf_zero_set_params(qf_zero *z, int64_t b, int64_t e, const float *host) {
+    act_from_host(z, param_at(z, b), host, e - b);
+    int64_t lo = imax(b, z->opt_begin), hi = imin(e, z->opt_end);
+    if (hi > lo) {
+        if (z->offload_opt) memcpy(z->master + (lo - z->opt_begin), host + (lo - b), (size_t)(hi - lo) * 4);
+        else z->ops->copy_h2d(z->master + (lo - z->opt_begin), host + (lo - b), (size_t)(hi - lo) * 4);
+    }
+    if (z->offload_param) node_exchange(z);
+    units_invalidate(z);
+}
+
+void qf_zero_get_params(qf_zero *z, int64_t b, int64_t e, float *host) {
+    if (e > b) act_to_host(z, host, param_at(z, b), e - b);
+}
+
+/* ---- the step ---------------------------------------------------------------------------------------------- */
+
 void qf_zero_zero_grads(qf_zero *z) {
-    z->m->ops->zero(z->m->grads, (size_t)z->m->n_params * z->m->ops->act_bytes);
+    if (z->stage < 2) z->ops->zero(z->gfull, (size_t)z->n * AB(z));
+    else z->ops->zero(z->gshard, (size_t)(z->shard_end - z->shard_begin) * AB(z));
 }
 
 void qf_zero_reduce(qf_zero *z) {
-    qf_comm *c = z->comm;
-    if (c->world_size == 1) return;
-    if (z->stage <= 1) {
-        qf_comm_allreduce_act(c, z->m->grads, (size_t)z->m->n_params);
-    } else {
-        /* stage 2: each rank ends with the summed gradients of its shard, in place at its shard's offset */
-        size_t eb = z->m->ops->act_bytes;
-        char *g = z->m->grads;
-        int64_t len = z->shard_end - z->shard_begin;
-        void *tmp = z->m->ops->alloc((size_t)len * eb + 1);
-        QF_CHECK(tmp);
-        qf_comm_reduce_scatter_act(c, g, tmp, z->shard_count, z->shard_displ);
-        z->m->ops->copy_d2d(g + (size_t)z->shard_begin * eb, tmp, (size_t)len * eb);
-        z->m->ops->free(tmp);
-    }
+    if (z->stage < 2) qf_comm_allreduce_act(z->comm, z->gfull, (size_t)z->n);
+    else pending_complete(z, 0);
+}
+
+/* gradients of the optimizer range */
+static const void *opt_grads(qf_zero *z) {
+    return z->stage < 2 ? at(z, z->gfull, z->opt_begin) : z->gshard;
 }
 
 double qf_zero_grad_norm(qf_zero *z, double unscale) {
-    const qf_ops *o = z->m->ops;
     double ss;
-    if (z->stage == 0 || z->comm->world_size == 1) {
-        ss = o->sumsq(z->m->grads, (size_t)z->m->n_params);
-    } else {
-        ss = o->sumsq((const char *)z->m->grads + (size_t)z->shard_begin * o->act_bytes,
-                      (size_t)(z->shard_end - z->shard_begin));
-        ss = qf_comm_sum_f64(z->comm, ss);
-    }
+    if (z->stage < 2) ss = z->ops->sumsq(z->gfull, (size_t)z->n);
+    else ss = qf_comm_sum_f64(z->comm, z->ops->sumsq(z->gshard, (size_t)(z->shard_end - z->shard_begin)));
     return sqrt(ss) * unscale;
 }
 
 void qf_zero_update(qf_zero *z, double lr, float gscale) {
     qf_model *m = z->m;
-    const qf_ops *o = m->ops;
     const qf_deck *d = z->d;
-    size_t eb = o->act_bytes;
+    int64_t ob = z->opt_begin, oe = z->opt_end;
+    const void *g = opt_grads(z);
     z->adam_t++;
-    /* AdamW per parameter segment inside this rank's shard: decay only on 2-D weights */
-    for (int i = 0; i < m->nspecs; i++) {
-        int64_t pb = m->offset[i], pe = pb + m->specs[i].numel;
-        int64_t b = pb > z->shard_begin ? pb : z->shard_begin, en = pe < z->shard_end ? pe : z->shard_end;
-        if (b >= en) continue;
+    const qf_ops *aops = z->offload_opt ? qf_ops_cpu() : z->ops; /* offload: AdamW on host threads */
+    if (z->offload_opt) act_to_host(z, z->host_grad, g, oe - ob);
+    for (int i = 0; i < m->nspecs; i++) { /* per parameter segment: decay only on 2-D weights */
+        int64_t lo = imax(m->offset[i], ob), hi = imin(m->offset[i] + m->specs[i].numel, oe);
+        if (lo >= hi) continue;
         float wd = m->specs[i].decay ? (float)d->weight_decay : 0.0f;
-        int64_t s = b - z->shard_begin;
-        o->adamw(z->master + s, (char *)m->params + (size_t)b * eb, (const char *)m->grads + (size_t)b * eb,
-                 z->adam_m + s, z->adam_v + s, (size_t)(en - b), gscale, (float)lr, (float)d->beta1,
-                 (float)d->beta2, (float)d->eps, wd, (int)z->adam_t);
+        int64_t s = lo - ob;
+        const void *gs = z->offload_opt ? (const void *)(z->host_grad + s) : (const void *)at(z, (void *)g, s);
+        void *pact = z->offload_opt ? NULL : param_at(z, lo);
+        aops->adamw(z->master + s, pact, gs, z->adam_m + s, z->adam_v + s, (size_t)(hi - lo), gscale, (float)lr,
+                    (float)d->beta1, (float)d->beta2, (float)d->eps, wd, (int)z->adam_t);
     }
-    if (z->stage >= 1) qf_comm_allgather_act(z->comm, m->params, z->shard_count, z->shard_displ);
+    if (z->offload_opt) act_from_host(z, param_at(z, ob), z->master, oe - ob); /* updated shard back */
+    if (z->stage == 1 || z->stage == 2) qf_comm_allgather_act(z->comm, z->pfull, z->shard_count, z->shard_displ);
+    if (z->offload_param) node_exchange(z);
+    units_invalidate(z);
 }
 
-int64_t qf_zero_state_bytes(const qf_zero *z) {
-    int64_t n = z->m->n_params, s = z->shard_end - z->shard_begin;
-    return n * (int64_t)z->m->ops->act_bytes * 2 + s * 12;
-}
+int64_t qf_zero_state_bytes(const qf_zero *z) { return z->cur_state_bytes; }

@@ -1,43 +1,97 @@
 /* zero.h — the ZeRO engine (DeepSpeed semantics) over the model's flat parameter space.
  *
- * The flat space [0, n_params) is partitioned into world_size contiguous shards (any sizes: rank r owns
- * [r*n/W, (r+1)*n/W)). Stage 0: gradients all-reduced, every rank keeps the whole fp32 master + Adam state.
- * Stage 1: master + moments sharded; gradients all-reduced; updated shards all-gathered. Stage 2: + gradients
- * reduce-scattered. Stage 3: + parameters sharded, units gathered on use ([zero] issue).
- * offload_optimizer = cpu keeps master and moments in host memory and runs AdamW there.
- * The engine owns the optimizer state; the trainer calls, per optimizer step:
- *   qf_zero_zero_grads -> micro-batches (qf_model_step) -> qf_zero_reduce -> qf_zero_grad_norm -> qf_zero_update. */
+ * The flat space [0, n_params) is partitioned into world_size contiguous shards of any sizes (rank r owns
+ * [r*n/W, (r+1)*n/W)); units (model.h) are the pieces that move.
+ *   stage 0: full parameters, full gradients (all-reduced), full fp32 master + Adam moments on every rank
+ *   stage 1: + master and moments sharded; updated parameter shards all-gathered
+ *   stage 2: + gradients sharded: each unit's gradients are reduce-scattered as soon as its backward is done
+ *            (non-blocking with overlap_comm) into this rank's shard, then the unit buffer is freed
+ *   stage 3: + parameters sharded: a unit is all-gathered just before use (prefetching the next one within
+ *            stage3_prefetch_bucket_size / stage3_max_live_parameters), freed after; units smaller than
+ *            stage3_param_persistence_threshold stay gathered
+ * offload_optimizer = cpu: master, moments and a fp32 gradient shard live in (pinned, on GPUs) host memory and
+ *   AdamW runs there on host threads; the updated shard is copied back.
+ * offload_param = cpu (stage 3): ONE copy of the parameters per node in MPI-3 shared memory
+ *   (MPI_Win_allocate_shared); units are copied from it on use; after the update every rank writes its shard
+ *   into the node copy and the node leaders exchange the shards of other nodes.
+ * Per optimizer step the trainer calls: qf_zero_zero_grads -> micro-batches (qf_model_step; the engine's hooks
+ * serve parameters and take gradients) -> qf_zero_reduce -> qf_zero_grad_norm -> qf_zero_update. */
 #ifndef QF_ZERO_H
 #define QF_ZERO_H
+#include <mpi.h>
 #include <stdint.h>
 #include "comm.h"
 #include "deck.h"
 #include "model.h"
 
+typedef struct qf_zero_pending { /* a non-blocking reduce-scatter of one unit's gradients */
+    MPI_Request req;
+    void *send, *recv;
+    int64_t lo, n;  /* flat range received by this rank */
+    int64_t n_send; /* elements of the unit sent */
+} qf_zero_pending;
+
 typedef struct qf_zero {
     qf_model *m;
     qf_comm *comm;
     const qf_deck *d;
-    int stage;
-    int64_t *shard_count, *shard_displ; /* [world] */
-    int64_t shard_begin, shard_end;     /* this rank's flat range */
-    float *master, *adam_m, *adam_v;    /* [shard_end - shard_begin] fp32 */
-    int64_t adam_t;                     /* successful optimizer steps (bias correction) */
-    int master_on_host;
+    const qf_ops *ops;
+    int stage, offload_opt, offload_param, with_opt;
+    int64_t n;                          /* parameters */
+    int64_t *shard_count, *shard_displ; /* [world] partition of the flat space */
+    int64_t shard_begin, shard_end;     /* this rank's shard */
+    int64_t opt_begin, opt_end;         /* range whose optimizer state this rank keeps (stage 0: all) */
+
+    /* parameters */
+    void *pfull;                        /* stages 0-2: act [n] */
+    void *pshard;                       /* stage 3 without param offload: act [shard] */
+    MPI_Win pwin;                       /* offload_param: node-shared act [n] (host) */
+    void *pnode;
+    int *leader_of;                     /* [world] index in comm->leaders of each rank's node leader */
+    int **ucount, **udispl;             /* [nunits][world] each rank's piece of each unit (MPI counts) */
+    void **ucache;                      /* stage 3: gathered unit buffers [nunits] */
+    MPI_Request *ureq;                  /* [nunits] pending prefetch */
+    int *upersist;                      /* [nunits] kept gathered */
+    int64_t live;                       /* gathered elements (non-persistent) */
+    int64_t gathers, prefetches;        /* counters (tests, wall_clock_breakdown) */
+
+    /* gradients */
+    void *gfull;                        /* stages 0-1: act [n] */
+    void *gshard;                       /* stages 2-3: act [shard], accumulated over micro-batches */
+    void **gunit;                       /* stages 2-3: [nunits] per-unit gradient buffers during the backward */
+    qf_zero_pending *pend;
+    int npend;
+
+    /* optimizer (fp32) */
+    float *master, *adam_m, *adam_v;    /* [opt range] */
+    float *host_grad;                   /* offload_optimizer: fp32 gradient of the opt range */
+    int64_t adam_t;
+    int64_t peak_state_bytes;           /* high-water mark of the state this rank holds (params+grads+optimizer) */
+    int64_t cur_state_bytes;
 } qf_zero;
 
-int qf_zero_init(qf_zero *z, qf_model *m, qf_comm *c, const qf_deck *d, qf_err *e);
+/* with_optimizer = 0 (eval): parameters only, no gradients, master or moments */
+int qf_zero_init(qf_zero *z, qf_model *m, qf_comm *c, const qf_deck *d, int with_optimizer, qf_err *e);
 void qf_zero_free(qf_zero *z);
-/* master = current model parameters (after load / init) */
-void qf_zero_master_from_params(qf_zero *z);
+
+/* Parameters from host fp32 values of the flat range [b, e) (b, e = qf_zero_load_range's range); also sets the
+ * master weights inside it. */
+void qf_zero_set_params(qf_zero *z, int64_t b, int64_t e, const float *host);
+/* The flat range this rank must be given by qf_zero_set_params: all of it, or its shard at stage 3. */
+void qf_zero_load_range(const qf_zero *z, int64_t *b, int64_t *e);
+/* fp32 host copy of the parameters [b, e), which must lie inside what this rank holds (its shard always does). */
+void qf_zero_get_params(qf_zero *z, int64_t b, int64_t e, float *host);
+
 void qf_zero_zero_grads(qf_zero *z);
-/* sum gradients over ranks (all-reduce or reduce-scatter per stage) */
+/* completes the gradient reduction of the step (all-reduce at stages 0-1; pending reduce-scatters at 2-3) */
 void qf_zero_reduce(qf_zero *z);
-/* global L2 norm of the (reduced) gradients, divided by inv_scale's reciprocal: returns ||g|| * unscale */
+/* global L2 norm of the reduced gradients, times unscale */
 double qf_zero_grad_norm(qf_zero *z, double unscale);
-/* AdamW step on this rank's shard with gradients multiplied by gscale, learning rate lr; then params everywhere */
+/* AdamW on this rank's optimizer range with gradients times gscale and learning rate lr; parameters refreshed
+ * everywhere (all-gather / node exchange) */
 void qf_zero_update(qf_zero *z, double lr, float gscale);
-/* state bytes this rank holds (params, grads, master, moments) — for estimate and the memory plan */
+
+/* Bytes of model state (parameters, gradients, master, moments) this rank holds now, by the engine's count. */
 int64_t qf_zero_state_bytes(const qf_zero *z);
 
 #endif

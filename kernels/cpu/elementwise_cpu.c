@@ -56,8 +56,8 @@ void cpu_swiglu_bwd(void *dgate_, void *dup_, const void *dout_, const void *gat
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) {
         const float g = gate[i], u = up[i], d = dout[i];
-        const float sig = 1.0f / (1.0f + expf(-g));
-        const float silu = g / (1.0f + expf(-g));
+        const float e1 = 1.0f + expf(-g);
+        const float sig = 1.0f / e1, silu = g / e1; /* silu exactly as in the forward */
         dgate[i] = d * u * (sig * (1.0f + g * (1.0f - sig)));
         dup[i] = d * silu;
     }

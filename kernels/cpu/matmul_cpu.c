@@ -8,14 +8,19 @@
 #include "cpu_internal.h"
 #include "ops.h"
 #include "util.h"
+#include <omp.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF /* GCC: off already under -std=c11 */
+#endif
+
 #define MR 4   /* rows of the register tile */
 #define NR 16  /* columns of the register tile: two 8-float vectors */
 #define MC 64  /* rows of a cache tile (nt, nn) */
-#define KC 256 /* k-chunk of the tn shape (rows of dout/x streamed through cache per pass) */
+#define KC 256 /* k-chunk: packed panel rows (nt, nn); rows of dout/x streamed through cache per pass (tn) */
 
 /* An 8-float vector (GCC/Clang vector extension): one AVX register, or two SSE registers in the default build.
  * Loads and stores go through an unaligned, may_alias variant of the type. */
@@ -91,69 +96,87 @@ static inline void kern(kern_fn full, int mr, int nr, int K, const float *a, ptr
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
 
-void cpu_gemm_nt(float *out, const float *a, const float *b, const float *bias, int M, int N, int K, int accumulate) {
+/* out[M,N] = a[M,K] B (+ bias) (+ out), B = b[N,K]^T (b_trans) or b[K,N].
+ * Tiles of MC rows x a group of up to GP panels of NR columns, parallel (static) over tiles. Inside a tile, k runs
+ * in chunks of KC: the chunk of B is packed k-major into P[panel][KC][NR] (zero-padded past N, so the
+ * micro-kernel streams it from cache, without strided or TLB-unfriendly reads), the KC columns of a are reused
+ * across the group's panels, and the partial sums stay in acc[panel][MC][NR] between chunks, so each element is
+ * still one sequential sum over k. The group size only trades parallelism for reuse of a: results are the same. */
+#define GP 8
+static void gemm_packed(float *out, const float *a, const float *b, const float *bias, int M, int N, int K,
+                        int accumulate, int b_trans) {
     if (M <= 0 || N <= 0) return;
     const int npan = (N + NR - 1) / NR, nmc = (M + MC - 1) / MC;
-    const long ntiles = (long)npan * nmc;
+    const int nth = omp_get_max_threads();
+    int gp = GP;
+    while (gp > 1 && (long)nmc * ((npan + gp - 1) / gp) < 2L * nth) gp /= 2;
+    const int ngr = (npan + gp - 1) / gp;
+    const long ntiles = (long)nmc * ngr;
     const kern_fn full = kern_pick();
 #pragma omp parallel
     {
-        /* b panel packed k-major: P[k*NR + j] = b[n0+j, k], zero-padded past N, so the micro-kernel streams it */
-        float *P = qf_malloc((size_t)(K > 0 ? K : 1) * NR * sizeof(float));
-        int packed = -1;
+        float *P = qf_malloc((size_t)GP * KC * NR * sizeof(float));
+        float *acc = qf_malloc((size_t)GP * MC * NR * sizeof(float));
+        /* row-chunk-major: a thread's consecutive tiles read the same rows of a */
 #pragma omp for schedule(static)
         for (long tile = 0; tile < ntiles; tile++) {
-            const int p = (int)(tile / nmc), mc = (int)(tile % nmc);
-            const int n0 = p * NR, nr = imin(NR, N - n0);
-            if (p != packed) {
-                for (int k = 0; k < K; k++)
-                    for (int j = 0; j < NR; j++) P[(size_t)k * NR + j] = j < nr ? b[(size_t)(n0 + j) * K + k] : 0.0f;
-                packed = p;
+            const int mc = (int)(tile / ngr), p0 = (int)(tile % ngr) * gp, np = imin(gp, npan - p0);
+            const int mb = mc * MC, m1 = imin(M, mb + MC);
+            memset(acc, 0, (size_t)np * MC * NR * sizeof(float));
+            for (int k0 = 0; k0 < K; k0 += KC) {
+                const int kc = imin(KC, K - k0);
+                for (int pi = 0; pi < np; pi++) {
+                    const int n0 = (p0 + pi) * NR, nr = imin(NR, N - n0);
+                    float *Pp = P + (size_t)pi * KC * NR;
+                    if (b_trans) {
+                        for (int j = 0; j < NR; j++) {
+                            const float *br = b + (size_t)(n0 + j) * K + k0;
+                            for (int k = 0; k < kc; k++) Pp[(size_t)k * NR + j] = j < nr ? br[k] : 0.0f;
+                        }
+                    } else {
+                        for (int k = 0; k < kc; k++) {
+                            const float *br = b + (size_t)(k0 + k) * N + n0;
+                            for (int j = 0; j < NR; j++) Pp[(size_t)k * NR + j] = j < nr ? br[j] : 0.0f;
+                        }
+                    }
+                }
+                for (int m0 = mb; m0 < m1; m0 += MR) {
+                    /* the packed panels are NR wide even at the edge: only rows need the edge kernel */
+                    const int mr = imin(MR, m1 - m0);
+                    const float *am = a + (size_t)m0 * K + k0;
+                    for (int pi = 0; pi < np; pi++) {
+                        float(*c)[NR] = (float(*)[NR])(acc + ((size_t)pi * MC + (m0 - mb)) * NR);
+                        if (mr == MR)
+                            full(kc, am, K, 1, P + (size_t)pi * KC * NR, NR, c);
+                        else
+                            kern_edge(mr, NR, kc, am, K, 1, P + (size_t)pi * KC * NR, NR, c);
+                    }
+                }
             }
-            const int m1 = imin(M, (mc + 1) * MC);
-            for (int m0 = mc * MC; m0 < m1; m0 += MR) {
-                const int mr = imin(MR, m1 - m0);
-                float c[MR][NR] = {{0}};
-                /* the packed panel is NR wide even at the edge: only rows need the edge kernel */
-                if (mr == MR)
-                    full(K, a + (size_t)m0 * K, K, 1, P, NR, c);
-                else
-                    kern_edge(mr, nr, K, a + (size_t)m0 * K, K, 1, P, NR, c);
-                for (int r = 0; r < mr; r++) {
-                    float *o = out + (size_t)(m0 + r) * N + n0;
+            for (int pi = 0; pi < np; pi++) {
+                const int n0 = (p0 + pi) * NR, nr = imin(NR, N - n0);
+                for (int m = mb; m < m1; m++) {
+                    const float *cr = acc + ((size_t)pi * MC + (m - mb)) * NR;
+                    float *o = out + (size_t)m * N + n0;
                     for (int j = 0; j < nr; j++) {
-                        float y = c[r][j];
+                        float y = cr[j];
                         if (bias) y += bias[n0 + j];
                         o[j] = accumulate ? o[j] + y : y;
                     }
                 }
             }
         }
+        free(acc);
         free(P);
     }
 }
 
+void cpu_gemm_nt(float *out, const float *a, const float *b, const float *bias, int M, int N, int K, int accumulate) {
+    gemm_packed(out, a, b, bias, M, N, K, accumulate, 1);
+}
+
 void cpu_gemm_nn(float *out, const float *a, const float *b, int M, int N, int K, int accumulate) {
-    if (M <= 0 || N <= 0) return;
-    const int npan = (N + NR - 1) / NR, nmc = (M + MC - 1) / MC;
-    const long ntiles = (long)npan * nmc;
-    const kern_fn full = kern_pick();
-    /* tiles row-chunk-major: a thread's consecutive tiles reuse the same rows of a from cache */
-#pragma omp parallel for schedule(static)
-    for (long tile = 0; tile < ntiles; tile++) {
-        const int mc = (int)(tile / npan), p = (int)(tile % npan);
-        const int n0 = p * NR, nr = imin(NR, N - n0);
-        const int m1 = imin(M, (mc + 1) * MC);
-        for (int m0 = mc * MC; m0 < m1; m0 += MR) {
-            const int mr = imin(MR, m1 - m0);
-            float c[MR][NR] = {{0}};
-            kern(full, mr, nr, K, a + (size_t)m0 * K, K, 1, b + n0, N, c);
-            for (int r = 0; r < mr; r++) {
-                float *o = out + (size_t)(m0 + r) * N + n0;
-                for (int j = 0; j < nr; j++) o[j] = accumulate ? o[j] + c[r][j] : c[r][j];
-            }
-        }
-    }
+    gemm_packed(out, a, b, NULL, M, N, K, accumulate, 0);
 }
 
 void cpu_gemm_tn(float *out, const float *a, const float *b, int M, int N, int K) {

@@ -230,25 +230,95 @@ static void test_print(void) {
     round_trip("printed-cos.cfg", &d, 2);
 }
 
+static char *slurp(const char *path);
+
 static void test_markdown(void) {
     char path[512], *text;
     int n;
-    long len;
     const qf_deck_key *k = qf_deck_keys_table(&n);
     snprintf(path, sizeof path, "%s/keys.md", g_dir);
-    FILE *f = fopen(path, "w+");
+    FILE *f = fopen(path, "w");
     qf_deck_print_keys_markdown(f);
-    len = ftell(f);
-    rewind(f);
-    text = calloc((size_t)len + 1, 1);
-    CHECK(fread(text, 1, (size_t)len, f) == (size_t)len);
     fclose(f);
+    CHECK((text = slurp(path)) != NULL);
+    if (!text) return;
     for (int i = 0; i < n; i++) {
         char cell[256];
         snprintf(cell, sizeof cell, "| `%s` |", k[i].path);
         CHECK(strstr(text, cell) != NULL);
     }
     free(text);
+}
+
+/* Reads a whole file (NULL if it cannot). */
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    rewind(f);
+    char *text = calloc((size_t)len + 1, 1);
+    if (fread(text, 1, (size_t)len, f) != (size_t)len) text[0] = 0;
+    fclose(f);
+    return text;
+}
+
+/* docs/deck.md must contain the key table exactly as the code generates it. */
+static void test_docs_table(void) {
+    char doc[1024], path[512];
+    const char *src = getenv("SRC");
+    snprintf(doc, sizeof doc, "%s/docs/deck.md", src && *src ? src : ".");
+    char *text = slurp(doc);
+    if (!text) {
+        printf("test_deck: %s not found, docs table check skipped (set SRC)\n", doc);
+        return;
+    }
+    snprintf(path, sizeof path, "%s/keys-now.md", g_dir);
+    FILE *f = fopen(path, "w");
+    qf_deck_print_keys_markdown(f);
+    fclose(f);
+    char *table = slurp(path);
+    CHECK(table && strstr(text, table) != NULL);
+    if (table && !strstr(text, table))
+        fprintf(stderr, "docs/deck.md: the key table differs from qf_deck_print_keys_markdown(); regenerate it\n");
+    free(table);
+    free(text);
+}
+
+/* The ds_config.json translation of docs/deck.md loads. */
+static void test_ds_translation(void) {
+    char path[512];
+    char s1[] = "train_micro_batch_size_per_gpu=4", s2[] = "optimizer.params.lr=2e-5", s3[] = "bf16.enabled=true";
+    char *sets[] = {s1, s2, s3};
+    qf_deck d;
+    qf_err e;
+    write_deck("ds.cfg",
+               "model = { from = \"qwen2.5-7b.h5\"; };\n"
+               "data = { train = \"train.h5\"; valid = \"valid.h5\"; seq_len = 4096; };\n"
+               "epochs = 3;\n"
+               "bf16 = { enabled = \"auto\"; };\n"
+               "optimizer = { type = \"AdamW\";\n"
+               "  params = { lr = \"auto\"; betas = \"auto\"; eps = \"auto\"; weight_decay = \"auto\"; }; };\n"
+               "scheduler = { type = \"WarmupDecayLR\";\n"
+               "  params = { warmup_min_lr = \"auto\"; warmup_max_lr = \"auto\"; warmup_num_steps = \"auto\"; "
+               "total_num_steps = \"auto\"; }; };\n"
+               "zero_optimization = {\n  stage = 3;\n"
+               "  offload_optimizer = { device = \"cpu\"; pin_memory = true; };\n"
+               "  offload_param = { device = \"cpu\"; pin_memory = true; };\n"
+               "  overlap_comm = true;\n  contiguous_gradients = true;\n"
+               "  reduce_bucket_size = \"auto\";\n  stage3_prefetch_bucket_size = \"auto\";\n"
+               "  stage3_param_persistence_threshold = \"auto\";\n"
+               "  stage3_max_live_parameters = 1e9;\n  stage3_max_reuse_distance = 1e9;\n};\n"
+               "gradient_accumulation_steps = \"auto\";\ngradient_clipping = \"auto\";\n"
+               "train_batch_size = \"auto\";\ntrain_micro_batch_size_per_gpu = \"auto\";\n"
+               "log = { steps_per_print = 2000; wall_clock_breakdown = false; };\n",
+               path, sizeof path);
+    CHECK(load(path, 3, sets, 8, &d, &e) == 0);
+    if (e.code) fprintf(stderr, "ds translation: %s\n", e.msg);
+    CHECK(d.train_batch_size == 32 && d.train_micro_batch_size_per_gpu == 4 && d.gradient_accumulation_steps == 1);
+    CHECK(d.lr == 2e-5 && d.warmup_max_lr == 2e-5 && d.bf16 && d.zero_stage == 3 && d.total_num_steps == -1);
+    CHECK(d.steps_per_print == 2000 && d.epochs == 3 && d.stage3_max_live_parameters == 1000000000);
+    CHECK(qf_deck_keys_suggest("zero_optimization.sub_group_size") == NULL);
 }
 
 static void test_include(void) {
@@ -302,15 +372,17 @@ static void test_numbers(void) {
     qf_deck d;
     qf_err e;
     write_deck("num.cfg",
-               "model = { preset = \"qwen2.5-0.5b\"; };\n"
                "zero_optimization = { reduce_bucket_size = 2e8; allgather_bucket_size = 5000000000; };\n"
-               "data = { seq_len = 5.12e2; };\ngradient_clipping = 1; optimizer = { params = { lr = 0; }; };\n"
-               "eval = { max_batches = 0x10; };\n",
+               "gradient_clipping = 1; optimizer = { params = { lr = 0; }; };\n"
+               "eval = { max_batches = 0x10; };\n"
+               "data = { seq_len = 5.12e2; seed = 1; }; seed = 5;\n"
+               "model = { preset = \"qwen2.5-0.5b\"; init_seed = 7000000000; };\n",
                path, sizeof path);
     CHECK(load(path, 0, NULL, 1, &d, &e) == 0);
     if (e.code) fprintf(stderr, "numbers: %s\n", e.msg);
     CHECK(d.reduce_bucket_size == 200000000 && d.allgather_bucket_size == 5000000000LL && d.seq_len == 512);
     CHECK(d.gradient_clipping == 1.0 && d.lr == 0 && d.eval_max_batches == 16);
+    CHECK(d.data_seed == 1 && d.seed == 5 && d.model_init_seed == 7000000000ULL);
 }
 
 static void test_auto(void) {
@@ -500,6 +572,8 @@ int main(void) {
     test_full_deck();
     test_print();
     test_markdown();
+    test_docs_table();
+    test_ds_translation();
     test_include();
     test_set();
     test_numbers();

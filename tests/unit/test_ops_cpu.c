@@ -6,7 +6,7 @@
  *     err = max_i |g_analytic_i - g_fd_i| / max_i |g_fd_i|.
  * Tolerance (GRAD_TOL = 2e-3): with inputs O(1) and h = 1e-2, the truncation error is h^2/6 |L'''| ~ 2e-5 and the
  * rounding error of an fp32 forward is ~ 2^-24 sum|out R| / h ~ 6e-6 x (10..100) <= 6e-4 absolute against
- * gradients of size O(1), so a correct kernel stays below ~1e-3 (observed: 1e-6 .. 1e-4), while a wrong term,
+ * gradients of size O(1), so a correct kernel stays below ~1e-3 (observed: 1e-7 .. 5e-5), while a wrong term,
  * a missing factor or a 1% error exceeds it. Forward checks against double references use 1e-5 relative
  * (fp32 rounding over sums of at most ~50 terms), and thread-count / accumulation invariance is checked bit for bit.
  * Prints one line per check; exits 1 if any fails. */
@@ -229,6 +229,30 @@ static void test_matmul(void) {
         free(x), free(w), free(b), free(o0), free(g), free(yr), free(y), free(dx), free(dw), free(db);
         free(rx), free(rw), free(rb), free(dwa), free(dba);
     }
+    /* contracted dimensions longer than one 256-long k-chunk: fwd (K = IN), dx (K = OUT), dw (K = N) */
+    for (int shape = 0; shape < 2; shape++) {
+        const int N = shape ? 5 : 260, IN = shape ? 20 : 300, OUT = shape ? 300 : 20;
+        float *x = frand(N * IN, 1), *w = frand(OUT * IN, 1), *g = frand(N * OUT, 1);
+        float *y = qf_malloc(N * OUT * sizeof(float)), *dx = qf_malloc(N * IN * sizeof(float));
+        float *dw = qf_calloc(OUT * IN, sizeof(float));
+        double *yr = qf_malloc(N * OUT * sizeof(double)), *rx = qf_calloc(N * IN, sizeof(double));
+        double *rw = qf_calloc(OUT * IN, sizeof(double));
+        ops->matmul_fwd(y, x, w, NULL, N, IN, OUT, 0);
+        ops->matmul_bwd(dx, dw, NULL, g, x, w, N, IN, OUT, 0);
+        mm_ref(yr, x, w, NULL, N, IN, OUT);
+        for (int n = 0; n < N; n++)
+            for (int o = 0; o < OUT; o++)
+                for (int i = 0; i < IN; i++) {
+                    rx[n * IN + i] += (double)g[n * OUT + o] * w[o * IN + i];
+                    rw[o * IN + i] += (double)g[n * OUT + o] * x[n * IN + i];
+                }
+        char buf[120];
+        /* sums of up to 300 fp32 products: error ~ sqrt(300) ulp-scale, well below 1e-5 of the max */
+        snprintf(buf, sizeof buf, "matmul N=%d IN=%d OUT=%d (k > one chunk): fwd, dx, dw vs double", N, IN, OUT);
+        report(buf, fmax(relerr_fd(y, yr, N * OUT), fmax(relerr_fd(dx, rx, N * IN), relerr_fd(dw, rw, OUT * IN))),
+               FWD_TOL);
+        free(x), free(w), free(g), free(y), free(dx), free(dw), free(yr), free(rx), free(rw);
+    }
 }
 
 /* ---- rmsnorm ------------------------------------------------------------------------------------------------- */
@@ -422,6 +446,28 @@ static void test_attention(void) {
 
     free(c.q), free(c.k), free(c.v), free(c.R), free(c.out), free(c.lse), free(ro), free(rl), free(dq), free(dk);
     free(dv), free(out0), free(lse0), free(q2), free(k2), free(v2), free(out2), free(lse2), free(g2);
+}
+
+/* head_dim not a multiple of 8 (the dot products' 8-lane main loop plus a tail), one kv head for 3 query heads */
+static void test_attention_odd(void) {
+    static const int32_t seg[6] = {0, 0, 2, 2, 2, 2};
+    const int B = 1, T = 6, H = 3, KV = 1, D = 12;
+    const size_t nq = (size_t)B * T * H * D, nk = (size_t)B * T * KV * D, nl = (size_t)B * H * T;
+    att_ctx c = {.seg = seg, .B = B, .T = T, .H = H, .KV = KV, .D = D};
+    c.q = frand(nq, 1.5), c.k = frand(nk, 1.5), c.v = frand(nk, 1), c.R = frand(nq, 1);
+    c.out = qf_malloc(nq * sizeof(float)), c.lse = qf_malloc(nl * sizeof(float));
+    att_loss(&c);
+    double *ro = qf_malloc(nq * sizeof(double)), *rl = qf_malloc(nl * sizeof(double));
+    att_ref(ro, rl, c.q, c.k, c.v, seg, B, T, H, KV, D);
+    report("attention_fwd D=12, H=3, KV=1: out and lse vs naive",
+           fmax(relerr_fd(c.out, ro, nq), relerr_fd(c.lse, rl, nl)), FWD_TOL);
+    float *dq = frand(nq, 9), *dk = frand(nk, 9), *dv = frand(nk, 9);
+    ops->attention_bwd(dq, dk, dv, c.R, c.out, c.lse, c.q, c.k, c.v, seg, B, T, H, KV, D);
+    gradcheck("attention D=12 KV=1 dq", att_loss, &c, c.q, nq, dq, 1.0);
+    gradcheck("attention D=12 KV=1 dk", att_loss, &c, c.k, nk, dk, 1.0);
+    gradcheck("attention D=12 KV=1 dv", att_loss, &c, c.v, nk, dv, 1.0);
+    free(c.q), free(c.k), free(c.v), free(c.R), free(c.out), free(c.lse), free(ro), free(rl), free(dq), free(dk);
+    free(dv);
 }
 
 /* ---- swiglu -------------------------------------------------------------------------------------------------- */
@@ -649,7 +695,7 @@ typedef struct {
         *rms_dw, *emb_dw, *rope;
     double cls_loss, sumsq;
 } det_res;
-enum { DM = 70, DIN = 45, DOUT = 37, DB = 2, DT = 33, DH = 4, DKV = 2, DD = 8, DN = 150, DC = 16, DV = 37 };
+enum { DM = 270, DIN = 300, DOUT = 37, DB = 2, DT = 33, DH = 4, DKV = 2, DD = 8, DN = 150, DC = 16, DV = 37 };
 
 static void det_run(det_res *r, int nthreads, float *const *in, const int32_t *seg, const int32_t *tgt,
                     const int32_t *tok, const int32_t *pos) {
@@ -727,6 +773,7 @@ int main(void) {
     test_rmsnorm();
     test_rope();
     test_attention();
+    test_attention_odd();
     test_swiglu();
     test_embedding();
     test_classifier();

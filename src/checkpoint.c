@@ -80,6 +80,13 @@ static void prune(const char *dir, int keep) {
     while ((de = readdir(dp)) && n < 4096) {
         long long st;
         char tail[8];
+        size_t len = strlen(de->d_name);
+        if (len > 7 && !strcmp(de->d_name + len - 7, ".h5.tmp") && !strncmp(de->d_name, "step-", 5)) {
+            char p[QF_PATH_MAX + 300]; /* a write cut short by a crash: never published, safe to remove */
+            snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+            unlink(p);
+            continue;
+        }
         if (sscanf(de->d_name, "step-%lld.h%2s", &st, tail) == 2 && strcmp(tail, "5") == 0 &&
             strstr(de->d_name, ".tmp") == NULL)
             steps[n++] = st;

@@ -179,8 +179,22 @@ static int setup(qf_run *r, int argc, char **argv, int mode, qf_err *e) {
     return 0;
 }
 
+static void fault_parse(qf_run *r) {
+    const char *f = getenv("QWENFT_INJECT_FAULT");
+    r->fault_rank = -1;
+    long long step = 0;
+    int rank = -1;
+    char kind[8] = {0};
+    if (f && sscanf(f, "%d:%lld:%7s", &rank, &step, kind) == 3) {
+        r->fault_rank = rank;
+        r->fault_step = step;
+        memcpy(r->fault_kind, kind, sizeof kind);
+    }
+}
+
 int qf_run_setup(qf_run *r, int argc, char **argv, int mode) {
     memset(r, 0, sizeof *r);
+    fault_parse(r);
     r->ops = qf_ops_cpu();
     qf_comm_init(&r->comm, r->ops, 0);
     qf_err e = {0};

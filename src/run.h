@@ -29,6 +29,10 @@ typedef struct qf_run {
     int resumed;
     FILE *metrics;              /* rank 0 */
     double flops_per_token, peak_flops;
+    /* fault injection for the failure tests (QWENFT_INJECT_FAULT="rank:step:nan|fail", docs/testing.md) */
+    int fault_rank;
+    int64_t fault_step;
+    char fault_kind[8];
 } qf_run;
 
 /* What a command needs: train (optimizer + data) or eval (parameters + valid data). */

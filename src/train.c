@@ -59,6 +59,13 @@ static void report_docs(qf_run *r, int64_t step) {
     }
 }
 
+/* a JSON number, or null for inf/nan (which JSON cannot hold) */
+static const char *jnum(double v, char *buf, size_t n) {
+    if (!isfinite(v)) return "null";
+    snprintf(buf, n, "%.10g", v);
+    return buf;
+}
+
 static void fmt_eta(double s, char *buf, size_t n) {
     if (!(s >= 0) || s > 1e8) s = 0;
     long long t = (long long)s;
@@ -71,8 +78,9 @@ static void log_eval(qf_run *r, int64_t step, qf_eval_result ev) {
            (long long)ev.tokens);
     fflush(stdout);
     if (r->metrics) {
-        fprintf(r->metrics, "{\"step\": %lld, \"valid_loss\": %.10g, \"valid_ppl\": %.10g, \"tokens\": %lld}\n",
-                (long long)step, ev.loss, ev.ppl, (long long)ev.tokens);
+        char b1[32], b2[32];
+        fprintf(r->metrics, "{\"step\": %lld, \"valid_loss\": %s, \"valid_ppl\": %s, \"tokens\": %lld}\n",
+                (long long)step, jnum(ev.loss, b1, sizeof b1), jnum(ev.ppl, b2, sizeof b2), (long long)ev.tokens);
         fflush(r->metrics);
     }
 }
@@ -139,9 +147,14 @@ static int train_loop(qf_run *r) {
         for (int j = 0; j < d->gradient_accumulation_steps; j++)
             loss_sum += qf_model_step(&r->model, &r->rows[j], grad_scale, 1);
         qf_zero_reduce(&r->zero);
+        if (r->comm.rank == r->fault_rank && step == r->fault_step) {
+            if (!strcmp(r->fault_kind, "nan")) qf_zero_poison_grads(&r->zero);
+            else QF_FATAL("injected failure at step %lld (QWENFT_INJECT_FAULT)", (long long)step);
+        }
         double norm = qf_zero_grad_norm(&r->zero, 1.0 / st->loss_scale);
         double loss = targets ? qf_comm_sum_f64(&r->comm, loss_sum) / (double)targets : 0.0;
-        int nonfinite = !isfinite(norm) || !isfinite(loss);
+        /* every rank must take the same branch (a local NaN would otherwise desynchronise the collectives) */
+        int nonfinite = qf_comm_any(&r->comm, !isfinite(norm) || !isfinite(loss));
         double lr = qf_sched_lr(d, st->sched_step, r->total_steps);
         int skipped = 0;
         if (nonfinite && d->fp16) {
@@ -175,11 +188,12 @@ static int train_loop(qf_run *r) {
         double mfu = r->peak_flops > 0 ? tok_s * r->flops_per_token / (r->peak_flops * r->comm.world_size) : 0.0;
         double mem_gb = (double)qf_mem_peak() / 1e9;
         if (rank0 && r->metrics) {
+            char b1[32], b2[32];
             fprintf(r->metrics,
-                    "{\"step\": %lld, \"loss\": %.10g, \"lr\": %.10g, \"grad_norm\": %.10g, \"tokens\": %lld, "
+                    "{\"step\": %lld, \"loss\": %s, \"lr\": %.10g, \"grad_norm\": %s, \"tokens\": %lld, "
                     "\"tokens_per_s\": %.1f, \"mfu\": %.6f, \"skipped\": %s, \"loss_scale\": %g, \"epoch\": %lld, "
                     "\"step_time_s\": %.4f, \"peak_host_mem_gb\": %.3f}\n",
-                    (long long)step, loss, lr, norm, (long long)targets, tok_s, mfu, skipped ? "true" : "false",
+                    (long long)step, jnum(loss, b1, sizeof b1), lr, jnum(norm, b2, sizeof b2), (long long)targets, tok_s, mfu, skipped ? "true" : "false",
                     st->loss_scale, (long long)st->data_epoch, dt, mem_gb);
             fflush(r->metrics);
         }

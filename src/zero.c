@@ -413,4 +413,9 @@ void qf_zero_update(qf_zero *z, double lr, float gscale) {
     units_invalidate(z);
 }
 
+void qf_zero_poison_grads(qf_zero *z) {
+    void *g = z->stage < 2 ? z->gfull : z->gshard;
+    if (g) z->ops->scale(g, NAN, 1);
+}
+
 int64_t qf_zero_state_bytes(const qf_zero *z) { return z->cur_state_bytes; }

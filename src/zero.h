@@ -91,6 +91,9 @@ double qf_zero_grad_norm(qf_zero *z, double unscale);
  * everywhere (all-gather / node exchange) */
 void qf_zero_update(qf_zero *z, double lr, float gscale);
 
+/* Test hook: makes this rank's first reduced gradient element NaN (non-finite / fp16 overflow tests). */
+void qf_zero_poison_grads(qf_zero *z);
+
 /* Bytes of model state (parameters, gradients, master, moments) this rank holds now, by the engine's count. */
 int64_t qf_zero_state_bytes(const qf_zero *z);
 

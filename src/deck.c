@@ -623,6 +623,12 @@ static void deck_model_overlay(const qf_deck *d, qf_model_config *m, int from_pr
     if (d->model_initializer_range > 0) m->initializer_range = d->model_initializer_range;
 }
 
+void qf_deck_resolve_auto(qf_deck *d, int64_t hidden) {
+    if (d->reduce_bucket_size < 0) d->reduce_bucket_size = hidden * hidden;
+    if (d->stage3_prefetch_bucket_size < 0) d->stage3_prefetch_bucket_size = (int64_t)(0.9 * (double)(hidden * hidden));
+    if (d->stage3_param_persistence_threshold < 0) d->stage3_param_persistence_threshold = 10 * hidden;
+}
+
 int qf_deck_model_config(const qf_deck *d, qf_model_config *out, char *msg, int n) {
     int preset = d->model_preset[0] != 0;
     if (preset && qf_preset_lookup(d->model_preset, out) != 0) {

@@ -114,6 +114,10 @@ int qf_deck_load(const char *path, int nset, char *const *sets, int dp_world, qf
 /* Same, with defaults only (no file): for commands that only need --set values. */
 void qf_deck_defaults(qf_deck *d);
 
+/* Fills the "auto" (-1) bucket sizes the way the HF Trainer does once the model's hidden size is known:
+ * reduce_bucket_size = h^2, stage3_prefetch_bucket_size = 0.9 h^2, stage3_param_persistence_threshold = 10 h. */
+void qf_deck_resolve_auto(qf_deck *d, int64_t hidden);
+
 /* Writes the resolved deck as libconfig text (the run header shows it; checkpoints store it). */
 void qf_deck_print(const qf_deck *d, FILE *f);
 

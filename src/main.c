@@ -28,7 +28,7 @@ static const qf_command COMMANDS[] = {
     {"report", qf_cmd_report, "report                    versions, ranks, nodes, backend"},
     {"export", not_yet, "export --from CKPT --out HF_DIR   (planned)"},
     {"generate", not_yet, "generate ...              (planned)"},
-    {"estimate", not_yet, "estimate DECK.cfg         (planned)"},
+    {"estimate", qf_cmd_estimate, "estimate DECK.cfg         memory per rank / node by ZeRO stage and offload"},
 };
 
 static void usage(FILE *f) {

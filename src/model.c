@@ -91,6 +91,18 @@ int qf_model_create(qf_model *m, const qf_model_config *cfg, const qf_ops *ops, 
 
 /* ---- activations --------------------------------------------------------------------------------------- */
 
+/* Bytes qf_model_alloc_acts allocates (kept next to it; test_estimate checks they agree). */
+int64_t qf_model_act_bytes(const qf_model_config *c, int B, int T, int ackpt, int64_t ab) {
+    int64_t N = (int64_t)B * T, C = c->hidden_size, F = c->intermediate_size, L = c->num_layers;
+    int64_t HD = (int64_t)c->num_heads * c->head_dim, KD = (int64_t)c->num_kv_heads * c->head_dim;
+    int64_t layer = ab * (N * C + HD * N + 2 * KD * N + HD * N + 2 * N * C + 3 * N * F) + 4 * (2 * N + N * c->num_heads);
+    if (c->qk_norm) layer += ab * N * (HD + KD) + 4 * N * (c->num_heads + c->num_kv_heads);
+    int64_t total = ab * (L + 1) * N * C + (ackpt ? 1 : L) * layer + ab * N * C + 4 * N;
+    total += ab * (2 * N * C + 2 * N * HD + 2 * N * KD + 3 * N * F); /* backward scratch */
+    total += 4 * 4 * N;                                               /* the batch on the backend */
+    return total;
+}
+
 static void *act_alloc(qf_model *m, size_t elems) {
     size_t b = elems * m->ops->act_bytes;
     m->act_bytes += b;
@@ -144,7 +156,6 @@ int qf_model_alloc_acts(qf_model *m, int B, int T, int ackpt, qf_err *e) {
     {
         m->dres = act_alloc(m, N * C);
         m->dln = act_alloc(m, N * C);
-        m->dtmp_c = act_alloc(m, N * C);
         m->dq = act_alloc(m, N * HD);
         m->dk = act_alloc(m, N * KD);
         m->dv = act_alloc(m, N * KD);
@@ -178,7 +189,7 @@ void qf_model_free(qf_model *m) {
             for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
                 if (ps[i]) o->free(ps[i]);
         }
-        void *ps[] = {m->lnf, m->rstdf, m->dres, m->dln, m->dtmp_c, m->dq, m->dk, m->dv, m->datt, m->dgate,
+        void *ps[] = {m->lnf, m->rstdf, m->dres, m->dln, m->dq, m->dk, m->dv, m->datt, m->dgate,
                       m->dup, m->dswi, m->d_tokens, m->d_targets, m->d_seg, m->d_pos};
         for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
             if (ps[i]) o->free(ps[i]);

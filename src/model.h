@@ -64,7 +64,7 @@ typedef struct qf_model {
     void **res;               /* [L+1] each [N,C]: input of layer l; res[L] = final residual */
     qf_layer_acts *la;        /* [L], or [1] scratch with activation checkpointing */
     void *lnf; float *rstdf;  /* [N,C], [N] */
-    void *dres, *dtmp_c, *dq, *dk, *dv, *datt, *dgate, *dup, *dswi, *dln; /* backward scratch */
+    void *dres, *dq, *dk, *dv, *datt, *dgate, *dup, *dswi, *dln; /* backward scratch */
     int32_t *d_tokens, *d_targets, *d_seg, *d_pos; /* [N] backend copies of the batch */
     size_t act_bytes;         /* bytes of activations + scratch */
 } qf_model;
@@ -76,6 +76,8 @@ typedef struct qf_model {
 int qf_model_create(qf_model *m, const qf_model_config *cfg, const qf_ops *ops, int flags, qf_err *e);
 /* Allocates activations for micro-batches of B x T. */
 int qf_model_alloc_acts(qf_model *m, int B, int T, int ackpt, qf_err *e);
+/* What qf_model_alloc_acts allocates, for ab bytes per act element (estimate, memory plan). */
+int64_t qf_model_act_bytes(const qf_model_config *c, int B, int T, int ackpt, int64_t ab);
 void qf_model_free(qf_model *m);
 
 /* HF initialisation: every 2-D weight ~ N(0, initializer_range), biases 0, norm weights 1. Counter-based

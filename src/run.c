@@ -82,14 +82,6 @@ static int open_data(qf_run *r, const char *path, qf_dataset *ds, const char *ke
     return 0;
 }
 
-static void resolve_auto(qf_run *r) {
-    qf_deck *d = &r->deck;
-    int64_t h = r->model.cfg.hidden_size;
-    if (d->reduce_bucket_size < 0) d->reduce_bucket_size = h * h;
-    if (d->stage3_prefetch_bucket_size < 0) d->stage3_prefetch_bucket_size = (int64_t)(0.9 * (double)(h * h));
-    if (d->stage3_param_persistence_threshold < 0) d->stage3_param_persistence_threshold = 10 * h;
-}
-
 static char *deck_to_text(const qf_deck *d) {
     char *buf = NULL;
     size_t len = 0;
@@ -113,8 +105,9 @@ static int setup(qf_run *r, int argc, char **argv, int mode, qf_err *e) {
         return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'optimizer.params.adam_w_mode' = false (Adam with L2 decay) is not "
                                             "supported; qwen-ft implements AdamW",
                           d->path);
+    r->rss_base = qf_mem_rss();
     if (resolve_model(r, e)) return e->code;
-    resolve_auto(r);
+    qf_deck_resolve_auto(d, r->model.cfg.hidden_size);
     qf_comm_free(&r->comm);
     qf_comm_init(&r->comm, r->ops, d->ranks_per_node);
     if (mode == QF_RUN_TRAIN) {

@@ -7,6 +7,7 @@
 #include "loss_scale.h"
 #include "run.h"
 #include "sched.h"
+#include "estimate.h"
 
 /* Loads this rank's micro-batches of the global batch at the state's data position. Rank r takes rows
  * [r*micro*ga, (r+1)*micro*ga) of the batch, micro-batch j the j-th micro of those. */
@@ -58,6 +59,8 @@ static void report_docs(qf_run *r, int64_t step) {
         free(all);
     }
 }
+
+static double mib(int64_t b) { return (double)b / (1024.0 * 1024.0); }
 
 /* a JSON number, or null for inf/nan (which JSON cannot hold) */
 static const char *jnum(double v, char *buf, size_t n) {
@@ -236,9 +239,26 @@ int qf_cmd_train(int argc, char **argv) {
     if (!rc) rc = open_metrics(&r);
     rc = qf_comm_sum_i64(&r.comm, rc) ? (rc ? rc : QF_EXIT_INPUT) : 0;
     if (!rc) {
-        if (r.comm.rank == 0) qf_run_header(&r, stdout, "train");
+        qf_mem_estimate est;
+        qf_estimate(&r.model.cfg, &r.deck, r.comm.world_size, r.comm.local_size, (int64_t)r.ops->act_bytes, &est);
+        if (r.comm.rank == 0) {
+            qf_run_header(&r, stdout, "train");
+            printf("memory estimate per rank: model state %.1f MiB (params %.1f, grads %.1f, optimizer %.1f, host "
+                   "optimizer %.1f), activations %.1f MiB; host per node %.1f MiB (qwen-ft estimate)\n",
+                   mib(est.params + est.grads + est.optimizer + est.host_per_rank), mib(est.params), mib(est.grads),
+                   mib(est.optimizer), mib(est.host_per_rank), mib(est.activations), mib(est.host_per_node));
+        }
         rc = train_loop(&r);
-        if (!rc && r.comm.rank == 0) printf("done: %lld steps\n", (long long)r.st.step);
+        if (!rc && r.comm.rank == 0) {
+            /* what this rank really held: the engine's own count of model state, and resident-set growth */
+            printf("memory: rank 0 model state peak %.1f MiB (estimate %.1f; sharded part %.1f, estimate %.1f), "
+                   "activations %.1f MiB (estimate %.1f), resident growth %.1f MiB\n",
+                   mib(r.zero.peak_state_bytes), mib(est.params + est.grads + est.optimizer + est.host_per_rank),
+                   mib(r.zero.sharded_state_bytes),
+                   mib(est.params + est.grads + est.optimizer + est.host_per_rank - est.params_live - est.grads_live),
+                   mib((int64_t)r.model.act_bytes), mib(est.activations), mib(qf_mem_peak() - r.rss_base));
+            printf("done: %lld steps\n", (long long)r.st.step);
+        }
     }
     qf_run_free(&r);
     return rc;

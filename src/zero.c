@@ -262,12 +262,13 @@ int qf_zero_init(qf_zero *z, qf_model *m, qf_comm *c, const qf_deck *d, int with
         z->master = host_alloc(z, opt);
         z->adam_m = host_alloc(z, opt);
         z->adam_v = host_alloc(z, opt);
-        z->host_grad = host_alloc(z, opt);
+        z->host_grad = host_alloc(z, opt < QF_ZERO_OFFLOAD_CHUNK ? opt : QF_ZERO_OFFLOAD_CHUNK);
     } else {
         z->master = dev_alloc(z, opt, 4);
         z->adam_m = dev_alloc(z, opt, 4);
         z->adam_v = dev_alloc(z, opt, 4);
     }
+    z->sharded_state_bytes = z->cur_state_bytes;
     m->hooks.ctx = z;
     m->hooks.unit_params = hk_params;
     m->hooks.unit_grads = hk_grads;
@@ -389,25 +390,40 @@ double qf_zero_grad_norm(qf_zero *z, double unscale) {
     return sqrt(ss) * unscale;
 }
 
-void qf_zero_update(qf_zero *z, double lr, float gscale) {
+/* AdamW on the flat range [b, e) of the optimizer range: g = gradients of [b, e) (act, backend, or fp32 host with
+ * offload), parameters written in act dtype (NULL: the caller copies master back). Decay only on 2-D weights. */
+static void adamw_range(qf_zero *z, const qf_ops *aops, int64_t b, int64_t e, const void *g, size_t gbytes,
+                        int write_act, double lr, float gscale) {
     qf_model *m = z->m;
     const qf_deck *d = z->d;
+    for (int i = 0; i < m->nspecs; i++) {
+        int64_t lo = imax(m->offset[i], b), hi = imin(m->offset[i] + m->specs[i].numel, e);
+        if (lo >= hi) continue;
+        float wd = m->specs[i].decay ? (float)d->weight_decay : 0.0f;
+        int64_t s = lo - z->opt_begin;
+        const void *gs = (const char *)g + (size_t)(lo - b) * gbytes;
+        aops->adamw(z->master + s, write_act ? param_at(z, lo) : NULL, gs, z->adam_m + s, z->adam_v + s,
+                    (size_t)(hi - lo), gscale, (float)lr, (float)d->beta1, (float)d->beta2, (float)d->eps, wd,
+                    (int)z->adam_t);
+    }
+}
+
+void qf_zero_update(qf_zero *z, double lr, float gscale) {
     int64_t ob = z->opt_begin, oe = z->opt_end;
     const void *g = opt_grads(z);
     z->adam_t++;
-    const qf_ops *aops = z->offload_opt ? qf_ops_cpu() : z->ops; /* offload: AdamW on host threads */
-    if (z->offload_opt) act_to_host(z, z->host_grad, g, oe - ob);
-    for (int i = 0; i < m->nspecs; i++) { /* per parameter segment: decay only on 2-D weights */
-        int64_t lo = imax(m->offset[i], ob), hi = imin(m->offset[i] + m->specs[i].numel, oe);
-        if (lo >= hi) continue;
-        float wd = m->specs[i].decay ? (float)d->weight_decay : 0.0f;
-        int64_t s = lo - ob;
-        const void *gs = z->offload_opt ? (const void *)(z->host_grad + s) : (const void *)at(z, (void *)g, s);
-        void *pact = z->offload_opt ? NULL : param_at(z, lo);
-        aops->adamw(z->master + s, pact, gs, z->adam_m + s, z->adam_v + s, (size_t)(hi - lo), gscale, (float)lr,
-                    (float)d->beta1, (float)d->beta2, (float)d->eps, wd, (int)z->adam_t);
+    if (!z->offload_opt) {
+        adamw_range(z, z->ops, ob, oe, g, AB(z), 1, lr, gscale);
+    } else {
+        /* offload: the shard streams through a fixed fp32 host buffer chunk by chunk: gradients down, AdamW on
+         * host threads (the CPU op table), updated parameters back up */
+        for (int64_t cb = ob; cb < oe; cb += QF_ZERO_OFFLOAD_CHUNK) {
+            int64_t ce = imin(oe, cb + QF_ZERO_OFFLOAD_CHUNK);
+            act_to_host(z, z->host_grad, at(z, (void *)g, cb - ob), ce - cb);
+            adamw_range(z, qf_ops_cpu(), cb, ce, z->host_grad, 4, 0, lr, gscale);
+            act_from_host(z, param_at(z, cb), z->master + (cb - ob), ce - cb);
+        }
     }
-    if (z->offload_opt) act_from_host(z, param_at(z, ob), z->master, oe - ob); /* updated shard back */
     if (z->stage == 1 || z->stage == 2) qf_comm_allgather_act(z->comm, z->pfull, z->shard_count, z->shard_displ);
     if (z->offload_param) node_exchange(z);
     units_invalidate(z);

@@ -24,6 +24,9 @@
 #include "deck.h"
 #include "model.h"
 
+/* offload_optimizer streams the shard through a host buffer of this many fp32 elements (64 MiB) */
+#define QF_ZERO_OFFLOAD_CHUNK ((int64_t)1 << 24)
+
 typedef struct qf_zero_pending { /* a non-blocking reduce-scatter of one unit's gradients */
     MPI_Request req;
     void *send, *recv;
@@ -64,10 +67,11 @@ typedef struct qf_zero {
 
     /* optimizer (fp32) */
     float *master, *adam_m, *adam_v;    /* [opt range] */
-    float *host_grad;                   /* offload_optimizer: fp32 gradient of the opt range */
+    float *host_grad;                   /* offload_optimizer: fp32 gradient chunk [QF_ZERO_OFFLOAD_CHUNK] */
     int64_t adam_t;
     int64_t peak_state_bytes;           /* high-water mark of the state this rank holds (params+grads+optimizer) */
     int64_t cur_state_bytes;
+    int64_t sharded_state_bytes;        /* what init allocated: the part ZeRO shards (falls as 1/N per stage) */
 } qf_zero;
 
 /* with_optimizer = 0 (eval): parameters only, no gradients, master or moments */

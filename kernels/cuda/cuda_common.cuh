@@ -1,0 +1,226 @@
+// cuda_common.cuh — shared by the CUDA backend's translation units (kernels/cuda/*.cu): error macros, the one
+// backend context object, scratch memory, element-type helpers and the internal (templated) op functions.
+//
+// Element types: every op is a template on T = __nv_bfloat16 (the "cuda" table: bf16 storage, fp32 math) or
+// T = float (the "cuda-f32" table: the same kernels in fp32, for exact comparisons with the CPU table).
+//
+// Global state: exactly one mutable object, the backend context (qf_cuda_ctx, a single static struct in
+// cuda_backend.cu reached through qfc()). It is created by the first qf_ops_cuda() / qf_ops_cuda_f32() call, on
+// the device current at that time, and lives until the process ends. The op tables themselves are constant.
+// The backend is single-threaded like the CPU table: one host thread issues the ops, all on one compute stream.
+#ifndef QF_CUDA_COMMON_CUH
+#define QF_CUDA_COMMON_CUH
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifndef QWENFT_HAVE_CUDA
+#define QWENFT_HAVE_CUDA 1 /* the qfcuda target does not get qfcore's definition; ops.h needs it */
+#endif
+extern "C" {
+#include "ops.h"
+#include "../../src/util.h"
+}
+
+typedef __nv_bfloat16 bf16;
+
+// ---- errors: print file and line, then QF_FATAL's handler (stops every rank) ------------------------------------
+#define CHECK_CUDA(call)                                                                                         \
+    do {                                                                                                         \
+        cudaError_t qf_e_ = (call);                                                                              \
+        if (qf_e_ != cudaSuccess)                                                                                \
+            qf_fatal_at(__FILE__, __LINE__, "CUDA error %s (%s) in %s", cudaGetErrorName(qf_e_),                 \
+                        cudaGetErrorString(qf_e_), #call);                                                       \
+    } while (0)
+#define CHECK_CUBLAS(call)                                                                                       \
+    do {                                                                                                         \
+        cublasStatus_t qf_s_ = (call);                                                                           \
+        if (qf_s_ != CUBLAS_STATUS_SUCCESS)                                                                      \
+            qf_fatal_at(__FILE__, __LINE__, "cuBLAS error %d (%s) in %s", (int)qf_s_,                            \
+                        cublasLtGetStatusString(qf_s_), #call);                                                  \
+    } while (0)
+// after every kernel launch: launch-configuration errors (asynchronous faults surface at the next checked call)
+#define CHECK_LAUNCH() CHECK_CUDA(cudaGetLastError())
+
+// ---- the backend context ------------------------------------------------------------------------------------------
+struct qf_lt_plan; // matmul_cuda.cu: one cached cuBLASLt problem (descriptors + algorithm)
+
+struct qf_cuda_alloc_entry {
+    void *p;
+    size_t n;
+};
+
+struct qf_cuda_ctx {
+    int state; // 0 not yet initialised, 1 ready, -1 no usable GPU
+    int device, num_sms;
+    size_t smem_optin;         // max dynamic shared memory per block
+    cudaStream_t stream;       // the one compute stream (qf_cuda_stream())
+    cublasLtHandle_t lt;       // one cuBLASLt handle
+    void *lt_ws;               // its workspace
+    size_t lt_ws_bytes;        // 32 MiB
+    void *scratch;             // growable device scratch, used by one op at a time (stream-ordered)
+    size_t scratch_bytes;
+    void *small_dev;           // 4 KiB device buffer: flags, reduction results
+    void *small_host;          // 4 KiB pinned host buffer: the same, read back
+    // pinned staging ring for small host->device copies (no stream sync, source reusable on return)
+    enum { STAGE_SLOTS = 8 };
+    void *stage[STAGE_SLOTS];
+    cudaEvent_t stage_ev[STAGE_SLOTS];
+    size_t stage_bytes;
+    int stage_next;
+    // memory accounting: everything this backend cudaMallocs (alloc() and its own buffers)
+    size_t limit, cur, peak;
+    qf_cuda_alloc_entry *amap; // open-addressing table of alloc() pointers -> sizes
+    size_t amap_cap, amap_used;
+    // cuBLASLt plan cache (matmul_cuda.cu)
+    qf_lt_plan *plans;
+    int nplans, plan_next;
+};
+
+qf_cuda_ctx &qfc();                       // the context (initialised)
+void *qfc_scratch(size_t bytes);          // device scratch of at least `bytes` (256-aligned); valid until the next call
+static inline cudaStream_t qfc_stream() { return qfc().stream; }
+void qfc_device_malloc(void **p, size_t bytes); // internal buffers: cudaMalloc + accounting, fatal on failure
+void qfc_device_free(void *p, size_t bytes);
+void qfc_attention_init();                // raises the dynamic shared-memory limits of the attention kernels
+void qfc_matmul_destroy_plans();
+
+static inline size_t qf_align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+static inline int qf_ptr_aligned(const void *p, size_t a) { return ((uintptr_t)p % a) == 0; }
+static inline unsigned qf_blocks(size_t work, unsigned per_block, unsigned cap) {
+    size_t b = (work + per_block - 1) / per_block;
+    if (b < 1) b = 1;
+    return (unsigned)(b < cap ? b : cap);
+}
+
+// ---- element helpers -------------------------------------------------------------------------------------------
+template <typename T> __device__ __forceinline__ float tof(T x);
+template <> __device__ __forceinline__ float tof<float>(float x) { return x; }
+template <> __device__ __forceinline__ float tof<bf16>(bf16 x) { return __bfloat162float(x); }
+template <typename T> __device__ __forceinline__ T fromf(float x);
+template <> __device__ __forceinline__ float fromf<float>(float x) { return x; }
+template <> __device__ __forceinline__ bf16 fromf<bf16>(float x) { return __float2bfloat16_rn(x); }
+// x rounded to T and back (the value a T tensor would hold)
+template <typename T> __device__ __forceinline__ float round_to(float x) { return tof<T>(fromf<T>(x)); }
+
+// 8 consecutive elements at p[i..i+8), with vector loads when `vec` (p 16-byte aligned, i % 8 == 0) and the
+// group is full; elements at or past n read as 0 and are not written.
+template <typename T> __device__ __forceinline__ void ld8(float (&f)[8], const T *p, size_t i, size_t n, bool vec);
+template <> __device__ __forceinline__ void ld8<float>(float (&f)[8], const float *p, size_t i, size_t n, bool vec) {
+    if (vec && i + 8 <= n) {
+        const float4 a = *reinterpret_cast<const float4 *>(p + i), b = *reinterpret_cast<const float4 *>(p + i + 4);
+        f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+    } else {
+#pragma unroll
+        for (int j = 0; j < 8; j++) f[j] = i + j < n ? p[i + j] : 0.0f;
+    }
+}
+template <> __device__ __forceinline__ void ld8<bf16>(float (&f)[8], const bf16 *p, size_t i, size_t n, bool vec) {
+    if (vec && i + 8 <= n) {
+        const uint4 u = *reinterpret_cast<const uint4 *>(p + i);
+        const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&u);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const float2 t = __bfloat1622float2(h[j]);
+            f[2 * j] = t.x, f[2 * j + 1] = t.y;
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < 8; j++) f[j] = i + j < n ? __bfloat162float(p[i + j]) : 0.0f;
+    }
+}
+template <typename T> __device__ __forceinline__ void st8(T *p, const float (&f)[8], size_t i, size_t n, bool vec);
+template <> __device__ __forceinline__ void st8<float>(float *p, const float (&f)[8], size_t i, size_t n, bool vec) {
+    if (vec && i + 8 <= n) {
+        *reinterpret_cast<float4 *>(p + i) = make_float4(f[0], f[1], f[2], f[3]);
+        *reinterpret_cast<float4 *>(p + i + 4) = make_float4(f[4], f[5], f[6], f[7]);
+    } else {
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            if (i + j < n) p[i + j] = f[j];
+    }
+}
+template <> __device__ __forceinline__ void st8<bf16>(bf16 *p, const float (&f)[8], size_t i, size_t n, bool vec) {
+    if (vec && i + 8 <= n) {
+        uint4 u;
+        __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&u);
+#pragma unroll
+        for (int j = 0; j < 4; j++) h[j] = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
+        *reinterpret_cast<uint4 *>(p + i) = u;
+    } else {
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            if (i + j < n) p[i + j] = __float2bfloat16_rn(f[j]);
+    }
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ double warp_sum_d(double v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// ---- internal op functions (signatures as in ops.h; T = element type of "act") ----------------------------------
+// elementwise_cuda.cu
+template <typename T> void cu_act_from_f32(void *dst, const float *src, size_t n);
+template <typename T> void cu_act_to_f32(float *dst, const void *src, size_t n);
+template <typename T> void cu_embedding_fwd(void *out, const int32_t *tokens, const void *wte, int N, int C);
+template <typename T> void cu_embedding_bwd(void *dwte, const void *dout, const int32_t *tokens, int N, int C, int V);
+template <typename T> void cu_swiglu_fwd(void *out, const void *gate, const void *up, int N, int F);
+template <typename T>
+void cu_swiglu_bwd(void *dgate, void *dup, const void *dout, const void *gate, const void *up, int N, int F);
+template <typename T> void cu_add_inplace(void *y, const void *x, size_t n);
+template <typename T> double cu_sumsq(const void *g, size_t n);
+template <typename T> void cu_scale(void *g, float s, size_t n);
+template <typename T> int cu_nonfinite(const void *g, size_t n);
+template <typename T>
+void cu_adamw(float *p, void *p_act, const void *g, float *m, float *v, size_t n, float gscale, float lr, float beta1,
+              float beta2, float eps, float wd, int t);
+// norm_cuda.cu
+template <typename T> void cu_rmsnorm_fwd(void *out, float *rstd, const void *x, const void *w, int N, int C, float eps);
+template <typename T>
+void cu_rmsnorm_bwd(void *dx, void *dw, const void *dout, const void *x, const void *w, const float *rstd, int N, int C,
+                    int accumulate);
+template <typename T> void cu_rope_fwd(void *x, const int32_t *pos, int N, int nh, int D, double theta);
+template <typename T> void cu_rope_bwd(void *dx, const int32_t *pos, int N, int nh, int D, double theta);
+// column sums: db[c] += sum_n a[n, c] (deterministic: fixed row chunks, summed in order)
+template <typename T> void cu_colsum_add(T *db, const T *a, int N, int C);
+// matmul_cuda.cu
+template <typename T>
+void cu_matmul_fwd(void *out, const void *x, const void *w, const void *b, int N, int IN, int OUT, int accumulate);
+template <typename T>
+void cu_matmul_bwd(void *dx, void *dw, void *db, const void *dout, const void *x, const void *w, int N, int IN, int OUT,
+                   int accumulate_dx);
+// The three GEMM shapes of a linear layer, row-major (cuBLASLt underneath; fp32 accumulation):
+//   gemm_nt: out[M,N] = a[M,K] b[N,K]^T (+ bias[N]) (+ out if accumulate)
+//   gemm_nn: out[M,N] = a[M,K] b[K,N]            (+ out if accumulate)
+//   gemm_tn: out[M,N] += a[K,M]^T b[K,N]
+template <typename T> void cu_gemm_nt(T *out, const T *a, const T *b, const T *bias, int M, int N, int K, int accumulate);
+template <typename T> void cu_gemm_nn(T *out, const T *a, const T *b, int M, int N, int K, int accumulate);
+template <typename T> void cu_gemm_tn(T *out, const T *a, const T *b, int M, int N, int K);
+// attention_cuda.cu
+template <typename T>
+void cu_attention_fwd(void *out, float *lse, const void *q, const void *k, const void *v, const int32_t *seg_start,
+                      int B, int T_, int H, int KV, int D);
+template <typename T>
+void cu_attention_bwd(void *dq, void *dk, void *dv, const void *dout, const void *out, const float *lse, const void *q,
+                      const void *k, const void *v, const int32_t *seg_start, int B, int T_, int H, int KV, int D);
+// classifier_cuda.cu
+template <typename T>
+void cu_classifier(double *loss_sum, void *dx, void *dw, const void *x, const void *w, const int32_t *targets, int N,
+                   int C, int V, float grad_scale);
+
+#endif

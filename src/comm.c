@@ -39,6 +39,9 @@ void qf_comm_init(qf_comm *c, const qf_ops *ops, int ranks_per_node) {
 }
 
 void qf_comm_free(qf_comm *c) {
+#ifdef QWENFT_HAVE_CUDA
+    if (c->nccl) qf_nccl_free(c);
+#endif
     if (c->leaders != MPI_COMM_NULL) MPI_Comm_free(&c->leaders);
     if (c->node != MPI_COMM_NULL) MPI_Comm_free(&c->node);
 }
@@ -48,8 +51,65 @@ static MPI_Datatype act_type(const qf_comm *c) {
     return MPI_FLOAT;
 }
 
+#ifdef QWENFT_HAVE_CUDA
+/* comm_nccl.c: the same collectives on GPU buffers */
+void qf_nccl_allreduce_act(qf_comm *c, void *buf, size_t n);
+void qf_nccl_allgather_act(qf_comm *c, void *buf, const int64_t *counts, const int64_t *displs);
+void qf_nccl_iallgatherv_act(qf_comm *c, const void *send, void *recv, const int *counts, const int *displs,
+                             qf_comm_req *r);
+void qf_nccl_ireduce_scatterv_act(qf_comm *c, const void *send, void *recv, const int *counts, const int *displs,
+                                  qf_comm_req *r);
+void qf_nccl_wait(qf_comm *c, qf_comm_req *r);
+void qf_nccl_free(qf_comm *c);
+#define NCCL_ON(c) ((c)->nccl != NULL)
+#else
+#define NCCL_ON(c) 0
+#endif
+
+void qf_comm_iallgatherv_act(qf_comm *c, const void *send, void *recv, const int *counts, const int *displs,
+                             qf_comm_req *r) {
+#ifdef QWENFT_HAVE_CUDA
+    if (NCCL_ON(c)) {
+        qf_nccl_iallgatherv_act(c, send, recv, counts, displs, r);
+        return;
+    }
+#endif
+    r->kind = 1;
+    MPI_Iallgatherv(send, counts[c->rank], act_type(c), recv, counts, displs, act_type(c), c->world, &r->mpi);
+}
+
+void qf_comm_ireduce_scatterv_act(qf_comm *c, const void *send, void *recv, const int *counts, const int *displs,
+                                  qf_comm_req *r) {
+#ifdef QWENFT_HAVE_CUDA
+    if (NCCL_ON(c)) {
+        qf_nccl_ireduce_scatterv_act(c, send, recv, counts, displs, r);
+        return;
+    }
+#endif
+    /* MPI_Ireduce_scatter takes the pieces in rank order, which is how units are cut (displs ascending) */
+    (void)displs;
+    r->kind = 1;
+    MPI_Ireduce_scatter(send, recv, counts, act_type(c), MPI_SUM, c->world, &r->mpi);
+}
+
+void qf_comm_wait(qf_comm *c, qf_comm_req *r) {
+    if (r->kind == 1) MPI_Wait(&r->mpi, MPI_STATUS_IGNORE);
+#ifdef QWENFT_HAVE_CUDA
+    else if (r->kind == 2) qf_nccl_wait(c, r);
+#endif
+    r->kind = 0;
+}
+
+int qf_comm_pending(const qf_comm_req *r) { return r->kind != 0; }
+
 void qf_comm_allreduce_act(qf_comm *c, void *buf, size_t n) {
     if (c->world_size == 1) return;
+#ifdef QWENFT_HAVE_CUDA
+    if (NCCL_ON(c)) {
+        qf_nccl_allreduce_act(c, buf, n);
+        return;
+    }
+#endif
     char *p = buf;
     for (size_t o = 0; o < n; o += QF_MPI_CHUNK) {
         size_t k = n - o < (size_t)QF_MPI_CHUNK ? n - o : (size_t)QF_MPI_CHUNK;
@@ -57,28 +117,15 @@ void qf_comm_allreduce_act(qf_comm *c, void *buf, size_t n) {
     }
 }
 
-void qf_comm_reduce_scatter_act(qf_comm *c, const void *send, void *recv, const int64_t *counts,
-                                const int64_t *displs) {
-    int W = c->world_size;
-    size_t eb = c->ops->act_bytes;
-    if (W == 1) {
-        if (recv != (const char *)send + displs[0] * eb) memcpy(recv, (const char *)send + displs[0] * eb, counts[0] * eb);
-        return;
-    }
-    /* Reduce each rank's block to its owner, in chunks (fixed order: deterministic for a given world size). */
-    for (int r = 0; r < W; r++) {
-        for (int64_t o = 0; o < counts[r]; o += QF_MPI_CHUNK) {
-            int64_t k = counts[r] - o < QF_MPI_CHUNK ? counts[r] - o : QF_MPI_CHUNK;
-            const char *s = (const char *)send + (displs[r] + o) * eb;
-            char *d = (char *)recv + o * eb;
-            MPI_Reduce(s, r == c->rank ? d : NULL, (int)k, act_type(c), MPI_SUM, r, c->world);
-        }
-    }
-}
-
 void qf_comm_allgather_act(qf_comm *c, void *buf, const int64_t *counts, const int64_t *displs) {
     int W = c->world_size;
     if (W == 1) return;
+#ifdef QWENFT_HAVE_CUDA
+    if (NCCL_ON(c)) {
+        qf_nccl_allgather_act(c, buf, counts, displs);
+        return;
+    }
+#endif
     size_t eb = c->ops->act_bytes;
     for (int r = 0; r < W; r++)
         for (int64_t o = 0; o < counts[r]; o += QF_MPI_CHUNK) {

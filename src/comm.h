@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "../kernels/ops.h"
+#include "util.h"
 
 typedef struct qf_comm {
     MPI_Comm world;      /* all ranks (data parallel) */
@@ -17,19 +18,40 @@ typedef struct qf_comm {
     int node_id, n_nodes;
     char hostname[256];
     const qf_ops *ops;
+    /* GPU ranks: NCCL communicator over the same ranks, its stream and the backend's compute stream */
+    void *nccl, *nccl_stream, *compute_stream;
 } qf_comm;
+
+/* A collective in flight. MPI: a request; NCCL: an event recorded on the NCCL stream after the collective. */
+typedef struct qf_comm_req {
+    int kind;            /* 0 none, 1 MPI, 2 NCCL */
+    MPI_Request mpi;
+    void *event;
+} qf_comm_req;
 
 /* Splits MPI_COMM_WORLD; ranks_per_node > 0 groups every k consecutive ranks of one machine as a "node"
  * (testing the multi-node paths on one machine). */
 void qf_comm_init(qf_comm *c, const qf_ops *ops, int ranks_per_node);
 void qf_comm_free(qf_comm *c);
+/* GPU ranks: bootstraps NCCL over MPI (unique id from rank 0); the act collectives then run on GPU buffers.
+ * Returns 0, or an exit code with e filled (NCCL errors are runtime failures, 3). */
+int qf_comm_init_nccl(qf_comm *c, qf_err *e);
 
 /* act buffers (backend memory), element counts */
 void qf_comm_allreduce_act(qf_comm *c, void *buf, size_t n);
-/* recv[counts[rank]] = sum over ranks of send[displs[rank] ...] (send holds the full buffer) */
-void qf_comm_reduce_scatter_act(qf_comm *c, const void *send, void *recv, const int64_t *counts, const int64_t *displs);
 /* every rank's range [displs[r], displs[r]+counts[r]) of buf is sent to all (in place) */
 void qf_comm_allgather_act(qf_comm *c, void *buf, const int64_t *counts, const int64_t *displs);
+/* Non-blocking pieces of ZeRO (MPI int counts, per rank, relative to the unit):
+ *   all-gather: every rank contributes send[counts[me]]; recv[displs[r] ..] receives rank r's piece
+ *   reduce-scatter: send holds the whole unit (rank r's piece at displs[r]); recv[counts[me]] gets the sum
+ * The request completes with qf_comm_wait (GPU: the compute stream waits for the collective, no host sync). */
+void qf_comm_iallgatherv_act(qf_comm *c, const void *send, void *recv, const int *counts, const int *displs,
+                             qf_comm_req *r);
+void qf_comm_ireduce_scatterv_act(qf_comm *c, const void *send, void *recv, const int *counts, const int *displs,
+                                  qf_comm_req *r);
+void qf_comm_wait(qf_comm *c, qf_comm_req *r);
+int qf_comm_pending(const qf_comm_req *r);
+
 /* host scalars */
 double qf_comm_sum_f64(qf_comm *c, double v);
 int64_t qf_comm_sum_i64(qf_comm *c, int64_t v);

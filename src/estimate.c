@@ -75,8 +75,9 @@ void qf_estimate(const qf_model_config *c, const qf_deck *d, int W, int G, int64
         o->grads_live = ab * live;
         o->grads = ab * S + o->grads_live;
     }
-    int64_t opt = stage == 0 ? n : S;
-    if (off_opt) o->host_per_rank = 12 * opt + 4 * (opt < QF_ZERO_OFFLOAD_CHUNK ? opt : QF_ZERO_OFFLOAD_CHUNK);
+    int64_t opt = stage == 0 ? n : S, chunk = opt < QF_ZERO_OFFLOAD_CHUNK ? opt : QF_ZERO_OFFLOAD_CHUNK;
+    if (off_opt || off_par) o->params += ab * chunk; /* the device staging chunk of updated parameters */
+    if (off_opt) o->host_per_rank = 12 * opt + 4 * chunk;
     else o->optimizer = 12 * opt;
     o->activations = qf_model_act_bytes(c, d->train_micro_batch_size_per_gpu, d->seq_len,
                                         d->activation_checkpointing != QF_ACKPT_NONE, ab);

@@ -32,10 +32,8 @@ static int64_t ub(const qf_zero *z, int u) { return z->m->unit_off[u]; }
 static int64_t ue(const qf_zero *z, int u) { return z->m->unit_off[u + 1]; }
 static int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
 static int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
-static MPI_Datatype act_mpi(const qf_zero *z) {
-    QF_CHECK(AB(z) == 4);
-    return MPI_FLOAT;
-}
+/* raw act elements for MPI copies (broadcasts only: no arithmetic on them) */
+static MPI_Datatype act_mpi(const qf_zero *z) { return AB(z) == 4 ? MPI_FLOAT : MPI_UINT16_T; }
 
 /* ---- stage 3: units gathered on use ------------------------------------------------------------------------ */
 
@@ -55,20 +53,17 @@ static void gather_start(qf_zero *z, int u, int blocking) {
         z->gathers++;
         return;
     }
-    int r = z->comm->rank;
+    qf_comm_iallgatherv_act(z->comm, my_piece(z, u), z->ucache[u], z->ucount[u], z->udispl[u], &z->ureq[u]);
     if (blocking) {
-        MPI_Allgatherv(my_piece(z, u), z->ucount[u][r], act_mpi(z), z->ucache[u], z->ucount[u], z->udispl[u],
-                       act_mpi(z), z->comm->world);
+        qf_comm_wait(z->comm, &z->ureq[u]);
         z->gathers++;
     } else {
-        MPI_Iallgatherv(my_piece(z, u), z->ucount[u][r], act_mpi(z), z->ucache[u], z->ucount[u], z->udispl[u],
-                        act_mpi(z), z->comm->world, &z->ureq[u]);
         z->prefetches++;
     }
 }
 
 static void gather_wait(qf_zero *z, int u) {
-    if (z->ureq[u] != MPI_REQUEST_NULL) MPI_Wait(&z->ureq[u], MPI_STATUS_IGNORE);
+    if (qf_comm_pending(&z->ureq[u])) qf_comm_wait(z->comm, &z->ureq[u]);
 }
 
 static void unit_release(qf_zero *z, int u) {
@@ -135,7 +130,7 @@ static void *hk_grads(void *ctx, int u) {
 static void pending_complete(qf_zero *z, int keep) {
     while (z->npend > keep) {
         qf_zero_pending *p = &z->pend[0];
-        MPI_Wait(&p->req, MPI_STATUS_IGNORE);
+        qf_comm_wait(z->comm, &p->req);
         if (p->n) z->ops->add_inplace(at(z, z->gshard, p->lo - z->shard_begin), p->recv, (size_t)p->n);
         dev_free(z, p->send, p->n_send, AB(z));
         dev_free(z, p->recv, p->n, AB(z));
@@ -155,7 +150,7 @@ static void hk_grads_done(void *ctx, int u) {
     p->send = z->gunit[u];
     p->recv = dev_alloc(z, p->n, AB(z));
     z->gunit[u] = NULL;
-    MPI_Ireduce_scatter(p->send, p->recv, z->ucount[u], act_mpi(z), MPI_SUM, z->comm->world, &p->req);
+    qf_comm_ireduce_scatterv_act(z->comm, p->send, p->recv, z->ucount[u], z->udispl[u], &p->req);
     /* without overlap_comm each reduce-scatter completes at once; with it, at most reduce_bucket_size elements
      * of gradients wait in flight while the backward goes on */
     int64_t inflight = 0;
@@ -246,10 +241,9 @@ int qf_zero_init(qf_zero *z, qf_model *m, qf_comm *c, const qf_deck *d, int with
         MPI_Allgather(&mine, 1, MPI_INT, z->leader_of, 1, MPI_INT, c->world);
     }
     z->ucache = qf_calloc((size_t)U, sizeof(void *));
-    z->ureq = qf_calloc((size_t)U, sizeof(MPI_Request));
+    z->ureq = qf_calloc((size_t)U, sizeof(qf_comm_req));
     z->upersist = qf_calloc((size_t)U, sizeof(int));
     for (int u = 0; u < U; u++) {
-        z->ureq[u] = MPI_REQUEST_NULL;
         z->upersist[u] = (ue(z, u) - ub(z, u)) < d->stage3_param_persistence_threshold;
     }
     /* gradients */
@@ -258,6 +252,8 @@ int qf_zero_init(qf_zero *z, qf_model *m, qf_comm *c, const qf_deck *d, int with
     z->gunit = qf_calloc((size_t)U, sizeof(void *));
     z->pend = qf_calloc((size_t)U + 1, sizeof *z->pend);
     /* optimizer */
+    if (with_optimizer && (z->offload_opt || z->offload_param))
+        z->pstage = dev_alloc(z, opt < QF_ZERO_OFFLOAD_CHUNK ? opt : QF_ZERO_OFFLOAD_CHUNK, AB(z));
     if (z->offload_opt) {
         z->master = host_alloc(z, opt);
         z->adam_m = host_alloc(z, opt);
@@ -294,6 +290,7 @@ void qf_zero_free(qf_zero *z) {
         MPI_Win_unlock_all(z->pwin);
         MPI_Win_free(&z->pwin);
     }
+    if (z->pstage) dev_free(z, z->pstage, opt < QF_ZERO_OFFLOAD_CHUNK ? opt : QF_ZERO_OFFLOAD_CHUNK, AB(z));
     dev_free(z, z->gfull, z->n, AB(z));
     dev_free(z, z->gshard, z->gshard ? shard : 0, AB(z));
     if (z->offload_opt) {
@@ -327,12 +324,25 @@ void qf_zero_load_range(const qf_zero *z, int64_t *b, int64_t *e) {
     *e = z->stage == 3 ? z->shard_end : z->n;
 }
 
-/* where the act parameters of flat element `elem` live on this rank */
-static char *param_at(qf_zero *z, int64_t elem) {
+/* device-resident act parameters of flat element `elem` (stages 0-2: full copy; stage 3: this rank's shard) */
+static char *param_dev(qf_zero *z, int64_t elem) {
+    QF_CHECK(!z->offload_param);
     if (z->stage < 3) return at(z, z->pfull, elem);
-    if (z->offload_param) return at(z, z->pnode, elem);
     QF_CHECK(elem >= z->shard_begin && elem <= z->shard_end);
     return at(z, z->pshard, elem - z->shard_begin);
+}
+
+/* parameters [lo, lo+n) <- device act buffer (into the node's host copy with parameter offload) */
+static void params_store(qf_zero *z, int64_t lo, const void *dev_act, int64_t n) {
+    if (n <= 0) return;
+    if (z->offload_param) z->ops->copy_d2h(at(z, z->pnode, lo), dev_act, (size_t)n * AB(z));
+    else z->ops->copy_d2d(param_dev(z, lo), dev_act, (size_t)n * AB(z));
+}
+/* device act buffer <- parameters [lo, lo+n) */
+static void params_load(qf_zero *z, int64_t lo, void *dev_act, int64_t n) {
+    if (n <= 0) return;
+    if (z->offload_param) z->ops->copy_h2d(dev_act, at(z, z->pnode, lo), (size_t)n * AB(z));
+    else z->ops->copy_d2d(dev_act, param_dev(z, lo), (size_t)n * AB(z));
 }
 
 /* fp32 host <-> act (backend) through a backend fp32 staging buffer */
@@ -352,7 +362,14 @@ static void act_to_host(qf_zero *z, float *host, const void *src, int64_t n) {
 }
 
 void qf_zero_set_params(qf_zero *z, int64_t b, int64_t e, const float *host) {
-    act_from_host(z, param_at(z, b), host, e - b);
+    for (int64_t cb = b; cb < e; cb += QF_ZERO_OFFLOAD_CHUNK) {
+        int64_t n = imin(e, cb + QF_ZERO_OFFLOAD_CHUNK) - cb;
+        void *tmp = z->ops->alloc((size_t)n * AB(z));
+        QF_CHECK(tmp);
+        act_from_host(z, tmp, host + (cb - b), n);
+        params_store(z, cb, tmp, n);
+        z->ops->free(tmp);
+    }
     int64_t lo = imax(b, z->opt_begin), hi = imin(e, z->opt_end);
     if (hi > lo) {
         if (z->offload_opt) memcpy(z->master + (lo - z->opt_begin), host + (lo - b), (size_t)(hi - lo) * 4);
@@ -363,7 +380,14 @@ void qf_zero_set_params(qf_zero *z, int64_t b, int64_t e, const float *host) {
 }
 
 void qf_zero_get_params(qf_zero *z, int64_t b, int64_t e, float *host) {
-    if (e > b) act_to_host(z, host, param_at(z, b), e - b);
+    for (int64_t cb = b; cb < e; cb += QF_ZERO_OFFLOAD_CHUNK) {
+        int64_t n = imin(e, cb + QF_ZERO_OFFLOAD_CHUNK) - cb;
+        void *tmp = z->ops->alloc((size_t)n * AB(z));
+        QF_CHECK(tmp);
+        params_load(z, cb, tmp, n);
+        act_to_host(z, host + (cb - b), tmp, n);
+        z->ops->free(tmp);
+    }
 }
 
 /* ---- the step ---------------------------------------------------------------------------------------------- */
@@ -390,10 +414,10 @@ double qf_zero_grad_norm(qf_zero *z, double unscale) {
     return sqrt(ss) * unscale;
 }
 
-/* AdamW on the flat range [b, e) of the optimizer range: g = gradients of [b, e) (act, backend, or fp32 host with
- * offload), parameters written in act dtype (NULL: the caller copies master back). Decay only on 2-D weights. */
+/* AdamW on the flat range [b, e) of the optimizer range: g = gradients of [b, e) (act on the backend, or fp32 on
+ * the host with offload), pact = act parameters of [b, e) to write (NULL: none). Decay only on 2-D weights. */
 static void adamw_range(qf_zero *z, const qf_ops *aops, int64_t b, int64_t e, const void *g, size_t gbytes,
-                        int write_act, double lr, float gscale) {
+                        void *pact, double lr, float gscale) {
     qf_model *m = z->m;
     const qf_deck *d = z->d;
     for (int i = 0; i < m->nspecs; i++) {
@@ -402,7 +426,7 @@ static void adamw_range(qf_zero *z, const qf_ops *aops, int64_t b, int64_t e, co
         float wd = m->specs[i].decay ? (float)d->weight_decay : 0.0f;
         int64_t s = lo - z->opt_begin;
         const void *gs = (const char *)g + (size_t)(lo - b) * gbytes;
-        aops->adamw(z->master + s, write_act ? param_at(z, lo) : NULL, gs, z->adam_m + s, z->adam_v + s,
+        aops->adamw(z->master + s, pact ? at(z, pact, lo - b) : NULL, gs, z->adam_m + s, z->adam_v + s,
                     (size_t)(hi - lo), gscale, (float)lr, (float)d->beta1, (float)d->beta2, (float)d->eps, wd,
                     (int)z->adam_t);
     }
@@ -412,16 +436,23 @@ void qf_zero_update(qf_zero *z, double lr, float gscale) {
     int64_t ob = z->opt_begin, oe = z->opt_end;
     const void *g = opt_grads(z);
     z->adam_t++;
-    if (!z->offload_opt) {
-        adamw_range(z, z->ops, ob, oe, g, AB(z), 1, lr, gscale);
+    if (!z->offload_opt && !z->offload_param) {
+        adamw_range(z, z->ops, ob, oe, g, AB(z), param_dev(z, ob), lr, gscale);
     } else {
-        /* offload: the shard streams through a fixed fp32 host buffer chunk by chunk: gradients down, AdamW on
-         * host threads (the CPU op table), updated parameters back up */
+        /* offload: the range streams through fixed staging buffers chunk by chunk. With the optimizer offloaded,
+         * gradients go down to the host, AdamW runs on host threads (the CPU op table) and the updated parameters
+         * come back; with parameters offloaded they are written into the node's host copy. */
         for (int64_t cb = ob; cb < oe; cb += QF_ZERO_OFFLOAD_CHUNK) {
             int64_t ce = imin(oe, cb + QF_ZERO_OFFLOAD_CHUNK);
-            act_to_host(z, z->host_grad, at(z, (void *)g, cb - ob), ce - cb);
-            adamw_range(z, qf_ops_cpu(), cb, ce, z->host_grad, 4, 0, lr, gscale);
-            act_from_host(z, param_at(z, cb), z->master + (cb - ob), ce - cb);
+            const void *gc = at(z, (void *)g, cb - ob);
+            if (z->offload_opt) {
+                act_to_host(z, z->host_grad, gc, ce - cb);
+                adamw_range(z, qf_ops_cpu(), cb, ce, z->host_grad, 4, NULL, lr, gscale);
+                act_from_host(z, z->pstage, z->master + (cb - ob), ce - cb);
+            } else {
+                adamw_range(z, z->ops, cb, ce, gc, AB(z), z->pstage, lr, gscale);
+            }
+            params_store(z, cb, z->pstage, ce - cb);
         }
     }
     if (z->stage == 1 || z->stage == 2) qf_comm_allgather_act(z->comm, z->pfull, z->shard_count, z->shard_displ);

@@ -28,7 +28,7 @@
 #define QF_ZERO_OFFLOAD_CHUNK ((int64_t)1 << 24)
 
 typedef struct qf_zero_pending { /* a non-blocking reduce-scatter of one unit's gradients */
-    MPI_Request req;
+    qf_comm_req req;
     void *send, *recv;
     int64_t lo, n;  /* flat range received by this rank */
     int64_t n_send; /* elements of the unit sent */
@@ -53,7 +53,7 @@ typedef struct qf_zero {
     int *leader_of;                     /* [world] index in comm->leaders of each rank's node leader */
     int **ucount, **udispl;             /* [nunits][world] each rank's piece of each unit (MPI counts) */
     void **ucache;                      /* stage 3: gathered unit buffers [nunits] */
-    MPI_Request *ureq;                  /* [nunits] pending prefetch */
+    qf_comm_req *ureq;                  /* [nunits] pending prefetch */
     int *upersist;                      /* [nunits] kept gathered */
     int64_t live;                       /* gathered elements (non-persistent) */
     int64_t gathers, prefetches;        /* counters (tests, wall_clock_breakdown) */
@@ -68,6 +68,7 @@ typedef struct qf_zero {
     /* optimizer (fp32) */
     float *master, *adam_m, *adam_v;    /* [opt range] */
     float *host_grad;                   /* offload_optimizer: fp32 gradient chunk [QF_ZERO_OFFLOAD_CHUNK] */
+    void *pstage;                       /* offload: act staging chunk of updated parameters (device) */
     int64_t adam_t;
     int64_t peak_state_bytes;           /* high-water mark of the state this rank holds (params+grads+optimizer) */
     int64_t cur_state_bytes;

@@ -1,0 +1,138 @@
+/* comm_nccl.c — comm.h's act collectives on GPU buffers with NCCL (built with the CUDA backend).
+ * One communicator over MPI_COMM_WORLD, bootstrapped with an id from rank 0 broadcast over MPI. Collectives run on
+ * their own stream: an event on the compute stream orders them after the kernels that produced the data, and
+ * qf_comm_wait makes the compute stream wait on an event recorded after them — no host synchronisation. Uneven
+ * ZeRO pieces are grouped broadcasts (all-gather) and reductions (reduce-scatter) in one ncclGroup. */
+#include "comm.h"
+#include "util.h"
+
+#ifdef QWENFT_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+void *qf_cuda_stream(void); /* kernels/cuda: the backend's compute stream */
+
+#define CHECK_NCCL(x)                                                                                       \
+    do {                                                                                                    \
+        ncclResult_t r_ = (x);                                                                              \
+        if (r_ != ncclSuccess) qf_fatal_at(__FILE__, __LINE__, "NCCL: %s: %s", #x, ncclGetErrorString(r_)); \
+    } while (0)
+#define CHECK_CUDART(x)                                                                                          \
+    do {                                                                                                         \
+        cudaError_t r_ = (x);                                                                                    \
+        if (r_ != cudaSuccess) qf_fatal_at(__FILE__, __LINE__, "CUDA: %s: %s", #x, cudaGetErrorString(r_));       \
+    } while (0)
+
+static ncclDataType_t act_nccl(const qf_comm *c) {
+    if (c->ops->act_bytes == 4) return ncclFloat;
+    return ncclBfloat16;
+}
+static ncclComm_t NC(const qf_comm *c) { return (ncclComm_t)c->nccl; }
+static cudaStream_t CS(const qf_comm *c) { return (cudaStream_t)c->nccl_stream; }
+static cudaStream_t KS(const qf_comm *c) { return (cudaStream_t)c->compute_stream; }
+
+int qf_comm_init_nccl(qf_comm *c, qf_err *e) {
+    ncclUniqueId id;
+    if (c->rank == 0) CHECK_NCCL(ncclGetUniqueId(&id));
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, c->world);
+    ncclComm_t comm;
+    ncclResult_t r = ncclCommInitRank(&comm, c->world_size, id, c->rank);
+    int bad = r != ncclSuccess, any = 0;
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_LOR, c->world);
+    if (any)
+        return qf_err_set(e, QF_EXIT_RUNTIME, "rank %d: NCCL communicator: %s", c->rank,
+                          bad ? ncclGetErrorString(r) : "failed on another rank");
+    cudaStream_t s;
+    CHECK_CUDART(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    c->nccl = comm;
+    c->nccl_stream = s;
+    c->compute_stream = qf_cuda_stream();
+    return 0;
+}
+
+void qf_nccl_free(qf_comm *c) {
+    ncclCommDestroy(NC(c));
+    cudaStreamDestroy(CS(c));
+    c->nccl = NULL;
+}
+
+/* the NCCL stream waits for everything queued on the compute stream so far */
+static void after_compute(qf_comm *c) {
+    cudaEvent_t ev;
+    CHECK_CUDART(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    CHECK_CUDART(cudaEventRecord(ev, KS(c)));
+    CHECK_CUDART(cudaStreamWaitEvent(CS(c), ev, 0));
+    CHECK_CUDART(cudaEventDestroy(ev));
+}
+static void finish(qf_comm *c, qf_comm_req *r) {
+    cudaEvent_t ev;
+    CHECK_CUDART(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    CHECK_CUDART(cudaEventRecord(ev, CS(c)));
+    r->kind = 2;
+    r->event = ev;
+}
+
+void qf_nccl_wait(qf_comm *c, qf_comm_req *r) {
+    cudaEvent_t ev = (cudaEvent_t)r->event;
+    CHECK_CUDART(cudaStreamWaitEvent(KS(c), ev, 0));
+    CHECK_CUDART(cudaEventDestroy(ev));
+    r->event = NULL;
+}
+
+void qf_nccl_allreduce_act(qf_comm *c, void *buf, size_t n) {
+    qf_comm_req r;
+    after_compute(c);
+    CHECK_NCCL(ncclAllReduce(buf, buf, n, act_nccl(c), ncclSum, NC(c), CS(c)));
+    finish(c, &r);
+    qf_nccl_wait(c, &r);
+}
+
+void qf_nccl_allgather_act(qf_comm *c, void *buf, const int64_t *counts, const int64_t *displs) {
+    qf_comm_req r;
+    size_t eb = c->ops->act_bytes;
+    after_compute(c);
+    CHECK_NCCL(ncclGroupStart());
+    for (int k = 0; k < c->world_size; k++) {
+        char *p = (char *)buf + (size_t)displs[k] * eb;
+        CHECK_NCCL(ncclBroadcast(p, p, (size_t)counts[k], act_nccl(c), k, NC(c), CS(c)));
+    }
+    CHECK_NCCL(ncclGroupEnd());
+    finish(c, &r);
+    qf_nccl_wait(c, &r);
+}
+
+void qf_nccl_iallgatherv_act(qf_comm *c, const void *send, void *recv, const int *counts, const int *displs,
+                             qf_comm_req *r) {
+    size_t eb = c->ops->act_bytes;
+    after_compute(c);
+    CHECK_NCCL(ncclGroupStart());
+    for (int k = 0; k < c->world_size; k++) {
+        if (!counts[k]) continue;
+        char *dst = (char *)recv + (size_t)displs[k] * eb;
+        CHECK_NCCL(ncclBroadcast(k == c->rank ? send : dst, dst, (size_t)counts[k], act_nccl(c), k, NC(c), CS(c)));
+    }
+    CHECK_NCCL(ncclGroupEnd());
+    finish(c, r);
+}
+
+void qf_nccl_ireduce_scatterv_act(qf_comm *c, const void *send, void *recv, const int *counts, const int *displs,
+                                  qf_comm_req *r) {
+    size_t eb = c->ops->act_bytes;
+    after_compute(c);
+    CHECK_NCCL(ncclGroupStart());
+    for (int k = 0; k < c->world_size; k++) {
+        if (!counts[k]) continue;
+        const char *src = (const char *)send + (size_t)displs[k] * eb;
+        CHECK_NCCL(ncclReduce(src, k == c->rank ? recv : (void *)src, (size_t)counts[k], act_nccl(c), ncclSum, k,
+                              NC(c), CS(c)));
+    }
+    CHECK_NCCL(ncclGroupEnd());
+    finish(c, r);
+}
+
+#else
+int qf_comm_init_nccl(qf_comm *c, qf_err *e) {
+    (void)c;
+    return qf_err_set(e, QF_EXIT_RUNTIME, "this qwen-ft was built without CUDA/NCCL");
+}
+#endif

@@ -86,6 +86,7 @@ typedef struct qf_deck {
     char checkpoint_dir[QF_PATH_MAX]; /* "ckpt" */
     int64_t checkpoint_every_steps;   /* 0 = only at the end */
     int checkpoint_keep;              /* 3 */
+    int checkpoint_at_end;            /* true: every run ends with a checkpoint */
 
     /* eval */
     int64_t eval_every_steps;         /* 0 = only at the end */

@@ -247,6 +247,8 @@ static const qf_deck_key k_keys[] = {
      .ds = "qwen-ft only (HF `save_steps`)", .help = "checkpoint period in steps; 0 = only at the end"},
     {.path = "checkpoint.keep", .type = QF_KT_INT, OFF(checkpoint_keep), .def = "3", POS_INT,
      .ds = "qwen-ft only (HF `save_total_limit`)", .help = "checkpoints kept (older ones are deleted)"},
+    {.path = "checkpoint.at_end", .type = QF_KT_BOOL, OFF(checkpoint_at_end), .def = "true",
+     .ds = "qwen-ft only", .help = "write a checkpoint when the run ends (false only for throughput benchmarks)"},
     {.path = "eval.every_steps", .type = QF_KT_INT64, OFF(eval_every_steps), .def = "0", NONNEG_I64,
      .ds = "qwen-ft only (HF `eval_steps`)", .help = "validation period in steps; 0 = only at the end"},
     {.path = "eval.early_stopping_patience", .type = QF_KT_INT, OFF(early_stopping_patience), .def = "0",

@@ -221,10 +221,10 @@ static int train_loop(qf_run *r) {
             if (rc) return rc;
         }
     }
-    /* the end: evaluation (unless it just ran) and always a checkpoint */
+    /* the end: evaluation (unless it just ran) and a checkpoint (unless checkpoint.at_end = false) */
     int evaluated_now = stop_early;
     if (r->have_valid && !evaluated_now) eval_and_check(r, st->step);
-    return save(r);
+    return d->checkpoint_at_end ? save(r) : 0;
 }
 
 int qf_cmd_train(int argc, char **argv) {

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "backend.h"
 #include "h5io.h"
 #include "loss_scale.h"
 #include "model_config.h"
@@ -106,10 +107,14 @@ static int setup(qf_run *r, int argc, char **argv, int mode, qf_err *e) {
                                             "supported; qwen-ft implements AdamW",
                           d->path);
     r->rss_base = qf_mem_rss();
-    if (resolve_model(r, e)) return e->code;
-    qf_deck_resolve_auto(d, r->model.cfg.hidden_size);
     qf_comm_free(&r->comm);
     qf_comm_init(&r->comm, r->ops, d->ranks_per_node);
+    if (qf_backend_select(d, r->comm.local_rank, &r->ops, r->backend_info, sizeof r->backend_info, e)) return e->code;
+    r->comm.ops = r->ops;
+    /* GPU buffers travel by NCCL, also on one rank (ZeRO-3's gathers are collectives of one then) */
+    if (strcmp(r->ops->name, "cpu") && qf_comm_init_nccl(&r->comm, e)) return e->code;
+    if (resolve_model(r, e)) return e->code;
+    qf_deck_resolve_auto(d, r->model.cfg.hidden_size);
     if (mode == QF_RUN_TRAIN) {
         if (!d->data_train[0]) return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'data.train' is required to train", d->path);
         if (open_data(r, d->data_train, &r->train_ds, "data.train", e)) return e->code;

@@ -7,6 +7,7 @@
 #include "loss_scale.h"
 #include "run.h"
 #include "sched.h"
+#include "backend.h"
 #include "estimate.h"
 
 /* Loads this rank's micro-batches of the global batch at the state's data position. Rank r takes rows
@@ -190,16 +191,18 @@ static int train_loop(qf_run *r) {
         double tok_s = (double)d->train_batch_size * d->seq_len / dt;
         double mfu = r->peak_flops > 0 ? tok_s * r->flops_per_token / (r->peak_flops * r->comm.world_size) : 0.0;
         double mem_gb = (double)qf_mem_peak() / 1e9;
+        double gpu_gb = (double)qf_backend_peak_bytes(r->ops) / 1073741824.0;
         if (rank0 && r->metrics) {
             char b1[32], b2[32];
             fprintf(r->metrics,
                     "{\"step\": %lld, \"loss\": %s, \"lr\": %.10g, \"grad_norm\": %s, \"tokens\": %lld, "
                     "\"tokens_per_s\": %.1f, \"mfu\": %.6f, \"skipped\": %s, \"loss_scale\": %g, \"epoch\": %lld, "
-                    "\"step_time_s\": %.4f, \"peak_host_mem_gb\": %.3f}\n",
+                    "\"step_time_s\": %.4f, \"peak_host_mem_gb\": %.3f, \"peak_gpu_mem_gb\": %.3f}\n",
                     (long long)step, jnum(loss, b1, sizeof b1), lr, jnum(norm, b2, sizeof b2), (long long)targets, tok_s, mfu, skipped ? "true" : "false",
-                    st->loss_scale, (long long)st->data_epoch, dt, mem_gb);
+                    st->loss_scale, (long long)st->data_epoch, dt, mem_gb, gpu_gb);
             fflush(r->metrics);
         }
+        if (gpu_gb > 0) mem_gb = gpu_gb; /* the progress line shows the device's peak on GPU ranks */
         if (rank0 && (step % d->steps_per_print == 0 || step == r->total_steps || step == first_step + 1)) {
             char eta[32];
             double per = (qf_now() - t_start) / (double)(step - first_step);
@@ -243,6 +246,7 @@ int qf_cmd_train(int argc, char **argv) {
         qf_estimate(&r.model.cfg, &r.deck, r.comm.world_size, r.comm.local_size, (int64_t)r.ops->act_bytes, &est);
         if (r.comm.rank == 0) {
             qf_run_header(&r, stdout, "train");
+            printf("backend: %s\n", r.backend_info);
             printf("memory estimate per rank: model state %.1f MiB (params %.1f, grads %.1f, optimizer %.1f, host "
                    "optimizer %.1f), activations %.1f MiB; host per node %.1f MiB (qwen-ft estimate)\n",
                    mib(est.params + est.grads + est.optimizer + est.host_per_rank), mib(est.params), mib(est.grads),

@@ -1,0 +1,53 @@
+/* backend.c — see backend.h. */
+#include "backend.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef QWENFT_HAVE_CUDA
+#include <cuda_runtime_api.h>
+const qf_ops *qf_ops_cuda(void);
+const qf_ops *qf_ops_cuda_f32(void);
+void qf_cuda_set_memory_limit(size_t bytes);
+size_t qf_cuda_peak_bytes(void);
+#endif
+
+int qf_backend_select(const qf_deck *d, int local_rank, const qf_ops **ops, char *info, size_t n, qf_err *e) {
+    const char *want = getenv("QWENFT_BACKEND");
+    if (want && strcmp(want, "cpu") && strcmp(want, "cuda"))
+        return qf_err_set(e, QF_EXIT_INPUT, "QWENFT_BACKEND=%s: expected cpu or cuda", want);
+    *ops = qf_ops_cpu();
+    snprintf(info, n, "cpu (fp32, OpenMP)");
+#ifdef QWENFT_HAVE_CUDA
+    if (!want || !strcmp(want, "cuda")) {
+        int ndev = qf_cuda_device_count();
+        if (ndev > 0) {
+            /* one GPU per local rank; every GPU of the node stays visible so NCCL sees the whole topology */
+            int dev = local_rank % ndev;
+            if (cudaSetDevice(dev) != cudaSuccess)
+                return qf_err_set(e, QF_EXIT_RUNTIME, "cannot select GPU %d for local rank %d", dev, local_rank);
+            if (d->fp16)
+                return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'fp16.enabled': the CUDA backend computes in bf16 or fp32 "
+                                                    "in this version; use bf16.enabled (or QWENFT_BACKEND=cpu)", d->path);
+            const qf_ops *o = d->bf16 ? qf_ops_cuda() : qf_ops_cuda_f32();
+            if (o) {
+                *ops = o;
+                if (d->gpu_memory_limit_gb > 0) qf_cuda_set_memory_limit((size_t)(d->gpu_memory_limit_gb * 1073741824.0));
+                snprintf(info, n, "cuda (GPU %d of %d, %s%s)", dev, ndev, d->bf16 ? "bf16 with fp32 master" : "fp32",
+                         d->gpu_memory_limit_gb > 0 ? ", gpu_memory_limit_gb set" : "");
+                return 0;
+            }
+        }
+    }
+#endif
+    if (want && !strcmp(want, "cuda")) return qf_err_set(e, QF_EXIT_RUNTIME, "QWENFT_BACKEND=cuda but no usable GPU");
+    return 0;
+}
+
+size_t qf_backend_peak_bytes(const qf_ops *ops) {
+#ifdef QWENFT_HAVE_CUDA
+    if (!strcmp(ops->name, "cuda")) return qf_cuda_peak_bytes();
+#endif
+    (void)ops;
+    return 0;
+}

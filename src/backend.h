@@ -1,0 +1,15 @@
+/* backend.h — which op table a rank computes with: the CUDA backend on the GPU of its local rank when the build
+ * has it and a GPU is visible (bf16 tables for bf16 decks, fp32 for fp32 decks), the CPU backend otherwise.
+ * QWENFT_BACKEND=cpu|cuda forces a choice (cuda without a GPU is an error). */
+#ifndef QF_BACKEND_H
+#define QF_BACKEND_H
+#include <stddef.h>
+#include "../kernels/ops.h"
+#include "deck.h"
+
+/* Picks and initialises the backend for this rank; describes it in info. 0 or an exit code. */
+int qf_backend_select(const qf_deck *d, int local_rank, const qf_ops **ops, char *info, size_t n, qf_err *e);
+/* Peak bytes the backend's allocator has handed out (GPU), or 0 on the CPU backend. */
+size_t qf_backend_peak_bytes(const qf_ops *ops);
+
+#endif

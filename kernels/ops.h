@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 typedef struct qf_ops {
-    const char *name;        /* "cpu" | "cuda" */
+    const char *name;        /* "cpu" | "cuda" | "cuda-f32" */
     size_t act_bytes;        /* bytes of one act element (4 on cpu) */
 
     /* memory */
@@ -108,6 +108,22 @@ const qf_ops *qf_ops_cpu(void);
 /* kernels/cuda: devices visible to this process, and "CUDA runtime x.y | cuBLASLt n | NCCL n" */
 int qf_cuda_device_count(void);
 void qf_cuda_versions(char *buf, int cap);
+/* The CUDA op tables, on the device current at the first call (cudaSetDevice first); NULL when no usable GPU.
+ *   qf_ops_cuda():     act = bf16 (act_bytes 2), fp32 accumulation, cuBLASLt GEMMs, tensor-core attention.
+ *   qf_ops_cuda_f32(): act = fp32, the same kernels in fp32 (GEMMs without TF32): for exact comparisons.
+ * Both share one context: one compute stream (every op and copy is ordered on it; nothing syncs the device on the
+ * hot path), one cuBLASLt handle. copy_d2h and the ops returning host values (sumsq, nonfinite, classifier's
+ * loss_sum) sync the stream; sync() = stream sync. copy_h2d's host source may be reused on return. alloc/free
+ * are cudaMalloc/cudaFree (free synchronises: keep both off the hot path). */
+const qf_ops *qf_ops_cuda(void);
+const qf_ops *qf_ops_cuda_f32(void);
+/* alloc() returns NULL once the backend's device bytes would exceed `bytes` (gpu_memory_limit_gb; 0 = no limit).
+ * current/peak count every buffer the backend holds: alloc()'s, its scratch and the cuBLASLt workspace. */
+void qf_cuda_set_memory_limit(size_t bytes);
+size_t qf_cuda_current_bytes(void);
+size_t qf_cuda_peak_bytes(void);
+/* the compute stream (a cudaStream_t), for NCCL and for events; NULL before qf_ops_cuda() succeeded */
+void *qf_cuda_stream(void);
 #endif
 
 #endif

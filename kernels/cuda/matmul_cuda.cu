@@ -1,0 +1,165 @@
+// matmul_cuda.cu — linear layers on cuBLASLt: bf16 (or fp32) operands, fp32 compute (CUBLAS_COMPUTE_32F: no
+// TF32 for the fp32 table), bias fused with CUBLASLT_EPILOGUE_BIAS, accumulation through beta = 1.
+//
+// Row-major tensors are handed to column-major cuBLASLt as their transposes: out[M,N] row-major is out^T [N,M]
+// column-major, so out = a b^T becomes out^T = b a^T, etc. (see the three gemm_* below).
+// Problems are cached (descriptors + the heuristic's algorithm, keyed by shape, layout, dtype, epilogue and pointer
+// alignment) in the backend context, so a training step makes no heuristic queries after its first.
+// db (column sums of dout) is a deterministic reduction kernel (norm_cuda.cu), not an epilogue: it must ADD into
+// db, and BGRADB would overwrite it.
+#include "cuda_common.cuh"
+#include <string.h>
+
+struct qf_lt_plan {
+    int used;
+    cudaDataType_t dt;
+    cublasOperation_t ta, tb;
+    int m, n, k;
+    int64_t lda, ldb, ldc;
+    cublasLtEpilogue_t epi;
+    uint32_t al_a, al_b, al_c;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t A, B, C;
+    cublasLtMatmulAlgo_t algo;
+};
+#define QF_LT_PLANS 128
+
+static uint32_t ptr_align(const void *p) {
+    uintptr_t a = (uintptr_t)p;
+    uint32_t al = 256;
+    while (al > 1 && a % al) al >>= 1;
+    return al;
+}
+
+static void plan_destroy(qf_lt_plan *p) {
+    if (!p->used) return;
+    cublasLtMatmulDescDestroy(p->op);
+    cublasLtMatrixLayoutDestroy(p->A);
+    cublasLtMatrixLayoutDestroy(p->B);
+    cublasLtMatrixLayoutDestroy(p->C);
+    p->used = 0;
+}
+void qfc_matmul_destroy_plans() {
+    qf_cuda_ctx &c = qfc();
+    for (int i = 0; c.plans && i < c.nplans; i++) plan_destroy(&c.plans[i]);
+}
+
+static qf_lt_plan *get_plan(cudaDataType_t dt, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                            int64_t lda, int64_t ldb, int64_t ldc, cublasLtEpilogue_t epi, uint32_t al_a, uint32_t al_b,
+                            uint32_t al_c) {
+    qf_cuda_ctx &c = qfc();
+    if (!c.plans) {
+        c.plans = (qf_lt_plan *)qf_calloc(QF_LT_PLANS, sizeof(qf_lt_plan));
+        c.nplans = QF_LT_PLANS;
+    }
+    for (int i = 0; i < c.nplans; i++) {
+        qf_lt_plan *p = &c.plans[i];
+        if (p->used && p->dt == dt && p->ta == ta && p->tb == tb && p->m == m && p->n == n && p->k == k &&
+            p->lda == lda && p->ldb == ldb && p->ldc == ldc && p->epi == epi && p->al_a == al_a && p->al_b == al_b &&
+            p->al_c == al_c)
+            return p;
+    }
+    qf_lt_plan *p = &c.plans[c.plan_next];
+    c.plan_next = (c.plan_next + 1) % c.nplans;
+    plan_destroy(p);
+    p->dt = dt, p->ta = ta, p->tb = tb, p->m = m, p->n = n, p->k = k, p->lda = lda, p->ldb = ldb, p->ldc = ldc;
+    p->epi = epi, p->al_a = al_a, p->al_b = al_b, p->al_c = al_c;
+    CHECK_CUBLAS(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&p->A, dt, ta == CUBLAS_OP_N ? m : k, ta == CUBLAS_OP_N ? k : m, lda));
+    CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&p->B, dt, tb == CUBLAS_OP_N ? k : n, tb == CUBLAS_OP_N ? n : k, ldb));
+    CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&p->C, dt, m, n, ldc));
+    cublasLtMatmulPreference_t pref;
+    CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t ws = c.lt_ws_bytes;
+    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a));
+    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
+    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c));
+    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c));
+    cublasLtMatmulHeuristicResult_t res;
+    int nres = 0;
+    CHECK_CUBLAS(cublasLtMatmulAlgoGetHeuristic(c.lt, p->op, p->A, p->B, p->C, p->C, pref, 1, &res, &nres));
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (nres < 1)
+        QF_FATAL("cuBLASLt has no algorithm for m=%d n=%d k=%d (dtype %d, trans %d/%d, ld %lld/%lld/%lld, epilogue %d, "
+                 "alignment %u/%u/%u)",
+                 m, n, k, (int)dt, (int)ta, (int)tb, (long long)lda, (long long)ldb, (long long)ldc, (int)epi, al_a,
+                 al_b, al_c);
+    p->algo = res.algo;
+    p->used = 1;
+    return p;
+}
+
+// column-major D[m,n] = op(A) op(B) (+ bias[m]) + beta D
+template <typename T>
+static void lt_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const T *A, int64_t lda,
+                    const T *B, int64_t ldb, T *D, int64_t ldc, const T *bias, float beta) {
+    if (m <= 0 || n <= 0) return;
+    QF_CHECK(k > 0);
+    qf_cuda_ctx &c = qfc();
+    const cudaDataType_t dt = sizeof(T) == 2 ? CUDA_R_16BF : CUDA_R_32F;
+    const cublasLtEpilogue_t epi = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    qf_lt_plan *p = get_plan(dt, ta, tb, m, n, k, lda, ldb, ldc, epi, ptr_align(A), ptr_align(B), ptr_align(D));
+    if (bias) CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    const float alpha = 1.0f;
+    CHECK_CUBLAS(cublasLtMatmul(c.lt, p->op, &alpha, A, p->A, B, p->B, &beta, D, p->C, D, p->C, &p->algo, c.lt_ws,
+                                c.lt_ws_bytes, c.stream));
+}
+
+// out[M,N] = a[M,K] b[N,K]^T (+ bias) (+ out):  out^T = b a^T  (A = b: K x N col-major, transposed; B = a: K x M)
+template <typename T> void cu_gemm_nt(T *out, const T *a, const T *b, const T *bias, int M, int N, int K, int accumulate) {
+    lt_gemm<T>(CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, b, K, a, K, out, N, bias, accumulate ? 1.0f : 0.0f);
+}
+// out[M,N] = a[M,K] b[K,N] (+ out):  out^T = b^T a^T  (A = b: N x K col-major; B = a: K x M col-major)
+template <typename T> void cu_gemm_nn(T *out, const T *a, const T *b, int M, int N, int K, int accumulate) {
+    lt_gemm<T>(CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, b, N, a, K, out, N, (const T *)NULL, accumulate ? 1.0f : 0.0f);
+}
+// out[M,N] += a[K,M]^T b[K,N]:  out^T = b^T a  (A = b: N x K col-major; B = a: M x K col-major, transposed)
+template <typename T> void cu_gemm_tn(T *out, const T *a, const T *b, int M, int N, int K) {
+    lt_gemm<T>(CUBLAS_OP_N, CUBLAS_OP_T, N, M, K, b, N, a, M, out, N, (const T *)NULL, 1.0f);
+}
+
+// out[n, o] += b[o]: for a bias the epilogue cannot take (cuBLASLt wants it 16-byte aligned; model biases are
+// views into the flat parameter buffer at any element offset)
+template <typename T> __global__ void add_bias_kernel(T *out, const T *b, int N, int OUT) {
+    const size_t total = (size_t)N * OUT;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = fromf<T>(tof<T>(out[i]) + tof<T>(b[i % OUT]));
+}
+
+template <typename T>
+void cu_matmul_fwd(void *out, const void *x, const void *w, const void *b, int N, int IN, int OUT, int accumulate) {
+    if (N <= 0 || OUT <= 0) return;
+    if (b && !qf_ptr_aligned(b, 16)) {
+        cu_gemm_nt<T>((T *)out, (const T *)x, (const T *)w, (const T *)NULL, N, OUT, IN, accumulate);
+        const size_t total = (size_t)N * OUT;
+        add_bias_kernel<T><<<qf_blocks(total, 256, (unsigned)qfc().num_sms * 8u), 256, 0, qfc_stream()>>>(
+            (T *)out, (const T *)b, N, OUT);
+        CHECK_LAUNCH();
+        return;
+    }
+    cu_gemm_nt<T>((T *)out, (const T *)x, (const T *)w, (const T *)b, N, OUT, IN, accumulate);
+}
+
+template <typename T>
+void cu_matmul_bwd(void *dx, void *dw, void *db, const void *dout, const void *x, const void *w, int N, int IN, int OUT,
+                   int accumulate_dx) {
+    if (N <= 0) return;
+    // parameter gradients first, so that dx may share memory with x (stream order)
+    if (dw) cu_gemm_tn<T>((T *)dw, (const T *)dout, (const T *)x, OUT, IN, N);
+    if (db) cu_colsum_add<T>((T *)db, (const T *)dout, N, OUT);
+    if (dx) cu_gemm_nn<T>((T *)dx, (const T *)dout, (const T *)w, N, IN, OUT, accumulate_dx);
+}
+
+#define INST(T)                                                                                                      \
+    template void cu_gemm_nt<T>(T *, const T *, const T *, const T *, int, int, int, int);                          \
+    template void cu_gemm_nn<T>(T *, const T *, const T *, int, int, int, int);                                     \
+    template void cu_gemm_tn<T>(T *, const T *, const T *, int, int, int);                                          \
+    template void cu_matmul_fwd<T>(void *, const void *, const void *, const void *, int, int, int, int);          \
+    template void cu_matmul_bwd<T>(void *, void *, void *, const void *, const void *, const void *, int, int, int, \
+                                   int);
+INST(float)
+INST(bf16)

@@ -27,13 +27,14 @@ activation_checkpointing = $([ "$ackpt" = 1 ] && echo true || echo false);
 optimizer = { type = "AdamW"; params = { lr = 1e-5; weight_decay = 0.01; }; };
 bf16 = { enabled = true; };
 zero_optimization = { stage = $stage; overlap_comm = true; };
-checkpoint = { dir = "$work/ck-$model"; every_steps = 0; keep = 1; };
+checkpoint = { dir = "$work/ck-$model"; every_steps = 0; keep = 1; at_end = false; };
 log = { dir = "$work/log-$model-$seq-$micro-$ackpt-$n"; steps_per_print = 1; };
 peak_tflops = 989;
 DECK
   rm -rf "$work/ck-$model"
-  timeout 600 mpirun -np "$n" -x NCCL_NVLS_ENABLE "$Q" train "$work/bench.cfg" --set checkpoint.every_steps=100000 \
-    > "$work/q.out" 2>&1 || { echo "qwen-ft failed:"; tail -20 "$work/q.out"; }
+  timeout 600 mpirun -np "$n" -x NCCL_NVLS_ENABLE "$Q" train "$work/bench.cfg" > "$work/q.out" 2>&1 ||
+    { echo "qwen-ft failed:"; tail -20 "$work/q.out"; }
+  cp "$work/q.out" "$out/qwen-ft-$model-x$n.log"
   python3 - "$work/log-$model-$seq-$micro-$ackpt-$n/metrics.jsonl" "$model" "$n" "$seq" "$micro" "$ackpt" "$stage" <<'PY' | tee -a "$out/bench.jsonl"
 import json, sys
 steps = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l]

@@ -34,10 +34,12 @@ static void opt_from_host(qf_zero *z, float *arr, int64_t lo, int64_t n, const f
 static int write_tensors(qf_h5 *f, qf_zero *z, qf_err *e) {
     qf_model *m = z->m;
     /* every rank writes the part of each parameter inside its shard of the flat space (which it holds at every
-     * stage: parameters always, optimizer state too since its optimizer range contains its shard) */
-    int64_t pb = z->shard_begin, pe = z->shard_end;
-    float *pv = qf_malloc((size_t)(pe - pb) * 4 + 4), *buf = qf_malloc((size_t)(pe - pb) * 4 + 4);
-    qf_zero_get_params(z, pb, pe, pv);
+     * stage: parameters always, optimizer state too since its optimizer range contains its shard), one parameter
+     * at a time so the host buffer stays one tensor */
+    int64_t pb = z->shard_begin, pe = z->shard_end, big = 1;
+    for (int i = 0; i < m->nspecs; i++) big = m->specs[i].numel > big ? m->specs[i].numel : big;
+    if (big > pe - pb) big = pe - pb > 0 ? pe - pb : 1;
+    float *buf = qf_malloc((size_t)big * 4 + 4);
     qf_dtype dt = QF_DT_F32;
     if (qf_dtype_parse(m->cfg.dtype, &dt) != 0) dt = QF_DT_BF16;
     const char *groups[] = {"master", "adam_m", "adam_v"};
@@ -47,13 +49,13 @@ static int write_tensors(qf_h5 *f, qf_zero *z, qf_err *e) {
         int64_t b = m->offset[i], en = b + s->numel;
         int64_t lo = b > pb ? b : pb, hi = en < pe ? en : pe;
         int64_t n = hi > lo ? hi - lo : 0, off = n ? lo - b : 0;
-        if (qf_h5_write_f32(f, "params", s->name, s->ndim, s->shape, dt, off, n, n ? pv + (lo - pb) : pv, e)) break;
+        if (n) qf_zero_get_params(z, lo, hi, buf);
+        if (qf_h5_write_f32(f, "params", s->name, s->ndim, s->shape, dt, off, n, buf, e)) break;
         for (int g = 0; g < 3 && !e->code; g++) {
             opt_to_host(z, arrs[g], lo, n, buf);
             qf_h5_write_f32(f, groups[g], s->name, s->ndim, s->shape, QF_DT_F32, off, n, buf, e);
         }
     }
-    free(pv);
     free(buf);
     return e->code;
 }
@@ -169,31 +171,38 @@ int qf_ckpt_load(const char *path, qf_zero *z, qf_train_state *s, qf_err *e) {
     qf_h5 *f = NULL;
     if (qf_h5_open(path, z->comm->world, 0, &f, e)) return e->code;
     int have_opt = qf_h5_has(f, "master", NULL);
-    /* parameters (from the fp32 master copy when there is one) for the range this rank holds */
+    /* parameters (from the fp32 master copy when there is one) for the range this rank holds, in pieces */
     int64_t b, en;
     qf_zero_load_range(z, &b, &en);
-    float *host = qf_malloc((size_t)(en - b) * 4 + 4);
+    int64_t piece = en - b < QF_ZERO_IO_CHUNK ? en - b : QF_ZERO_IO_CHUNK;
+    float *host = qf_malloc((size_t)piece * 4 + 4);
     const char *pgroup = have_opt ? "master" : "params";
-    for (int i = 0; i < m->nspecs && !e->code; i++) {
-        int64_t pb = m->offset[i], pe = pb + m->specs[i].numel;
-        int64_t lo = pb > b ? pb : b, hi = pe < en ? pe : en;
-        if (hi > lo) qf_h5_read_f32(f, pgroup, m->specs[i].name, lo - pb, hi - lo, host + (lo - b), e);
+    for (int64_t cb = b; cb < en && !e->code; cb += QF_ZERO_IO_CHUNK) {
+        int64_t ce = en < cb + QF_ZERO_IO_CHUNK ? en : cb + QF_ZERO_IO_CHUNK;
+        for (int i = 0; i < m->nspecs && !e->code; i++) {
+            int64_t pb = m->offset[i], pe = pb + m->specs[i].numel;
+            int64_t lo = pb > cb ? pb : cb, hi = pe < ce ? pe : ce;
+            if (hi > lo) qf_h5_read_f32(f, pgroup, m->specs[i].name, lo - pb, hi - lo, host + (lo - cb), e);
+        }
+        if (!e->code) qf_zero_set_params(z, cb, ce, host);
     }
-    int bad = qf_comm_any(z->comm, e->code != 0);
-    if (!bad) qf_zero_set_params(z, b, en, host);
     free(host);
-    /* Adam moments of this rank's optimizer range */
+    int bad = qf_comm_any(z->comm, e->code != 0);
+    if (!bad) qf_zero_params_commit(z);
+    /* Adam moments of this rank's optimizer range, piece by piece */
     int64_t ob = z->opt_begin, oe = z->opt_end;
-    float *buf = qf_malloc((size_t)(oe - ob) * 4 + 4);
+    float *buf = qf_malloc((size_t)(oe - ob < QF_ZERO_IO_CHUNK ? oe - ob : QF_ZERO_IO_CHUNK) * 4 + 4);
     const char *groups[] = {"adam_m", "adam_v"};
     float *arrs[] = {z->adam_m, z->adam_v};
     for (int g = 0; g < 2 && have_opt && !bad && !e->code; g++)
         for (int i = 0; i < m->nspecs && !e->code; i++) {
             int64_t pb = m->offset[i], pe = pb + m->specs[i].numel;
-            int64_t lo = pb > ob ? pb : ob, hi = pe < oe ? pe : oe;
-            if (hi <= lo) continue;
-            if (qf_h5_read_f32(f, groups[g], m->specs[i].name, lo - pb, hi - lo, buf, e) == 0)
-                opt_from_host(z, arrs[g], lo, hi - lo, buf);
+            int64_t lo0 = pb > ob ? pb : ob, hi0 = pe < oe ? pe : oe;
+            for (int64_t lo = lo0; lo < hi0 && !e->code; lo += QF_ZERO_IO_CHUNK) {
+                int64_t hi = hi0 < lo + QF_ZERO_IO_CHUNK ? hi0 : lo + QF_ZERO_IO_CHUNK;
+                if (qf_h5_read_f32(f, groups[g], m->specs[i].name, lo - pb, hi - lo, buf, e) == 0)
+                    opt_from_host(z, arrs[g], lo, hi - lo, buf);
+            }
         }
     free(buf);
     for (size_t i = 0; i < sizeof STATE_I64 / sizeof STATE_I64[0] && !e->code; i++)

@@ -156,17 +156,21 @@ static int setup(qf_run *r, int argc, char **argv, int mode, qf_err *e) {
         snprintf(r->source, sizeof r->source, "%s", ck);
         r->resumed = 1;
     } else {
-        /* model.from or random init: each rank reads / computes only the range it holds */
+        /* model.from or random init: each rank reads / computes only the range it holds, in bounded pieces */
         int64_t b, en;
         qf_zero_load_range(&r->zero, &b, &en);
-        float *host = qf_malloc((size_t)(en - b) * 4 + 4);
-        if (d->model_from[0]) qf_model_load_range(&r->model, d->model_from, b, en, host, e);
-        else qf_model_init_random_range(&r->model, d->model_init_seed, b, en, host);
-        /* every rank reaches set_params (collective with parameter offload) */
-        int bad = qf_comm_any(&r->comm, e->code != 0);
-        if (!bad) qf_zero_set_params(&r->zero, b, en, host);
+        int64_t piece = en - b < QF_ZERO_IO_CHUNK ? en - b : QF_ZERO_IO_CHUNK;
+        float *host = qf_malloc((size_t)piece * 4 + 4);
+        for (int64_t cb = b; cb < en && !e->code; cb += QF_ZERO_IO_CHUNK) {
+            int64_t ce = en < cb + QF_ZERO_IO_CHUNK ? en : cb + QF_ZERO_IO_CHUNK;
+            if (d->model_from[0]) qf_model_load_range(&r->model, d->model_from, cb, ce, host, e);
+            else qf_model_init_random_range(&r->model, d->model_init_seed, cb, ce, host);
+            if (!e->code) qf_zero_set_params(&r->zero, cb, ce, host);
+        }
         free(host);
+        int bad = qf_comm_any(&r->comm, e->code != 0);
         if (bad) return e->code ? e->code : qf_err_set(e, QF_EXIT_INPUT, "loading %s failed on another rank", d->model_from);
+        qf_zero_params_commit(&r->zero);
     }
     r->deck_text = deck_to_text(d);
     /* MFU: SPEC's flops per token; the CPU backend has no tensor-core peak (MFU reported as 0 unless peak_tflops) */

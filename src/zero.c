@@ -23,6 +23,35 @@ static void dev_free(qf_zero *z, void *p, int64_t elems, size_t esize) {
     z->ops->free(p);
     track(z, -(int64_t)((size_t)elems * esize));
 }
+/* Transient unit buffers (gathered parameters, unit gradients, received pieces) come from a small pool, so that a
+ * step does not allocate and free (on GPUs: cudaFree, a device-wide sync) once per layer. Freed buffers wait in the
+ * pool; a request of another size first releases the pool's buffers of other sizes, so the pool never holds more
+ * than what was live together before. */
+static void *buf_get(qf_zero *z, int64_t elems, int zero) {
+    size_t bytes = (size_t)elems * AB(z);
+    for (int i = 0; i < z->npool; i++)
+        if (z->pool_bytes[i] == bytes) {
+            void *p = z->pool[i];
+            z->pool[i] = z->pool[--z->npool];
+            z->pool_bytes[i] = z->pool_bytes[z->npool];
+            if (zero) z->ops->zero(p, bytes);
+            return p;
+        }
+    for (int i = 0; i < z->npool; i++) dev_free(z, z->pool[i], (int64_t)z->pool_bytes[i], 1);
+    z->npool = 0;
+    return dev_alloc(z, elems, AB(z)); /* zero-filled */
+}
+static void buf_put(qf_zero *z, void *p, int64_t elems) {
+    if (!p) return;
+    if (z->npool == QF_ZERO_POOL) {
+        dev_free(z, z->pool[0], (int64_t)z->pool_bytes[0], 1);
+        z->pool[0] = z->pool[--z->npool];
+        z->pool_bytes[0] = z->pool_bytes[z->npool];
+    }
+    z->pool[z->npool] = p;
+    z->pool_bytes[z->npool++] = (size_t)elems * AB(z);
+}
+
 static float *host_alloc(qf_zero *z, int64_t elems) {
     track(z, elems * 4);
     return qf_calloc((size_t)(elems ? elems : 1), 4);
@@ -46,7 +75,7 @@ static const void *my_piece(qf_zero *z, int u) {
 
 static void gather_start(qf_zero *z, int u, int blocking) {
     int64_t n = ue(z, u) - ub(z, u);
-    z->ucache[u] = dev_alloc(z, n, AB(z));
+    z->ucache[u] = buf_get(z, n, 0);
     if (!z->upersist[u]) z->live += n;
     if (z->offload_param) { /* the node's shared host copy -> this rank's (device) buffer */
         z->ops->copy_h2d(z->ucache[u], at(z, z->pnode, ub(z, u)), (size_t)n * AB(z));
@@ -70,7 +99,7 @@ static void unit_release(qf_zero *z, int u) {
     if (!z->ucache[u]) return;
     gather_wait(z, u);
     int64_t n = ue(z, u) - ub(z, u);
-    dev_free(z, z->ucache[u], n, AB(z));
+    buf_put(z, z->ucache[u], n);
     z->ucache[u] = NULL;
     if (!z->upersist[u]) z->live -= n;
 }
@@ -123,7 +152,7 @@ static void units_invalidate(qf_zero *z) {
 static void *hk_grads(void *ctx, int u) {
     qf_zero *z = ctx;
     if (z->stage < 2) return at(z, z->gfull, ub(z, u));
-    if (!z->gunit[u]) z->gunit[u] = dev_alloc(z, ue(z, u) - ub(z, u), AB(z)); /* zero-filled */
+    if (!z->gunit[u]) z->gunit[u] = buf_get(z, ue(z, u) - ub(z, u), 1);
     return z->gunit[u];
 }
 
@@ -132,8 +161,8 @@ static void pending_complete(qf_zero *z, int keep) {
         qf_zero_pending *p = &z->pend[0];
         qf_comm_wait(z->comm, &p->req);
         if (p->n) z->ops->add_inplace(at(z, z->gshard, p->lo - z->shard_begin), p->recv, (size_t)p->n);
-        dev_free(z, p->send, p->n_send, AB(z));
-        dev_free(z, p->recv, p->n, AB(z));
+        buf_put(z, p->send, p->n_send);
+        buf_put(z, p->recv, p->n);
         memmove(&z->pend[0], &z->pend[1], (size_t)(z->npend - 1) * sizeof *z->pend);
         z->npend--;
     }
@@ -148,7 +177,7 @@ static void hk_grads_done(void *ctx, int u) {
     p->n = z->ucount[u][r];
     p->n_send = ue(z, u) - ub(z, u);
     p->send = z->gunit[u];
-    p->recv = dev_alloc(z, p->n, AB(z));
+    p->recv = buf_get(z, p->n, 0);
     z->gunit[u] = NULL;
     qf_comm_ireduce_scatterv_act(z->comm, p->send, p->recv, z->ucount[u], z->udispl[u], &p->req);
     /* without overlap_comm each reduce-scatter completes at once; with it, at most reduce_bucket_size elements
@@ -280,10 +309,12 @@ void qf_zero_free(qf_zero *z) {
     units_invalidate(z);
     int64_t shard = z->shard_end - z->shard_begin, opt = z->opt_end - z->opt_begin;
     for (int u = 0; u < U; u++) {
-        if (z->gunit[u]) dev_free(z, z->gunit[u], ue(z, u) - ub(z, u), AB(z));
+        if (z->gunit[u]) buf_put(z, z->gunit[u], ue(z, u) - ub(z, u));
         free(z->ucount[u]);
         free(z->udispl[u]);
     }
+    for (int i = 0; i < z->npool; i++) dev_free(z, z->pool[i], (int64_t)z->pool_bytes[i], 1);
+    z->npool = 0;
     dev_free(z, z->pfull, z->n, AB(z));
     dev_free(z, z->pshard, shard, AB(z));
     if (z->pnode) {
@@ -375,6 +406,9 @@ void qf_zero_set_params(qf_zero *z, int64_t b, int64_t e, const float *host) {
         if (z->offload_opt) memcpy(z->master + (lo - z->opt_begin), host + (lo - b), (size_t)(hi - lo) * 4);
         else z->ops->copy_h2d(z->master + (lo - z->opt_begin), host + (lo - b), (size_t)(hi - lo) * 4);
     }
+}
+
+void qf_zero_params_commit(qf_zero *z) {
     if (z->offload_param) node_exchange(z);
     units_invalidate(z);
 }

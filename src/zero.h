@@ -27,6 +27,8 @@
 /* offload_optimizer streams the shard through a host buffer of this many fp32 elements (64 MiB) */
 #define QF_ZERO_OFFLOAD_CHUNK ((int64_t)1 << 24)
 
+#define QF_ZERO_POOL 8 /* transient unit buffers kept for reuse */
+
 typedef struct qf_zero_pending { /* a non-blocking reduce-scatter of one unit's gradients */
     qf_comm_req req;
     void *send, *recv;
@@ -64,6 +66,9 @@ typedef struct qf_zero {
     void **gunit;                       /* stages 2-3: [nunits] per-unit gradient buffers during the backward */
     qf_zero_pending *pend;
     int npend;
+    void *pool[QF_ZERO_POOL];           /* transient unit buffers waiting for reuse */
+    size_t pool_bytes[QF_ZERO_POOL];
+    int npool;
 
     /* optimizer (fp32) */
     float *master, *adam_m, *adam_v;    /* [opt range] */
@@ -79,9 +84,13 @@ typedef struct qf_zero {
 int qf_zero_init(qf_zero *z, qf_model *m, qf_comm *c, const qf_deck *d, int with_optimizer, qf_err *e);
 void qf_zero_free(qf_zero *z);
 
-/* Parameters from host fp32 values of the flat range [b, e) (b, e = qf_zero_load_range's range); also sets the
- * master weights inside it. */
+/* Parameters from host fp32 values of the flat range [b, e), a piece of qf_zero_load_range's range (call it
+ * piece by piece to bound host memory); also sets the master weights inside it. Then, on every rank,
+ * qf_zero_params_commit (collective: the node exchange of parameter offload). */
 void qf_zero_set_params(qf_zero *z, int64_t b, int64_t e, const float *host);
+void qf_zero_params_commit(qf_zero *z);
+/* pieces of this many elements bound the host buffers of loading and checkpointing (256 MiB of fp32) */
+#define QF_ZERO_IO_CHUNK ((int64_t)1 << 26)
 /* The flat range this rank must be given by qf_zero_set_params: all of it, or its shard at stage 3. */
 void qf_zero_load_range(const qf_zero *z, int64_t *b, int64_t *e);
 /* fp32 host copy of the parameters [b, e), which must lie inside what this rank holds (its shard always does). */

@@ -14,7 +14,7 @@ NP=${NP:-2}
 
 # Debian packages qwen-ft builds and tests against (Open MPI, parallel HDF5, libconfig, jansson, PCRE2).
 PKGS=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools libconfig-dev
-      libjansson-dev libpcre2-dev python3)
+      libjansson-dev libpcre2-dev python3 zlib1g-dev)
 
 install_deps() {
   local missing=()
@@ -48,10 +48,19 @@ demo() {
   echo "setup: demo done; metrics in demo-out/logs/metrics.jsonl, checkpoints in demo-out/ckpt"
 }
 
+# the `system` tests' Slurm + munge + Lmod + TensorBoard (root only; QWENFT_SYSTEM_SETUP=0 skips it and the
+# system tests then skip themselves, saying why)
+system_setup() {
+  [ "${QWENFT_SYSTEM_SETUP:-1}" = 1 ] || return 0
+  if [ "$(id -u)" -eq 0 ]; then bash .ci/system-setup.sh
+  elif sudo -n true 2>/dev/null; then sudo bash .ci/system-setup.sh
+  else echo "setup: not root and no sudo: the system tests (Slurm, Lmod) will skip"; fi
+}
+
 case "$mode" in
   deps) install_deps ;;
   build) install_deps; build ;;
   demo) install_deps; build; demo ;;
-  test) install_deps; build; demo; ctest --test-dir "$BUILD_DIR" --output-on-failure ${CTEST_ARGS:-} ;;
+  test) install_deps; build; demo; system_setup; ctest --test-dir "$BUILD_DIR" --output-on-failure ${CTEST_ARGS:-} ;;
   *) echo "usage: .ci/setup.sh demo|test|deps|build" >&2; exit 2 ;;
 esac

@@ -10,6 +10,7 @@ const qf_ops *qf_ops_cuda(void);
 const qf_ops *qf_ops_cuda_f32(void);
 void qf_cuda_set_memory_limit(size_t bytes);
 size_t qf_cuda_peak_bytes(void);
+size_t qf_cuda_current_bytes(void);
 #endif
 
 int qf_backend_select(const qf_deck *d, int local_rank, const qf_ops **ops, char *info, size_t n, qf_err *e) {
@@ -46,7 +47,15 @@ int qf_backend_select(const qf_deck *d, int local_rank, const qf_ops **ops, char
 
 size_t qf_backend_peak_bytes(const qf_ops *ops) {
 #ifdef QWENFT_HAVE_CUDA
-    if (!strcmp(ops->name, "cuda")) return qf_cuda_peak_bytes();
+    if (!strncmp(ops->name, "cuda", 4)) return qf_cuda_peak_bytes();
+#endif
+    (void)ops;
+    return 0;
+}
+
+size_t qf_backend_current_bytes(const qf_ops *ops) {
+#ifdef QWENFT_HAVE_CUDA
+    if (!strncmp(ops->name, "cuda", 4)) return qf_cuda_current_bytes();
 #endif
     (void)ops;
     return 0;

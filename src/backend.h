@@ -11,5 +11,7 @@
 int qf_backend_select(const qf_deck *d, int local_rank, const qf_ops **ops, char *info, size_t n, qf_err *e);
 /* Peak bytes the backend's allocator has handed out (GPU), or 0 on the CPU backend. */
 size_t qf_backend_peak_bytes(const qf_ops *ops);
+/* Bytes the backend's allocator holds now (GPU), or 0 on the CPU backend. */
+size_t qf_backend_current_bytes(const qf_ops *ops);
 
 #endif

@@ -7,6 +7,21 @@
 #include <unistd.h>
 #include "util.h"
 
+#ifdef QWENFT_HAVE_CUDA
+/* comm_nccl.c: the same collectives on GPU buffers */
+void qf_nccl_allreduce_act(qf_comm *c, void *buf, size_t n);
+void qf_nccl_allgather_act(qf_comm *c, void *buf, const int64_t *counts, const int64_t *displs);
+void qf_nccl_iallgatherv_act(qf_comm *c, const void *send, void *recv, const int *counts, const int *displs,
+                             qf_comm_req *r);
+void qf_nccl_ireduce_scatterv_act(qf_comm *c, const void *send, void *recv, const int *counts, const int *displs,
+                                  qf_comm_req *r);
+void qf_nccl_wait(qf_comm *c, qf_comm_req *r);
+void qf_nccl_free(qf_comm *c);
+#define NCCL_ON(c) ((c)->nccl != NULL)
+#else
+#define NCCL_ON(c) 0
+#endif
+
 #define QF_MPI_CHUNK ((int64_t)1 << 30)
 
 void qf_comm_init(qf_comm *c, const qf_ops *ops, int ranks_per_node) {
@@ -51,20 +66,6 @@ static MPI_Datatype act_type(const qf_comm *c) {
     return MPI_FLOAT;
 }
 
-#ifdef QWENFT_HAVE_CUDA
-/* comm_nccl.c: the same collectives on GPU buffers */
-void qf_nccl_allreduce_act(qf_comm *c, void *buf, size_t n);
-void qf_nccl_allgather_act(qf_comm *c, void *buf, const int64_t *counts, const int64_t *displs);
-void qf_nccl_iallgatherv_act(qf_comm *c, const void *send, void *recv, const int *counts, const int *displs,
-                             qf_comm_req *r);
-void qf_nccl_ireduce_scatterv_act(qf_comm *c, const void *send, void *recv, const int *counts, const int *displs,
-                                  qf_comm_req *r);
-void qf_nccl_wait(qf_comm *c, qf_comm_req *r);
-void qf_nccl_free(qf_comm *c);
-#define NCCL_ON(c) ((c)->nccl != NULL)
-#else
-#define NCCL_ON(c) 0
-#endif
 
 void qf_comm_iallgatherv_act(qf_comm *c, const void *send, void *recv, const int *counts, const int *displs,
                              qf_comm_req *r) {

@@ -272,7 +272,7 @@ static const qf_deck_key k_keys[] = {
     {.path = "on_nonfinite", .type = QF_KT_ENUM, OFF(on_nonfinite), .def = "stop", .choices = k_nonfinite,
      .ds = "qwen-ft only", .help = "a NaN/Inf loss or gradient (bf16/fp32): skip the step, or stop with exit 3"},
     {.path = "max_hours", .type = QF_KT_FLOAT, OFF(max_hours), .def = "0", NONNEG_F, .ds = "qwen-ft only",
-     .help = "stop with a checkpoint after this wall time; 0 = no limit"},
+     .help = "wall-time budget in hours: checkpoint and stop before it runs out (like GROMACS -maxh); 0 = no limit"},
     {.path = "gpu_memory_limit_gb", .type = QF_KT_FLOAT, OFF(gpu_memory_limit_gb), .def = "0", NONNEG_F,
      .ds = "qwen-ft only", .help = "plan memory as if each GPU had only this much; 0 = no limit"},
     {.path = "peak_tflops", .type = QF_KT_FLOAT, OFF(peak_tflops), .def = "0", NONNEG_F, .ds = "qwen-ft only",

@@ -73,11 +73,11 @@ void qf_estimate(const qf_model_config *c, const qf_deck *d, int W, int G, int64
         if (sends > n) sends = n;
         int64_t live = sends + (sends < S ? sends : S) + (c->tie_word_embeddings ? u[0] : 0) + u[U - 1];
         o->grads_live = ab * live;
-        o->grads = ab * S + o->grads_live;
+        o->grads = (off_opt ? 0 : ab * S) + o->grads_live; /* offload_optimizer: the shard is on the host */
     }
     int64_t opt = stage == 0 ? n : S, chunk = opt < QF_ZERO_OFFLOAD_CHUNK ? opt : QF_ZERO_OFFLOAD_CHUNK;
     if (off_opt || off_par) o->params += ab * chunk; /* the device staging chunk of updated parameters */
-    if (off_opt) o->host_per_rank = 12 * opt + 4 * chunk;
+    if (off_opt) o->host_per_rank = 12 * opt + 4 * chunk + (stage >= 2 ? ab * S : 0);
     else o->optimizer = 12 * opt;
     o->activations = qf_model_act_bytes(c, d->train_micro_batch_size_per_gpu, d->seq_len,
                                         d->activation_checkpointing != QF_ACKPT_NONE, ab);

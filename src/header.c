@@ -3,10 +3,13 @@
 #include <jansson.h>
 #include <libconfig.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "commands.h"
 #include "qf_version.h"
 #include "run.h"
+#include "topology.h"
 
 static void print_versions(FILE *f) {
     char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
@@ -25,6 +28,30 @@ static void print_topology(FILE *f, const qf_comm *c) {
             c->ops->name);
 }
 
+/* the launcher as the environment tells it */
+static void print_launcher(FILE *f) {
+    const char *job = getenv("SLURM_JOB_ID");
+    if (job) {
+        const char *step = getenv("SLURM_STEP_ID"), *nt = getenv("SLURM_STEP_NUM_TASKS"), *nn = getenv("SLURM_STEP_NUM_NODES");
+        const char *gpn = getenv("SLURM_GPUS_PER_NODE"), *part = getenv("SLURM_JOB_PARTITION");
+        fprintf(f, "launcher: Slurm job %s%s%s%s%s%s%s%s%s%s%s\n", job, step ? " step " : "", step ? step : "",
+                nt ? ", " : "", nt ? nt : "", nt ? " tasks" : "", nn ? " on " : "", nn ? nn : "", nn ? " node(s)" : "",
+                gpn ? ", gpus-per-node " : "", gpn ? gpn : "");
+        if (part) fprintf(f, "launcher: partition %s\n", part);
+    } else if (getenv("OMPI_COMM_WORLD_SIZE")) {
+        fprintf(f, "launcher: mpirun (Open MPI)\n");
+    }
+}
+
+/* NCCL_* variables in this process's environment (the user's, or set by the topology policy) */
+static void print_nccl_env(FILE *f) {
+    extern char **environ;
+    int n = 0;
+    for (char **e = environ; e && *e; e++)
+        if (!strncmp(*e, "NCCL_", 5)) fprintf(f, "%s%s", n++ ? " " : "NCCL environment: ", *e);
+    fprintf(f, n ? "\n" : "NCCL environment: no NCCL_* variable set\n");
+}
+
 static double gb(double b) { return b / 1e9; }
 
 void qf_run_header(qf_run *r, FILE *f, const char *what) {
@@ -32,6 +59,10 @@ void qf_run_header(qf_run *r, FILE *f, const char *what) {
     const qf_deck *d = &r->deck;
     print_versions(f);
     print_topology(f, &r->comm);
+#ifdef QF_RUN_HAS_TOPOLOGY
+    print_launcher(f);
+    qf_topology_print(&r->topo, f, 0, r->nccl_line);
+#endif
     fprintf(f, "%s: deck %s\n", what, d->path);
     fprintf(f, "model: %s (%s) V=%lld C=%d F=%d L=%d H=%d KV=%d D=%d tied=%d bias=%d qk_norm=%d theta=%g | %.3f M "
                "params\n",
@@ -66,7 +97,9 @@ void qf_run_header(qf_run *r, FILE *f, const char *what) {
 int qf_cmd_report(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: qwen-ft report\nVersions, ranks and nodes, and the compute backend.\n");
+            printf("usage: qwen-ft report  (or: srun --mpi=pmix qwen-ft report, mpirun -np N qwen-ft report)\n"
+                   "Versions (CUDA, NCCL, MPI, HDF5, libconfig), ranks and nodes, the GPUs of each node (NVLink, PCIe,\n"
+                   "P2P), InfiniBand, and the NCCL settings a run would use (docs/hpc.md).\n");
             return 0;
         } else {
             fprintf(stderr, "qwen-ft report: unexpected argument '%s'\n", argv[i]);
@@ -74,9 +107,16 @@ int qf_cmd_report(int argc, char **argv) {
         }
     qf_comm c;
     qf_comm_init(&c, qf_ops_cpu(), 0);
+    qf_topology t;
+    qf_topology_detect(&t, &c);
+    char nccl[512];
+    qf_topology_nccl_env(&t, 0, nccl, sizeof nccl);
     if (c.rank == 0) {
         print_versions(stdout);
         print_topology(stdout, &c);
+        print_launcher(stdout);
+        qf_topology_print(&t, stdout, 1, nccl);
+        print_nccl_env(stdout);
 #ifdef QWENFT_HAVE_CUDA
         char v[256];
         qf_cuda_versions(v, sizeof v);
@@ -86,6 +126,7 @@ int qf_cmd_report(int argc, char **argv) {
         printf("CUDA backend: not compiled in (CPU ranks only)\n");
 #endif
     }
+    qf_topology_free(&t);
     qf_comm_free(&c);
     return 0;
 }

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "commands.h"
+#include "signals.h"
 #include "qf_version.h"
 #include "util.h"
 
@@ -25,6 +26,7 @@ static const qf_command COMMANDS[] = {
     {"eval", qf_cmd_eval, "eval DECK.cfg             validation loss of the deck's model on data.valid"},
     {"prepare", qf_cmd_prepare, "prepare --in F.jsonl --out D.h5   JSONL -> packed HDF5 dataset"},
     {"import", qf_cmd_import, "import --from HF_DIR --out M.h5   HF safetensors -> HDF5 model"},
+    {"plot", qf_cmd_plot, "plot M.jsonl -o OUT.svg|.png  training curves from metrics.jsonl (no TensorBoard needed)"},
     {"report", qf_cmd_report, "report                    versions, ranks, nodes, backend"},
     {"export", not_yet, "export --from CKPT --out HF_DIR   (planned)"},
     {"generate", not_yet, "generate ...              (planned)"},
@@ -40,6 +42,10 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    /* `train` stops cleanly on SIGUSR1/SIGTERM/SIGINT (docs/hpc.md); one that comes while MPI starts waits for the
+     * handlers instead of killing the rank */
+    size_t a1 = argc >= 2 ? strlen(argv[1]) : 0;
+    if (argc >= 2 && (!strcmp(argv[1], "train") || (a1 > 4 && !strcmp(argv[1] + a1 - 4, ".cfg")))) qf_signals_hold();
     MPI_Init(&argc, &argv);
     int rank = 0, rc = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -199,6 +199,9 @@ int qf_run_setup(qf_run *r, int argc, char **argv, int mode) {
     fault_parse(r);
     r->ops = qf_ops_cpu();
     qf_comm_init(&r->comm, r->ops, 0);
+    /* the hardware, and NCCL's environment set from it before any communicator exists (docs/hpc.md) */
+    qf_topology_detect(&r->topo, &r->comm);
+    qf_topology_nccl_env(&r->topo, 1, r->nccl_line, sizeof r->nccl_line);
     qf_err e = {0};
     setup(r, argc, argv, mode, &e);
     /* every rank reaches here; agree on failure so that no rank is left waiting */
@@ -217,6 +220,8 @@ int qf_run_setup(qf_run *r, int argc, char **argv, int mode) {
 
 void qf_run_free(qf_run *r) {
     if (r->metrics) fclose(r->metrics);
+    qf_tb_close(r->tb);
+    qf_topology_free(&r->topo);
     if (r->rows) {
         for (int i = 0; i < r->nrows; i++) qf_rows_free(&r->rows[i]);
         free(r->rows);

@@ -9,6 +9,9 @@
 #include "deck.h"
 #include "loader.h"
 #include "model.h"
+#include "signals.h"
+#include "tensorboard.h"
+#include "topology.h"
 #include "zero.h"
 
 typedef struct qf_run {
@@ -28,6 +31,10 @@ typedef struct qf_run {
     char source[QF_PATH_MAX + 64]; /* where the parameters came from */
     int resumed;
     FILE *metrics;              /* rank 0 */
+    qf_tb *tb;                  /* rank 0 with log.tensorboard: TensorBoard events in log.dir */
+    qf_signals *sig;            /* train: SIGUSR1/SIGTERM/SIGINT and max_hours (installed by qf_cmd_train) */
+    qf_topology topo;           /* nodes, GPUs, P2P, InfiniBand (docs/hpc.md) */
+    char nccl_line[512];        /* what the NCCL environment policy did (run header) */
     double flops_per_token, peak_flops;
     /* fault injection for the failure tests (QWENFT_INJECT_FAULT="rank:step:nan|fail", docs/testing.md) */
     char backend_info[160];     /* which op table, which GPU */
@@ -36,6 +43,8 @@ typedef struct qf_run {
     int64_t fault_step;
     char fault_kind[8];
 } qf_run;
+
+#define QF_RUN_HAS_TOPOLOGY 1 /* header.c prints r->topo and r->nccl_line */
 
 /* What a command needs: train (optimizer + data) or eval (parameters + valid data). */
 enum { QF_RUN_TRAIN = 1, QF_RUN_EVAL = 2 };

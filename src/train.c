@@ -87,6 +87,7 @@ static void log_eval(qf_run *r, int64_t step, qf_eval_result ev) {
                 (long long)step, jnum(ev.loss, b1, sizeof b1), jnum(ev.ppl, b2, sizeof b2), (long long)ev.tokens);
         fflush(r->metrics);
     }
+    qf_tb_eval(r->tb, step, ev.loss, ev.ppl);
 }
 
 /* Evaluates and updates the early-stopping state; returns 1 when patience is exhausted. */
@@ -130,16 +131,30 @@ static int open_metrics(qf_run *r) {
         fprintf(stderr, "qwen-ft: cannot open %s for appending\n", p);
         return QF_EXIT_INPUT;
     }
+    if (r->deck.tensorboard) {
+        qf_err e = {0};
+        r->tb = qf_tb_open(r->deck.log_dir, &e);
+        if (!r->tb) {
+            fprintf(stderr, "qwen-ft: %s: key 'log.tensorboard': %s\n", r->deck.path, e.msg);
+            return QF_EXIT_INPUT;
+        }
+    }
     return 0;
 }
 
-static int train_loop(qf_run *r) {
+/* *stopped = 1 when a signal or max_hours ended the run early (after its checkpoint) */
+static int train_loop(qf_run *r, int *stopped) {
     qf_deck *d = &r->deck;
     qf_train_state *st = &r->st;
     int rank0 = r->comm.rank == 0;
     double t_start = qf_now();
     int64_t first_step = st->step;
     int stop_early = 0;
+    /* stop on a signal or before max_hours (docs/hpc.md): longest step so far, last checkpoint write time */
+    int stop = QF_STOP_NONE;
+    int64_t saved_step = -1;
+    double step_max_s = 0;
+    double ckpt_h = qf_signals_ckpt_estimate_hours((double)r->model.n_params * (double)(r->ops->act_bytes + 12));
     while (st->step < r->total_steps && !stop_early) {
         double t0 = qf_now();
         int64_t step = st->step + 1; /* 1-based step being taken */
@@ -202,6 +217,8 @@ static int train_loop(qf_run *r) {
                     st->loss_scale, (long long)st->data_epoch, dt, mem_gb, gpu_gb);
             fflush(r->metrics);
         }
+        if (gpu_gb > 0) qf_tb_scalar(r->tb, "perf/peak_gpu_mem_gb", step, gpu_gb);
+        qf_tb_train_step(r->tb, step, loss, lr, norm, st->loss_scale, tok_s, mfu, mem_gb); /* flushes */
         if (gpu_gb > 0) mem_gb = gpu_gb; /* the progress line shows the device's peak on GPU ranks */
         if (rank0 && (step % d->steps_per_print == 0 || step == r->total_steps || step == first_step + 1)) {
             char eta[32];
@@ -220,9 +237,34 @@ static int train_loop(qf_run *r) {
         }
         if (d->checkpoint_every_steps > 0 && step % d->checkpoint_every_steps == 0 && step < r->total_steps &&
             !stop_early) {
+            double t_ck = qf_now();
             int rc = save(r);
             if (rc) return rc;
+            ckpt_h = (qf_now() - t_ck) / 3600.0;
+            saved_step = step;
         }
+        if (dt > step_max_s) step_max_s = dt;
+        if (!stop_early && st->step < r->total_steps &&
+            (stop = qf_signals_stop_requested(r->sig, &r->comm, qf_signals_elapsed_hours(r->sig), d->max_hours,
+                                              step_max_s / 3600.0, ckpt_h)))
+            break;
+    }
+    if (stop) { /* every rank agreed: checkpoint (unless this step just wrote one) and exit 0 */
+        char why[256];
+        qf_signals_describe(r->sig, stop, d->max_hours, why, sizeof why);
+        if (rank0) {
+            printf("stopping at step %lld/%lld: %s; writing a checkpoint\n", (long long)st->step,
+                   (long long)r->total_steps, why);
+            fflush(stdout);
+        }
+        int rc = saved_step == st->step ? 0 : save(r);
+        if (!rc && rank0) {
+            printf("stopped: checkpoint at step %lld of %lld; run the same command (or requeue the job) to resume\n",
+                   (long long)st->step, (long long)r->total_steps);
+            fflush(stdout);
+        }
+        *stopped = 1;
+        return rc;
     }
     /* the end: evaluation (unless it just ran) and a checkpoint (unless checkpoint.at_end = false) */
     int evaluated_now = stop_early;
@@ -237,8 +279,11 @@ int qf_cmd_train(int argc, char **argv) {
                    "Trains as the deck says (docs/deck.md); resumes from checkpoint.dir's latest checkpoint.\n");
             return 0;
         }
+    qf_signals sig; /* installed first: a signal while loading stops at the first step boundary */
+    qf_signals_install(&sig);
     qf_run r;
-    int rc = qf_run_setup(&r, argc, argv, QF_RUN_TRAIN);
+    int rc = qf_run_setup(&r, argc, argv, QF_RUN_TRAIN), stopped = 0;
+    r.sig = &sig;
     if (!rc) rc = open_metrics(&r);
     rc = qf_comm_sum_i64(&r.comm, rc) ? (rc ? rc : QF_EXIT_INPUT) : 0;
     if (!rc) {
@@ -252,8 +297,8 @@ int qf_cmd_train(int argc, char **argv) {
                    mib(est.params + est.grads + est.optimizer + est.host_per_rank), mib(est.params), mib(est.grads),
                    mib(est.optimizer), mib(est.host_per_rank), mib(est.activations), mib(est.host_per_node));
         }
-        rc = train_loop(&r);
-        if (!rc && r.comm.rank == 0) {
+        rc = train_loop(&r, &stopped);
+        if (!rc && r.comm.rank == 0 && !stopped) {
             /* what this rank really held: the engine's own count of model state, and resident-set growth */
             printf("memory: rank 0 model state peak %.1f MiB (estimate %.1f; sharded part %.1f, estimate %.1f), "
                    "activations %.1f MiB (estimate %.1f), resident growth %.1f MiB\n",
@@ -265,6 +310,7 @@ int qf_cmd_train(int argc, char **argv) {
         }
     }
     qf_run_free(&r);
+    qf_signals_restore(&sig);
     return rc;
 }
 

@@ -1,5 +1,6 @@
 /* zero.c — see zero.h: partition, storage, the model hooks, and the optimizer step. */
 #include "zero.h"
+#include "backend.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,10 +12,19 @@ static void track(qf_zero *z, int64_t delta) {
     if (z->cur_state_bytes > z->peak_state_bytes) z->peak_state_bytes = z->cur_state_bytes;
 }
 static size_t AB(const qf_zero *z) { return z->ops->act_bytes; }
+/* a backend buffer, or a fatal error that says how much the backend already holds */
+static void *dev_tmp(qf_zero *z, size_t b) {
+    void *p = z->ops->alloc(b ? b : 1);
+    if (!p)
+        QF_FATAL("out of %s memory on rank %d: %zu bytes requested, %.2f GiB held by the backend (gpu_memory_limit_gb "
+                 "= %g)", z->ops->name, z->comm->rank, b, (double)qf_backend_current_bytes(z->ops) / 1073741824.0,
+                 z->d->gpu_memory_limit_gb);
+    return p;
+}
+
 static void *dev_alloc(qf_zero *z, int64_t elems, size_t esize) {
     size_t b = (size_t)elems * esize;
-    void *p = z->ops->alloc(b ? b : 1);
-    if (!p) QF_FATAL("out of memory: %zu bytes of model state on rank %d", b, z->comm->rank);
+    void *p = dev_tmp(z, b);
     track(z, (int64_t)b);
     return p;
 }
@@ -56,6 +66,15 @@ static float *host_alloc(qf_zero *z, int64_t elems) {
     track(z, elems * 4);
     return qf_calloc((size_t)(elems ? elems : 1), 4);
 }
+/* host-resident act values (the gradient shard with offload_optimizer at stages 2-3): fp32 or bf16 */
+static float host_act_get(const qf_zero *z, const void *p, int64_t i) {
+    return AB(z) == 4 ? ((const float *)p)[i] : qf_bf16_to_f32(((const uint16_t *)p)[i]);
+}
+static void host_act_set(const qf_zero *z, void *p, int64_t i, float v) {
+    if (AB(z) == 4) ((float *)p)[i] = v;
+    else ((uint16_t *)p)[i] = qf_f32_to_bf16(v);
+}
+
 static char *at(const qf_zero *z, void *base, int64_t elem) { return (char *)base + (size_t)elem * AB(z); }
 static int64_t ub(const qf_zero *z, int u) { return z->m->unit_off[u]; }
 static int64_t ue(const qf_zero *z, int u) { return z->m->unit_off[u + 1]; }
@@ -160,7 +179,17 @@ static void pending_complete(qf_zero *z, int keep) {
     while (z->npend > keep) {
         qf_zero_pending *p = &z->pend[0];
         qf_comm_wait(z->comm, &p->req);
-        if (p->n) z->ops->add_inplace(at(z, z->gshard, p->lo - z->shard_begin), p->recv, (size_t)p->n);
+        if (p->n && !z->gshard_host) {
+            z->ops->add_inplace(at(z, z->gshard, p->lo - z->shard_begin), p->recv, (size_t)p->n);
+        } else if (p->n) { /* offload: the reduced piece comes down and accumulates in the host shard */
+            void *tmp = qf_malloc((size_t)p->n * AB(z));
+            z->ops->copy_d2h(tmp, p->recv, (size_t)p->n * AB(z));
+            char *dst = at(z, z->gshard, p->lo - z->shard_begin);
+#pragma omp parallel for schedule(static)
+            for (int64_t i = 0; i < p->n; i++)
+                host_act_set(z, dst, i, host_act_get(z, dst, i) + host_act_get(z, tmp, i));
+            free(tmp);
+        }
         buf_put(z, p->send, p->n_send);
         buf_put(z, p->recv, p->n);
         memmove(&z->pend[0], &z->pend[1], (size_t)(z->npend - 1) * sizeof *z->pend);
@@ -277,7 +306,13 @@ int qf_zero_init(qf_zero *z, qf_model *m, qf_comm *c, const qf_deck *d, int with
     }
     /* gradients */
     if (with_optimizer && z->stage < 2) z->gfull = dev_alloc(z, z->n, AB(z));
-    else if (with_optimizer) z->gshard = dev_alloc(z, shard, AB(z));
+    else if (with_optimizer && z->offload_opt) { /* ZeRO-Offload: the gradient shard lives with the optimizer */
+        z->gshard_host = 1;
+        track(z, shard * (int64_t)AB(z));
+        z->gshard = qf_calloc((size_t)(shard ? shard : 1), AB(z));
+    } else if (with_optimizer) {
+        z->gshard = dev_alloc(z, shard, AB(z));
+    }
     z->gunit = qf_calloc((size_t)U, sizeof(void *));
     z->pend = qf_calloc((size_t)U + 1, sizeof *z->pend);
     /* optimizer */
@@ -323,7 +358,8 @@ void qf_zero_free(qf_zero *z) {
     }
     if (z->pstage) dev_free(z, z->pstage, opt < QF_ZERO_OFFLOAD_CHUNK ? opt : QF_ZERO_OFFLOAD_CHUNK, AB(z));
     dev_free(z, z->gfull, z->n, AB(z));
-    dev_free(z, z->gshard, z->gshard ? shard : 0, AB(z));
+    if (z->gshard_host) free(z->gshard);
+    else dev_free(z, z->gshard, z->gshard ? shard : 0, AB(z));
     if (z->offload_opt) {
         free(z->master);
         free(z->adam_m);
@@ -378,15 +414,13 @@ static void params_load(qf_zero *z, int64_t lo, void *dev_act, int64_t n) {
 
 /* fp32 host <-> act (backend) through a backend fp32 staging buffer */
 static void act_from_host(qf_zero *z, void *dst, const float *host, int64_t n) {
-    float *tmp = z->ops->alloc((size_t)n * 4 + 4);
-    QF_CHECK(tmp);
+    float *tmp = dev_tmp(z, (size_t)n * 4 + 4);
     z->ops->copy_h2d(tmp, host, (size_t)n * 4);
     z->ops->act_from_f32(dst, tmp, (size_t)n);
     z->ops->free(tmp);
 }
 static void act_to_host(qf_zero *z, float *host, const void *src, int64_t n) {
-    float *tmp = z->ops->alloc((size_t)n * 4 + 4);
-    QF_CHECK(tmp);
+    float *tmp = dev_tmp(z, (size_t)n * 4 + 4);
     z->ops->act_to_f32(tmp, src, (size_t)n);
     z->ops->copy_d2h(host, tmp, (size_t)n * 4);
     z->ops->free(tmp);
@@ -395,8 +429,7 @@ static void act_to_host(qf_zero *z, float *host, const void *src, int64_t n) {
 void qf_zero_set_params(qf_zero *z, int64_t b, int64_t e, const float *host) {
     for (int64_t cb = b; cb < e; cb += QF_ZERO_OFFLOAD_CHUNK) {
         int64_t n = imin(e, cb + QF_ZERO_OFFLOAD_CHUNK) - cb;
-        void *tmp = z->ops->alloc((size_t)n * AB(z));
-        QF_CHECK(tmp);
+        void *tmp = dev_tmp(z, (size_t)n * AB(z));
         act_from_host(z, tmp, host + (cb - b), n);
         params_store(z, cb, tmp, n);
         z->ops->free(tmp);
@@ -416,8 +449,7 @@ void qf_zero_params_commit(qf_zero *z) {
 void qf_zero_get_params(qf_zero *z, int64_t b, int64_t e, float *host) {
     for (int64_t cb = b; cb < e; cb += QF_ZERO_OFFLOAD_CHUNK) {
         int64_t n = imin(e, cb + QF_ZERO_OFFLOAD_CHUNK) - cb;
-        void *tmp = z->ops->alloc((size_t)n * AB(z));
-        QF_CHECK(tmp);
+        void *tmp = dev_tmp(z, (size_t)n * AB(z));
         params_load(z, cb, tmp, n);
         act_to_host(z, host + (cb - b), tmp, n);
         z->ops->free(tmp);
@@ -428,6 +460,7 @@ void qf_zero_get_params(qf_zero *z, int64_t b, int64_t e, float *host) {
 
 void qf_zero_zero_grads(qf_zero *z) {
     if (z->stage < 2) z->ops->zero(z->gfull, (size_t)z->n * AB(z));
+    else if (z->gshard_host) memset(z->gshard, 0, (size_t)(z->shard_end - z->shard_begin) * AB(z));
     else z->ops->zero(z->gshard, (size_t)(z->shard_end - z->shard_begin) * AB(z));
 }
 
@@ -444,7 +477,26 @@ static const void *opt_grads(qf_zero *z) {
 double qf_zero_grad_norm(qf_zero *z, double unscale) {
     double ss;
     if (z->stage < 2) ss = z->ops->sumsq(z->gfull, (size_t)z->n);
-    else ss = qf_comm_sum_f64(z->comm, z->ops->sumsq(z->gshard, (size_t)(z->shard_end - z->shard_begin)));
+    else if (!z->gshard_host) ss = qf_comm_sum_f64(z->comm, z->ops->sumsq(z->gshard, (size_t)(z->shard_end - z->shard_begin)));
+    else {
+        int64_t n = z->shard_end - z->shard_begin;
+        double part = 0; /* fixed-order partial sums: deterministic for any thread count */
+        enum { BLK = 1 << 16 };
+        int64_t nb = (n + BLK - 1) / BLK;
+        double *ps = qf_calloc((size_t)(nb ? nb : 1), sizeof(double));
+#pragma omp parallel for schedule(static)
+        for (int64_t b = 0; b < nb; b++) {
+            double acc = 0;
+            for (int64_t i = b * BLK; i < n && i < (b + 1) * BLK; i++) {
+                double v = host_act_get(z, z->gshard, i);
+                acc += v * v;
+            }
+            ps[b] = acc;
+        }
+        for (int64_t b = 0; b < nb; b++) part += ps[b];
+        free(ps);
+        ss = qf_comm_sum_f64(z->comm, part);
+    }
     return sqrt(ss) * unscale;
 }
 
@@ -480,7 +532,10 @@ void qf_zero_update(qf_zero *z, double lr, float gscale) {
             int64_t ce = imin(oe, cb + QF_ZERO_OFFLOAD_CHUNK);
             const void *gc = at(z, (void *)g, cb - ob);
             if (z->offload_opt) {
-                act_to_host(z, z->host_grad, gc, ce - cb);
+                if (z->gshard_host)
+                    for (int64_t i = 0; i < ce - cb; i++) z->host_grad[i] = host_act_get(z, gc, i);
+                else
+                    act_to_host(z, z->host_grad, gc, ce - cb);
                 adamw_range(z, qf_ops_cpu(), cb, ce, z->host_grad, 4, NULL, lr, gscale);
                 act_from_host(z, z->pstage, z->master + (cb - ob), ce - cb);
             } else {
@@ -496,7 +551,8 @@ void qf_zero_update(qf_zero *z, double lr, float gscale) {
 
 void qf_zero_poison_grads(qf_zero *z) {
     void *g = z->stage < 2 ? z->gfull : z->gshard;
-    if (g) z->ops->scale(g, NAN, 1);
+    if (g && z->gshard_host && g == z->gshard) host_act_set(z, g, 0, NAN);
+    else if (g) z->ops->scale(g, NAN, 1);
 }
 
 int64_t qf_zero_state_bytes(const qf_zero *z) { return z->cur_state_bytes; }

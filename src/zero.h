@@ -9,8 +9,8 @@
  *   stage 3: + parameters sharded: a unit is all-gathered just before use (prefetching the next one within
  *            stage3_prefetch_bucket_size / stage3_max_live_parameters), freed after; units smaller than
  *            stage3_param_persistence_threshold stay gathered
- * offload_optimizer = cpu: master, moments and a fp32 gradient shard live in (pinned, on GPUs) host memory and
- *   AdamW runs there on host threads; the updated shard is copied back.
+ * offload_optimizer = cpu: master, moments and (stages 2-3) the gradient shard live in host memory and AdamW runs
+ *   there on host threads; reduced gradient pieces come down as they complete; updated parameters go back up.
  * offload_param = cpu (stage 3): ONE copy of the parameters per node in MPI-3 shared memory
  *   (MPI_Win_allocate_shared); units are copied from it on use; after the update every rank writes its shard
  *   into the node copy and the node leaders exchange the shards of other nodes.
@@ -63,6 +63,7 @@ typedef struct qf_zero {
     /* gradients */
     void *gfull;                        /* stages 0-1: act [n] */
     void *gshard;                       /* stages 2-3: act [shard], accumulated over micro-batches */
+    int gshard_host;                    /* offload_optimizer at stages 2-3: gshard lives in host memory */
     void **gunit;                       /* stages 2-3: [nunits] per-unit gradient buffers during the backward */
     qf_zero_pending *pend;
     int npend;

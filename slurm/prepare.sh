@@ -1,0 +1,30 @@
+#!/bin/bash
+# prepare.sh — a CPU job that packs JSONL into the HDF5 datasets training reads (`qwen-ft prepare`); no GPU.
+#
+#   sbatch prepare.sh --in data/train.jsonl --out data/train.h5 --valid-fraction 0.02 [--tokenizer T] [...]
+#
+# All arguments go to `qwen-ft prepare` (qwen-ft prepare --help). It runs in the directory you submit from.
+#SBATCH --job-name=qwen-ft-prepare
+#SBATCH --partition=cpu
+#SBATCH --nodes=1
+#SBATCH --ntasks=1
+#SBATCH --cpus-per-task=16
+#SBATCH --mem=64G
+#SBATCH --time=04:00:00
+#SBATCH --output=%x-%j.out
+set -eo pipefail
+
+# ---- environment: the batch shell may not have inherited the `module` function -------------------------------
+if ! command -v module > /dev/null 2>&1; then
+  for init in /usr/share/lmod/lmod/init/bash /etc/profile.d/lmod.sh /etc/profile.d/modules.sh; do
+    # shellcheck source=/dev/null
+    if [ -r "$init" ]; then . "$init"; break; fi
+  done
+fi
+module load qwen-ft
+if [ $# -eq 0 ]; then
+  echo "usage: sbatch prepare.sh --in F.jsonl --out D.h5 [qwen-ft prepare options]" >&2
+  exit 2
+fi
+export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}
+srun --mpi=pmix --ntasks=1 --cpus-per-task="${SLURM_CPUS_PER_TASK:-1}" qwen-ft prepare "$@"

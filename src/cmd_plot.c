@@ -1,0 +1,565 @@
+/* cmd_plot.c — `qwen-ft plot metrics.jsonl [more.jsonl ...] -o curves.svg|curves.png [--keys k1,k2,...]`:
+ * training curves for people without TensorBoard. One panel per key (lines against the step; keys of evaluation
+ * lines, valid_*, as points), one colour per input file, axes with ticks and labels. SVG is written as text; PNG is
+ * rasterised here into an RGB buffer (lines, a 5x7 bitmap font) and encoded with zlib when the build has it, else
+ * with stored deflate blocks (valid, larger). Bad input exits 2 naming file:line. */
+#include <ctype.h>
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include "commands.h"
+#include "plot_font.h"
+#include "util.h"
+#ifdef QWENFT_HAVE_ZLIB
+#include <zlib.h>
+#endif
+
+#define PLOT_MAX_FILES 8
+#define PLOT_MAX_KEYS 16
+
+/* ---- data ------------------------------------------------------------------------------------------------- */
+
+typedef struct {
+    double *x, *y;
+    size_t n, cap;
+} series;
+
+typedef struct {
+    char key[64];
+    int points;                    /* drawn as points (evaluation keys) rather than lines */
+    series s[PLOT_MAX_FILES];
+    double xmin, xmax, ymin, ymax;
+    size_t total;
+} panel;
+
+/* Appends (x, y); a step not after the last one means the run was resumed from an earlier checkpoint: the later
+ * values replace the earlier ones from that step on (as TensorBoard does). */
+static void series_add(series *s, double x, double y) {
+    while (s->n > 0 && s->x[s->n - 1] >= x) s->n--;
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 256;
+        s->x = qf_realloc(s->x, s->cap * sizeof(double));
+        s->y = qf_realloc(s->y, s->cap * sizeof(double));
+    }
+    s->x[s->n] = x;
+    s->y[s->n] = y;
+    s->n++;
+}
+
+static int read_metrics(const char *path, int file_index, panel *p, int np, qf_err *e) {
+    FILE *f = fopen(path, "r");
+    if (!f) return qf_err_set(e, QF_EXIT_INPUT, "%s: cannot open: %s", path, strerror(errno));
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    long lineno = 0;
+    int rc = 0;
+    while (!rc && (len = getline(&line, &cap, f)) >= 0) {
+        lineno++;
+        const char *c = line;
+        while (isspace((unsigned char)*c)) c++;
+        if (!*c) continue;
+        json_error_t je;
+        json_t *o = json_loads(line, JSON_DECODE_ANY, &je);
+        if (!o || !json_is_object(o)) {
+            rc = qf_err_set(e, QF_EXIT_INPUT, "%s:%ld: not a JSON object%s%s", path, lineno, o ? "" : ": ",
+                            o ? "" : je.text);
+            json_decref(o);
+            break;
+        }
+        json_t *st = json_object_get(o, "step");
+        if (!json_is_number(st)) {
+            rc = qf_err_set(e, QF_EXIT_INPUT, "%s:%ld: key 'step': missing or not a number", path, lineno);
+            json_decref(o);
+            break;
+        }
+        double x = json_number_value(st);
+        for (int k = 0; k < np; k++) {
+            json_t *v = json_object_get(o, p[k].key);
+            if (!v || json_is_null(v)) continue; /* absent, or null (non-finite in metrics.jsonl) */
+            if (json_is_boolean(v)) {
+                series_add(&p[k].s[file_index], x, json_is_true(v) ? 1.0 : 0.0);
+                continue;
+            }
+            if (!json_is_number(v)) {
+                rc = qf_err_set(e, QF_EXIT_INPUT, "%s:%ld: key '%s': not a number", path, lineno, p[k].key);
+                break;
+            }
+            double y = json_number_value(v);
+            if (isfinite(y)) series_add(&p[k].s[file_index], x, y);
+        }
+        json_decref(o);
+    }
+    free(line);
+    fclose(f);
+    return rc;
+}
+
+/* ---- scales and ticks ------------------------------------------------------------------------------------ */
+
+static double nice_step(double range, int target) {
+    double raw = range / target, mag = pow(10, floor(log10(raw))), r = raw / mag;
+    double m = r < 1.5 ? 1 : r < 3 ? 2 : r < 7 ? 5 : 10;
+    return m * mag;
+}
+
+static void fmt_tick(double v, double step, char *buf, size_t n) {
+    if (fabs(v) < step * 1e-9) v = 0;
+    double a = fabs(v);
+    if (v != 0 && (a >= 1e6 || a < 1e-3)) {
+        snprintf(buf, n, "%.3g", v);
+    } else {
+        int dec = step >= 1 ? 0 : (int)ceil(-log10(step) - 1e-9);
+        if (dec > 6) dec = 6;
+        snprintf(buf, n, "%.*f", dec, v);
+    }
+}
+
+/* ---- a canvas with two back ends: SVG text and an RGB raster ---------------------------------------------- */
+
+typedef struct {
+    unsigned char r, g, b;
+} rgb;
+
+static const rgb k_palette[PLOT_MAX_FILES] = {{31, 119, 180}, {255, 127, 14}, {44, 160, 44}, {214, 39, 40},
+                                              {148, 103, 189}, {140, 86, 75}, {227, 119, 194}, {127, 127, 127}};
+static const rgb k_black = {0, 0, 0}, k_grid = {225, 225, 225}, k_axis = {90, 90, 90};
+
+typedef struct {
+    int svg;          /* 1: SVG into f; 0: raster into px */
+    FILE *f;
+    int w, h;
+    unsigned char *px; /* w*h*3 */
+    int scale;        /* font scale of the raster */
+} canvas;
+
+static void put_px(canvas *c, int x, int y, rgb col) {
+    if (x < 0 || y < 0 || x >= c->w || y >= c->h) return;
+    unsigned char *p = c->px + ((size_t)y * c->w + x) * 3;
+    p[0] = col.r;
+    p[1] = col.g;
+    p[2] = col.b;
+}
+
+static void draw_line(canvas *c, double x0, double y0, double x1, double y1, rgb col, int width) {
+    if (c->svg) {
+        fprintf(c->f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"rgb(%d,%d,%d)\" stroke-width=\"%d\"/>\n",
+                x0, y0, x1, y1, col.r, col.g, col.b, width);
+        return;
+    }
+    /* DDA with a square brush of `width` pixels */
+    double dx = x1 - x0, dy = y1 - y0;
+    int steps = (int)ceil(fmax(fabs(dx), fabs(dy)));
+    if (steps < 1) steps = 1;
+    for (int i = 0; i <= steps; i++) {
+        int x = (int)lround(x0 + dx * i / steps), y = (int)lround(y0 + dy * i / steps);
+        for (int a = 0; a < width; a++)
+            for (int b = 0; b < width; b++) put_px(c, x + a - width / 2, y + b - width / 2, col);
+    }
+}
+
+static void draw_polyline(canvas *c, const double *xs, const double *ys, size_t n, rgb col) {
+    if (n == 0) return;
+    if (c->svg) {
+        fprintf(c->f, "<polyline fill=\"none\" stroke=\"rgb(%d,%d,%d)\" stroke-width=\"1.5\" points=\"", col.r, col.g,
+                col.b);
+        for (size_t i = 0; i < n; i++) fprintf(c->f, "%s%.1f,%.1f", i ? " " : "", xs[i], ys[i]);
+        fprintf(c->f, "\"/>\n");
+        return;
+    }
+    if (n == 1) draw_line(c, xs[0], ys[0], xs[0], ys[0], col, 2);
+    for (size_t i = 1; i < n; i++) draw_line(c, xs[i - 1], ys[i - 1], xs[i], ys[i], col, 2);
+}
+
+static void draw_point(canvas *c, double x, double y, rgb col) {
+    if (c->svg) {
+        fprintf(c->f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"rgb(%d,%d,%d)\"/>\n", x, y, col.r, col.g, col.b);
+        return;
+    }
+    int cx = (int)lround(x), cy = (int)lround(y);
+    for (int a = -3; a <= 3; a++)
+        for (int b = -3; b <= 3; b++)
+            if (a * a + b * b <= 10) put_px(c, cx + a, cy + b, col);
+}
+
+static void xml_escaped(FILE *f, const char *s) {
+    for (; *s; s++) {
+        if (*s == '<') fputs("&lt;", f);
+        else if (*s == '>') fputs("&gt;", f);
+        else if (*s == '&') fputs("&amp;", f);
+        else if (*s == '"') fputs("&quot;", f);
+        else if ((unsigned char)*s >= 32) fputc(*s, f);
+    }
+}
+
+/* anchor: 0 start, 1 middle, 2 end; y is the text's vertical centre */
+static int text_width(const canvas *c, const char *s) {
+    return c->svg ? (int)strlen(s) * 7 : (int)strlen(s) * 6 * c->scale;
+}
+
+static void draw_text(canvas *c, double x, double y, const char *s, int anchor, rgb color) {
+    if (c->svg) {
+        static const char *const anchors[3] = {"start", "middle", "end"};
+        fprintf(c->f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\" dominant-baseline=\"middle\" fill=\"rgb(%d,%d,%d)\">",
+                x, y, anchors[anchor], color.r, color.g, color.b);
+        xml_escaped(c->f, s);
+        fprintf(c->f, "</text>\n");
+        return;
+    }
+    int w = text_width(c, s), sc = c->scale;
+    int x0 = (int)lround(x) - (anchor == 1 ? w / 2 : anchor == 2 ? w : 0);
+    int y0 = (int)lround(y) - 7 * sc / 2;
+    for (size_t i = 0; s[i]; i++) {
+        unsigned ch = (unsigned char)s[i];
+        if (ch < 32 || ch > 126) ch = '?';
+        const unsigned char *g = k_font5x7[ch - 32];
+        for (int row = 0; row < 7; row++)
+            for (int cx = 0; cx < 5; cx++)
+                if (g[row] & (1u << (4 - cx)))
+                    for (int a = 0; a < sc; a++)
+                        for (int b = 0; b < sc; b++)
+                            put_px(c, x0 + (int)i * 6 * sc + cx * sc + a, y0 + row * sc + b, color);
+    }
+}
+
+static void fill_rect(canvas *c, int x, int y, int w, int h, rgb col) {
+    if (c->svg) {
+        fprintf(c->f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"rgb(%d,%d,%d)\"/>\n", x, y, w, h,
+                col.r, col.g, col.b);
+        return;
+    }
+    for (int j = y; j < y + h; j++)
+        for (int i = x; i < x + w; i++) put_px(c, i, j, col);
+}
+
+/* ---- layout ------------------------------------------------------------------------------------------------ */
+
+enum { W = 960, PANEL_H = 250, TOP = 34, LEFT = 90, RIGHT = 30, PAD_TOP = 44, PAD_BOTTOM = 40 };
+
+static void draw_panel(canvas *c, const panel *p, int index, const char *const *files, int nfiles) {
+    int y0 = TOP + index * PANEL_H;                 /* panel top */
+    int px0 = LEFT, px1 = W - RIGHT;                /* plot area */
+    int py0 = y0 + PAD_TOP, py1 = y0 + PANEL_H - PAD_BOTTOM;
+    double xmin = p->xmin, xmax = p->xmax, ymin = p->ymin, ymax = p->ymax;
+    if (xmax <= xmin) {
+        xmin -= 1;
+        xmax += 1;
+    } else if (p->points) { /* points on the frame would be cut in half */
+        double pad = 0.03 * (xmax - xmin);
+        xmin -= pad;
+        xmax += pad;
+    }
+    if (ymax <= ymin) {
+        double d = fabs(ymin) > 0 ? fabs(ymin) * 0.1 : 1;
+        ymin -= d;
+        ymax += d;
+    } else {
+        double pad = 0.05 * (ymax - ymin);
+        ymin -= pad;
+        ymax += pad;
+    }
+    double xs = nice_step(xmax - xmin, 8), ys = nice_step(ymax - ymin, 5);
+    /* title and legend */
+    draw_text(c, px0, y0 + 14, p->key, 0, k_black);
+    if (nfiles > 1) {
+        int lx = px0 + text_width(c, p->key) + 30;
+        for (int k = 0; k < nfiles; k++) {
+            if (p->s[k].n == 0) continue;
+            draw_line(c, lx, y0 + 14, lx + 18, y0 + 14, k_palette[k], 3);
+            draw_text(c, lx + 24, y0 + 14, files[k], 0, k_black);
+            lx += 24 + text_width(c, files[k]) + 24;
+        }
+    }
+    /* grid, ticks and labels */
+    char buf[64];
+    for (double v = ceil(ymin / ys) * ys; v <= ymax + ys * 1e-9; v += ys) {
+        double y = py1 - (v - ymin) / (ymax - ymin) * (py1 - py0);
+        draw_line(c, px0, y, px1, y, k_grid, 1);
+        draw_line(c, px0 - 5, y, px0, y, k_axis, 1);
+        fmt_tick(v, ys, buf, sizeof buf);
+        draw_text(c, px0 - 8, y, buf, 2, k_axis);
+    }
+    for (double v = ceil(xmin / xs) * xs; v <= xmax + xs * 1e-9; v += xs) {
+        double x = px0 + (v - xmin) / (xmax - xmin) * (px1 - px0);
+        draw_line(c, x, py0, x, py1, k_grid, 1);
+        draw_line(c, x, py1, x, py1 + 5, k_axis, 1);
+        fmt_tick(v, xs, buf, sizeof buf);
+        draw_text(c, x, py1 + 16, buf, 1, k_axis);
+    }
+    draw_text(c, px1, py1 + 32, "step", 2, k_axis);
+    draw_line(c, px0, py0, px0, py1, k_axis, 1);
+    draw_line(c, px0, py1, px1, py1, k_axis, 1);
+    /* the data */
+    for (int k = 0; k < nfiles; k++) {
+        const series *s = &p->s[k];
+        if (!s->n) continue;
+        double *X = qf_malloc(s->n * sizeof(double)), *Y = qf_malloc(s->n * sizeof(double));
+        for (size_t i = 0; i < s->n; i++) {
+            X[i] = px0 + (s->x[i] - xmin) / (xmax - xmin) * (px1 - px0);
+            Y[i] = py1 - (s->y[i] - ymin) / (ymax - ymin) * (py1 - py0);
+        }
+        if (p->points) {
+            for (size_t i = 0; i < s->n; i++) draw_point(c, X[i], Y[i], k_palette[k]);
+        } else {
+            draw_polyline(c, X, Y, s->n, k_palette[k]);
+        }
+        free(X);
+        free(Y);
+    }
+}
+
+static void draw_all(canvas *c, const panel *p, int np, const char *const *files, int nfiles) {
+    fill_rect(c, 0, 0, c->w, c->h, (rgb){255, 255, 255});
+    char title[600];
+    if (nfiles > 1) snprintf(title, sizeof title, "qwen-ft: %d metrics files (colours in each panel)", nfiles);
+    else snprintf(title, sizeof title, "qwen-ft: %s", files[0]);
+    draw_text(c, 10, 16, title, 0, k_axis);
+    for (int i = 0; i < np; i++) draw_panel(c, &p[i], i, files, nfiles);
+}
+
+/* ---- PNG ------------------------------------------------------------------------------------------------- */
+
+static uint32_t crc32_update(uint32_t crc, const unsigned char *p, size_t n) {
+    static const uint32_t nib[16] = {0x00000000, 0x1DB71064, 0x3B6E20C8, 0x26D930AC, 0x76DC4190, 0x6B6B51F4,
+                                     0x4DB26158, 0x5005713C, 0xEDB88320, 0xF00F9344, 0xD6D6A3E8, 0xCB61B38C,
+                                     0x9B64C2B0, 0x86D3D2D4, 0xA00AE278, 0xBDBDF21C};
+    crc = ~crc;
+    for (size_t i = 0; i < n; i++) {
+        crc ^= p[i];
+        crc = (crc >> 4) ^ nib[crc & 15];
+        crc = (crc >> 4) ^ nib[crc & 15];
+    }
+    return ~crc;
+}
+
+static void be32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+
+static void png_chunk(FILE *f, const char *type, const unsigned char *data, size_t n) {
+    unsigned char hd[8];
+    be32(hd, (uint32_t)n);
+    memcpy(hd + 4, type, 4);
+    fwrite(hd, 1, 8, f);
+    if (n) fwrite(data, 1, n, f);
+    uint32_t crc = crc32_update(0, (const unsigned char *)type, 4);
+    crc = crc32_update(crc, data, n);
+    unsigned char t[4];
+    be32(t, crc);
+    fwrite(t, 1, 4, f);
+}
+
+/* a zlib stream of raw: deflate (zlib) when available, else stored blocks with an Adler-32 */
+static unsigned char *zlib_stream(const unsigned char *raw, size_t n, size_t *out_n) {
+#ifdef QWENFT_HAVE_ZLIB
+    {
+        uLongf cap = compressBound((uLong)n);
+        unsigned char *zz = qf_malloc(cap);
+        if (compress2(zz, &cap, raw, (uLong)n, 6) == Z_OK) {
+            *out_n = cap;
+            return zz;
+        }
+        free(zz);
+    }
+#endif
+    size_t blocks = n / 65535 + 1;
+    unsigned char *z = qf_malloc(n + blocks * 5 + 6), *q = z;
+    *q++ = 0x78;
+    *q++ = 0x01;
+    size_t off = 0;
+    do {
+        size_t k = n - off > 65535 ? 65535 : n - off;
+        *q++ = off + k == n ? 1 : 0;
+        *q++ = (unsigned char)(k & 255);
+        *q++ = (unsigned char)(k >> 8);
+        *q++ = (unsigned char)(~k & 255);
+        *q++ = (unsigned char)((~k >> 8) & 255);
+        memcpy(q, raw + off, k);
+        q += k;
+        off += k;
+    } while (off < n);
+    uint32_t a = 1, b = 0;
+    for (size_t i = 0; i < n; i++) {
+        a = (a + raw[i]) % 65521;
+        b = (b + a) % 65521;
+    }
+    be32(q, (b << 16) | a);
+    q += 4;
+    *out_n = (size_t)(q - z);
+    return z;
+}
+
+static int write_png(const char *path, const canvas *c) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    fwrite(sig, 1, 8, f);
+    unsigned char ihdr[13];
+    be32(ihdr, (uint32_t)c->w);
+    be32(ihdr + 4, (uint32_t)c->h);
+    ihdr[8] = 8;  /* bit depth */
+    ihdr[9] = 2;  /* colour type RGB */
+    ihdr[10] = 0; /* deflate */
+    ihdr[11] = 0; /* filter method */
+    ihdr[12] = 0; /* no interlace */
+    png_chunk(f, "IHDR", ihdr, 13);
+    size_t row = (size_t)c->w * 3 + 1, n = row * (size_t)c->h;
+    unsigned char *raw = qf_malloc(n);
+    for (int y = 0; y < c->h; y++) {
+        raw[(size_t)y * row] = 0; /* filter: none */
+        memcpy(raw + (size_t)y * row + 1, c->px + (size_t)y * c->w * 3, (size_t)c->w * 3);
+    }
+    size_t zn = 0;
+    unsigned char *z = zlib_stream(raw, n, &zn);
+    png_chunk(f, "IDAT", z, zn);
+    png_chunk(f, "IEND", NULL, 0);
+    free(raw);
+    free(z);
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+/* ---- the command ------------------------------------------------------------------------------------------- */
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: qwen-ft plot METRICS.jsonl [MORE.jsonl ...] -o OUT.svg|OUT.png [--keys k1,k2,...]\n"
+               "Training curves from metrics.jsonl (log.dir of a run): one panel per key against the step, one\n"
+               "colour per file (up to 8 files); evaluation keys (valid_*) as points. Default keys:\n"
+               "loss,lr,grad_norm,valid_loss (keys no file has are left out). Any number in the lines can be\n"
+               "plotted, e.g. --keys loss,tokens_per_s,mfu. Bad input exits 2 naming file:line.\n");
+}
+
+static int plot(int argc, char **argv, qf_err *e) {
+    const char *files[PLOT_MAX_FILES], *out = NULL, *keys = "loss,lr,grad_norm,valid_loss";
+    int nfiles = 0, keys_given = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-o") || !strcmp(a, "--out") || !strcmp(a, "--keys")) {
+            if (i + 1 >= argc) return qf_err_set(e, QF_EXIT_INPUT, "%s needs a value", a);
+            if (!strcmp(a, "--keys")) keys = argv[++i], keys_given = 1;
+            else out = argv[++i];
+        } else if (!strncmp(a, "--keys=", 7)) {
+            keys = a + 7;
+            keys_given = 1;
+        } else if (!strncmp(a, "--out=", 6)) {
+            out = a + 6;
+        } else if (a[0] == '-' && a[1]) {
+            return qf_err_set(e, QF_EXIT_INPUT, "unknown option '%s' (see qwen-ft plot --help)", a);
+        } else if (nfiles == PLOT_MAX_FILES) {
+            return qf_err_set(e, QF_EXIT_INPUT, "at most %d metrics files", PLOT_MAX_FILES);
+        } else {
+            files[nfiles++] = a;
+        }
+    }
+    if (!nfiles) return qf_err_set(e, QF_EXIT_INPUT, "no metrics.jsonl given (usage: qwen-ft plot M.jsonl -o OUT.png)");
+    if (!out) return qf_err_set(e, QF_EXIT_INPUT, "-o OUT.svg|OUT.png is required");
+    size_t ol = strlen(out);
+    int svg = ol > 4 && !strcasecmp(out + ol - 4, ".svg");
+    if (!svg && !(ol > 4 && !strcasecmp(out + ol - 4, ".png")))
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: the output must end in .svg or .png", out);
+
+    panel *p = qf_calloc(PLOT_MAX_KEYS, sizeof *p);
+    int np = 0;
+    for (const char *k = keys; *k && np <= PLOT_MAX_KEYS;) {
+        size_t n = strcspn(k, ",");
+        if (n > 0 && np == PLOT_MAX_KEYS) {
+            free(p);
+            return qf_err_set(e, QF_EXIT_INPUT, "--keys: at most %d keys", PLOT_MAX_KEYS);
+        }
+        if (n >= sizeof p[0].key) {
+            free(p);
+            return qf_err_set(e, QF_EXIT_INPUT, "--keys: key '%.*s' is too long", (int)n, k);
+        }
+        if (n > 0) {
+            memcpy(p[np].key, k, n);
+            p[np].key[n] = 0;
+            p[np].points = !strncmp(p[np].key, "valid_", 6);
+            np++;
+        }
+        k += n + (k[n] == ',');
+    }
+    int rc = 0;
+    for (int i = 0; i < nfiles && !rc; i++) rc = read_metrics(files[i], i, p, np, e);
+    /* panels with data, their ranges */
+    int kept = 0;
+    for (int k = 0; k < np && !rc; k++) {
+        panel *q = &p[k];
+        q->xmin = q->ymin = INFINITY;
+        q->xmax = q->ymax = -INFINITY;
+        for (int i = 0; i < nfiles; i++)
+            for (size_t j = 0; j < q->s[i].n; j++) {
+                q->xmin = fmin(q->xmin, q->s[i].x[j]);
+                q->xmax = fmax(q->xmax, q->s[i].x[j]);
+                q->ymin = fmin(q->ymin, q->s[i].y[j]);
+                q->ymax = fmax(q->ymax, q->s[i].y[j]);
+                q->total++;
+            }
+        if (!q->total) {
+            if (keys_given) fprintf(stderr, "qwen-ft plot: no values of '%s' in the input; panel left out\n", q->key);
+            for (int i = 0; i < nfiles; i++) free(q->s[i].x), free(q->s[i].y);
+            continue;
+        }
+        if (kept != k) p[kept] = *q;
+        kept++;
+    }
+    if (!rc && !kept) rc = qf_err_set(e, QF_EXIT_INPUT, "none of the keys (%s) has a value in %s%s", keys, files[0],
+                                      nfiles > 1 ? " and the other files" : "");
+    if (!rc) {
+        canvas c = {.svg = svg, .w = W, .h = TOP + kept * PANEL_H + 10, .scale = 2};
+        if (svg) {
+            c.f = fopen(out, "w");
+            if (!c.f) {
+                rc = qf_err_set(e, QF_EXIT_RUNTIME, "cannot write %s: %s", out, strerror(errno));
+            } else {
+                fprintf(c.f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+                             "font-family=\"DejaVu Sans Mono, monospace\" font-size=\"12\">\n",
+                        c.w, c.h, c.w, c.h);
+                draw_all(&c, p, kept, files, nfiles);
+                fprintf(c.f, "</svg>\n");
+                if (fclose(c.f) != 0) rc = qf_err_set(e, QF_EXIT_RUNTIME, "writing %s failed", out);
+            }
+        } else {
+            c.px = qf_malloc((size_t)c.w * c.h * 3);
+            draw_all(&c, p, kept, files, nfiles);
+            if (write_png(out, &c) != 0) rc = qf_err_set(e, QF_EXIT_RUNTIME, "cannot write %s: %s", out, strerror(errno));
+            free(c.px);
+        }
+        if (!rc) {
+            printf("plot: %s (%d panel%s:", out, kept, kept == 1 ? "" : "s");
+            for (int k = 0; k < kept; k++) printf(" %s", p[k].key);
+            printf(")\n");
+        }
+    }
+    for (int k = 0; k < kept; k++)
+        for (int i = 0; i < nfiles; i++) free(p[k].s[i].x), free(p[k].s[i].y);
+    if (rc) /* panels not yet compacted or freed */
+        for (int k = kept; k < np; k++)
+            for (int i = 0; i < nfiles; i++) free(p[k].s[i].x), free(p[k].s[i].y);
+    free(p);
+    return rc;
+}
+
+int qf_cmd_plot(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+    int rank = 0, rc = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0) { /* one process draws; under mpirun the others wait for its exit code */
+        qf_err e = {0};
+        rc = plot(argc, argv, &e);
+        if (rc) fprintf(stderr, "qwen-ft plot: %s\n", e.msg);
+    }
+    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    return rc;
+}

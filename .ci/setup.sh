@@ -4,6 +4,7 @@
 #   test: the same, then the whole test suite (ctest)
 #   deps: only install the packages;  build: only configure and build
 # Environment: BUILD_DIR (default build), NP (MPI ranks for the demo, default 2), QWENFT_CUDA (AUTO|ON|OFF),
+#              CUDA_ARCHS (CMAKE_CUDA_ARCHITECTURES; default 80;89;90),
 #              CTEST_ARGS (extra ctest arguments).
 set -euo pipefail
 mode=${1:-demo}
@@ -30,7 +31,8 @@ install_deps() {
 }
 
 build() {
-  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release ${QWENFT_CUDA:+-DQWENFT_CUDA=$QWENFT_CUDA}
+  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release ${QWENFT_CUDA:+-DQWENFT_CUDA=$QWENFT_CUDA} \
+    ${CUDA_ARCHS:+-DCMAKE_CUDA_ARCHITECTURES=$CUDA_ARCHS}
   cmake --build "$BUILD_DIR" -j "$(nproc)"
 }
 

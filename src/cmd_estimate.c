@@ -72,7 +72,7 @@ int qf_cmd_estimate(int argc, char **argv) {
     printf("qwen-ft estimate: %s: %s, %.3f B parameters, %d ranks (%d per node), micro batch %d x seq %d, "
            "activation checkpointing %s, %d-byte parameters/activations (%s)\n",
            deck, c.arch, (double)qf_model_num_params(&c) / 1e9, W, G, d.train_micro_batch_size_per_gpu, d.seq_len,
-           d.activation_checkpointing == QF_ACKPT_NONE ? "off" : "on", (int)ab, gpu ? "gpu" : "cpu ranks");
+           d.activation_checkpointing == QF_ACKPT_NONE ? "off" : d.activation_checkpointing == QF_ACKPT_FULL ? "full" : "selective", (int)ab, gpu ? "gpu" : "cpu ranks");
     printf("%-6s %-16s %10s %10s %10s %10s %12s %14s %14s\n", "stage", "offload", "params", "grads", "optim",
            "activ", "device/rank", "host/rank", "host/node");
     static const char *const offl[] = {"none", "optimizer", "optimizer+param"};

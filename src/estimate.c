@@ -80,7 +80,7 @@ void qf_estimate(const qf_model_config *c, const qf_deck *d, int W, int G, int64
     if (off_opt) o->host_per_rank = 12 * opt + 4 * chunk + (stage >= 2 ? ab * S : 0);
     else o->optimizer = 12 * opt;
     o->activations = qf_model_act_bytes(c, d->train_micro_batch_size_per_gpu, d->seq_len,
-                                        d->activation_checkpointing != QF_ACKPT_NONE, ab);
+                                        d->activation_checkpointing, ab);
     o->device_total = o->params + o->grads + o->optimizer + o->activations;
     o->host_per_node = o->host_per_rank * G + (off_par ? ab * n : 0);
     free(u);

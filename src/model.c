@@ -97,7 +97,11 @@ int64_t qf_model_act_bytes(const qf_model_config *c, int B, int T, int ackpt, in
     int64_t HD = (int64_t)c->num_heads * c->head_dim, KD = (int64_t)c->num_kv_heads * c->head_dim;
     int64_t layer = ab * (N * C + HD * N + 2 * KD * N + HD * N + 2 * N * C + 3 * N * F) + 4 * (2 * N + N * c->num_heads);
     if (c->qk_norm) layer += ab * N * (HD + KD) + 4 * N * (c->num_heads + c->num_kv_heads);
-    int64_t total = ab * (L + 1) * N * C + (ackpt ? 1 : L) * layer + ab * N * C + 4 * N;
+    int64_t mlp = ab * 3 * N * F; /* gate, up, swi: shared by all layers under selective recomputation */
+    int64_t total = ab * (L + 1) * N * C + ab * N * C + 4 * N;
+    if (ackpt == QF_ACKPT_FULL) total += layer;
+    else if (ackpt == QF_ACKPT_SELECTIVE) total += L * (layer - mlp) + mlp;
+    else total += L * layer;
     total += ab * (2 * N * C + 2 * N * HD + 2 * N * KD + 3 * N * F); /* backward scratch */
     total += 4 * 4 * N;                                               /* the batch on the backend */
     return total;
@@ -127,8 +131,13 @@ int qf_model_alloc_acts(qf_model *m, int B, int T, int ackpt, qf_err *e) {
     m->ackpt = ackpt;
     m->res = qf_calloc((size_t)L + 1, sizeof *m->res);
     for (int l = 0; l <= L; l++) m->res[l] = act_alloc(m, N * C);
-    int nla = ackpt ? 1 : L;
+    int nla = ackpt == QF_ACKPT_FULL ? 1 : L;
     m->la = qf_calloc((size_t)nla, sizeof *m->la);
+    if (ackpt == QF_ACKPT_SELECTIVE) { /* one MLP intermediate set for all layers, recomputed in the backward */
+        m->sel_gate = act_alloc(m, N * F);
+        m->sel_up = act_alloc(m, N * F);
+        m->sel_swi = act_alloc(m, N * F);
+    }
     for (int l = 0; l < nla; l++) {
         qf_layer_acts *a = &m->la[l];
         a->ln1 = act_alloc(m, N * C);
@@ -147,9 +156,15 @@ int qf_model_alloc_acts(qf_model *m, int B, int T, int ackpt, qf_err *e) {
         a->mid = act_alloc(m, N * C);
         a->ln2 = act_alloc(m, N * C);
         a->rstd2 = f32_alloc(m, N);
-        a->gate = act_alloc(m, N * F);
-        a->up = act_alloc(m, N * F);
-        a->swi = act_alloc(m, N * F);
+        if (ackpt == QF_ACKPT_SELECTIVE) {
+            a->gate = m->sel_gate;
+            a->up = m->sel_up;
+            a->swi = m->sel_swi;
+        } else {
+            a->gate = act_alloc(m, N * F);
+            a->up = act_alloc(m, N * F);
+            a->swi = act_alloc(m, N * F);
+        }
     }
     m->lnf = act_alloc(m, N * C);
     m->rstdf = f32_alloc(m, N);
@@ -181,15 +196,16 @@ void qf_model_free(qf_model *m) {
     int L = m->cfg.num_layers;
     if (m->res) {
         for (int l = 0; l <= L; l++) o->free(m->res[l]);
-        int nla = m->ackpt ? 1 : L;
+        int nla = m->ackpt == QF_ACKPT_FULL ? 1 : L, sel = m->ackpt == QF_ACKPT_SELECTIVE;
         for (int l = 0; l < nla; l++) {
             qf_layer_acts *a = &m->la[l];
             void *ps[] = {a->ln1, a->rstd1, a->q, a->k, a->v, a->qraw, a->kraw, a->rstdq, a->rstdk, a->att,
-                          a->lse, a->mid, a->ln2, a->rstd2, a->gate, a->up, a->swi};
+                          a->lse, a->mid, a->ln2, a->rstd2, sel ? NULL : a->gate, sel ? NULL : a->up,
+                          sel ? NULL : a->swi};
             for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
                 if (ps[i]) o->free(ps[i]);
         }
-        void *ps[] = {m->lnf, m->rstdf, m->dres, m->dln, m->dq, m->dk, m->dv, m->datt, m->dgate,
+        void *ps[] = {m->sel_gate, m->sel_up, m->sel_swi, m->lnf, m->rstdf, m->dres, m->dln, m->dq, m->dk, m->dv, m->datt, m->dgate,
                       m->dup, m->dswi, m->d_tokens, m->d_targets, m->d_seg, m->d_pos};
         for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
             if (ps[i]) o->free(ps[i]);
@@ -274,7 +290,7 @@ void qf_model_init_random(qf_model *m, uint64_t seed) {
 
 /* ---- forward ----------------------------------------------------------------------------------------------- */
 
-static qf_layer_acts *acts_of(qf_model *m, int l) { return m->ackpt ? &m->la[0] : &m->la[l]; }
+static qf_layer_acts *acts_of(qf_model *m, int l) { return m->ackpt == QF_ACKPT_FULL ? &m->la[0] : &m->la[l]; }
 
 /* res[l] -> res[l+1] (the caller has announced unit l+1 through will_use) */
 static void layer_forward(qf_model *m, int l) {
@@ -316,8 +332,13 @@ static void layer_backward(qf_model *m, int l) {
     int N = m->B * m->T, C = c->hidden_size, F = c->intermediate_size, H = c->num_heads, KV = c->num_kv_heads,
         D = c->head_dim;
     will_use(m, l + 1, 1);
-    if (m->ackpt) layer_forward(m, l); /* recompute this layer's activations from res[l] */
+    if (m->ackpt == QF_ACKPT_FULL) layer_forward(m, l); /* recompute this layer's activations from res[l] */
     qf_layer_acts *a = acts_of(m, l);
+    if (m->ackpt == QF_ACKPT_SELECTIVE) { /* recompute only the MLP intermediates (2 of the layer's 7 matmuls) */
+        o->matmul_fwd(a->gate, a->ln2, P(m, x->gate), NULL, N, C, F, 0);
+        o->matmul_fwd(a->up, a->ln2, P(m, x->up), NULL, N, C, F, 0);
+        o->swiglu_fwd(a->swi, a->gate, a->up, N, F);
+    }
     /* MLP */
     o->matmul_bwd(m->dswi, G(m, x->down), NULL, m->dres, a->swi, P(m, x->down), N, F, C, 0);
     o->swiglu_bwd(m->dgate, m->dup, m->dswi, a->gate, a->up, N, F);

@@ -4,8 +4,10 @@
  * each contiguous: unit 0 = embedding, units 1..L = decoder layers, unit L+1 = final norm (+ lm_head when untied).
  * A unit is what ZeRO all-gathers, reduce-scatters, offloads and checkpoints as one piece; the model reaches a
  * unit's parameters and gradients only through the hooks below, so ZeRO-3 can hand it a gathered buffer.
- * Activations (N = B*T tokens) are one allocation; with activation checkpointing only the residual stream at each
- * layer input is kept and a layer is recomputed just before its backward. */
+ * Activations (N = B*T tokens) are allocated once. ackpt (qf_ackpt): NONE keeps every layer's activations; FULL
+ * keeps only the residual stream at each layer input and recomputes a layer just before its backward;
+ * SELECTIVE keeps everything but the MLP intermediates (gate, up, silu(gate)*up: 3 N F per layer, the largest part)
+ * and recomputes those two matmuls in the backward. */
 #ifndef QF_MODEL_H
 #define QF_MODEL_H
 #include <stdint.h>
@@ -60,10 +62,11 @@ typedef struct qf_model {
     qf_model_hooks hooks;
 
     /* activations for micro-batches of B rows of T tokens */
-    int B, T, ackpt;
+    int B, T, ackpt;          /* ackpt: qf_ackpt (deck.h) */
     void **res;               /* [L+1] each [N,C]: input of layer l; res[L] = final residual */
     qf_layer_acts *la;        /* [L], or [1] scratch with activation checkpointing */
     void *lnf; float *rstdf;  /* [N,C], [N] */
+    void *sel_gate, *sel_up, *sel_swi; /* [N,F] shared MLP intermediates under selective recomputation */
     void *dres, *dq, *dk, *dv, *datt, *dgate, *dup, *dswi, *dln; /* backward scratch */
     int32_t *d_tokens, *d_targets, *d_seg, *d_pos; /* [N] backend copies of the batch */
     size_t act_bytes;         /* bytes of activations + scratch */

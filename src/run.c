@@ -141,7 +141,7 @@ static int setup(qf_run *r, int argc, char **argv, int mode, qf_err *e) {
     r->rows = qf_calloc((size_t)ga, sizeof *r->rows);
     for (int i = 0; i < ga; i++) qf_rows_alloc(&r->rows[i], d->train_micro_batch_size_per_gpu, d->seq_len);
     if (qf_model_alloc_acts(&r->model, d->train_micro_batch_size_per_gpu, d->seq_len,
-                            d->activation_checkpointing != QF_ACKPT_NONE, e))
+                            d->activation_checkpointing, e))
         return e->code;
     if (qf_zero_init(&r->zero, &r->model, &r->comm, d, mode == QF_RUN_TRAIN, e)) return e->code;
 

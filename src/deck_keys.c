@@ -93,8 +93,8 @@ static const qf_deck_key k_keys[] = {
     {.path = "activation_checkpointing", .type = QF_KT_ENUM, OFF(activation_checkpointing), .def = "none",
      .flags = QF_KF_BOOL_ENUM, .choices = k_ackpt,
      .ds = "HF `gradient_checkpointing` (DeepSpeed's `activation_checkpointing` group only tunes partitioning)",
-     .help = "recompute activations in the backward pass: true = \"full\" (every layer), \"selective\" (attention "
-             "only), false = \"none\""},
+     .help = "recompute activations in the backward pass: true = \"full\" (every layer), \"selective\" (only the "
+             "MLP intermediates, the largest part), false = \"none\""},
 
     /* ---- data ---- */
     {.path = "data.train", .type = QF_KT_STRING, STR(data_train), .def = "", .flags = QF_KF_UNSET,

@@ -60,3 +60,29 @@ size_t qf_backend_current_bytes(const qf_ops *ops) {
     (void)ops;
     return 0;
 }
+
+int qf_backend_pin(const qf_ops *ops, void *p, size_t bytes, const char **why) {
+    *why = "CPU ranks need no pinning";
+#ifdef QWENFT_HAVE_CUDA
+    if (!strncmp(ops->name, "cuda", 4) && p && bytes) {
+        cudaError_t r = cudaHostRegister(p, bytes, cudaHostRegisterPortable);
+        if (r == cudaSuccess) return 1;
+        (void)cudaGetLastError();
+        *why = cudaGetErrorString(r);
+    }
+#endif
+    (void)ops;
+    (void)p;
+    (void)bytes;
+    return 0;
+}
+
+void qf_backend_unpin(const qf_ops *ops, void *p) {
+#ifdef QWENFT_HAVE_CUDA
+    if (!strncmp(ops->name, "cuda", 4) && p) {
+        if (cudaHostUnregister(p) != cudaSuccess) (void)cudaGetLastError();
+    }
+#endif
+    (void)ops;
+    (void)p;
+}

@@ -10,7 +10,7 @@
 #ifdef QWENFT_HAVE_CUDA
 /* comm_nccl.c: the same collectives on GPU buffers */
 void qf_nccl_allreduce_act(qf_comm *c, void *buf, size_t n);
-void qf_nccl_allgather_act(qf_comm *c, void *buf, const int64_t *counts, const int64_t *displs);
+void qf_nccl_allgather_act(qf_comm *c, void *buf, const int64_t *counts, const int64_t *displs, int64_t bucket);
 void qf_nccl_iallgatherv_act(qf_comm *c, const void *send, void *recv, const int *counts, const int *displs,
                              qf_comm_req *r);
 void qf_nccl_ireduce_scatterv_act(qf_comm *c, const void *send, void *recv, const int *counts, const int *displs,
@@ -118,19 +118,20 @@ void qf_comm_allreduce_act(qf_comm *c, void *buf, size_t n) {
     }
 }
 
-void qf_comm_allgather_act(qf_comm *c, void *buf, const int64_t *counts, const int64_t *displs) {
+void qf_comm_allgather_act(qf_comm *c, void *buf, const int64_t *counts, const int64_t *displs, int64_t bucket) {
     int W = c->world_size;
     if (W == 1) return;
+    if (bucket <= 0 || bucket > QF_MPI_CHUNK) bucket = QF_MPI_CHUNK;
 #ifdef QWENFT_HAVE_CUDA
     if (NCCL_ON(c)) {
-        qf_nccl_allgather_act(c, buf, counts, displs);
+        qf_nccl_allgather_act(c, buf, counts, displs, bucket);
         return;
     }
 #endif
     size_t eb = c->ops->act_bytes;
     for (int r = 0; r < W; r++)
-        for (int64_t o = 0; o < counts[r]; o += QF_MPI_CHUNK) {
-            int64_t k = counts[r] - o < QF_MPI_CHUNK ? counts[r] - o : QF_MPI_CHUNK;
+        for (int64_t o = 0; o < counts[r]; o += bucket) {
+            int64_t k = counts[r] - o < bucket ? counts[r] - o : bucket;
             MPI_Bcast((char *)buf + (displs[r] + o) * eb, (int)k, act_type(c), r, c->world);
         }
 }

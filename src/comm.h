@@ -39,8 +39,9 @@ int qf_comm_init_nccl(qf_comm *c, qf_err *e);
 
 /* act buffers (backend memory), element counts */
 void qf_comm_allreduce_act(qf_comm *c, void *buf, size_t n);
-/* every rank's range [displs[r], displs[r]+counts[r]) of buf is sent to all (in place) */
-void qf_comm_allgather_act(qf_comm *c, void *buf, const int64_t *counts, const int64_t *displs);
+/* every rank's range [displs[r], displs[r]+counts[r]) of buf is sent to all (in place), in pieces of at most
+ * bucket elements (allgather_bucket_size; <= 0: no limit) */
+void qf_comm_allgather_act(qf_comm *c, void *buf, const int64_t *counts, const int64_t *displs, int64_t bucket);
 /* Non-blocking pieces of ZeRO (MPI int counts, per rank, relative to the unit):
  *   all-gather: every rank contributes send[counts[me]]; recv[displs[r] ..] receives rank r's piece
  *   reduce-scatter: send holds the whole unit (rank r's piece at displs[r]); recv[counts[me]] gets the sum

@@ -87,16 +87,16 @@ void qf_nccl_allreduce_act(qf_comm *c, void *buf, size_t n) {
     qf_nccl_wait(c, &r);
 }
 
-void qf_nccl_allgather_act(qf_comm *c, void *buf, const int64_t *counts, const int64_t *displs) {
+void qf_nccl_allgather_act(qf_comm *c, void *buf, const int64_t *counts, const int64_t *displs, int64_t bucket) {
     qf_comm_req r;
     size_t eb = c->ops->act_bytes;
     after_compute(c);
-    CHECK_NCCL(ncclGroupStart());
-    for (int k = 0; k < c->world_size; k++) {
-        char *p = (char *)buf + (size_t)displs[k] * eb;
-        CHECK_NCCL(ncclBroadcast(p, p, (size_t)counts[k], act_nccl(c), k, NC(c), CS(c)));
-    }
-    CHECK_NCCL(ncclGroupEnd());
+    for (int k = 0; k < c->world_size; k++)
+        for (int64_t o = 0; o < counts[k]; o += bucket) { /* one group per bucket: bounded message sizes */
+            int64_t n = counts[k] - o < bucket ? counts[k] - o : bucket;
+            char *p = (char *)buf + (size_t)(displs[k] + o) * eb;
+            CHECK_NCCL(ncclBroadcast(p, p, (size_t)n, act_nccl(c), k, NC(c), CS(c)));
+        }
     finish(c, &r);
     qf_nccl_wait(c, &r);
 }

@@ -2,6 +2,7 @@
 #include "zero.h"
 #include "backend.h"
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -238,6 +239,17 @@ static void node_exchange(qf_zero *z) {
 
 /* ---- init / free ------------------------------------------------------------------------------------------- */
 
+static int pin(qf_zero *z, void *p, size_t bytes) {
+    const char *why = NULL;
+    if (qf_backend_pin(z->ops, p, bytes, &why)) return 1;
+    if (strncmp(z->ops->name, "cpu", 3) && !z->pin_warned && z->comm->rank == 0) {
+        fprintf(stderr, "qwen-ft: warning: pin_memory: cannot page-lock %zu bytes of host memory (%s); copies stay "
+                        "correct but slower\n", bytes, why);
+        z->pin_warned = 1;
+    }
+    return 0;
+}
+
 int qf_zero_init(qf_zero *z, qf_model *m, qf_comm *c, const qf_deck *d, int with_optimizer, qf_err *e) {
     memset(z, 0, sizeof *z);
     z->m = m;
@@ -328,6 +340,14 @@ int qf_zero_init(qf_zero *z, qf_model *m, qf_comm *c, const qf_deck *d, int with
         z->adam_m = dev_alloc(z, opt, 4);
         z->adam_v = dev_alloc(z, opt, 4);
     }
+    /* pin_memory: page-lock the host buffers the GPU copies to and from (on GPU ranks; nothing to do on CPU ranks) */
+    if (z->offload_opt && d->offload_optimizer_pin_memory) {
+        void *bufs[] = {z->master, z->adam_m, z->adam_v, z->host_grad, z->gshard_host ? z->gshard : NULL};
+        size_t lens[] = {(size_t)opt * 4, (size_t)opt * 4, (size_t)opt * 4,
+                         (size_t)(opt < QF_ZERO_OFFLOAD_CHUNK ? opt : QF_ZERO_OFFLOAD_CHUNK) * 4, (size_t)shard * AB(z)};
+        for (int i = 0; i < 5; i++) z->pinned[i] = bufs[i] && pin(z, bufs[i], lens[i]) ? bufs[i] : NULL;
+    }
+    if (z->offload_param && d->offload_param_pin_memory && pin(z, z->pnode, (size_t)z->n * AB(z))) z->pinned[5] = z->pnode;
     z->sharded_state_bytes = z->cur_state_bytes;
     m->hooks.ctx = z;
     m->hooks.unit_params = hk_params;
@@ -343,6 +363,7 @@ void qf_zero_free(qf_zero *z) {
     pending_complete(z, 0);
     units_invalidate(z);
     int64_t shard = z->shard_end - z->shard_begin, opt = z->opt_end - z->opt_begin;
+    for (int i = 0; i < 6; i++) qf_backend_unpin(z->ops, z->pinned[i]);
     for (int u = 0; u < U; u++) {
         if (z->gunit[u]) buf_put(z, z->gunit[u], ue(z, u) - ub(z, u));
         free(z->ucount[u]);
@@ -544,7 +565,8 @@ void qf_zero_update(qf_zero *z, double lr, float gscale) {
             params_store(z, cb, z->pstage, ce - cb);
         }
     }
-    if (z->stage == 1 || z->stage == 2) qf_comm_allgather_act(z->comm, z->pfull, z->shard_count, z->shard_displ);
+    if (z->stage == 1 || z->stage == 2) /* the updated shards, in allgather_bucket_size pieces */
+        qf_comm_allgather_act(z->comm, z->pfull, z->shard_count, z->shard_displ, z->d->allgather_bucket_size);
     if (z->offload_param) node_exchange(z);
     units_invalidate(z);
 }

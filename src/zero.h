@@ -78,7 +78,9 @@ typedef struct qf_zero {
     int64_t adam_t;
     int64_t peak_state_bytes;           /* high-water mark of the state this rank holds (params+grads+optimizer) */
     int64_t cur_state_bytes;
-    int64_t sharded_state_bytes;        /* what init allocated: the part ZeRO shards (falls as 1/N per stage) */
+    int64_t sharded_state_bytes;
+    void *pinned[6];                    /* host buffers page-locked for pin_memory (GPU ranks) */
+    int pin_warned;        /* what init allocated: the part ZeRO shards (falls as 1/N per stage) */
 } qf_zero;
 
 /* with_optimizer = 0 (eval): parameters only, no gradients, master or moments */

@@ -78,6 +78,10 @@ python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) < 12 else 1)" "$dt" || 
 # 6. SIGUSR1 as the ranks start (during MPI_Init, before train's handlers exist): held, then handled at step 1
 start s6 2
 for _ in $(seq 1 1000); do [ -n "$(rank_pid 2)" ] && break; sleep 0.01; done
+# A signal before main() runs (while the dynamic loader works) cannot be caught by any program; wait until both
+# ranks have blocked SIGUSR1 (bit 10 of SigBlk: qf_signals_hold, before MPI_Init), which is the window under test.
+held() { local m; m=$(awk '/^SigBlk/{print $2}' "/proc/$1/status" 2>/dev/null) || return 1; [ -n "$m" ] && (( (16#$m >> 9) & 1 )); }
+for _ in $(seq 1 1000); do held "$(rank_pid 1)" && held "$(rank_pid 2)" && break; sleep 0.005; done
 kill -USR1 "$(rank_pid 1)" "$(rank_pid 2)"
 finish s6 "SIGUSR1 received" || fails=$((fails + 1))
 

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "commands.h"
+#include "estimate.h"
 #include "qf_version.h"
 #include "run.h"
 #include "topology.h"
@@ -83,11 +84,13 @@ void qf_run_header(qf_run *r, FILE *f, const char *what) {
     if (r->have_valid)
         fprintf(f, "valid: %s: %lld docs, %lld tokens\n", d->data_valid, (long long)r->valid_ds.n_docs,
                 (long long)r->valid_ds.n_tokens);
-    int64_t shard = r->zero.shard_end - r->zero.shard_begin, n = r->model.n_params;
-    double ab = (double)r->ops->act_bytes;
-    fprintf(f, "memory plan (rank 0, ZeRO stage %d): params %.3f GB, grads %.3f GB, master %.3f GB, Adam m+v %.3f GB, "
-               "activations %.3f GB\n",
-            r->zero.stage, gb(ab * n), gb(ab * n), gb(4.0 * shard), gb(8.0 * shard), gb((double)r->model.act_bytes));
+    /* the memory plan: the estimate's formulas (docs/zero.md) for this deck, ranks and backend */
+    qf_mem_estimate est;
+    qf_estimate(&r->model.cfg, d, r->comm.world_size, r->comm.local_size, (int64_t)r->ops->act_bytes, &est);
+    fprintf(f, "memory plan per rank (ZeRO stage %d): parameters %.3f GB, gradients %.3f GB, optimizer %.3f GB "
+               "(+ %.3f GB on the host), activations %.3f GB; host per node %.3f GB\n",
+            d->zero_stage, gb((double)est.params), gb((double)est.grads), gb((double)est.optimizer),
+            gb((double)est.host_per_rank), gb((double)est.activations), gb((double)est.host_per_node));
     fprintf(f, "---- resolved deck ----\n");
     qf_deck_print(d, f);
     fprintf(f, "-----------------------\n");

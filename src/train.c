@@ -292,10 +292,6 @@ int qf_cmd_train(int argc, char **argv) {
         if (r.comm.rank == 0) {
             qf_run_header(&r, stdout, "train");
             printf("backend: %s\n", r.backend_info);
-            printf("memory estimate per rank: model state %.1f MiB (params %.1f, grads %.1f, optimizer %.1f, host "
-                   "optimizer %.1f), activations %.1f MiB; host per node %.1f MiB (qwen-ft estimate)\n",
-                   mib(est.params + est.grads + est.optimizer + est.host_per_rank), mib(est.params), mib(est.grads),
-                   mib(est.optimizer), mib(est.host_per_rank), mib(est.activations), mib(est.host_per_node));
         }
         rc = train_loop(&r, &stopped);
         if (!rc && r.comm.rank == 0 && !stopped) {

@@ -12,6 +12,7 @@
 #include "ops.h"
 #include "util.h"
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,70 @@ static double widen(float f) {
     return (double)f;
 }
 
+/* The elementwise update, compiled three times: baseline (SSE2), AVX2 and AVX-512F, chosen at run time by what the
+ * CPU supports. The same float operations in the same order and no FMA contraction (-std=c11 implies
+ * -ffp-contract=off; sqrt and division are correctly rounded at every width), so every variant gives bitwise the
+ * same result (test_ops_cpu checks it). Each OpenMP thread takes a contiguous slice and runs the chosen variant on
+ * it (an `omp for` inside a target-specific function would be outlined without the target's instructions). */
+#define ADAMW_BODY                                                                                                  \
+    for (size_t i = 0; i < n; i++) {                                                                                \
+        const float gi = k->gscale * g[i];                                                                          \
+        float pi = p[i] * k->decay;                                                                                 \
+        const float mi = k->b1 * m[i] + k->one_m_b1 * gi;                                                           \
+        const float vi = k->b2 * v[i] + k->one_m_b2 * gi * gi;                                                      \
+        const float denom = sqrtf(vi) / k->bc2s + k->eps;                                                           \
+        pi = pi - k->step * mi / denom;                                                                             \
+        m[i] = mi;                                                                                                  \
+        v[i] = vi;                                                                                                  \
+        p[i] = pi;                                                                                                  \
+    }                                                                                                               \
+    if (pa) memcpy(pa, p, n * sizeof(float));
+
+static void adamw_base(float *restrict p, float *restrict pa, const float *restrict g, float *restrict m,
+                       float *restrict v, size_t n, const adamw_consts *k) {
+    ADAMW_BODY
+}
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("avx2"))) static void adamw_avx2(float *restrict p, float *restrict pa, const float *restrict g,
+                                                      float *restrict m, float *restrict v, size_t n,
+                                                      const adamw_consts *k) {
+    ADAMW_BODY
+}
+__attribute__((target("avx512f"))) static void adamw_avx512(float *restrict p, float *restrict pa,
+                                                           const float *restrict g, float *restrict m,
+                                                           float *restrict v, size_t n, const adamw_consts *k) {
+    ADAMW_BODY
+}
+#endif
+
+int cpu_adamw_best_isa(void) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (__builtin_cpu_supports("avx512f")) return 2;
+    if (__builtin_cpu_supports("avx2")) return 1;
+#endif
+    return 0;
+}
+
+typedef void (*adamw_fn)(float *restrict, float *restrict, const float *restrict, float *restrict, float *restrict,
+                         size_t, const adamw_consts *);
+
+void cpu_adamw_variant(int isa, float *p, float *pa, const float *g, float *m, float *v, size_t n,
+                       const adamw_consts *k) {
+    adamw_fn fn = adamw_base;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (isa == 2) fn = adamw_avx512;
+    else if (isa == 1) fn = adamw_avx2;
+#else
+    (void)isa;
+#endif
+#pragma omp parallel
+    {
+        size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
+        size_t lo = n * t / T, hi = n * (t + 1) / T;
+        if (hi > lo) fn(p + lo, pa ? pa + lo : NULL, g + lo, m + lo, v + lo, hi - lo, k);
+    }
+}
+
 void cpu_adamw(float *p, void *p_act, const void *g_, float *m, float *v, size_t n, float gscale, float lr_, float beta1,
                float beta2, float eps_, float wd_, int t) {
     QF_CHECK(t >= 1);
@@ -36,17 +101,6 @@ void cpu_adamw(float *p, void *p_act, const void *g_, float *m, float *v, size_t
     const float decay = (float)(1.0 - lr * wd);
     const float fb1 = (float)b1, f1mb1 = (float)(1.0 - b1), fb2 = (float)b2, f1mb2 = (float)(1.0 - b2);
     const float step = (float)(lr / bc1), bc2s = (float)sqrt(bc2), feps = (float)eps;
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        const float gi = gscale * g[i];
-        float pi = p[i] * decay;
-        const float mi = fb1 * m[i] + f1mb1 * gi;
-        const float vi = fb2 * v[i] + f1mb2 * gi * gi;
-        const float denom = sqrtf(vi) / bc2s + feps;
-        pi = pi - step * mi / denom;
-        m[i] = mi;
-        v[i] = vi;
-        p[i] = pi;
-        if (pa) pa[i] = pi;
-    }
+    const adamw_consts k = {gscale, decay, fb1, f1mb1, fb2, f1mb2, step, bc2s, feps};
+    cpu_adamw_variant(cpu_adamw_best_isa(), p, pa, g, m, v, n, &k);
 }

@@ -59,4 +59,12 @@ void cpu_gemm_nt(float *out, const float *a, const float *b, const float *bias, 
 void cpu_gemm_nn(float *out, const float *a, const float *b, int M, int N, int K, int accumulate);
 void cpu_gemm_tn(float *out, const float *a, const float *b, int M, int N, int K);
 
+/* AdamW's elementwise update by instruction set (0 baseline, 1 AVX2, 2 AVX-512F): all bitwise equal */
+typedef struct adamw_consts {
+    float gscale, decay, b1, one_m_b1, b2, one_m_b2, step, bc2s, eps;
+} adamw_consts;
+int cpu_adamw_best_isa(void);
+void cpu_adamw_variant(int isa, float *p, float *pa, const float *g, float *m, float *v, size_t n,
+                       const adamw_consts *k);
+
 #endif

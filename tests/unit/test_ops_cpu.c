@@ -11,6 +11,7 @@
  * (fp32 rounding over sums of at most ~50 terms), and thread-count / accumulation invariance is checked bit for bit.
  * Prints one line per check; exits 1 if any fails. */
 #include "ops.h"
+#include "cpu/cpu_internal.h"
 #include "util.h"
 #include <math.h>
 #include <omp.h>
@@ -765,6 +766,53 @@ static void test_determinism(void) {
     for (int i = 0; i < 13; i++) free(in[i]);
 }
 
+/* AdamW's SIMD variants (baseline, AVX2, AVX-512F: whichever this CPU has) give bitwise the same result */
+static void test_adamw_isa(void) {
+    const size_t n = 1003; /* not a multiple of any vector width */
+    adamw_consts k = {0.5f, 0.999f, 0.9f, 0.1f, 0.999f, 0.001f, 1e-3f, 0.03f, 1e-8f};
+    float *ref[4], *out[4];
+    for (int a = 0; a < 4; a++) {
+        ref[a] = malloc(n * sizeof(float));
+        out[a] = malloc(n * sizeof(float));
+    }
+    for (size_t i = 0; i < n; i++) {
+        ref[0][i] = (float)sin(0.37 * (double)i);        /* p */
+        ref[1][i] = (float)cos(0.11 * (double)i) * 0.1f; /* g */
+        ref[2][i] = (float)sin(0.05 * (double)i) * 0.01f; /* m */
+        ref[3][i] = (float)(1e-4 * (1.0 + sin(0.3 * (double)i)));  /* v */
+    }
+    float *pa0 = malloc(n * sizeof(float)), *pa = malloc(n * sizeof(float)), *p0 = malloc(n * sizeof(float));
+    float *m0 = malloc(n * sizeof(float)), *v0 = malloc(n * sizeof(float));
+    int best = cpu_adamw_best_isa(), same = 1;
+    for (int isa = 0; isa <= best; isa++) { /* every variant from the same inputs, 3 steps */
+        for (int a = 0; a < 4; a++) memcpy(out[a], ref[a], n * sizeof(float));
+        float *pp = isa == 0 ? pa0 : pa;
+        for (int step = 0; step < 3; step++) cpu_adamw_variant(isa, out[0], pp, out[1], out[2], out[3], n, &k);
+        if (isa == 0) {
+            memcpy(p0, out[0], n * sizeof(float));
+            memcpy(m0, out[2], n * sizeof(float));
+            memcpy(v0, out[3], n * sizeof(float));
+        } else {
+            same &= !memcmp(out[0], p0, n * sizeof(float)) && !memcmp(pa, pa0, n * sizeof(float)) &&
+                    !memcmp(out[2], m0, n * sizeof(float)) && !memcmp(out[3], v0, n * sizeof(float));
+        }
+    }
+    same &= memcmp(p0, ref[0], n * sizeof(float)) != 0; /* and the update did change the parameters */
+    free(p0);
+    free(m0);
+    free(v0);
+    n_checks++;
+    if (!same) n_fail++;
+    printf("adamw SIMD variants up to %s: %s\n", best == 2 ? "AVX-512F" : best == 1 ? "AVX2" : "baseline only",
+           same ? "bitwise equal" : "FAIL: differ");
+    for (int a = 0; a < 4; a++) {
+        free(ref[a]);
+        free(out[a]);
+    }
+    free(pa0);
+    free(pa);
+}
+
 int main(void) {
     ops = qf_ops_cpu();
     printf("test_ops_cpu: backend %s, %d OpenMP threads\n", ops->name, omp_get_max_threads());
@@ -778,6 +826,7 @@ int main(void) {
     test_embedding();
     test_classifier();
     test_adamw();
+    test_adamw_isa();
     test_reductions();
     test_determinism();
     printf("test_ops_cpu: %d checks, %d failed\n", n_checks, n_fail);

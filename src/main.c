@@ -28,7 +28,7 @@ static const qf_command COMMANDS[] = {
     {"import", qf_cmd_import, "import --from HF_DIR --out M.h5   HF safetensors -> HDF5 model"},
     {"plot", qf_cmd_plot, "plot M.jsonl -o OUT.svg|.png  training curves from metrics.jsonl (no TensorBoard needed)"},
     {"report", qf_cmd_report, "report                    versions, ranks, nodes, backend"},
-    {"export", not_yet, "export --from CKPT --out HF_DIR   (planned)"},
+    {"export", qf_cmd_export, "export --from CKPT --out HF_DIR   HDF5 model/checkpoint -> HF safetensors directory"},
     {"generate", not_yet, "generate ...              (planned)"},
     {"estimate", qf_cmd_estimate, "estimate DECK.cfg         memory per rank / node by ZeRO stage and offload"},
 };

@@ -101,6 +101,12 @@ typedef struct qf_ops {
      * If p_act != NULL also writes the updated params in act dtype there. */
     void (*adamw)(float *p, void *p_act, const void *g, float *m, float *v, size_t n, float gscale,
                   float lr, float beta1, float beta2, float eps, float wd, int t);
+
+    /* Decoding with a KV cache (qwen-ft generate): one query per head q[H, D] at position t attends the cached
+     * keys and values k, v [t+1, KV, D] (positions 0..t, row stride KV*D), causal by construction, scale
+     * 1/sqrt(D); out[H, D] WRITE. NULL in a backend that does not provide it (generate then runs on the CPU). */
+    void (*attention_decode)(void *out, const void *q, const void *kcache, const void *vcache, int t, int H, int KV,
+                             int D);
 } qf_ops;
 
 const qf_ops *qf_ops_cpu(void);

@@ -13,14 +13,6 @@ typedef struct {
     const char *help;
 } qf_command;
 
-static int not_yet(int argc, char **argv) {
-    int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (rank == 0)
-        fprintf(stderr, "qwen-ft %s: not available in this version yet (see README.md, \"Status\")\n", argv[0]);
-    return QF_EXIT_INPUT;
-}
-
 static const qf_command COMMANDS[] = {
     {"train", qf_cmd_train, "train DECK.cfg            train as the deck says (also: qwen-ft DECK.cfg)"},
     {"eval", qf_cmd_eval, "eval DECK.cfg             validation loss of the deck's model on data.valid"},
@@ -29,7 +21,7 @@ static const qf_command COMMANDS[] = {
     {"plot", qf_cmd_plot, "plot M.jsonl -o OUT.svg|.png  training curves from metrics.jsonl (no TensorBoard needed)"},
     {"report", qf_cmd_report, "report                    versions, ranks, nodes, backend"},
     {"export", qf_cmd_export, "export --from CKPT --out HF_DIR   HDF5 model/checkpoint -> HF safetensors directory"},
-    {"generate", not_yet, "generate ...              (planned)"},
+    {"generate", qf_cmd_generate, "generate --model M --prompt-ids 1,2,3 --max-new-tokens N   KV-cache continuation"},
     {"estimate", qf_cmd_estimate, "estimate DECK.cfg         memory per rank / node by ZeRO stage and offload"},
 };
 

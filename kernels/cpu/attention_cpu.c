@@ -118,3 +118,42 @@ void cpu_attention_bwd(void *dq_, void *dk_, void *dv_, const void *dout_, const
         free(dqa);
     }
 }
+
+/* out[H,D] = softmax(q k^T / sqrt(D)) v over cached positions 0..t; GQA head h reads kv head h / (H/KV) */
+void cpu_attention_decode(void *out_, const void *q_, const void *k_, const void *v_, int t, int H, int KV, int D) {
+    float *out = out_;
+    const float *q = q_, *k = k_, *v = v_;
+    QF_CHECK(KV > 0 && H % KV == 0 && t >= 0);
+    const int rep = H / KV;
+    const float scale = 1.0f / sqrtf((float)D);
+#pragma omp parallel
+    {
+        float *s = qf_malloc((size_t)(t + 1) * sizeof(float));
+#pragma omp for schedule(static)
+        for (int h = 0; h < H; h++) {
+            const float *qh = q + (size_t)h * D;
+            const int kh = h / rep;
+            float mx = -INFINITY;
+            for (int j = 0; j <= t; j++) {
+                const float *kj = k + ((size_t)j * KV + kh) * D;
+                float dot = 0;
+                for (int d = 0; d < D; d++) dot += qh[d] * kj[d];
+                s[j] = dot * scale;
+                if (s[j] > mx) mx = s[j];
+            }
+            double sum = 0;
+            for (int j = 0; j <= t; j++) {
+                s[j] = expf(s[j] - mx);
+                sum += s[j];
+            }
+            float *oh = out + (size_t)h * D;
+            for (int d = 0; d < D; d++) oh[d] = 0;
+            for (int j = 0; j <= t; j++) {
+                const float p = (float)(s[j] / sum);
+                const float *vj = v + ((size_t)j * KV + kh) * D;
+                for (int d = 0; d < D; d++) oh[d] += p * vj[d];
+            }
+        }
+        free(s);
+    }
+}

@@ -36,6 +36,7 @@ static const qf_ops cpu_ops = {
     .rope_bwd = cpu_rope_bwd,
     .attention_fwd = cpu_attention_fwd,
     .attention_bwd = cpu_attention_bwd,
+    .attention_decode = cpu_attention_decode,
     .swiglu_fwd = cpu_swiglu_fwd,
     .swiglu_bwd = cpu_swiglu_bwd,
     .add_inplace = cpu_add_inplace,

@@ -1,0 +1,244 @@
+/* cmd_generate.c — `qwen-ft generate --model M (--prompt-ids 1,2,3 | --prompt TEXT) --max-new-tokens N
+ * [--greedy | --temperature t --top-p p --top-k k --seed s] [--json]`: a continuation with a KV cache, the smoke
+ * test of a fine-tuned model. Each token (prompt tokens too) runs one decode step: its q/k/v, RoPE at its position,
+ * k/v appended to the layer's cache, one query attending the cache (the op table's attention_decode), MLP, head.
+ * Runs on the CPU op table (fp32) on rank 0. Greedy by default; sampling is seeded and reproducible. Stops at
+ * the model's eos_token_id when it has one. Text prompts need the tokenizer, which lands with the data-pipeline
+ * issue: until then --prompt says so (exit 2). */
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "commands.h"
+#include "model.h"
+#include "rng.h"
+
+typedef struct gen_opts {
+    const char *model, *prompt_ids, *prompt;
+    int max_new, greedy, top_k, json;
+    double temperature, top_p;
+    uint64_t seed;
+} gen_opts;
+
+typedef struct gen_state {
+    qf_model m;
+    const qf_ops *o;
+    int tmax;
+    float **kc, **vc;                          /* [L] caches [tmax, KV*D] */
+    float *x, *ln, *q, *qr, *k, *kr, *v, *att, *gate, *up, *swi, *rstd, *logits;
+    int32_t *tok, *pos;
+} gen_state;
+
+static const float *Pp(const gen_state *g, int i) { return (const float *)g->m.params + g->m.offset[i]; }
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: qwen-ft generate --model M (--prompt-ids 1,2,3 | --prompt TEXT) --max-new-tokens N\n"
+               "                        [--greedy | --temperature T [--top-k K] [--top-p P] [--seed S]] [--json]\n"
+               "  --model M         HDF5 model, checkpoint (file or directory) or HF directory\n"
+               "  --prompt-ids LIST comma-separated token ids\n"
+               "  --prompt TEXT     needs the tokenizer (not in this version yet)\n"
+               "  --json            print {\"ids\": [...], \"text\": null}\n");
+}
+
+/* one token through the model at position pos; logits of the next token in g->logits */
+static void decode_step(gen_state *g, int token, int pos) {
+    const qf_model_config *c = &g->m.cfg;
+    const qf_ops *o = g->o;
+    int C = c->hidden_size, F = c->intermediate_size, H = c->num_heads, KV = c->num_kv_heads, D = c->head_dim;
+    float eps = (float)c->rms_norm_eps;
+    g->tok[0] = token;
+    g->pos[0] = pos;
+    o->embedding_fwd(g->x, g->tok, Pp(g, g->m.ix_embed), 1, C);
+    for (int l = 0; l < c->num_layers; l++) {
+        const qf_layer_ix *x = &g->m.lix[l];
+        o->rmsnorm_fwd(g->ln, g->rstd, g->x, Pp(g, x->ln1), 1, C, eps);
+        float *q = c->qk_norm ? g->qr : g->q, *k = c->qk_norm ? g->kr : g->k;
+        o->matmul_fwd(q, g->ln, Pp(g, x->qw), x->qb >= 0 ? Pp(g, x->qb) : NULL, 1, C, H * D, 0);
+        o->matmul_fwd(k, g->ln, Pp(g, x->kw), x->kb >= 0 ? Pp(g, x->kb) : NULL, 1, C, KV * D, 0);
+        o->matmul_fwd(g->v, g->ln, Pp(g, x->vw), x->vb >= 0 ? Pp(g, x->vb) : NULL, 1, C, KV * D, 0);
+        if (c->qk_norm) {
+            o->rmsnorm_fwd(g->q, g->rstd, g->qr, Pp(g, x->qn), H, D, eps);
+            o->rmsnorm_fwd(g->k, g->rstd, g->kr, Pp(g, x->kn), KV, D, eps);
+        }
+        o->rope_fwd(g->q, g->pos, 1, H, D, c->rope_theta);
+        o->rope_fwd(g->k, g->pos, 1, KV, D, c->rope_theta);
+        memcpy(g->kc[l] + (size_t)pos * KV * D, g->k, (size_t)KV * D * sizeof(float));
+        memcpy(g->vc[l] + (size_t)pos * KV * D, g->v, (size_t)KV * D * sizeof(float));
+        o->attention_decode(g->att, g->q, g->kc[l], g->vc[l], pos, H, KV, D);
+        o->matmul_fwd(g->x, g->att, Pp(g, x->ow), NULL, 1, H * D, C, 1);
+        o->rmsnorm_fwd(g->ln, g->rstd, g->x, Pp(g, x->ln2), 1, C, eps);
+        o->matmul_fwd(g->gate, g->ln, Pp(g, x->gate), NULL, 1, C, F, 0);
+        o->matmul_fwd(g->up, g->ln, Pp(g, x->up), NULL, 1, C, F, 0);
+        o->swiglu_fwd(g->swi, g->gate, g->up, 1, F);
+        o->matmul_fwd(g->x, g->swi, Pp(g, x->down), NULL, 1, F, C, 1);
+    }
+    o->rmsnorm_fwd(g->ln, g->rstd, g->x, Pp(g, g->m.ix_norm), 1, C, eps);
+    o->matmul_fwd(g->logits, g->ln, Pp(g, g->m.ix_head), NULL, 1, C, (int)c->vocab_size, 0);
+}
+
+/* greedy argmax, or temperature / top-k / top-p sampling */
+static int pick(const gen_opts *op, const float *logits, int64_t V, qf_rng *rng, double *probs, int *idx) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < V; i++)
+        if (logits[i] > logits[best]) best = i;
+    if (op->greedy) return (int)best;
+    double mx = logits[best], sum = 0;
+    for (int64_t i = 0; i < V; i++) {
+        probs[i] = exp(((double)logits[i] - mx) / op->temperature);
+        idx[i] = (int)i;
+    }
+    /* sort indices by probability, descending (insertion into a top-k prefix is enough for small k; V log V
+     * for the rest) */
+    for (int64_t i = 1; i < V; i++) { /* simple, V is at most ~152k and this runs once per token */
+        int t = idx[i];
+        int64_t j = i - 1;
+        if (op->top_k > 0 && i >= op->top_k && probs[t] <= probs[idx[op->top_k - 1]]) continue;
+        while (j >= 0 && probs[idx[j]] < probs[t]) {
+            idx[j + 1] = idx[j];
+            j--;
+        }
+        idx[j + 1] = t;
+    }
+    int64_t n = op->top_k > 0 && op->top_k < V ? op->top_k : V;
+    for (int64_t i = 0; i < n; i++) sum += probs[idx[i]];
+    if (op->top_p > 0 && op->top_p < 1) { /* smallest prefix with mass >= top_p */
+        double acc = 0;
+        int64_t keep = 0;
+        while (keep < n && acc < op->top_p * sum) acc += probs[idx[keep++]];
+        n = keep;
+        sum = acc;
+    }
+    double u = qf_rng_uniform(rng) * sum, acc = 0;
+    for (int64_t i = 0; i < n; i++) {
+        acc += probs[idx[i]];
+        if (u < acc) return idx[i];
+    }
+    return idx[n - 1];
+}
+
+static int run(const gen_opts *op, qf_err *e) {
+    if (op->prompt)
+        return qf_err_set(e, QF_EXIT_INPUT, "generate: --prompt TEXT needs the tokenizer, which this version does not "
+                                            "have yet; give --prompt-ids");
+    int cap = 16, n = 0;
+    int *ids = qf_malloc((size_t)cap * sizeof(int));
+    for (const char *s = op->prompt_ids; *s;) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 0) {
+            free(ids);
+            return qf_err_set(e, QF_EXIT_INPUT, "generate: --prompt-ids: '%s' is not a list of token ids", op->prompt_ids);
+        }
+        if (n == cap) ids = qf_realloc(ids, (size_t)(cap *= 2) * sizeof(int));
+        ids[n++] = (int)v;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') {
+            free(ids);
+            return qf_err_set(e, QF_EXIT_INPUT, "generate: --prompt-ids: unexpected '%c'", *end);
+        }
+    }
+    gen_state g;
+    memset(&g, 0, sizeof g);
+    qf_model_config c;
+    char resolved[QF_PATH_MAX + 64];
+    if (n == 0) qf_err_set(e, QF_EXIT_INPUT, "generate: --prompt-ids is empty");
+    if (!e->code) qf_model_source_config(op->model, &c, resolved, sizeof resolved, e);
+    g.o = qf_ops_cpu();
+    if (!e->code) qf_model_create(&g.m, &c, g.o, QF_MODEL_PARAMS, e);
+    if (!e->code) qf_model_load(&g.m, op->model, e);
+    for (int i = 0; i < n && !e->code; i++)
+        if (ids[i] >= c.vocab_size) qf_err_set(e, QF_EXIT_INPUT, "generate: prompt token %d is outside the vocabulary (%lld)", ids[i], (long long)c.vocab_size);
+    if (e->code) {
+        free(ids);
+        qf_model_free(&g.m);
+        return e->code;
+    }
+    int C = c.hidden_size, F = c.intermediate_size, HD = c.num_heads * c.head_dim, KD = c.num_kv_heads * c.head_dim;
+    int64_t V = c.vocab_size;
+    g.tmax = n + op->max_new;
+    g.kc = qf_calloc((size_t)c.num_layers, sizeof(float *));
+    g.vc = qf_calloc((size_t)c.num_layers, sizeof(float *));
+    for (int l = 0; l < c.num_layers; l++) {
+        g.kc[l] = qf_malloc((size_t)g.tmax * KD * sizeof(float));
+        g.vc[l] = qf_malloc((size_t)g.tmax * KD * sizeof(float));
+    }
+    float **bufs[] = {&g.x, &g.ln, &g.q, &g.qr, &g.k, &g.kr, &g.v, &g.att, &g.gate, &g.up, &g.swi, &g.rstd, &g.logits};
+    size_t lens[] = {C, C, HD, HD, KD, KD, KD, HD, F, F, F, c.num_heads + 1, V};
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) *bufs[i] = qf_calloc(lens[i], sizeof(float));
+    g.tok = qf_calloc(1, sizeof(int32_t));
+    g.pos = qf_calloc(1, sizeof(int32_t));
+    double *probs = qf_malloc((size_t)V * sizeof(double));
+    int *idx = qf_malloc((size_t)V * sizeof(int));
+    qf_rng rng;
+    qf_rng_seed(&rng, op->seed);
+    int *out = qf_malloc((size_t)(op->max_new + 1) * sizeof(int)), nout = 0;
+    for (int i = 0; i < n; i++) decode_step(&g, ids[i], i);
+    for (int s = 0; s < op->max_new; s++) {
+        int t = pick(op, g.logits, V, &rng, probs, idx);
+        out[nout++] = t;
+        if (c.eos_token_id >= 0 && t == c.eos_token_id) break;
+        if (s + 1 < op->max_new) decode_step(&g, t, n + s);
+    }
+    if (op->json) printf("{\"ids\": [");
+    for (int i = 0; i < nout; i++) printf(op->json ? "%s%d" : "%s%d", i ? (op->json ? ", " : " ") : "", out[i]);
+    printf(op->json ? "], \"text\": null}\n" : "\n");
+    free(out);
+    free(probs);
+    free(idx);
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) free(*bufs[i]);
+    for (int l = 0; l < c.num_layers; l++) {
+        free(g.kc[l]);
+        free(g.vc[l]);
+    }
+    free(g.kc);
+    free(g.vc);
+    free(g.tok);
+    free(g.pos);
+    free(ids);
+    qf_model_free(&g.m);
+    return 0;
+}
+
+int qf_cmd_generate(int argc, char **argv) {
+    int rank = 0, rc = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    gen_opts op = {.max_new = 32, .greedy = 1, .temperature = 1.0, .top_p = 1.0, .seed = 0};
+    int sampled = 0;
+    for (int i = 1; i < argc && !rc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            if (rank == 0) usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--greedy")) op.greedy = 1;
+        else if (!strcmp(a, "--json")) op.json = 1;
+        else if (!val) rc = QF_EXIT_INPUT;
+        else if (!strcmp(a, "--model")) op.model = argv[++i];
+        else if (!strcmp(a, "--prompt-ids")) op.prompt_ids = argv[++i];
+        else if (!strcmp(a, "--prompt")) op.prompt = argv[++i];
+        else if (!strcmp(a, "--max-new-tokens")) op.max_new = atoi(argv[++i]);
+        else if (!strcmp(a, "--temperature")) op.temperature = atof(argv[++i]), sampled = 1;
+        else if (!strcmp(a, "--top-p")) op.top_p = atof(argv[++i]), sampled = 1;
+        else if (!strcmp(a, "--top-k")) op.top_k = atoi(argv[++i]), sampled = 1;
+        else if (!strcmp(a, "--seed")) op.seed = strtoull(argv[++i], NULL, 10), sampled = 1;
+        else rc = QF_EXIT_INPUT;
+        if (rc && rank == 0) fprintf(stderr, "qwen-ft generate: unknown option or missing value: %s\n", a);
+    }
+    if (sampled) op.greedy = 0;
+    if (!rc && (!op.model || (!op.prompt_ids && !op.prompt) || op.max_new < 1 || op.temperature <= 0 || op.top_p <= 0 ||
+                op.top_k < 0)) {
+        if (rank == 0) fprintf(stderr, "qwen-ft generate: needs --model, --prompt-ids (or --prompt), --max-new-tokens >= 1, "
+                                       "temperature > 0, top-p > 0, top-k >= 0\n");
+        rc = QF_EXIT_INPUT;
+    }
+    if (rc) {
+        if (rank == 0) usage(stderr);
+    } else if (rank == 0) {
+        qf_err e = {0};
+        if (run(&op, &e)) fprintf(stderr, "qwen-ft: %s\n", e.msg);
+        rc = e.code;
+    }
+    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    return rc;
+}

@@ -155,3 +155,13 @@ int qf_exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0;
 }
+
+double qf_float_widen(float f) {
+    char buf[40];
+    if (!isfinite(f)) return (double)f;
+    for (int prec = 1; prec <= 9; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, (double)f);
+        if (strtof(buf, NULL) == f) return strtod(buf, NULL);
+    }
+    return (double)f;
+}

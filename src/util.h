@@ -49,6 +49,11 @@ float qf_bf16_to_f32(uint16_t h);
 uint16_t qf_f32_to_f16(float f);
 float qf_f16_to_f32(uint16_t h);
 
+/* The double a float hyper-parameter stands for: the double of its shortest round-trip decimal form
+ * (0.999f -> 0.999), as torch holds Python-float hyper-parameters. Shared by the CPU and CUDA AdamW so both form
+ * their scalars identically. */
+double qf_float_widen(float f);
+
 /* Creates every directory of path (like mkdir -p). 0 on success. */
 int qf_mkdirs(const char *path);
 /* 1 if path exists. */

@@ -17,15 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static double widen(float f) {
-    char buf[40];
-    if (!isfinite(f)) return (double)f;
-    for (int prec = 1; prec <= 9; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, (double)f);
-        if (strtof(buf, NULL) == f) return strtod(buf, NULL);
-    }
-    return (double)f;
-}
 
 /* The elementwise update, compiled three times: baseline (SSE2), AVX2 and AVX-512F, chosen at run time by what the
  * CPU supports. The same float operations in the same order and no FMA contraction (-std=c11 implies
@@ -96,7 +87,8 @@ void cpu_adamw(float *p, void *p_act, const void *g_, float *m, float *v, size_t
     QF_CHECK(t >= 1);
     const float *g = g_;
     float *pa = p_act;
-    const double lr = widen(lr_), b1 = widen(beta1), b2 = widen(beta2), eps = widen(eps_), wd = widen(wd_);
+    const double lr = qf_float_widen(lr_), b1 = qf_float_widen(beta1), b2 = qf_float_widen(beta2);
+    const double eps = qf_float_widen(eps_), wd = qf_float_widen(wd_);
     const double bc1 = 1.0 - pow(b1, (double)t), bc2 = 1.0 - pow(b2, (double)t);
     const float decay = (float)(1.0 - lr * wd);
     const float fb1 = (float)b1, f1mb1 = (float)(1.0 - b1), fb2 = (float)b2, f1mb2 = (float)(1.0 - b2);

@@ -274,15 +274,6 @@ template <typename T> int cu_nonfinite(const void *g, size_t n) {
 // ---- AdamW: exactly the CPU table's arithmetic (kernels/cpu/adamw_cpu.c): scalars formed in double on the host
 // from the "widened" float hyper-parameters, elementwise math in fp32 with explicit round-to-nearest intrinsics
 // (never contracted to FMA), so the fp32 table matches the CPU bit for bit. ------------------------------------------
-static double widen(float f) {
-    char buf[40];
-    if (!isfinite(f)) return (double)f;
-    for (int prec = 1; prec <= 9; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, (double)f);
-        if (strtof(buf, NULL) == f) return strtod(buf, NULL);
-    }
-    return (double)f;
-}
 struct adamw_scalars {
     float gscale, decay, b1, omb1, b2, omb2, step, bc2s, eps;
 };
@@ -315,7 +306,8 @@ void cu_adamw(float *p, void *p_act, const void *g, float *m, float *v, size_t n
               float beta2, float eps_, float wd_, int t) {
     QF_CHECK(t >= 1);
     if (!n) return;
-    const double lr = widen(lr_), b1 = widen(beta1), b2 = widen(beta2), eps = widen(eps_), wd = widen(wd_);
+    const double lr = qf_float_widen(lr_), b1 = qf_float_widen(beta1), b2 = qf_float_widen(beta2);
+    const double eps = qf_float_widen(eps_), wd = qf_float_widen(wd_);
     const double bc1 = 1.0 - pow(b1, (double)t), bc2 = 1.0 - pow(b2, (double)t);
     adamw_scalars s;
     s.gscale = gscale;

@@ -22,9 +22,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+enum { QF_ACT_F32 = 0, QF_ACT_BF16 = 1, QF_ACT_F16 = 2 }; /* qf_ops.act_dtype */
+
 typedef struct qf_ops {
     const char *name;        /* "cpu" | "cuda" | "cuda-f32" */
     size_t act_bytes;        /* bytes of one act element (4 on cpu) */
+    int act_dtype;           /* QF_ACT_F32 | QF_ACT_BF16 | QF_ACT_F16: what an act element is */
 
     /* memory */
     void *(*alloc)(size_t bytes);                          /* zero-filled; NULL on failure */
@@ -120,7 +123,7 @@ void qf_cuda_versions(char *buf, int cap);
  * Both share one context: one compute stream (every op and copy is ordered on it; nothing syncs the device on the
  * hot path), one cuBLASLt handle. copy_d2h and the ops returning host values (sumsq, nonfinite, classifier's
  * loss_sum) sync the stream; sync() = stream sync. copy_h2d's host source may be reused on return. alloc/free
- * are cudaMalloc/cudaFree (free synchronises: keep both off the hot path). */
+ * are stream-ordered (cudaMallocAsync/cudaFreeAsync on the compute stream, from a pool that keeps its memory). */
 const qf_ops *qf_ops_cuda(void);
 const qf_ops *qf_ops_cuda_f32(void);
 /* alloc() returns NULL once the backend's device bytes would exceed `bytes` (gpu_memory_limit_gb; 0 = no limit).

@@ -24,8 +24,11 @@ void *qf_cuda_stream(void); /* kernels/cuda: the backend's compute stream */
     } while (0)
 
 static ncclDataType_t act_nccl(const qf_comm *c) {
-    if (c->ops->act_bytes == 4) return ncclFloat;
-    return ncclBfloat16;
+    switch (c->ops->act_dtype) {
+    case QF_ACT_F16: return ncclFloat16;
+    case QF_ACT_BF16: return ncclBfloat16;
+    default: return ncclFloat;
+    }
 }
 static ncclComm_t NC(const qf_comm *c) { return (ncclComm_t)c->nccl; }
 static cudaStream_t CS(const qf_comm *c) { return (cudaStream_t)c->nccl_stream; }

@@ -6,10 +6,11 @@
 // Both return NULL when no GPU is usable, and share one context (cuda_common.cuh): one compute stream, one
 // cuBLASLt handle + 32 MiB workspace, memory accounting, the scratch buffer.
 //
-// Memory: alloc() = cudaMalloc, zero-filled by cudaMemsetAsync on the compute stream, refused (NULL) when the
-// byte limit (qf_cuda_set_memory_limit, the deck's gpu_memory_limit_gb) would be exceeded; current and peak bytes
-// count every buffer the backend holds (alloc()'s, scratch, workspace). free() = cudaFree (synchronising: keep
-// alloc/free off the hot path). Copies are stream-ordered: copy_h2d of up to 4 MiB is staged through a pinned
+// Memory: alloc() = cudaMallocAsync from the device's pool on the compute stream, zero-filled by cudaMemsetAsync,
+// refused (NULL) when the byte limit (qf_cuda_set_memory_limit, the deck's gpu_memory_limit_gb) would be exceeded;
+// current and peak bytes count every buffer the backend holds (alloc()'s, scratch, workspace). free() =
+// cudaFreeAsync on the compute stream: no device-wide sync, the memory is reused in stream order (callers that
+// used a buffer on another stream make the compute stream wait for that use first, as comm_nccl's waits do). Copies are stream-ordered: copy_h2d of up to 4 MiB is staged through a pinned
 // ring (no stream sync; the host source may be reused on return); larger ones are cudaMemcpyAsync from the
 // caller's buffer (pageable memory is staged by CUDA before the call returns; a pinned source is synchronised,
 // so the same "reusable on return" holds). copy_d2h returns with the data in place (it syncs the stream).
@@ -133,6 +134,9 @@ static int ctx_init(void) {
     g_ctx.num_sms = prop.multiProcessorCount;
     g_ctx.smem_optin = prop.sharedMemPerBlockOptin;
     CHECK_CUDA(cudaStreamCreateWithFlags(&g_ctx.stream, cudaStreamNonBlocking));
+    CHECK_CUDA(cudaDeviceGetDefaultMemPool(&g_ctx.pool, g_ctx.device));
+    uint64_t keep = UINT64_MAX; // never hand pool memory back at sync points
+    CHECK_CUDA(cudaMemPoolSetAttribute(g_ctx.pool, cudaMemPoolAttrReleaseThreshold, &keep));
     CHECK_CUBLAS(cublasLtCreate(&g_ctx.lt));
     g_ctx.lt_ws_bytes = 32u << 20;
     qfc_device_malloc(&g_ctx.lt_ws, g_ctx.lt_ws_bytes);
@@ -176,12 +180,24 @@ extern "C" void *qf_cuda_stream(void) { return g_ctx.state == 1 ? (void *)g_ctx.
 extern "C" void qf_cuda_set_attention_variant(int v) { g_ctx.attn_variant = v >= 1 && v <= 3 ? v : 2; }
 
 // ---- memory ops -------------------------------------------------------------------------------------------------
+// Stream-ordered pool (cudaMallocAsync on the compute stream, release threshold "never"): a freed buffer returns to
+// the device's pool in stream order and the next request reuses it without a device-wide sync, so the ZeRO engine
+// may allocate and free unit buffers every layer. Under memory pressure the pool is trimmed once and retried.
 static void *cu_alloc(size_t bytes) {
     const size_t n = qf_align_up(bytes ? bytes : 1, 256);
     if (g_ctx.limit && g_ctx.cur + n > g_ctx.limit) return NULL;
     void *p = NULL;
-    if (cudaMalloc(&p, n) != cudaSuccess) {
-        (void)cudaGetLastError(); // out of memory is not sticky: report NULL
+    cudaError_t e = cudaMallocAsync(&p, n, g_ctx.stream);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError(); // out of memory is not sticky
+        CHECK_CUDA(cudaStreamSynchronize(g_ctx.stream));
+        CHECK_CUDA(cudaMemPoolTrimTo(g_ctx.pool, 0));
+        e = cudaMallocAsync(&p, n, g_ctx.stream);
+    }
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        fprintf(stderr, "qwen-ft: CUDA backend: cudaMallocAsync of %zu bytes failed with %.2f GiB held: %s\n", n,
+                (double)g_ctx.cur / 1073741824.0, cudaGetErrorString(e));
         return NULL;
     }
     CHECK_CUDA(cudaMemsetAsync(p, 0, n, g_ctx.stream));
@@ -192,7 +208,7 @@ static void *cu_alloc(size_t bytes) {
 static void cu_free(void *p) {
     if (!p) return;
     const size_t n = amap_take(p);
-    CHECK_CUDA(cudaFree(p));
+    CHECK_CUDA(cudaFreeAsync(p, g_ctx.stream));
     account(0, n);
 }
 static void cu_copy_h2d(void *dst, const void *src, size_t bytes) {
@@ -228,16 +244,16 @@ static void cu_zero(void *p, size_t bytes) {
 static void cu_sync(void) { CHECK_CUDA(cudaStreamSynchronize(g_ctx.stream)); }
 
 // ---- the tables -------------------------------------------------------------------------------------------------
-#define QF_CUDA_TABLE(NAME, T)                                                                                       \
+#define QF_CUDA_TABLE(NAME, T, DT)                                                                                   \
     {                                                                                                                \
-        NAME, sizeof(T), cu_alloc, cu_free, cu_copy_h2d, cu_copy_d2h, cu_copy_d2d, cu_zero, cu_sync,                 \
+        NAME, sizeof(T), DT, cu_alloc, cu_free, cu_copy_h2d, cu_copy_d2h, cu_copy_d2d, cu_zero, cu_sync,                 \
             cu_act_from_f32<T>, cu_act_to_f32<T>, cu_embedding_fwd<T>, cu_embedding_bwd<T>, cu_rmsnorm_fwd<T>,       \
             cu_rmsnorm_bwd<T>, cu_matmul_fwd<T>, cu_matmul_bwd<T>, cu_rope_fwd<T>, cu_rope_bwd<T>,                   \
             cu_attention_fwd<T>, cu_attention_bwd<T>, cu_swiglu_fwd<T>, cu_swiglu_bwd<T>, cu_add_inplace<T>,         \
             cu_classifier<T>, cu_sumsq<T>, cu_scale<T>, cu_nonfinite<T>, cu_adamw<T>, nullptr /* attention_decode */  \
     }
-static const qf_ops cuda_ops_bf16 = QF_CUDA_TABLE("cuda", bf16);
-static const qf_ops cuda_ops_f32 = QF_CUDA_TABLE("cuda-f32", float);
+static const qf_ops cuda_ops_bf16 = QF_CUDA_TABLE("cuda", bf16, QF_ACT_BF16);
+static const qf_ops cuda_ops_f32 = QF_CUDA_TABLE("cuda-f32", float, QF_ACT_F32);
 
 extern "C" const qf_ops *qf_ops_cuda(void) { return ctx_init() ? &cuda_ops_bf16 : NULL; }
 extern "C" const qf_ops *qf_ops_cuda_f32(void) { return ctx_init() ? &cuda_ops_f32 : NULL; }

@@ -73,6 +73,7 @@ struct qf_cuda_ctx {
     int stage_next;
     // memory accounting: everything this backend cudaMallocs (alloc() and its own buffers)
     size_t limit, cur, peak;
+    cudaMemPool_t pool;        // the device's default pool: alloc()/free() are stream-ordered on `stream`
     qf_cuda_alloc_entry *amap; // open-addressing table of alloc() pointers -> sizes
     size_t amap_cap, amap_used;
     // cuBLASLt plan cache (matmul_cuda.cu)

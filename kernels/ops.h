@@ -1,7 +1,7 @@
 /* ops.h — the op table: every compute kernel the model, optimizer and loss need, behind one struct of
  * function pointers with two implementations:
  *   kernels/cpu/   fp32, OpenMP — the readable reference and test oracle (qf_ops_cpu()).
- *   kernels/cuda/  bf16 storage / fp32 accumulation, cuBLASLt — ([cuda] issue; qf_ops_cuda()).
+ *   kernels/cuda/  bf16 (or fp16, fp32) storage / fp32 accumulation, cuBLASLt — ([cuda] issue; qf_ops_cuda()).
  *
  * Conventions
  *   - "act" tensors (activations, parameters as the model sees them, their gradients) are void*: float on the
@@ -25,7 +25,7 @@
 enum { QF_ACT_F32 = 0, QF_ACT_BF16 = 1, QF_ACT_F16 = 2 }; /* qf_ops.act_dtype */
 
 typedef struct qf_ops {
-    const char *name;        /* "cpu" | "cuda" | "cuda-f32" */
+    const char *name;        /* "cpu" | "cuda" | "cuda-f32" | "cuda-f16" */
     size_t act_bytes;        /* bytes of one act element (4 on cpu) */
     int act_dtype;           /* QF_ACT_F32 | QF_ACT_BF16 | QF_ACT_F16: what an act element is */
 
@@ -110,7 +110,18 @@ typedef struct qf_ops {
      * 1/sqrt(D); out[H, D] WRITE. NULL in a backend that does not provide it (generate then runs on the CPU). */
     void (*attention_decode)(void *out, const void *q, const void *kcache, const void *vcache, int t, int H, int KV,
                              int D);
+
+    /* Asynchronous copies (offload): copy_start queues a copy of `bytes` (dir QF_COPY_H2D: dst backend, src host;
+     * QF_COPY_D2H: dst host, src backend) on the backend's copy engine, ordered after everything queued on the
+     * compute stream so far, and returns a ticket. copy_finish(ticket, host_wait): host_wait = 0 makes the compute
+     * stream wait for the copy (work queued afterwards sees the data; the host goes on), 1 blocks the caller until
+     * the copy is done (host buffers may then be read or reused). Every ticket is finished exactly once, at most
+     * QF_COPY_TICKETS outstanding. Host buffers should be page-locked (pin_memory) for the copy to overlap.
+     * The CPU table copies at once and returns 0. */
+    int (*copy_start)(void *dst, const void *src, size_t bytes, int dir);
+    void (*copy_finish)(int ticket, int host_wait);
 } qf_ops;
+enum { QF_COPY_H2D = 0, QF_COPY_D2H = 1, QF_COPY_TICKETS = 64 };
 
 const qf_ops *qf_ops_cpu(void);
 #ifdef QWENFT_HAVE_CUDA
@@ -120,12 +131,16 @@ void qf_cuda_versions(char *buf, int cap);
 /* The CUDA op tables, on the device current at the first call (cudaSetDevice first); NULL when no usable GPU.
  *   qf_ops_cuda():     act = bf16 (act_bytes 2), fp32 accumulation, cuBLASLt GEMMs, tensor-core attention.
  *   qf_ops_cuda_f32(): act = fp32, the same kernels in fp32 (GEMMs without TF32): for exact comparisons.
- * Both share one context: one compute stream (every op and copy is ordered on it; nothing syncs the device on the
+ *   qf_ops_cuda_f16(): act = IEEE fp16 (act_bytes 2), fp32 accumulation, the same kernels (fp16 cuBLASLt GEMMs,
+ *                      tensor-core attention): the fp16.enabled table. Values beyond 65504 become inf; the caller
+ *                      keeps fp32 master weights and applies DeepSpeed's dynamic loss scaling (src/loss_scale.c).
+ * All share one context: one compute stream (every op and copy is ordered on it; nothing syncs the device on the
  * hot path), one cuBLASLt handle. copy_d2h and the ops returning host values (sumsq, nonfinite, classifier's
  * loss_sum) sync the stream; sync() = stream sync. copy_h2d's host source may be reused on return. alloc/free
  * are stream-ordered (cudaMallocAsync/cudaFreeAsync on the compute stream, from a pool that keeps its memory). */
 const qf_ops *qf_ops_cuda(void);
 const qf_ops *qf_ops_cuda_f32(void);
+const qf_ops *qf_ops_cuda_f16(void);
 /* alloc() returns NULL once the backend's device bytes would exceed `bytes` (gpu_memory_limit_gb; 0 = no limit).
  * current/peak count every buffer the backend holds: alloc()'s, its scratch and the cuBLASLt workspace. */
 void qf_cuda_set_memory_limit(size_t bytes);

@@ -76,7 +76,8 @@ void qf_comm_iallgatherv_act(qf_comm *c, const void *send, void *recv, const int
     }
 #endif
     r->kind = 1;
-    MPI_Iallgatherv(send, counts[c->rank], act_type(c), recv, counts, displs, act_type(c), c->world, &r->mpi);
+    MPI_Iallgatherv(send ? send : MPI_IN_PLACE, counts[c->rank], act_type(c), recv, counts, displs, act_type(c),
+                    c->world, &r->mpi);
 }
 
 void qf_comm_ireduce_scatterv_act(qf_comm *c, const void *send, void *recv, const int *counts, const int *displs,

@@ -43,7 +43,8 @@ void qf_comm_allreduce_act(qf_comm *c, void *buf, size_t n);
  * bucket elements (allgather_bucket_size; <= 0: no limit) */
 void qf_comm_allgather_act(qf_comm *c, void *buf, const int64_t *counts, const int64_t *displs, int64_t bucket);
 /* Non-blocking pieces of ZeRO (MPI int counts, per rank, relative to the unit):
- *   all-gather: every rank contributes send[counts[me]]; recv[displs[r] ..] receives rank r's piece
+ *   all-gather: every rank contributes send[counts[me]] (send NULL: already in place at recv[displs[me]]);
+ *   recv[displs[r] ..] receives rank r's piece
  *   reduce-scatter: send holds the whole unit (rank r's piece at displs[r]); recv[counts[me]] gets the sum
  * The request completes with qf_comm_wait (GPU: the compute stream waits for the collective, no host sync). */
 void qf_comm_iallgatherv_act(qf_comm *c, const void *send, void *recv, const int *counts, const int *displs,

@@ -112,7 +112,8 @@ void qf_nccl_iallgatherv_act(qf_comm *c, const void *send, void *recv, const int
     for (int k = 0; k < c->world_size; k++) {
         if (!counts[k]) continue;
         char *dst = (char *)recv + (size_t)displs[k] * eb;
-        CHECK_NCCL(ncclBroadcast(k == c->rank ? send : dst, dst, (size_t)counts[k], act_nccl(c), k, NC(c), CS(c)));
+        const void *src = k == c->rank && send ? send : dst; /* send NULL: in place */
+        CHECK_NCCL(ncclBroadcast(src, dst, (size_t)counts[k], act_nccl(c), k, NC(c), CS(c)));
     }
     CHECK_NCCL(ncclGroupEnd());
     finish(c, r);

@@ -1,9 +1,11 @@
 /* estimate.c — see estimate.h. n = parameters, S = largest shard ceil(n/W), ab = bytes per act element:
- *   parameters   stage 0-2: ab*n   stage 3: ab*S + gathered units (the prefetch window, simulated over the units)
+ *   parameters   stage 0-2: ab*n   stage 3: gathered units (the prefetch window, simulated over the units), plus
+ *                ab*S with offload_optimizer (training without it rounds the pieces from the device master)
  *                offload_param: only the gathered units on the device; ab*n once per node in host shared memory
- *   gradients    stage 0-1: ab*n   stage 2-3: ab*S + unit gradient buffers in flight
+ *   gradients    stage 0-1: ab*n   stage 2-3: ab*S + unit gradient buffers in flight (also with offload)
  *   optimizer    12 bytes (fp32 master, m, v) per element of the optimizer range: n at stage 0, S otherwise;
- *                offload_optimizer: on the host, plus a fp32 staging chunk of min(S, 2^24) elements
+ *                offload_optimizer: on the host, plus staging chunks of c = min(range, 2^24) elements: fp32 c,
+ *                act 2c (gradients) and, without offload_param, act 2c (parameters)
  *   activations  what the model allocates for one micro-batch (qf_model_act_bytes) */
 #include "estimate.h"
 #include <stdlib.h>
@@ -31,11 +33,11 @@ static int64_t live_window(const int64_t *u, int U, const qf_deck *d, int tied) 
     for (int dir = -1; dir <= 1; dir += 2)
         for (int s = 0; s < U; s++) {
             int64_t live = u[s] < d->stage3_param_persistence_threshold ? 0 : u[s];
-            int64_t budget = d->stage3_prefetch_bucket_size, win = u[s];
+            int64_t inflight = 0, win = u[s];
             for (int v = s + dir; v >= 0 && v < U; v += dir) {
                 if (u[v] < d->stage3_param_persistence_threshold) continue;
-                if (u[v] > budget || win + u[v] > d->stage3_max_live_parameters) break;
-                budget -= u[v];
+                if (inflight >= d->stage3_prefetch_bucket_size || win + u[v] > d->stage3_max_live_parameters) break;
+                inflight += u[v];
                 win += u[v];
                 live += u[v];
             }
@@ -58,7 +60,7 @@ void qf_estimate(const qf_model_config *c, const qf_deck *d, int W, int G, int64
         o->params = ab * n;
     } else {
         o->params_live = ab * live_window(u, U, d, c->tie_word_embeddings);
-        o->params = (off_par ? 0 : ab * S) + o->params_live;
+        o->params = (off_par || !off_opt ? 0 : ab * S) + o->params_live;
     }
     if (stage < 2) {
         o->grads = ab * n;
@@ -73,11 +75,11 @@ void qf_estimate(const qf_model_config *c, const qf_deck *d, int W, int G, int64
         if (sends > n) sends = n;
         int64_t live = sends + (sends < S ? sends : S) + (c->tie_word_embeddings ? u[0] : 0) + u[U - 1];
         o->grads_live = ab * live;
-        o->grads = (off_opt ? 0 : ab * S) + o->grads_live; /* offload_optimizer: the shard is on the host */
+        o->grads = ab * S + o->grads_live;
     }
     int64_t opt = stage == 0 ? n : S, chunk = opt < QF_ZERO_OFFLOAD_CHUNK ? opt : QF_ZERO_OFFLOAD_CHUNK;
-    if (off_opt || off_par) o->params += ab * chunk; /* the device staging chunk of updated parameters */
-    if (off_opt) o->host_per_rank = 12 * opt + 4 * chunk + (stage >= 2 ? ab * S : 0);
+    if (off_par && !off_opt) o->params += ab * chunk; /* the device staging chunk of updated parameters */
+    if (off_opt) o->host_per_rank = 12 * opt + 4 * chunk + ab * chunk * (off_par ? 2 : 4);
     else o->optimizer = 12 * opt;
     o->activations = qf_model_act_bytes(c, d->train_micro_batch_size_per_gpu, d->seq_len,
                                         d->activation_checkpointing, ab);

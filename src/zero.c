@@ -83,6 +83,16 @@ static void host_act_set(const qf_zero *z, void *p, int64_t i, float v) {
     }
 }
 
+/* host act[n] <-> host fp32[n] on host threads (rounding as the backend's act_from_f32: to nearest even) */
+static void host_act_from_f32(const qf_zero *z, void *dst, const float *src, int64_t n) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) host_act_set(z, dst, i, src[i]);
+}
+static void host_act_to_f32(const qf_zero *z, float *dst, const void *src, int64_t n) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) dst[i] = host_act_get(z, src, i);
+}
+
 static char *at(const qf_zero *z, void *base, int64_t elem) { return (char *)base + (size_t)elem * AB(z); }
 static int64_t ub(const qf_zero *z, int u) { return z->m->unit_off[u]; }
 static int64_t ue(const qf_zero *z, int u) { return z->m->unit_off[u + 1]; }
@@ -93,25 +103,33 @@ static MPI_Datatype act_mpi(const qf_zero *z) { return AB(z) == 4 ? MPI_FLOAT : 
 
 /* ---- stage 3: units gathered on use ------------------------------------------------------------------------ */
 
-/* this rank's contribution to unit u: its shard's piece */
-static const void *my_piece(qf_zero *z, int u) {
+/* this rank's contribution to unit u: its shard's piece, or NULL when it is already in place in the gather
+ * buffer (pfrom_master: rounded from the fp32 master into buf) */
+static const void *my_piece(qf_zero *z, int u, void *buf) {
     int64_t lo = imax(ub(z, u), z->shard_begin);
-    void *src = z->offload_param ? at(z, z->pnode, lo) : at(z, z->pshard, lo - z->shard_begin);
-    return src;
+    int cnt = z->ucount[u][z->comm->rank];
+    if (!z->pfrom_master) return at(z, z->pshard, lo - z->shard_begin);
+    if (cnt) z->ops->act_from_f32(at(z, buf, lo - ub(z, u)), z->master + (lo - z->opt_begin), (size_t)cnt);
+    return NULL;
 }
 
 static void gather_start(qf_zero *z, int u, int blocking) {
     int64_t n = ue(z, u) - ub(z, u);
     z->ucache[u] = buf_get(z, n, 0);
     if (!z->upersist[u]) z->live += n;
-    if (z->offload_param) { /* the node's shared host copy -> this rank's (device) buffer */
-        z->ops->copy_h2d(z->ucache[u], at(z, z->pnode, ub(z, u)), (size_t)n * AB(z));
-        z->gathers++;
-        return;
+    if (z->offload_param) { /* the node's shared host copy -> this rank's (device) buffer, on the copy engine */
+        z->uticket[u] = z->ops->copy_start(z->ucache[u], at(z, z->pnode, ub(z, u)), (size_t)n * AB(z), QF_COPY_H2D);
+    } else {
+        const void *send = my_piece(z, u, z->ucache[u]);
+        qf_comm_iallgatherv_act(z->comm, send, z->ucache[u], z->ucount[u], z->udispl[u], &z->ureq[u]);
     }
-    qf_comm_iallgatherv_act(z->comm, my_piece(z, u), z->ucache[u], z->ucount[u], z->udispl[u], &z->ureq[u]);
     if (blocking) {
-        qf_comm_wait(z->comm, &z->ureq[u]);
+        if (z->offload_param) {
+            z->ops->copy_finish(z->uticket[u], 0);
+            z->uticket[u] = -1;
+        } else {
+            qf_comm_wait(z->comm, &z->ureq[u]);
+        }
         z->gathers++;
     } else {
         z->prefetches++;
@@ -119,6 +137,10 @@ static void gather_start(qf_zero *z, int u, int blocking) {
 }
 
 static void gather_wait(qf_zero *z, int u) {
+    if (z->offload_param && z->uticket[u] >= 0) {
+        z->ops->copy_finish(z->uticket[u], 0); /* the compute stream waits for the copy; the host goes on */
+        z->uticket[u] = -1;
+    }
     if (qf_comm_pending(&z->ureq[u])) qf_comm_wait(z->comm, &z->ureq[u]);
 }
 
@@ -143,20 +165,22 @@ static void *hk_params(void *ctx, int u) {
     return z->ucache[u];
 }
 
-/* Before unit u is used: keep u and the prefetch window (next units in the direction of travel, within
- * stage3_prefetch_bucket_size and stage3_max_live_parameters), free every other non-persistent unit, start the
- * window's gathers without blocking. */
+/* Before unit u is used: keep u and the prefetch window, free every other non-persistent unit, start the
+ * window's gathers without blocking. The window takes the next units in the direction of travel while fewer than
+ * stage3_prefetch_bucket_size elements are being prefetched (as DeepSpeed's coordinator, which checks the bucket
+ * before adding a parameter: the next unit is prefetched even when it alone exceeds the bucket), as long as the
+ * gathered units stay within stage3_max_live_parameters. */
 static void hk_will_use(void *ctx, int u, int backward) {
     qf_zero *z = ctx;
     if (z->stage < 3) return;
     int U = z->m->nunits, dir = backward ? -1 : 1;
     int keep_to = u; /* window [u, keep_to] in direction dir */
-    int64_t budget = z->d->stage3_prefetch_bucket_size, live = ue(z, u) - ub(z, u);
+    int64_t inflight = 0, live = ue(z, u) - ub(z, u);
     for (int v = u + dir; v >= 0 && v < U; v += dir) {
         int64_t n = ue(z, v) - ub(z, v);
         if (z->upersist[v]) continue;
-        if (n > budget || live + n > z->d->stage3_max_live_parameters) break;
-        budget -= n;
+        if (inflight >= z->d->stage3_prefetch_bucket_size || live + n > z->d->stage3_max_live_parameters) break;
+        inflight += n;
         live += n;
         keep_to = v;
     }
@@ -187,17 +211,7 @@ static void pending_complete(qf_zero *z, int keep) {
     while (z->npend > keep) {
         qf_zero_pending *p = &z->pend[0];
         qf_comm_wait(z->comm, &p->req);
-        if (p->n && !z->gshard_host) {
-            z->ops->add_inplace(at(z, z->gshard, p->lo - z->shard_begin), p->recv, (size_t)p->n);
-        } else if (p->n) { /* offload: the reduced piece comes down and accumulates in the host shard */
-            void *tmp = qf_malloc((size_t)p->n * AB(z));
-            z->ops->copy_d2h(tmp, p->recv, (size_t)p->n * AB(z));
-            char *dst = at(z, z->gshard, p->lo - z->shard_begin);
-#pragma omp parallel for schedule(static)
-            for (int64_t i = 0; i < p->n; i++)
-                host_act_set(z, dst, i, host_act_get(z, dst, i) + host_act_get(z, tmp, i));
-            free(tmp);
-        }
+        if (p->n) z->ops->add_inplace(at(z, z->gshard, p->lo - z->shard_begin), p->recv, (size_t)p->n);
         buf_put(z, p->send, p->n_send);
         buf_put(z, p->recv, p->n);
         memmove(&z->pend[0], &z->pend[1], (size_t)(z->npend - 1) * sizeof *z->pend);
@@ -299,10 +313,11 @@ int qf_zero_init(qf_zero *z, qf_model *m, qf_comm *c, const qf_deck *d, int with
     if (!with_optimizer) z->opt_end = z->opt_begin; /* eval: no optimizer state */
     int64_t shard = z->shard_end - z->shard_begin, opt = z->opt_end - z->opt_begin;
     /* parameters */
+    z->pfrom_master = z->stage == 3 && !z->offload_param && !z->offload_opt && with_optimizer;
     if (z->stage < 3) {
         z->pfull = dev_alloc(z, z->n, AB(z));
     } else if (!z->offload_param) {
-        z->pshard = dev_alloc(z, shard, AB(z));
+        if (!z->pfrom_master) z->pshard = dev_alloc(z, shard, AB(z));
     } else {
         MPI_Aint bytes = c->local_rank == 0 ? (MPI_Aint)((size_t)z->n * AB(z)) : 0;
         void *base = NULL;
@@ -319,42 +334,42 @@ int qf_zero_init(qf_zero *z, qf_model *m, qf_comm *c, const qf_deck *d, int with
     }
     z->ucache = qf_calloc((size_t)U, sizeof(void *));
     z->ureq = qf_calloc((size_t)U, sizeof(qf_comm_req));
+    z->uticket = qf_calloc((size_t)U, sizeof(int));
+    for (int u = 0; u < U; u++) z->uticket[u] = -1;
     z->upersist = qf_calloc((size_t)U, sizeof(int));
     for (int u = 0; u < U; u++) {
         z->upersist[u] = (ue(z, u) - ub(z, u)) < d->stage3_param_persistence_threshold;
     }
-    /* gradients */
+    /* gradients (on the device also with offload_optimizer: they stream down at the update) */
     if (with_optimizer && z->stage < 2) z->gfull = dev_alloc(z, z->n, AB(z));
-    else if (with_optimizer && z->offload_opt) { /* ZeRO-Offload: the gradient shard lives with the optimizer */
-        z->gshard_host = 1;
-        track(z, shard * (int64_t)AB(z));
-        z->gshard = qf_calloc((size_t)(shard ? shard : 1), AB(z));
-    } else if (with_optimizer) {
-        z->gshard = dev_alloc(z, shard, AB(z));
-    }
+    else if (with_optimizer) z->gshard = dev_alloc(z, shard, AB(z));
     z->gunit = qf_calloc((size_t)U, sizeof(void *));
     z->pend = qf_calloc((size_t)U + 1, sizeof *z->pend);
     /* optimizer */
-    if (with_optimizer && (z->offload_opt || z->offload_param))
-        z->pstage = dev_alloc(z, opt < QF_ZERO_OFFLOAD_CHUNK ? opt : QF_ZERO_OFFLOAD_CHUNK, AB(z));
+    int64_t chunk = opt < QF_ZERO_OFFLOAD_CHUNK ? opt : QF_ZERO_OFFLOAD_CHUNK;
+    if (with_optimizer && z->offload_param && !z->offload_opt) z->pstage = dev_alloc(z, chunk, AB(z));
     if (z->offload_opt) {
         z->master = host_alloc(z, opt);
         z->adam_m = host_alloc(z, opt);
         z->adam_v = host_alloc(z, opt);
-        z->host_grad = host_alloc(z, opt < QF_ZERO_OFFLOAD_CHUNK ? opt : QF_ZERO_OFFLOAD_CHUNK);
+        z->host_grad = host_alloc(z, chunk);
+        for (int i = 0; i < 2; i++) {
+            track(z, chunk * (int64_t)AB(z) * (z->offload_param ? 1 : 2));
+            z->hgrad[i] = qf_calloc((size_t)(chunk ? chunk : 1), AB(z));
+            if (!z->offload_param) z->hpar[i] = qf_calloc((size_t)(chunk ? chunk : 1), AB(z));
+        }
     } else {
         z->master = dev_alloc(z, opt, 4);
         z->adam_m = dev_alloc(z, opt, 4);
         z->adam_v = dev_alloc(z, opt, 4);
     }
     /* pin_memory: page-lock the host buffers the GPU copies to and from (on GPU ranks; nothing to do on CPU ranks) */
-    if (z->offload_opt && d->offload_optimizer_pin_memory) {
-        void *bufs[] = {z->master, z->adam_m, z->adam_v, z->host_grad, z->gshard_host ? z->gshard : NULL};
-        size_t lens[] = {(size_t)opt * 4, (size_t)opt * 4, (size_t)opt * 4,
-                         (size_t)(opt < QF_ZERO_OFFLOAD_CHUNK ? opt : QF_ZERO_OFFLOAD_CHUNK) * 4, (size_t)shard * AB(z)};
-        for (int i = 0; i < 5; i++) z->pinned[i] = bufs[i] && pin(z, bufs[i], lens[i]) ? bufs[i] : NULL;
-    }
-    if (z->offload_param && d->offload_param_pin_memory && pin(z, z->pnode, (size_t)z->n * AB(z))) z->pinned[5] = z->pnode;
+    if (z->offload_opt && d->offload_optimizer_pin_memory)
+        for (int i = 0; i < 4; i++) {
+            void *b = i < 2 ? z->hgrad[i] : z->hpar[i - 2];
+            z->pinned[i] = b && pin(z, b, (size_t)(chunk ? chunk : 1) * AB(z)) ? b : NULL;
+        }
+    if (z->offload_param && d->offload_param_pin_memory && pin(z, z->pnode, (size_t)z->n * AB(z))) z->pinned[4] = z->pnode;
     z->sharded_state_bytes = z->cur_state_bytes;
     m->hooks.ctx = z;
     m->hooks.unit_params = hk_params;
@@ -370,7 +385,7 @@ void qf_zero_free(qf_zero *z) {
     pending_complete(z, 0);
     units_invalidate(z);
     int64_t shard = z->shard_end - z->shard_begin, opt = z->opt_end - z->opt_begin;
-    for (int i = 0; i < 6; i++) qf_backend_unpin(z->ops, z->pinned[i]);
+    for (int i = 0; i < 5; i++) qf_backend_unpin(z->ops, z->pinned[i]);
     for (int u = 0; u < U; u++) {
         if (z->gunit[u]) buf_put(z, z->gunit[u], ue(z, u) - ub(z, u));
         free(z->ucount[u]);
@@ -386,13 +401,16 @@ void qf_zero_free(qf_zero *z) {
     }
     if (z->pstage) dev_free(z, z->pstage, opt < QF_ZERO_OFFLOAD_CHUNK ? opt : QF_ZERO_OFFLOAD_CHUNK, AB(z));
     dev_free(z, z->gfull, z->n, AB(z));
-    if (z->gshard_host) free(z->gshard);
-    else dev_free(z, z->gshard, z->gshard ? shard : 0, AB(z));
+    dev_free(z, z->gshard, z->gshard ? shard : 0, AB(z));
     if (z->offload_opt) {
         free(z->master);
         free(z->adam_m);
         free(z->adam_v);
         free(z->host_grad);
+        for (int i = 0; i < 2; i++) {
+            free(z->hgrad[i]);
+            free(z->hpar[i]);
+        }
     } else {
         dev_free(z, z->master, opt, 4);
         dev_free(z, z->adam_m, opt, 4);
@@ -402,6 +420,7 @@ void qf_zero_free(qf_zero *z) {
     free(z->udispl);
     free(z->ucache);
     free(z->ureq);
+    free(z->uticket);
     free(z->upersist);
     free(z->gunit);
     free(z->pend);
@@ -421,23 +440,10 @@ void qf_zero_load_range(const qf_zero *z, int64_t *b, int64_t *e) {
 
 /* device-resident act parameters of flat element `elem` (stages 0-2: full copy; stage 3: this rank's shard) */
 static char *param_dev(qf_zero *z, int64_t elem) {
-    QF_CHECK(!z->offload_param);
+    QF_CHECK(!z->offload_param && !z->pfrom_master);
     if (z->stage < 3) return at(z, z->pfull, elem);
     QF_CHECK(elem >= z->shard_begin && elem <= z->shard_end);
     return at(z, z->pshard, elem - z->shard_begin);
-}
-
-/* parameters [lo, lo+n) <- device act buffer (into the node's host copy with parameter offload) */
-static void params_store(qf_zero *z, int64_t lo, const void *dev_act, int64_t n) {
-    if (n <= 0) return;
-    if (z->offload_param) z->ops->copy_d2h(at(z, z->pnode, lo), dev_act, (size_t)n * AB(z));
-    else z->ops->copy_d2d(param_dev(z, lo), dev_act, (size_t)n * AB(z));
-}
-/* device act buffer <- parameters [lo, lo+n) */
-static void params_load(qf_zero *z, int64_t lo, void *dev_act, int64_t n) {
-    if (n <= 0) return;
-    if (z->offload_param) z->ops->copy_h2d(dev_act, at(z, z->pnode, lo), (size_t)n * AB(z));
-    else z->ops->copy_d2d(dev_act, param_dev(z, lo), (size_t)n * AB(z));
 }
 
 /* fp32 host <-> act (backend) through a backend fp32 staging buffer */
@@ -455,12 +461,13 @@ static void act_to_host(qf_zero *z, float *host, const void *src, int64_t n) {
 }
 
 void qf_zero_set_params(qf_zero *z, int64_t b, int64_t e, const float *host) {
-    for (int64_t cb = b; cb < e; cb += QF_ZERO_OFFLOAD_CHUNK) {
-        int64_t n = imin(e, cb + QF_ZERO_OFFLOAD_CHUNK) - cb;
-        void *tmp = dev_tmp(z, (size_t)n * AB(z));
-        act_from_host(z, tmp, host + (cb - b), n);
-        params_store(z, cb, tmp, n);
-        z->ops->free(tmp);
+    if (z->offload_param) { /* straight into the node's host copy */
+        host_act_from_f32(z, at(z, z->pnode, b), host, e - b);
+    } else if (!z->pfrom_master) {
+        for (int64_t cb = b; cb < e; cb += QF_ZERO_OFFLOAD_CHUNK) {
+            int64_t n = imin(e, cb + QF_ZERO_OFFLOAD_CHUNK) - cb;
+            act_from_host(z, param_dev(z, cb), host + (cb - b), n);
+        }
     }
     int64_t lo = imax(b, z->opt_begin), hi = imin(e, z->opt_end);
     if (hi > lo) {
@@ -475,10 +482,18 @@ void qf_zero_params_commit(qf_zero *z) {
 }
 
 void qf_zero_get_params(qf_zero *z, int64_t b, int64_t e, float *host) {
+    if (z->offload_param) {
+        host_act_to_f32(z, host, at(z, z->pnode, b), e - b);
+        return;
+    }
     for (int64_t cb = b; cb < e; cb += QF_ZERO_OFFLOAD_CHUNK) {
         int64_t n = imin(e, cb + QF_ZERO_OFFLOAD_CHUNK) - cb;
-        void *tmp = dev_tmp(z, (size_t)n * AB(z));
-        params_load(z, cb, tmp, n);
+        if (!z->pfrom_master) {
+            act_to_host(z, host + (cb - b), param_dev(z, cb), n);
+            continue;
+        }
+        void *tmp = dev_tmp(z, (size_t)n * AB(z)); /* the act values the model uses: the master, rounded */
+        z->ops->act_from_f32(tmp, z->master + (cb - z->opt_begin), (size_t)n);
         act_to_host(z, host + (cb - b), tmp, n);
         z->ops->free(tmp);
     }
@@ -488,7 +503,6 @@ void qf_zero_get_params(qf_zero *z, int64_t b, int64_t e, float *host) {
 
 void qf_zero_zero_grads(qf_zero *z) {
     if (z->stage < 2) z->ops->zero(z->gfull, (size_t)z->n * AB(z));
-    else if (z->gshard_host) memset(z->gshard, 0, (size_t)(z->shard_end - z->shard_begin) * AB(z));
     else z->ops->zero(z->gshard, (size_t)(z->shard_end - z->shard_begin) * AB(z));
 }
 
@@ -505,26 +519,7 @@ static const void *opt_grads(qf_zero *z) {
 double qf_zero_grad_norm(qf_zero *z, double unscale) {
     double ss;
     if (z->stage < 2) ss = z->ops->sumsq(z->gfull, (size_t)z->n);
-    else if (!z->gshard_host) ss = qf_comm_sum_f64(z->comm, z->ops->sumsq(z->gshard, (size_t)(z->shard_end - z->shard_begin)));
-    else {
-        int64_t n = z->shard_end - z->shard_begin;
-        double part = 0; /* fixed-order partial sums: deterministic for any thread count */
-        enum { BLK = 1 << 16 };
-        int64_t nb = (n + BLK - 1) / BLK;
-        double *ps = qf_calloc((size_t)(nb ? nb : 1), sizeof(double));
-#pragma omp parallel for schedule(static)
-        for (int64_t b = 0; b < nb; b++) {
-            double acc = 0;
-            for (int64_t i = b * BLK; i < n && i < (b + 1) * BLK; i++) {
-                double v = host_act_get(z, z->gshard, i);
-                acc += v * v;
-            }
-            ps[b] = acc;
-        }
-        for (int64_t b = 0; b < nb; b++) part += ps[b];
-        free(ps);
-        ss = qf_comm_sum_f64(z->comm, part);
-    }
+    else ss = qf_comm_sum_f64(z->comm, z->ops->sumsq(z->gshard, (size_t)(z->shard_end - z->shard_begin)));
     return sqrt(ss) * unscale;
 }
 
@@ -546,31 +541,55 @@ static void adamw_range(qf_zero *z, const qf_ops *aops, int64_t b, int64_t e, co
     }
 }
 
+/* offload_optimizer: the optimizer range streams through the host chunk by chunk. Chunk k+1's gradients come down
+ * (copy engine) and chunk k-1's parameters go up while the host runs AdamW on chunk k; page-locked (pin_memory)
+ * double buffers make the copies truly asynchronous. With offload_param the updated parameters are rounded
+ * straight into the node's host copy. */
+static void update_offload_opt(qf_zero *z, double lr, float gscale) {
+    const qf_ops *o = z->ops, *cpu = qf_ops_cpu();
+    int64_t ob = z->opt_begin, oe = z->opt_end, nch = (oe - ob + QF_ZERO_OFFLOAD_CHUNK - 1) / QF_ZERO_OFFLOAD_CHUNK;
+    const void *g = opt_grads(z);
+    int tg[2] = {-1, -1}, tp[2] = {-1, -1};
+#define CHUNK_B(k) (ob + (int64_t)(k) * QF_ZERO_OFFLOAD_CHUNK)
+#define CHUNK_N(k) (imin(oe, CHUNK_B(k) + QF_ZERO_OFFLOAD_CHUNK) - CHUNK_B(k))
+    if (nch > 0) tg[0] = o->copy_start(z->hgrad[0], at(z, (void *)g, 0), (size_t)CHUNK_N(0) * AB(z), QF_COPY_D2H);
+    for (int64_t k = 0; k < nch; k++) {
+        int64_t cb = CHUNK_B(k), n = CHUNK_N(k);
+        int s = (int)(k & 1);
+        if (k + 1 < nch)
+            tg[1 - s] = o->copy_start(z->hgrad[1 - s], at(z, (void *)g, CHUNK_B(k + 1) - ob),
+                                      (size_t)CHUNK_N(k + 1) * AB(z), QF_COPY_D2H);
+        o->copy_finish(tg[s], 1);
+        host_act_to_f32(z, z->host_grad, z->hgrad[s], n);
+        adamw_range(z, cpu, cb, cb + n, z->host_grad, 4, NULL, lr, gscale);
+        if (z->offload_param) {
+            host_act_from_f32(z, at(z, z->pnode, cb), z->master + (cb - ob), n);
+            continue;
+        }
+        if (tp[s] >= 0) o->copy_finish(tp[s], 1); /* hpar[s] is free again */
+        host_act_from_f32(z, z->hpar[s], z->master + (cb - ob), n);
+        tp[s] = o->copy_start(param_dev(z, cb), z->hpar[s], (size_t)n * AB(z), QF_COPY_H2D);
+    }
+    for (int s = 0; s < 2; s++)
+        if (tp[s] >= 0) o->copy_finish(tp[s], 1);
+#undef CHUNK_B
+#undef CHUNK_N
+}
+
 void qf_zero_update(qf_zero *z, double lr, float gscale) {
     int64_t ob = z->opt_begin, oe = z->opt_end;
     const void *g = opt_grads(z);
     z->adam_t++;
-    if (!z->offload_opt && !z->offload_param) {
-        adamw_range(z, z->ops, ob, oe, g, AB(z), param_dev(z, ob), lr, gscale);
-    } else {
-        /* offload: the range streams through fixed staging buffers chunk by chunk. With the optimizer offloaded,
-         * gradients go down to the host, AdamW runs on host threads (the CPU op table) and the updated parameters
-         * come back; with parameters offloaded they are written into the node's host copy. */
+    if (z->offload_opt) {
+        update_offload_opt(z, lr, gscale);
+    } else if (z->offload_param) { /* AdamW on the device, updated parameters down into the node's copy */
         for (int64_t cb = ob; cb < oe; cb += QF_ZERO_OFFLOAD_CHUNK) {
             int64_t ce = imin(oe, cb + QF_ZERO_OFFLOAD_CHUNK);
-            const void *gc = at(z, (void *)g, cb - ob);
-            if (z->offload_opt) {
-                if (z->gshard_host)
-                    for (int64_t i = 0; i < ce - cb; i++) z->host_grad[i] = host_act_get(z, gc, i);
-                else
-                    act_to_host(z, z->host_grad, gc, ce - cb);
-                adamw_range(z, qf_ops_cpu(), cb, ce, z->host_grad, 4, NULL, lr, gscale);
-                act_from_host(z, z->pstage, z->master + (cb - ob), ce - cb);
-            } else {
-                adamw_range(z, z->ops, cb, ce, gc, AB(z), z->pstage, lr, gscale);
-            }
-            params_store(z, cb, z->pstage, ce - cb);
+            adamw_range(z, z->ops, cb, ce, at(z, (void *)g, cb - ob), AB(z), z->pstage, lr, gscale);
+            z->ops->copy_d2h(at(z, z->pnode, cb), z->pstage, (size_t)(ce - cb) * AB(z));
         }
+    } else {
+        adamw_range(z, z->ops, ob, oe, g, AB(z), z->pfrom_master ? NULL : param_dev(z, ob), lr, gscale);
     }
     if (z->stage == 1 || z->stage == 2) /* the updated shards, in allgather_bucket_size pieces */
         qf_comm_allgather_act(z->comm, z->pfull, z->shard_count, z->shard_displ, z->d->allgather_bucket_size);
@@ -580,8 +599,7 @@ void qf_zero_update(qf_zero *z, double lr, float gscale) {
 
 void qf_zero_poison_grads(qf_zero *z) {
     void *g = z->stage < 2 ? z->gfull : z->gshard;
-    if (g && z->gshard_host && g == z->gshard) host_act_set(z, g, 0, NAN);
-    else if (g) z->ops->scale(g, NAN, 1);
+    if (g) z->ops->scale(g, NAN, 1);
 }
 
 int64_t qf_zero_state_bytes(const qf_zero *z) { return z->cur_state_bytes; }

@@ -6,11 +6,15 @@
  *   stage 1: + master and moments sharded; updated parameter shards all-gathered
  *   stage 2: + gradients sharded: each unit's gradients are reduce-scattered as soon as its backward is done
  *            (non-blocking with overlap_comm) into this rank's shard, then the unit buffer is freed
- *   stage 3: + parameters sharded: a unit is all-gathered just before use (prefetching the next one within
- *            stage3_prefetch_bucket_size / stage3_max_live_parameters), freed after; units smaller than
- *            stage3_param_persistence_threshold stay gathered
- * offload_optimizer = cpu: master, moments and (stages 2-3) the gradient shard live in host memory and AdamW runs
- *   there on host threads; reduced gradient pieces come down as they complete; updated parameters go back up.
+ *   stage 3: + parameters sharded: a unit is all-gathered just before use (prefetching the next ones while
+ *            fewer than stage3_prefetch_bucket_size elements are in flight, within stage3_max_live_parameters),
+ *            freed after; units smaller than stage3_param_persistence_threshold stay gathered. Training with the
+ *            master weights on the device keeps no bf16 shard: each rank's piece of a unit is rounded from its fp32
+ *            master straight into the gather buffer (the same values, 2 bytes per parameter less).
+ * offload_optimizer = cpu: master and moments live in host memory and AdamW runs there (SIMD, on host threads);
+ *   the gradients stay on the device (stages 2-3: this rank's shard) and stream down chunk by chunk at the update,
+ *   double-buffered through page-locked buffers so the copies overlap the host AdamW; the updated parameters go
+ *   back up the same way (or, with offload_param, straight into the node's host copy).
  * offload_param = cpu (stage 3): ONE copy of the parameters per node in MPI-3 shared memory
  *   (MPI_Win_allocate_shared); units are copied from it on use; after the update every rank writes its shard
  *   into the node copy and the node leaders exchange the shards of other nodes.
@@ -24,7 +28,7 @@
 #include "deck.h"
 #include "model.h"
 
-/* offload_optimizer streams the shard through a host buffer of this many fp32 elements (64 MiB) */
+/* offload streams the optimizer range through staging buffers of this many elements */
 #define QF_ZERO_OFFLOAD_CHUNK ((int64_t)1 << 24)
 
 #define QF_ZERO_POOL 8 /* transient unit buffers kept for reuse */
@@ -49,13 +53,15 @@ typedef struct qf_zero {
 
     /* parameters */
     void *pfull;                        /* stages 0-2: act [n] */
-    void *pshard;                       /* stage 3 without param offload: act [shard] */
+    void *pshard;                       /* stage 3 without param offload, unless pfrom_master: act [shard] */
+    int pfrom_master;                   /* stage 3 training, master on the device: pieces rounded from master */
     MPI_Win pwin;                       /* offload_param: node-shared act [n] (host) */
     void *pnode;
     int *leader_of;                     /* [world] index in comm->leaders of each rank's node leader */
     int **ucount, **udispl;             /* [nunits][world] each rank's piece of each unit (MPI counts) */
     void **ucache;                      /* stage 3: gathered unit buffers [nunits] */
     qf_comm_req *ureq;                  /* [nunits] pending prefetch */
+    int *uticket;                       /* [nunits] offload_param: pending host->device copy ticket, or -1 */
     int *upersist;                      /* [nunits] kept gathered */
     int64_t live;                       /* gathered elements (non-persistent) */
     int64_t gathers, prefetches;        /* counters (tests, wall_clock_breakdown) */
@@ -63,7 +69,6 @@ typedef struct qf_zero {
     /* gradients */
     void *gfull;                        /* stages 0-1: act [n] */
     void *gshard;                       /* stages 2-3: act [shard], accumulated over micro-batches */
-    int gshard_host;                    /* offload_optimizer at stages 2-3: gshard lives in host memory */
     void **gunit;                       /* stages 2-3: [nunits] per-unit gradient buffers during the backward */
     qf_zero_pending *pend;
     int npend;
@@ -74,12 +79,13 @@ typedef struct qf_zero {
     /* optimizer (fp32) */
     float *master, *adam_m, *adam_v;    /* [opt range] */
     float *host_grad;                   /* offload_optimizer: fp32 gradient chunk [QF_ZERO_OFFLOAD_CHUNK] */
-    void *pstage;                       /* offload: act staging chunk of updated parameters (device) */
+    void *hgrad[2], *hpar[2];           /* offload_optimizer: host act chunks (gradients down, parameters up) */
+    void *pstage;                       /* offload_param without offload_optimizer: device act chunk */
     int64_t adam_t;
     int64_t peak_state_bytes;           /* high-water mark of the state this rank holds (params+grads+optimizer) */
     int64_t cur_state_bytes;
     int64_t sharded_state_bytes;
-    void *pinned[6];                    /* host buffers page-locked for pin_memory (GPU ranks) */
+    void *pinned[5];                    /* host buffers page-locked for pin_memory (GPU ranks) */
     int pin_warned;        /* what init allocated: the part ZeRO shards (falls as 1/N per stage) */
 } qf_zero;
 

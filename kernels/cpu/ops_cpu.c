@@ -13,6 +13,15 @@ static void cpu_zero(void *p, size_t bytes) {
     if (bytes) memset(p, 0, bytes);
 }
 static void cpu_sync(void) {}
+static int cpu_copy_start(void *dst, const void *src, size_t bytes, int dir) {
+    (void)dir;
+    cpu_copy(dst, src, bytes);
+    return 0;
+}
+static void cpu_copy_finish(int ticket, int host_wait) {
+    (void)ticket;
+    (void)host_wait;
+}
 
 static const qf_ops cpu_ops = {
     .name = "cpu",
@@ -38,6 +47,8 @@ static const qf_ops cpu_ops = {
     .attention_fwd = cpu_attention_fwd,
     .attention_bwd = cpu_attention_bwd,
     .attention_decode = cpu_attention_decode,
+    .copy_start = cpu_copy_start,
+    .copy_finish = cpu_copy_finish,
     .swiglu_fwd = cpu_swiglu_fwd,
     .swiglu_bwd = cpu_swiglu_bwd,
     .add_inplace = cpu_add_inplace,

@@ -148,6 +148,7 @@ static int ctx_init(void) {
         CHECK_CUDA(cudaEventCreateWithFlags(&g_ctx.stage_ev[i], cudaEventDisableTiming));
     }
     g_ctx.state = 1;
+    qfc_copy_init();
     qfc_attention_init();
     return 1;
 }
@@ -250,7 +251,8 @@ static void cu_sync(void) { CHECK_CUDA(cudaStreamSynchronize(g_ctx.stream)); }
             cu_act_from_f32<T>, cu_act_to_f32<T>, cu_embedding_fwd<T>, cu_embedding_bwd<T>, cu_rmsnorm_fwd<T>,       \
             cu_rmsnorm_bwd<T>, cu_matmul_fwd<T>, cu_matmul_bwd<T>, cu_rope_fwd<T>, cu_rope_bwd<T>,                   \
             cu_attention_fwd<T>, cu_attention_bwd<T>, cu_swiglu_fwd<T>, cu_swiglu_bwd<T>, cu_add_inplace<T>,         \
-            cu_classifier<T>, cu_sumsq<T>, cu_scale<T>, cu_nonfinite<T>, cu_adamw<T>, nullptr /* attention_decode */  \
+            cu_classifier<T>, cu_sumsq<T>, cu_scale<T>, cu_nonfinite<T>, cu_adamw<T>, nullptr /* attention_decode */,  \
+            cu_copy_start, cu_copy_finish                                                                            \
     }
 static const qf_ops cuda_ops_bf16 = QF_CUDA_TABLE("cuda", bf16, QF_ACT_BF16);
 static const qf_ops cuda_ops_f32 = QF_CUDA_TABLE("cuda-f32", float, QF_ACT_F32);

@@ -74,6 +74,11 @@ struct qf_cuda_ctx {
     // memory accounting: everything this backend cudaMallocs (alloc() and its own buffers)
     size_t limit, cur, peak;
     cudaMemPool_t pool;        // the device's default pool: alloc()/free() are stream-ordered on `stream`
+    // asynchronous copies (copy_cuda.cu): their own stream, an ordering event, a ring of completion events
+    cudaStream_t copy_stream;
+    cudaEvent_t copy_order, copy_ev[QF_COPY_TICKETS];
+    int copy_busy[QF_COPY_TICKETS];
+    int copy_next;
     qf_cuda_alloc_entry *amap; // open-addressing table of alloc() pointers -> sizes
     size_t amap_cap, amap_used;
     // cuBLASLt plan cache (matmul_cuda.cu)
@@ -87,6 +92,9 @@ void *qfc_scratch(size_t bytes);          // device scratch of at least `bytes` 
 static inline cudaStream_t qfc_stream() { return qfc().stream; }
 void qfc_device_malloc(void **p, size_t bytes); // internal buffers: cudaMalloc + accounting, fatal on failure
 void qfc_device_free(void *p, size_t bytes);
+void qfc_copy_init();                     // the copy stream and its events (copy_cuda.cu)
+int cu_copy_start(void *dst, const void *src, size_t bytes, int dir);
+void cu_copy_finish(int ticket, int host_wait);
 void qfc_attention_init();                // raises the dynamic shared-memory limits of the attention kernels
 void qfc_matmul_destroy_plans();
 

@@ -1,0 +1,40 @@
+// copy_cuda.cu — asynchronous host <-> device copies for offload (ops.h copy_start / copy_finish).
+//
+// Copies run on the context's copy stream (its own DMA queue, so they overlap the kernels of the compute stream
+// and the host work of the caller). copy_start orders a copy after everything queued on the compute stream so far
+// (an event recorded there, waited on by the copy stream), then records the ticket's completion event. Tickets
+// are sequence numbers; ticket t uses event t % QF_COPY_TICKETS of a ring created with the context.
+#include "cuda_common.cuh"
+#include <cuda_runtime.h>
+
+int cu_copy_start(void *dst, const void *src, size_t bytes, int dir) {
+    qf_cuda_ctx &c = qfc();
+    const int t = c.copy_next++;
+    cudaEvent_t done = c.copy_ev[t % QF_COPY_TICKETS];
+    if (c.copy_busy[t % QF_COPY_TICKETS])
+        QF_FATAL("CUDA backend: more than %d asynchronous copies outstanding", (int)QF_COPY_TICKETS);
+    c.copy_busy[t % QF_COPY_TICKETS] = 1;
+    CHECK_CUDA(cudaEventRecord(c.copy_order, c.stream));
+    CHECK_CUDA(cudaStreamWaitEvent(c.copy_stream, c.copy_order, 0));
+    if (bytes)
+        CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, dir == QF_COPY_H2D ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
+                                   c.copy_stream));
+    CHECK_CUDA(cudaEventRecord(done, c.copy_stream));
+    return t;
+}
+
+void cu_copy_finish(int ticket, int host_wait) {
+    qf_cuda_ctx &c = qfc();
+    const int i = ticket % QF_COPY_TICKETS;
+    if (!c.copy_busy[i]) QF_FATAL("CUDA backend: copy ticket %d finished twice or never started", ticket);
+    if (host_wait) CHECK_CUDA(cudaEventSynchronize(c.copy_ev[i]));
+    else CHECK_CUDA(cudaStreamWaitEvent(c.stream, c.copy_ev[i], 0));
+    c.copy_busy[i] = 0;
+}
+
+void qfc_copy_init() {
+    qf_cuda_ctx &c = qfc();
+    CHECK_CUDA(cudaStreamCreateWithFlags(&c.copy_stream, cudaStreamNonBlocking));
+    CHECK_CUDA(cudaEventCreateWithFlags(&c.copy_order, cudaEventDisableTiming));
+    for (int i = 0; i < QF_COPY_TICKETS; i++) CHECK_CUDA(cudaEventCreateWithFlags(&c.copy_ev[i], cudaEventDisableTiming));
+}

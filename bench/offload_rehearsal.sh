@@ -1,26 +1,28 @@
 #!/usr/bin/env bash
 # bench/offload_rehearsal.sh NGPU [STEPS] — the seed's 8 x RTX 4090 run rehearsed on H200s: Qwen2.5-14B, ZeRO-3 with
-# optimizer and parameter offload, bf16 (the CUDA backend has no fp16 tables yet), seq 512, micro 16, activation
-# checkpointing, gpu_memory_limit_gb = 24 (the allocator refuses more than a 4090 has). Samples the node's used
-# host memory (MemTotal - MemAvailable) every second and reports the peak growth per parameter.
+# optimizer and parameter offload, bf16, seq 512, micro 4 (MICRO), activation checkpointing, reduce_bucket_size 5e7,
+# gpu_memory_limit_gb = 24 (the allocator refuses more than a 4090 has). On 2 GPUs each holds half of the 16-bit
+# gradient shard (14.8 GB), 4x what one of 8 real 4090s holds, hence the smaller micro batch than the seed's 8-GPU
+# deck. Samples the node's used host memory (MemTotal - MemAvailable) every second and reports the peak growth per
+# parameter.
 set -uo pipefail
-n=${1:-2}; steps=${2:-3}; accum=${ACCUM:-2}
+n=${1:-2}; steps=${2:-3}; accum=${ACCUM:-2}; micro=${MICRO:-4}
 root=$(cd "$(dirname "$0")/.." && pwd)
 Q=${QWENFT:-$root/build/qwen-ft}
 out=${OUT:-/tmp}
 work=$(mktemp -d)
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-python3 "$root/bench/make_data.py" "$work/d.jsonl" $((16 * n * accum * (steps + 1))) 512 152064
+python3 "$root/bench/make_data.py" "$work/d.jsonl" $((micro * n * accum * (steps + 1))) 512 152064
 "$Q" prepare --in "$work/d.jsonl" --out "$work/d.h5" --vocab-size 152064 > /dev/null
 cat > "$work/rehearsal.cfg" <<DECK
 model = { preset = "qwen2.5-14b"; init_seed = 1; };
 data = { train = "$work/d.h5"; seq_len = 512; shuffle = false; };
-train_micro_batch_size_per_gpu = 16; gradient_accumulation_steps = $accum;
+train_micro_batch_size_per_gpu = $micro; gradient_accumulation_steps = $accum;
 max_steps = $steps; gradient_clipping = 1.0;
 activation_checkpointing = true;
 optimizer = { type = "AdamW"; params = { lr = 1e-5; weight_decay = 0.01; }; };
 bf16 = { enabled = true; };
-zero_optimization = { stage = 3; overlap_comm = true;
+zero_optimization = { stage = 3; overlap_comm = true; reduce_bucket_size = 5e7;
   offload_optimizer = { device = "cpu"; pin_memory = true; }; offload_param = { device = "cpu"; pin_memory = true; }; };
 gpu_memory_limit_gb = 24.0;
 checkpoint = { dir = "$work/ck"; at_end = false; };
@@ -31,7 +33,7 @@ used() { awk '/MemTotal/{t=$2} /MemAvailable/{a=$2} END{print (t-a)*1024}' /proc
 base=$(used)
 ( peak=$base; while sleep 1; do u=$(used); [ "$u" -gt "$peak" ] && peak=$u && echo "$peak" > "$work/peak"; done ) &
 sampler=$!
-timeout 900 mpirun -np "$n" -x NCCL_NVLS_ENABLE "$Q" train "$work/rehearsal.cfg" > "$out/offload_rehearsal.log" 2>&1
+timeout "${TLIMIT:-540}" mpirun -np "$n" -x NCCL_NVLS_ENABLE "$Q" train "$work/rehearsal.cfg" > "$out/offload_rehearsal.log" 2>&1
 rc=$?
 kill $sampler 2>/dev/null
 peak=$(cat "$work/peak" 2>/dev/null || echo "$base")

@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 const qf_ops *qf_ops_cuda(void);
 const qf_ops *qf_ops_cuda_f32(void);
+const qf_ops *qf_ops_cuda_f16(void);
 void qf_cuda_set_memory_limit(size_t bytes);
 size_t qf_cuda_peak_bytes(void);
 size_t qf_cuda_current_bytes(void);
@@ -27,14 +28,16 @@ int qf_backend_select(const qf_deck *d, int local_rank, const qf_ops **ops, char
             int dev = local_rank % ndev;
             if (cudaSetDevice(dev) != cudaSuccess)
                 return qf_err_set(e, QF_EXIT_RUNTIME, "cannot select GPU %d for local rank %d", dev, local_rank);
-            if (d->fp16)
-                return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'fp16.enabled': the CUDA backend computes in bf16 or fp32 "
-                                                    "in this version; use bf16.enabled (or QWENFT_BACKEND=cpu)", d->path);
-            const qf_ops *o = d->bf16 ? qf_ops_cuda() : qf_ops_cuda_f32();
+            /* bf16 and fp16 keep fp32 master weights and Adam moments (src/zero.c); fp16 adds DeepSpeed's dynamic loss
+             * scaling (src/loss_scale.c: an overflowing step is skipped and the scale lowered) */
+            const qf_ops *o = d->fp16 ? qf_ops_cuda_f16() : d->bf16 ? qf_ops_cuda() : qf_ops_cuda_f32();
             if (o) {
                 *ops = o;
                 if (d->gpu_memory_limit_gb > 0) qf_cuda_set_memory_limit((size_t)(d->gpu_memory_limit_gb * 1073741824.0));
-                snprintf(info, n, "cuda (GPU %d of %d, %s%s)", dev, ndev, d->bf16 ? "bf16 with fp32 master" : "fp32",
+                const char *prec = d->fp16   ? "fp16 with fp32 master, dynamic loss scaling"
+                                   : d->bf16 ? "bf16 with fp32 master"
+                                             : "fp32";
+                snprintf(info, n, "cuda (GPU %d of %d, %s%s)", dev, ndev, prec,
                          d->gpu_memory_limit_gb > 0 ? ", gpu_memory_limit_gb set" : "");
                 return 0;
             }

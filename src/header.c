@@ -74,7 +74,12 @@ void qf_run_header(qf_run *r, FILE *f, const char *what) {
     if (r->resumed)
         fprintf(f, "resuming at step %lld (data epoch %lld, row %lld)\n", (long long)r->st.step,
                 (long long)r->st.data_epoch, (long long)r->st.data_row);
-    fprintf(f, "precision: the %s backend computes in fp32%s\n", r->ops->name,
+    const int act = r->ops->act_dtype;
+    fprintf(f, "precision: the %s backend %s%s\n", r->ops->name,
+            act == QF_ACT_BF16  ? "stores bf16 parameters and activations, accumulates in fp32 (fp32 master weights)"
+            : act == QF_ACT_F16 ? "stores fp16 parameters and activations, accumulates in fp32 (fp32 master weights, "
+                                  "dynamic loss scaling)"
+                                : "computes in fp32",
             (d->bf16 || d->fp16) && !strcmp(r->ops->name, "cpu") ? " (bf16/fp16 apply on GPUs; fp16 loss scaling still runs)" : "");
     if (r->have_train)
         fprintf(f, "data: %s: %lld docs, %lld tokens -> %lld rows of %d per epoch, %lld steps per epoch; %lld steps\n",

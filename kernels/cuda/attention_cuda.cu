@@ -1,8 +1,10 @@
 // attention_cuda.cu — causal, segment-aware GQA attention, flash-attention style: no T x T buffer ever exists.
 //
 // Two implementations behind attention_fwd / attention_bwd:
-//   * tensor cores (bf16 table, head_dim 64 or 128, 16-byte aligned tensors): FA2-style kernels on mma.sync
-//     m16n8k16 (bf16 in, fp32 accumulate) with ldmatrix fragments and cp.async double-buffered K/V tiles.
+//   * tensor cores (bf16 and fp16 tables, head_dim 64 or 128, 16-byte aligned tensors): FA2-style kernels on
+//     mma.sync m16n8k16 (bf16 or fp16 in, fp32 accumulate) with ldmatrix fragments and cp.async double-buffered
+//     K/V tiles. The kernels are templates on the 16-bit element type E; E changes only the mma instruction and
+//     the fp32 -> 16-bit packing (P and dS as mma operands, the outputs), not the algorithm.
 //       forward : one block = 64 queries of one (batch, head), 4 warps x 16 rows; loops over 64-key tiles with an
 //                 online softmax in fp32 (exp2 domain); saves lse = m*scale + log(l) per row.
 //       backward: delta = rowsum(dout * out) (fp32), then two kernels that recompute P from lse:
@@ -13,6 +15,11 @@
 //                 the backward is deterministic (bitwise the same every run).
 //   * generic (fp32 table, any other head_dim <= 256, unaligned tensors): one warp per query row (forward, dQ)
 //     or per key row (dK/dV), online softmax over 32-key chunks, fp32 throughout.
+// fp16 range (max 65504): nothing that is only an intermediate is stored in a 16-bit type except P (in [0, 1]) and
+// dS = P (dP - delta) as mma operands, exactly as FlashAttention-2 does in fp16; S, the online-softmax state, lse,
+// delta and every accumulator are fp32, the 1/sqrt(D) of dQ/dK is applied to the fp32 accumulator before the one
+// rounding on store, and the GQA partials are summed in fp32. A dS (or an output) beyond 65504 means the gradients
+// themselves overflow fp16: it becomes inf, and the trainer's overflow check skips the step and lowers the loss scale.
 // Segments: seg_start is non-decreasing along a row (documents are contiguous), so a query tile [q0, q1] needs
 // only keys [seg_start[q0], q1]: whole key tiles before the tile's first segment start are skipped, and the
 // element mask (key > query or key < seg_start[query]) is applied only on tiles that straddle a boundary or the
@@ -24,7 +31,7 @@
 #define LOG2E_F 1.4426950408889634f
 
 // ================================================================================================================
-// generic kernels (T = float or bf16, D <= 256)
+// generic kernels (T = float, bf16 or f16, D <= 256)
 // ================================================================================================================
 #define GEN_DMAX 256
 #define GEN_WARPS 4
@@ -199,7 +206,7 @@ __global__ void __launch_bounds__(GEN_WARPS * 32)
 }
 
 // ================================================================================================================
-// tensor-core kernels (bf16, D = 64 or 128)
+// tensor-core kernels (E = bf16 or f16, D = 64 or 128)
 // ================================================================================================================
 namespace tc {
 __device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
@@ -210,53 +217,79 @@ __device__ __forceinline__ void cp_async16(void *dst, const void *src, bool pred
 }
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const bf16 *p) {
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void *p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(smem_u32(p))
                  : "memory");
 }
-__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const bf16 *p) {
+__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const void *p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(smem_u32(p))
                  : "memory");
 }
-// c[16x8] += a[16x16] b[16x8], bf16 in, fp32 accumulate
-__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+// The element type E (bf16 or f16) decides only the mma instruction, how fp32 values are packed into 16-bit pairs
+// and how output pairs are stored; ldmatrix and cp.async move 16-bit elements whatever they are.
+// c[16x8] += a[16x16] b[16x8], E in, fp32 accumulate
+template <typename E> __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
+template <>
+__device__ __forceinline__ void mma<bf16>(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                  "{%0,%1,%2,%3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-__device__ __forceinline__ uint32_t pack(float lo, float hi) {
+template <>
+__device__ __forceinline__ void mma<f16>(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// (lo, hi) rounded to nearest E, as one 32-bit register (lo in the low half)
+template <typename E> __device__ __forceinline__ uint32_t pack(float lo, float hi);
+template <> __device__ __forceinline__ uint32_t pack<bf16>(float lo, float hi) {
     __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<uint32_t *>(&h);
+}
+template <> __device__ __forceinline__ uint32_t pack<f16>(float lo, float hi) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&h);
+}
+// p[0] = lo, p[1] = hi rounded to nearest E (p 4-byte aligned)
+template <typename E> __device__ __forceinline__ void store2(E *p, float lo, float hi);
+template <> __device__ __forceinline__ void store2<bf16>(bf16 *p, float lo, float hi) {
+    *reinterpret_cast<__nv_bfloat162 *>(p) = __floats2bfloat162_rn(lo, hi);
+}
+template <> __device__ __forceinline__ void store2<f16>(f16 *p, float lo, float hi) {
+    *reinterpret_cast<__half2 *>(p) = __floats2half2_rn(lo, hi);
 }
 // Fragment addressing (lane l) in a row-major shared tile with row stride LD elements:
 //  A operand 16x16 at (row0, col0):                         ldsm_x4 at  (row0 + (l & 15), col0 + (l >> 4) * 8)
 //  B operand, two 8-wide n-blocks, tile stored [n][k]:       ldsm_x4 at  (n0 + (l & 7) + (l >> 4) * 8, k0 + ((l >> 3) & 1) * 8)
 //  B operand, two 8-wide n-blocks, tile stored [k][n]:       ldsm_x4_t at (k0 + (l & 7) + ((l >> 3) & 1) * 8, n0 + (l >> 4) * 8)
 //  both B forms give {r0, r1} = fragment of n-block n0, {r2, r3} = n-block n0 + 8.
-template <int LD> __device__ __forceinline__ const bf16 *a_addr(const bf16 *t, int row0, int col0, int l) {
+template <int LD, typename E> __device__ __forceinline__ const E *a_addr(const E *t, int row0, int col0, int l) {
     return t + (row0 + (l & 15)) * LD + col0 + ((l >> 4) << 3);
 }
-template <int LD> __device__ __forceinline__ const bf16 *bnk_addr(const bf16 *t, int n0, int k0, int l) {
+template <int LD, typename E> __device__ __forceinline__ const E *bnk_addr(const E *t, int n0, int k0, int l) {
     return t + (n0 + (l & 7) + ((l >> 4) << 3)) * LD + k0 + (((l >> 3) & 1) << 3);
 }
-template <int LD> __device__ __forceinline__ const bf16 *bkn_addr(const bf16 *t, int k0, int n0, int l) {
+template <int LD, typename E> __device__ __forceinline__ const E *bkn_addr(const E *t, int k0, int n0, int l) {
     return t + (k0 + (l & 7) + (((l >> 3) & 1) << 3)) * LD + n0 + ((l >> 4) << 3);
 }
-// accumulator tile (16 x 2*8 columns at n-blocks 2kk, 2kk+1) -> bf16 A fragment over those 16 columns
+// accumulator tile (16 x 2*8 columns at n-blocks 2kk, 2kk+1) -> E A fragment over those 16 columns
+template <typename E>
 __device__ __forceinline__ void acc_to_a(uint32_t (&a)[4], const float (&c0)[4], const float (&c1)[4]) {
-    a[0] = pack(c0[0], c0[1]);
-    a[1] = pack(c0[2], c0[3]);
-    a[2] = pack(c1[0], c1[1]);
-    a[3] = pack(c1[2], c1[3]);
+    a[0] = pack<E>(c0[0], c0[1]);
+    a[1] = pack<E>(c0[2], c0[3]);
+    a[2] = pack<E>(c1[0], c1[1]);
+    a[3] = pack<E>(c1[2], c1[3]);
 }
-// rows [r0, r0+ROWS) of a [T, stride] bf16 tensor (columns 0..D) -> shared tile, zero rows at or past Tn
-template <int D, int LD, int ROWS, int NT>
-__device__ __forceinline__ void load_rows(bf16 *dst, const bf16 *src, size_t stride, int r0, int Tn, int tid) {
+// rows [r0, r0+ROWS) of a [T, stride] 16-bit tensor (columns 0..D) -> shared tile, zero rows at or past Tn
+template <int D, int LD, int ROWS, int NT, typename E>
+__device__ __forceinline__ void load_rows(E *dst, const E *src, size_t stride, int r0, int Tn, int tid) {
     constexpr int CPR = D / 8;
 #pragma unroll
     for (int i = tid; i < ROWS * CPR; i += NT) {
@@ -268,27 +301,27 @@ __device__ __forceinline__ void load_rows(bf16 *dst, const bf16 *src, size_t str
 
 template <int D> struct fwd_cfg {
     static constexpr int BR = 64, BC = 64, LD = D + 8;
-    static constexpr size_t smem = (size_t)(BR + 4 * BC) * LD * sizeof(bf16);
+    static constexpr size_t smem = (size_t)(BR + 4 * BC) * LD * 2 /* 16-bit elements */;
 };
 
-template <int D>
+template <typename E, int D>
 __global__ void __launch_bounds__(128)
-    attn_fwd_tc(bf16 *__restrict__ out, float *__restrict__ lse, const bf16 *__restrict__ q, const bf16 *__restrict__ k,
-                const bf16 *__restrict__ v, const int32_t *__restrict__ seg, int Tn, int H, int KV, float scale) {
+    attn_fwd_tc(E *__restrict__ out, float *__restrict__ lse, const E *__restrict__ q, const E *__restrict__ k,
+                const E *__restrict__ v, const int32_t *__restrict__ seg, int Tn, int H, int KV, float scale) {
     using namespace tc;
     constexpr int BR = fwd_cfg<D>::BR, BC = fwd_cfg<D>::BC, LD = fwd_cfg<D>::LD;
     extern __shared__ __align__(128) unsigned char smem_raw[];
-    bf16 *Qs = reinterpret_cast<bf16 *>(smem_raw);
-    bf16 *Ks = Qs + BR * LD; // [2][BC][LD]
-    bf16 *Vs = Ks + 2 * BC * LD;
+    E *Qs = reinterpret_cast<E *>(smem_raw);
+    E *Ks = Qs + BR * LD; // [2][BC][LD]
+    E *Vs = Ks + 2 * BC * LD;
     const int qt = gridDim.x - 1 - blockIdx.x; // long (late) query tiles first
     const int h = blockIdx.y, b = blockIdx.z, g = h / (H / KV);
     const int q0 = qt * BR;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const size_t qst = (size_t)H * D, kst = (size_t)KV * D;
-    const bf16 *qb = q + (size_t)b * Tn * qst + (size_t)h * D;
-    const bf16 *kb = k + (size_t)b * Tn * kst + (size_t)g * D;
-    const bf16 *vb = v + (size_t)b * Tn * kst + (size_t)g * D;
+    const E *qb = q + (size_t)b * Tn * qst + (size_t)h * D;
+    const E *kb = k + (size_t)b * Tn * kst + (size_t)g * D;
+    const E *vb = v + (size_t)b * Tn * kst + (size_t)g * D;
     const int32_t *sb = seg + (size_t)b * Tn;
     const int qlast = min(q0 + BR, Tn) - 1;
     const int j0 = sb[q0] / BC, j1 = qlast / BC;
@@ -324,7 +357,7 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
             for (int kk = 0; kk < D / 16; ++kk) ldsm_x4(qf[kk], a_addr<LD>(Qs, warp * 16, kk * 16, lane));
         }
-        const bf16 *Kt = Ks + buf * BC * LD, *Vt = Vs + buf * BC * LD;
+        const E *Kt = Ks + buf * BC * LD, *Vt = Vs + buf * BC * LD;
         float s[BC / 8][4];
 #pragma unroll
         for (int i = 0; i < BC / 8; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
@@ -334,8 +367,8 @@ __global__ void __launch_bounds__(128)
             for (int np = 0; np < BC / 16; ++np) {
                 uint32_t bb[4];
                 ldsm_x4(bb, bnk_addr<LD>(Kt, np * 16, kk * 16, lane));
-                mma(s[2 * np], qf[kk], bb[0], bb[1]);
-                mma(s[2 * np + 1], qf[kk], bb[2], bb[3]);
+                mma<E>(s[2 * np], qf[kk], bb[0], bb[1]);
+                mma<E>(s[2 * np + 1], qf[kk], bb[2], bb[3]);
             }
         }
         const int kv0 = j * BC;
@@ -379,13 +412,13 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
         for (int kk = 0; kk < BC / 16; ++kk) {
             uint32_t pa[4];
-            acc_to_a(pa, s[2 * kk], s[2 * kk + 1]);
+            acc_to_a<E>(pa, s[2 * kk], s[2 * kk + 1]);
 #pragma unroll
             for (int dp = 0; dp < D / 16; ++dp) {
                 uint32_t bb[4];
                 ldsm_x4_t(bb, bkn_addr<LD>(Vt, kk * 16, dp * 16, lane));
-                mma(o[2 * dp], pa, bb[0], bb[1]);
-                mma(o[2 * dp + 1], pa, bb[2], bb[3]);
+                mma<E>(o[2 * dp], pa, bb[0], bb[1]);
+                mma<E>(o[2 * dp + 1], pa, bb[2], bb[3]);
             }
         }
         __syncthreads(); // the buffer is refilled by the next iteration's prefetch
@@ -395,14 +428,14 @@ __global__ void __launch_bounds__(128)
     l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
     const float i0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, i1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
-    bf16 *ob = out + (size_t)b * Tn * qst + (size_t)h * D;
+    E *ob = out + (size_t)b * Tn * qst + (size_t)h * D;
 #pragma unroll
     for (int nd = 0; nd < D / 8; ++nd) {
         const int d = nd * 8 + 2 * tq;
         if (r0 < Tn)
-            *reinterpret_cast<__nv_bfloat162 *>(ob + (size_t)r0 * qst + d) = __floats2bfloat162_rn(o[nd][0] * i0, o[nd][1] * i0);
+            store2<E>(ob + (size_t)r0 * qst + d, o[nd][0] * i0, o[nd][1] * i0);
         if (r1 < Tn)
-            *reinterpret_cast<__nv_bfloat162 *>(ob + (size_t)r1 * qst + d) = __floats2bfloat162_rn(o[nd][2] * i1, o[nd][3] * i1);
+            store2<E>(ob + (size_t)r1 * qst + d, o[nd][2] * i1, o[nd][3] * i1);
     }
     if (tq == 0) {
         float *lb = lse + ((size_t)b * H + h) * Tn;
@@ -414,30 +447,30 @@ __global__ void __launch_bounds__(128)
 // ---- backward: dQ (one block = 64 queries; loops over key tiles) ------------------------------------------------
 template <int D> struct dq_cfg {
     static constexpr int BR = 64, BC = 64, LD = D + 8;
-    static constexpr size_t smem = (size_t)(2 * BR + 4 * BC) * LD * sizeof(bf16);
+    static constexpr size_t smem = (size_t)(2 * BR + 4 * BC) * LD * 2 /* 16-bit elements */;
 };
 
-template <int D>
+template <typename E, int D>
 __global__ void __launch_bounds__(128)
-    attn_dq_tc(bf16 *__restrict__ dq, const bf16 *__restrict__ dout, const float *__restrict__ lse,
-               const float *__restrict__ delta, const bf16 *__restrict__ q, const bf16 *__restrict__ k,
-               const bf16 *__restrict__ v, const int32_t *__restrict__ seg, int Tn, int H, int KV, float scale) {
+    attn_dq_tc(E *__restrict__ dq, const E *__restrict__ dout, const float *__restrict__ lse,
+               const float *__restrict__ delta, const E *__restrict__ q, const E *__restrict__ k,
+               const E *__restrict__ v, const int32_t *__restrict__ seg, int Tn, int H, int KV, float scale) {
     using namespace tc;
     constexpr int BR = dq_cfg<D>::BR, BC = dq_cfg<D>::BC, LD = dq_cfg<D>::LD;
     extern __shared__ __align__(128) unsigned char smem_raw[];
-    bf16 *Qs = reinterpret_cast<bf16 *>(smem_raw);
-    bf16 *Gs = Qs + BR * LD;     // dout tile
-    bf16 *Ks = Gs + BR * LD;     // [2][BC][LD]
-    bf16 *Vs = Ks + 2 * BC * LD; // [2][BC][LD]
+    E *Qs = reinterpret_cast<E *>(smem_raw);
+    E *Gs = Qs + BR * LD;     // dout tile
+    E *Ks = Gs + BR * LD;     // [2][BC][LD]
+    E *Vs = Ks + 2 * BC * LD; // [2][BC][LD]
     const int qt = gridDim.x - 1 - blockIdx.x;
     const int h = blockIdx.y, b = blockIdx.z, g = h / (H / KV);
     const int q0 = qt * BR;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const size_t qst = (size_t)H * D, kst = (size_t)KV * D;
-    const bf16 *qb = q + (size_t)b * Tn * qst + (size_t)h * D;
-    const bf16 *gb = dout + (size_t)b * Tn * qst + (size_t)h * D;
-    const bf16 *kb = k + (size_t)b * Tn * kst + (size_t)g * D;
-    const bf16 *vb = v + (size_t)b * Tn * kst + (size_t)g * D;
+    const E *qb = q + (size_t)b * Tn * qst + (size_t)h * D;
+    const E *gb = dout + (size_t)b * Tn * qst + (size_t)h * D;
+    const E *kb = k + (size_t)b * Tn * kst + (size_t)g * D;
+    const E *vb = v + (size_t)b * Tn * kst + (size_t)g * D;
     const int32_t *sb = seg + (size_t)b * Tn;
     const int qlast = min(q0 + BR, Tn) - 1;
     const int j0 = sb[q0] / BC, j1 = qlast / BC;
@@ -471,7 +504,7 @@ __global__ void __launch_bounds__(128)
             cp_wait<0>();
         }
         __syncthreads();
-        const bf16 *Kt = Ks + buf * BC * LD, *Vt = Vs + buf * BC * LD;
+        const E *Kt = Ks + buf * BC * LD, *Vt = Vs + buf * BC * LD;
         float s[BC / 8][4], dp[BC / 8][4];
 #pragma unroll
         for (int i = 0; i < BC / 8; i++)
@@ -486,10 +519,10 @@ __global__ void __launch_bounds__(128)
                 uint32_t bk[4], bv[4];
                 ldsm_x4(bk, bnk_addr<LD>(Kt, np * 16, kk * 16, lane));
                 ldsm_x4(bv, bnk_addr<LD>(Vt, np * 16, kk * 16, lane));
-                mma(s[2 * np], qa, bk[0], bk[1]);
-                mma(s[2 * np + 1], qa, bk[2], bk[3]);
-                mma(dp[2 * np], ga, bv[0], bv[1]);
-                mma(dp[2 * np + 1], ga, bv[2], bv[3]);
+                mma<E>(s[2 * np], qa, bk[0], bk[1]);
+                mma<E>(s[2 * np + 1], qa, bk[2], bk[3]);
+                mma<E>(dp[2 * np], ga, bv[0], bv[1]);
+                mma<E>(dp[2 * np + 1], ga, bv[2], bv[3]);
             }
         }
         const int kv0 = j * BC;
@@ -509,49 +542,47 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
         for (int kk = 0; kk < BC / 16; ++kk) {
             uint32_t da[4];
-            acc_to_a(da, s[2 * kk], s[2 * kk + 1]);
+            acc_to_a<E>(da, s[2 * kk], s[2 * kk + 1]);
 #pragma unroll
             for (int dd = 0; dd < D / 16; ++dd) {
                 uint32_t bb[4];
                 ldsm_x4_t(bb, bkn_addr<LD>(Kt, kk * 16, dd * 16, lane));
-                mma(acc[2 * dd], da, bb[0], bb[1]);
-                mma(acc[2 * dd + 1], da, bb[2], bb[3]);
+                mma<E>(acc[2 * dd], da, bb[0], bb[1]);
+                mma<E>(acc[2 * dd + 1], da, bb[2], bb[3]);
             }
         }
         __syncthreads();
     }
-    bf16 *ob = dq + (size_t)b * Tn * qst + (size_t)h * D;
+    E *ob = dq + (size_t)b * Tn * qst + (size_t)h * D;
 #pragma unroll
     for (int nd = 0; nd < D / 8; ++nd) {
         const int d = nd * 8 + 2 * tq;
         if (r0 < Tn)
-            *reinterpret_cast<__nv_bfloat162 *>(ob + (size_t)r0 * qst + d) =
-                __floats2bfloat162_rn(acc[nd][0] * scale, acc[nd][1] * scale);
+            store2<E>(ob + (size_t)r0 * qst + d, acc[nd][0] * scale, acc[nd][1] * scale);
         if (r1 < Tn)
-            *reinterpret_cast<__nv_bfloat162 *>(ob + (size_t)r1 * qst + d) =
-                __floats2bfloat162_rn(acc[nd][2] * scale, acc[nd][3] * scale);
+            store2<E>(ob + (size_t)r1 * qst + d, acc[nd][2] * scale, acc[nd][3] * scale);
     }
 }
 
 // ---- backward: dK, dV (one block = 64 keys of one kv head; loops over the group's query heads x query tiles) ------
 template <int D> struct dkdv_cfg {
     static constexpr int BC = 64, BQ = D <= 64 ? 64 : 32, LD = D + 8;
-    static constexpr size_t smem = (size_t)(2 * BC + 4 * BQ) * LD * sizeof(bf16) + (size_t)2 * BQ * 3 * 4;
+    static constexpr size_t smem = (size_t)(2 * BC + 4 * BQ) * LD * 2 /* 16-bit elements */ + (size_t)2 * BQ * 3 * 4;
 };
 
-template <int D>
+template <typename E, int D>
 __global__ void __launch_bounds__(128)
-    attn_dkdv_tc(bf16 *__restrict__ dk, bf16 *__restrict__ dv, const bf16 *__restrict__ dout,
-                 const float *__restrict__ lse, const float *__restrict__ delta, const bf16 *__restrict__ q,
-                 const bf16 *__restrict__ k, const bf16 *__restrict__ v, const int32_t *__restrict__ seg, int Tn, int H,
+    attn_dkdv_tc(E *__restrict__ dk, E *__restrict__ dv, const E *__restrict__ dout,
+                 const float *__restrict__ lse, const float *__restrict__ delta, const E *__restrict__ q,
+                 const E *__restrict__ k, const E *__restrict__ v, const int32_t *__restrict__ seg, int Tn, int H,
                  int KV, float scale) {
     using namespace tc;
     constexpr int BC = dkdv_cfg<D>::BC, BQ = dkdv_cfg<D>::BQ, LD = dkdv_cfg<D>::LD;
     extern __shared__ __align__(128) unsigned char smem_raw[];
-    bf16 *Ks = reinterpret_cast<bf16 *>(smem_raw);
-    bf16 *Vs = Ks + BC * LD;
-    bf16 *Qs = Vs + BC * LD;      // [2][BQ][LD]
-    bf16 *Gs = Qs + 2 * BQ * LD;  // [2][BQ][LD]
+    E *Ks = reinterpret_cast<E *>(smem_raw);
+    E *Vs = Ks + BC * LD;
+    E *Qs = Vs + BC * LD;      // [2][BQ][LD]
+    E *Gs = Qs + 2 * BQ * LD;  // [2][BQ][LD]
     float *Ls = reinterpret_cast<float *>(Gs + 2 * BQ * LD); // [2][BQ] lse * log2(e), +inf past T
     float *Ds = Ls + 2 * BQ;                                  // [2][BQ] delta
     int *Ss = reinterpret_cast<int *>(Ds + 2 * BQ);           // [2][BQ] seg_start, INT_MAX past T
@@ -570,10 +601,10 @@ __global__ void __launch_bounds__(128)
     }
     const int it0 = kv0 / BQ, nq = lo / BQ - it0 + 1, nsteps = rep * nq;
 
-    const bf16 *kb = k + (size_t)b * Tn * kst + (size_t)g * D, *vb = v + (size_t)b * Tn * kst + (size_t)g * D;
+    const E *kb = k + (size_t)b * Tn * kst + (size_t)g * D, *vb = v + (size_t)b * Tn * kst + (size_t)g * D;
     auto load_step = [&](int st, int buf) {
         const int h = g * rep + st / nq, t0 = (it0 + st % nq) * BQ;
-        const bf16 *qb = q + (size_t)b * Tn * qst + (size_t)h * D, *gb = dout + (size_t)b * Tn * qst + (size_t)h * D;
+        const E *qb = q + (size_t)b * Tn * qst + (size_t)h * D, *gb = dout + (size_t)b * Tn * qst + (size_t)h * D;
         load_rows<D, LD, BQ, 128>(Qs + buf * BQ * LD, qb, qst, t0, Tn, tid);
         load_rows<D, LD, BQ, 128>(Gs + buf * BQ * LD, gb, qst, t0, Tn, tid);
         for (int i = tid; i < BQ; i += 128) {
@@ -607,7 +638,7 @@ __global__ void __launch_bounds__(128)
             cp_wait<0>();
         }
         __syncthreads();
-        const bf16 *Qt = Qs + buf * BQ * LD, *Gt = Gs + buf * BQ * LD;
+        const E *Qt = Qs + buf * BQ * LD, *Gt = Gs + buf * BQ * LD;
         const float *Lt = Ls + buf * BQ, *Dt = Ds + buf * BQ;
         const int *St = Ss + buf * BQ;
         const int t0 = (it0 + st % nq) * BQ;
@@ -626,10 +657,10 @@ __global__ void __launch_bounds__(128)
                 uint32_t bq[4], bg[4];
                 ldsm_x4(bq, bnk_addr<LD>(Qt, np * 16, kk * 16, lane));
                 ldsm_x4(bg, bnk_addr<LD>(Gt, np * 16, kk * 16, lane));
-                mma(sT[2 * np], ka, bq[0], bq[1]);
-                mma(sT[2 * np + 1], ka, bq[2], bq[3]);
-                mma(pT[2 * np], va, bg[0], bg[1]);
-                mma(pT[2 * np + 1], va, bg[2], bg[3]);
+                mma<E>(sT[2 * np], ka, bq[0], bq[1]);
+                mma<E>(sT[2 * np + 1], ka, bq[2], bq[3]);
+                mma<E>(pT[2 * np], va, bg[0], bg[1]);
+                mma<E>(pT[2 * np + 1], va, bg[2], bg[3]);
             }
         }
         const bool need_mask = kv0 + BC - 1 > t0 || St[BQ - 1] > kv0;
@@ -651,34 +682,32 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
         for (int kq = 0; kq < BQ / 16; ++kq) {
             uint32_t pa[4], da[4];
-            acc_to_a(pa, sT[2 * kq], sT[2 * kq + 1]);
-            acc_to_a(da, pT[2 * kq], pT[2 * kq + 1]);
+            acc_to_a<E>(pa, sT[2 * kq], sT[2 * kq + 1]);
+            acc_to_a<E>(da, pT[2 * kq], pT[2 * kq + 1]);
 #pragma unroll
             for (int dd = 0; dd < D / 16; ++dd) {
                 uint32_t bg[4], bq[4];
                 ldsm_x4_t(bg, bkn_addr<LD>(Gt, kq * 16, dd * 16, lane));
                 ldsm_x4_t(bq, bkn_addr<LD>(Qt, kq * 16, dd * 16, lane));
-                mma(dva[2 * dd], pa, bg[0], bg[1]);
-                mma(dva[2 * dd + 1], pa, bg[2], bg[3]);
-                mma(dka[2 * dd], da, bq[0], bq[1]);
-                mma(dka[2 * dd + 1], da, bq[2], bq[3]);
+                mma<E>(dva[2 * dd], pa, bg[0], bg[1]);
+                mma<E>(dva[2 * dd + 1], pa, bg[2], bg[3]);
+                mma<E>(dka[2 * dd], da, bq[0], bq[1]);
+                mma<E>(dka[2 * dd + 1], da, bq[2], bq[3]);
             }
         }
         __syncthreads();
     }
-    bf16 *dkb = dk + (size_t)b * Tn * kst + (size_t)g * D, *dvb = dv + (size_t)b * Tn * kst + (size_t)g * D;
+    E *dkb = dk + (size_t)b * Tn * kst + (size_t)g * D, *dvb = dv + (size_t)b * Tn * kst + (size_t)g * D;
 #pragma unroll
     for (int nd = 0; nd < D / 8; ++nd) {
         const int d = nd * 8 + 2 * tq;
         if (key0 < Tn) {
-            *reinterpret_cast<__nv_bfloat162 *>(dkb + (size_t)key0 * kst + d) =
-                __floats2bfloat162_rn(dka[nd][0] * scale, dka[nd][1] * scale);
-            *reinterpret_cast<__nv_bfloat162 *>(dvb + (size_t)key0 * kst + d) = __floats2bfloat162_rn(dva[nd][0], dva[nd][1]);
+            store2<E>(dkb + (size_t)key0 * kst + d, dka[nd][0] * scale, dka[nd][1] * scale);
+            store2<E>(dvb + (size_t)key0 * kst + d, dva[nd][0], dva[nd][1]);
         }
         if (key1 < Tn) {
-            *reinterpret_cast<__nv_bfloat162 *>(dkb + (size_t)key1 * kst + d) =
-                __floats2bfloat162_rn(dka[nd][2] * scale, dka[nd][3] * scale);
-            *reinterpret_cast<__nv_bfloat162 *>(dvb + (size_t)key1 * kst + d) = __floats2bfloat162_rn(dva[nd][2], dva[nd][3]);
+            store2<E>(dkb + (size_t)key1 * kst + d, dka[nd][2] * scale, dka[nd][3] * scale);
+            store2<E>(dvb + (size_t)key1 * kst + d, dva[nd][2], dva[nd][3]);
         }
     }
 }
@@ -692,28 +721,28 @@ __global__ void __launch_bounds__(128)
 // ================================================================================================================
 template <int D, int BC_> struct fwd2_cfg {
     static constexpr int MT = 2, NW = 4, BR = 16 * MT * NW, BC = BC_, LD = D + 8;
-    static constexpr size_t smem = (size_t)(BR + 4 * BC) * LD * sizeof(bf16);
+    static constexpr size_t smem = (size_t)(BR + 4 * BC) * LD * 2 /* 16-bit elements */;
 };
 
-template <int D, int BC_>
+template <typename E, int D, int BC_>
 __global__ void __launch_bounds__(128, 1)
-    attn_fwd_tc2(bf16 *__restrict__ out, float *__restrict__ lse, const bf16 *__restrict__ q, const bf16 *__restrict__ k,
-                 const bf16 *__restrict__ v, const int32_t *__restrict__ seg, int Tn, int H, int KV, float scale) {
+    attn_fwd_tc2(E *__restrict__ out, float *__restrict__ lse, const E *__restrict__ q, const E *__restrict__ k,
+                 const E *__restrict__ v, const int32_t *__restrict__ seg, int Tn, int H, int KV, float scale) {
     using namespace tc;
     using cfg = fwd2_cfg<D, BC_>;
     constexpr int MT = cfg::MT, BR = cfg::BR, BC = cfg::BC, LD = cfg::LD;
     extern __shared__ __align__(128) unsigned char smem_raw[];
-    bf16 *Qs = reinterpret_cast<bf16 *>(smem_raw);
-    bf16 *Ks = Qs + BR * LD; // [2][BC][LD]
-    bf16 *Vs = Ks + 2 * BC * LD;
+    E *Qs = reinterpret_cast<E *>(smem_raw);
+    E *Ks = Qs + BR * LD; // [2][BC][LD]
+    E *Vs = Ks + 2 * BC * LD;
     const int qt = gridDim.x - 1 - blockIdx.x;
     const int h = blockIdx.y, b = blockIdx.z, g = h / (H / KV);
     const int q0 = qt * BR;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const size_t qst = (size_t)H * D, kst = (size_t)KV * D;
-    const bf16 *qb = q + (size_t)b * Tn * qst + (size_t)h * D;
-    const bf16 *kb = k + (size_t)b * Tn * kst + (size_t)g * D;
-    const bf16 *vb = v + (size_t)b * Tn * kst + (size_t)g * D;
+    const E *qb = q + (size_t)b * Tn * qst + (size_t)h * D;
+    const E *kb = k + (size_t)b * Tn * kst + (size_t)g * D;
+    const E *vb = v + (size_t)b * Tn * kst + (size_t)g * D;
     const int32_t *sb = seg + (size_t)b * Tn;
     const int qlast = min(q0 + BR, Tn) - 1;
     const int j0 = sb[q0] / BC, j1 = qlast / BC;
@@ -756,7 +785,7 @@ __global__ void __launch_bounds__(128, 1)
             cp_wait<0>();
         }
         __syncthreads();
-        const bf16 *Kt = Ks + buf * BC * LD, *Vt = Vs + buf * BC * LD;
+        const E *Kt = Ks + buf * BC * LD, *Vt = Vs + buf * BC * LD;
         float s[MT][BC / 8][4];
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
@@ -773,8 +802,8 @@ __global__ void __launch_bounds__(128, 1)
                 ldsm_x4(bb, bnk_addr<LD>(Kt, np * 16, kk * 16, lane));
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
-                    mma(s[mt][2 * np], qa[mt], bb[0], bb[1]);
-                    mma(s[mt][2 * np + 1], qa[mt], bb[2], bb[3]);
+                    mma<E>(s[mt][2 * np], qa[mt], bb[0], bb[1]);
+                    mma<E>(s[mt][2 * np + 1], qa[mt], bb[2], bb[3]);
                 }
             }
         }
@@ -824,21 +853,21 @@ __global__ void __launch_bounds__(128, 1)
         for (int kk = 0; kk < BC / 16; ++kk) {
             uint32_t pa[MT][4];
 #pragma unroll
-            for (int mt = 0; mt < MT; mt++) acc_to_a(pa[mt], s[mt][2 * kk], s[mt][2 * kk + 1]);
+            for (int mt = 0; mt < MT; mt++) acc_to_a<E>(pa[mt], s[mt][2 * kk], s[mt][2 * kk + 1]);
 #pragma unroll
             for (int dp = 0; dp < D / 16; ++dp) {
                 uint32_t bb[4];
                 ldsm_x4_t(bb, bkn_addr<LD>(Vt, kk * 16, dp * 16, lane));
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
-                    mma(o[mt][2 * dp], pa[mt], bb[0], bb[1]);
-                    mma(o[mt][2 * dp + 1], pa[mt], bb[2], bb[3]);
+                    mma<E>(o[mt][2 * dp], pa[mt], bb[0], bb[1]);
+                    mma<E>(o[mt][2 * dp + 1], pa[mt], bb[2], bb[3]);
                 }
             }
         }
         __syncthreads();
     }
-    bf16 *ob = out + (size_t)b * Tn * qst + (size_t)h * D;
+    E *ob = out + (size_t)b * Tn * qst + (size_t)h * D;
     float *lb = lse + ((size_t)b * H + h) * Tn;
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) {
@@ -857,8 +886,7 @@ __global__ void __launch_bounds__(128, 1)
 #pragma unroll
             for (int hf = 0; hf < 2; hf++)
                 if (rr[mt][hf] < Tn)
-                    *reinterpret_cast<__nv_bfloat162 *>(ob + (size_t)rr[mt][hf] * qst + d) =
-                        __floats2bfloat162_rn(o[mt][nd][2 * hf] * inv[hf], o[mt][nd][2 * hf + 1] * inv[hf]);
+                    store2<E>(ob + (size_t)rr[mt][hf] * qst + d, o[mt][nd][2 * hf] * inv[hf], o[mt][nd][2 * hf + 1] * inv[hf]);
         }
         if (tq == 0)
 #pragma unroll
@@ -870,30 +898,30 @@ __global__ void __launch_bounds__(128, 1)
 // ---- v2 backward: dQ with 32 rows per warp (128-row tiles), 32-key tiles -------------------------------------------
 template <int D> struct dq2_cfg {
     static constexpr int MT = 2, NW = 4, BR = 16 * MT * NW, BC = 32, LD = D + 8;
-    static constexpr size_t smem = (size_t)(2 * BR + 4 * BC) * LD * sizeof(bf16);
+    static constexpr size_t smem = (size_t)(2 * BR + 4 * BC) * LD * 2 /* 16-bit elements */;
 };
 
-template <int D>
+template <typename E, int D>
 __global__ void __launch_bounds__(128, 1)
-    attn_dq_tc2(bf16 *__restrict__ dq, const bf16 *__restrict__ dout, const float *__restrict__ lse,
-                const float *__restrict__ delta, const bf16 *__restrict__ q, const bf16 *__restrict__ k,
-                const bf16 *__restrict__ v, const int32_t *__restrict__ seg, int Tn, int H, int KV, float scale) {
+    attn_dq_tc2(E *__restrict__ dq, const E *__restrict__ dout, const float *__restrict__ lse,
+                const float *__restrict__ delta, const E *__restrict__ q, const E *__restrict__ k,
+                const E *__restrict__ v, const int32_t *__restrict__ seg, int Tn, int H, int KV, float scale) {
     using namespace tc;
     constexpr int MT = dq2_cfg<D>::MT, BR = dq2_cfg<D>::BR, BC = dq2_cfg<D>::BC, LD = dq2_cfg<D>::LD;
     extern __shared__ __align__(128) unsigned char smem_raw[];
-    bf16 *Qs = reinterpret_cast<bf16 *>(smem_raw);
-    bf16 *Gs = Qs + BR * LD;
-    bf16 *Ks = Gs + BR * LD;     // [2][BC][LD]
-    bf16 *Vs = Ks + 2 * BC * LD; // [2][BC][LD]
+    E *Qs = reinterpret_cast<E *>(smem_raw);
+    E *Gs = Qs + BR * LD;
+    E *Ks = Gs + BR * LD;     // [2][BC][LD]
+    E *Vs = Ks + 2 * BC * LD; // [2][BC][LD]
     const int qt = gridDim.x - 1 - blockIdx.x;
     const int h = blockIdx.y, b = blockIdx.z, g = h / (H / KV);
     const int q0 = qt * BR;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const size_t qst = (size_t)H * D, kst = (size_t)KV * D;
-    const bf16 *qb = q + (size_t)b * Tn * qst + (size_t)h * D;
-    const bf16 *gb = dout + (size_t)b * Tn * qst + (size_t)h * D;
-    const bf16 *kb = k + (size_t)b * Tn * kst + (size_t)g * D;
-    const bf16 *vb = v + (size_t)b * Tn * kst + (size_t)g * D;
+    const E *qb = q + (size_t)b * Tn * qst + (size_t)h * D;
+    const E *gb = dout + (size_t)b * Tn * qst + (size_t)h * D;
+    const E *kb = k + (size_t)b * Tn * kst + (size_t)g * D;
+    const E *vb = v + (size_t)b * Tn * kst + (size_t)g * D;
     const int32_t *sb = seg + (size_t)b * Tn;
     const int qlast = min(q0 + BR, Tn) - 1;
     const int j0 = sb[q0] / BC, j1 = qlast / BC;
@@ -939,7 +967,7 @@ __global__ void __launch_bounds__(128, 1)
             cp_wait<0>();
         }
         __syncthreads();
-        const bf16 *Kt = Ks + buf * BC * LD, *Vt = Vs + buf * BC * LD;
+        const E *Kt = Ks + buf * BC * LD, *Vt = Vs + buf * BC * LD;
         float s[MT][BC / 8][4], dp[MT][BC / 8][4];
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
@@ -962,10 +990,10 @@ __global__ void __launch_bounds__(128, 1)
                 ldsm_x4(bv, bnk_addr<LD>(Vt, np * 16, kk * 16, lane));
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
-                    mma(s[mt][2 * np], qa[mt], bk[0], bk[1]);
-                    mma(s[mt][2 * np + 1], qa[mt], bk[2], bk[3]);
-                    mma(dp[mt][2 * np], ga[mt], bv[0], bv[1]);
-                    mma(dp[mt][2 * np + 1], ga[mt], bv[2], bv[3]);
+                    mma<E>(s[mt][2 * np], qa[mt], bk[0], bk[1]);
+                    mma<E>(s[mt][2 * np + 1], qa[mt], bk[2], bk[3]);
+                    mma<E>(dp[mt][2 * np], ga[mt], bv[0], bv[1]);
+                    mma<E>(dp[mt][2 * np + 1], ga[mt], bv[2], bv[3]);
                 }
             }
         }
@@ -989,21 +1017,21 @@ __global__ void __launch_bounds__(128, 1)
         for (int kk = 0; kk < BC / 16; ++kk) {
             uint32_t da[MT][4];
 #pragma unroll
-            for (int mt = 0; mt < MT; mt++) acc_to_a(da[mt], s[mt][2 * kk], s[mt][2 * kk + 1]);
+            for (int mt = 0; mt < MT; mt++) acc_to_a<E>(da[mt], s[mt][2 * kk], s[mt][2 * kk + 1]);
 #pragma unroll
             for (int dd = 0; dd < D / 16; ++dd) {
                 uint32_t bb[4];
                 ldsm_x4_t(bb, bkn_addr<LD>(Kt, kk * 16, dd * 16, lane));
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
-                    mma(acc[mt][2 * dd], da[mt], bb[0], bb[1]);
-                    mma(acc[mt][2 * dd + 1], da[mt], bb[2], bb[3]);
+                    mma<E>(acc[mt][2 * dd], da[mt], bb[0], bb[1]);
+                    mma<E>(acc[mt][2 * dd + 1], da[mt], bb[2], bb[3]);
                 }
             }
         }
         __syncthreads();
     }
-    bf16 *ob = dq + (size_t)b * Tn * qst + (size_t)h * D;
+    E *ob = dq + (size_t)b * Tn * qst + (size_t)h * D;
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -1012,32 +1040,31 @@ __global__ void __launch_bounds__(128, 1)
 #pragma unroll
             for (int hf = 0; hf < 2; hf++)
                 if (rr[mt][hf] < Tn)
-                    *reinterpret_cast<__nv_bfloat162 *>(ob + (size_t)rr[mt][hf] * qst + d) =
-                        __floats2bfloat162_rn(acc[mt][nd][2 * hf] * scale, acc[mt][nd][2 * hf + 1] * scale);
+                    store2<E>(ob + (size_t)rr[mt][hf] * qst + d, acc[mt][nd][2 * hf] * scale, acc[mt][nd][2 * hf + 1] * scale);
         }
 }
 
 // ---- v2 backward: dK, dV per (key tile, query head); GQA partials in fp32, reduced over the group in head order ----
 template <int D> struct dkdv2_cfg {
     static constexpr int BC = 64, BQ = D <= 64 ? 64 : 32, LD = D + 8;
-    static constexpr size_t smem = (size_t)(2 * BC + 4 * BQ) * LD * sizeof(bf16) + (size_t)2 * BQ * 3 * 4;
+    static constexpr size_t smem = (size_t)(2 * BC + 4 * BQ) * LD * 2 /* 16-bit elements */ + (size_t)2 * BQ * 3 * 4;
 };
 
-// part == NULL (no GQA sharing): writes dk, dv (bf16, dk scaled). Otherwise writes the head's unscaled fp32
+// part == NULL (no GQA sharing): writes dk, dv (E = the table's 16-bit type, dk scaled). Otherwise writes the head's unscaled fp32
 // partials to part_k/part_v [B, H, T, D].
-template <int D>
+template <typename E, int D>
 __global__ void __launch_bounds__(128)
-    attn_dkdv_tc2(bf16 *__restrict__ dk, bf16 *__restrict__ dv, float *__restrict__ part_k, float *__restrict__ part_v,
-                  const bf16 *__restrict__ dout, const float *__restrict__ lse, const float *__restrict__ delta,
-                  const bf16 *__restrict__ q, const bf16 *__restrict__ k, const bf16 *__restrict__ v,
+    attn_dkdv_tc2(E *__restrict__ dk, E *__restrict__ dv, float *__restrict__ part_k, float *__restrict__ part_v,
+                  const E *__restrict__ dout, const float *__restrict__ lse, const float *__restrict__ delta,
+                  const E *__restrict__ q, const E *__restrict__ k, const E *__restrict__ v,
                   const int32_t *__restrict__ seg, int Tn, int H, int KV, float scale) {
     using namespace tc;
     constexpr int BC = dkdv2_cfg<D>::BC, BQ = dkdv2_cfg<D>::BQ, LD = dkdv2_cfg<D>::LD;
     extern __shared__ __align__(128) unsigned char smem_raw[];
-    bf16 *Ks = reinterpret_cast<bf16 *>(smem_raw);
-    bf16 *Vs = Ks + BC * LD;
-    bf16 *Qs = Vs + BC * LD;     // [2][BQ][LD]
-    bf16 *Gs = Qs + 2 * BQ * LD; // [2][BQ][LD]
+    E *Ks = reinterpret_cast<E *>(smem_raw);
+    E *Vs = Ks + BC * LD;
+    E *Qs = Vs + BC * LD;     // [2][BQ][LD]
+    E *Gs = Qs + 2 * BQ * LD; // [2][BQ][LD]
     float *Ls = reinterpret_cast<float *>(Gs + 2 * BQ * LD);
     float *Ds = Ls + 2 * BQ;
     int *Ss = reinterpret_cast<int *>(Ds + 2 * BQ);
@@ -1054,8 +1081,8 @@ __global__ void __launch_bounds__(128)
     }
     const int it0 = kv0 / BQ, nsteps = lo / BQ - it0 + 1;
 
-    const bf16 *kb = k + (size_t)b * Tn * kst + (size_t)g * D, *vb = v + (size_t)b * Tn * kst + (size_t)g * D;
-    const bf16 *qb = q + (size_t)b * Tn * qst + (size_t)h * D, *gb = dout + (size_t)b * Tn * qst + (size_t)h * D;
+    const E *kb = k + (size_t)b * Tn * kst + (size_t)g * D, *vb = v + (size_t)b * Tn * kst + (size_t)g * D;
+    const E *qb = q + (size_t)b * Tn * qst + (size_t)h * D, *gb = dout + (size_t)b * Tn * qst + (size_t)h * D;
     const float *Lh = lse + ((size_t)b * H + h) * Tn, *Dh = delta + ((size_t)b * H + h) * Tn;
     auto load_step = [&](int st, int buf) {
         const int t0 = (it0 + st) * BQ;
@@ -1092,7 +1119,7 @@ __global__ void __launch_bounds__(128)
             cp_wait<0>();
         }
         __syncthreads();
-        const bf16 *Qt = Qs + buf * BQ * LD, *Gt = Gs + buf * BQ * LD;
+        const E *Qt = Qs + buf * BQ * LD, *Gt = Gs + buf * BQ * LD;
         const float *Lt = Ls + buf * BQ, *Dt = Ds + buf * BQ;
         const int *St = Ss + buf * BQ;
         const int t0 = (it0 + st) * BQ;
@@ -1110,10 +1137,10 @@ __global__ void __launch_bounds__(128)
                 uint32_t bq[4], bg[4];
                 ldsm_x4(bq, bnk_addr<LD>(Qt, np * 16, kk * 16, lane));
                 ldsm_x4(bg, bnk_addr<LD>(Gt, np * 16, kk * 16, lane));
-                mma(sT[2 * np], ka, bq[0], bq[1]);
-                mma(sT[2 * np + 1], ka, bq[2], bq[3]);
-                mma(pT[2 * np], va, bg[0], bg[1]);
-                mma(pT[2 * np + 1], va, bg[2], bg[3]);
+                mma<E>(sT[2 * np], ka, bq[0], bq[1]);
+                mma<E>(sT[2 * np + 1], ka, bq[2], bq[3]);
+                mma<E>(pT[2 * np], va, bg[0], bg[1]);
+                mma<E>(pT[2 * np + 1], va, bg[2], bg[3]);
             }
         }
         const bool need_mask = kv0 + BC - 1 > t0 || St[BQ - 1] > kv0;
@@ -1133,17 +1160,17 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
         for (int kq = 0; kq < BQ / 16; ++kq) {
             uint32_t pa[4], da[4];
-            acc_to_a(pa, sT[2 * kq], sT[2 * kq + 1]);
-            acc_to_a(da, pT[2 * kq], pT[2 * kq + 1]);
+            acc_to_a<E>(pa, sT[2 * kq], sT[2 * kq + 1]);
+            acc_to_a<E>(da, pT[2 * kq], pT[2 * kq + 1]);
 #pragma unroll
             for (int dd = 0; dd < D / 16; ++dd) {
                 uint32_t bg[4], bq[4];
                 ldsm_x4_t(bg, bkn_addr<LD>(Gt, kq * 16, dd * 16, lane));
                 ldsm_x4_t(bq, bkn_addr<LD>(Qt, kq * 16, dd * 16, lane));
-                mma(dva[2 * dd], pa, bg[0], bg[1]);
-                mma(dva[2 * dd + 1], pa, bg[2], bg[3]);
-                mma(dka[2 * dd], da, bq[0], bq[1]);
-                mma(dka[2 * dd + 1], da, bq[2], bq[3]);
+                mma<E>(dva[2 * dd], pa, bg[0], bg[1]);
+                mma<E>(dva[2 * dd + 1], pa, bg[2], bg[3]);
+                mma<E>(dka[2 * dd], da, bq[0], bq[1]);
+                mma<E>(dka[2 * dd + 1], da, bq[2], bq[3]);
             }
         }
         __syncthreads();
@@ -1164,25 +1191,24 @@ __global__ void __launch_bounds__(128)
         }
         return;
     }
-    bf16 *dkb = dk + (size_t)b * Tn * kst + (size_t)g * D, *dvb = dv + (size_t)b * Tn * kst + (size_t)g * D;
+    E *dkb = dk + (size_t)b * Tn * kst + (size_t)g * D, *dvb = dv + (size_t)b * Tn * kst + (size_t)g * D;
 #pragma unroll
     for (int nd = 0; nd < D / 8; ++nd) {
         const int d = nd * 8 + 2 * tq;
         if (key0 < Tn) {
-            *reinterpret_cast<__nv_bfloat162 *>(dkb + (size_t)key0 * kst + d) =
-                __floats2bfloat162_rn(dka[nd][0] * scale, dka[nd][1] * scale);
-            *reinterpret_cast<__nv_bfloat162 *>(dvb + (size_t)key0 * kst + d) = __floats2bfloat162_rn(dva[nd][0], dva[nd][1]);
+            store2<E>(dkb + (size_t)key0 * kst + d, dka[nd][0] * scale, dka[nd][1] * scale);
+            store2<E>(dvb + (size_t)key0 * kst + d, dva[nd][0], dva[nd][1]);
         }
         if (key1 < Tn) {
-            *reinterpret_cast<__nv_bfloat162 *>(dkb + (size_t)key1 * kst + d) =
-                __floats2bfloat162_rn(dka[nd][2] * scale, dka[nd][3] * scale);
-            *reinterpret_cast<__nv_bfloat162 *>(dvb + (size_t)key1 * kst + d) = __floats2bfloat162_rn(dva[nd][2], dva[nd][3]);
+            store2<E>(dkb + (size_t)key1 * kst + d, dka[nd][2] * scale, dka[nd][3] * scale);
+            store2<E>(dvb + (size_t)key1 * kst + d, dva[nd][2], dva[nd][3]);
         }
     }
 }
 
 // dk[b, s, g, :] = scale * sum_{h in group g, in order} part_k[b, h, s, :]; dv likewise (unscaled). 4 dims/thread.
-__global__ void attn_gqa_reduce_kernel(bf16 *__restrict__ dk, bf16 *__restrict__ dv, const float *__restrict__ part_k,
+template <typename E>
+__global__ void attn_gqa_reduce_kernel(E *__restrict__ dk, E *__restrict__ dv, const float *__restrict__ part_k,
                                        const float *__restrict__ part_v, int B, int Tn, int H, int KV, int D,
                                        float scale) {
     const int rep = H / KV, D4 = D / 4;
@@ -1198,10 +1224,10 @@ __global__ void attn_gqa_reduce_kernel(bf16 *__restrict__ dk, bf16 *__restrict__
             av.x += y.x, av.y += y.y, av.z += y.z, av.w += y.w;
         }
         const size_t od = ((size_t)b * Tn + s) * KV * D + (size_t)g * D + d;
-        *reinterpret_cast<__nv_bfloat162 *>(dk + od) = __floats2bfloat162_rn(ak.x * scale, ak.y * scale);
-        *reinterpret_cast<__nv_bfloat162 *>(dk + od + 2) = __floats2bfloat162_rn(ak.z * scale, ak.w * scale);
-        *reinterpret_cast<__nv_bfloat162 *>(dv + od) = __floats2bfloat162_rn(av.x, av.y);
-        *reinterpret_cast<__nv_bfloat162 *>(dv + od + 2) = __floats2bfloat162_rn(av.z, av.w);
+        tc::store2<E>(dk + od, ak.x * scale, ak.y * scale);
+        tc::store2<E>(dk + od + 2, ak.z * scale, ak.w * scale);
+        tc::store2<E>(dv + od, av.x, av.y);
+        tc::store2<E>(dv + od + 2, av.z, av.w);
     }
 }
 
@@ -1212,20 +1238,24 @@ template <typename K> static void set_smem(K kern, size_t bytes) {
     QF_CHECK(bytes <= qfc().smem_optin);
     CHECK_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
 }
+template <typename E> static void attention_init_smem() {
+    set_smem(attn_fwd_tc<E, 64>, fwd_cfg<64>::smem);
+    set_smem(attn_fwd_tc<E, 128>, fwd_cfg<128>::smem);
+    set_smem(attn_dq_tc<E, 64>, dq_cfg<64>::smem);
+    set_smem(attn_dq_tc<E, 128>, dq_cfg<128>::smem);
+    set_smem(attn_dkdv_tc<E, 64>, dkdv_cfg<64>::smem);
+    set_smem(attn_dkdv_tc<E, 128>, dkdv_cfg<128>::smem);
+    set_smem(attn_fwd_tc2<E, 64, 64>, fwd2_cfg<64, 64>::smem);
+    set_smem(attn_fwd_tc2<E, 128, 64>, fwd2_cfg<128, 64>::smem);
+    set_smem(attn_fwd_tc2<E, 128, 32>, fwd2_cfg<128, 32>::smem);
+    set_smem(attn_dq_tc2<E, 64>, dq2_cfg<64>::smem);
+    set_smem(attn_dq_tc2<E, 128>, dq2_cfg<128>::smem);
+    set_smem(attn_dkdv_tc2<E, 64>, dkdv2_cfg<64>::smem);
+    set_smem(attn_dkdv_tc2<E, 128>, dkdv2_cfg<128>::smem);
+}
 void qfc_attention_init() {
-    set_smem(attn_fwd_tc<64>, fwd_cfg<64>::smem);
-    set_smem(attn_fwd_tc<128>, fwd_cfg<128>::smem);
-    set_smem(attn_dq_tc<64>, dq_cfg<64>::smem);
-    set_smem(attn_dq_tc<128>, dq_cfg<128>::smem);
-    set_smem(attn_dkdv_tc<64>, dkdv_cfg<64>::smem);
-    set_smem(attn_dkdv_tc<128>, dkdv_cfg<128>::smem);
-    set_smem(attn_fwd_tc2<64, 64>, fwd2_cfg<64, 64>::smem);
-    set_smem(attn_fwd_tc2<128, 64>, fwd2_cfg<128, 64>::smem);
-    set_smem(attn_fwd_tc2<128, 32>, fwd2_cfg<128, 32>::smem);
-    set_smem(attn_dq_tc2<64>, dq2_cfg<64>::smem);
-    set_smem(attn_dq_tc2<128>, dq2_cfg<128>::smem);
-    set_smem(attn_dkdv_tc2<64>, dkdv2_cfg<64>::smem);
-    set_smem(attn_dkdv_tc2<128>, dkdv2_cfg<128>::smem);
+    attention_init_smem<bf16>();
+    attention_init_smem<f16>();
     qfc().attn_variant = 2;
 }
 
@@ -1246,32 +1276,31 @@ void cu_attention_fwd(void *out, float *lse, const void *q, const void *k, const
     if (!B || !T_) return;
     const float scale = (float)(1.0 / sqrt((double)D));
     cudaStream_t st = qfc_stream();
-    if constexpr (sizeof(T) == 2) {
+    if constexpr (sizeof(T) == 2) { // bf16 or f16: the tensor-core kernels for E = T
         if (use_tc(D, {out, q, k, v})) {
+            const T *q_ = (const T *)q, *k_ = (const T *)k, *v_ = (const T *)v;
+            T *o_ = (T *)out;
             if (qfc().attn_variant != 1) {
                 constexpr int BR = fwd2_cfg<64, 64>::BR;
                 dim3 grid((unsigned)((T_ + BR - 1) / BR), (unsigned)H, (unsigned)B);
-                const bf16 *q_ = (const bf16 *)q, *k_ = (const bf16 *)k, *v_ = (const bf16 *)v;
                 if (D == 64)
-                    attn_fwd_tc2<64, 64><<<grid, 128, fwd2_cfg<64, 64>::smem, st>>>((bf16 *)out, lse, q_, k_, v_,
-                                                                                    seg_start, T_, H, KV, scale);
+                    attn_fwd_tc2<T, 64, 64><<<grid, 128, fwd2_cfg<64, 64>::smem, st>>>(o_, lse, q_, k_, v_, seg_start,
+                                                                                       T_, H, KV, scale);
                 else if (qfc().attn_variant == 3)
-                    attn_fwd_tc2<128, 32><<<grid, 128, fwd2_cfg<128, 32>::smem, st>>>((bf16 *)out, lse, q_, k_, v_,
-                                                                                      seg_start, T_, H, KV, scale);
+                    attn_fwd_tc2<T, 128, 32><<<grid, 128, fwd2_cfg<128, 32>::smem, st>>>(o_, lse, q_, k_, v_,
+                                                                                         seg_start, T_, H, KV, scale);
                 else
-                    attn_fwd_tc2<128, 64><<<grid, 128, fwd2_cfg<128, 64>::smem, st>>>((bf16 *)out, lse, q_, k_, v_,
-                                                                                      seg_start, T_, H, KV, scale);
+                    attn_fwd_tc2<T, 128, 64><<<grid, 128, fwd2_cfg<128, 64>::smem, st>>>(o_, lse, q_, k_, v_,
+                                                                                         seg_start, T_, H, KV, scale);
                 CHECK_LAUNCH();
                 return;
             }
             dim3 grid((unsigned)((T_ + 63) / 64), (unsigned)H, (unsigned)B);
             if (D == 64)
-                attn_fwd_tc<64><<<grid, 128, fwd_cfg<64>::smem, st>>>((bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
-                                                                      (const bf16 *)v, seg_start, T_, H, KV, scale);
+                attn_fwd_tc<T, 64><<<grid, 128, fwd_cfg<64>::smem, st>>>(o_, lse, q_, k_, v_, seg_start, T_, H, KV, scale);
             else
-                attn_fwd_tc<128><<<grid, 128, fwd_cfg<128>::smem, st>>>((bf16 *)out, lse, (const bf16 *)q,
-                                                                        (const bf16 *)k, (const bf16 *)v, seg_start, T_,
-                                                                        H, KV, scale);
+                attn_fwd_tc<T, 128><<<grid, 128, fwd_cfg<128>::smem, st>>>(o_, lse, q_, k_, v_, seg_start, T_, H, KV,
+                                                                           scale);
             CHECK_LAUNCH();
             return;
         }
@@ -1300,50 +1329,49 @@ void cu_attention_bwd(void *dq, void *dk, void *dv, const void *dout, const void
     const long drows = (long)B * T_ * H;
     attn_delta_kernel<T><<<(unsigned)((drows + 7) / 8), 256, 0, st>>>(delta, (const T *)dout, (const T *)out, B, T_, H, D);
     CHECK_LAUNCH();
-    if constexpr (sizeof(T) == 2) {
+    if constexpr (sizeof(T) == 2) { // bf16 or f16: the tensor-core kernels for E = T
+        const T *q_ = (const T *)q, *k_ = (const T *)k, *v_ = (const T *)v, *g_ = (const T *)dout;
+        T *dq_ = (T *)dq, *dk_ = (T *)dk, *dv_ = (T *)dv;
         if (v2) {
-            const bf16 *q_ = (const bf16 *)q, *k_ = (const bf16 *)k, *v_ = (const bf16 *)v, *g_ = (const bf16 *)dout;
             dim3 gk((unsigned)((T_ + 63) / 64), (unsigned)H, (unsigned)B);
             dim3 gq((unsigned)((T_ + dq2_cfg<64>::BR - 1) / dq2_cfg<64>::BR), (unsigned)H, (unsigned)B);
             if (D == 64)
-                attn_dkdv_tc2<64><<<gk, 128, dkdv2_cfg<64>::smem, st>>>((bf16 *)dk, (bf16 *)dv, part_k, part_v, g_, lse,
-                                                                        delta, q_, k_, v_, seg_start, T_, H, KV, scale);
+                attn_dkdv_tc2<T, 64><<<gk, 128, dkdv2_cfg<64>::smem, st>>>(dk_, dv_, part_k, part_v, g_, lse, delta, q_,
+                                                                           k_, v_, seg_start, T_, H, KV, scale);
             else
-                attn_dkdv_tc2<128><<<gk, 128, dkdv2_cfg<128>::smem, st>>>((bf16 *)dk, (bf16 *)dv, part_k, part_v, g_,
-                                                                          lse, delta, q_, k_, v_, seg_start, T_, H, KV,
-                                                                          scale);
+                attn_dkdv_tc2<T, 128><<<gk, 128, dkdv2_cfg<128>::smem, st>>>(dk_, dv_, part_k, part_v, g_, lse, delta,
+                                                                             q_, k_, v_, seg_start, T_, H, KV, scale);
             CHECK_LAUNCH();
             if (gqa_part) {
                 const size_t total = (size_t)B * T_ * KV * (D / 4);
-                attn_gqa_reduce_kernel<<<qf_blocks(total, 256, (unsigned)qfc().num_sms * 8u), 256, 0, st>>>(
-                    (bf16 *)dk, (bf16 *)dv, part_k, part_v, B, T_, H, KV, D, scale);
+                attn_gqa_reduce_kernel<T><<<qf_blocks(total, 256, (unsigned)qfc().num_sms * 8u), 256, 0, st>>>(
+                    dk_, dv_, part_k, part_v, B, T_, H, KV, D, scale);
                 CHECK_LAUNCH();
             }
             if (D == 64)
-                attn_dq_tc2<64><<<gq, 128, dq2_cfg<64>::smem, st>>>((bf16 *)dq, g_, lse, delta, q_, k_, v_, seg_start, T_,
-                                                                    H, KV, scale);
+                attn_dq_tc2<T, 64><<<gq, 128, dq2_cfg<64>::smem, st>>>(dq_, g_, lse, delta, q_, k_, v_, seg_start, T_, H,
+                                                                       KV, scale);
             else
-                attn_dq_tc2<128><<<gq, 128, dq2_cfg<128>::smem, st>>>((bf16 *)dq, g_, lse, delta, q_, k_, v_, seg_start,
-                                                                      T_, H, KV, scale);
+                attn_dq_tc2<T, 128><<<gq, 128, dq2_cfg<128>::smem, st>>>(dq_, g_, lse, delta, q_, k_, v_, seg_start, T_,
+                                                                         H, KV, scale);
             CHECK_LAUNCH();
             return;
         }
         if (tc) {
             dim3 gq((unsigned)((T_ + 63) / 64), (unsigned)H, (unsigned)B), gk((unsigned)((T_ + 63) / 64), (unsigned)KV,
                                                                               (unsigned)B);
-            const bf16 *q_ = (const bf16 *)q, *k_ = (const bf16 *)k, *v_ = (const bf16 *)v, *g_ = (const bf16 *)dout;
             if (D == 64) {
-                attn_dkdv_tc<64><<<gk, 128, dkdv_cfg<64>::smem, st>>>((bf16 *)dk, (bf16 *)dv, g_, lse, delta, q_, k_, v_,
-                                                                      seg_start, T_, H, KV, scale);
+                attn_dkdv_tc<T, 64><<<gk, 128, dkdv_cfg<64>::smem, st>>>(dk_, dv_, g_, lse, delta, q_, k_, v_, seg_start,
+                                                                         T_, H, KV, scale);
                 CHECK_LAUNCH();
-                attn_dq_tc<64><<<gq, 128, dq_cfg<64>::smem, st>>>((bf16 *)dq, g_, lse, delta, q_, k_, v_, seg_start, T_,
-                                                                  H, KV, scale);
+                attn_dq_tc<T, 64><<<gq, 128, dq_cfg<64>::smem, st>>>(dq_, g_, lse, delta, q_, k_, v_, seg_start, T_, H,
+                                                                     KV, scale);
             } else {
-                attn_dkdv_tc<128><<<gk, 128, dkdv_cfg<128>::smem, st>>>((bf16 *)dk, (bf16 *)dv, g_, lse, delta, q_, k_,
-                                                                        v_, seg_start, T_, H, KV, scale);
+                attn_dkdv_tc<T, 128><<<gk, 128, dkdv_cfg<128>::smem, st>>>(dk_, dv_, g_, lse, delta, q_, k_, v_,
+                                                                           seg_start, T_, H, KV, scale);
                 CHECK_LAUNCH();
-                attn_dq_tc<128><<<gq, 128, dq_cfg<128>::smem, st>>>((bf16 *)dq, g_, lse, delta, q_, k_, v_, seg_start,
-                                                                    T_, H, KV, scale);
+                attn_dq_tc<T, 128><<<gq, 128, dq_cfg<128>::smem, st>>>(dq_, g_, lse, delta, q_, k_, v_, seg_start, T_, H,
+                                                                       KV, scale);
             }
             CHECK_LAUNCH();
             return;
@@ -1368,3 +1396,4 @@ void cu_attention_bwd(void *dq, void *dk, void *dv, const void *dout, const void
                                       const void *, const void *, const int32_t *, int, int, int, int, int);
 INST(float)
 INST(bf16)
+INST(f16)

@@ -142,3 +142,5 @@ template void cu_classifier<float>(double *, void *, void *, const void *, const
                                    float);
 template void cu_classifier<bf16>(double *, void *, void *, const void *, const void *, const int32_t *, int, int, int,
                                   float);
+template void cu_classifier<f16>(double *, void *, void *, const void *, const void *, const int32_t *, int, int, int,
+                                 float);

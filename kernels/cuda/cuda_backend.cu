@@ -3,7 +3,9 @@
 //   qf_ops_cuda()      act = bf16 (storage), fp32 accumulation everywhere, cuBLASLt GEMMs, tensor-core attention.
 //   qf_ops_cuda_f32()  act = fp32: the same kernels instantiated for float, fp32 GEMMs (no TF32) — for comparisons
 //                      with the CPU table at fp32 tolerances, and for fp32 runs (neither bf16 nor fp16 enabled).
-// Both return NULL when no GPU is usable, and share one context (cuda_common.cuh): one compute stream, one
+//   qf_ops_cuda_f16()  act = IEEE fp16 (__half): the same kernels for fp16 runs (fp16.enabled; fp32 master weights and
+//                      dynamic loss scaling are the trainer's), fp16 cuBLASLt GEMMs and tensor-core attention.
+// All return NULL when no GPU is usable, and share one context (cuda_common.cuh): one compute stream, one
 // cuBLASLt handle + 32 MiB workspace, memory accounting, the scratch buffer.
 //
 // Memory: alloc() = cudaMallocAsync from the device's pool on the compute stream, zero-filled by cudaMemsetAsync,
@@ -256,6 +258,8 @@ static void cu_sync(void) { CHECK_CUDA(cudaStreamSynchronize(g_ctx.stream)); }
     }
 static const qf_ops cuda_ops_bf16 = QF_CUDA_TABLE("cuda", bf16, QF_ACT_BF16);
 static const qf_ops cuda_ops_f32 = QF_CUDA_TABLE("cuda-f32", float, QF_ACT_F32);
+static const qf_ops cuda_ops_f16 = QF_CUDA_TABLE("cuda-f16", f16, QF_ACT_F16);
 
 extern "C" const qf_ops *qf_ops_cuda(void) { return ctx_init() ? &cuda_ops_bf16 : NULL; }
 extern "C" const qf_ops *qf_ops_cuda_f32(void) { return ctx_init() ? &cuda_ops_f32 : NULL; }
+extern "C" const qf_ops *qf_ops_cuda_f16(void) { return ctx_init() ? &cuda_ops_f16 : NULL; }

@@ -1,11 +1,14 @@
 // cuda_common.cuh — shared by the CUDA backend's translation units (kernels/cuda/*.cu): error macros, the one
 // backend context object, scratch memory, element-type helpers and the internal (templated) op functions.
 //
-// Element types: every op is a template on T = __nv_bfloat16 (the "cuda" table: bf16 storage, fp32 math) or
+// Element types: every op is a template on T = __nv_bfloat16 (the "cuda" table: bf16 storage, fp32 math),
+// T = __half (the "cuda-f16" table: IEEE fp16 storage, fp32 math, for fp16 training with dynamic loss scaling) or
 // T = float (the "cuda-f32" table: the same kernels in fp32, for exact comparisons with the CPU table).
+// Conversions to a 16-bit T round to nearest even; fp16 overflows to +-inf beyond 65504 (which the trainer's
+// overflow check then sees), bf16 keeps fp32's range.
 //
 // Global state: exactly one mutable object, the backend context (qf_cuda_ctx, a single static struct in
-// cuda_backend.cu reached through qfc()). It is created by the first qf_ops_cuda() / qf_ops_cuda_f32() call, on
+// cuda_backend.cu reached through qfc()). It is created by the first qf_ops_cuda*() call, on
 // the device current at that time, and lives until the process ends. The op tables themselves are constant.
 // The backend is single-threaded like the CPU table: one host thread issues the ops, all on one compute stream.
 #ifndef QF_CUDA_COMMON_CUH
@@ -13,6 +16,7 @@
 
 #include <cublasLt.h>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -26,6 +30,13 @@ extern "C" {
 }
 
 typedef __nv_bfloat16 bf16;
+typedef __half f16;
+
+// the cuBLASLt data type of an element type
+template <typename T> struct qf_cuda_dtype;
+template <> struct qf_cuda_dtype<float> { static constexpr cudaDataType_t value = CUDA_R_32F; };
+template <> struct qf_cuda_dtype<bf16> { static constexpr cudaDataType_t value = CUDA_R_16BF; };
+template <> struct qf_cuda_dtype<f16> { static constexpr cudaDataType_t value = CUDA_R_16F; };
 
 // ---- errors: print file and line, then QF_FATAL's handler (stops every rank) ------------------------------------
 #define CHECK_CUDA(call)                                                                                         \
@@ -110,9 +121,11 @@ static inline unsigned qf_blocks(size_t work, unsigned per_block, unsigned cap) 
 template <typename T> __device__ __forceinline__ float tof(T x);
 template <> __device__ __forceinline__ float tof<float>(float x) { return x; }
 template <> __device__ __forceinline__ float tof<bf16>(bf16 x) { return __bfloat162float(x); }
+template <> __device__ __forceinline__ float tof<f16>(f16 x) { return __half2float(x); }
 template <typename T> __device__ __forceinline__ T fromf(float x);
 template <> __device__ __forceinline__ float fromf<float>(float x) { return x; }
 template <> __device__ __forceinline__ bf16 fromf<bf16>(float x) { return __float2bfloat16_rn(x); }
+template <> __device__ __forceinline__ f16 fromf<f16>(float x) { return __float2half_rn(x); }
 // x rounded to T and back (the value a T tensor would hold)
 template <typename T> __device__ __forceinline__ float round_to(float x) { return tof<T>(fromf<T>(x)); }
 
@@ -142,6 +155,20 @@ template <> __device__ __forceinline__ void ld8<bf16>(float (&f)[8], const bf16 
         for (int j = 0; j < 8; j++) f[j] = i + j < n ? __bfloat162float(p[i + j]) : 0.0f;
     }
 }
+template <> __device__ __forceinline__ void ld8<f16>(float (&f)[8], const f16 *p, size_t i, size_t n, bool vec) {
+    if (vec && i + 8 <= n) {
+        const uint4 u = *reinterpret_cast<const uint4 *>(p + i);
+        const __half2 *h = reinterpret_cast<const __half2 *>(&u);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const float2 t = __half22float2(h[j]);
+            f[2 * j] = t.x, f[2 * j + 1] = t.y;
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < 8; j++) f[j] = i + j < n ? __half2float(p[i + j]) : 0.0f;
+    }
+}
 template <typename T> __device__ __forceinline__ void st8(T *p, const float (&f)[8], size_t i, size_t n, bool vec);
 template <> __device__ __forceinline__ void st8<float>(float *p, const float (&f)[8], size_t i, size_t n, bool vec) {
     if (vec && i + 8 <= n) {
@@ -164,6 +191,19 @@ template <> __device__ __forceinline__ void st8<bf16>(bf16 *p, const float (&f)[
 #pragma unroll
         for (int j = 0; j < 8; j++)
             if (i + j < n) p[i + j] = __float2bfloat16_rn(f[j]);
+    }
+}
+template <> __device__ __forceinline__ void st8<f16>(f16 *p, const float (&f)[8], size_t i, size_t n, bool vec) {
+    if (vec && i + 8 <= n) {
+        uint4 u;
+        __half2 *h = reinterpret_cast<__half2 *>(&u);
+#pragma unroll
+        for (int j = 0; j < 4; j++) h[j] = __floats2half2_rn(f[2 * j], f[2 * j + 1]);
+        *reinterpret_cast<uint4 *>(p + i) = u;
+    } else {
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            if (i + j < n) p[i + j] = __float2half_rn(f[j]);
     }
 }
 

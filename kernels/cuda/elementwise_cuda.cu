@@ -1,5 +1,6 @@
 // elementwise_cuda.cu — casts, embedding, SwiGLU, residual add, scale, the deterministic reductions (sumsq,
-// nonfinite) and the fused AdamW. Math in fp32 on values read from T (bf16 or float), one rounding on store.
+// nonfinite) and the fused AdamW. Math in fp32 on values read from T (bf16, fp16 or float), one rounding on store
+// (round to nearest even; in fp16 a value beyond 65504 becomes inf, which nonfinite() reports).
 //
 // Flat kernels work on groups of 8 consecutive elements per thread (16-byte vector loads when every pointer is
 // 16-byte aligned, scalar otherwise), grid-stride.
@@ -253,7 +254,7 @@ template <typename T> __global__ void nonfinite_kernel(int *flag, const T *g, si
     bool bad = false;
     GRID_GROUPS(n) {
         float f[8];
-        ld8<T>(f, g, i, n, vec); // bf16 inf/nan convert to fp32 inf/nan
+        ld8<T>(f, g, i, n, vec); // bf16/fp16 inf/nan convert to fp32 inf/nan
 #pragma unroll
         for (int e = 0; e < 8; e++) bad |= bad_val(f[e]);
     }
@@ -336,3 +337,4 @@ void cu_adamw(float *p, void *p_act, const void *g, float *m, float *v, size_t n
                               float, float, int);
 INST(float)
 INST(bf16)
+INST(f16)

@@ -1,5 +1,5 @@
-// matmul_cuda.cu — linear layers on cuBLASLt: bf16 (or fp32) operands, fp32 compute (CUBLAS_COMPUTE_32F: no
-// TF32 for the fp32 table), bias fused with CUBLASLT_EPILOGUE_BIAS, accumulation through beta = 1.
+// matmul_cuda.cu — linear layers on cuBLASLt: bf16, fp16 (or fp32) operands, fp32 compute (CUBLAS_COMPUTE_32F, fp32
+// alpha/beta; no TF32 for the fp32 table), bias fused with CUBLASLT_EPILOGUE_BIAS, accumulation through beta = 1.
 //
 // Row-major tensors are handed to column-major cuBLASLt as their transposes: out[M,N] row-major is out^T [N,M]
 // column-major, so out = a b^T becomes out^T = b a^T, etc. (see the three gemm_* below).
@@ -100,7 +100,7 @@ static void lt_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, in
     if (m <= 0 || n <= 0) return;
     QF_CHECK(k > 0);
     qf_cuda_ctx &c = qfc();
-    const cudaDataType_t dt = sizeof(T) == 2 ? CUDA_R_16BF : CUDA_R_32F;
+    const cudaDataType_t dt = qf_cuda_dtype<T>::value;
     const cublasLtEpilogue_t epi = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     qf_lt_plan *p = get_plan(dt, ta, tb, m, n, k, lda, ldb, ldc, epi, ptr_align(A), ptr_align(B), ptr_align(D));
     if (bias) CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
@@ -163,3 +163,4 @@ void cu_matmul_bwd(void *dx, void *dw, void *db, const void *dout, const void *x
                                    int);
 INST(float)
 INST(bf16)
+INST(f16)

@@ -2,7 +2,7 @@
 // the CPU table's formula), and deterministic column sums (RMSNorm dw, linear-layer db).
 //
 // RMSNorm rows: C <= 1024 (q/k norms, small models) one warp per row, 8 rows per block; otherwise one 256-thread
-// block per row. In the bf16 table the forward rounds x*rstd to bf16 before the weight multiply, as HF does
+// block per row. In the bf16 (fp16) table the forward rounds x*rstd to bf16 (fp16) before the weight multiply, as HF does
 // (weight * hidden_states.to(input_dtype)); in fp32 nothing is rounded.
 // Column sums (dw, db) are deterministic: each block owns a fixed chunk of rows and writes its partial column sums;
 // a second kernel adds the chunks' partials in chunk order onto the gradient. No atomics.
@@ -139,10 +139,9 @@ template <typename T> __global__ void colsum_partials_kernel(T *dst, const float
         dst[c] = fromf<T>(tof<T>(dst[c]) + t);
     }
 }
-static void launch_colsum_partials_f(void *dst, bool is_bf16, const float *part, int nb, int C) {
+template <typename T> static void launch_colsum_partials(void *dst, const float *part, int nb, int C) {
     dim3 blk(32, 16), grid((unsigned)((C + 31) / 32));
-    if (is_bf16) colsum_partials_kernel<bf16><<<grid, blk, 0, qfc_stream()>>>((bf16 *)dst, part, nb, C);
-    else colsum_partials_kernel<float><<<grid, blk, 0, qfc_stream()>>>((float *)dst, part, nb, C);
+    colsum_partials_kernel<T><<<grid, blk, 0, qfc_stream()>>>((T *)dst, part, nb, C);
     CHECK_LAUNCH();
 }
 
@@ -178,7 +177,7 @@ void cu_rmsnorm_bwd(void *dx, void *dw, const void *dout, const void *x, const v
                                                                      (const T *)w, rstd, N, C, rpc, accumulate, vec);
     }
     CHECK_LAUNCH();
-    launch_colsum_partials_f(dw, sizeof(T) == 2, part, nb, C);
+    launch_colsum_partials<T>(dw, part, nb, C);
 }
 
 // ---- column sums of a [N, C] act matrix onto db[C] ------------------------------------------------------------
@@ -198,7 +197,7 @@ template <typename T> void cu_colsum_add(T *db, const T *a, int N, int C) {
     dim3 grid((unsigned)((C + 127) / 128), (unsigned)nb);
     colsum_rows_kernel<T><<<grid, 128, 0, qfc_stream()>>>(part, a, N, C, rpc);
     CHECK_LAUNCH();
-    launch_colsum_partials_f(db, sizeof(T) == 2, part, nb, C);
+    launch_colsum_partials<T>(db, part, nb, C);
 }
 
 // ---- RoPE -----------------------------------------------------------------------------------------------------
@@ -255,3 +254,4 @@ template <typename T> void cu_rope_bwd(void *dx, const int32_t *pos, int N, int 
     template void cu_colsum_add<T>(T *, const T *, int, int);
 INST(float)
 INST(bf16)
+INST(f16)

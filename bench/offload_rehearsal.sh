@@ -33,7 +33,9 @@ used() { awk '/MemTotal/{t=$2} /MemAvailable/{a=$2} END{print (t-a)*1024}' /proc
 base=$(used)
 ( peak=$base; while sleep 1; do u=$(used); [ "$u" -gt "$peak" ] && peak=$u && echo "$peak" > "$work/peak"; done ) &
 sampler=$!
-timeout "${TLIMIT:-540}" mpirun -np "$n" -x NCCL_NVLS_ENABLE "$Q" train "$work/rehearsal.cfg" > "$out/offload_rehearsal.log" 2>&1
+threads=$(( $(nproc) / n )); threads=$(( threads > 0 ? threads : 1 ))
+# every rank runs the host AdamW on its share of the cores (mpirun would bind each rank to one core)
+timeout "${TLIMIT:-540}" mpirun -np "$n" --bind-to none -x OMP_NUM_THREADS=$threads -x NCCL_NVLS_ENABLE "$Q" train "$work/rehearsal.cfg" > "$out/offload_rehearsal.log" 2>&1
 rc=$?
 kill $sampler 2>/dev/null
 peak=$(cat "$work/peak" 2>/dev/null || echo "$base")

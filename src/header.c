@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include "commands.h"
 #include "estimate.h"
 #include "qf_version.h"
@@ -81,6 +84,19 @@ void qf_run_header(qf_run *r, FILE *f, const char *what) {
                                   "dynamic loss scaling)"
                                 : "computes in fp32",
             (d->bf16 || d->fp16) && !strcmp(r->ops->name, "cpu") ? " (bf16/fp16 apply on GPUs; fp16 loss scaling still runs)" : "");
+    if (d->offload_optimizer == QF_OFFLOAD_CPU) { /* the host AdamW runs on this rank's OpenMP threads */
+        int threads = 1;
+#ifdef _OPENMP
+        threads = omp_get_max_threads();
+#endif
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        fprintf(f, "offload: host AdamW on %d thread(s) per rank (%ld cores online, %d ranks on this node)\n", threads,
+                cores, r->comm.local_size);
+        if (threads == 1 && cores >= 2L * r->comm.local_size)
+            fprintf(f, "warning: each rank has one host thread for the offloaded optimizer (bound to one core?): with "
+                       "mpirun use --bind-to none -x OMP_NUM_THREADS=%ld, with srun --cpus-per-task\n",
+                    cores / r->comm.local_size);
+    }
     if (r->have_train)
         fprintf(f, "data: %s: %lld docs, %lld tokens -> %lld rows of %d per epoch, %lld steps per epoch; %lld steps\n",
                 d->data_train, (long long)r->train_ds.n_docs, (long long)r->train_ds.n_tokens,

@@ -211,7 +211,7 @@ static int train_loop(qf_run *r, int *stopped) {
             char b1[32], b2[32];
             fprintf(r->metrics,
                     "{\"step\": %lld, \"loss\": %s, \"lr\": %.10g, \"grad_norm\": %s, \"tokens\": %lld, "
-                    "\"tokens_per_s\": %.1f, \"mfu\": %.6f, \"skipped\": %s, \"loss_scale\": %g, \"epoch\": %lld, "
+                    "\"tokens_per_s\": %.1f, \"mfu\": %.6f, \"skipped\": %s, \"loss_scale\": %.17g, \"epoch\": %lld, "
                     "\"step_time_s\": %.4f, \"peak_host_mem_gb\": %.3f, \"peak_gpu_mem_gb\": %.3f}\n",
                     (long long)step, jnum(loss, b1, sizeof b1), lr, jnum(norm, b2, sizeof b2), (long long)targets, tok_s, mfu, skipped ? "true" : "false",
                     st->loss_scale, (long long)st->data_epoch, dt, mem_gb, gpu_gb);

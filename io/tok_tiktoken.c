@@ -1,0 +1,84 @@
+/* tok_tiktoken.c — Qwen (v1)'s qwen.tiktoken into a qf_tokenizer, as tokenization_qwen.py builds its
+ * tiktoken.Encoding:
+ *   lines "base64(token bytes) rank" (rank = id; blank lines skipped);
+ *   pattern PAT_STR below; tiktoken's BPE (the adjacent pair whose concatenation has the lowest rank merges first;
+ *   a piece that is itself a token is emitted as it is);
+ *   special tokens <|endoftext|>, <|im_start|>, <|im_end|>, <|extra_0|> .. <|extra_204|> numbered from the number
+ *   of ranks on (151643 for Qwen's file, equal to the released code's SPECIAL_START_ID), all allowed in the text;
+ *   QWenTokenizer.tokenize applies NFC (unicodedata.normalize) to the whole text first. */
+#include <nettle/base64.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tok_impl.h"
+
+static const char QWEN_V1_PATTERN[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+                                      "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+#define QWEN_V1_EXTRAS 205
+
+static int is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
+
+/* One "token rank" line; 0 or an error naming path and line. */
+static int parse_line(qf_tokenizer *t, const char *path, long lineno, const char *s, size_t n, qf_err *e) {
+    size_t i = 0;
+    while (i < n && is_space(s[i])) i++;
+    size_t b0 = i;
+    while (i < n && !is_space(s[i])) i++;
+    size_t b1 = i;
+    while (i < n && is_space(s[i])) i++;
+    size_t r0 = i;
+    long long rank = 0;
+    while (i < n && s[i] >= '0' && s[i] <= '9' && rank < INT32_MAX) rank = rank * 10 + (s[i++] - '0');
+    size_t r1 = i;
+    while (i < n && is_space(s[i])) i++;
+    if (b1 == b0 || r1 == r0 || i != n || rank >= INT32_MAX)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s:%ld: expected \"<base64 token> <rank>\"", path, lineno);
+    char stack[512], *tok = BASE64_DECODE_LENGTH(b1 - b0) <= sizeof stack ? stack : qf_malloc(BASE64_DECODE_LENGTH(b1 - b0));
+    struct base64_decode_ctx ctx;
+    size_t len = BASE64_DECODE_LENGTH(b1 - b0);
+    base64_decode_init(&ctx);
+    int ok = base64_decode_update(&ctx, &len, (uint8_t *)tok, b1 - b0, s + b0) && base64_decode_final(&ctx) && len;
+    int rc = 0;
+    if (!ok) rc = qf_err_set(e, QF_EXIT_INPUT, "%s:%ld: the token is not valid (non-empty) base64", path, lineno);
+    else if (rank < t->n_ids && t->dec_len[rank] >= 0)
+        rc = qf_err_set(e, QF_EXIT_INPUT, "%s:%ld: rank %lld appears twice", path, lineno, rank);
+    else if (qf_tok_map_put(&t->vocab, tok, len, (int32_t)rank))
+        rc = qf_err_set(e, QF_EXIT_INPUT, "%s:%ld: the token appears twice", path, lineno);
+    else qf_tok_set_decode(t, (int32_t)rank, tok, len);
+    if (tok != stack) free(tok);
+    return rc;
+}
+
+int qf_tok_tiktoken_load(qf_tokenizer *t, const char *path, const char *buf, size_t len, qf_err *e) {
+    t->kind = QF_TOK_TIKTOKEN;
+    t->by_concat = t->whole_first = 1;
+    t->nfc = t->nfc_whole = 1;
+    long lineno = 0;
+    for (size_t i = 0; i < len;) {
+        const char *nl = memchr(buf + i, '\n', len - i);
+        size_t end = nl ? (size_t)(nl - buf) : len;
+        lineno++;
+        size_t n = end - i;
+        while (n && is_space(buf[i + n - 1])) n--;
+        if (n && parse_line(t, path, lineno, buf + i, n, e)) return e->code;
+        i = end + 1;
+    }
+    if (!t->vocab.n) return qf_err_set(e, QF_EXIT_INPUT, "%s: no tokens (expected lines \"<base64> <rank>\")", path);
+    int64_t start = (int64_t)t->vocab.n;
+    if (t->n_ids > start)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: ranks must be 0 .. %lld (the special tokens follow them)", path,
+                          (long long)start - 1);
+    static const char *const base[3] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+    for (int k = 0; k < 3 + QWEN_V1_EXTRAS; k++) {
+        char name[32];
+        if (k < 3) snprintf(name, sizeof name, "%s", base[k]);
+        else snprintf(name, sizeof name, "<|extra_%d|>", k - 3);
+        int32_t id = (int32_t)(start + k);
+        qf_tok_set_decode(t, id, name, strlen(name));
+        if (qf_tok_add(t, name, strlen(name), id, 0, path, e)) return e->code;
+    }
+    t->nfc_yes = qf_tok_nfc_table();
+    t->re[0] = qf_tok_regex_compile(QWEN_V1_PATTERN, strlen(QWEN_V1_PATTERN), 0, path, e);
+    t->n_re = t->re[0] ? 1 : 0;
+    return e->code;
+}

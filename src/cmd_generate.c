@@ -1,21 +1,28 @@
-/* cmd_generate.c — `qwen-ft generate --model M (--prompt-ids 1,2,3 | --prompt TEXT) --max-new-tokens N
- * [--greedy | --temperature t --top-p p --top-k k --seed s] [--json]`: a continuation with a KV cache, the smoke
- * test of a fine-tuned model. Each token (prompt tokens too) runs one decode step: its q/k/v, RoPE at its position,
- * k/v appended to the layer's cache, one query attending the cache (the op table's attention_decode), MLP, head.
- * Runs on the CPU op table (fp32) on rank 0. Greedy by default; sampling is seeded and reproducible. Stops at
- * the model's eos_token_id when it has one. Text prompts need the tokenizer, which lands with the data-pipeline
- * issue: until then --prompt says so (exit 2). */
+/* cmd_generate.c — `qwen-ft generate --model M [--tokenizer T] (--prompt-ids 1,2,3 | --prompt TEXT)
+ * --max-new-tokens N [--greedy | --temperature t --top-p p --top-k k --seed s] [--json]`: a continuation with a KV
+ * cache, the smoke test of a fine-tuned model. Each token (prompt tokens too) runs one decode step: its q/k/v, RoPE
+ * at its position, k/v appended to the layer's cache, one query attending the cache (the op table's
+ * attention_decode), MLP, head. Runs on the CPU op table (fp32) on rank 0. Greedy by default; sampling is seeded
+ * and reproducible.
+ * The tokenizer is --tokenizer, or else the model directory when it holds tokenizer.json or qwen.tiktoken (an HF
+ * directory); --prompt TEXT needs one (exit 2 otherwise). It encodes the prompt as it is (special tokens such as
+ * <|im_start|> in the text are recognised, so a ChatML prompt is written out in full) and decodes the new tokens.
+ * Generation stops after the model's eos_token_id and, with a tokenizer, after its <|endoftext|> or <|im_end|>; the
+ * stop token is part of the output. */
+#include <jansson.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include "../io/tokenizer.h"
 #include "commands.h"
 #include "model.h"
 #include "rng.h"
 
 typedef struct gen_opts {
-    const char *model, *prompt_ids, *prompt;
+    const char *model, *prompt_ids, *prompt, *tokenizer;
     int max_new, greedy, top_k, json;
     double temperature, top_p;
     uint64_t seed;
@@ -33,12 +40,20 @@ typedef struct gen_state {
 static const float *Pp(const gen_state *g, int i) { return (const float *)g->m.params + g->m.offset[i]; }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: qwen-ft generate --model M (--prompt-ids 1,2,3 | --prompt TEXT) --max-new-tokens N\n"
-               "                        [--greedy | --temperature T [--top-k K] [--top-p P] [--seed S]] [--json]\n"
+    fprintf(f, "usage: qwen-ft generate --model M [--tokenizer T] (--prompt-ids 1,2,3 | --prompt TEXT)\n"
+               "                        --max-new-tokens N [--greedy | --temperature T [--top-k K] [--top-p P]\n"
+               "                        [--seed S]] [--json]\n"
                "  --model M         HDF5 model, checkpoint (file or directory) or HF directory\n"
+               "  --tokenizer T     tokenizer.json, qwen.tiktoken or a directory holding one (default: the model\n"
+               "                    directory when it holds one)\n"
+               "  --prompt TEXT     text prompt, taken as it is and encoded by the tokenizer; special tokens in it\n"
+               "                    are recognised, so a chat prompt is written in ChatML (bash:\n"
+               "                    --prompt $'<|im_start|>user\\nHi<|im_end|>\\n<|im_start|>assistant\\n')\n"
                "  --prompt-ids LIST comma-separated token ids\n"
-               "  --prompt TEXT     needs the tokenizer (not in this version yet)\n"
-               "  --json            print {\"ids\": [...], \"text\": null}\n");
+               "  --max-new-tokens N  at most N new tokens (default 32); generation stops after the model's eos\n"
+               "                    token and the tokenizer's <|endoftext|> and <|im_end|>\n"
+               "  --json            print {\"ids\": [...], \"text\": ...}: the new ids and their decoded text (null\n"
+               "                    without a tokenizer); otherwise the text, or the ids without a tokenizer\n");
 }
 
 /* one token through the model at position pos; logits of the next token in g->logits */
@@ -117,43 +132,182 @@ static int pick(const gen_opts *op, const float *logits, int64_t V, qf_rng *rng,
     return idx[n - 1];
 }
 
-static int run(const gen_opts *op, qf_err *e) {
-    if (op->prompt)
-        return qf_err_set(e, QF_EXIT_INPUT, "generate: --prompt TEXT needs the tokenizer, which this version does not "
-                                            "have yet; give --prompt-ids");
-    int cap = 16, n = 0;
-    int *ids = qf_malloc((size_t)cap * sizeof(int));
-    for (const char *s = op->prompt_ids; *s;) {
+/* 1 if path is a directory holding tokenizer.json or qwen.tiktoken */
+static int gen_dir_has_tokenizer(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
+    static const char *const names[] = {"tokenizer.json", "qwen.tiktoken"};
+    char p[QF_PATH_MAX + 32];
+    for (int i = 0; i < 2; i++) {
+        snprintf(p, sizeof p, "%s/%s", path, names[i]);
+        if (qf_exists(p)) return 1;
+    }
+    return 0;
+}
+
+/* The tokenizer: --tokenizer, or the model directory's; *out stays NULL when there is none. Without --prompt a
+ * model directory's tokenizer that does not load only costs the text output (a warning). */
+static int gen_tokenizer(const gen_opts *op, qf_tokenizer **out, qf_err *e) {
+    *out = NULL;
+    const char *path = op->tokenizer;
+    if (!path && gen_dir_has_tokenizer(op->model)) path = op->model;
+    if (!path) {
+        if (op->prompt)
+            return qf_err_set(e, QF_EXIT_INPUT, "generate: --prompt TEXT needs a tokenizer: pass --tokenizer "
+                                                "(tokenizer.json, qwen.tiktoken or an HF model directory); %s holds "
+                                                "none", op->model);
+        return 0;
+    }
+    qf_err le = {0};
+    if (qf_tok_load(path, out, &le) == 0) return 0;
+    *out = NULL;
+    if (op->tokenizer || op->prompt) return qf_err_set(e, le.code, "generate: tokenizer %s: %s", path, le.msg);
+    fprintf(stderr, "qwen-ft generate: warning: the tokenizer of %s does not load (%s); printing ids only\n", path,
+            le.msg);
+    return 0;
+}
+
+/* --prompt-ids "1,2,3" -> ids[n] (malloc'd) */
+static int gen_parse_ids(const char *list, int **ids, int *n, qf_err *e) {
+    int cap = 16;
+    *n = 0;
+    *ids = qf_malloc((size_t)cap * sizeof(int));
+    for (const char *s = list; *s;) {
         char *end;
         long v = strtol(s, &end, 10);
-        if (end == s || v < 0) {
-            free(ids);
-            return qf_err_set(e, QF_EXIT_INPUT, "generate: --prompt-ids: '%s' is not a list of token ids", op->prompt_ids);
-        }
-        if (n == cap) ids = qf_realloc(ids, (size_t)(cap *= 2) * sizeof(int));
-        ids[n++] = (int)v;
+        if (end == s || v < 0 || v > INT32_MAX)
+            return qf_err_set(e, QF_EXIT_INPUT, "generate: --prompt-ids: '%s' is not a list of token ids", list);
+        if (*n == cap) *ids = qf_realloc(*ids, (size_t)(cap *= 2) * sizeof(int));
+        (*ids)[(*n)++] = (int)v;
+        if (*end && *end != ',') return qf_err_set(e, QF_EXIT_INPUT, "generate: --prompt-ids: unexpected '%c'", *end);
         s = *end == ',' ? end + 1 : end;
-        if (*end && *end != ',') {
-            free(ids);
-            return qf_err_set(e, QF_EXIT_INPUT, "generate: --prompt-ids: unexpected '%c'", *end);
+    }
+    if (*n == 0) return qf_err_set(e, QF_EXIT_INPUT, "generate: --prompt-ids is empty");
+    return 0;
+}
+
+/* --prompt TEXT -> ids[n] (malloc'd) */
+static int gen_encode(const qf_tokenizer *t, const char *text, int **ids, int *n, qf_err *e) {
+    qf_ids a = {0};
+    qf_err te = {0};
+    *n = 0;
+    *ids = NULL;
+    if (qf_tok_encode(t, text, strlen(text), &a, &te)) {
+        free(a.v);
+        return qf_err_set(e, te.code ? te.code : QF_EXIT_INPUT, "generate: --prompt: %s", te.msg);
+    }
+    if (a.n == 0) {
+        free(a.v);
+        return qf_err_set(e, QF_EXIT_INPUT, "generate: --prompt encodes to no tokens");
+    }
+    *ids = qf_malloc(a.n * sizeof(int));
+    for (size_t i = 0; i < a.n; i++) (*ids)[i] = a.v[i];
+    *n = (int)a.n;
+    free(a.v);
+    return 0;
+}
+
+/* s with every ill-formed UTF-8 subsequence replaced by U+FFFD, one per maximal subpart (as Python's
+ * decode(errors="replace") and Rust's from_utf8_lossy do); malloc'd */
+static char *gen_utf8_lossy(const char *s, size_t n, size_t *outlen) {
+    const unsigned char *u = (const unsigned char *)s;
+    char *o = qf_malloc(3 * n + 1);
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        unsigned b = u[i];
+        size_t len = 0;
+        unsigned lo = 0x80, hi = 0xBF;
+        if (b < 0x80) len = 1;
+        else if (b >= 0xC2 && b <= 0xDF) len = 2;
+        else if (b >= 0xE0 && b <= 0xEF) len = 3, lo = b == 0xE0 ? 0xA0 : 0x80, hi = b == 0xED ? 0x9F : 0xBF;
+        else if (b >= 0xF0 && b <= 0xF4) len = 4, lo = b == 0xF0 ? 0x90 : 0x80, hi = b == 0xF4 ? 0x8F : 0xBF;
+        size_t j = 1; /* bytes of a valid prefix */
+        while (len > 1 && j < len && i + j < n && u[i + j] >= (j == 1 ? lo : 0x80) && u[i + j] <= (j == 1 ? hi : 0xBF))
+            j++;
+        if (len > 0 && j == len) {
+            memcpy(o + k, s + i, len);
+            k += len;
+            i += len;
+        } else {
+            memcpy(o + k, "\xEF\xBF\xBD", 3);
+            k += 3;
+            i += j;
         }
     }
+    o[k] = 0;
+    *outlen = k;
+    return o;
+}
+
+/* prints the new ids: {"ids": [...], "text": ...} with --json, otherwise their text (or the ids without a
+ * tokenizer) */
+static void gen_print(const gen_opts *op, const qf_tokenizer *t, const int *out, int nout) {
+    char *text = NULL;
+    if (t) {
+        int32_t *v = qf_malloc((size_t)(nout + 1) * sizeof *v);
+        for (int i = 0; i < nout; i++) v[i] = out[i];
+        qf_err de = {0};
+        text = qf_tok_decode(t, v, (size_t)nout, &de);
+        if (!text) fprintf(stderr, "qwen-ft generate: warning: cannot decode the output: %s\n", de.msg);
+        free(v);
+    }
+    if (op->json) {
+        printf("{\"ids\": [");
+        for (int i = 0; i < nout; i++) printf("%s%d", i ? ", " : "", out[i]);
+        printf("], \"text\": ");
+        char *js = NULL;
+        if (text) {
+            size_t len;
+            char *clean = gen_utf8_lossy(text, strlen(text), &len);
+            json_t *str = json_stringn(clean, len);
+            js = str ? json_dumps(str, JSON_ENCODE_ANY) : NULL;
+            json_decref(str);
+            free(clean);
+        }
+        printf("%s}\n", js ? js : "null");
+        free(js);
+    } else if (text) {
+        printf("%s\n", text);
+    } else {
+        for (int i = 0; i < nout; i++) printf("%s%d", i ? " " : "", out[i]);
+        printf("\n");
+    }
+    free(text);
+}
+
+static int run(const gen_opts *op, qf_err *e) {
+    if (op->prompt && op->prompt_ids)
+        return qf_err_set(e, QF_EXIT_INPUT, "generate: give --prompt TEXT or --prompt-ids, not both");
+    qf_tokenizer *tok = NULL;
+    if (gen_tokenizer(op, &tok, e)) return e->code;
+    int *ids = NULL, n = 0;
+    if (op->prompt ? gen_encode(tok, op->prompt, &ids, &n, e) : gen_parse_ids(op->prompt_ids, &ids, &n, e)) {
+        free(ids);
+        if (tok) qf_tok_free(tok);
+        return e->code;
+    }
+    /* stop tokens: the model's eos (below), the tokenizer's <|endoftext|> and <|im_end|> */
+    int32_t stop[3] = {-1, -1, -1};
+    if (tok) stop[1] = qf_tok_special(tok, "<|endoftext|>"), stop[2] = qf_tok_special(tok, "<|im_end|>");
     gen_state g;
     memset(&g, 0, sizeof g);
     qf_model_config c;
     char resolved[QF_PATH_MAX + 64];
-    if (n == 0) qf_err_set(e, QF_EXIT_INPUT, "generate: --prompt-ids is empty");
-    if (!e->code) qf_model_source_config(op->model, &c, resolved, sizeof resolved, e);
+    qf_model_source_config(op->model, &c, resolved, sizeof resolved, e);
     g.o = qf_ops_cpu();
     if (!e->code) qf_model_create(&g.m, &c, g.o, QF_MODEL_PARAMS, e);
     if (!e->code) qf_model_load(&g.m, op->model, e);
     for (int i = 0; i < n && !e->code; i++)
-        if (ids[i] >= c.vocab_size) qf_err_set(e, QF_EXIT_INPUT, "generate: prompt token %d is outside the vocabulary (%lld)", ids[i], (long long)c.vocab_size);
+        if (ids[i] >= c.vocab_size)
+            qf_err_set(e, QF_EXIT_INPUT, "generate: prompt token %d is outside the model's vocabulary (%lld)%s", ids[i],
+                       (long long)c.vocab_size, op->prompt ? ": the tokenizer does not belong to this model" : "");
     if (e->code) {
         free(ids);
         qf_model_free(&g.m);
+        if (tok) qf_tok_free(tok);
         return e->code;
     }
+    stop[0] = c.eos_token_id >= 0 ? (int32_t)c.eos_token_id : -1;
     int C = c.hidden_size, F = c.intermediate_size, HD = c.num_heads * c.head_dim, KD = c.num_kv_heads * c.head_dim;
     int64_t V = c.vocab_size;
     g.tmax = n + op->max_new;
@@ -177,12 +331,11 @@ static int run(const gen_opts *op, qf_err *e) {
     for (int s = 0; s < op->max_new; s++) {
         int t = pick(op, g.logits, V, &rng, probs, idx);
         out[nout++] = t;
-        if (c.eos_token_id >= 0 && t == c.eos_token_id) break;
+        if (t == stop[0] || t == stop[1] || t == stop[2]) break;
         if (s + 1 < op->max_new) decode_step(&g, t, n + s);
     }
-    if (op->json) printf("{\"ids\": [");
-    for (int i = 0; i < nout; i++) printf(op->json ? "%s%d" : "%s%d", i ? (op->json ? ", " : " ") : "", out[i]);
-    printf(op->json ? "], \"text\": null}\n" : "\n");
+    gen_print(op, tok, out, nout);
+    if (tok) qf_tok_free(tok);
     free(out);
     free(probs);
     free(idx);
@@ -217,6 +370,7 @@ int qf_cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--model")) op.model = argv[++i];
         else if (!strcmp(a, "--prompt-ids")) op.prompt_ids = argv[++i];
         else if (!strcmp(a, "--prompt")) op.prompt = argv[++i];
+        else if (!strcmp(a, "--tokenizer")) op.tokenizer = argv[++i];
         else if (!strcmp(a, "--max-new-tokens")) op.max_new = atoi(argv[++i]);
         else if (!strcmp(a, "--temperature")) op.temperature = atof(argv[++i]), sampled = 1;
         else if (!strcmp(a, "--top-p")) op.top_p = atof(argv[++i]), sampled = 1;

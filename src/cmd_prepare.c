@@ -2,15 +2,17 @@
  *
  *   qwen-ft prepare --in F.jsonl [--in G.jsonl ...] --out D.h5 [--tokenizer T] [--valid-fraction x]
  *                   [--valid-out V.h5] [--seed n] [--vocab-size V] [--eos-id E] [--pad-id P] [--skip-bad]
+ *                   [--system TEXT] [--mask qwen|assistant]
  *
  * Rank 0 does all the work; the other ranks wait for its exit code and return it too. Every record becomes
  * one document, in input order.
  * A record is dispatched on its first known key to one function per record kind (prep_kinds[] below):
  *   input_ids                pre-tokenized, taken as it is (optional labels or loss_mask)
- *   text                     plain text            -> needs the tokenizer (not built yet: exit 2)
- *   conversations / messages ShareGPT / OpenAI chat -> needs the tokenizer (not built yet: exit 2)
- * The tokenizer plugs in by filling prep_text / prep_chat; everything else (errors naming FILE:LINE, --skip-bad,
- * the validation split, the atomic write) is shared. */
+ *   text                     plain text            -> prep_text (prep_chat.c; needs --tokenizer)
+ *   conversations / messages ShareGPT / OpenAI chat -> prep_chat (prep_chat.c; needs --tokenizer), ChatML
+ * Everything else (errors naming FILE:LINE, --skip-bad, the validation split, the atomic write) is shared.
+ * With --tokenizer (loaded once): --vocab-size defaults to the tokenizer's, --eos-id to its <|endoftext|>, and the
+ * dataset's `tokenizer` attribute is the tokenizer's identity. */
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -21,6 +23,7 @@
 #include <unistd.h>
 #include "../io/dataset.h"
 #include "commands.h"
+#include "prep.h"
 #include "rng.h"
 #include "util.h"
 
@@ -28,39 +31,7 @@
 #define PREP_PROGRESS_TOKENS 1000000
 #define PREP_SHOW_SKIPPED 5
 
-typedef struct prep_opts {
-    const char **in; /* [n_in] input JSONL files, in order */
-    int n_in;
-    const char *out;
-    const char *valid_out; /* NULL: derived from out */
-    const char *tokenizer; /* NULL: none given */
-    const char *system;    /* conversation system prompt (used with the tokenizer) */
-    const char *mask_mode; /* "qwen" | "assistant" (used with the tokenizer) */
-    double valid_fraction;
-    uint64_t seed;
-    int64_t vocab_size; /* 0: not given */
-    int64_t eos_id, pad_id;
-    int skip_bad;
-} prep_opts;
-
-/* One document being built from a record: tok[n], mask[n] (1 = the token is a training target). */
-typedef struct prep_doc {
-    uint32_t *tok;
-    uint8_t *mask;
-    int64_t n, cap;
-} prep_doc;
-
-/* What a record function returns */
-enum {
-    PREP_OK = 0,
-    PREP_BAD = 1,  /* the record is malformed: an error, or skipped with --skip-bad */
-    PREP_FATAL = 2 /* the record is well formed but cannot be handled (no tokenizer): always an error */
-};
-
-/* Converts one parsed record into doc; on failure writes the reason into why[cap]. */
-typedef int (*prep_record_fn)(const prep_opts *o, json_t *rec, prep_doc *doc, char *why, size_t cap);
-
-static void prep_doc_reserve(prep_doc *d, int64_t n) {
+void prep_doc_reserve(prep_doc *d, int64_t n) {
     if (n <= d->cap) return;
     int64_t cap = d->cap ? d->cap : 1024;
     while (cap < n) cap *= 2;
@@ -69,7 +40,7 @@ static void prep_doc_reserve(prep_doc *d, int64_t n) {
     d->cap = cap;
 }
 
-static const char *prep_json_type(const json_t *v) {
+const char *prep_json_type(const json_t *v) {
     switch (json_typeof(v)) {
     case JSON_OBJECT: return "an object";
     case JSON_ARRAY: return "an array";
@@ -84,7 +55,7 @@ static const char *prep_json_type(const json_t *v) {
 }
 
 /* json_object_get, with JSON null counted as absent */
-static json_t *prep_get(json_t *rec, const char *key) {
+json_t *prep_get(json_t *rec, const char *key) {
     json_t *v = json_object_get(rec, key);
     return v && json_is_null(v) ? NULL : v;
 }
@@ -155,31 +126,6 @@ static int prep_pretokenized(const prep_opts *o, json_t *rec, prep_doc *doc, cha
     return PREP_OK;
 }
 
-/* {"text": "..."}: tokenize and end with <|endoftext|>. The tokenizer is a later issue. */
-static int prep_text(const prep_opts *o, json_t *rec, prep_doc *doc, char *why, size_t cap) {
-    json_t *t = prep_get(rec, "text");
-    if (!t || !json_is_string(t))
-        return snprintf(why, cap, "text is %s, expected a string", t ? prep_json_type(t) : "null"), PREP_BAD;
-    snprintf(why, cap,
-             "plain-text record: tokenizing text needs the tokenizer, which this build does not have yet "
-             "(--tokenizer lands in a later release); pre-tokenize to {\"input_ids\": [...]}");
-    return PREP_FATAL;
-}
-
-/* {"conversations": [{"from":..., "value":...}]} or {"messages": [{"role":..., "content":...}]}: ChatML with
- * o->system and o->mask_mode. The tokenizer is a later issue. */
-static int prep_chat(const prep_opts *o, json_t *rec, prep_doc *doc, char *why, size_t cap) {
-    json_t *c = prep_get(rec, "conversations");
-    if (!c) c = prep_get(rec, "messages");
-    if (!c || !json_is_array(c))
-        return snprintf(why, cap, "conversations/messages is %s, expected an array", c ? prep_json_type(c) : "null"),
-               PREP_BAD;
-    snprintf(why, cap,
-             "conversation record: rendering ChatML needs the tokenizer, which this build does not have yet "
-             "(--tokenizer lands in a later release); pre-tokenize to {\"input_ids\": [...], \"labels\": [...]}");
-    return PREP_FATAL;
-}
-
 static const struct {
     const char *key;
     prep_record_fn fn;
@@ -199,7 +145,12 @@ static void prep_usage(FILE *f) {
             "  {\"input_ids\": [...]}                      pre-tokenized; every token is a target\n"
             "  {\"input_ids\": [...], \"labels\": [...]}     HF labels (-100 = not a target)\n"
             "  {\"input_ids\": [...], \"loss_mask\": [...]}  1 = the token is a target\n"
-            "  {\"text\": ...}, {\"conversations\": ...}, {\"messages\": ...}  need the tokenizer (not yet built)\n"
+            "  {\"text\": \"...\"}                           the text + <|endoftext|>; every token is a target\n"
+            "  {\"conversations\": [{\"from\": R, \"value\": V}, ...]}, "
+            "{\"messages\": [{\"role\": R, \"content\": V}, ...]}\n"
+            "                                            ChatML as Qwen's finetune.py builds it; R: system (first\n"
+            "                                            turn only), user or human, assistant or gpt\n"
+            "  (text and conversation records need --tokenizer)\n"
             "options:\n"
             "  --in F              input JSONL file (repeatable; order is kept)\n"
             "  --out D.h5          output dataset (written atomically)\n"
@@ -207,13 +158,19 @@ static void prep_usage(FILE *f) {
             "                      validation file\n"
             "  --valid-out V.h5    validation file (default: OUT with .h5 replaced by .valid.h5)\n"
             "  --seed n            seed of the validation choice (default 42)\n"
-            "  --vocab-size V      reject token ids >= V and store V (default: unknown, stored as 0)\n"
-            "  --eos-id E          end-of-text id to store (default %d)\n"
+            "  --vocab-size V      reject token ids >= V and store V (default: the tokenizer's vocabulary size;\n"
+            "                      without --tokenizer: unknown, stored as 0)\n"
+            "  --eos-id E          end-of-text id to store, and the id ending text records (default: the\n"
+            "                      tokenizer's <|endoftext|>; without one %d)\n"
             "  --pad-id P          padding id to store (default: the eos id)\n"
             "  --skip-bad          skip malformed lines (counted and reported) instead of failing\n"
-            "  --tokenizer T       tokenizer for text and conversation records (a later release)\n"
-            "  --system TEXT       system prompt of conversations (default \"You are a helpful assistant.\")\n"
-            "  --mask qwen|assistant  which conversation tokens are trained (default qwen)\n"
+            "  --tokenizer T       tokenizer.json, qwen.tiktoken, or an HF model directory holding one; needed\n"
+            "                      by text and conversation records\n"
+            "  --system TEXT       system prompt of conversations without a system turn (default \"You are a\n"
+            "                      helpful assistant.\")\n"
+            "  --mask qwen|assistant  which conversation tokens are targets: qwen (default) = the labels Qwen's\n"
+            "                      finetune.py trains (every <|im_start|>, <|im_end|> and the newline after it,\n"
+            "                      and the assistant text); assistant = only the assistant text and its <|im_end|>\n"
             "  --help              this text\n",
             PREP_DEFAULT_EOS);
 }
@@ -257,10 +214,10 @@ static int prep_parse_args(int argc, char **argv, prep_opts *o) {
     memset(o, 0, sizeof *o);
     o->in = qf_calloc((size_t)(argc > 0 ? argc : 1), sizeof *o->in);
     o->seed = 42;
-    o->eos_id = PREP_DEFAULT_EOS;
+    o->eos_id = -1;
     o->pad_id = -1;
     o->system = "You are a helpful assistant.";
-    o->mask_mode = "qwen";
+    o->mask = QF_CHAT_MASK_QWEN;
     int have_vf = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -322,7 +279,7 @@ static int prep_parse_args(int argc, char **argv, prep_opts *o) {
         else if (!strcmp(name, "--mask")) {
             if (strcmp(val, "qwen") && strcmp(val, "assistant"))
                 return prep_bad_value("--mask must be qwen or assistant, not '%s'", val);
-            o->mask_mode = val;
+            o->mask = strcmp(val, "qwen") ? QF_CHAT_MASK_ASSISTANT : QF_CHAT_MASK_QWEN;
         } else if (!strcmp(name, "--set")) {
             fprintf(stderr, "qwen-ft prepare: warning: --set %s ignored (prepare reads no deck)\n", val);
         } else if (!strcmp(name, "--valid-fraction")) {
@@ -352,7 +309,6 @@ static int prep_parse_args(int argc, char **argv, prep_opts *o) {
     }
     if (o->n_in == 0) return prep_bad_usage("%s", "missing --in (an input JSONL file)");
     if (!o->out) return prep_bad_usage("%s", "missing --out (the dataset to write)");
-    if (o->pad_id < 0) o->pad_id = o->eos_id;
     if (o->vocab_size > 0 && o->eos_id >= o->vocab_size)
         return prep_bad_value("--eos-id %lld is >= --vocab-size %lld", (long long)o->eos_id, (long long)o->vocab_size);
     if (o->vocab_size > 0 && o->pad_id >= o->vocab_size)
@@ -476,16 +432,8 @@ static int prep_check_writable(const char *path) {
     return rc;
 }
 
-static int prep_run(const prep_opts *o) {
-    if (o->tokenizer)
-        fprintf(stderr, "qwen-ft prepare: warning: --tokenizer %s is not used: this version reads pre-tokenized "
-                        "records only\n", o->tokenizer);
-    /* fail fast on paths, before reading any record */
-    for (int i = 0; i < o->n_in; i++)
-        if (access(o->in[i], R_OK) != 0) {
-            fprintf(stderr, "qwen-ft prepare: %s: cannot open: %s\n", o->in[i], strerror(errno));
-            return QF_EXIT_INPUT;
-        }
+/* Reads every input and writes the dataset(s); o is complete (tokenizer loaded, ids resolved). */
+static int prep_build(const prep_opts *o) {
     char *valid_path = NULL;
     if (o->valid_fraction > 0) {
         if (o->valid_out) {
@@ -560,7 +508,7 @@ static int prep_run(const prep_opts *o) {
         }
         free(perm);
         free(is_valid);
-        const char *tok_id = ""; /* pre-tokenized input: no tokenizer identity */
+        const char *tok_id = o->tok ? qf_tok_identity(o->tok) : ""; /* "": pre-tokenized input, no tokenizer */
         rc = qf_dataset_write(valid_path, &b, valid_docs, nv, o->vocab_size, o->eos_id, o->pad_id, tok_id, source, &e);
         if (rc == 0) {
             rc = qf_dataset_write(o->out, &b, train_docs, nt, o->vocab_size, o->eos_id, o->pad_id, tok_id, source, &e);
@@ -575,7 +523,8 @@ static int prep_run(const prep_opts *o) {
                    (long long)nv, (long long)vt, (unsigned long long)o->seed);
         }
     } else if (rc == 0) {
-        rc = qf_dataset_write(o->out, &b, NULL, 0, o->vocab_size, o->eos_id, o->pad_id, "", source, &e);
+        rc = qf_dataset_write(o->out, &b, NULL, 0, o->vocab_size, o->eos_id, o->pad_id,
+                              o->tok ? qf_tok_identity(o->tok) : "", source, &e);
         if (rc == 0)
             printf("prepare: wrote %s: %lld documents, %lld tokens\n", o->out, (long long)b.n_docs,
                    (long long)b.n_tokens);
@@ -599,6 +548,63 @@ static int prep_run(const prep_opts *o) {
     qf_dsb_free(&b);
     free(source);
     free(valid_path);
+    return rc;
+}
+
+/* Resolves the defaults that depend on the tokenizer: vocab size, eos and pad ids. 0 or exit 2 (printed). */
+static int prep_resolve_ids(prep_opts *o) {
+    if (o->tok) {
+        int64_t tv = qf_tok_vocab_size(o->tok);
+        if (o->vocab_size == 0)
+            o->vocab_size = tv;
+        else if (o->vocab_size < tv)
+            return prep_bad_value("--vocab-size %lld is smaller than the vocabulary of the tokenizer %s (%lld ids)",
+                                  (long long)o->vocab_size, o->tokenizer, (long long)tv);
+        if (o->eos_id < 0) o->eos_id = qf_tok_special(o->tok, "<|endoftext|>");
+        if (o->eos_id < 0)
+            return prep_bad_value("the tokenizer %s has no <|endoftext|>: pass --eos-id", o->tokenizer);
+    }
+    if (o->eos_id < 0) o->eos_id = PREP_DEFAULT_EOS;
+    if (o->pad_id < 0) o->pad_id = o->eos_id;
+    if (o->vocab_size > 0 && o->eos_id >= o->vocab_size)
+        return prep_bad_value("the eos id %lld is >= the vocabulary size %lld (--eos-id, --vocab-size)",
+                              (long long)o->eos_id, (long long)o->vocab_size);
+    if (o->vocab_size > 0 && o->pad_id >= o->vocab_size)
+        return prep_bad_value("the pad id %lld is >= the vocabulary size %lld (--pad-id, --vocab-size)",
+                              (long long)o->pad_id, (long long)o->vocab_size);
+    return 0;
+}
+
+/* Loads the tokenizer (once) and its ChatML pieces, resolves the ids, builds; frees what it loaded. */
+static int prep_run(prep_opts *o) {
+    /* fail fast on paths, before loading anything or reading any record */
+    for (int i = 0; i < o->n_in; i++)
+        if (access(o->in[i], R_OK) != 0) {
+            fprintf(stderr, "qwen-ft prepare: %s: cannot open: %s\n", o->in[i], strerror(errno));
+            return QF_EXIT_INPUT;
+        }
+    qf_tokenizer *tok = NULL;
+    qf_chatml cm;
+    memset(&cm, 0, sizeof cm);
+    qf_err e = {0};
+    if (o->tokenizer) {
+        if (qf_tok_load(o->tokenizer, &tok, &e)) {
+            fprintf(stderr, "qwen-ft prepare: --tokenizer %s: %s\n", o->tokenizer, e.msg);
+            return e.code;
+        }
+        o->tok = tok;
+        /* a tokenizer without the ChatML tokens still serves text records; conversations then say why not */
+        if (qf_chatml_init(&cm, tok, &e) == 0)
+            o->chatml = &cm;
+        else
+            snprintf(o->chatml_why, sizeof o->chatml_why, "%.400s", e.msg);
+    }
+    int rc = prep_resolve_ids(o);
+    if (rc == 0) rc = prep_build(o);
+    qf_chatml_free(&cm);
+    if (tok) qf_tok_free(tok);
+    o->tok = NULL;
+    o->chatml = NULL;
     return rc;
 }
 

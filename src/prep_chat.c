@@ -1,0 +1,116 @@
+/* prep_chat.c — the record kinds of `qwen-ft prepare` that need the tokenizer (docs/formats.md, "Making one"):
+ *   {"text": "..."}                                     -> tok(text) + eos; every token is a target
+ *   {"conversations": [{"from": R, "value": V}, ...]}   -> ChatML as Qwen's finetune.py (io/chatml.h)
+ *   {"messages": [{"role": R, "content": V}, ...]}      -> the same
+ * Roles: system; user or human; assistant or gpt (either form accepts every name). A system turn may only come
+ * first; it replaces --system for its record. Anything else malformed is PREP_BAD with a reason naming the key. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "prep.h"
+
+#define PREP_ROLE_SYSTEM (-1)
+#define PREP_NEED_TOKENIZER                                                                                  \
+    "needs a tokenizer: pass --tokenizer (tokenizer.json, qwen.tiktoken, or an HF model directory holding one)"
+
+static const struct {
+    const char *name;
+    int role;
+} prep_roles[] = {
+    {"system", PREP_ROLE_SYSTEM},      {"user", QF_CHAT_USER}, {"human", QF_CHAT_USER},
+    {"assistant", QF_CHAT_ASSISTANT}, {"gpt", QF_CHAT_ASSISTANT},
+};
+
+/* copies ids (and mask; NULL = all ones) into doc */
+static void prep_doc_set(prep_doc *doc, const int32_t *ids, const uint8_t *mask, size_t n) {
+    prep_doc_reserve(doc, (int64_t)n);
+    for (size_t i = 0; i < n; i++) {
+        doc->tok[i] = (uint32_t)ids[i];
+        doc->mask[i] = mask ? mask[i] : 1;
+    }
+    doc->n = (int64_t)n;
+}
+
+int prep_text(const prep_opts *o, json_t *rec, prep_doc *doc, char *why, size_t cap) {
+    json_t *t = prep_get(rec, "text");
+    if (!t || !json_is_string(t))
+        return snprintf(why, cap, "text is %s, expected a string", t ? prep_json_type(t) : "null"), PREP_BAD;
+    if (!o->tok) return snprintf(why, cap, "a plain-text record " PREP_NEED_TOKENIZER), PREP_FATAL;
+    qf_ids ids = {0};
+    qf_err e = {0};
+    if (qf_tok_encode(o->tok, json_string_value(t), json_string_length(t), &ids, &e)) {
+        free(ids.v);
+        return snprintf(why, cap, "text: %s", e.msg), PREP_BAD;
+    }
+    qf_ids_push(&ids, (int32_t)o->eos_id);
+    prep_doc_set(doc, ids.v, NULL, ids.n);
+    free(ids.v);
+    return PREP_OK;
+}
+
+/* the role table entry of name, or -2 */
+static int prep_role(const char *name) {
+    for (size_t i = 0; i < sizeof prep_roles / sizeof *prep_roles; i++)
+        if (!strcmp(name, prep_roles[i].name)) return prep_roles[i].role;
+    return -2;
+}
+
+int prep_chat(const prep_opts *o, json_t *rec, prep_doc *doc, char *why, size_t cap) {
+    int sharegpt = prep_get(rec, "conversations") != NULL;
+    const char *key = sharegpt ? "conversations" : "messages";
+    const char *rkey = sharegpt ? "from" : "role", *vkey = sharegpt ? "value" : "content";
+    json_t *c = prep_get(rec, key);
+    if (!c || !json_is_array(c))
+        return snprintf(why, cap, "%s is %s, expected an array of turns", key, c ? prep_json_type(c) : "null"),
+               PREP_BAD;
+    if (!o->tok) return snprintf(why, cap, "a conversation record " PREP_NEED_TOKENIZER), PREP_FATAL;
+    if (!o->chatml) return snprintf(why, cap, "a conversation record: %s", o->chatml_why), PREP_FATAL;
+    size_t n = json_array_size(c);
+    if (n == 0) return snprintf(why, cap, "%s is empty", key), PREP_BAD;
+    qf_chat_turn *turns = qf_malloc(n * sizeof *turns);
+    size_t nt = 0;
+    const char *system = o->system;
+    size_t sys_len = strlen(system);
+    int rc = PREP_OK;
+    for (size_t i = 0; i < n && rc == PREP_OK; i++) {
+        json_t *turn = json_array_get(c, i), *r = NULL, *v = NULL;
+        int role = -2;
+        if (!json_is_object(turn)) {
+            snprintf(why, cap, "%s[%zu] is %s, expected an object {\"%s\": ..., \"%s\": ...}", key, i,
+                     prep_json_type(turn), rkey, vkey);
+            rc = PREP_BAD;
+        } else if (!(r = prep_get(turn, rkey)) || !json_is_string(r)) {
+            snprintf(why, cap, "%s[%zu].%s is %s, expected a role string (%s uses %s/%s)", key, i, rkey,
+                     r ? prep_json_type(r) : "missing", key, rkey, vkey);
+            rc = PREP_BAD;
+        } else if ((role = prep_role(json_string_value(r))) == -2) {
+            snprintf(why, cap, "%s[%zu].%s: unknown role \"%.64s\" (expected system, user, human, assistant or gpt)",
+                     key, i, rkey, json_string_value(r));
+            rc = PREP_BAD;
+        } else if (!(v = prep_get(turn, vkey)) || !json_is_string(v)) {
+            snprintf(why, cap, "%s[%zu].%s is %s, expected a string", key, i, vkey, v ? prep_json_type(v) : "missing");
+            rc = PREP_BAD;
+        } else if (role == PREP_ROLE_SYSTEM && i > 0) {
+            snprintf(why, cap, "%s[%zu].%s: a system turn may only come first", key, i, rkey);
+            rc = PREP_BAD;
+        } else if (role == PREP_ROLE_SYSTEM) {
+            system = json_string_value(v);
+            sys_len = json_string_length(v);
+        } else {
+            turns[nt++] = (qf_chat_turn){(qf_chat_role)role, json_string_value(v), json_string_length(v)};
+        }
+    }
+    if (rc == PREP_OK) {
+        qf_chat_doc d = {0};
+        qf_err e = {0};
+        if (qf_chatml_render(o->chatml, o->tok, system, sys_len, turns, nt, o->mask, &d, &e)) {
+            snprintf(why, cap, "%s: %s", key, e.msg);
+            rc = PREP_BAD;
+        } else {
+            prep_doc_set(doc, d.ids.v, d.mask, d.ids.n);
+        }
+        qf_chat_doc_free(&d);
+    }
+    free(turns);
+    return rc;
+}

@@ -302,6 +302,9 @@ int qf_cmd_train(int argc, char **argv) {
                    mib(r.zero.sharded_state_bytes),
                    mib(est.params + est.grads + est.optimizer + est.host_per_rank - est.params_live - est.grads_live),
                    mib((int64_t)r.model.act_bytes), mib(est.activations), mib(qf_mem_peak() - r.rss_base));
+            if (r.zero.stage == 3) /* gathers the GPU waited for vs. those started ahead (hk_will_use's window) */
+                printf("zero: rank 0 unit gathers %lld, of them prefetched %lld\n",
+                       (long long)(r.zero.gathers + r.zero.prefetches), (long long)r.zero.prefetches);
             printf("done: %lld steps\n", (long long)r.st.step);
         }
     }

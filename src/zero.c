@@ -223,6 +223,9 @@ static void hk_grads_done(void *ctx, int u) {
     qf_zero *z = ctx;
     if (z->stage < 2 || !z->gunit[u]) return;
     int r = z->comm->rank;
+    /* the table holds nunits + 1 reduce-scatters; more can wait when a tied unit's gradients are handed back twice
+     * per micro-batch or micro-batches accumulate before qf_zero_reduce: complete the oldest first */
+    if (z->npend == z->m->nunits + 1) pending_complete(z, z->npend - 1);
     qf_zero_pending *p = &z->pend[z->npend++];
     p->lo = imax(ub(z, u), z->shard_begin);
     p->n = z->ucount[u][r];

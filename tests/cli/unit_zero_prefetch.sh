@@ -2,9 +2,9 @@
 # ZeRO-3 prefetch window (docs/zero.md): the next unit is gathered ahead even when it alone exceeds
 # stage3_prefetch_bucket_size (DeepSpeed checks the bucket before adding), never beyond stage3_max_live_parameters,
 # and the trajectory does not depend on the window (bit for bit; stage 0 within 1e-6). Counts come from the run's
-# "zero: rank 0 unit gathers N, of them prefetched M" line. Also: more reduce-scatters waiting than the engine's table holds (a tied head hands unit 0
-# back twice per micro-batch, accumulation 2, a bucket larger than the model) complete in order instead of
-# overrunning it.
+# "zero: rank 0 unit gathers N, of them prefetched M" line. Also: more reduce-scatters waiting than the engine's
+# table holds (a tied head hands unit 0 back twice per micro-batch, accumulation 2, a bucket larger than the
+# model) complete in order instead of overrunning it.
 set -euo pipefail
 rm -rf "$WORK"; mkdir -p "$WORK"; cd "$WORK"
 head -n 300 "$SRC/inputs/demo/train.jsonl" > t.jsonl

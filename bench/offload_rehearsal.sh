@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # bench/offload_rehearsal.sh NGPU [STEPS] — the seed's 8 x RTX 4090 run rehearsed on H200s: Qwen2.5-14B, ZeRO-3 with
-# optimizer and parameter offload, bf16, seq 512, micro 4 (MICRO), activation checkpointing, reduce_bucket_size 5e7,
+# optimizer and parameter offload, bf16 (PREC=fp16: fp16 as inputs/4090.cfg), seq 512, micro 4 (MICRO), activation checkpointing, reduce_bucket_size 5e7,
 # gpu_memory_limit_gb = 24 (the allocator refuses more than a 4090 has). On 2 GPUs each holds half of the 16-bit
 # gradient shard (14.8 GB), 4x what one of 8 real 4090s holds, hence the smaller micro batch than the seed's 8-GPU
 # deck. Samples the node's used host memory (MemTotal - MemAvailable) every second and reports the peak growth per
 # parameter.
 set -uo pipefail
-n=${1:-2}; steps=${2:-3}; accum=${ACCUM:-2}; micro=${MICRO:-4}
+n=${1:-2}; steps=${2:-3}; accum=${ACCUM:-2}; micro=${MICRO:-4}; prec=${PREC:-bf16} # PREC=fp16: as inputs/4090.cfg
 root=$(cd "$(dirname "$0")/.." && pwd)
 Q=${QWENFT:-$root/build/qwen-ft}
 out=${OUT:-/tmp}
@@ -21,7 +21,7 @@ train_micro_batch_size_per_gpu = $micro; gradient_accumulation_steps = $accum;
 max_steps = $steps; gradient_clipping = 1.0;
 activation_checkpointing = true;
 optimizer = { type = "AdamW"; params = { lr = 1e-5; weight_decay = 0.01; }; };
-bf16 = { enabled = true; };
+$([ "$prec" = fp16 ] && echo 'fp16 = { enabled = true; initial_scale_power = 16; loss_scale_window = 100; hysteresis = 2; };' || echo 'bf16 = { enabled = true; };')
 zero_optimization = { stage = 3; overlap_comm = true; reduce_bucket_size = 5e7;
   offload_optimizer = { device = "cpu"; pin_memory = true; }; offload_param = { device = "cpu"; pin_memory = true; }; };
 gpu_memory_limit_gb = 24.0;

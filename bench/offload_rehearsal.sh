@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # bench/offload_rehearsal.sh NGPU [STEPS] — the seed's 8 x RTX 4090 run rehearsed on H200s: Qwen2.5-14B, ZeRO-3 with
-# optimizer and parameter offload, bf16 (PREC=fp16: fp16 as inputs/4090.cfg), seq 512, micro 4 (MICRO), activation checkpointing, reduce_bucket_size 5e7,
-# gpu_memory_limit_gb = 24 (the allocator refuses more than a 4090 has). On 2 GPUs each holds half of the 16-bit
+# optimizer and parameter offload, bf16 (PREC=fp16: fp16 as inputs/4090.cfg), seq 512, micro 4 (MICRO), activation
+# checkpointing, reduce_bucket_size 5e7, gpu_memory_limit_gb = 24 (the allocator refuses more than a 4090 has). On 2 GPUs each holds half of the 16-bit
 # gradient shard (14.8 GB), 4x what one of 8 real 4090s holds, hence the smaller micro batch than the seed's 8-GPU
 # deck. Samples the node's used host memory (MemTotal - MemAvailable) every second and reports the peak growth per
 # parameter.
 set -uo pipefail
-n=${1:-2}; steps=${2:-3}; accum=${ACCUM:-2}; micro=${MICRO:-4}; prec=${PREC:-bf16} # PREC=fp16: as inputs/4090.cfg
+n=${1:-2}; steps=${2:-3}; accum=${ACCUM:-2}; micro=${MICRO:-4}; prec=${PREC:-bf16}
 root=$(cd "$(dirname "$0")/.." && pwd)
 Q=${QWENFT:-$root/build/qwen-ft}
 out=${OUT:-/tmp}

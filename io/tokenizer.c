@@ -266,7 +266,7 @@ int qf_tok_encode(const qf_tokenizer *t, const char *utf8, size_t len, qf_ids *o
 
 /* ---- decoding and the rest ----------------------------------------------------------------------------------- */
 
-char *qf_tok_decode(const qf_tokenizer *t, const int32_t *ids, size_t n, qf_err *e) {
+char *qf_tok_decode(const qf_tokenizer *t, const int32_t *ids, size_t n, size_t *len, qf_err *e) {
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= t->n_ids || t->dec_len[ids[i]] < 0) {
@@ -282,6 +282,7 @@ char *qf_tok_decode(const qf_tokenizer *t, const int32_t *ids, size_t n, qf_err 
         w += t->dec_len[ids[i]];
     }
     *w = 0;
+    if (len) *len = total;
     return s;
 }
 

@@ -36,10 +36,11 @@ void qf_tok_free(qf_tokenizer *t);
 /* Appends the ids of utf8[len] to out. Invalid UTF-8 is an error (exit code 2, naming the byte offset; nothing
  * appended); after another error out may hold part of the ids. */
 int qf_tok_encode(const qf_tokenizer *t, const char *utf8, size_t len, qf_ids *out, qf_err *e);
-/* The text of ids[n] (NUL-terminated, malloc'd; the caller frees). Bytes that do not form complete UTF-8 at the
- * end of a token sequence are kept as they are (the caller decides how to print them); a token of byte 0 gives a
- * NUL inside the text. Unknown ids: error (exit code 2), NULL. */
-char *qf_tok_decode(const qf_tokenizer *t, const int32_t *ids, size_t n, qf_err *e);
+/* The text of ids[n] (NUL-terminated, malloc'd; the caller frees) and, when len is not NULL, its length in bytes
+ * (a token of byte 0 puts a NUL inside the text: use the length). Bytes that do not form complete UTF-8 at the end
+ * of a token sequence are kept as they are (the caller decides how to print them). Unknown ids: error (exit code
+ * 2), NULL. */
+char *qf_tok_decode(const qf_tokenizer *t, const int32_t *ids, size_t n, size_t *len, qf_err *e);
 
 /* The id of a special/added token by its text ("<|im_start|>"), or -1 when the tokenizer has none. */
 int32_t qf_tok_special(const qf_tokenizer *t, const char *text);

@@ -243,11 +243,12 @@ static char *gen_utf8_lossy(const char *s, size_t n, size_t *outlen) {
  * tokenizer) */
 static void gen_print(const gen_opts *op, const qf_tokenizer *t, const int *out, int nout) {
     char *text = NULL;
+    size_t tlen = 0;
     if (t) {
         int32_t *v = qf_malloc((size_t)(nout + 1) * sizeof *v);
         for (int i = 0; i < nout; i++) v[i] = out[i];
         qf_err de = {0};
-        text = qf_tok_decode(t, v, (size_t)nout, &de);
+        text = qf_tok_decode(t, v, (size_t)nout, &tlen, &de);
         if (!text) fprintf(stderr, "qwen-ft generate: warning: cannot decode the output: %s\n", de.msg);
         free(v);
     }
@@ -258,7 +259,7 @@ static void gen_print(const gen_opts *op, const qf_tokenizer *t, const int *out,
         char *js = NULL;
         if (text) {
             size_t len;
-            char *clean = gen_utf8_lossy(text, strlen(text), &len);
+            char *clean = gen_utf8_lossy(text, tlen, &len);
             json_t *str = json_stringn(clean, len);
             js = str ? json_dumps(str, JSON_ENCODE_ANY) : NULL;
             json_decref(str);
@@ -267,7 +268,8 @@ static void gen_print(const gen_opts *op, const qf_tokenizer *t, const int *out,
         printf("%s}\n", js ? js : "null");
         free(js);
     } else if (text) {
-        printf("%s\n", text);
+        fwrite(text, 1, tlen, stdout); /* the bytes as decoded, NULs included */
+        printf("\n");
     } else {
         for (int i = 0; i < nout; i++) printf("%s%d", i ? " " : "", out[i]);
         printf("\n");

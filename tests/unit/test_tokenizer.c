@@ -67,7 +67,7 @@ static void check_case(const qf_tokenizer *t, const char *name, size_t idx, cons
         fprintf(stderr, "\n");
     }
     qf_err de = {0};
-    char *s = qf_tok_decode(t, got.v, got.n, &de);
+    char *s = qf_tok_decode(t, got.v, got.n, NULL, &de);
     CHECK(s != NULL, "%s case %zu: decode: %s", name, idx, de.msg);
     if (s) {
         const char *want = json_string_value(dec_hex);
@@ -126,9 +126,11 @@ static void test_goldens(const char *dir, qf_tokenizer *hf, qf_tokenizer *tt, qf
         int32_t id = atoi(key);
         qf_err e = {0};
         for (int k = 0; k < 2; k++) {
-            char *s = qf_tok_decode(k ? tt : hf, &id, 1, &e), hex[8] = "";
+            size_t dlen = 0;
+            char *s = qf_tok_decode(k ? tt : hf, &id, 1, &dlen, &e), hex[8] = "";
             if (s) to_hex(s, strlen(json_string_value(v)) / 2, hex);
             CHECK(s && !strcmp(hex, json_string_value(v)), "raw decode of id %d", id);
+            CHECK(!s || dlen == strlen(json_string_value(v)) / 2, "decode length of id %d: %zu", id, dlen);
             free(s);
         }
     }
@@ -148,12 +150,26 @@ static void test_long(const qf_tokenizer *t, const char *name) {
         qf_err e = {0};
         int rc = qf_tok_encode(t, s, n + 6, &ids, &e);
         CHECK(rc == 0, "%s long run %d: %s", name, f, e.msg);
-        char *d = qf_tok_decode(t, ids.v, ids.n, &e);
+        char *d = qf_tok_decode(t, ids.v, ids.n, NULL, &e);
         CHECK(d && !strcmp(d, s), "%s long run %d: round trip", name, f);
         free(d);
         free(ids.v);
     }
     free(s);
+}
+
+/* Text with NUL bytes (valid UTF-8) round-trips, and decode's length counts them. */
+static void test_nul(const qf_tokenizer *t, const char *name) {
+    const char text[] = "a\0b \0\0 c\0";
+    const size_t n = sizeof text - 1;
+    qf_ids ids = {0};
+    qf_err e = {0};
+    CHECK(qf_tok_encode(t, text, n, &ids, &e) == 0, "%s: encode with NULs: %s", name, e.msg);
+    size_t len = 0;
+    char *d = qf_tok_decode(t, ids.v, ids.n, &len, &e);
+    CHECK(d && len == n && !memcmp(d, text, n), "%s: NULs round trip (decoded %zu bytes of %zu)", name, len, n);
+    free(d);
+    free(ids.v);
 }
 
 static void write_file(const char *name, const char *text, char *path, size_t n) {
@@ -233,11 +249,11 @@ static void test_errors(const char *fixtures, const qf_tokenizer *hf, const qf_t
         }
     int32_t unknown[] = {5, (int32_t)qf_tok_vocab_size(hf)}, neg[] = {-1};
     qf_err de = {0};
-    char *s = qf_tok_decode(hf, unknown, 2, &de);
+    char *s = qf_tok_decode(hf, unknown, 2, NULL, &de);
     CHECK(!s && de.code == 2 && strstr(de.msg, "unknown token id"), "unknown id: %s", de.msg);
     free(s);
     qf_err de2 = {0};
-    s = qf_tok_decode(tt, neg, 1, &de2);
+    s = qf_tok_decode(tt, neg, 1, NULL, &de2);
     CHECK(!s && de2.code == 2 && strstr(de2.msg, "-1"), "negative id: %s", de2.msg);
     free(s);
 }
@@ -281,6 +297,8 @@ int main(void) {
         test_goldens(dir, hf, tt, sh, mini);
         test_long(hf, "tokenizer.json");
         test_long(tt, "qwen.tiktoken");
+        test_nul(hf, "tokenizer.json");
+        test_nul(tt, "qwen.tiktoken");
         test_errors(dir, hf, tt);
         bench(hf, "tokenizer.json");
         bench(tt, "qwen.tiktoken");

@@ -6,7 +6,7 @@
 #include "commands.h"
 #include "loss_scale.h"
 #include "run.h"
-#include "sched.h"
+#include "lr_sched.h"
 #include "backend.h"
 #include "estimate.h"
 
@@ -107,6 +107,7 @@ static int eval_and_check(qf_run *r, int64_t step) {
 static int save(qf_run *r) {
     qf_err e = {0};
     double t0 = qf_now();
+    qf_zero_sync(&r->zero); /* an overlapped offload step completes first */
     if (qf_ckpt_save(r->deck.checkpoint_dir, &r->zero, &r->st, r->deck_text, r->deck.checkpoint_keep, &e)) {
         if (r->comm.rank == 0) fprintf(stderr, "qwen-ft: %s\n", e.msg);
         return e.code;

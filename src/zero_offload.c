@@ -15,6 +15,8 @@
 #include "zero_internal.h"
 #include "backend.h"
 #include <math.h>
+#include <omp.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -93,9 +95,29 @@ void qf_zoff_free(qf_zero *z) {
     memset(o, 0, sizeof *o);
 }
 
+/* Ranks sharing a node without launcher binding: each rank's host AdamW team takes its own block of the node's
+ * cores (local rank r: cores [r*T, (r+1)*T)), one thread per core, so that 8 ranks on one node do not oversubscribe.
+ * The team persists in this thread for the step's passes (libgomp keeps a pthread's team across regions). */
+static void pin_team(const qf_zero *z) {
+    const qf_zero_offload *o = &z->off;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+    if (z->comm->local_size < 2 || sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) < online ||
+        (long)o->threads * z->comm->local_size > online)
+        return;
+#pragma omp parallel num_threads(o->threads)
+    {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(z->comm->local_rank * o->threads + omp_get_thread_num(), &one);
+        pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+    }
+}
+
 static void *adam_main(void *arg) {
     qf_zero *z = arg;
     qf_zero_offload *o = &z->off;
+    pin_team(z);
     const qf_model *m = z->m;
     const qf_deck *d = z->d;
     double t0 = qf_now();

@@ -51,7 +51,27 @@ extern "C" void qf_cuda_set_attention_path(int p) { g_path = p >= 0 && p <= 2 ? 
 extern "C" const char *qf_cuda_attention_last_path(void) { return g_last_path; }
 void qfc_attention_note_path(const char *p) { g_last_path = p; }
 
+// one line for a run header: which attention path this process takes, e.g. "cudnn 9.14 fused (QWENFT_ATTN=auto,
+// sm_90)" or "mma.sync (QWENFT_ATTN=mma)"; shapes cuDNN rejects are said on stderr when they first occur
+extern "C" int qf_cuda_have_cudnn(void);
+static int cudnn_version_or_0();
+extern "C" void qf_cuda_attention_describe(char *buf, int cap) {
+    const int p = attention_path(), v = cudnn_version_or_0();
+    int major = 0, minor = 0;
+    cudaDeviceProp pr;
+    if (cudaGetDeviceProperties(&pr, qfc().device) == cudaSuccess) major = pr.major, minor = pr.minor;
+    const char *set = p == PATH_MMA ? "mma" : p == PATH_CUDNN ? "cudnn" : "auto";
+    const bool cudnn = v && p != PATH_MMA && (p == PATH_CUDNN || major >= 9);
+    if (cudnn)
+        snprintf(buf, (size_t)cap, "cudnn %d.%d fused, mma.sync fallback (QWENFT_ATTN=%s, sm_%d%d)", v / 10000,
+                 v / 100 % 100, set, major, minor);
+    else
+        snprintf(buf, (size_t)cap, "mma.sync (QWENFT_ATTN=%s, sm_%d%d%s)", set, major, minor,
+                 v ? "" : ", built without cuDNN");
+}
+
 #ifndef QWENFT_HAVE_CUDNN
+static int cudnn_version_or_0() { return 0; }
 extern "C" int qf_cuda_have_cudnn(void) { return 0; }
 extern "C" void qf_cuda_attention_segment_cache(int) {}
 extern "C" void qf_cuda_attention_segments_changed(const void *) {}
@@ -68,6 +88,7 @@ bool qfc_cudnn_attention_bwd(int, void *, void *, void *, const void *, const vo
 #include <vector>
 
 extern "C" int qf_cuda_have_cudnn(void) { return 1; }
+static int cudnn_version_or_0() { return (int)cudnnGetVersion(); }
 
 // fatal on failure, naming file and line, with cuDNN's own last message
 #define CHECK_CUDNN(call)                                                                                        \
@@ -594,27 +615,48 @@ static Plan *get_plan(const Shape &k) {
     return &S.plans.back();
 }
 
-// false (said once, the plan then marked rejected) when cuDNN refuses to run it: the caller falls back
-static bool execute(Plan *p, const std::vector<int64_t> &uids, const std::vector<void *> &ptrs, void *ws) {
-    Graph g; // only for its error capture
+// A prepared call: plan, buffers, finalized variant pack (built before the layout read-back returns, so that only
+// cudnnBackendExecute is left for after it). Lives in the caller's frame: the by-value scalars are read from here.
+struct Call {
+    Plan *p = nullptr;
+    char *buf = nullptr;
     cudnnBackendDescriptor_t vp = nullptr;
-    GTRY(g, cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp));
-    SETA(g, vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, (int64_t)uids.size(), uids.data());
-    SETA(g, vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, (int64_t)ptrs.size(), ptrs.data());
-    SETA(g, vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
-    GTRY(g, cudnnBackendFinalize(vp));
+    float scale = 0.0f, ninf = -INFINITY, one = 1.0f;
+    float *stats = nullptr;
+    int64_t nb = 0, s = 0;
+    bool ragged = false;
+};
+static void release(Call &c) {
+    if (c.vp) cudnnBackendDestroyDescriptor(c.vp);
+    if (c.buf) qf_ops_cuda()->free(c.buf);
+    c.vp = nullptr, c.buf = nullptr, c.p = nullptr;
+}
+static void say_exec_failure(Plan *p, const char *err) {
+    const Shape &k = p->key;
+    fprintf(stderr,
+            "qwen-ft: attention: cuDNN could not execute the %s plan (%s, %s, b=%ld s=%ld H=%ld KV=%ld D=%ld): %s; "
+            "this shape runs on the mma.sync kernels\n",
+            k.bwd ? "backward" : "forward", k.dt ? "fp16" : "bf16", k.ragged ? "ragged" : "dense", (long)k.b,
+            (long)k.s, (long)k.H, (long)k.KV, (long)k.D, err);
+    p->ok = false;
+}
+static bool build_vp(Call &c, const std::vector<int64_t> &uids, const std::vector<void *> &ptrs) {
+    Graph g; // only for its error capture
+    GTRY(g, cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &c.vp));
+    SETA(g, c.vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, (int64_t)uids.size(), uids.data());
+    SETA(g, c.vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, (int64_t)ptrs.size(), ptrs.data());
+    void *ws = c.buf;
+    SETA(g, c.vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
+    GTRY(g, cudnnBackendFinalize(c.vp));
+    if (!g.ok) say_exec_failure(c.p, g.err);
+    return g.ok;
+}
+// false (said once, the plan then marked rejected) when cuDNN refuses to run it: the caller falls back
+static bool execute(Call &c) {
+    Graph g;
     CHECK_CUDNN(cudnnSetStream(S.h, qfc_stream()));
-    GTRY(g, cudnnBackendExecute(S.h, p->plan, vp));
-    if (vp) cudnnBackendDestroyDescriptor(vp);
-    if (!g.ok) {
-        const Shape &k = p->key;
-        fprintf(stderr,
-                "qwen-ft: attention: cuDNN could not execute the %s plan (%s, %s, b=%ld s=%ld H=%ld KV=%ld D=%ld): %s; "
-                "this shape runs on the mma.sync kernels\n",
-                k.bwd ? "backward" : "forward", k.dt ? "fp16" : "bf16", k.ragged ? "ragged" : "dense", (long)k.b,
-                (long)k.s, (long)k.H, (long)k.KV, (long)k.D, g.err);
-        p->ok = false;
-    }
+    GTRY(g, cudnnBackendExecute(S.h, c.p->plan, c.vp));
+    if (!g.ok) say_exec_failure(c.p, g.err);
     return g.ok;
 }
 
@@ -642,15 +684,17 @@ static struct {
     int B, T, H, KV, D;
     Layout L;
 } g_segcache;
-static Layout layout_uncached(const int32_t *seg, int B, int T, int H, int KV, int D);
-static Layout layout(const int32_t *seg, int B, int T, int H, int KV, int D) {
-    auto &c = g_segcache;
-    if (c.on && c.valid && c.seg == seg && c.B == B && c.T == T && c.H == H && c.KV == KV && c.D == D) return c.L;
-    Layout L = layout_uncached(seg, B, T, H, KV, D);
-    c.valid = c.on, c.seg = seg, c.B = B, c.T = T, c.H = H, c.KV = KV, c.D = D, c.L = L;
-    return L;
-}
-static Layout layout_uncached(const int32_t *seg, int B, int T, int H, int KV, int D) {
+// the last layout seen for a (seg, B, T, H, KV, D): the guess under which the next call prepares before it syncs
+static struct {
+    bool valid;
+    const int32_t *seg;
+    int B, T, H, KV, D;
+    bool ragged;
+    int64_t nb, s;
+} g_guess;
+
+// meta kernel + read-back queued (no sync); the device arrays are this call's
+static Layout layout_launch(const int32_t *seg, int B, int T) {
     Layout L{};
     const long N = (long)B * T;
     const size_t ints = qf_align_up((size_t)(2 * N + 2) * 4 + (size_t)N * 4, 256); // starts, lens, seqidx
@@ -669,19 +713,70 @@ static Layout layout_uncached(const int32_t *seg, int B, int T, int H, int KV, i
     seg_meta_kernel<<<1, 1024, 0, st>>>(seg, B, T, S.meta_dev, L.starts, L.lens, L.seqidx);
     CHECK_LAUNCH();
     CHECK_CUDA(cudaMemcpyAsync(S.meta_host, S.meta_dev, 3 * sizeof(int), cudaMemcpyDeviceToHost, st));
-    CHECK_CUDA(cudaStreamSynchronize(st));
+    return L;
+}
+static void layout_finish(Layout &L, int B, int T) {
+    CHECK_CUDA(cudaStreamSynchronize(qfc_stream()));
     L.nseq = S.meta_host[0], L.maxlen = S.meta_host[1], L.bad = S.meta_host[2] != 0;
     L.ragged = !(L.nseq == B && T % 128 == 0);
-    if (!L.ragged) {
-        L.nb = B, L.s = T;
-        return L;
-    }
-    L.nb = pow2_at_least(L.nseq, 1);
-    L.s = pow2_at_least(L.maxlen, 64);
-    seg_fill_kernel<<<(unsigned)((L.nb + 1 + 255) / 256), 256, 0, st>>>(S.meta_dev, L.starts, L.lens, (int)L.nb, N,
-                                                                        H * D, KV * D, L.seqlen, L.offq, L.offk);
+    L.nb = L.ragged ? pow2_at_least(L.nseq, 1) : B;
+    L.s = L.ragged ? pow2_at_least(L.maxlen, 64) : T;
+}
+// sequence lengths and ragged offsets for nb sequences (the ragged graph)
+static void layout_fill(const Layout &L, int64_t nb, int B, int T, int H, int KV, int D) {
+    seg_fill_kernel<<<(unsigned)((nb + 1 + 255) / 256), 256, 0, qfc_stream()>>>(
+        S.meta_dev, L.starts, L.lens, (int)nb, (long)B * T, H * D, KV * D, L.seqlen, L.offq, L.offk);
     CHECK_LAUNCH();
-    return L;
+}
+
+// The call's flow, both directions: queue the layout read-back; prepare under the last layout seen (plan, buffers,
+// variant pack) while the stream drains; sync; prepare again only if the guess was wrong; execute.
+// prep(Call &, const Layout &, ragged, nb, s) fills c (false: cuDNN cannot take it); post(Call &, Layout &) after.
+template <class Prep, class Post>
+static bool run_call(const int32_t *seg, int B, int T, int H, int KV, int D, Prep prep, Post post) {
+    auto &sc = g_segcache;
+    const bool cached = sc.on && sc.valid && sc.seg == seg && sc.B == B && sc.T == T && sc.H == H && sc.KV == KV &&
+                        sc.D == D;
+    Layout L{};
+    Call c;
+    bool prepared = false;
+    if (cached) {
+        L = sc.L;
+    } else {
+        L = layout_launch(seg, B, T);
+        auto &gs = g_guess;
+        if (gs.valid && gs.seg == seg && gs.B == B && gs.T == T && gs.H == H && gs.KV == KV && gs.D == D) {
+            if (gs.ragged) layout_fill(L, gs.nb, B, T, H, KV, D);
+            c.ragged = gs.ragged, c.nb = gs.nb, c.s = gs.s;
+            prepared = prep(c, L);
+            if (!prepared) release(c);
+        }
+        layout_finish(L, B, T);
+        if (L.bad) {
+            release(c);
+            return false;
+        }
+        g_guess = {true, seg, B, T, H, KV, D, L.ragged, L.nb, L.s};
+        sc.valid = sc.on, sc.seg = seg, sc.B = B, sc.T = T, sc.H = H, sc.KV = KV, sc.D = D, sc.L = L;
+        if (prepared && (c.ragged != L.ragged || c.nb != L.nb || c.s != L.s)) {
+            release(c);
+            prepared = false;
+        }
+        if (!prepared && L.ragged) layout_fill(L, L.nb, B, T, H, KV, D);
+    }
+    if (!prepared) {
+        c = Call{};
+        c.ragged = L.ragged, c.nb = L.nb, c.s = L.s;
+        if (!prep(c, L)) {
+            release(c);
+            return false;
+        }
+    }
+    const bool ran = execute(c);
+    if (ran) post(c, L);
+    release(c);
+    if (ran) qfc_attention_note_path(L.ragged ? "cudnn-ragged" : "cudnn-dense");
+    return ran;
 }
 
 static bool wanted(int D, std::initializer_list<const void *> ptrs) {
@@ -713,78 +808,69 @@ extern "C" void qf_cuda_attention_segments_changed(const void *seg) {
 bool qfc_cudnn_attention_fwd(int dt, void *out, float *lse, const void *q, const void *k, const void *v,
                              const int32_t *seg, int B, int T, int H, int KV, int D) {
     if (!wanted(D, {out, q, k, v})) return false;
-    Layout L = layout(seg, B, T, H, KV, D);
-    if (L.bad) return false;
-    Shape key{0, dt, L.ragged, L.nb, L.s, H, KV, D};
-    Plan *p = get_plan(key);
-    if (!p->ok) return false;
-    const qf_ops *ops = qf_ops_cuda();
     const long N = (long)B * T;
-    const size_t wsb = qf_align_up((size_t)p->ws, 256);
-    const size_t stb = L.ragged ? (size_t)L.nb * H * L.s * 4 : 0;
-    char *buf = (char *)ops->alloc(wsb + stb + 256);
-    if (!buf) return false;
-    float *stats = L.ragged ? (float *)(buf + wsb) : lse;
-    float scale = (float)(1.0 / sqrt((double)D)), ninf = -INFINITY;
-    std::vector<int64_t> u = {U_Q, U_K, U_V, U_O, U_STATS, U_SCALE, U_NEGINF2};
-    std::vector<void *> ptr = {(void *)q, (void *)k, (void *)v, out, stats, &scale, &ninf};
-    if (L.ragged) {
-        u.insert(u.end(), {U_NEGINF1, U_SEQQ, U_SEQKV, U_OFFQ, U_OFFK, U_OFFV, U_OFFO});
-        ptr.insert(ptr.end(), {&ninf, L.seqlen, L.seqlen, L.offq, L.offk, L.offk, L.offq});
-    }
-    if (!execute(p, u, ptr, buf)) {
-        ops->free(buf);
-        return false;
-    }
-    if (L.ragged) {
+    auto prep = [&](Call &c, const Layout &L) -> bool {
+        c.p = get_plan(Shape{0, dt, c.ragged, c.nb, c.s, H, KV, D});
+        if (!c.p->ok) return false;
+        const size_t wsb = qf_align_up((size_t)c.p->ws, 256);
+        const size_t stb = c.ragged ? (size_t)c.nb * H * c.s * 4 : 0;
+        c.buf = (char *)qf_ops_cuda()->alloc(wsb + stb + 256);
+        if (!c.buf) return false;
+        c.stats = c.ragged ? (float *)(c.buf + wsb) : lse;
+        c.scale = (float)(1.0 / sqrt((double)D));
+        std::vector<int64_t> u = {U_Q, U_K, U_V, U_O, U_STATS, U_SCALE, U_NEGINF2};
+        std::vector<void *> ptr = {(void *)q, (void *)k, (void *)v, out, c.stats, &c.scale, &c.ninf};
+        if (c.ragged) {
+            u.insert(u.end(), {U_NEGINF1, U_SEQQ, U_SEQKV, U_OFFQ, U_OFFK, U_OFFV, U_OFFO});
+            ptr.insert(ptr.end(), {&c.ninf, L.seqlen, L.seqlen, L.offq, L.offk, L.offk, L.offq});
+        }
+        return build_vp(c, u, ptr);
+    };
+    auto post = [&](Call &c, const Layout &L) {
+        if (!c.ragged) return;
         stats_lse_kernel<<<qf_blocks((size_t)N * H, 256, 1u << 30), 256, 0, qfc_stream()>>>(
-            lse, stats, L.starts, L.seqidx, N, T, H, (int)L.s, 0);
+            lse, c.stats, L.starts, L.seqidx, N, T, H, (int)c.s, 0);
         CHECK_LAUNCH();
-    }
-    ops->free(buf);
-    qfc_attention_note_path(L.ragged ? "cudnn-ragged" : "cudnn-dense");
-    return true;
+    };
+    return run_call(seg, B, T, H, KV, D, prep, post);
 }
 
 bool qfc_cudnn_attention_bwd(int dt, void *dq, void *dk, void *dv, const void *dout, const void *out, const float *lse,
                              const void *q, const void *k, const void *v, const int32_t *seg, int B, int T, int H,
                              int KV, int D) {
     if (!wanted(D, {dq, dk, dv, dout, out, q, k, v})) return false;
-    Layout L = layout(seg, B, T, H, KV, D);
-    if (L.bad) return false;
-    Shape key{1, dt, L.ragged, L.nb, L.s, H, KV, D};
-    Plan *p = get_plan(key);
-    if (!p->ok) return false;
-    const qf_ops *ops = qf_ops_cuda();
     const long N = (long)B * T;
-    const size_t wsb = qf_align_up((size_t)p->ws, 256);
-    const size_t rows = (size_t)L.nb * H * L.s;                       // [b, H, s] fp32 row vectors
-    const size_t stb = L.ragged ? qf_align_up(rows * 4, 256) : 0;     // stats in the graph's layout
-    const size_t ssb = qf_align_up(rows * 4, 256);                    // softmax_sum
-    const size_t acb = L.ragged ? (size_t)N * H * D * 4 : rows * D * 4; // dQ accumulator (zeroed by alloc)
-    char *buf = (char *)ops->alloc(wsb + stb + ssb + acb);
-    if (!buf) return false;
-    float *stats = L.ragged ? (float *)(buf + wsb) : (float *)lse;
-    float *ssum = (float *)(buf + wsb + stb), *acc = (float *)(buf + wsb + stb + ssb);
-    if (L.ragged) { // rows past a sequence's end stay 0 (alloc zero-fills): exp(-inf - 0) = 0 there
-        stats_lse_kernel<<<qf_blocks((size_t)N * H, 256, 1u << 30), 256, 0, qfc_stream()>>>(
-            (float *)lse, stats, L.starts, L.seqidx, N, T, H, (int)L.s, 1);
-        CHECK_LAUNCH();
-    }
-    float scale = (float)(1.0 / sqrt((double)D)), ninf = -INFINITY, one = 1.0f;
-    std::vector<int64_t> u = {U_Q, U_K, U_V, U_O, U_DO, U_STATS, U_DQ, U_DK, U_DV, U_SCALE, U_ONE, U_NEGINF2,
-                              U_SSUM, U_DQACC};
-    std::vector<void *> ptr = {(void *)q, (void *)k, (void *)v, (void *)out, (void *)dout, stats, dq, dk, dv,
-                               &scale, &one, &ninf, ssum, acc};
-    if (L.ragged) {
-        u.insert(u.end(), {U_NEGINF1, U_SEQQ, U_SEQKV, U_OFFQ, U_OFFK, U_OFFV, U_OFFO, U_OFFDO, U_OFFDQ, U_OFFDK,
-                           U_OFFDV});
-        ptr.insert(ptr.end(), {&ninf, L.seqlen, L.seqlen, L.offq, L.offk, L.offk, L.offq, L.offq, L.offq, L.offk,
-                               L.offk});
-    }
-    const bool ran = execute(p, u, ptr, buf);
-    ops->free(buf);
-    if (ran) qfc_attention_note_path(L.ragged ? "cudnn-ragged" : "cudnn-dense");
-    return ran;
+    auto prep = [&](Call &c, const Layout &L) -> bool {
+        c.p = get_plan(Shape{1, dt, c.ragged, c.nb, c.s, H, KV, D});
+        if (!c.p->ok) return false;
+        const size_t wsb = qf_align_up((size_t)c.p->ws, 256);
+        const size_t rows = (size_t)c.nb * H * c.s;                        // [b, H, s] fp32 row vectors
+        const size_t stb = c.ragged ? qf_align_up(rows * 4, 256) : 0;      // stats in the graph's layout
+        const size_t ssb = qf_align_up(rows * 4, 256);                     // softmax_sum
+        const size_t acb = c.ragged ? (size_t)N * H * D * 4 : rows * D * 4; // dQ accumulator (zeroed by alloc)
+        c.buf = (char *)qf_ops_cuda()->alloc(wsb + stb + ssb + acb);
+        if (!c.buf) return false;
+        c.stats = c.ragged ? (float *)(c.buf + wsb) : (float *)lse;
+        float *ssum = (float *)(c.buf + wsb + stb), *acc = (float *)(c.buf + wsb + stb + ssb);
+        if (c.ragged) { // rows past a sequence's end stay 0 (alloc zero-fills): exp(-inf - 0) = 0 there
+            stats_lse_kernel<<<qf_blocks((size_t)N * H, 256, 1u << 30), 256, 0, qfc_stream()>>>(
+                (float *)lse, c.stats, L.starts, L.seqidx, N, T, H, (int)c.s, 1);
+            CHECK_LAUNCH();
+        }
+        c.scale = (float)(1.0 / sqrt((double)D));
+        std::vector<int64_t> u = {U_Q, U_K, U_V, U_O, U_DO, U_STATS, U_DQ, U_DK, U_DV, U_SCALE, U_ONE, U_NEGINF2,
+                                  U_SSUM, U_DQACC};
+        std::vector<void *> ptr = {(void *)q, (void *)k, (void *)v, (void *)out, (void *)dout, c.stats, dq, dk, dv,
+                                   &c.scale, &c.one, &c.ninf, ssum, acc};
+        if (c.ragged) {
+            u.insert(u.end(), {U_NEGINF1, U_SEQQ, U_SEQKV, U_OFFQ, U_OFFK, U_OFFV, U_OFFO, U_OFFDO, U_OFFDQ, U_OFFDK,
+                               U_OFFDV});
+            ptr.insert(ptr.end(), {&c.ninf, L.seqlen, L.seqlen, L.offq, L.offk, L.offk, L.offq, L.offq, L.offq,
+                                   L.offk, L.offk});
+        }
+        return build_vp(c, u, ptr);
+    };
+    auto post = [&](Call &, const Layout &) {};
+    return run_call(seg, B, T, H, KV, D, prep, post);
 }
 #endif // QWENFT_HAVE_CUDNN

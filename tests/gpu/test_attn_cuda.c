@@ -21,6 +21,7 @@
 void qf_cuda_set_attention_path(int p); /* 0 auto, 1 mma, 2 cudnn */
 const char *qf_cuda_attention_last_path(void);
 int qf_cuda_have_cudnn(void);
+void qf_cuda_attention_describe(char *buf, int cap);
 
 #define TOL_ACT_BF16 1e-2
 #define TOL_ACT_F16 1.25e-3
@@ -198,6 +199,47 @@ static void test_case(int B, int T, int H, int KV, int D, int ndocs) {
     free(dq), free(dk), free(dv);
 }
 
+/* One seg_start buffer rewritten in place between calls (as the model does per micro-batch): the cuDNN path prepares
+ * under the last layout it saw and must notice the new one (dense -> ragged -> more documents -> dense); then the
+ * same with the caller-managed segment cache (qf_cuda_attention_segment_cache + segments_changed). */
+void qf_cuda_attention_segment_cache(int on);
+void qf_cuda_attention_segments_changed(const void *seg);
+static void test_seg_change(void) {
+    const qf_ops *g = qf_ops_cuda();
+    const int B = 2, T = 256, H = 4, KV = 2, D = 64;
+    const size_t nq = (size_t)B * T * H * D, nk = (size_t)B * T * KV * D, nl = (size_t)B * H * T;
+    float *q = frand(nq, 1.5), *k = frand(nk, 1.5), *v = frand(nk, 1);
+    float *out = qf_malloc(nq * 4), *lse = qf_malloc(nl * 4);
+    int32_t *seg = qf_malloc((size_t)B * T * 4);
+    void *dQ = up(g, q, nq), *dK = up(g, k, nk), *dV = up(g, v, nk), *dO = g->alloc(nq * 2);
+    float *dL = g->alloc(nl * 4);
+    int32_t *dS = g->alloc((size_t)B * T * 4);
+    static const int docs[5] = {1, 3, 12, 1, 5};
+    char nm[160];
+    qf_cuda_set_attention_path(2);
+    for (int cache = 0; cache < 2; cache++) {
+        qf_cuda_attention_segment_cache(cache);
+        for (int i = 0; i < 5; i++) {
+            make_segments(seg, B, T, docs[i]);
+            g->copy_h2d(dS, seg, (size_t)B * T * 4);
+            if (cache) qf_cuda_attention_segments_changed(dS);
+            cpu->attention_fwd(out, lse, q, k, v, seg, B, T, H, KV, D);
+            for (int rep = 0; rep < 2; rep++) { /* the second call reuses the layout (guess or cache) */
+                g->attention_fwd(dO, dL, dQ, dK, dV, dS, B, T, H, KV, D);
+                snprintf(nm, sizeof nm, "seg_start rewritten in place (%d docs/row hint, %s, call %d): fwd out", docs[i],
+                         cache ? "segment cache" : "read-back", rep + 1);
+                cmp(g, "cudnn", nm, dO, out, nq, TOL_ACT_BF16);
+                snprintf(nm, sizeof nm, "  ... lse (ran %s)", qf_cuda_attention_last_path());
+                cmp_f32(g, "cudnn", nm, dL, lse, nl, TOL_ACT_BF16);
+            }
+        }
+    }
+    qf_cuda_attention_segment_cache(0);
+    qf_cuda_set_attention_path(0);
+    g->free(dQ), g->free(dK), g->free(dV), g->free(dO), g->free(dL), g->free(dS);
+    free(q), free(k), free(v), free(out), free(lse), free(seg);
+}
+
 int main(int argc, char **argv) {
     const int small = argc > 1 && !strcmp(argv[1], "--small");
     if (qf_cuda_device_count() <= 0 || !qf_ops_cuda()) {
@@ -209,6 +251,8 @@ int main(int argc, char **argv) {
     char ver[256];
     qf_cuda_versions(ver, sizeof ver);
     printf("test_attn_cuda: %s; cuDNN path %s\n", ver, cudnn_built ? "built" : "not built (mma only)");
+    qf_cuda_attention_describe(ver, sizeof ver);
+    printf("attention (run-header line): %s\n", ver);
     /* which path auto picks on this GPU */
     {
         const qf_ops *g = qf_ops_cuda();
@@ -227,9 +271,10 @@ int main(int argc, char **argv) {
         g->free(a), g->free(b), g->free(c), g->free(o), g->free(l), g->free(s);
         free(h);
     }
+    if (cudnn_built) test_seg_change();
     test_case(1, 256, 8, 2, 64, 1);
     test_case(1, 256, 8, 2, 128, 1);
-    test_case(2, 300, 8, 2, 128, 4);  /* T not a multiple of 128: ragged graph even for... packed docs, B=2 */
+    test_case(2, 300, 8, 2, 128, 4);  /* T not a multiple of 128 (ragged graph), packed documents, B=2 */
     test_case(2, 333, 8, 2, 64, 6);
     test_case(1, 300, 4, 4, 128, 3);  /* H == KV */
     test_case(1, 200, 6, 2, 128, 40); /* many short documents */

@@ -203,6 +203,10 @@ static const qf_deck_key k_keys[] = {
     {.path = "zero_optimization.offload_optimizer.pin_memory", .type = QF_KT_BOOL,
      OFF(offload_optimizer_pin_memory), .def = "false", .ds = "`zero_optimization.offload_optimizer.pin_memory`",
      .help = "page-locked host buffers for the optimizer offload"},
+    {.path = "zero_optimization.offload_optimizer.ratio", .type = QF_KT_FLOAT, OFF(offload_optimizer_ratio),
+     .def = "1", RANGE(0, 1), .ds = "`zero_optimization.offload_optimizer.ratio` (ZeRO-Offload++)",
+     .help = "share of the optimizer states and step on the host (the end of each rank's range); the rest stays "
+             "on the GPU and is updated there first, so the next forward starts at once (device = cpu)"},
     {.path = "zero_optimization.offload_param.device", .type = QF_KT_ENUM, OFF(offload_param), .def = "none",
      .choices = k_offload, .ds = "`zero_optimization.offload_param.device`",
      .help = "keep parameters on the host between uses; stage 3 only"},

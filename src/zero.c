@@ -311,6 +311,9 @@ int qf_zero_init(qf_zero *z, qf_model *m, qf_comm *c, const qf_deck *d, int with
     z->offload_param = d->offload_param == QF_OFFLOAD_CPU;
     if (z->offload_param && z->stage != 3)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: zero_optimization.offload_param needs stage 3", d->path);
+    if (!z->offload_opt && d->offload_optimizer_ratio < 1)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: zero_optimization.offload_optimizer.ratio = %g needs "
+                          "offload_optimizer.device = \"cpu\"", d->path, d->offload_optimizer_ratio);
     int W = c->world_size, U = m->nunits;
     z->n = m->n_params;
     z->shard_count = qf_calloc((size_t)W, sizeof(int64_t));
@@ -374,22 +377,27 @@ int qf_zero_init(qf_zero *z, qf_model *m, qf_comm *c, const qf_deck *d, int with
     z->gunit = qf_calloc((size_t)U, sizeof(void *));
     z->pend = qf_calloc((size_t)U + 1, sizeof *z->pend);
     /* optimizer */
-    int64_t chunk = opt < QF_ZERO_OFFLOAD_CHUNK ? opt : QF_ZERO_OFFLOAD_CHUNK;
-    if (with_optimizer && z->offload_param && !z->offload_opt) z->pstage = dev_alloc(z, chunk, AB(z));
+    /* offload_optimizer.ratio: the share of the optimizer range whose state and step are on the host (its end);
+     * the rest (its start: the units the next forward needs first) stays on the backend */
+    z->opt_dev_end = z->opt_end;
+    if (z->offload_opt)
+        z->opt_dev_end = z->opt_begin + (int64_t)llround((1.0 - d->offload_optimizer_ratio) * (double)opt);
+    int64_t dopt = z->opt_dev_end - z->opt_begin, hopt = z->opt_end - z->opt_dev_end;
+    int64_t chunk = dopt < QF_ZERO_OFFLOAD_CHUNK ? dopt : QF_ZERO_OFFLOAD_CHUNK;
+    if (with_optimizer && z->offload_param && dopt > 0) z->pstage = dev_alloc(z, chunk, AB(z));
+    z->master = dev_alloc(z, dopt, 4);
+    z->adam_m = dev_alloc(z, dopt, 4);
+    z->adam_v = dev_alloc(z, dopt, 4);
     if (z->offload_opt) {
-        z->master = host_alloc(z, opt);
-        z->adam_m = host_alloc(z, opt);
-        z->adam_v = host_alloc(z, opt);
+        z->hmaster = host_alloc(z, hopt);
+        z->hadam_m = host_alloc(z, hopt);
+        z->hadam_v = host_alloc(z, hopt);
         if (qf_zoff_init(z, e)) return e->code;
-        if (z->off.own_hbuf) track(z, opt * (int64_t)AB(z));
-    } else {
-        z->master = dev_alloc(z, opt, 4);
-        z->adam_m = dev_alloc(z, opt, 4);
-        z->adam_v = dev_alloc(z, opt, 4);
+        if (z->off.own_hbuf) track(z, hopt * (int64_t)AB(z));
     }
     /* pin_memory: page-lock the host buffers the GPU copies to and from (on GPU ranks; nothing to do on CPU ranks) */
     if (z->offload_opt && z->off.own_hbuf && d->offload_optimizer_pin_memory &&
-        pin(z, z->off.hbuf, (size_t)(opt ? opt : 1) * AB(z)))
+        pin(z, z->off.hbuf, (size_t)(hopt ? hopt : 1) * AB(z)))
         z->pinned[0] = z->off.hbuf;
     if (z->offload_param && d->offload_param_pin_memory && pin(z, z->pnode, (size_t)z->n * AB(z))) z->pinned[1] = z->pnode;
     z->sharded_state_bytes = z->cur_state_bytes;
@@ -407,7 +415,7 @@ void qf_zero_free(qf_zero *z) {
     qf_zero_sync(z);
     pending_complete(z, 0);
     units_invalidate(z);
-    int64_t shard = z->shard_end - z->shard_begin, opt = z->opt_end - z->opt_begin;
+    int64_t shard = z->shard_end - z->shard_begin;
     for (int i = 0; i < 2; i++) qf_backend_unpin(z->ops, z->pinned[i]);
     if (z->offload_opt) qf_zoff_free(z);
     for (int u = 0; u < U; u++) {
@@ -423,18 +431,16 @@ void qf_zero_free(qf_zero *z) {
         MPI_Win_unlock_all(z->pwin);
         MPI_Win_free(&z->pwin);
     }
-    if (z->pstage) dev_free(z, z->pstage, opt < QF_ZERO_OFFLOAD_CHUNK ? opt : QF_ZERO_OFFLOAD_CHUNK, AB(z));
+    int64_t dopt = z->opt_dev_end - z->opt_begin;
+    if (z->pstage) dev_free(z, z->pstage, dopt < QF_ZERO_OFFLOAD_CHUNK ? dopt : QF_ZERO_OFFLOAD_CHUNK, AB(z));
     dev_free(z, z->gfull, z->n, AB(z));
     dev_free(z, z->gshard, z->gshard ? shard : 0, AB(z));
-    if (z->offload_opt) {
-        free(z->master);
-        free(z->adam_m);
-        free(z->adam_v);
-    } else {
-        dev_free(z, z->master, opt, 4);
-        dev_free(z, z->adam_m, opt, 4);
-        dev_free(z, z->adam_v, opt, 4);
-    }
+    dev_free(z, z->master, dopt, 4);
+    dev_free(z, z->adam_m, dopt, 4);
+    dev_free(z, z->adam_v, dopt, 4);
+    free(z->hmaster);
+    free(z->hadam_m);
+    free(z->hadam_v);
     free(z->ucount);
     free(z->udispl);
     free(z->ucache);
@@ -490,10 +496,36 @@ void qf_zero_set_params(qf_zero *z, int64_t b, int64_t e, const float *host) {
         }
     }
     int64_t lo = imax(b, z->opt_begin), hi = imin(e, z->opt_end);
-    if (hi > lo) {
-        if (z->offload_opt) memcpy(z->master + (lo - z->opt_begin), host + (lo - b), (size_t)(hi - lo) * 4);
-        else z->ops->copy_h2d(z->master + (lo - z->opt_begin), host + (lo - b), (size_t)(hi - lo) * 4);
-    }
+    if (hi > lo) qf_zero_opt_set(z, 0, lo, hi - lo, host + (lo - b));
+}
+
+/* the backend and host pieces of [lo, lo+n) of optimizer state `which` */
+static void opt_pieces(qf_zero *z, int which, int64_t lo, int64_t n, float **dev, int64_t *nd, float **hst) {
+    float *darr[3] = {z->master, z->adam_m, z->adam_v}, *harr[3] = {z->hmaster, z->hadam_m, z->hadam_v};
+    QF_CHECK(which >= 0 && which < 3 && lo >= z->opt_begin && lo + n <= z->opt_end);
+    *nd = imax(0, imin(lo + n, z->opt_dev_end) - lo);
+    *dev = *nd ? darr[which] + (lo - z->opt_begin) : NULL;
+    *hst = n > *nd ? harr[which] + (lo + *nd - z->opt_dev_end) : NULL;
+}
+
+void qf_zero_opt_get(qf_zero *z, int which, int64_t lo, int64_t n, float *out) {
+    if (n <= 0) return;
+    qf_zero_sync(z);
+    float *dev, *hst;
+    int64_t nd;
+    opt_pieces(z, which, lo, n, &dev, &nd, &hst);
+    if (nd) z->ops->copy_d2h(out, dev, (size_t)nd * 4);
+    if (hst) memcpy(out + nd, hst, (size_t)(n - nd) * 4);
+}
+
+void qf_zero_opt_set(qf_zero *z, int which, int64_t lo, int64_t n, const float *in) {
+    if (n <= 0) return;
+    qf_zero_sync(z);
+    float *dev, *hst;
+    int64_t nd;
+    opt_pieces(z, which, lo, n, &dev, &nd, &hst);
+    if (nd) z->ops->copy_h2d(dev, in, (size_t)nd * 4);
+    if (hst) memcpy(hst, in + nd, (size_t)(n - nd) * 4);
 }
 
 void qf_zero_params_commit(qf_zero *z) {
@@ -569,11 +601,11 @@ static void adamw_range(qf_zero *z, int64_t b, int64_t e, const void *g, void *p
 static void param_refresh(qf_zero *z, int u) {
     qf_zero_offload *o = &z->off;
     if (z->offload_param || o->uver[u] >= o->version) return;
-    int64_t lo = imax(ub(z, u), z->opt_begin), hi = imin(ue(z, u), z->opt_end);
+    int64_t lo = imax(ub(z, u), z->opt_dev_end), hi = imin(ue(z, u), z->opt_end); /* the host-updated part */
     if (hi > lo) {
         qf_zoff_unit_wait(z, u);
         qf_zoff_reap(z);
-        int t = z->ops->copy_start(param_dev(z, lo), at(z, o->hbuf, lo - z->opt_begin), (size_t)(hi - lo) * AB(z),
+        int t = z->ops->copy_start(param_dev(z, lo), at(z, o->hbuf, lo - z->opt_dev_end), (size_t)(hi - lo) * AB(z),
                                    QF_COPY_H2D);
         z->ops->copy_finish(t, 0);
     }
@@ -596,6 +628,16 @@ void qf_zero_update(qf_zero *z, double lr, float gscale) {
     z->adam_t++;
     z->ops->range_push("zero.update");
     if (z->offload_opt) { /* zero_offload.c: gradients down, host AdamW (overlapped with the next forward) */
+        qf_zoff_join(z);
+        int64_t dv = z->opt_dev_end;
+        if (dv > ob && z->offload_param) /* the backend's share (offload_optimizer.ratio < 1) into the node copy */
+            for (int64_t cb = ob; cb < dv; cb += QF_ZERO_OFFLOAD_CHUNK) {
+                int64_t ce = imin(dv, cb + QF_ZERO_OFFLOAD_CHUNK);
+                adamw_range(z, cb, ce, at(z, (void *)g, cb - ob), z->pstage, lr, gscale);
+                z->ops->copy_d2h(at(z, z->pnode, cb), z->pstage, (size_t)(ce - cb) * AB(z));
+            }
+        else if (dv > ob) /* ... or in place on the backend */
+            adamw_range(z, ob, dv, g, param_dev(z, ob), lr, gscale);
         qf_zoff_start(z, lr, gscale);
         units_invalidate(z);
         if (z->off.overlap) { /* each unit is refreshed when the next forward (or a qf_zero_sync) needs it */

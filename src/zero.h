@@ -102,8 +102,12 @@ typedef struct qf_zero {
     size_t pool_bytes[QF_ZERO_POOL];
     int npool;
 
-    /* optimizer (fp32) */
-    float *master, *adam_m, *adam_v;    /* [opt range] */
+    /* optimizer (fp32): [opt_begin, opt_dev_end) on the backend, [opt_dev_end, opt_end) on the host. Without
+     * offload_optimizer all of it is on the backend; with it, offload_optimizer.ratio of it (from the end) is on
+     * the host (ratio 1: all; DeepSpeed's ZeRO-Offload++ ratio) */
+    int64_t opt_dev_end;
+    float *master, *adam_m, *adam_v;    /* backend [opt_dev_end - opt_begin] */
+    float *hmaster, *hadam_m, *hadam_v; /* host [opt_end - opt_dev_end] */
     qf_zero_offload off;                /* offload_optimizer: the host step */
     void *pstage;                       /* offload_param without offload_optimizer: device act chunk */
     int64_t adam_t;
@@ -139,6 +143,11 @@ double qf_zero_grad_norm(qf_zero *z, double unscale);
 /* AdamW on this rank's optimizer range with gradients times gscale and learning rate lr; parameters refreshed
  * everywhere (all-gather / node exchange) */
 void qf_zero_update(qf_zero *z, double lr, float gscale);
+
+/* fp32 host copy of optimizer state `which` (0 master, 1 adam_m, 2 adam_v) for flat elements [lo, lo+n) of the
+ * optimizer range, wherever they live; qf_zero_opt_set writes them. (Checkpoints.) */
+void qf_zero_opt_get(qf_zero *z, int which, int64_t lo, int64_t n, float *out);
+void qf_zero_opt_set(qf_zero *z, int which, int64_t lo, int64_t n, const float *in);
 
 /* Completes an optimizer step still in flight (offload_optimizer with overlap): its host AdamW, uploads and node
  * exchange. Every qf_zero_* entry point that reads or writes the optimizer state does it first; the trainer calls it

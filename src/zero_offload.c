@@ -1,7 +1,8 @@
 /* zero_offload.c — the offloaded optimizer step (offload_optimizer = cpu; see qf_zero_offload in zero.h).
  *
  * qf_zoff_start, after the gradient norm decided that the step is taken:
- *   1. the gradients of this rank's optimizer range [ob, oe) go down into hbuf (host act [oe-ob]) in nchunks copies
+ *   1. the gradients of this rank's host range [hb, oe) (the optimizer range's end; all of it unless
+ *      offload_optimizer.ratio < 1, whose backend share zero.c updates first) go down into hbuf (host act [oe-hb]) in nchunks copies
  *      on the copy engine, all queued at once (hbuf is the node copy's range with offload_param: the parameters
  *      there are rewritten by this step anyway, and no rank reads them before this rank's progress says so);
  *   2. a host thread runs the fused AdamW (qf_cpu_adamw_act: widen the gradient, update master/m/v, round the
@@ -25,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int64_t opt_n(const qf_zero *z) { return z->opt_end - z->opt_begin; }
+static int64_t opt_n(const qf_zero *z) { return z->opt_end - z->opt_dev_end; }
 
 /* threads for the host AdamW: OMP_NUM_THREADS when set, else the cores this rank may run on divided by the
  * ranks of the node that share them (a launcher that bound each rank to its own cores: all of those) */
@@ -49,6 +50,7 @@ int qf_zoff_init(qf_zero *z, qf_err *e) {
     o->chunk = QF_ZERO_OFFLOAD_CHUNK;
     if (n > o->chunk * QF_ZOFF_MAX_CHUNKS) o->chunk = (n + QF_ZOFF_MAX_CHUNKS - 1) / QF_ZOFF_MAX_CHUNKS;
     o->nchunks = n > 0 ? (int)((n + o->chunk - 1) / o->chunk) : 0;
+    o->reaped = o->nchunks; /* no download tickets outstanding before the first step */
     const char *ov = getenv("QWENFT_OFFLOAD_OVERLAP"); /* docs/zero.md: 0 completes every step inside update */
     int want = !(ov && !strcmp(ov, "0"));
     /* overlap needs each unit's parameters complete once the ranks holding its pieces are done: not so when the
@@ -56,7 +58,7 @@ int qf_zoff_init(qf_zero *z, qf_err *e) {
     if (z->offload_param) o->overlap = want && c->n_nodes == 1;
     else o->overlap = want && (z->stage == 0 || z->stage == 3 || c->world_size == 1);
     if (z->offload_param) {
-        o->hbuf = zi_at(z, z->pnode, z->opt_begin);
+        o->hbuf = zi_at(z, z->pnode, z->opt_dev_end);
         MPI_Aint bytes = (MPI_Aint)((size_t)c->local_size * sizeof(int64_t));
         void *base = NULL;
         MPI_Win_allocate_shared(c->local_rank == 0 ? bytes : 0, (int)sizeof(int64_t), MPI_INFO_NULL, c->node, &base,
@@ -121,18 +123,18 @@ static void *adam_main(void *arg) {
     const qf_model *m = z->m;
     const qf_deck *d = z->d;
     double t0 = qf_now();
-    int64_t ob = z->opt_begin, oe = z->opt_end, base = o->version * (z->n + 1);
+    int64_t hb = z->opt_dev_end, oe = z->opt_end, base = o->version * (z->n + 1);
     size_t ab = zi_ab(z);
     z->ops->range_push("offload.adamw");
     for (int k = 0; k < o->nchunks; k++) {
-        int64_t cb = ob + (int64_t)k * o->chunk, ce = zi_min(oe, cb + o->chunk);
+        int64_t cb = hb + (int64_t)k * o->chunk, ce = zi_min(oe, cb + o->chunk);
         z->ops->copy_wait(o->ticket[k]);
         for (int i = 0; i < m->nspecs; i++) {
             int64_t lo = zi_max(m->offset[i], cb), hi = zi_min(m->offset[i] + m->specs[i].numel, ce);
             if (lo >= hi) continue;
-            int64_t s = lo - ob;
+            int64_t s = lo - hb;
             char *h = (char *)o->hbuf + (size_t)s * ab;
-            qf_cpu_adamw_act(z->master + s, h, h, z->ops->act_dtype, z->adam_m + s, z->adam_v + s, (size_t)(hi - lo),
+            qf_cpu_adamw_act(z->hmaster + s, h, h, z->ops->act_dtype, z->hadam_m + s, z->hadam_v + s, (size_t)(hi - lo),
                              o->gscale, (float)o->lr, (float)d->beta1, (float)d->beta2, (float)d->eps,
                              m->specs[i].decay ? (float)d->weight_decay : 0.0f, (int)z->adam_t, o->threads);
         }
@@ -147,12 +149,12 @@ static void *adam_main(void *arg) {
 void qf_zoff_start(qf_zero *z, double lr, float gscale) {
     qf_zero_offload *o = &z->off;
     qf_zoff_join(z);
-    int64_t ob = z->opt_begin, oe = z->opt_end;
-    const void *g = z->stage < 2 ? zi_at(z, z->gfull, ob) : z->gshard;
+    int64_t ob = z->opt_begin, hb = z->opt_dev_end, oe = z->opt_end;
+    const void *g = z->stage < 2 ? zi_at(z, z->gfull, ob) : z->gshard; /* gradients of [ob, oe) */
     z->ops->range_push("offload.grads_d2h");
     for (int k = 0; k < o->nchunks; k++) {
-        int64_t cb = ob + (int64_t)k * o->chunk, ce = zi_min(oe, cb + o->chunk);
-        o->ticket[k] = z->ops->copy_start(zi_at(z, o->hbuf, cb - ob), zi_at(z, (void *)g, cb - ob),
+        int64_t cb = hb + (int64_t)k * o->chunk, ce = zi_min(oe, cb + o->chunk);
+        o->ticket[k] = z->ops->copy_start(zi_at(z, o->hbuf, cb - hb), zi_at(z, (void *)g, cb - ob),
                                           (size_t)(ce - cb) * zi_ab(z), QF_COPY_D2H);
     }
     z->ops->range_pop();
@@ -160,6 +162,8 @@ void qf_zoff_start(qf_zero *z, double lr, float gscale) {
     o->lr = lr;
     o->gscale = gscale;
     o->version++;
+    /* the backend's share [ob, hb) is updated already (zero.c, before this call) */
+    atomic_store_explicit(o->prog, o->version * (z->n + 1) + hb, memory_order_release);
     if (pthread_create(&o->th, NULL, adam_main, z) != 0) QF_FATAL("offload: cannot start the host AdamW thread");
     o->running = 1;
     if (!o->overlap) qf_zoff_join(z);
@@ -170,7 +174,7 @@ void qf_zoff_reap(qf_zero *z) {
     if (!o->running && o->reaped == o->nchunks) return;
     int64_t p = atomic_load_explicit(o->prog, memory_order_acquire), base = o->version * (z->n + 1);
     while (o->reaped < o->nchunks) {
-        int64_t ce = zi_min(z->opt_end, z->opt_begin + (int64_t)(o->reaped + 1) * o->chunk);
+        int64_t ce = zi_min(z->opt_end, z->opt_dev_end + (int64_t)(o->reaped + 1) * o->chunk);
         if (o->running && p < base + ce) break;
         z->ops->copy_finish(o->ticket[o->reaped++], 0);
     }
@@ -204,7 +208,7 @@ int qf_zoff_unit_ready(qf_zero *z, int u) {
         return 1;
     }
     int64_t hi = zi_min(e, z->opt_end);
-    return hi <= zi_max(b, z->opt_begin) || piece_done(z, o->prog, hi);
+    return hi <= zi_max(b, z->opt_dev_end) || piece_done(z, o->prog, hi);
 }
 
 void qf_zoff_unit_wait(qf_zero *z, int u) {

@@ -50,7 +50,18 @@ for np in 1 2 3; do
       same_metrics "${n}_none" "${n}_over" || fails=$((fails + 1))
       same_ckpt "${n}_inplace" "${n}_over" || fails=$((fails + 1))
       same_ckpt "${n}_none" "${n}_over" || fails=$((fails + 1))
+      # offload_optimizer.ratio = 0.4: 60% of each rank's optimizer range (its start) stays on the backend
+      run "${n}_ratio" "$np" "${lay[@]}" "${off[@]}" --set zero_optimization.offload_optimizer.ratio=0.4 "${common[@]}" ||
+        { fails=$((fails + 1)); continue; }
+      same_metrics "${n}_none" "${n}_ratio" || fails=$((fails + 1))
+      same_ckpt "${n}_none" "${n}_ratio" || fails=$((fails + 1))
     done
   done
 done
-[ "$fails" -eq 0 ] && echo "PASS: overlapped offload == in-place offload == no offload, bit for bit (12 layouts)" || { echo "FAIL: $fails"; exit 1; }
+# resuming a split (ratio) run mid-way reads its state back into both places: 3 steps + resume to 5 == 5 steps
+ratio=(--set zero_optimization.stage=3 --set train_micro_batch_size_per_gpu=12 --set zero_optimization.offload_optimizer.device=cpu
+       --set zero_optimization.offload_param.device=cpu --set zero_optimization.offload_optimizer.ratio=0.4)
+run split_ab 2 "${ratio[@]}" --set max_steps=3 && run split_ab 2 "${ratio[@]}" && grep -q "resuming" split_ab.out ||
+  { echo "FAIL: split resume"; fails=$((fails + 1)); }
+same_ckpt np2_s3_ga1_ratio split_ab || fails=$((fails + 1))
+[ "$fails" -eq 0 ] && echo "PASS: overlapped offload == in-place offload == no offload == ratio 0.4, bit for bit (12 layouts); split resume exact" || { echo "FAIL: $fails"; exit 1; }

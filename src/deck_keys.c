@@ -268,7 +268,7 @@ static const qf_deck_key k_keys[] = {
     {.path = "log.steps_per_print", .type = QF_KT_INT, OFF(steps_per_print), .def = "10", POS_INT,
      .ds = "`steps_per_print` (top level in DeepSpeed)", .help = "progress line period in steps"},
     {.path = "log.wall_clock_breakdown", .type = QF_KT_BOOL, OFF(wall_clock_breakdown), .def = "false",
-     .ds = "`wall_clock_breakdown` (top level in DeepSpeed)", .help = "time forward/backward/step/communication"},
+     .ds = "`wall_clock_breakdown` (top level in DeepSpeed)", .help = "per-step time by phase and op class (synchronises every op) on the progress output and in metrics.jsonl"},
     {.path = "log.tensorboard", .type = QF_KT_BOOL, OFF(tensorboard), .def = "false",
      .ds = "`tensorboard.enabled`", .help = "also write TensorBoard event files to log.dir"},
 

@@ -12,8 +12,8 @@
 // mask gives each sequence its length, the causal mask is top-left aligned within each sequence. Rows that all hold
 // one document (and T % 128 == 0) use the plain BSHD graph without padding mask (the fastest engine).
 // The segment layout must be known on the host to size the graph (number of sequences, longest one): each call
-// computes it on the device from seg_start and reads back three integers (one stream sync per call on the cuDNN
-// path; the mma path never syncs). A caller that knows when seg_start changes may switch that read-back off:
+// computes it on the device from seg_start and the host reads three integers back through host-mapped memory (so
+// the host waits once per call for the GPU to reach that point; the mma path never waits). A caller that knows when seg_start changes may switch that read-back off:
 // qf_cuda_attention_segment_cache(1), then qf_cuda_attention_segments_changed(seg) after each new upload. Sequence count and maximum length are bucketed to powers of two so that plans are
 // reused; the stats (logsumexp) of the ragged graph live in a [seqs, H, max_len] buffer and are scattered into / out
 // of the op table's lse[B, H, T] by two small kernels.
@@ -106,8 +106,9 @@ static int cudnn_version_or_0() { return (int)cudnnGetVersion(); }
 // meta[0] = number of segments, meta[1] = longest, meta[2] = tokens whose seg_start is not their segment's start
 // (malformed input: the caller falls back). starts[i] = global token index of segment i's first token (row-major
 // order), lens[i] its length, seqidx[n] the segment of token n.
+// hmeta: host-mapped pinned copy of meta[0..2], then hmeta[3] = seqno once they are visible (the host spins on it)
 __global__ void seg_meta_kernel(const int32_t *__restrict__ seg, int B, int T, int *meta, int *starts, int *lens,
-                                int *seqidx) {
+                                int *seqidx, volatile int *hmeta, int seqno) {
     __shared__ int wsum[32];
     __shared__ int base_sh, max_sh, bad_sh;
     const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5, nw = blockDim.x >> 5;
@@ -154,7 +155,12 @@ __global__ void seg_meta_kernel(const int32_t *__restrict__ seg, int B, int T, i
     for (long n = tid; n < N; n += blockDim.x) // every token's seg_start must be its segment's first token
         if ((long)seg[n] != (long)(starts[seqidx[n]] - (n / T) * T)) atomicAdd(&bad_sh, 1);
     __syncthreads();
-    if (tid == 0) meta[0] = nseq, meta[1] = max_sh, meta[2] = bad_sh;
+    if (tid == 0) {
+        meta[0] = nseq, meta[1] = max_sh, meta[2] = bad_sh;
+        hmeta[0] = nseq, hmeta[1] = max_sh, hmeta[2] = bad_sh;
+        __threadfence_system();
+        hmeta[3] = seqno;
+    }
 }
 
 // seq lengths and ragged offsets (in elements) for nb >= nseq sequences; the unused ones are empty, at the end
@@ -506,7 +512,8 @@ struct State {
     cudnnHandle_t h = nullptr;
     std::vector<Plan> plans;
     unsigned long tick = 0;
-    int *meta_dev = nullptr, *meta_host = nullptr;
+    int *meta_dev = nullptr, *meta_host = nullptr, *meta_map = nullptr; // meta_map: meta_host as the device sees it
+    int seqno = 0;
     void *idx_buf = nullptr; // starts, lens, seqidx (ints), seqlen (int32), offsets (int64)
     size_t idx_bytes = 0;
 };
@@ -525,7 +532,9 @@ static bool state_init() {
         return false;
     }
     CHECK_CUDNN(cudnnSetStream(S.h, qfc_stream()));
-    CHECK_CUDA(cudaMallocHost((void **)&S.meta_host, 64));
+    CHECK_CUDA(cudaHostAlloc((void **)&S.meta_host, 64, cudaHostAllocMapped));
+    CHECK_CUDA(cudaHostGetDevicePointer((void **)&S.meta_map, S.meta_host, 0));
+    memset(S.meta_host, 0, 64);
     qfc_device_malloc((void **)&S.meta_dev, 64);
     fprintf(stderr, "qwen-ft: attention: cuDNN %zu fused attention (compiled against %d)\n", cudnnGetVersion(),
             CUDNN_VERSION);
@@ -710,14 +719,22 @@ static Layout layout_launch(const int32_t *seg, int B, int T) {
     L.offq = (int64_t *)(p + ints + qf_align_up((size_t)(N + 2) * 4, 256));
     L.offk = (int64_t *)((char *)L.offq + qf_align_up((size_t)(N + 2) * 8, 256));
     cudaStream_t st = qfc_stream();
-    seg_meta_kernel<<<1, 1024, 0, st>>>(seg, B, T, S.meta_dev, L.starts, L.lens, L.seqidx);
+    S.seqno = S.seqno == 0x7fffffff ? 1 : S.seqno + 1;
+    seg_meta_kernel<<<1, 1024, 0, st>>>(seg, B, T, S.meta_dev, L.starts, L.lens, L.seqidx, S.meta_map, S.seqno);
     CHECK_LAUNCH();
-    CHECK_CUDA(cudaMemcpyAsync(S.meta_host, S.meta_dev, 3 * sizeof(int), cudaMemcpyDeviceToHost, st));
     return L;
 }
 static void layout_finish(Layout &L, int B, int T) {
-    CHECK_CUDA(cudaStreamSynchronize(qfc_stream()));
-    L.nseq = S.meta_host[0], L.maxlen = S.meta_host[1], L.bad = S.meta_host[2] != 0;
+    // wait for the meta kernel's mapped write (not for a stream sync + copy: fewer microseconds of idle GPU after it)
+    volatile int *hm = S.meta_host;
+    for (unsigned long i = 1; hm[3] != S.seqno; i++)
+        if (i % 4096 == 0) { // the stream finished without the write, or failed: say so
+            const cudaError_t e = cudaStreamQuery(qfc_stream());
+            if (e == cudaErrorNotReady) continue;
+            CHECK_CUDA(e);
+            if (hm[3] != S.seqno) qf_fatal_at(__FILE__, __LINE__, "attention: segment layout read-back lost");
+        }
+    L.nseq = hm[0], L.maxlen = hm[1], L.bad = hm[2] != 0;
     L.ragged = !(L.nseq == B && T % 128 == 0);
     L.nb = L.ragged ? pow2_at_least(L.nseq, 1) : B;
     L.s = L.ragged ? pow2_at_least(L.maxlen, 64) : T;

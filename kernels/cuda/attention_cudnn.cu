@@ -613,7 +613,7 @@ static Plan *get_plan(const Shape &k) {
         for (auto d : P.descs) cudnnBackendDestroyDescriptor(d);
         P.descs.clear();
     }
-    if (S.plans.size() >= 48) { // evict the least recently used
+    if (S.plans.size() >= 128) { // evict the least recently used (packed data visits a few dozen buckets)
         size_t lru = 0;
         for (size_t i = 1; i < S.plans.size(); i++)
             if (S.plans[i].used < S.plans[lru].used) lru = i;

@@ -161,6 +161,8 @@ const qf_ops *qf_ops_cuda_f16(void);
 void qf_cuda_set_memory_limit(size_t bytes);
 size_t qf_cuda_current_bytes(void);
 size_t qf_cuda_peak_bytes(void);
+/* which attention path the CUDA tables take (cuDNN fused or mma.sync, and why), for the run header */
+void qf_cuda_attention_describe(char *buf, int cap);
 /* the compute stream (a cudaStream_t), for NCCL and for events; NULL before qf_ops_cuda() succeeded */
 void *qf_cuda_stream(void);
 #endif

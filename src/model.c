@@ -381,8 +381,10 @@ static void forward_trunk(qf_model *m) {
     will_use(m, 0, 0);
     o->embedding_fwd(m->res[0], m->d_tokens, P(m, m->ix_embed), N, C);
     for (int l = 0; l < L; l++) {
+        o->range_push("unit.forward"); /* NVTX: one range per decoder layer (its gather wait included) */
         will_use(m, l + 1, 0);
         layer_forward(m, l);
+        o->range_pop();
     }
     will_use(m, L + 1, 0);
     o->rmsnorm_fwd(m->lnf, m->rstdf, m->res[L], P(m, m->ix_norm), N, C, (float)m->cfg.rms_norm_eps);
@@ -404,7 +406,11 @@ double qf_model_step(qf_model *m, const qf_rows *r, float grad_scale, int backwa
     o->classifier(&loss, m->dln, G(m, m->ix_head), m->lnf, P(m, m->ix_head), m->d_targets, N, C, V, grad_scale);
     o->rmsnorm_bwd(m->dres, G(m, m->ix_norm), m->dln, m->res[L], P(m, m->ix_norm), m->rstdf, N, C, 0);
     grads_done(m, L + 1);
-    for (int l = L - 1; l >= 0; l--) layer_backward(m, l);
+    for (int l = L - 1; l >= 0; l--) {
+        o->range_push("unit.backward");
+        layer_backward(m, l);
+        o->range_pop();
+    }
     will_use(m, 0, 1);
     o->embedding_bwd(G(m, m->ix_embed), m->dres, m->d_tokens, N, C, V);
     grads_done(m, 0);

@@ -2,9 +2,10 @@
 # bench/offload_bench.sh SPEC ... — qwen-ft offload runs on one GPU as the [offload] issue measures them, one JSON line
 # each (tokens/s as the median of the steps after the second, MFU, GPU peak, host growth per parameter), into
 # $OUT/offload.jsonl. Run on the GPU machine after `. .devdeps/env.sh`.
-#   SPEC = model:seq:micro:ackpt:offload:accum:prec[:cap_gb[:steps[:breakdown]]]
+#   SPEC = model:seq:micro:ackpt:offload:accum:prec[:cap_gb[:steps[:breakdown[:ratio]]]]
 #     offload none | opt (optimizer states on the host) | all (+ parameters), ZeRO-3; prec bf16 | fp16;
-#     cap_gb: gpu_memory_limit_gb (0 = none); breakdown 1: log.wall_clock_breakdown (its time object is kept).
+#     cap_gb: gpu_memory_limit_gb (0 = none); breakdown 1: log.wall_clock_breakdown (its time object is kept);
+#     ratio: zero_optimization.offload_optimizer.ratio (default 1: all of the optimizer on the host).
 # The DeepSpeed peer runs the same specs through .devdeps/bench/peer_deepspeed.py (bench/offload_peer.sh).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,13 +15,13 @@ work=$(mktemp -d)
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 used() { awk '/MemTotal/{t=$2} /MemAvailable/{a=$2} END{print (t-a)*1024}' /proc/meminfo; }
 for spec in "$@"; do
-  IFS=: read -r model seq micro ackpt off accum prec cap steps bd <<<"$spec"
-  cap=${cap:-0}; steps=${steps:-6}; bd=${bd:-0}
+  IFS=: read -r model seq micro ackpt off accum prec cap steps bd ratio <<<"$spec"
+  cap=${cap:-0}; steps=${steps:-6}; bd=${bd:-0}; ratio=${ratio:-1}
   vocab=$([ "${model#qwen2.5-}" = 7b ] || [ "${model#qwen2.5-}" = 14b ] && echo 152064 || echo 151936)
   python3 "$root/bench/make_data.py" "$work/d.jsonl" $((micro * accum * (steps + 1))) "$seq" "$vocab"
   "$Q" prepare --in "$work/d.jsonl" --out "$work/d.h5" --vocab-size "$vocab" > /dev/null
   offcfg=""
-  [ "$off" != none ] && offcfg='offload_optimizer = { device = "cpu"; pin_memory = true; };'
+  [ "$off" != none ] && offcfg="offload_optimizer = { device = \"cpu\"; pin_memory = true; ratio = $ratio; };"
   [ "$off" = all ] && offcfg="$offcfg"' offload_param = { device = "cpu"; pin_memory = true; };'
   cat > "$work/b.cfg" <<DECK
 model = { preset = "$model"; init_seed = 1; };
@@ -40,7 +41,7 @@ DECK
   base=$(used)
   ( peak=$base; while sleep 0.5; do u=$(used); [ "$u" -gt "$peak" ] && peak=$u && echo "$peak" > "$work/peak"; done ) &
   sampler=$!
-  timeout "${TLIMIT:-300}" mpirun -np 1 --bind-to none -x NCCL_NVLS_ENABLE -x QWENFT_OFFLOAD_OVERLAP "$Q" train "$work/b.cfg" > "$work/q.out" 2>&1
+  timeout "${TLIMIT:-300}" mpirun -np 1 --bind-to none -x NCCL_NVLS_ENABLE -x QWENFT_OFFLOAD_OVERLAP -x QWENFT_ATTN "$Q" train "$work/b.cfg" > "$work/q.out" 2>&1
   rc=$?
   kill $sampler 2>/dev/null; wait $sampler 2>/dev/null
   peak=$(cat "$work/peak" 2>/dev/null || echo "$base")

@@ -2,6 +2,7 @@
  * memory per rank and per node for the deck's model at every ZeRO stage and offload choice, before any
  * allocation (formulas in src/estimate.c and docs/zero.md). The deck's own choice is marked with '*'. */
 #include <mpi.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,46 +13,38 @@
 
 static double gib(int64_t b) { return (double)b / (1024.0 * 1024.0 * 1024.0); }
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: qwen-ft estimate DECK.cfg [--ranks N] [--ranks-per-node G] [--device cpu|gpu] [--set key=value]...\n"
-               "Memory per rank and per node for the deck's model at ZeRO stages 0-3 with and without offload.\n"
-               "--ranks defaults to the MPI world size, --ranks-per-node to min(ranks, 8); --device gpu counts bf16/fp16\n"
-               "parameters, gradients and activations at 2 bytes (the deck's precision), cpu at 4 (CPU ranks compute in fp32).\n");
-}
+typedef struct est_opts {
+    const char *deck;
+    qf_strlist sets;
+    int ranks, ranks_per_node; /* 0: the MPI world size; min(ranks, 8) */
+    const char *device;
+} est_opts;
 
-int qf_cmd_estimate(int argc, char **argv) {
+static const qf_opt EST_OPTS[] = {
+    {.name = "ranks", .type = QF_OPT_INT, .off = offsetof(est_opts, ranks), .meta = "N", .lo = 1, .hi = 1e7,
+     .help = "data-parallel ranks to plan for (default: the MPI world size)"},
+    {.name = "ranks-per-node", .type = QF_OPT_INT, .off = offsetof(est_opts, ranks_per_node), .meta = "G", .lo = 1,
+     .hi = 1e5, .help = "ranks (GPUs) per node (default: min(ranks, 8))"},
+    {.name = "device", .type = QF_OPT_CHOICE, .off = offsetof(est_opts, device), .def = "cpu", .choices = "cpu|gpu",
+     .help = "gpu counts bf16/fp16 parameters, gradients and activations at 2 bytes (the deck's precision), cpu at "
+             "4 (CPU ranks compute in fp32)"},
+    {.name = "set", .type = QF_OPT_LIST, .off = offsetof(est_opts, sets), .meta = "KEY=VALUE",
+     .help = "override a deck entry (repeatable)"},
+};
+
+static int estimate_run(const void *opts) {
+    const est_opts *o = opts;
     int rank = 0, world = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
-    int W = world, G = 0;
-    const char *deck = NULL, *device = NULL;
-    char **sets = qf_calloc((size_t)argc, sizeof(char *));
-    int nset = 0, rc = 0;
-    for (int i = 1; i < argc && !rc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            if (rank == 0) usage(stdout);
-            free(sets);
-            return 0;
-        } else if (!strcmp(a, "--ranks") && i + 1 < argc) W = atoi(argv[++i]);
-        else if (!strcmp(a, "--ranks-per-node") && i + 1 < argc) G = atoi(argv[++i]);
-        else if (!strcmp(a, "--device") && i + 1 < argc) device = argv[++i];
-        else if (!strcmp(a, "--set") && i + 1 < argc) sets[nset++] = argv[++i];
-        else if (!strncmp(a, "--set=", 6)) sets[nset++] = argv[i] + 6;
-        else if (a[0] != '-' && !deck) deck = a;
-        else rc = QF_EXIT_INPUT;
-    }
-    if (rc || !deck || W < 1 || G < 0 || (device && strcmp(device, "cpu") && strcmp(device, "gpu"))) {
-        if (rank == 0) usage(stderr);
-        free(sets);
-        return QF_EXIT_INPUT;
-    }
+    int W = o->ranks ? o->ranks : world, G = o->ranks_per_node;
+    const char *deck = o->deck;
     if (G == 0) G = W < 8 ? W : 8;
     qf_deck d;
     qf_err e = {0};
     qf_model_config c;
     memset(&c, 0, sizeof c);
-    if (qf_deck_load(deck, nset, sets, W, &d, &e) == 0) {
+    if (qf_deck_load(deck, o->sets.n, (char *const *)o->sets.v, W, &d, &e) == 0) {
         if (d.model_from[0]) {
             char resolved[QF_PATH_MAX + 64];
             qf_model_source_config(d.model_from, &c, resolved, sizeof resolved, &e);
@@ -60,13 +53,12 @@ int qf_cmd_estimate(int argc, char **argv) {
             if (qf_deck_model_config(&d, &c, msg, sizeof msg)) qf_err_set(&e, QF_EXIT_INPUT, "%s: model: %s", deck, msg);
         }
     }
-    free(sets);
     if (e.code) {
         if (rank == 0) fprintf(stderr, "qwen-ft: %s\n", e.msg);
         return e.code;
     }
     qf_deck_resolve_auto(&d, c.hidden_size);
-    int gpu = device ? !strcmp(device, "gpu") : 0;
+    int gpu = !strcmp(o->device, "gpu");
     int64_t ab = gpu && (d.bf16 || d.fp16) ? 2 : 4;
     if (rank != 0) return 0;
     printf("qwen-ft estimate: %s: %s, %.3f B parameters, %d ranks (%d per node), micro batch %d x seq %d, "
@@ -77,19 +69,36 @@ int qf_cmd_estimate(int argc, char **argv) {
            "activ", "device/rank", "host/rank", "host/node");
     static const char *const offl[] = {"none", "optimizer", "optimizer+param"};
     for (int s = 0; s <= 3; s++)
-        for (int o = 0; o < 3; o++) {
-            if ((s == 0 && o > 0) || (o == 2 && s != 3)) continue; /* DeepSpeed: offload needs stage >= 1, params stage 3 */
+        for (int k = 0; k < 3; k++) {
+            if ((s == 0 && k > 0) || (k == 2 && s != 3)) continue; /* DeepSpeed: offload needs stage >= 1, params stage 3 */
             qf_deck v = d;
             v.zero_stage = s;
-            v.offload_optimizer = o >= 1 ? QF_OFFLOAD_CPU : QF_OFFLOAD_NONE;
-            v.offload_param = o == 2 ? QF_OFFLOAD_CPU : QF_OFFLOAD_NONE;
+            v.offload_optimizer = k >= 1 ? QF_OFFLOAD_CPU : QF_OFFLOAD_NONE;
+            v.offload_param = k == 2 ? QF_OFFLOAD_CPU : QF_OFFLOAD_NONE;
             qf_mem_estimate m;
             qf_estimate(&c, &v, W, G, ab, &m);
             int mine = s == d.zero_stage && v.offload_optimizer == d.offload_optimizer && v.offload_param == d.offload_param;
-            printf("%-6d %-16s %9.2fG %9.2fG %9.2fG %9.2fG %11.2fG %13.2fG %13.2fG %s\n", s, offl[o], gib(m.params),
+            printf("%-6d %-16s %9.2fG %9.2fG %9.2fG %9.2fG %11.2fG %13.2fG %13.2fG %s\n", s, offl[k], gib(m.params),
                    gib(m.grads), gib(m.optimizer), gib(m.activations), gib(m.device_total), gib(m.host_per_rank),
                    gib(m.host_per_node), mine ? "*" : "");
         }
     printf("(GiB; * = the deck's choice; formulas: docs/zero.md)\n");
     return 0;
 }
+
+const qf_cmd qf_cmd_estimate = {
+    .name = "estimate",
+    .synopsis = "DECK.cfg [--ranks=N] [--ranks-per-node=G] [--device=cpu|gpu] [--set KEY=VALUE]...",
+    .summary = "memory per rank and per node for the deck, by ZeRO stage and offload, before any allocation",
+    .about = "Memory per rank and per node for the deck's model at ZeRO stages 0-3 with and without offload\n"
+             "(formulas: docs/zero.md); the deck's own choice is marked with '*'.",
+    .opts = EST_OPTS,
+    .nopts = QF_NOPTS(EST_OPTS),
+    .pos_meta = "DECK.cfg",
+    .pos_min = 1,
+    .pos_max = 1,
+    .pos_off = offsetof(est_opts, deck),
+    .size = sizeof(est_opts),
+    .run = estimate_run,
+    .uses_deck = 1,
+};

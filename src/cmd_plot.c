@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <mpi.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -428,38 +429,24 @@ static int write_png(const char *path, const canvas *c) {
 
 /* ---- the command ------------------------------------------------------------------------------------------- */
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: qwen-ft plot METRICS.jsonl [MORE.jsonl ...] -o OUT.svg|OUT.png [--keys k1,k2,...]\n"
-               "Training curves from metrics.jsonl (log.dir of a run): one panel per key against the step, one\n"
-               "colour per file (up to 8 files); evaluation keys (valid_*) as points. Default keys:\n"
-               "loss,lr,grad_norm,valid_loss (keys no file has are left out). Any number in the lines can be\n"
-               "plotted, e.g. --keys loss,tokens_per_s,mfu. Bad input exits 2 naming file:line.\n");
-}
+typedef struct plot_opts {
+    qf_strlist files;
+    const char *out, *keys;
+} plot_opts;
 
-static int plot(int argc, char **argv, qf_err *e) {
-    const char *files[PLOT_MAX_FILES], *out = NULL, *keys = "loss,lr,grad_norm,valid_loss";
-    int nfiles = 0, keys_given = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-o") || !strcmp(a, "--out") || !strcmp(a, "--keys")) {
-            if (i + 1 >= argc) return qf_err_set(e, QF_EXIT_INPUT, "%s needs a value", a);
-            if (!strcmp(a, "--keys")) keys = argv[++i], keys_given = 1;
-            else out = argv[++i];
-        } else if (!strncmp(a, "--keys=", 7)) {
-            keys = a + 7;
-            keys_given = 1;
-        } else if (!strncmp(a, "--out=", 6)) {
-            out = a + 6;
-        } else if (a[0] == '-' && a[1]) {
-            return qf_err_set(e, QF_EXIT_INPUT, "unknown option '%s' (see qwen-ft plot --help)", a);
-        } else if (nfiles == PLOT_MAX_FILES) {
-            return qf_err_set(e, QF_EXIT_INPUT, "at most %d metrics files", PLOT_MAX_FILES);
-        } else {
-            files[nfiles++] = a;
-        }
-    }
-    if (!nfiles) return qf_err_set(e, QF_EXIT_INPUT, "no metrics.jsonl given (usage: qwen-ft plot M.jsonl -o OUT.png)");
-    if (!out) return qf_err_set(e, QF_EXIT_INPUT, "-o OUT.svg|OUT.png is required");
+static const qf_opt PLOT_OPTS[] = {
+    {.name = "out", .short_name = 'o', .type = QF_OPT_STR, .off = offsetof(plot_opts, out), .meta = "OUT.svg|OUT.png",
+     .required = 1, .help = "the picture to write: SVG or PNG, by its name"},
+    {.name = "keys", .type = QF_OPT_STR, .off = offsetof(plot_opts, keys), .def = "loss,lr,grad_norm,valid_loss",
+     .meta = "K1,K2,...",
+     .help = "the numbers to plot, one panel each (keys no file has are left out unless named here), e.g. "
+             "--keys=loss,tokens_per_s,mfu"},
+    {.name = "set", .type = QF_OPT_IGNORED, .meta = "KEY=VALUE", .help = "plot reads no deck"},
+};
+
+static int plot(const plot_opts *o, qf_err *e) {
+    const char *const *files = o->files.v, *out = o->out, *keys = o->keys;
+    int nfiles = o->files.n, keys_given = qf_opts_given(&qf_cmd_plot, o, "keys");
     size_t ol = strlen(out);
     int svg = ol > 4 && !strcasecmp(out + ol - 4, ".svg");
     if (!svg && !(ol > 4 && !strcasecmp(out + ol - 4, ".png")))
@@ -547,19 +534,30 @@ static int plot(int argc, char **argv, qf_err *e) {
     return rc;
 }
 
-int qf_cmd_plot(int argc, char **argv) {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        }
+static int plot_main(const void *opts) {
     int rank = 0, rc = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (rank == 0) { /* one process draws; under mpirun the others wait for its exit code */
         qf_err e = {0};
-        rc = plot(argc, argv, &e);
+        rc = plot(opts, &e);
         if (rc) fprintf(stderr, "qwen-ft plot: %s\n", e.msg);
     }
     MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
     return rc;
 }
+
+const qf_cmd qf_cmd_plot = {
+    .name = "plot",
+    .synopsis = "METRICS.jsonl [MORE.jsonl]... --out=OUT.svg|OUT.png [--keys=K1,K2,...]",
+    .summary = "training curves from metrics.jsonl (no TensorBoard needed)",
+    .about = "One panel per key against the step, one colour per file (up to 8 files); evaluation keys (valid_*)\n"
+             "as points. Any number in the lines can be plotted. Bad input exits 2 naming file:line.",
+    .opts = PLOT_OPTS,
+    .nopts = QF_NOPTS(PLOT_OPTS),
+    .pos_meta = "METRICS.jsonl",
+    .pos_min = 1,
+    .pos_max = PLOT_MAX_FILES,
+    .pos_off = offsetof(plot_opts, files),
+    .size = sizeof(plot_opts),
+    .run = plot_main,
+};

@@ -118,17 +118,7 @@ void qf_run_header(qf_run *r, FILE *f, const char *what) {
     fflush(f);
 }
 
-int qf_cmd_report(int argc, char **argv) {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: qwen-ft report  (or: srun --mpi=pmix qwen-ft report, mpirun -np N qwen-ft report)\n"
-                   "Versions (CUDA, NCCL, MPI, HDF5, libconfig), ranks and nodes, the GPUs of each node (NVLink, PCIe,\n"
-                   "P2P), InfiniBand, and the NCCL settings a run would use (docs/hpc.md).\n");
-            return 0;
-        } else {
-            fprintf(stderr, "qwen-ft report: unexpected argument '%s'\n", argv[i]);
-            return QF_EXIT_INPUT;
-        }
+int qf_report(void) {
     qf_comm c;
     qf_comm_init(&c, qf_ops_cpu(), 0);
     qf_topology t;
@@ -144,8 +134,7 @@ int qf_cmd_report(int argc, char **argv) {
 #ifdef QWENFT_HAVE_CUDA
         char v[256];
         qf_cuda_versions(v, sizeof v);
-        printf("CUDA backend: compiled in (%s); %d GPU(s) visible to rank 0; training uses CPU ranks until the "
-               "[cuda] op table lands\n", v, qf_cuda_device_count());
+        printf("CUDA backend: compiled in (%s); %d GPU(s) visible to rank 0\n", v, qf_cuda_device_count());
 #else
         printf("CUDA backend: not compiled in (CPU ranks only)\n");
 #endif

@@ -272,17 +272,11 @@ static int train_loop(qf_run *r, int *stopped) {
     return d->checkpoint_at_end ? save(r) : 0;
 }
 
-int qf_cmd_train(int argc, char **argv) {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: qwen-ft [train] DECK.cfg [--set key.path=value]...\n"
-                   "Trains as the deck says (docs/deck.md); resumes from checkpoint.dir's latest checkpoint.\n");
-            return 0;
-        }
+int qf_train_command(const qf_run_args *a) {
     qf_signals sig; /* installed first: a signal while loading stops at the first step boundary */
     qf_signals_install(&sig);
     qf_run r;
-    int rc = qf_run_setup(&r, argc, argv, QF_RUN_TRAIN), stopped = 0;
+    int rc = qf_run_setup(&r, a, QF_RUN_TRAIN), stopped = 0;
     r.sig = &sig;
     if (!rc) rc = open_metrics(&r);
     rc = qf_comm_sum_i64(&r.comm, rc) ? (rc ? rc : QF_EXIT_INPUT) : 0;
@@ -313,16 +307,9 @@ int qf_cmd_train(int argc, char **argv) {
     return rc;
 }
 
-int qf_cmd_eval(int argc, char **argv) {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: qwen-ft eval DECK.cfg [--set key.path=value]...\n"
-                   "Validation loss of the deck's model (checkpoint.dir's latest checkpoint if there is one, else\n"
-                   "model.from) on data.valid; prints {\"valid_loss\":..,\"valid_ppl\":..,\"tokens\":..}.\n");
-            return 0;
-        }
+int qf_eval_command(const qf_run_args *a) {
     qf_run r;
-    int rc = qf_run_setup(&r, argc, argv, QF_RUN_EVAL);
+    int rc = qf_run_setup(&r, a, QF_RUN_EVAL);
     if (!rc) {
         if (r.comm.rank == 0) qf_run_header(&r, stderr, "eval");
         qf_eval_result ev = qf_eval_run(&r);

@@ -80,6 +80,6 @@ expect2 "str.jsonl:1: key 'loss': not a number" str.jsonl -o x.svg
 expect2 "missing.jsonl: cannot open" missing.jsonl -o x.png
 expect2 "must end in .svg or .png" m.jsonl -o x.jpg
 expect2 "none of the keys" m.jsonl -o x.png --keys nothing,here
-expect2 "is required" m.jsonl
+expect2 "missing --out" m.jsonl
 [ ! -e x.png ] && [ ! -e x.svg ] || fail "a failed plot left an output file"
 [ "$fails" -eq 0 ] && echo "PASS" || { echo "FAIL: $fails"; exit 1; }

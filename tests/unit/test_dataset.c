@@ -332,7 +332,7 @@ static int run_prepare(const char *a0, ...) {
     va_end(ap);
     argv[argc] = NULL;
     fflush(stdout);
-    return qf_cmd_prepare(argc, argv);
+    return qf_opts_run(&qf_cmd_prepare, argc, argv);
 }
 
 static void test_prepare(void) {

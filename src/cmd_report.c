@@ -1,0 +1,27 @@
+/* cmd_report.c — the option table of `qwen-ft report`; its code is in header.c (it shares the run header's
+ * printers). */
+#include <stddef.h>
+#include "commands.h"
+#include "run.h"
+
+typedef struct report_opts {
+    int unused;
+} report_opts;
+
+static const qf_opt REPORT_OPTS[] = {
+    {.name = "set", .type = QF_OPT_IGNORED, .meta = "KEY=VALUE", .help = "report reads no deck"},
+};
+
+static int report_main(const void *opts) { return qf_report(); }
+
+const qf_cmd qf_cmd_report = {
+    .name = "report",
+    .synopsis = "(or: srun --mpi=pmix qwen-ft report, mpirun -np N qwen-ft report)",
+    .summary = "versions (CUDA, NCCL, MPI, HDF5, libconfig), GPUs, topology, the NCCL settings a run would use",
+    .about = "Ranks and nodes, the GPUs of each node (NVLink, PCIe, P2P), InfiniBand, and the NCCL settings a run\n"
+             "would use (docs/hpc.md).",
+    .opts = REPORT_OPTS,
+    .nopts = QF_NOPTS(REPORT_OPTS),
+    .size = sizeof(report_opts),
+    .run = report_main,
+};

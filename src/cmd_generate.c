@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include "../io/tokenizer.h"
 #include "commands.h"
+#include "json_out.h"
 #include "model.h"
 #include "rng.h"
 
@@ -237,20 +238,18 @@ static void gen_print(const gen_opts *op, const qf_tokenizer *t, const int *out,
         free(v);
     }
     if (op->json) {
-        printf("{\"ids\": [");
-        for (int i = 0; i < nout; i++) printf("%s%d", i ? ", " : "", out[i]);
-        printf("], \"text\": ");
-        char *js = NULL;
+        json_t *o = json_object(), *ids = json_array();
+        for (int i = 0; i < nout; i++) json_array_append_new(ids, json_integer(out[i]));
+        json_object_set_new(o, "ids", ids);
+        json_t *str = NULL;
         if (text) {
             size_t len;
             char *clean = gen_utf8_lossy(text, tlen, &len);
-            json_t *str = json_stringn(clean, len);
-            js = str ? json_dumps(str, JSON_ENCODE_ANY) : NULL;
-            json_decref(str);
+            str = json_stringn(clean, len);
             free(clean);
         }
-        printf("%s}\n", js ? js : "null");
-        free(js);
+        json_object_set_new(o, "text", str ? str : json_null());
+        qf_json_print(o, stdout);
     } else if (text) {
         fwrite(text, 1, tlen, stdout); /* the bytes as decoded, NULs included */
         printf("\n");

@@ -56,7 +56,7 @@ static void print_nccl_env(FILE *f) {
     fprintf(f, n ? "\n" : "NCCL environment: no NCCL_* variable set\n");
 }
 
-static double gb(double b) { return b / 1e9; }
+static double gb(double b) { return b / 1073741824.0; } /* GiB, as everywhere */
 
 void qf_run_header(qf_run *r, FILE *f, const char *what) {
     const qf_model_config *c = &r->model.cfg;
@@ -108,8 +108,8 @@ void qf_run_header(qf_run *r, FILE *f, const char *what) {
     /* the memory plan: the estimate's formulas (docs/zero.md) for this deck, ranks and backend */
     qf_mem_estimate est;
     qf_estimate(&r->model.cfg, d, r->comm.world_size, r->comm.local_size, (int64_t)r->ops->act_bytes, &est);
-    fprintf(f, "memory plan per rank (ZeRO stage %d): parameters %.3f GB, gradients %.3f GB, optimizer %.3f GB "
-               "(+ %.3f GB on the host), activations %.3f GB; host per node %.3f GB\n",
+    fprintf(f, "memory plan per rank (ZeRO stage %d): parameters %.3f GiB, gradients %.3f GiB, "
+               "optimizer %.3f GiB (+ %.3f GiB on the host), activations %.3f GiB; host per node %.3f GiB\n",
             d->zero_stage, gb((double)est.params), gb((double)est.grads), gb((double)est.optimizer),
             gb((double)est.host_per_rank), gb((double)est.activations), gb((double)est.host_per_node));
     fprintf(f, "---- resolved deck ----\n");
@@ -118,14 +118,16 @@ void qf_run_header(qf_run *r, FILE *f, const char *what) {
     fflush(f);
 }
 
-int qf_report(void) {
+int qf_report(int json) {
     qf_comm c;
     qf_comm_init(&c, qf_ops_cpu(), 0);
     qf_topology t;
     qf_topology_detect(&t, &c);
     char nccl[512];
     qf_topology_nccl_env(&t, 0, nccl, sizeof nccl);
-    if (c.rank == 0) {
+    if (c.rank == 0 && json) {
+        qf_report_json(stdout, &c, &t, nccl);
+    } else if (c.rank == 0) {
         print_versions(stdout);
         print_topology(stdout, &c);
         print_launcher(stdout);

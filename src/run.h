@@ -72,8 +72,10 @@ qf_eval_result qf_eval_run(qf_run *r);
 
 /* Prints the run header (rank 0). */
 void qf_run_header(qf_run *r, FILE *f, const char *what);
-/* `qwen-ft report` (header.c; its options in cmd_report.c): versions, topology, NCCL settings; rank 0 prints. */
-int qf_report(void);
+/* `qwen-ft report` (header.c; its options in cmd_report.c): versions, topology, NCCL settings; rank 0 prints
+ * them as text, or with json as one JSON object (qf_report_json, cmd_report.c). */
+int qf_report(int json);
+void qf_report_json(FILE *f, const qf_comm *c, const qf_topology *t, const char *nccl_line);
 
 /* Resident memory of this process in bytes (host), and the high-water mark. */
 int64_t qf_mem_rss(void);

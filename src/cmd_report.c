@@ -8,6 +8,7 @@
 #include <string.h>
 #include "commands.h"
 #include "json_out.h"
+#include "qf_git.h"
 #include "qf_version.h"
 #include "run.h"
 

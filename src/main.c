@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "commands.h"
+#include "qf_git.h"
 #include "qf_version.h"
 #include "signals.h"
 #include "util.h"

@@ -1,7 +1,7 @@
 /* ops.h — the op table: every compute kernel the model, optimizer and loss need, behind one struct of
  * function pointers with two implementations:
  *   kernels/cpu/   fp32, OpenMP — the readable reference and test oracle (qf_ops_cpu()).
- *   kernels/cuda/  bf16 (or fp16, fp32) storage / fp32 accumulation, cuBLASLt — ([cuda] issue; qf_ops_cuda()).
+ *   kernels/cuda/  bf16 (or fp16, fp32) storage / fp32 accumulation, cuBLASLt (qf_ops_cuda() and friends).
  *
  * Conventions
  *   - "act" tensors (activations, parameters as the model sees them, their gradients) are void*: float on the
@@ -21,13 +21,12 @@
 #define QF_OPS_H
 #include <stddef.h>
 #include <stdint.h>
-
-enum { QF_ACT_F32 = 0, QF_ACT_BF16 = 1, QF_ACT_F16 = 2 }; /* qf_ops.act_dtype */
+#include "dtype.h"
 
 typedef struct qf_ops {
     const char *name;        /* "cpu" | "cuda" | "cuda-f32" | "cuda-f16" */
     size_t act_bytes;        /* bytes of one act element (4 on cpu) */
-    int act_dtype;           /* QF_ACT_F32 | QF_ACT_BF16 | QF_ACT_F16: what an act element is */
+    qf_dtype act_dtype;      /* QF_DT_F32 | QF_DT_BF16 | QF_DT_F16: what an act element is */
 
     /* memory */
     void *(*alloc)(size_t bytes);                          /* zero-filled; NULL on failure */

@@ -13,9 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../io/h5io.h"
-#include "../io/hf.h"
-#include "../io/safetensors.h"
+#include "h5io.h"
+#include "hf.h"
+#include "safetensors.h"
 #include "commands.h"
 #include "model.h"
 

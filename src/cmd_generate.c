@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include "../io/tokenizer.h"
+#include "tokenizer.h"
 #include "commands.h"
 #include "json_out.h"
 #include "model.h"

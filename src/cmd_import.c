@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../io/hf.h"
+#include "hf.h"
 #include "commands.h"
 #include "util.h"
 

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "../io/dataset.h"
+#include "dataset.h"
 #include "commands.h"
 #include "prep.h"
 #include "rng.h"

@@ -79,8 +79,8 @@ void qf_run_header(qf_run *r, FILE *f, const char *what) {
                 (long long)r->st.data_epoch, (long long)r->st.data_row);
     const int act = r->ops->act_dtype;
     fprintf(f, "precision: the %s backend %s%s\n", r->ops->name,
-            act == QF_ACT_BF16  ? "stores bf16 parameters and activations, accumulates in fp32 (fp32 master weights)"
-            : act == QF_ACT_F16 ? "stores fp16 parameters and activations, accumulates in fp32 (fp32 master weights, "
+            act == QF_DT_BF16  ? "stores bf16 parameters and activations, accumulates in fp32 (fp32 master weights)"
+            : act == QF_DT_F16 ? "stores fp16 parameters and activations, accumulates in fp32 (fp32 master weights, "
                                   "dynamic loss scaling)"
                                 : "computes in fp32",
             (d->bf16 || d->fp16) && !strcmp(r->ops->name, "cpu") ? " (bf16/fp16 apply on GPUs; fp16 loss scaling still runs)" : "");

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "commands.h"
+#include "comm.h"
 #include "qf_git.h"
 #include "qf_version.h"
 #include "signals.h"
@@ -121,6 +122,7 @@ int main(int argc, char **argv) {
      * handlers instead of killing the rank */
     if (cmd == &qf_cmd_train) qf_signals_hold();
     MPI_Init(NULL, NULL);
+    qf_fatal_set_hook(qf_comm_fatal); /* QF_FATAL on any rank now stops them all */
     rc = cmd->run(opts);
     /* every rank returns the same code; a failing rank that could not agree has already called MPI_Abort */
     MPI_Finalize();

@@ -6,8 +6,8 @@
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "../io/chatml.h"
-#include "../io/tokenizer.h"
+#include "chatml.h"
+#include "tokenizer.h"
 #include "options.h"
 
 typedef struct prep_opts {

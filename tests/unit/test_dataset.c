@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "../io/dataset.h"
+#include "dataset.h"
 #include "commands.h"
 
 static int failures;

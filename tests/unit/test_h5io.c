@@ -11,7 +11,7 @@
 
 #include <hdf5.h>
 
-#include "../../io/h5io.h"
+#include "h5io.h"
 
 static int failures;
 #define CHECK(cond, ...)                                                    \

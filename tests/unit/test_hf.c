@@ -10,8 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../io/h5io.h"
-#include "../../io/hf.h"
+#include "h5io.h"
+#include "hf.h"
 
 static int failures;
 #define CHECK(cond, ...)                                                    \

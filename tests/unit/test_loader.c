@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../io/dataset.h"
+#include "dataset.h"
 #include "loader.h"
 #include "rng.h"
 

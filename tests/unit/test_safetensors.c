@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../io/safetensors.h"
+#include "safetensors.h"
 
 static int failures;
 #define CHECK(cond, ...)                                                    \

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../io/tokenizer.h"
+#include "tokenizer.h"
 
 static int g_fail, g_checks;
 static char g_dir[256];

@@ -5,7 +5,6 @@
  * Written into HF_DIR.tmp-PID and renamed: a failed export leaves nothing at HF_DIR. Rank 0 does the work. */
 #include <dirent.h>
 #include <jansson.h>
-#include <mpi.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,18 +175,11 @@ static const qf_opt EXPORT_OPTS[] = {
     {.name = "set", .type = QF_OPT_IGNORED, .meta = "KEY=VALUE", .help = "export reads no deck"},
 };
 
-/* Rank 0 works; the other ranks wait for its exit code */
 static int export_main(const void *opts) {
     const export_opts *o = opts;
-    int rank = 0, rc = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (rank == 0) {
-        qf_err e = {0};
-        if (export_run(o->from, o->out, o->dtype, &e)) fprintf(stderr, "qwen-ft: %s\n", e.msg);
-        rc = e.code;
-    }
-    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    return rc;
+    qf_err e = {0};
+    if (export_run(o->from, o->out, o->dtype, &e)) fprintf(stderr, "qwen-ft: %s\n", e.msg);
+    return e.code;
 }
 
 const qf_cmd qf_cmd_export = {
@@ -201,4 +193,5 @@ const qf_cmd qf_cmd_export = {
     .nopts = QF_NOPTS(EXPORT_OPTS),
     .size = sizeof(export_opts),
     .run = export_main,
+    .rank0 = 1,
 };

@@ -11,7 +11,6 @@
  * stop token is part of the output. */
 #include <jansson.h>
 #include <math.h>
-#include <mpi.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -370,29 +369,24 @@ static const qf_opt GEN_OPTS[] = {
     {.name = "set", .type = QF_OPT_IGNORED, .meta = "KEY=VALUE", .help = "generate reads no deck"},
 };
 
-/* Rank 0 works; the other ranks wait for its exit code */
 static int generate_main(const void *opts) {
     gen_opts op = *(const gen_opts *)opts;
-    int rank = 0, rc = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     const char *sampling[] = {"temperature", "top-k", "top-p", "seed"};
     const char *sampled = NULL;
     for (int i = 0; i < 4; i++)
         if (qf_opts_given(&qf_cmd_generate, opts, sampling[i])) sampled = sampling[i];
     if (sampled && op.greedy) {
-        if (rank == 0) fprintf(stderr, "qwen-ft generate: --greedy contradicts --%s (a sampling option)\n", sampled);
-        rc = QF_EXIT_INPUT;
-    } else if (!op.prompt_ids && !op.prompt) {
-        if (rank == 0) fprintf(stderr, "qwen-ft generate: needs --prompt TEXT or --prompt-ids LIST\n");
-        rc = QF_EXIT_INPUT;
-    } else if (rank == 0) {
-        op.greedy = !sampled;
-        qf_err e = {0};
-        if (run(&op, &e)) fprintf(stderr, "qwen-ft: %s\n", e.msg);
-        rc = e.code;
+        fprintf(stderr, "qwen-ft generate: --greedy contradicts --%s (a sampling option)\n", sampled);
+        return QF_EXIT_INPUT;
     }
-    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    return rc;
+    if (!op.prompt_ids && !op.prompt) {
+        fprintf(stderr, "qwen-ft generate: needs --prompt TEXT or --prompt-ids LIST\n");
+        return QF_EXIT_INPUT;
+    }
+    op.greedy = !sampled;
+    qf_err e = {0};
+    if (run(&op, &e)) fprintf(stderr, "qwen-ft: %s\n", e.msg);
+    return e.code;
 }
 
 const qf_cmd qf_cmd_generate = {
@@ -406,4 +400,5 @@ const qf_cmd qf_cmd_generate = {
     .nopts = QF_NOPTS(GEN_OPTS),
     .size = sizeof(gen_opts),
     .run = generate_main,
+    .rank0 = 1,
 };

@@ -1,6 +1,5 @@
 /* cmd_import.c — `qwen-ft import --from HF_DIR --out M.h5 [--dtype bf16|fp16|fp32]`: an HF Qwen directory
  * (config.json + safetensors) to the HDF5 model format, written atomically. Rank 0 does the work. */
-#include <mpi.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -24,19 +23,12 @@ static const qf_opt IMPORT_OPTS[] = {
     {.name = "set", .type = QF_OPT_IGNORED, .meta = "KEY=VALUE", .help = "import reads no deck"},
 };
 
-/* Rank 0 works; the other ranks wait for its exit code */
 static int import_main(const void *opts) {
     const import_opts *o = opts;
-    int rank = 0, rc = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (rank == 0) {
-        qf_err e = {0};
-        if (qf_hf_import(o->from, o->out, o->dtype, &e)) fprintf(stderr, "qwen-ft import: %s\n", e.msg);
-        else printf("import: wrote %s\n", o->out);
-        rc = e.code;
-    }
-    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    return rc;
+    qf_err e = {0};
+    if (qf_hf_import(o->from, o->out, o->dtype, &e)) fprintf(stderr, "qwen-ft import: %s\n", e.msg);
+    else printf("import: wrote %s\n", o->out);
+    return e.code;
 }
 
 const qf_cmd qf_cmd_import = {
@@ -47,4 +39,5 @@ const qf_cmd qf_cmd_import = {
     .nopts = QF_NOPTS(IMPORT_OPTS),
     .size = sizeof(import_opts),
     .run = import_main,
+    .rank0 = 1,
 };

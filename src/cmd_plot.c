@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
-#include <mpi.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -535,14 +534,9 @@ static int plot(const plot_opts *o, qf_err *e) {
 }
 
 static int plot_main(const void *opts) {
-    int rank = 0, rc = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (rank == 0) { /* one process draws; under mpirun the others wait for its exit code */
-        qf_err e = {0};
-        rc = plot(opts, &e);
-        if (rc) fprintf(stderr, "qwen-ft plot: %s\n", e.msg);
-    }
-    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    qf_err e = {0};
+    int rc = plot(opts, &e);
+    if (rc) fprintf(stderr, "qwen-ft plot: %s\n", e.msg);
     return rc;
 }
 
@@ -560,4 +554,5 @@ const qf_cmd qf_cmd_plot = {
     .pos_off = offsetof(plot_opts, files),
     .size = sizeof(plot_opts),
     .run = plot_main,
+    .rank0 = 1, /* one process draws */
 };

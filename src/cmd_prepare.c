@@ -17,7 +17,6 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
-#include <mpi.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -504,25 +503,10 @@ static int prep_run(prep_opts *o) {
     return rc;
 }
 
-/* Rank 0 works; the other ranks wait for its exit code, so that every rank returns the same one (main.c). */
 static int prepare_main(const void *args) {
-    int up = 0, down = 0, rank = 0, size = 1;
-    MPI_Initialized(&up);
-    MPI_Finalized(&down);
-    if (up && !down) {
-        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-        MPI_Comm_size(MPI_COMM_WORLD, &size);
-    }
-    int rc = QF_EXIT_OK;
-    if (rank == 0) {
-        prep_opts o = *(const prep_opts *)args;
-        rc = prep_check_args(&o, args);
-        if (rc == 0) rc = prep_run(&o);
-        fflush(stdout);
-        fflush(stderr);
-    }
-    if (size > 1) MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    return rc;
+    prep_opts o = *(const prep_opts *)args;
+    int rc = prep_check_args(&o, args);
+    return rc ? rc : prep_run(&o);
 }
 
 const qf_cmd qf_cmd_prepare = {
@@ -534,4 +518,5 @@ const qf_cmd qf_cmd_prepare = {
     .nopts = QF_NOPTS(PREP_OPTS),
     .size = sizeof(prep_opts),
     .run = prepare_main,
+    .rank0 = 1, /* the other ranks wait for its exit code */
 };

@@ -123,7 +123,7 @@ int main(int argc, char **argv) {
     if (cmd == &qf_cmd_train) qf_signals_hold();
     MPI_Init(NULL, NULL);
     qf_fatal_set_hook(qf_comm_fatal); /* QF_FATAL on any rank now stops them all */
-    rc = cmd->run(opts);
+    rc = cmd->rank0 ? qf_comm_on_rank0(cmd->run, opts) : cmd->run(opts);
     /* every rank returns the same code; a failing rank that could not agree has already called MPI_Abort */
     MPI_Finalize();
     qf_opts_free(cmd, opts);

@@ -60,7 +60,8 @@ typedef struct qf_cmd {
     int pos_min, pos_max; /* how many; pos_max 1: a const char * field, else a qf_strlist */
     size_t pos_off;
     size_t size;                    /* sizeof the option struct */
-    int (*run)(const void *opts);   /* after MPI_Init, on every rank; returns the exit code */
+    int (*run)(const void *opts);   /* after MPI_Init, on every rank (rank 0 only with rank0); returns the exit code */
+    int rank0;                      /* run on rank 0 alone; the other ranks wait and return its exit code */
     int uses_deck;                  /* DECK.cfg is its positional argument (completion offers *.cfg) */
 } qf_cmd;
 

@@ -30,6 +30,8 @@ void qf_metrics_add_str(qf_metrics_rec *m, const char *key, const char *v) {
     json_object_set_new(m->o, key, json_string(v));
 }
 
+void qf_metrics_add_null(qf_metrics_rec *m, const char *key) { json_object_set_new(m->o, key, json_null()); }
+
 int qf_metrics_write(qf_metrics_rec *m, FILE *f) {
     int rc = 0;
     if (f) rc = qf_json_print(m->o, f);

@@ -23,6 +23,8 @@ void qf_metrics_add_num(qf_metrics_rec *m, const char *key, double v);
 void qf_metrics_add_int(qf_metrics_rec *m, const char *key, int64_t v);
 void qf_metrics_add_bool(qf_metrics_rec *m, const char *key, int v);
 void qf_metrics_add_str(qf_metrics_rec *m, const char *key, const char *v);
+/* key: null, not flagged (a value that does not apply: mfu without a peak) */
+void qf_metrics_add_null(qf_metrics_rec *m, const char *key);
 /* 0, or -1 when the line could not be written. */
 int qf_metrics_write(qf_metrics_rec *m, FILE *f);
 

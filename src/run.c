@@ -8,6 +8,7 @@
 #include "h5io.h"
 #include "loss_scale.h"
 #include "model_config.h"
+#include "peak.h"
 
 /* ---- model config: model.from, else a preset and/or explicit dimensions (qf_deck_model_config) ----------- */
 
@@ -140,11 +141,14 @@ static int setup(qf_run *r, const qf_run_args *a, int mode, qf_err *e) {
         qf_zero_params_commit(&r->zero);
     }
     r->deck_text = deck_to_text(d);
-    /* MFU: SPEC's flops per token; the CPU backend has no tensor-core peak (MFU reported as 0 unless peak_tflops) */
+    /* MFU: SPEC's flops per token against the deck's peak_tflops, else the GPU table (src/peak.c); CPU ranks have
+     * no peak: MFU is n/a */
     const qf_model_config *c = &r->model.cfg;
     r->flops_per_token = 6.0 * (double)qf_model_num_matmul_params(c) +
                          12.0 * c->num_layers * c->num_heads * c->head_dim * (double)d->seq_len;
     r->peak_flops = d->peak_tflops * 1e12;
+    if (r->peak_flops == 0 && strcmp(r->ops->name, "cpu") && r->topo.node.gpus > 0)
+        r->peak_flops = qf_peak_gpu_flops(r->topo.node.gpu[r->comm.local_rank % r->topo.node.gpus].name, NULL);
     return 0;
 }
 

@@ -202,7 +202,8 @@ static int train_loop(qf_run *r, int *stopped) {
         advance_data(r);
         double dt = qf_now() - t0;
         double tok_s = (double)d->train_batch_size * d->seq_len / dt;
-        double mfu = r->peak_flops > 0 ? tok_s * r->flops_per_token / (r->peak_flops * r->comm.world_size) : 0.0;
+        /* no peak (CPU ranks without peak_tflops): n/a, null in metrics.jsonl */
+        double mfu = r->peak_flops > 0 ? tok_s * r->flops_per_token / (r->peak_flops * r->comm.world_size) : -1;
         double mem_gib = QF_GIB(qf_mem_peak());
         double gpu_gib = QF_GIB(qf_backend_peak_bytes(r->ops));
         if (rank0 && r->metrics) {
@@ -214,7 +215,8 @@ static int train_loop(qf_run *r, int *stopped) {
             qf_metrics_add_num(&m, "grad_norm", norm);
             qf_metrics_add_int(&m, "tokens", targets);
             qf_metrics_add_num(&m, "tokens_per_s", tok_s);
-            qf_metrics_add_num(&m, "mfu", mfu);
+            if (mfu >= 0) qf_metrics_add_num(&m, "mfu", mfu);
+            else qf_metrics_add_null(&m, "mfu");
             qf_metrics_add_bool(&m, "skipped", skipped);
             qf_metrics_add_num(&m, "loss_scale", st->loss_scale);
             qf_metrics_add_int(&m, "epoch", st->data_epoch);
@@ -224,15 +226,17 @@ static int train_loop(qf_run *r, int *stopped) {
             qf_metrics_write(&m, r->metrics);
         }
         if (gpu_gib > 0) qf_tb_scalar(r->tb, "perf/peak_gpu_mem_gib", step, gpu_gib);
-        qf_tb_train_step(r->tb, step, loss, lr, norm, st->loss_scale, tok_s, mfu, mem_gib); /* flushes */
+        qf_tb_train_step(r->tb, step, loss, lr, norm, st->loss_scale, tok_s, mfu >= 0 ? mfu : NAN, mem_gib); /* flushes */
         if (gpu_gib > 0) mem_gib = gpu_gib; /* the progress line shows the device's peak on GPU ranks */
         if (rank0 && (step % d->steps_per_print == 0 || step == r->total_steps || step == first_step + 1)) {
             char eta[32];
             double per = (qf_now() - t_start) / (double)(step - first_step);
             fmt_eta(per * (double)(r->total_steps - step), eta, sizeof eta);
-            printf("step %lld/%lld | loss %.4f | lr %.3e | grad_norm %.4f | %.0f tok/s | MFU %.1f%% | mem %.2f GiB | "
+            char mfu_s[16] = "n/a";
+            if (mfu >= 0) snprintf(mfu_s, sizeof mfu_s, "%.1f%%", 100 * mfu);
+            printf("step %lld/%lld | loss %.4f | lr %.3e | grad_norm %.4f | %.0f tok/s | MFU %s | mem %.2f GiB | "
                    "ETA %s%s\n",
-                   (long long)step, (long long)r->total_steps, loss, lr, norm, tok_s, 100 * mfu, mem_gib, eta,
+                   (long long)step, (long long)r->total_steps, loss, lr, norm, tok_s, mfu_s, mem_gib, eta,
                    skipped ? " | skipped" : "");
             fflush(stdout);
         }
@@ -291,7 +295,8 @@ int qf_train_command(const qf_run_args *a) {
         qf_estimate(&r.model.cfg, &r.deck, r.comm.world_size, r.comm.local_size, (int64_t)r.ops->act_bytes, &est);
         if (r.comm.rank == 0) {
             qf_run_header(&r, stdout, "train");
-            printf("backend: %s\n", r.backend_info);
+            if (r.peak_flops > 0) printf("backend: %s; MFU against %.0f TFLOP/s\n", r.backend_info, r.peak_flops / 1e12);
+            else printf("backend: %s; MFU n/a (no peak for this device: set peak_tflops)\n", r.backend_info);
         }
         rc = train_loop(&r, &stopped);
         if (!rc && r.comm.rank == 0 && !stopped) {

@@ -18,6 +18,10 @@ eval = { every_steps = 1; max_batches = 1; };
 log = { dir = "lg"; };
 DECK
 "$QWENFT" train g.cfg > train.out 2>&1 || { echo "FAIL: train"; cat train.out; exit 1; }
+grep -q "| MFU n/a |" train.out && grep -q "MFU n/a (no peak" train.out || { echo "FAIL: MFU is not n/a on CPU ranks"; exit 1; }
+"$QWENFT" train g.cfg --set peak_tflops=0.001 --set max_steps=4 > train2.out 2>&1 || { echo "FAIL: train 2"; exit 1; }
+grep -q "MFU against 0 TFLOP/s" train2.out && grep '"step": 4' lg/metrics.jsonl | grep -q '"mfu": [0-9]' ||
+  { echo "FAIL: peak_tflops does not give an MFU: $(grep '"step": 4' lg/metrics.jsonl)"; exit 1; }
 "$QWENFT" eval g.cfg --set data.valid=none.h5 > none.json 2> /dev/null || { echo "FAIL: eval on none.h5"; exit 1; }
 "$QWENFT" eval g.cfg > eval.json 2> /dev/null || { echo "FAIL: eval"; exit 1; }
 "$QWENFT" estimate g.cfg --ranks 4 --set train_batch_size=16 --json > est.json || { echo "FAIL: estimate --json"; exit 1; }
@@ -28,7 +32,7 @@ import json, re, sys
 bad = 0
 def fail(msg):
     global bad; bad += 1; print("FAIL:", msg)
-lines = [json.loads(l) for l in open("lg/metrics.jsonl")]  # every line must parse
+lines = [json.loads(l) for l in open("lg/metrics.jsonl")][:6]  # every line must parse; the first run's six
 train = [o for o in lines if o.get("type") == "train"]
 ev = [o for o in lines if o.get("type") == "eval"]
 if len(train) != 3 or len(ev) != 3 or len(lines) != 6: fail(f"{len(train)} train + {len(ev)} eval of {len(lines)} lines")
@@ -41,6 +45,7 @@ for o in train:
         if k not in o: fail(f"train line lacks {k}: {o}")
     if not (isinstance(o["loss"], float) and o["peak_host_mem_gib"] > 0 and isinstance(o["skipped"], bool)):
         fail(f"train line values: {o}")
+    if o["mfu"] is not None or "nonfinite" in o: fail(f"CPU ranks have no peak: mfu must be null, unflagged: {o}")
 for o in ev:
     if set(o) != {"type", "time", "step", "valid_loss", "valid_ppl", "valid_tokens"}: fail(f"eval line keys: {o}")
 if [o["step"] for o in train] != [1, 2, 3] or [o["step"] for o in ev] != [1, 2, 3]: fail("steps")

@@ -36,10 +36,10 @@ typedef struct qf_run {
     qf_signals *sig;            /* train: SIGUSR1/SIGTERM/SIGINT and max_hours (installed by qf_train_command) */
     qf_topology topo;           /* nodes, GPUs, P2P, InfiniBand (docs/hpc.md) */
     char nccl_line[512];        /* what the NCCL environment policy did (run header) */
-    double flops_per_token, peak_flops;
-    /* fault injection for the failure tests (QWENFT_INJECT_FAULT="rank:step:nan|fail", docs/testing.md) */
+    double flops_per_token, peak_flops; /* peak_flops 0: no peak known (MFU n/a) */
     char backend_info[160];     /* which op table, which GPU */
     int64_t rss_base;           /* resident bytes before the model state and activations were allocated */
+    /* fault injection for the failure tests (QWENFT_INJECT_FAULT="rank:step:nan|fail", docs/testing.md) */
     int fault_rank;
     int64_t fault_step;
     char fault_kind[8];

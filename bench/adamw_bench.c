@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "kernels/ops.h"
+#include "ops.h"
 #include "util.h"
 
 int main(int argc, char **argv) {
@@ -16,8 +16,8 @@ int main(int argc, char **argv) {
     int threads = argc > 2 ? atoi(argv[2]) : omp_get_max_threads();
     const char *dts = argc > 3 ? argv[3] : "bf16";
     int reps = argc > 4 ? atoi(argv[4]) : 5;
-    int dt = !strcmp(dts, "fp32") ? QF_ACT_F32 : !strcmp(dts, "fp16") ? QF_ACT_F16 : QF_ACT_BF16;
-    size_t ab = dt == QF_ACT_F32 ? 4 : 2;
+    int dt = !strcmp(dts, "fp32") ? QF_DT_F32 : !strcmp(dts, "fp16") ? QF_DT_F16 : QF_DT_BF16;
+    size_t ab = dt == QF_DT_F32 ? 4 : 2;
     if (!n || threads < 1 || reps < 1) {
         fprintf(stderr, "usage: adamw_bench [N_MILLION] [THREADS] [bf16|fp16|fp32] [REPEATS]\n");
         return 2;
@@ -33,8 +33,8 @@ int main(int argc, char **argv) {
         p[i] = 0.01f * (float)(i % 1000);
         m[i] = 0;
         v[i] = 0;
-        if (dt == QF_ACT_F32) ((float *)g)[i] = 1e-3f;
-        else ((uint16_t *)g)[i] = dt == QF_ACT_BF16 ? qf_f32_to_bf16(1e-3f) : qf_f32_to_f16(1e-3f);
+        if (dt == QF_DT_F32) ((float *)g)[i] = 1e-3f;
+        else ((uint16_t *)g)[i] = dt == QF_DT_BF16 ? qf_f32_to_bf16(1e-3f) : qf_f32_to_f16(1e-3f);
     }
     double best = 0;
     for (int r = 0; r < reps; r++) {
@@ -43,8 +43,8 @@ int main(int argc, char **argv) {
         double dt_s = qf_now() - t0, rate = (double)n / dt_s / 1e9;
         if (rate > best) best = rate;
         for (size_t i = 0; i < n; i += 4096) { /* the pass rounded parameters into g: put gradients back */
-            if (dt == QF_ACT_F32) ((float *)g)[i] = 1e-3f;
-            else ((uint16_t *)g)[i] = dt == QF_ACT_BF16 ? qf_f32_to_bf16(1e-3f) : qf_f32_to_f16(1e-3f);
+            if (dt == QF_DT_F32) ((float *)g)[i] = 1e-3f;
+            else ((uint16_t *)g)[i] = dt == QF_DT_BF16 ? qf_f32_to_bf16(1e-3f) : qf_f32_to_f16(1e-3f);
         }
     }
     printf("{\"impl\": \"qwen-ft qf_cpu_adamw_act\", \"dtype\": \"%s\", \"threads\": %d, \"n\": %zu, "

@@ -101,7 +101,7 @@ static void bench(const qf_ops *g, const char *model, int path, int B, int T, in
     printf("%-4s %-5s %-12s B=%d T=%d H=%2d KV=%d D=%3d docs=%d  fwd %6.3f ms %5.1f  bwd %6.3f ms %5.1f  "
            "fwd+bwd %5.1f TFLOP/s | no read-back: fwd %5.1f bwd %5.1f fwd+bwd %5.1f  (ran %s/%s; first calls "
            "%.0f/%.0f ms)\n",
-           g->act_dtype == QF_ACT_F16 ? "fp16" : "bf16", path == 1 ? "mma" : "cudnn", model, B, T, H, KV, D, docs,
+           g->act_dtype == QF_DT_F16 ? "fp16" : "bf16", path == 1 ? "mma" : "cudnn", model, B, T, H, KV, D, docs,
            tf * 1e3, ff / tf / 1e12, tb * 1e3, fb / tb / 1e12, (ff + fb) / (tf + tb) / 1e12, ff / tfc / 1e12,
            fb / tbc / 1e12, (ff + fb) / (tfc + tbc) / 1e12, ran_f, ran_b, first_f * 1e3, first_b * 1e3);
     fflush(stdout);

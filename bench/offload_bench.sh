@@ -4,7 +4,7 @@
 # $OUT/offload.jsonl. Run on the GPU machine after `. .devdeps/env.sh`.
 #   SPEC = model:seq:micro:ackpt:offload:accum:prec[:cap_gb[:steps[:breakdown[:ratio]]]]
 #     offload none | opt (optimizer states on the host) | all (+ parameters), ZeRO-3; prec bf16 | fp16;
-#     cap_gb: gpu_memory_limit_gb (0 = none); breakdown 1: log.wall_clock_breakdown (its time object is kept);
+#     cap_gb: gpu_memory_limit_gb (0 = none); breakdown 1: log.wall_clock_breakdown (its breakdown object is kept);
 #     ratio: zero_optimization.offload_optimizer.ratio (default 1: all of the optimizer on the host).
 # The DeepSpeed peer runs the same specs through .devdeps/bench/peer_deepspeed.py (bench/offload_peer.sh).
 set -uo pipefail
@@ -62,10 +62,10 @@ t = sorted(s["tokens_per_s"] for s in rest)
 mid = t[len(t) // 2] if t else None
 s = next((x for x in rest if x["tokens_per_s"] == mid), {})
 row = dict(impl="qwen-ft", spec=spec, rc=rc, steps=len(steps), tok_s=round(mid) if mid else None, mfu=s.get("mfu"),
-           peak_gpu_gib=max((x["peak_gpu_mem_gb"] for x in steps), default=None), skipped=sum(1 for x in steps if x["skipped"]),
+           peak_gpu_gib=max((x["peak_gpu_mem_gib"] for x in steps), default=None), skipped=sum(1 for x in steps if x["skipped"]),
            loss=steps[-1]["loss"] if steps else None, host_growth_gib=round((peak - base) / 2**30, 2),
            host_bytes_per_param=round((peak - base) / params, 2) if params else None)
-if "time" in s: row["time"] = s["time"]
+if "breakdown" in s: row["breakdown"] = s["breakdown"]
 print(json.dumps(row))
 PY
 done

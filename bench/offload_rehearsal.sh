@@ -47,6 +47,6 @@ params = 14770033664
 steps = [json.loads(l) for l in open(sys.argv[3]) if '"loss"' in l] if rc == 0 else []
 print(json.dumps(dict(impl="qwen-ft", run="14b-zero3-offload-24gb", world=n, rc=rc, steps=len(steps),
       losses=[s["loss"] for s in steps], tok_s=steps[-1]["tokens_per_s"] if steps else None,
-      peak_gpu_mem_gb=max((s["peak_gpu_mem_gb"] for s in steps), default=None),
+      peak_gpu_mem_gb=max((s["peak_gpu_mem_gib"] for s in steps), default=None),
       host_growth_gb=round((peak - base) / 2**30, 1), host_bytes_per_param=round((peak - base) / params, 2))))
 PY

@@ -42,7 +42,7 @@ t = sorted(s["tokens_per_s"] for s in steps[2:])
 mid = t[len(t) // 2]
 s = [x for x in steps if x["tokens_per_s"] == mid][0]
 print(json.dumps(dict(impl="qwen-ft", model=sys.argv[2], world=int(sys.argv[3]), seq=int(sys.argv[4]), mbs=int(sys.argv[5]),
-      ckpt=int(sys.argv[6]), stage=int(sys.argv[7]), tok_s=round(mid), mfu=s["mfu"], peak_mem_gb=s.get("peak_gpu_mem_gb"))))
+      ckpt=int(sys.argv[6]), stage=int(sys.argv[7]), tok_s=round(mid), mfu=s["mfu"], peak_mem_gb=s.get("peak_gpu_mem_gib"))))
 PY
   bash "$root/.devdeps/bench/run_peer.sh" "$n" "$model:$seq:$micro:$ackpt:0" | grep '^{' | tail -1 >> "$out/bench.jsonl"
 done

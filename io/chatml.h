@@ -18,7 +18,7 @@
 #define QF_CHATML_H
 #include <stddef.h>
 #include <stdint.h>
-#include "../src/util.h"
+#include "util.h"
 #include "tokenizer.h"
 
 typedef enum { QF_CHAT_USER, QF_CHAT_ASSISTANT } qf_chat_role;

@@ -8,7 +8,7 @@
 #ifndef QF_DATASET_H
 #define QF_DATASET_H
 #include <stdint.h>
-#include "../src/util.h"
+#include "util.h"
 
 typedef struct qf_dataset {
     char path[1024];

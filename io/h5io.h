@@ -16,13 +16,10 @@
 #define QF_H5IO_H
 #include <mpi.h>
 #include <stdint.h>
-#include "../src/model_config.h"
-#include "../src/util.h"
+#include "dtype.h"
+#include "model_config.h"
+#include "util.h"
 
-typedef enum { QF_DT_F32 = 0, QF_DT_BF16, QF_DT_F16 } qf_dtype;
-/* "bf16" | "fp16" | "fp32" <-> qf_dtype; returns -1 on an unknown name */
-int qf_dtype_parse(const char *s, qf_dtype *out);
-const char *qf_dtype_name(qf_dtype t);
 
 typedef struct qf_h5 qf_h5; /* an open file */
 

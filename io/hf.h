@@ -16,8 +16,8 @@
  * ln_1, ln_2, ln_f, wte) are served under the same canonical names. */
 #ifndef QF_HF_H
 #define QF_HF_H
-#include "../src/model_config.h"
-#include "../src/util.h"
+#include "model_config.h"
+#include "util.h"
 #include "safetensors.h"
 
 typedef struct qf_hf {

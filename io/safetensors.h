@@ -5,7 +5,7 @@
 #ifndef QF_SAFETENSORS_H
 #define QF_SAFETENSORS_H
 #include <stdint.h>
-#include "../src/util.h"
+#include "util.h"
 
 typedef struct qf_st_tensor {
     char *name;

@@ -2,8 +2,11 @@
  *   tok_map.c       hash maps: token bytes -> id, merge pair (id, id) -> (rank, new id)
  *   tok_text.c      UTF-8 checks, NFC (utf8proc), GPT-2's byte <-> unicode table, regex splitting (PCRE2)
  *   tok_bpe.c       the merge loop (HF rank-of-pair and tiktoken rank-of-concatenation semantics)
+ *   tok_vocab.c     the store the loaders fill: decoded bytes per id, added tokens, the byte tokens
  *   tok_hf.c        tokenizer.json        tok_tiktoken.c   qwen.tiktoken
- *   tokenizer.c     loading by path, encode (added tokens -> normalize -> pre-tokenize -> BPE), decode */
+ *   tokenizer.c     loading by path, encode (added tokens -> normalize -> pre-tokenize -> BPE), decode
+ * Calls go one way: tokenizer.c -> tok_hf.c / tok_tiktoken.c -> tok_vocab.c, tok_map.c, tok_text.c; tok_bpe.c
+ * serves tokenizer.c. */
 #ifndef QF_TOK_IMPL_H
 #define QF_TOK_IMPL_H
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -76,6 +79,8 @@ struct qf_tokenizer {
     size_t dec_used, dec_cap;
 };
 
+/* ---- tok_vocab.c -------------------------------------------------------------------------------------------- */
+
 /* Sets the decoded bytes of id (growing the id space as needed). */
 void qf_tok_set_decode(qf_tokenizer *t, int32_t id, const char *bytes, size_t len);
 /* Adds an added/special token to set added[normalized]; 0, or an error naming path (empty content, too many
@@ -83,6 +88,8 @@ void qf_tok_set_decode(qf_tokenizer *t, int32_t id, const char *bytes, size_t le
 int qf_tok_add(qf_tokenizer *t, const char *text, size_t len, int32_t id, int normalized, const char *path, qf_err *e);
 /* Fills byte_id from vocab; an error naming path when a byte has no token. */
 int qf_tok_bytes_check(qf_tokenizer *t, const char *path, qf_err *e);
+
+/* ---- tok_hf.c, tok_tiktoken.c: the file loaders (called by tokenizer.c) ---------------------------------------- */
 
 int qf_tok_hf_load(qf_tokenizer *t, const char *path, const char *buf, size_t len, qf_err *e);
 int qf_tok_tiktoken_load(qf_tokenizer *t, const char *path, const char *buf, size_t len, qf_err *e);

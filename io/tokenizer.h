@@ -18,7 +18,7 @@
 #define QF_TOKENIZER_H
 #include <stddef.h>
 #include <stdint.h>
-#include "../src/util.h"
+#include "util.h"
 
 typedef struct qf_tokenizer qf_tokenizer;
 

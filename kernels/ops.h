@@ -1,7 +1,7 @@
 /* ops.h — the op table: every compute kernel the model, optimizer and loss need, behind one struct of
  * function pointers with two implementations:
  *   kernels/cpu/   fp32, OpenMP — the readable reference and test oracle (qf_ops_cpu()).
- *   kernels/cuda/  bf16 (or fp16, fp32) storage / fp32 accumulation, cuBLASLt — ([cuda] issue; qf_ops_cuda()).
+ *   kernels/cuda/  bf16 (or fp16, fp32) storage / fp32 accumulation, cuBLASLt (qf_ops_cuda() and friends).
  *
  * Conventions
  *   - "act" tensors (activations, parameters as the model sees them, their gradients) are void*: float on the
@@ -21,13 +21,12 @@
 #define QF_OPS_H
 #include <stddef.h>
 #include <stdint.h>
-
-enum { QF_ACT_F32 = 0, QF_ACT_BF16 = 1, QF_ACT_F16 = 2 }; /* qf_ops.act_dtype */
+#include "dtype.h"
 
 typedef struct qf_ops {
     const char *name;        /* "cpu" | "cuda" | "cuda-f32" | "cuda-f16" */
     size_t act_bytes;        /* bytes of one act element (4 on cpu) */
-    int act_dtype;           /* QF_ACT_F32 | QF_ACT_BF16 | QF_ACT_F16: what an act element is */
+    qf_dtype act_dtype;      /* QF_DT_F32 | QF_DT_BF16 | QF_DT_F16: what an act element is */
 
     /* memory */
     void *(*alloc)(size_t bytes);                          /* zero-filled; NULL on failure */
@@ -134,7 +133,7 @@ enum { QF_COPY_H2D = 0, QF_COPY_D2H = 1, QF_COPY_TICKETS = 64 };
 const qf_ops *qf_ops_cpu(void);
 
 /* The host AdamW of optimizer offload (kernels/cpu; host memory on every backend): the table's adamw with the
- * gradients g[n] in act dtype act_dtype (QF_ACT_*) widened on the fly and the updated parameters rounded to act
+ * gradients g[n] in act dtype act_dtype (QF_DT_*) widened on the fly and the updated parameters rounded to act
  * into pact[n] (NULL: none; may alias g), in one pass of `threads` OpenMP threads (<= 0: the default). The same
  * float operations as qf_ops_cpu()->adamw after act_to_f32, so the results are bitwise those of that sequence. */
 void qf_cpu_adamw_act(float *p, void *pact, const void *g, int act_dtype, float *m, float *v, size_t n, float gscale,

@@ -5,13 +5,7 @@
 #include <string.h>
 
 #ifdef QWENFT_HAVE_CUDA
-#include <cuda_runtime_api.h>
-const qf_ops *qf_ops_cuda(void);
-const qf_ops *qf_ops_cuda_f32(void);
-const qf_ops *qf_ops_cuda_f16(void);
-void qf_cuda_set_memory_limit(size_t bytes);
-size_t qf_cuda_peak_bytes(void);
-size_t qf_cuda_current_bytes(void);
+#include <cuda_runtime_api.h> /* the qf_cuda_* and qf_ops_cuda* functions are declared in ops.h */
 #endif
 
 int qf_backend_select(const qf_deck *d, int local_rank, const qf_ops **ops, char *info, size_t n, qf_err *e) {

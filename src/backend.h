@@ -4,7 +4,7 @@
 #ifndef QF_BACKEND_H
 #define QF_BACKEND_H
 #include <stddef.h>
-#include "../kernels/ops.h"
+#include "ops.h"
 #include "deck.h"
 
 /* Picks and initialises the backend for this rank; describes it in info. 0 or an exit code. */

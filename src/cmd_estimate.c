@@ -2,94 +2,159 @@
  * memory per rank and per node for the deck's model at every ZeRO stage and offload choice, before any
  * allocation (formulas in src/estimate.c and docs/zero.md). The deck's own choice is marked with '*'. */
 #include <mpi.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "commands.h"
 #include "deck.h"
 #include "estimate.h"
+#include "json_out.h"
 #include "model.h"
 
-static double gib(int64_t b) { return (double)b / (1024.0 * 1024.0 * 1024.0); }
+typedef struct est_opts {
+    const char *deck;
+    qf_strlist sets;
+    int ranks, ranks_per_node; /* 0: the MPI world size; min(ranks, 8) */
+    const char *device, *preset;
+    int json;
+} est_opts;
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: qwen-ft estimate DECK.cfg [--ranks N] [--ranks-per-node G] [--device cpu|gpu] [--set key=value]...\n"
-               "Memory per rank and per node for the deck's model at ZeRO stages 0-3 with and without offload.\n"
-               "--ranks defaults to the MPI world size, --ranks-per-node to min(ranks, 8); --device gpu counts bf16/fp16\n"
-               "parameters, gradients and activations at 2 bytes (the deck's precision), cpu at 4 (CPU ranks compute in fp32).\n");
+static const qf_opt EST_OPTS[] = {
+    {.name = "ranks", .type = QF_OPT_INT, .off = offsetof(est_opts, ranks), .meta = "N", .lo = 1, .hi = 1e7,
+     .help = "data-parallel ranks to plan for (default: the MPI world size)"},
+    {.name = "ranks-per-node", .type = QF_OPT_INT, .off = offsetof(est_opts, ranks_per_node), .meta = "G", .lo = 1,
+     .hi = 1e5, .help = "ranks (GPUs) per node (default: min(ranks, 8))"},
+    {.name = "device", .type = QF_OPT_CHOICE, .off = offsetof(est_opts, device), .def = "cpu", .choices = "cpu|gpu",
+     .help = "gpu counts bf16/fp16 parameters, gradients and activations at 2 bytes (the deck's precision), cpu at "
+             "4 (CPU ranks compute in fp32)"},
+    {.name = "preset", .type = QF_OPT_STR, .off = offsetof(est_opts, preset), .meta = "NAME",
+     .help = "plan for a published architecture (qwen2.5-14b, qwen3-8b, ...) instead of model.from, so that no "
+             "weights file is needed; explicit model.* dimensions of the deck still apply"},
+    {.name = "json", .type = QF_OPT_FLAG, .off = offsetof(est_opts, json),
+     .help = "print one JSON object (sizes in GiB) instead of the table"},
+    {.name = "set", .type = QF_OPT_LIST, .off = offsetof(est_opts, sets), .meta = "KEY=VALUE",
+     .help = "override a deck entry (repeatable)"},
+};
+
+static const char *const OFFLOADS[] = {"none", "optimizer", "optimizer+param"};
+
+/* the deck's model, from --preset, model.from, or the deck's preset / dimensions */
+static int est_model(const est_opts *o, qf_deck *d, qf_model_config *c, qf_err *e) {
+    if (o->preset) {
+        if (qf_preset_lookup(o->preset, c) != 0) {
+            char names[1024] = "";
+            for (const char *const *n = qf_preset_names(); *n; n++)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? ", " : "", *n);
+            return qf_err_set(e, QF_EXIT_INPUT, "--preset=%s: unknown preset (known: %s)", o->preset, names);
+        }
+        d->model_from[0] = 0;
+        snprintf(d->model_preset, sizeof d->model_preset, "%s", o->preset);
+    }
+    if (d->model_from[0]) {
+        if (!qf_exists(d->model_from))
+            return qf_err_set(e, QF_EXIT_INPUT, "%s: model.from: %s does not exist (estimate --preset=NAME plans for a "
+                              "published architecture without the weights)", d->path, d->model_from);
+        char resolved[QF_PATH_MAX + 64];
+        return qf_model_source_config(d->model_from, c, resolved, sizeof resolved, e);
+    }
+    char msg[512];
+    if (qf_deck_model_config(d, c, msg, sizeof msg)) return qf_err_set(e, QF_EXIT_INPUT, "%s: model: %s", d->path, msg);
+    return 0;
 }
 
-int qf_cmd_estimate(int argc, char **argv) {
+static json_t *est_row_json(int stage, int k, const qf_mem_estimate *m, int mine) {
+    json_t *r = json_object();
+    json_object_set_new(r, "stage", json_integer(stage));
+    json_object_set_new(r, "offload", json_string(OFFLOADS[k]));
+    qf_json_set_num(r, "params_gib", QF_GIB(m->params));
+    qf_json_set_num(r, "grads_gib", QF_GIB(m->grads));
+    qf_json_set_num(r, "optimizer_gib", QF_GIB(m->optimizer));
+    qf_json_set_num(r, "activations_gib", QF_GIB(m->activations));
+    qf_json_set_num(r, "device_per_rank_gib", QF_GIB(m->device_total));
+    qf_json_set_num(r, "host_per_rank_gib", QF_GIB(m->host_per_rank));
+    qf_json_set_num(r, "host_per_node_gib", QF_GIB(m->host_per_node));
+    json_object_set_new(r, "deck_choice", json_boolean(mine));
+    return r;
+}
+
+static int estimate_run(const void *opts) {
+    const est_opts *o = opts;
     int rank = 0, world = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
-    int W = world, G = 0;
-    const char *deck = NULL, *device = NULL;
-    char **sets = qf_calloc((size_t)argc, sizeof(char *));
-    int nset = 0, rc = 0;
-    for (int i = 1; i < argc && !rc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            if (rank == 0) usage(stdout);
-            free(sets);
-            return 0;
-        } else if (!strcmp(a, "--ranks") && i + 1 < argc) W = atoi(argv[++i]);
-        else if (!strcmp(a, "--ranks-per-node") && i + 1 < argc) G = atoi(argv[++i]);
-        else if (!strcmp(a, "--device") && i + 1 < argc) device = argv[++i];
-        else if (!strcmp(a, "--set") && i + 1 < argc) sets[nset++] = argv[++i];
-        else if (!strncmp(a, "--set=", 6)) sets[nset++] = argv[i] + 6;
-        else if (a[0] != '-' && !deck) deck = a;
-        else rc = QF_EXIT_INPUT;
-    }
-    if (rc || !deck || W < 1 || G < 0 || (device && strcmp(device, "cpu") && strcmp(device, "gpu"))) {
-        if (rank == 0) usage(stderr);
-        free(sets);
-        return QF_EXIT_INPUT;
-    }
+    int W = o->ranks ? o->ranks : world, G = o->ranks_per_node;
+    const char *deck = o->deck;
     if (G == 0) G = W < 8 ? W : 8;
     qf_deck d;
     qf_err e = {0};
     qf_model_config c;
     memset(&c, 0, sizeof c);
-    if (qf_deck_load(deck, nset, sets, W, &d, &e) == 0) {
-        if (d.model_from[0]) {
-            char resolved[QF_PATH_MAX + 64];
-            qf_model_source_config(d.model_from, &c, resolved, sizeof resolved, &e);
-        } else {
-            char msg[512];
-            if (qf_deck_model_config(&d, &c, msg, sizeof msg)) qf_err_set(&e, QF_EXIT_INPUT, "%s: model: %s", deck, msg);
-        }
-    }
-    free(sets);
+    if (qf_deck_load(deck, o->sets.n, (char *const *)o->sets.v, W, &d, &e) == 0) est_model(o, &d, &c, &e);
     if (e.code) {
         if (rank == 0) fprintf(stderr, "qwen-ft: %s\n", e.msg);
         return e.code;
     }
     qf_deck_resolve_auto(&d, c.hidden_size);
-    int gpu = device ? !strcmp(device, "gpu") : 0;
+    int gpu = !strcmp(o->device, "gpu");
     int64_t ab = gpu && (d.bf16 || d.fp16) ? 2 : 4;
     if (rank != 0) return 0;
-    printf("qwen-ft estimate: %s: %s, %.3f B parameters, %d ranks (%d per node), micro batch %d x seq %d, "
-           "activation checkpointing %s, %d-byte parameters/activations (%s)\n",
-           deck, c.arch, (double)qf_model_num_params(&c) / 1e9, W, G, d.train_micro_batch_size_per_gpu, d.seq_len,
-           d.activation_checkpointing == QF_ACKPT_NONE ? "off" : d.activation_checkpointing == QF_ACKPT_FULL ? "full" : "selective", (int)ab, gpu ? "gpu" : "cpu ranks");
-    printf("%-6s %-16s %10s %10s %10s %10s %12s %14s %14s\n", "stage", "offload", "params", "grads", "optim",
-           "activ", "device/rank", "host/rank", "host/node");
-    static const char *const offl[] = {"none", "optimizer", "optimizer+param"};
+    const char *ackpt = d.activation_checkpointing == QF_ACKPT_NONE   ? "off"
+                        : d.activation_checkpointing == QF_ACKPT_FULL ? "full"
+                                                                      : "selective";
+    json_t *js = NULL, *rows = NULL;
+    if (o->json) {
+        js = json_pack("{s:s, s:s, s:I, s:i, s:i, s:i, s:i, s:s, s:i, s:s}", "deck", deck, "arch", c.arch, "params",
+                       (json_int_t)qf_model_num_params(&c), "ranks", W, "ranks_per_node", G, "micro_batch",
+                       d.train_micro_batch_size_per_gpu, "seq_len", d.seq_len, "activation_checkpointing", ackpt,
+                       "bytes_per_value", (int)ab, "device", gpu ? "gpu" : "cpu");
+        rows = json_array();
+        json_object_set_new(js, "plans", rows);
+    } else {
+        printf("qwen-ft estimate: %s: %s, %.3f B parameters, %d ranks (%d per node), micro batch %d x seq %d, "
+               "activation checkpointing %s, %d-byte parameters/activations (%s)\n",
+               deck, c.arch, (double)qf_model_num_params(&c) / 1e9, W, G, d.train_micro_batch_size_per_gpu, d.seq_len,
+               ackpt, (int)ab, gpu ? "gpu" : "cpu ranks");
+        printf("%-6s %-16s %10s %10s %10s %10s %12s %14s %14s\n", "stage", "offload", "params", "grads", "optim",
+               "activ", "device/rank", "host/rank", "host/node");
+    }
     for (int s = 0; s <= 3; s++)
-        for (int o = 0; o < 3; o++) {
-            if ((s == 0 && o > 0) || (o == 2 && s != 3)) continue; /* DeepSpeed: offload needs stage >= 1, params stage 3 */
+        for (int k = 0; k < 3; k++) {
+            if ((s == 0 && k > 0) || (k == 2 && s != 3)) continue; /* DeepSpeed: offload needs stage >= 1, params stage 3 */
             qf_deck v = d;
             v.zero_stage = s;
-            v.offload_optimizer = o >= 1 ? QF_OFFLOAD_CPU : QF_OFFLOAD_NONE;
-            v.offload_param = o == 2 ? QF_OFFLOAD_CPU : QF_OFFLOAD_NONE;
+            v.offload_optimizer = k >= 1 ? QF_OFFLOAD_CPU : QF_OFFLOAD_NONE;
+            v.offload_param = k == 2 ? QF_OFFLOAD_CPU : QF_OFFLOAD_NONE;
             qf_mem_estimate m;
             qf_estimate(&c, &v, W, G, ab, &m);
             int mine = s == d.zero_stage && v.offload_optimizer == d.offload_optimizer && v.offload_param == d.offload_param;
-            printf("%-6d %-16s %9.2fG %9.2fG %9.2fG %9.2fG %11.2fG %13.2fG %13.2fG %s\n", s, offl[o], gib(m.params),
-                   gib(m.grads), gib(m.optimizer), gib(m.activations), gib(m.device_total), gib(m.host_per_rank),
-                   gib(m.host_per_node), mine ? "*" : "");
+            if (o->json) {
+                json_array_append_new(rows, est_row_json(s, k, &m, mine));
+                continue;
+            }
+            printf("%-6d %-16s %9.2fG %9.2fG %9.2fG %9.2fG %11.2fG %13.2fG %13.2fG %s\n", s, OFFLOADS[k],
+                   QF_GIB(m.params), QF_GIB(m.grads), QF_GIB(m.optimizer), QF_GIB(m.activations),
+                   QF_GIB(m.device_total), QF_GIB(m.host_per_rank), QF_GIB(m.host_per_node), mine ? "*" : "");
         }
+    if (o->json) return qf_json_print(js, stdout) ? QF_EXIT_RUNTIME : 0;
     printf("(GiB; * = the deck's choice; formulas: docs/zero.md)\n");
     return 0;
 }
+
+const qf_cmd qf_cmd_estimate = {
+    .name = "estimate",
+    .synopsis = "DECK.cfg [--ranks=N] [--ranks-per-node=G] [--device=cpu|gpu] [--preset=NAME] [--json] "
+                "[--set KEY=VALUE]...",
+    .summary = "memory per rank and per node for the deck, by ZeRO stage and offload, before any allocation",
+    .about = "Memory per rank and per node for the deck's model at ZeRO stages 0-3 with and without offload\n"
+             "(formulas: docs/zero.md); the deck's own choice is marked with '*'.",
+    .opts = EST_OPTS,
+    .nopts = QF_NOPTS(EST_OPTS),
+    .pos_meta = "DECK.cfg",
+    .pos_min = 1,
+    .pos_max = 1,
+    .pos_off = offsetof(est_opts, deck),
+    .size = sizeof(est_opts),
+    .run = estimate_run,
+    .uses_deck = 1,
+};

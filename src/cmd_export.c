@@ -5,28 +5,20 @@
  * Written into HF_DIR.tmp-PID and renamed: a failed export leaves nothing at HF_DIR. Rank 0 does the work. */
 #include <dirent.h>
 #include <jansson.h>
-#include <mpi.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../io/h5io.h"
-#include "../io/hf.h"
-#include "../io/safetensors.h"
+#include "h5io.h"
+#include "hf.h"
+#include "safetensors.h"
 #include "commands.h"
 #include "model.h"
 
 #define QF_EXPORT_SHARD_BYTES ((int64_t)5 << 30)
-
-static void export_usage(FILE *fp) {
-    fprintf(fp, "usage: qwen-ft export --from CKPT --out HF_DIR [--dtype bf16|fp16|fp32]\n"
-                "  --from SRC    an HDF5 model (qwen-ft import), a checkpoint file, or a checkpoint directory (its latest)\n"
-                "  --out DIR     HF directory to create (must not exist or be empty): config.json + safetensors\n"
-                "  --dtype T     tensor dtype (default: the dtype the model was trained or imported in)\n"
-                "  --help        this text\n");
-}
 
 /* config.json as transformers writes it for Qwen2ForCausalLM / Qwen3ForCausalLM */
 static int write_config(const char *dir, const qf_model_config *c, const char *dtype, qf_err *e) {
@@ -169,39 +161,37 @@ static int export_run(const char *from, const char *out, const char *dtype_arg, 
     return e->code;
 }
 
-int qf_cmd_export(int argc, char **argv) {
-    int rank = 0, rc = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    const char *from = NULL, *out = NULL, *dtype = NULL;
-    for (int i = 1; i < argc && !rc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            if (rank == 0) export_usage(stdout);
-            return 0;
-        }
-        const char **dst = !strcmp(a, "--from") ? &from : !strcmp(a, "--out") ? &out : !strcmp(a, "--dtype") ? &dtype : NULL;
-        if (!dst || i + 1 >= argc) {
-            if (rank == 0) {
-                fprintf(stderr, "qwen-ft export: %s %s\n", dst ? "missing value for" : "unknown option", a);
-                export_usage(stderr);
-            }
-            rc = QF_EXIT_INPUT;
-        } else {
-            *dst = argv[++i];
-        }
-    }
-    if (!rc && (!from || !out)) {
-        if (rank == 0) {
-            fprintf(stderr, "qwen-ft export: --from and --out are required\n");
-            export_usage(stderr);
-        }
-        rc = QF_EXIT_INPUT;
-    }
-    if (!rc && rank == 0) {
-        qf_err e = {0};
-        if (export_run(from, out, dtype, &e)) fprintf(stderr, "qwen-ft: %s\n", e.msg);
-        rc = e.code;
-    }
-    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    return rc;
+typedef struct export_opts {
+    const char *from, *out, *dtype;
+} export_opts;
+
+static const qf_opt EXPORT_OPTS[] = {
+    {.name = "from", .type = QF_OPT_STR, .off = offsetof(export_opts, from), .meta = "SRC", .required = 1,
+     .help = "an HDF5 model (qwen-ft import), a checkpoint file, or a checkpoint directory (its latest)"},
+    {.name = "out", .short_name = 'o', .type = QF_OPT_STR, .off = offsetof(export_opts, out), .meta = "DIR",
+     .required = 1, .help = "HF directory to create (must not exist or be empty): config.json + safetensors"},
+    {.name = "dtype", .type = QF_OPT_CHOICE, .off = offsetof(export_opts, dtype), .choices = "bf16|fp16|fp32",
+     .help = "tensor dtype (default: the dtype the model was trained or imported in)"},
+    {.name = "set", .type = QF_OPT_IGNORED, .meta = "KEY=VALUE", .help = "export reads no deck"},
+};
+
+static int export_main(const void *opts) {
+    const export_opts *o = opts;
+    qf_err e = {0};
+    if (export_run(o->from, o->out, o->dtype, &e)) fprintf(stderr, "qwen-ft: %s\n", e.msg);
+    return e.code;
 }
+
+const qf_cmd qf_cmd_export = {
+    .name = "export",
+    .synopsis = "--from=CKPT --out=HF_DIR [--dtype=bf16|fp16|fp32]",
+    .summary = "HDF5 model or checkpoint -> HF safetensors directory (transformers, vLLM)",
+    .about = "Checkpoints export their fp32 master weights; Qwen v1 models export in the Qwen2 layout. Shards of at\n"
+             "most 5 GB with model.safetensors.index.json; written into HF_DIR.tmp-PID and renamed, so a failed\n"
+             "export leaves nothing at HF_DIR.",
+    .opts = EXPORT_OPTS,
+    .nopts = QF_NOPTS(EXPORT_OPTS),
+    .size = sizeof(export_opts),
+    .run = export_main,
+    .rank0 = 1,
+};

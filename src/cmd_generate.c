@@ -11,13 +11,14 @@
  * stop token is part of the output. */
 #include <jansson.h>
 #include <math.h>
-#include <mpi.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include "../io/tokenizer.h"
+#include "tokenizer.h"
 #include "commands.h"
+#include "json_out.h"
 #include "model.h"
 #include "rng.h"
 
@@ -38,23 +39,6 @@ typedef struct gen_state {
 } gen_state;
 
 static const float *Pp(const gen_state *g, int i) { return (const float *)g->m.params + g->m.offset[i]; }
-
-static void usage(FILE *f) {
-    fprintf(f, "usage: qwen-ft generate --model M [--tokenizer T] (--prompt-ids 1,2,3 | --prompt TEXT)\n"
-               "                        --max-new-tokens N [--greedy | --temperature T [--top-k K] [--top-p P]\n"
-               "                        [--seed S]] [--json]\n"
-               "  --model M         HDF5 model, checkpoint (file or directory) or HF directory\n"
-               "  --tokenizer T     tokenizer.json, qwen.tiktoken or a directory holding one (default: the model\n"
-               "                    directory when it holds one)\n"
-               "  --prompt TEXT     text prompt, taken as it is and encoded by the tokenizer; special tokens in it\n"
-               "                    are recognised, so a chat prompt is written in ChatML (bash:\n"
-               "                    --prompt $'<|im_start|>user\\nHi<|im_end|>\\n<|im_start|>assistant\\n')\n"
-               "  --prompt-ids LIST comma-separated token ids\n"
-               "  --max-new-tokens N  at most N new tokens (default 32); generation stops after the model's eos\n"
-               "                    token and the tokenizer's <|endoftext|> and <|im_end|>\n"
-               "  --json            print {\"ids\": [...], \"text\": ...}: the new ids and their decoded text (null\n"
-               "                    without a tokenizer); otherwise the text, or the ids without a tokenizer\n");
-}
 
 /* one token through the model at position pos; logits of the next token in g->logits */
 static void decode_step(gen_state *g, int token, int pos) {
@@ -253,20 +237,18 @@ static void gen_print(const gen_opts *op, const qf_tokenizer *t, const int *out,
         free(v);
     }
     if (op->json) {
-        printf("{\"ids\": [");
-        for (int i = 0; i < nout; i++) printf("%s%d", i ? ", " : "", out[i]);
-        printf("], \"text\": ");
-        char *js = NULL;
+        json_t *o = json_object(), *ids = json_array();
+        for (int i = 0; i < nout; i++) json_array_append_new(ids, json_integer(out[i]));
+        json_object_set_new(o, "ids", ids);
+        json_t *str = NULL;
         if (text) {
             size_t len;
             char *clean = gen_utf8_lossy(text, tlen, &len);
-            json_t *str = json_stringn(clean, len);
-            js = str ? json_dumps(str, JSON_ENCODE_ANY) : NULL;
-            json_decref(str);
+            str = json_stringn(clean, len);
             free(clean);
         }
-        printf("%s}\n", js ? js : "null");
-        free(js);
+        json_object_set_new(o, "text", str ? str : json_null());
+        qf_json_print(o, stdout);
     } else if (text) {
         fwrite(text, 1, tlen, stdout); /* the bytes as decoded, NULs included */
         printf("\n");
@@ -355,46 +337,68 @@ static int run(const gen_opts *op, qf_err *e) {
     return 0;
 }
 
-int qf_cmd_generate(int argc, char **argv) {
-    int rank = 0, rc = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    gen_opts op = {.max_new = 32, .greedy = 1, .temperature = 1.0, .top_p = 1.0, .seed = 0};
-    int sampled = 0;
-    for (int i = 1; i < argc && !rc; i++) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            if (rank == 0) usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--greedy")) op.greedy = 1;
-        else if (!strcmp(a, "--json")) op.json = 1;
-        else if (!val) rc = QF_EXIT_INPUT;
-        else if (!strcmp(a, "--model")) op.model = argv[++i];
-        else if (!strcmp(a, "--prompt-ids")) op.prompt_ids = argv[++i];
-        else if (!strcmp(a, "--prompt")) op.prompt = argv[++i];
-        else if (!strcmp(a, "--tokenizer")) op.tokenizer = argv[++i];
-        else if (!strcmp(a, "--max-new-tokens")) op.max_new = atoi(argv[++i]);
-        else if (!strcmp(a, "--temperature")) op.temperature = atof(argv[++i]), sampled = 1;
-        else if (!strcmp(a, "--top-p")) op.top_p = atof(argv[++i]), sampled = 1;
-        else if (!strcmp(a, "--top-k")) op.top_k = atoi(argv[++i]), sampled = 1;
-        else if (!strcmp(a, "--seed")) op.seed = strtoull(argv[++i], NULL, 10), sampled = 1;
-        else rc = QF_EXIT_INPUT;
-        if (rc && rank == 0) fprintf(stderr, "qwen-ft generate: unknown option or missing value: %s\n", a);
+static const qf_opt GEN_OPTS[] = {
+    {.name = "model", .short_name = 'm', .type = QF_OPT_STR, .off = offsetof(gen_opts, model), .meta = "M",
+     .required = 1, .help = "HDF5 model, checkpoint (file or directory) or HF directory"},
+    {.name = "tokenizer", .type = QF_OPT_STR, .off = offsetof(gen_opts, tokenizer), .meta = "T",
+     .help = "tokenizer.json, qwen.tiktoken or a directory holding one (default: the model directory when it "
+             "holds one)"},
+    {.name = "prompt", .short_name = 'p', .type = QF_OPT_STR, .off = offsetof(gen_opts, prompt), .meta = "TEXT",
+     .help = "text prompt, taken as it is and encoded by the tokenizer; special tokens in it are recognised, so a "
+             "chat prompt is written in ChatML (bash: --prompt $'<|im_start|>user\\nHi<|im_end|>\\n<|im_start|>"
+             "assistant\\n')"},
+    {.name = "prompt-ids", .type = QF_OPT_STR, .off = offsetof(gen_opts, prompt_ids), .meta = "LIST",
+     .help = "comma-separated token ids"},
+    {.name = "max-new-tokens", .short_name = 'n', .type = QF_OPT_INT, .off = offsetof(gen_opts, max_new), .def = "32",
+     .meta = "N", .lo = 1, .hi = 1e9,
+     .help = "at most N new tokens; generation stops after the model's eos token and the tokenizer's "
+             "<|endoftext|> and <|im_end|>"},
+    {.name = "greedy", .type = QF_OPT_FLAG, .off = offsetof(gen_opts, greedy),
+     .help = "the most likely token at each step (the default unless a sampling option is given)"},
+    {.name = "temperature", .type = QF_OPT_DOUBLE, .off = offsetof(gen_opts, temperature), .def = "1", .meta = "T",
+     .lo = 0, .hi = INFINITY, .open = QF_OPT_OPEN_LO, .help = "sample with this temperature"},
+    {.name = "top-k", .type = QF_OPT_INT, .off = offsetof(gen_opts, top_k), .def = "0", .meta = "K", .lo = 0,
+     .hi = 1e9, .help = "sample among the K most likely tokens (0: all)"},
+    {.name = "top-p", .type = QF_OPT_DOUBLE, .off = offsetof(gen_opts, top_p), .def = "1", .meta = "P", .lo = 0,
+     .hi = 1, .open = QF_OPT_OPEN_LO, .help = "sample from the smallest set of tokens whose probability reaches P"},
+    {.name = "seed", .type = QF_OPT_U64, .off = offsetof(gen_opts, seed), .def = "0", .meta = "S",
+     .help = "seed of the sampler (same seed, same tokens)"},
+    {.name = "json", .type = QF_OPT_FLAG, .off = offsetof(gen_opts, json),
+     .help = "print {\"ids\": [...], \"text\": ...}: the new ids and their decoded text (null without a "
+             "tokenizer); otherwise the text, or the ids without a tokenizer"},
+    {.name = "set", .type = QF_OPT_IGNORED, .meta = "KEY=VALUE", .help = "generate reads no deck"},
+};
+
+static int generate_main(const void *opts) {
+    gen_opts op = *(const gen_opts *)opts;
+    const char *sampling[] = {"temperature", "top-k", "top-p", "seed"};
+    const char *sampled = NULL;
+    for (int i = 0; i < 4; i++)
+        if (qf_opts_given(&qf_cmd_generate, opts, sampling[i])) sampled = sampling[i];
+    if (sampled && op.greedy) {
+        fprintf(stderr, "qwen-ft generate: --greedy contradicts --%s (a sampling option)\n", sampled);
+        return QF_EXIT_INPUT;
     }
-    if (sampled) op.greedy = 0;
-    if (!rc && (!op.model || (!op.prompt_ids && !op.prompt) || op.max_new < 1 || op.temperature <= 0 || op.top_p <= 0 ||
-                op.top_k < 0)) {
-        if (rank == 0) fprintf(stderr, "qwen-ft generate: needs --model, --prompt-ids (or --prompt), --max-new-tokens >= 1, "
-                                       "temperature > 0, top-p > 0, top-k >= 0\n");
-        rc = QF_EXIT_INPUT;
+    if (!op.prompt_ids && !op.prompt) {
+        fprintf(stderr, "qwen-ft generate: needs --prompt TEXT or --prompt-ids LIST\n");
+        return QF_EXIT_INPUT;
     }
-    if (rc) {
-        if (rank == 0) usage(stderr);
-    } else if (rank == 0) {
-        qf_err e = {0};
-        if (run(&op, &e)) fprintf(stderr, "qwen-ft: %s\n", e.msg);
-        rc = e.code;
-    }
-    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    return rc;
+    op.greedy = !sampled;
+    qf_err e = {0};
+    if (run(&op, &e)) fprintf(stderr, "qwen-ft: %s\n", e.msg);
+    return e.code;
 }
+
+const qf_cmd qf_cmd_generate = {
+    .name = "generate",
+    .synopsis = "--model=M [--tokenizer=T] (--prompt=TEXT | --prompt-ids=1,2,3) [--max-new-tokens=N] "
+                "[--greedy | --temperature=T [--top-k=K] [--top-p=P] [--seed=S]] [--json]",
+    .summary = "a continuation with a KV cache: the smoke test of a fine-tuned model",
+    .about = "Each token (prompt tokens too) runs one decode step on the CPU op table (fp32) on rank 0. Greedy by\n"
+             "default; sampling is seeded and reproducible. The stop token is part of the output.",
+    .opts = GEN_OPTS,
+    .nopts = QF_NOPTS(GEN_OPTS),
+    .size = sizeof(gen_opts),
+    .run = generate_main,
+    .rank0 = 1,
+};

@@ -7,7 +7,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
-#include <mpi.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,9 +15,7 @@
 #include "commands.h"
 #include "plot_font.h"
 #include "util.h"
-#ifdef QWENFT_HAVE_ZLIB
 #include <zlib.h>
-#endif
 
 #define PLOT_MAX_FILES 8
 #define PLOT_MAX_KEYS 16
@@ -33,7 +31,9 @@ typedef struct {
     char key[64];
     int points;                    /* drawn as points (evaluation keys) rather than lines */
     series s[PLOT_MAX_FILES];
-    double xmin, xmax, ymin, ymax;
+    char over_key[64];             /* "valid_K" drawn as points over K's curve ("" = none) */
+    series over[PLOT_MAX_FILES];
+    double ymin, ymax;
     size_t total;
 } panel;
 
@@ -241,19 +241,63 @@ static void fill_rect(canvas *c, int x, int y, int w, int h, rgb col) {
 
 enum { W = 960, PANEL_H = 250, TOP = 34, LEFT = 90, RIGHT = 30, PAD_TOP = 44, PAD_BOTTOM = 40 };
 
-static void draw_panel(canvas *c, const panel *p, int index, const char *const *files, int nfiles) {
+/* the shared x range of every panel: [xmin, xmax] of all steps, padded so points on the ends stay whole */
+typedef struct {
+    double xmin, xmax;
+} xrange;
+
+static double to_x(const xrange *r, double v) { return LEFT + (v - r->xmin) / (r->xmax - r->xmin) * (W - RIGHT - LEFT); }
+
+static void draw_series(canvas *c, const series *s, const xrange *r, double ymin, double ymax, int py0, int py1,
+                        int points, rgb col) {
+    if (!s->n) return;
+    double *X = qf_malloc(s->n * sizeof(double)), *Y = qf_malloc(s->n * sizeof(double));
+    for (size_t i = 0; i < s->n; i++) {
+        X[i] = to_x(r, s->x[i]);
+        Y[i] = py1 - (s->y[i] - ymin) / (ymax - ymin) * (py1 - py0);
+    }
+    if (points)
+        for (size_t i = 0; i < s->n; i++) draw_point(c, X[i], Y[i], col);
+    else
+        draw_polyline(c, X, Y, s->n, col);
+    free(X);
+    free(Y);
+}
+
+/* The legend, inside the plot area's top-right corner on a white box: one line per file with data (several files),
+ * and the line/point meaning when an evaluation key is drawn over a training key. */
+static void draw_legend(canvas *c, const panel *p, const char *const *files, int nfiles, int py0) {
+    const char *label[PLOT_MAX_FILES + 2];
+    int kind[PLOT_MAX_FILES + 2], colour[PLOT_MAX_FILES + 2], n = 0, wmax = 0; /* kind: 0 line, 1 point */
+    for (int k = 0; k < nfiles && nfiles > 1; k++)
+        if (p->s[k].n || p->over[k].n) label[n] = files[k], kind[n] = 0, colour[n++] = k;
+    if (p->over_key[0]) {
+        label[n] = p->key, kind[n] = 0, colour[n++] = -1;
+        label[n] = p->over_key, kind[n] = 1, colour[n++] = -1;
+    }
+    if (!n) return;
+    for (int i = 0; i < n; i++) wmax = text_width(c, label[i]) > wmax ? text_width(c, label[i]) : wmax;
+    int lh = c->svg ? 16 : 9 * c->scale, bw = wmax + 40, bh = n * lh + 8;
+    int bx = W - RIGHT - bw - 6, by = py0 + 6;
+    fill_rect(c, bx, by, bw, bh, (rgb){255, 255, 255});
+    draw_line(c, bx, by, bx + bw, by, k_grid, 1);
+    draw_line(c, bx, by + bh, bx + bw, by + bh, k_grid, 1);
+    draw_line(c, bx, by, bx, by + bh, k_grid, 1);
+    draw_line(c, bx + bw, by, bx + bw, by + bh, k_grid, 1);
+    for (int i = 0; i < n; i++) {
+        int y = by + 4 + lh / 2 + i * lh;
+        rgb col = colour[i] >= 0 ? k_palette[colour[i]] : k_axis;
+        if (kind[i]) draw_point(c, bx + 15, y, col);
+        else draw_line(c, bx + 6, y, bx + 24, y, col, 3);
+        draw_text(c, bx + 32, y, label[i], 0, k_black);
+    }
+}
+
+static void draw_panel(canvas *c, const panel *p, int index, const xrange *r, const char *const *files, int nfiles) {
     int y0 = TOP + index * PANEL_H;                 /* panel top */
     int px0 = LEFT, px1 = W - RIGHT;                /* plot area */
     int py0 = y0 + PAD_TOP, py1 = y0 + PANEL_H - PAD_BOTTOM;
-    double xmin = p->xmin, xmax = p->xmax, ymin = p->ymin, ymax = p->ymax;
-    if (xmax <= xmin) {
-        xmin -= 1;
-        xmax += 1;
-    } else if (p->points) { /* points on the frame would be cut in half */
-        double pad = 0.03 * (xmax - xmin);
-        xmin -= pad;
-        xmax += pad;
-    }
+    double ymin = p->ymin, ymax = p->ymax;
     if (ymax <= ymin) {
         double d = fabs(ymin) > 0 ? fabs(ymin) * 0.1 : 1;
         ymin -= d;
@@ -263,20 +307,12 @@ static void draw_panel(canvas *c, const panel *p, int index, const char *const *
         ymin -= pad;
         ymax += pad;
     }
-    double xs = nice_step(xmax - xmin, 8), ys = nice_step(ymax - ymin, 5);
-    /* title and legend */
-    draw_text(c, px0, y0 + 14, p->key, 0, k_black);
-    if (nfiles > 1) {
-        int lx = px0 + text_width(c, p->key) + 30;
-        for (int k = 0; k < nfiles; k++) {
-            if (p->s[k].n == 0) continue;
-            draw_line(c, lx, y0 + 14, lx + 18, y0 + 14, k_palette[k], 3);
-            draw_text(c, lx + 24, y0 + 14, files[k], 0, k_black);
-            lx += 24 + text_width(c, files[k]) + 24;
-        }
-    }
+    double xs = nice_step(r->xmax - r->xmin, 8), ys = nice_step(ymax - ymin, 5);
+    char buf[160];
+    if (p->over_key[0]) snprintf(buf, sizeof buf, "%s, %s (points)", p->key, p->over_key);
+    else snprintf(buf, sizeof buf, "%s", p->key);
+    draw_text(c, px0, y0 + 14, buf, 0, k_black);
     /* grid, ticks and labels */
-    char buf[64];
     for (double v = ceil(ymin / ys) * ys; v <= ymax + ys * 1e-9; v += ys) {
         double y = py1 - (v - ymin) / (ymax - ymin) * (py1 - py0);
         draw_line(c, px0, y, px1, y, k_grid, 1);
@@ -284,8 +320,8 @@ static void draw_panel(canvas *c, const panel *p, int index, const char *const *
         fmt_tick(v, ys, buf, sizeof buf);
         draw_text(c, px0 - 8, y, buf, 2, k_axis);
     }
-    for (double v = ceil(xmin / xs) * xs; v <= xmax + xs * 1e-9; v += xs) {
-        double x = px0 + (v - xmin) / (xmax - xmin) * (px1 - px0);
+    for (double v = ceil(r->xmin / xs) * xs; v <= r->xmax + xs * 1e-9; v += xs) {
+        double x = to_x(r, v);
         draw_line(c, x, py0, x, py1, k_grid, 1);
         draw_line(c, x, py1, x, py1 + 5, k_axis, 1);
         fmt_tick(v, xs, buf, sizeof buf);
@@ -294,48 +330,23 @@ static void draw_panel(canvas *c, const panel *p, int index, const char *const *
     draw_text(c, px1, py1 + 32, "step", 2, k_axis);
     draw_line(c, px0, py0, px0, py1, k_axis, 1);
     draw_line(c, px0, py1, px1, py1, k_axis, 1);
-    /* the data */
     for (int k = 0; k < nfiles; k++) {
-        const series *s = &p->s[k];
-        if (!s->n) continue;
-        double *X = qf_malloc(s->n * sizeof(double)), *Y = qf_malloc(s->n * sizeof(double));
-        for (size_t i = 0; i < s->n; i++) {
-            X[i] = px0 + (s->x[i] - xmin) / (xmax - xmin) * (px1 - px0);
-            Y[i] = py1 - (s->y[i] - ymin) / (ymax - ymin) * (py1 - py0);
-        }
-        if (p->points) {
-            for (size_t i = 0; i < s->n; i++) draw_point(c, X[i], Y[i], k_palette[k]);
-        } else {
-            draw_polyline(c, X, Y, s->n, k_palette[k]);
-        }
-        free(X);
-        free(Y);
+        draw_series(c, &p->s[k], r, ymin, ymax, py0, py1, p->points, k_palette[k]);
+        draw_series(c, &p->over[k], r, ymin, ymax, py0, py1, 1, k_palette[k]);
     }
+    draw_legend(c, p, files, nfiles, py0);
 }
 
-static void draw_all(canvas *c, const panel *p, int np, const char *const *files, int nfiles) {
+static void draw_all(canvas *c, const panel *p, int np, const xrange *r, const char *const *files, int nfiles) {
     fill_rect(c, 0, 0, c->w, c->h, (rgb){255, 255, 255});
     char title[600];
     if (nfiles > 1) snprintf(title, sizeof title, "qwen-ft: %d metrics files (colours in each panel)", nfiles);
     else snprintf(title, sizeof title, "qwen-ft: %s", files[0]);
     draw_text(c, 10, 16, title, 0, k_axis);
-    for (int i = 0; i < np; i++) draw_panel(c, &p[i], i, files, nfiles);
+    for (int i = 0; i < np; i++) draw_panel(c, &p[i], i, r, files, nfiles);
 }
 
 /* ---- PNG ------------------------------------------------------------------------------------------------- */
-
-static uint32_t crc32_update(uint32_t crc, const unsigned char *p, size_t n) {
-    static const uint32_t nib[16] = {0x00000000, 0x1DB71064, 0x3B6E20C8, 0x26D930AC, 0x76DC4190, 0x6B6B51F4,
-                                     0x4DB26158, 0x5005713C, 0xEDB88320, 0xF00F9344, 0xD6D6A3E8, 0xCB61B38C,
-                                     0x9B64C2B0, 0x86D3D2D4, 0xA00AE278, 0xBDBDF21C};
-    crc = ~crc;
-    for (size_t i = 0; i < n; i++) {
-        crc ^= p[i];
-        crc = (crc >> 4) ^ nib[crc & 15];
-        crc = (crc >> 4) ^ nib[crc & 15];
-    }
-    return ~crc;
-}
 
 static void be32(unsigned char *p, uint32_t v) {
     p[0] = (unsigned char)(v >> 24);
@@ -350,50 +361,22 @@ static void png_chunk(FILE *f, const char *type, const unsigned char *data, size
     memcpy(hd + 4, type, 4);
     fwrite(hd, 1, 8, f);
     if (n) fwrite(data, 1, n, f);
-    uint32_t crc = crc32_update(0, (const unsigned char *)type, 4);
-    crc = crc32_update(crc, data, n);
+    uLong crc = crc32(0L, (const Bytef *)type, 4);
+    if (n) crc = crc32(crc, data, (uInt)n);
     unsigned char t[4];
-    be32(t, crc);
+    be32(t, (uint32_t)crc);
     fwrite(t, 1, 4, f);
 }
 
-/* a zlib stream of raw: deflate (zlib) when available, else stored blocks with an Adler-32 */
+/* a zlib stream of raw (deflate, level 6); NULL if zlib fails */
 static unsigned char *zlib_stream(const unsigned char *raw, size_t n, size_t *out_n) {
-#ifdef QWENFT_HAVE_ZLIB
-    {
-        uLongf cap = compressBound((uLong)n);
-        unsigned char *zz = qf_malloc(cap);
-        if (compress2(zz, &cap, raw, (uLong)n, 6) == Z_OK) {
-            *out_n = cap;
-            return zz;
-        }
-        free(zz);
+    uLongf cap = compressBound((uLong)n);
+    unsigned char *z = qf_malloc(cap);
+    if (compress2(z, &cap, raw, (uLong)n, 6) != Z_OK) {
+        free(z);
+        return NULL;
     }
-#endif
-    size_t blocks = n / 65535 + 1;
-    unsigned char *z = qf_malloc(n + blocks * 5 + 6), *q = z;
-    *q++ = 0x78;
-    *q++ = 0x01;
-    size_t off = 0;
-    do {
-        size_t k = n - off > 65535 ? 65535 : n - off;
-        *q++ = off + k == n ? 1 : 0;
-        *q++ = (unsigned char)(k & 255);
-        *q++ = (unsigned char)(k >> 8);
-        *q++ = (unsigned char)(~k & 255);
-        *q++ = (unsigned char)((~k >> 8) & 255);
-        memcpy(q, raw + off, k);
-        q += k;
-        off += k;
-    } while (off < n);
-    uint32_t a = 1, b = 0;
-    for (size_t i = 0; i < n; i++) {
-        a = (a + raw[i]) % 65521;
-        b = (b + a) % 65521;
-    }
-    be32(q, (b << 16) | a);
-    q += 4;
-    *out_n = (size_t)(q - z);
+    *out_n = cap;
     return z;
 }
 
@@ -419,6 +402,11 @@ static int write_png(const char *path, const canvas *c) {
     }
     size_t zn = 0;
     unsigned char *z = zlib_stream(raw, n, &zn);
+    if (!z) {
+        free(raw);
+        fclose(f);
+        return -1;
+    }
     png_chunk(f, "IDAT", z, zn);
     png_chunk(f, "IEND", NULL, 0);
     free(raw);
@@ -428,38 +416,24 @@ static int write_png(const char *path, const canvas *c) {
 
 /* ---- the command ------------------------------------------------------------------------------------------- */
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: qwen-ft plot METRICS.jsonl [MORE.jsonl ...] -o OUT.svg|OUT.png [--keys k1,k2,...]\n"
-               "Training curves from metrics.jsonl (log.dir of a run): one panel per key against the step, one\n"
-               "colour per file (up to 8 files); evaluation keys (valid_*) as points. Default keys:\n"
-               "loss,lr,grad_norm,valid_loss (keys no file has are left out). Any number in the lines can be\n"
-               "plotted, e.g. --keys loss,tokens_per_s,mfu. Bad input exits 2 naming file:line.\n");
-}
+typedef struct plot_opts {
+    qf_strlist files;
+    const char *out, *keys;
+} plot_opts;
 
-static int plot(int argc, char **argv, qf_err *e) {
-    const char *files[PLOT_MAX_FILES], *out = NULL, *keys = "loss,lr,grad_norm,valid_loss";
-    int nfiles = 0, keys_given = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-o") || !strcmp(a, "--out") || !strcmp(a, "--keys")) {
-            if (i + 1 >= argc) return qf_err_set(e, QF_EXIT_INPUT, "%s needs a value", a);
-            if (!strcmp(a, "--keys")) keys = argv[++i], keys_given = 1;
-            else out = argv[++i];
-        } else if (!strncmp(a, "--keys=", 7)) {
-            keys = a + 7;
-            keys_given = 1;
-        } else if (!strncmp(a, "--out=", 6)) {
-            out = a + 6;
-        } else if (a[0] == '-' && a[1]) {
-            return qf_err_set(e, QF_EXIT_INPUT, "unknown option '%s' (see qwen-ft plot --help)", a);
-        } else if (nfiles == PLOT_MAX_FILES) {
-            return qf_err_set(e, QF_EXIT_INPUT, "at most %d metrics files", PLOT_MAX_FILES);
-        } else {
-            files[nfiles++] = a;
-        }
-    }
-    if (!nfiles) return qf_err_set(e, QF_EXIT_INPUT, "no metrics.jsonl given (usage: qwen-ft plot M.jsonl -o OUT.png)");
-    if (!out) return qf_err_set(e, QF_EXIT_INPUT, "-o OUT.svg|OUT.png is required");
+static const qf_opt PLOT_OPTS[] = {
+    {.name = "out", .short_name = 'o', .type = QF_OPT_STR, .off = offsetof(plot_opts, out), .meta = "OUT.svg|OUT.png",
+     .required = 1, .help = "the picture to write: SVG or PNG, by its name"},
+    {.name = "keys", .type = QF_OPT_STR, .off = offsetof(plot_opts, keys), .def = "loss,lr,grad_norm,valid_loss",
+     .meta = "K1,K2,...",
+     .help = "the numbers to plot, one panel each (keys no file has are left out unless named here), e.g. "
+             "--keys=loss,tokens_per_s,mfu"},
+    {.name = "set", .type = QF_OPT_IGNORED, .meta = "KEY=VALUE", .help = "plot reads no deck"},
+};
+
+static int plot(const plot_opts *o, qf_err *e) {
+    const char *const *files = o->files.v, *out = o->out, *keys = o->keys;
+    int nfiles = o->files.n, keys_given = qf_opts_given(&qf_cmd_plot, o, "keys");
     size_t ol = strlen(out);
     int svg = ol > 4 && !strcasecmp(out + ol - 4, ".svg");
     if (!svg && !(ol > 4 && !strcasecmp(out + ol - 4, ".png")))
@@ -487,27 +461,55 @@ static int plot(int argc, char **argv, qf_err *e) {
     }
     int rc = 0;
     for (int i = 0; i < nfiles && !rc; i++) rc = read_metrics(files[i], i, p, np, e);
-    /* panels with data, their ranges */
+    /* an evaluation key goes over its training key's panel (valid_loss over loss) when both are plotted */
+    for (int k = 0; k < np && !rc; k++) {
+        if (!p[k].points) continue;
+        for (int t = 0; t < np; t++)
+            if (!p[t].points && !p[t].over_key[0] && !strcmp(p[t].key, p[k].key + 6)) {
+                snprintf(p[t].over_key, sizeof p[t].over_key, "%s", p[k].key);
+                memcpy(p[t].over, p[k].s, sizeof p[t].over);
+                memset(p[k].s, 0, sizeof p[k].s);
+                p[k].key[0] = 0; /* merged */
+                break;
+            }
+    }
+    /* panels with data, their y ranges, and the one x range they share */
+    xrange xr = {INFINITY, -INFINITY};
     int kept = 0;
     for (int k = 0; k < np && !rc; k++) {
         panel *q = &p[k];
-        q->xmin = q->ymin = INFINITY;
-        q->xmax = q->ymax = -INFINITY;
+        if (!q->key[0]) continue;
+        q->ymin = INFINITY;
+        q->ymax = -INFINITY;
         for (int i = 0; i < nfiles; i++)
-            for (size_t j = 0; j < q->s[i].n; j++) {
-                q->xmin = fmin(q->xmin, q->s[i].x[j]);
-                q->xmax = fmax(q->xmax, q->s[i].x[j]);
-                q->ymin = fmin(q->ymin, q->s[i].y[j]);
-                q->ymax = fmax(q->ymax, q->s[i].y[j]);
-                q->total++;
+            for (int o = 0; o < 2; o++) {
+                const series *sr = o ? &q->over[i] : &q->s[i];
+                for (size_t j = 0; j < sr->n; j++) {
+                    xr.xmin = fmin(xr.xmin, sr->x[j]);
+                    xr.xmax = fmax(xr.xmax, sr->x[j]);
+                    q->ymin = fmin(q->ymin, sr->y[j]);
+                    q->ymax = fmax(q->ymax, sr->y[j]);
+                    q->total++;
+                }
             }
         if (!q->total) {
             if (keys_given) fprintf(stderr, "qwen-ft plot: no values of '%s' in the input; panel left out\n", q->key);
-            for (int i = 0; i < nfiles; i++) free(q->s[i].x), free(q->s[i].y);
-            continue;
+            continue; /* freed with the others at the end */
         }
-        if (kept != k) p[kept] = *q;
+        if (kept != k) {
+            panel keep = *q;
+            *q = p[kept]; /* a panel without data, or a merged one: nothing of it is drawn */
+            p[kept] = keep;
+        }
         kept++;
+    }
+    if (xr.xmax <= xr.xmin) {
+        xr.xmin -= 1;
+        xr.xmax += 1;
+    } else { /* points on the frame would be cut in half */
+        double pad = 0.03 * (xr.xmax - xr.xmin);
+        xr.xmin -= pad;
+        xr.xmax += pad;
     }
     if (!rc && !kept) rc = qf_err_set(e, QF_EXIT_INPUT, "none of the keys (%s) has a value in %s%s", keys, files[0],
                                       nfiles > 1 ? " and the other files" : "");
@@ -522,44 +524,48 @@ static int plot(int argc, char **argv, qf_err *e) {
                              "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
                              "font-family=\"DejaVu Sans Mono, monospace\" font-size=\"12\">\n",
                         c.w, c.h, c.w, c.h);
-                draw_all(&c, p, kept, files, nfiles);
+                draw_all(&c, p, kept, &xr, files, nfiles);
                 fprintf(c.f, "</svg>\n");
                 if (fclose(c.f) != 0) rc = qf_err_set(e, QF_EXIT_RUNTIME, "writing %s failed", out);
             }
         } else {
             c.px = qf_malloc((size_t)c.w * c.h * 3);
-            draw_all(&c, p, kept, files, nfiles);
+            draw_all(&c, p, kept, &xr, files, nfiles);
             if (write_png(out, &c) != 0) rc = qf_err_set(e, QF_EXIT_RUNTIME, "cannot write %s: %s", out, strerror(errno));
             free(c.px);
         }
         if (!rc) {
             printf("plot: %s (%d panel%s:", out, kept, kept == 1 ? "" : "s");
-            for (int k = 0; k < kept; k++) printf(" %s", p[k].key);
+            for (int k = 0; k < kept; k++) printf(" %s%s%s", p[k].key, p[k].over_key[0] ? "+" : "", p[k].over_key);
             printf(")\n");
         }
     }
-    for (int k = 0; k < kept; k++)
-        for (int i = 0; i < nfiles; i++) free(p[k].s[i].x), free(p[k].s[i].y);
-    if (rc) /* panels not yet compacted or freed */
-        for (int k = kept; k < np; k++)
-            for (int i = 0; i < nfiles; i++) free(p[k].s[i].x), free(p[k].s[i].y);
+    for (int k = 0; k < np; k++) /* kept, empty and merged panels alike (merged ones hold no series) */
+        for (int i = 0; i < nfiles; i++) free(p[k].s[i].x), free(p[k].s[i].y), free(p[k].over[i].x), free(p[k].over[i].y);
     free(p);
     return rc;
 }
 
-int qf_cmd_plot(int argc, char **argv) {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        }
-    int rank = 0, rc = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (rank == 0) { /* one process draws; under mpirun the others wait for its exit code */
-        qf_err e = {0};
-        rc = plot(argc, argv, &e);
-        if (rc) fprintf(stderr, "qwen-ft plot: %s\n", e.msg);
-    }
-    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+static int plot_main(const void *opts) {
+    qf_err e = {0};
+    int rc = plot(opts, &e);
+    if (rc) fprintf(stderr, "qwen-ft plot: %s\n", e.msg);
     return rc;
 }
+
+const qf_cmd qf_cmd_plot = {
+    .name = "plot",
+    .synopsis = "METRICS.jsonl [MORE.jsonl]... --out=OUT.svg|OUT.png [--keys=K1,K2,...]",
+    .summary = "training curves from metrics.jsonl (no TensorBoard needed)",
+    .about = "One panel per key against the step, one colour per file (up to 8 files); evaluation keys (valid_*)\n"
+             "as points. Any number in the lines can be plotted. Bad input exits 2 naming file:line.",
+    .opts = PLOT_OPTS,
+    .nopts = QF_NOPTS(PLOT_OPTS),
+    .pos_meta = "METRICS.jsonl",
+    .pos_min = 1,
+    .pos_max = PLOT_MAX_FILES,
+    .pos_off = offsetof(plot_opts, files),
+    .size = sizeof(plot_opts),
+    .run = plot_main,
+    .rank0 = 1, /* one process draws */
+};

@@ -17,11 +17,11 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
-#include <mpi.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "../io/dataset.h"
+#include "dataset.h"
 #include "commands.h"
 #include "prep.h"
 #include "rng.h"
@@ -138,55 +138,53 @@ static const struct {
 
 /* ---- command line -------------------------------------------------------------------------------------------- */
 
-static void prep_usage(FILE *f) {
-    fprintf(f,
-            "usage: qwen-ft prepare --in F.jsonl [--in G.jsonl ...] --out D.h5 [options]\n"
-            "Converts JSONL records into a packed HDF5 dataset (docs/formats.md). One record per line:\n"
-            "  {\"input_ids\": [...]}                      pre-tokenized; every token is a target\n"
-            "  {\"input_ids\": [...], \"labels\": [...]}     HF labels (-100 = not a target)\n"
-            "  {\"input_ids\": [...], \"loss_mask\": [...]}  1 = the token is a target\n"
-            "  {\"text\": \"...\"}                           the text + <|endoftext|>; every token is a target\n"
-            "  {\"conversations\": [{\"from\": R, \"value\": V}, ...]}, "
-            "{\"messages\": [{\"role\": R, \"content\": V}, ...]}\n"
-            "                                            ChatML as Qwen's finetune.py builds it; R: system (first\n"
-            "                                            turn only), user or human, assistant or gpt\n"
-            "  (text and conversation records need --tokenizer)\n"
-            "options:\n"
-            "  --in F              input JSONL file (repeatable; order is kept)\n"
-            "  --out D.h5          output dataset (written atomically)\n"
-            "  --valid-fraction x  send a seeded random choice of round(x * docs) documents (0 <= x < 1) to a\n"
-            "                      validation file\n"
-            "  --valid-out V.h5    validation file (default: OUT with .h5 replaced by .valid.h5)\n"
-            "  --seed n            seed of the validation choice (default 42)\n"
-            "  --vocab-size V      reject token ids >= V and store V (default: the tokenizer's vocabulary size;\n"
-            "                      without --tokenizer: unknown, stored as 0)\n"
-            "  --eos-id E          end-of-text id to store, and the id ending text records (default: the\n"
-            "                      tokenizer's <|endoftext|>; without one %d)\n"
-            "  --pad-id P          padding id to store (default: the eos id)\n"
-            "  --skip-bad          skip malformed lines (counted and reported) instead of failing\n"
-            "  --tokenizer T       tokenizer.json, qwen.tiktoken, or an HF model directory holding one; needed\n"
-            "                      by text and conversation records\n"
-            "  --system TEXT       system prompt of conversations without a system turn (default \"You are a\n"
-            "                      helpful assistant.\")\n"
-            "  --mask qwen|assistant  which conversation tokens are targets: qwen (default) = the labels Qwen's\n"
-            "                      finetune.py trains (every <|im_start|>, <|im_end|> and the newline after it,\n"
-            "                      and the assistant text); assistant = only the assistant text and its <|im_end|>\n"
-            "  --help              this text\n",
-            PREP_DEFAULT_EOS);
-}
+#define PREP_ABOUT                                                                                            \
+    "One record per line:\n"                                                                                  \
+    "  {\"input_ids\": [...]}                      pre-tokenized; every token is a target\n"                   \
+    "  {\"input_ids\": [...], \"labels\": [...]}     HF labels (-100 = not a target)\n"                        \
+    "  {\"input_ids\": [...], \"loss_mask\": [...]}  1 = the token is a target\n"                              \
+    "  {\"text\": \"...\"}                           the text + <|endoftext|>; every token is a target\n"        \
+    "  {\"conversations\": [{\"from\": R, \"value\": V}, ...]}, {\"messages\": [{\"role\": R, \"content\": V}, ...]}\n" \
+    "                                            ChatML as Qwen's finetune.py builds it; R: system (first\n"     \
+    "                                            turn only), user or human, assistant or gpt\n"                  \
+    "(text and conversation records need --tokenizer). Rank 0 does the work; input order is kept."
 
-/* Usage error: message and usage on stderr, exit 2. */
-static int prep_bad_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int prep_bad_usage(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "qwen-ft prepare: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    prep_usage(stderr);
-    return QF_EXIT_INPUT;
-}
+static const qf_opt PREP_OPTS[] = {
+    {.name = "in", .short_name = 'i', .type = QF_OPT_LIST, .off = offsetof(prep_opts, in), .meta = "F.jsonl",
+     .required = 1, .help = "input JSONL file (repeatable; order is kept)"},
+    {.name = "out", .short_name = 'o', .type = QF_OPT_STR, .off = offsetof(prep_opts, out), .meta = "D.h5",
+     .required = 1, .help = "output dataset (written atomically)"},
+    {.name = "tokenizer", .type = QF_OPT_STR, .off = offsetof(prep_opts, tokenizer), .meta = "T",
+     .help = "tokenizer.json, qwen.tiktoken, or an HF model directory holding one; needed by text and "
+             "conversation records"},
+    {.name = "valid-fraction", .type = QF_OPT_DOUBLE, .off = offsetof(prep_opts, valid_fraction), .def = "0",
+     .meta = "x", .lo = 0, .hi = 1, .open = QF_OPT_OPEN_HI,
+     .help = "send round(x * docs) documents, chosen by a stable hash of their content, to a validation file"},
+    {.name = "valid-out", .type = QF_OPT_STR, .off = offsetof(prep_opts, valid_out), .meta = "V.h5",
+     .help = "validation file (default: OUT with .h5 replaced by .valid.h5)"},
+    {.name = "seed", .type = QF_OPT_U64, .off = offsetof(prep_opts, seed), .def = "42", .meta = "n",
+     .help = "seed of the validation choice"},
+    {.name = "vocab-size", .type = QF_OPT_I64, .off = offsetof(prep_opts, vocab_size), .meta = "V", .lo = 1,
+     .hi = 4294967296.0,
+     .help = "reject token ids >= V and store V (default: the tokenizer's vocabulary size; without --tokenizer: "
+             "unknown, stored as 0)"},
+    {.name = "eos-id", .type = QF_OPT_I64, .off = offsetof(prep_opts, eos_id), .meta = "E", .lo = 0,
+     .hi = 4294967295.0,
+     .help = "end-of-text id to store, and the id ending text records (default: the tokenizer's <|endoftext|>; "
+             "without one 151643)"},
+    {.name = "pad-id", .type = QF_OPT_I64, .off = offsetof(prep_opts, pad_id), .meta = "P", .lo = 0,
+     .hi = 4294967295.0, .help = "padding id to store (default: the eos id)"},
+    {.name = "skip-bad", .type = QF_OPT_FLAG, .off = offsetof(prep_opts, skip_bad),
+     .help = "skip malformed lines (counted and reported) instead of failing"},
+    {.name = "system", .type = QF_OPT_STR, .off = offsetof(prep_opts, system), .def = "You are a helpful assistant.",
+     .meta = "TEXT", .help = "system prompt of conversations without a system turn"},
+    {.name = "mask", .type = QF_OPT_CHOICE, .off = offsetof(prep_opts, mask_name), .def = "qwen",
+     .choices = "qwen|assistant",
+     .help = "which conversation tokens are targets: qwen = the labels Qwen's finetune.py trains (every "
+             "<|im_start|>, <|im_end|> and the newline after it, and the assistant text); assistant = only the "
+             "assistant text and its <|im_end|>"},
+    {.name = "set", .type = QF_OPT_IGNORED, .meta = "KEY=VALUE", .help = "prepare reads no deck"},
+};
 
 /* A bad option value: the message and a pointer to --help on stderr, exit 2. */
 static int prep_bad_value(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -200,120 +198,17 @@ static int prep_bad_value(const char *fmt, ...) {
     return QF_EXIT_INPUT;
 }
 
-static int prep_parse_i64(const char *s, int64_t lo, int64_t *v) {
-    char *end;
-    errno = 0;
-    long long x = strtoll(s, &end, 10);
-    if (errno || end == s || *end || x < lo) return -1;
-    *v = x;
-    return 0;
-}
-
-/* Returns 0 and fills o, 1 for --help (printed), or 2 after a usage error (printed). */
-static int prep_parse_args(int argc, char **argv, prep_opts *o) {
-    memset(o, 0, sizeof *o);
-    o->in = qf_calloc((size_t)(argc > 0 ? argc : 1), sizeof *o->in);
-    o->seed = 42;
-    o->eos_id = -1;
-    o->pad_id = -1;
-    o->system = "You are a helpful assistant.";
-    o->mask = QF_CHAT_MASK_QWEN;
-    int have_vf = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            prep_usage(stdout);
-            return 1;
-        }
-        if (!strcmp(a, "--skip-bad")) {
-            o->skip_bad = 1;
-            continue;
-        }
-        if (strncmp(a, "--", 2) != 0) return prep_bad_usage("unexpected argument '%s'", a);
-        /* options with a value: --opt value or --opt=value */
-        char name[64];
-        const char *val = NULL;
-        const char *eq = strchr(a, '=');
-        size_t len = eq ? (size_t)(eq - a) : strlen(a);
-        if (len >= sizeof name) return prep_bad_usage("unknown option '%s'", a);
-        memcpy(name, a, len);
-        name[len] = 0;
-        static const char *const known[] = {"--in", "--out", "--tokenizer", "--valid-fraction", "--valid-out",
-                                            "--seed", "--vocab-size", "--eos-id", "--pad-id", "--system",
-                                            "--mask", "--set"};
-        int k = -1;
-        for (int j = 0; j < (int)(sizeof known / sizeof *known); j++)
-            if (!strcmp(name, known[j])) k = j;
-        if (k < 0) {
-            const char *best = NULL;
-            int bd = 4;
-            for (int j = 0; j < (int)(sizeof known / sizeof *known); j++) {
-                int dd = qf_edit_distance(name, known[j]);
-                if (dd < bd) bd = dd, best = known[j];
-            }
-            if (!strcmp(name, "--skip-bad")) return prep_bad_usage("option '%s' takes no value", a);
-            if (best) {
-                fprintf(stderr, "qwen-ft prepare: unknown option '%s' (did you mean %s?)\n", name, best);
-                prep_usage(stderr);
-                return QF_EXIT_INPUT;
-            }
-            return prep_bad_usage("unknown option '%s'", name);
-        }
-        if (eq)
-            val = eq + 1;
-        else if (i + 1 < argc)
-            val = argv[++i];
-        else
-            return prep_bad_usage("option %s needs a value", name);
-        int64_t v;
-        if (!strcmp(name, "--in"))
-            o->in[o->n_in++] = val;
-        else if (!strcmp(name, "--out"))
-            o->out = val;
-        else if (!strcmp(name, "--tokenizer"))
-            o->tokenizer = val;
-        else if (!strcmp(name, "--valid-out"))
-            o->valid_out = val;
-        else if (!strcmp(name, "--system"))
-            o->system = val;
-        else if (!strcmp(name, "--mask")) {
-            if (strcmp(val, "qwen") && strcmp(val, "assistant"))
-                return prep_bad_value("--mask must be qwen or assistant, not '%s'", val);
-            o->mask = strcmp(val, "qwen") ? QF_CHAT_MASK_ASSISTANT : QF_CHAT_MASK_QWEN;
-        } else if (!strcmp(name, "--set")) {
-            fprintf(stderr, "qwen-ft prepare: warning: --set %s ignored (prepare reads no deck)\n", val);
-        } else if (!strcmp(name, "--valid-fraction")) {
-            char *end;
-            errno = 0;
-            double x = strtod(val, &end);
-            if (errno || end == val || *end || !(x >= 0 && x < 1))
-                return prep_bad_value("--valid-fraction must be a number in [0, 1), not '%s'", val);
-            o->valid_fraction = x;
-            have_vf = 1;
-        } else if (!strcmp(name, "--seed")) {
-            if (prep_parse_i64(val, 0, &v)) return prep_bad_value("--seed must be a non-negative integer, not '%s'", val);
-            o->seed = (uint64_t)v;
-        } else if (!strcmp(name, "--vocab-size")) {
-            if (prep_parse_i64(val, 1, &v) || v > (int64_t)UINT32_MAX + 1)
-                return prep_bad_value("--vocab-size must be an integer in [1, 2^32], not '%s'", val);
-            o->vocab_size = v;
-        } else if (!strcmp(name, "--eos-id")) {
-            if (prep_parse_i64(val, 0, &v) || v > (int64_t)UINT32_MAX)
-                return prep_bad_value("--eos-id must be a token id (0 <= E < 2^32), not '%s'", val);
-            o->eos_id = v;
-        } else if (!strcmp(name, "--pad-id")) {
-            if (prep_parse_i64(val, 0, &v) || v > (int64_t)UINT32_MAX)
-                return prep_bad_value("--pad-id must be a token id (0 <= P < 2^32), not '%s'", val);
-            o->pad_id = v;
-        }
-    }
-    if (o->n_in == 0) return prep_bad_usage("%s", "missing --in (an input JSONL file)");
-    if (!o->out) return prep_bad_usage("%s", "missing --out (the dataset to write)");
+/* What the table cannot say: defaults that depend on other options, and checks across options. 0 or 2. */
+static int prep_check_args(prep_opts *o, const void *given) {
+    const qf_cmd *cmd = &qf_cmd_prepare;
+    if (!qf_opts_given(cmd, given, "eos-id")) o->eos_id = -1;
+    if (!qf_opts_given(cmd, given, "pad-id")) o->pad_id = -1;
+    o->mask = strcmp(o->mask_name, "qwen") ? QF_CHAT_MASK_ASSISTANT : QF_CHAT_MASK_QWEN;
     if (o->vocab_size > 0 && o->eos_id >= o->vocab_size)
         return prep_bad_value("--eos-id %lld is >= --vocab-size %lld", (long long)o->eos_id, (long long)o->vocab_size);
     if (o->vocab_size > 0 && o->pad_id >= o->vocab_size)
         return prep_bad_value("--pad-id %lld is >= --vocab-size %lld", (long long)o->pad_id, (long long)o->vocab_size);
-    if (o->valid_out && (!have_vf || o->valid_fraction == 0))
+    if (o->valid_out && o->valid_fraction == 0)
         return prep_bad_value("--valid-out %s needs --valid-fraction > 0", o->valid_out);
     return 0;
 }
@@ -457,11 +352,11 @@ static int prep_build(const prep_opts *o) {
     }
 
     size_t srclen = 1;
-    for (int i = 0; i < o->n_in; i++) srclen += strlen(o->in[i]) + 1;
+    for (int i = 0; i < o->in.n; i++) srclen += strlen(o->in.v[i]) + 1;
     char *source = qf_calloc(srclen, 1);
-    for (int i = 0; i < o->n_in; i++) {
+    for (int i = 0; i < o->in.n; i++) {
         if (i) strcat(source, "\n");
-        strcat(source, o->in[i]);
+        strcat(source, o->in.v[i]);
     }
 
     qf_dataset_builder b;
@@ -471,7 +366,7 @@ static int prep_build(const prep_opts *o) {
     st.t0 = qf_now();
     st.next_progress = PREP_PROGRESS_TOKENS;
     int rc = 0;
-    for (int i = 0; i < o->n_in && rc == 0; i++) rc = prep_read_file(o, o->in[i], &b, &doc, &st);
+    for (int i = 0; i < o->in.n && rc == 0; i++) rc = prep_read_file(o, o->in.v[i], &b, &doc, &st);
     if (rc == 0 && b.n_docs == 0) {
         fprintf(stderr, "qwen-ft prepare: no documents in the input (%lld lines skipped); nothing written\n",
                 (long long)st.skipped);
@@ -578,9 +473,9 @@ static int prep_resolve_ids(prep_opts *o) {
 /* Loads the tokenizer (once) and its ChatML pieces, resolves the ids, builds; frees what it loaded. */
 static int prep_run(prep_opts *o) {
     /* fail fast on paths, before loading anything or reading any record */
-    for (int i = 0; i < o->n_in; i++)
-        if (access(o->in[i], R_OK) != 0) {
-            fprintf(stderr, "qwen-ft prepare: %s: cannot open: %s\n", o->in[i], strerror(errno));
+    for (int i = 0; i < o->in.n; i++)
+        if (access(o->in.v[i], R_OK) != 0) {
+            fprintf(stderr, "qwen-ft prepare: %s: cannot open: %s\n", o->in.v[i], strerror(errno));
             return QF_EXIT_INPUT;
         }
     qf_tokenizer *tok = NULL;
@@ -608,27 +503,20 @@ static int prep_run(prep_opts *o) {
     return rc;
 }
 
-/* Rank 0 works; the other ranks wait for its exit code, so that every rank returns the same one (main.c). */
-int qf_cmd_prepare(int argc, char **argv) {
-    int up = 0, down = 0, rank = 0, size = 1;
-    MPI_Initialized(&up);
-    MPI_Finalized(&down);
-    if (up && !down) {
-        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-        MPI_Comm_size(MPI_COMM_WORLD, &size);
-    }
-    int rc = QF_EXIT_OK;
-    if (rank == 0) {
-        prep_opts o;
-        rc = prep_parse_args(argc, argv, &o);
-        if (rc == 0)
-            rc = prep_run(&o);
-        else if (rc == 1)
-            rc = QF_EXIT_OK;
-        free(o.in);
-        fflush(stdout);
-        fflush(stderr);
-    }
-    if (size > 1) MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    return rc;
+static int prepare_main(const void *args) {
+    prep_opts o = *(const prep_opts *)args;
+    int rc = prep_check_args(&o, args);
+    return rc ? rc : prep_run(&o);
 }
+
+const qf_cmd qf_cmd_prepare = {
+    .name = "prepare",
+    .synopsis = "--in=F.jsonl [--in=G.jsonl]... --out=D.h5 [OPTION]...",
+    .summary = "JSONL records -> packed HDF5 dataset (docs/formats.md)",
+    .about = PREP_ABOUT,
+    .opts = PREP_OPTS,
+    .nopts = QF_NOPTS(PREP_OPTS),
+    .size = sizeof(prep_opts),
+    .run = prepare_main,
+    .rank0 = 1, /* the other ranks wait for its exit code */
+};

@@ -2,9 +2,33 @@
  * INT_MAX elements so any model size works with MPI's int counts. */
 #include "comm.h"
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+void qf_comm_fatal(const char *where_and_msg) {
+    int up = 0, down = 0, rank = 0;
+    MPI_Initialized(&up);
+    MPI_Finalized(&down);
+    if (!up || down) return; /* qf_fatal_at prints and exits */
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    fprintf(stderr, "qwen-ft: rank %d: %s\n", rank, where_and_msg);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, QF_EXIT_RUNTIME);
+}
+
+int qf_comm_on_rank0(int (*work)(const void *arg), const void *arg) {
+    int up = 0, down = 0, rank = 0;
+    MPI_Initialized(&up);
+    MPI_Finalized(&down);
+    if (up && !down) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    int rc = rank == 0 ? work(arg) : 0;
+    fflush(stdout);
+    fflush(stderr);
+    if (up && !down) MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    return rc;
+}
 #include "util.h"
 
 #ifdef QWENFT_HAVE_CUDA

@@ -6,7 +6,7 @@
 #include <mpi.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "../kernels/ops.h"
+#include "ops.h"
 #include "util.h"
 
 typedef struct qf_comm {
@@ -32,6 +32,11 @@ typedef struct qf_comm_req {
 /* Splits MPI_COMM_WORLD; ranks_per_node > 0 groups every k consecutive ranks of one machine as a "node"
  * (testing the multi-node paths on one machine). */
 void qf_comm_init(qf_comm *c, const qf_ops *ops, int ranks_per_node);
+/* The base layer's fatal hook (util.h) for an MPI program: prints "qwen-ft: rank R: file:line: msg" and calls
+ * MPI_Abort (exit code 3) while MPI is up. main.c installs it right after MPI_Init. */
+void qf_comm_fatal(const char *where_and_msg);
+/* work(arg) on rank 0 of MPI_COMM_WORLD (or in a process without MPI); every rank returns its exit code. */
+int qf_comm_on_rank0(int (*work)(const void *arg), const void *arg);
 void qf_comm_free(qf_comm *c);
 /* GPU ranks: bootstraps NCCL over MPI (unique id from rank 0); the act collectives then run on GPU buffers.
  * Returns 0, or an exit code with e filled (NCCL errors are runtime failures, 3). */

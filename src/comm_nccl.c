@@ -25,8 +25,8 @@ void *qf_cuda_stream(void); /* kernels/cuda: the backend's compute stream */
 
 static ncclDataType_t act_nccl(const qf_comm *c) {
     switch (c->ops->act_dtype) {
-    case QF_ACT_F16: return ncclFloat16;
-    case QF_ACT_BF16: return ncclBfloat16;
+    case QF_DT_F16: return ncclFloat16;
+    case QF_DT_BF16: return ncclBfloat16;
     default: return ncclFloat;
     }
 }

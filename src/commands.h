@@ -1,14 +1,10 @@
-/* commands.h — one function per `qwen-ft` command. Each parses its own argv (argv[0] is the command name),
- * runs after MPI_Init, and returns the process exit code (0, 2 bad input, 3 runtime failure). Rank 0 prints. */
+/* commands.h — the `qwen-ft` commands. Each is a qf_cmd (options.h): its option table, --help text and entry
+ * point, defined next to the command's code (cmd_*.c; train and eval in cmd_train.c). main.c parses argv with the
+ * table before MPI_Init, then calls run on every rank; run returns the exit code (0, 2 bad input, 3 runtime
+ * failure). Rank 0 prints. */
 #ifndef QF_COMMANDS_H
 #define QF_COMMANDS_H
-int qf_cmd_train(int argc, char **argv);
-int qf_cmd_eval(int argc, char **argv);
-int qf_cmd_prepare(int argc, char **argv);
-int qf_cmd_import(int argc, char **argv);
-int qf_cmd_export(int argc, char **argv);
-int qf_cmd_generate(int argc, char **argv);
-int qf_cmd_estimate(int argc, char **argv);
-int qf_cmd_report(int argc, char **argv);
-int qf_cmd_plot(int argc, char **argv);
+#include "options.h"
+extern const qf_cmd qf_cmd_train, qf_cmd_eval, qf_cmd_prepare, qf_cmd_import, qf_cmd_export, qf_cmd_generate,
+    qf_cmd_estimate, qf_cmd_report, qf_cmd_plot;
 #endif

@@ -56,7 +56,7 @@ static void print_nccl_env(FILE *f) {
     fprintf(f, n ? "\n" : "NCCL environment: no NCCL_* variable set\n");
 }
 
-static double gb(double b) { return b / 1e9; }
+static double gb(double b) { return b / 1073741824.0; } /* GiB, as everywhere */
 
 void qf_run_header(qf_run *r, FILE *f, const char *what) {
     const qf_model_config *c = &r->model.cfg;
@@ -79,8 +79,8 @@ void qf_run_header(qf_run *r, FILE *f, const char *what) {
                 (long long)r->st.data_epoch, (long long)r->st.data_row);
     const int act = r->ops->act_dtype;
     fprintf(f, "precision: the %s backend %s%s\n", r->ops->name,
-            act == QF_ACT_BF16  ? "stores bf16 parameters and activations, accumulates in fp32 (fp32 master weights)"
-            : act == QF_ACT_F16 ? "stores fp16 parameters and activations, accumulates in fp32 (fp32 master weights, "
+            act == QF_DT_BF16  ? "stores bf16 parameters and activations, accumulates in fp32 (fp32 master weights)"
+            : act == QF_DT_F16 ? "stores fp16 parameters and activations, accumulates in fp32 (fp32 master weights, "
                                   "dynamic loss scaling)"
                                 : "computes in fp32",
             (d->bf16 || d->fp16) && !strcmp(r->ops->name, "cpu") ? " (bf16/fp16 apply on GPUs; fp16 loss scaling still runs)" : "");
@@ -108,8 +108,8 @@ void qf_run_header(qf_run *r, FILE *f, const char *what) {
     /* the memory plan: the estimate's formulas (docs/zero.md) for this deck, ranks and backend */
     qf_mem_estimate est;
     qf_estimate(&r->model.cfg, d, r->comm.world_size, r->comm.local_size, (int64_t)r->ops->act_bytes, &est);
-    fprintf(f, "memory plan per rank (ZeRO stage %d): parameters %.3f GB, gradients %.3f GB, optimizer %.3f GB "
-               "(+ %.3f GB on the host), activations %.3f GB; host per node %.3f GB\n",
+    fprintf(f, "memory plan per rank (ZeRO stage %d): parameters %.3f GiB, gradients %.3f GiB, "
+               "optimizer %.3f GiB (+ %.3f GiB on the host), activations %.3f GiB; host per node %.3f GiB\n",
             d->zero_stage, gb((double)est.params), gb((double)est.grads), gb((double)est.optimizer),
             gb((double)est.host_per_rank), gb((double)est.activations), gb((double)est.host_per_node));
     fprintf(f, "---- resolved deck ----\n");
@@ -118,24 +118,16 @@ void qf_run_header(qf_run *r, FILE *f, const char *what) {
     fflush(f);
 }
 
-int qf_cmd_report(int argc, char **argv) {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: qwen-ft report  (or: srun --mpi=pmix qwen-ft report, mpirun -np N qwen-ft report)\n"
-                   "Versions (CUDA, NCCL, MPI, HDF5, libconfig), ranks and nodes, the GPUs of each node (NVLink, PCIe,\n"
-                   "P2P), InfiniBand, and the NCCL settings a run would use (docs/hpc.md).\n");
-            return 0;
-        } else {
-            fprintf(stderr, "qwen-ft report: unexpected argument '%s'\n", argv[i]);
-            return QF_EXIT_INPUT;
-        }
+int qf_report(int json) {
     qf_comm c;
     qf_comm_init(&c, qf_ops_cpu(), 0);
     qf_topology t;
     qf_topology_detect(&t, &c);
     char nccl[512];
     qf_topology_nccl_env(&t, 0, nccl, sizeof nccl);
-    if (c.rank == 0) {
+    if (c.rank == 0 && json) {
+        qf_report_json(stdout, &c, &t, nccl);
+    } else if (c.rank == 0) {
         print_versions(stdout);
         print_topology(stdout, &c);
         print_launcher(stdout);
@@ -144,8 +136,7 @@ int qf_cmd_report(int argc, char **argv) {
 #ifdef QWENFT_HAVE_CUDA
         char v[256];
         qf_cuda_versions(v, sizeof v);
-        printf("CUDA backend: compiled in (%s); %d GPU(s) visible to rank 0; training uses CPU ranks until the "
-               "[cuda] op table lands\n", v, qf_cuda_device_count());
+        printf("CUDA backend: compiled in (%s); %d GPU(s) visible to rank 0\n", v, qf_cuda_device_count());
 #else
         printf("CUDA backend: not compiled in (CPU ranks only)\n");
 #endif

@@ -12,7 +12,7 @@
 #ifndef QF_LOADER_H
 #define QF_LOADER_H
 #include <stdint.h>
-#include "../io/dataset.h"
+#include "dataset.h"
 
 typedef struct qf_loader {
     const qf_dataset *ds;

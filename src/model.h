@@ -11,8 +11,8 @@
 #ifndef QF_MODEL_H
 #define QF_MODEL_H
 #include <stdint.h>
-#include "../io/hf.h"
-#include "../kernels/ops.h"
+#include "hf.h"
+#include "ops.h"
 #include "deck.h"
 #include "loader.h"
 #include "model_config.h"

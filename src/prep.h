@@ -1,4 +1,4 @@
-/* prep.h — what the parts of `qwen-ft prepare` share: its options, the document being built from one record, and
+/* prep.h — what the parts of `qwen-ft prepare` share: its options (the table is in cmd_prepare.c), the document being built from one record, and
  * the record functions (cmd_prepare.c: the command and pre-tokenized records; prep_chat.c: text and
  * conversation records, which need the tokenizer). */
 #ifndef QF_PREP_H
@@ -6,17 +6,18 @@
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "../io/chatml.h"
-#include "../io/tokenizer.h"
+#include "chatml.h"
+#include "tokenizer.h"
+#include "options.h"
 
 typedef struct prep_opts {
-    const char **in; /* [n_in] input JSONL files, in order */
-    int n_in;
+    qf_strlist in; /* input JSONL files, in order */
     const char *out;
     const char *valid_out; /* NULL: derived from out */
     const char *tokenizer; /* NULL: none given */
     const char *system;    /* default system prompt of conversations */
-    qf_chat_mask mask;     /* --mask qwen | assistant */
+    const char *mask_name; /* --mask qwen | assistant */
+    qf_chat_mask mask;     /* ... as the enum */
     double valid_fraction;
     uint64_t seed;
     int64_t vocab_size;     /* 0: not given (with a tokenizer: resolved to its vocabulary size) */

@@ -146,13 +146,19 @@ void qf_profile_print(const qf_profile *p, FILE *f) {
     fprintf(f, "\n");
 }
 
-int qf_profile_json(const qf_profile *p, char *buf, size_t n) {
-    size_t k = 0;
-    k += (size_t)snprintf(buf + k, n - k, "{");
-    for (int i = 0; i < QF_PH_N && k < n; i++) k += (size_t)snprintf(buf + k, n - k, "\"%s_s\": %.6f, ", ph_name[i], p->phase[i]);
-    for (int i = 0; i < QF_OP_N && k < n; i++) k += (size_t)snprintf(buf + k, n - k, "\"op_%s_s\": %.6f, ", op_name[i], p->op[i]);
-    if (k < n)
-        k += (size_t)snprintf(buf + k, n - k, "\"waiting_s\": %.6f, \"offload_adamw_s\": %.6f, \"offload_wait_s\": %.6f}",
-                              waiting(p), p->offload_adamw, p->offload_wait);
-    return k < n ? 0 : -1;
+json_t *qf_profile_json(const qf_profile *p) {
+    json_t *o = json_object();
+    char key[32];
+    for (int i = 0; i < QF_PH_N; i++) {
+        snprintf(key, sizeof key, "%s_s", ph_name[i]);
+        json_object_set_new(o, key, json_real(p->phase[i]));
+    }
+    for (int i = 0; i < QF_OP_N; i++) {
+        snprintf(key, sizeof key, "op_%s_s", op_name[i]);
+        json_object_set_new(o, key, json_real(p->op[i]));
+    }
+    json_object_set_new(o, "waiting_s", json_real(waiting(p)));
+    json_object_set_new(o, "offload_adamw_s", json_real(p->offload_adamw));
+    json_object_set_new(o, "offload_wait_s", json_real(p->offload_wait));
+    return o;
 }

@@ -1,6 +1,7 @@
 /* profile.h — log.wall_clock_breakdown: where each optimizer step's time goes, on rank 0's progress line and in
- * metrics.jsonl ("time" object, seconds per step).
+ * metrics.jsonl ("breakdown" object, seconds per step).
  *
+ * ("breakdown" object: metrics.jsonl's "time" is the record's UTC timestamp)
  * Phases of the step (host wall time, the backend synchronised at each boundary): data (loading the micro-batches),
  * forward, backward (incl. recomputation and the fused lm_head + loss), reduce (the gradient reduction left after
  * the backward: exposed communication), norm (global gradient norm), update (the optimizer call; with an
@@ -15,6 +16,7 @@
  * context and profile.c keeps the one pointer to it (set by qf_profile_wrap, cleared by qf_profile_unwrap). */
 #ifndef QF_PROFILE_H
 #define QF_PROFILE_H
+#include <jansson.h>
 #include <stdio.h>
 #include "../kernels/ops.h"
 
@@ -43,8 +45,8 @@ void qf_profile_unwrap(qf_profile *p);
 void qf_profile_step_begin(qf_profile *p);
 /* Closes phase `ph` at now (after synchronising the backend). No-op when p is NULL or off. */
 void qf_profile_lap(qf_profile *p, int ph);
-/* rank 0 outputs: one line for the progress output; the "time" object's members for metrics.jsonl */
+/* rank 0 outputs: one line for the progress output; the "breakdown" object of metrics.jsonl (a new reference) */
 void qf_profile_print(const qf_profile *p, FILE *f);
-int qf_profile_json(const qf_profile *p, char *buf, size_t n);
+json_t *qf_profile_json(const qf_profile *p);
 
 #endif

@@ -8,33 +8,7 @@
 #include "h5io.h"
 #include "loss_scale.h"
 #include "model_config.h"
-
-/* ---- argv: CMD DECK [--set k=v | --set=k=v]... ------------------------------------------------------------ */
-
-static int parse_args(int argc, char **argv, const char **deck, char ***sets, int *nset, qf_err *e) {
-    *deck = NULL;
-    *sets = qf_calloc((size_t)argc, sizeof(char *));
-    *nset = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--set") == 0) {
-            if (i + 1 >= argc) return qf_err_set(e, QF_EXIT_INPUT, "%s: --set needs key.path=value", argv[0]);
-            (*sets)[(*nset)++] = argv[++i];
-        } else if (strncmp(a, "--set=", 6) == 0) {
-            (*sets)[(*nset)++] = (char *)a + 6;
-        } else if (a[0] == '-' && a[1] == '-') {
-            return qf_err_set(e, QF_EXIT_INPUT, "%s: unknown option '%s' (see qwen-ft %s --help)", argv[0], a,
-                              argv[0]);
-        } else if (!*deck) {
-            *deck = a;
-        } else {
-            return qf_err_set(e, QF_EXIT_INPUT, "%s: unexpected argument '%s' (one deck only)", argv[0], a);
-        }
-    }
-    if (!*deck) return qf_err_set(e, QF_EXIT_INPUT, "%s: missing DECK.cfg (usage: qwen-ft %s DECK.cfg [--set key=value]...)",
-                                  argv[0], argv[0]);
-    return 0;
-}
+#include "peak.h"
 
 /* ---- model config: model.from, else a preset and/or explicit dimensions (qf_deck_model_config) ----------- */
 
@@ -93,14 +67,8 @@ static char *deck_to_text(const qf_deck *d) {
     return buf;
 }
 
-static int setup(qf_run *r, int argc, char **argv, int mode, qf_err *e) {
-    const char *deck;
-    char **sets;
-    int nset;
-    int rc = parse_args(argc, argv, &deck, &sets, &nset, e);
-    if (!rc) rc = qf_deck_load(deck, nset, sets, r->comm.world_size, &r->deck, e);
-    free(sets);
-    if (rc) return rc;
+static int setup(qf_run *r, const qf_run_args *a, int mode, qf_err *e) {
+    if (qf_deck_load(a->deck, a->sets.n, (char *const *)a->sets.v, r->comm.world_size, &r->deck, e)) return e->code;
     qf_deck *d = &r->deck;
     if (!d->adam_w_mode)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'optimizer.params.adam_w_mode' = false (Adam with L2 decay) is not "
@@ -173,11 +141,14 @@ static int setup(qf_run *r, int argc, char **argv, int mode, qf_err *e) {
         qf_zero_params_commit(&r->zero);
     }
     r->deck_text = deck_to_text(d);
-    /* MFU: SPEC's flops per token; the CPU backend has no tensor-core peak (MFU reported as 0 unless peak_tflops) */
+    /* MFU: SPEC's flops per token against the deck's peak_tflops, else the GPU table (src/peak.c); CPU ranks have
+     * no peak: MFU is n/a */
     const qf_model_config *c = &r->model.cfg;
     r->flops_per_token = 6.0 * (double)qf_model_num_matmul_params(c) +
                          12.0 * c->num_layers * c->num_heads * c->head_dim * (double)d->seq_len;
     r->peak_flops = d->peak_tflops * 1e12;
+    if (r->peak_flops == 0 && strcmp(r->ops->name, "cpu") && r->topo.node.gpus > 0)
+        r->peak_flops = qf_peak_gpu_flops(r->topo.node.gpu[r->comm.local_rank % r->topo.node.gpus].name, NULL);
     return 0;
 }
 
@@ -194,7 +165,7 @@ static void fault_parse(qf_run *r) {
     }
 }
 
-int qf_run_setup(qf_run *r, int argc, char **argv, int mode) {
+int qf_run_setup(qf_run *r, const qf_run_args *a, int mode) {
     memset(r, 0, sizeof *r);
     fault_parse(r);
     r->ops = qf_ops_cpu();
@@ -203,7 +174,7 @@ int qf_run_setup(qf_run *r, int argc, char **argv, int mode) {
     qf_topology_detect(&r->topo, &r->comm);
     qf_topology_nccl_env(&r->topo, 1, r->nccl_line, sizeof r->nccl_line);
     qf_err e = {0};
-    setup(r, argc, argv, mode, &e);
+    setup(r, a, mode, &e);
     /* every rank reaches here; agree on failure so that no rank is left waiting */
     int code = e.code;
     MPI_Allreduce(MPI_IN_PLACE, &code, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);

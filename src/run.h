@@ -8,6 +8,7 @@
 #include "dataset.h"
 #include "deck.h"
 #include "loader.h"
+#include "options.h"
 #include "model.h"
 #include "signals.h"
 #include "tensorboard.h"
@@ -32,13 +33,13 @@ typedef struct qf_run {
     int resumed;
     FILE *metrics;              /* rank 0 */
     qf_tb *tb;                  /* rank 0 with log.tensorboard: TensorBoard events in log.dir */
-    qf_signals *sig;            /* train: SIGUSR1/SIGTERM/SIGINT and max_hours (installed by qf_cmd_train) */
+    qf_signals *sig;            /* train: SIGUSR1/SIGTERM/SIGINT and max_hours (installed by qf_train_command) */
     qf_topology topo;           /* nodes, GPUs, P2P, InfiniBand (docs/hpc.md) */
     char nccl_line[512];        /* what the NCCL environment policy did (run header) */
-    double flops_per_token, peak_flops;
-    /* fault injection for the failure tests (QWENFT_INJECT_FAULT="rank:step:nan|fail", docs/testing.md) */
+    double flops_per_token, peak_flops; /* peak_flops 0: no peak known (MFU n/a) */
     char backend_info[384];     /* which op table, which GPU, which attention path */
     int64_t rss_base;           /* resident bytes before the model state and activations were allocated */
+    /* fault injection for the failure tests (QWENFT_INJECT_FAULT="rank:step:nan|fail", docs/testing.md) */
     int fault_rank;
     int64_t fault_step;
     char fault_kind[8];
@@ -50,9 +51,17 @@ typedef struct qf_run {
 /* What a command needs: train (optimizer + data) or eval (parameters + valid data). */
 enum { QF_RUN_TRAIN = 1, QF_RUN_EVAL = 2 };
 
-/* Parses `CMD DECK [--set k=v]...` (rank-consistent), loads everything; 0 or an exit code (message printed by
- * rank 0). */
-int qf_run_setup(qf_run *r, int argc, char **argv, int mode);
+/* The command line of train and eval (cmd_train.c): DECK.cfg [--set key.path=value]... */
+typedef struct qf_run_args {
+    const char *deck;
+    qf_strlist sets;
+} qf_run_args;
+
+/* Loads everything the deck names; 0 or an exit code (message printed by rank 0). */
+int qf_run_setup(qf_run *r, const qf_run_args *a, int mode);
+/* The train and eval commands (train.c). */
+int qf_train_command(const qf_run_args *a);
+int qf_eval_command(const qf_run_args *a);
 void qf_run_free(qf_run *r);
 
 /* Validation loss over all rows of data.valid (or the first eval.max_batches micro-batches per rank). */
@@ -64,6 +73,10 @@ qf_eval_result qf_eval_run(qf_run *r);
 
 /* Prints the run header (rank 0). */
 void qf_run_header(qf_run *r, FILE *f, const char *what);
+/* `qwen-ft report` (header.c; its options in cmd_report.c): versions, topology, NCCL settings; rank 0 prints
+ * them as text, or with json as one JSON object (qf_report_json, cmd_report.c). */
+int qf_report(int json);
+void qf_report_json(FILE *f, const qf_comm *c, const qf_topology *t, const char *nccl_line);
 
 /* Resident memory of this process in bytes (host), and the high-water mark. */
 int64_t qf_mem_rss(void);

@@ -148,7 +148,7 @@ void qf_tb_close(qf_tb *tb) {
 }
 
 void qf_tb_train_step(qf_tb *tb, int64_t step, double loss, double lr, double grad_norm, double loss_scale,
-                      double tokens_per_s, double mfu, double mem_gb) {
+                      double tokens_per_s, double mfu, double mem_gib) {
     if (!tb) return;
     qf_tb_scalar(tb, "train/loss", step, loss);
     qf_tb_scalar(tb, "train/lr", step, lr);
@@ -156,7 +156,7 @@ void qf_tb_train_step(qf_tb *tb, int64_t step, double loss, double lr, double gr
     qf_tb_scalar(tb, "train/loss_scale", step, loss_scale);
     qf_tb_scalar(tb, "perf/tokens_per_s", step, tokens_per_s);
     qf_tb_scalar(tb, "perf/mfu", step, mfu);
-    qf_tb_scalar(tb, "perf/peak_host_mem_gb", step, mem_gb);
+    qf_tb_scalar(tb, "perf/peak_host_mem_gib", step, mem_gib);
     qf_tb_flush(tb);
 }
 

@@ -26,10 +26,10 @@ void qf_tb_flush(qf_tb *tb);
 void qf_tb_close(qf_tb *tb);
 
 /* The scalars of one optimizer step / one evaluation, under the tags docs/hpc.md lists (train/loss, train/lr,
- * train/grad_norm, train/loss_scale, perf/tokens_per_s, perf/mfu, perf/peak_host_mem_gb; eval/valid_loss,
+ * train/grad_norm, train/loss_scale, perf/tokens_per_s, perf/mfu, perf/peak_host_mem_gib; eval/valid_loss,
  * eval/valid_ppl); flushed, so that a running TensorBoard sees them at once. */
 void qf_tb_train_step(qf_tb *tb, int64_t step, double loss, double lr, double grad_norm, double loss_scale,
-                      double tokens_per_s, double mfu, double mem_gb);
+                      double tokens_per_s, double mfu, double mem_gib);
 void qf_tb_eval(qf_tb *tb, int64_t step, double valid_loss, double valid_ppl);
 
 /* Exposed for the unit test: CRC-32C (Castagnoli) and TFRecord's masking of it. */

@@ -9,6 +9,8 @@
 #include "lr_sched.h"
 #include "backend.h"
 #include "estimate.h"
+#include "json_out.h"
+#include "metrics.h"
 
 /* Loads this rank's micro-batches of the global batch at the state's data position. Rank r takes rows
  * [r*micro*ga, (r+1)*micro*ga) of the batch, micro-batch j the j-th micro of those. */
@@ -63,13 +65,6 @@ static void report_docs(qf_run *r, int64_t step) {
 
 static double mib(int64_t b) { return (double)b / (1024.0 * 1024.0); }
 
-/* a JSON number, or null for inf/nan (which JSON cannot hold) */
-static const char *jnum(double v, char *buf, size_t n) {
-    if (!isfinite(v)) return "null";
-    snprintf(buf, n, "%.10g", v);
-    return buf;
-}
-
 static void fmt_eta(double s, char *buf, size_t n) {
     if (!(s >= 0) || s > 1e8) s = 0;
     long long t = (long long)s;
@@ -82,10 +77,13 @@ static void log_eval(qf_run *r, int64_t step, qf_eval_result ev) {
            (long long)ev.tokens);
     fflush(stdout);
     if (r->metrics) {
-        char b1[32], b2[32];
-        fprintf(r->metrics, "{\"step\": %lld, \"valid_loss\": %s, \"valid_ppl\": %s, \"tokens\": %lld}\n",
-                (long long)step, jnum(ev.loss, b1, sizeof b1), jnum(ev.ppl, b2, sizeof b2), (long long)ev.tokens);
-        fflush(r->metrics);
+        qf_metrics_rec m;
+        qf_metrics_begin(&m, "eval");
+        qf_metrics_add_int(&m, "step", step);
+        qf_metrics_add_num(&m, "valid_loss", ev.loss);
+        qf_metrics_add_num(&m, "valid_ppl", ev.ppl);
+        qf_metrics_add_int(&m, "valid_tokens", ev.tokens);
+        qf_metrics_write(&m, r->metrics);
     }
     qf_tb_eval(r->tb, step, ev.loss, ev.ppl);
 }
@@ -218,31 +216,42 @@ static int train_loop(qf_run *r, int *stopped) {
         advance_data(r);
         double dt = qf_now() - t0;
         double tok_s = (double)d->train_batch_size * d->seq_len / dt;
-        double mfu = r->peak_flops > 0 ? tok_s * r->flops_per_token / (r->peak_flops * r->comm.world_size) : 0.0;
-        double mem_gb = (double)qf_mem_peak() / 1e9;
-        double gpu_gb = (double)qf_backend_peak_bytes(r->ops) / 1073741824.0;
-        char tbuf[1024];
+        /* no peak (CPU ranks without peak_tflops): n/a, null in metrics.jsonl */
+        double mfu = r->peak_flops > 0 ? tok_s * r->flops_per_token / (r->peak_flops * r->comm.world_size) : -1;
+        double mem_gib = QF_GIB(qf_mem_peak());
+        double gpu_gib = QF_GIB(qf_backend_peak_bytes(r->ops));
         if (rank0 && r->metrics) {
-            char b1[32], b2[32];
-            const char *tj = prof && !qf_profile_json(prof, tbuf, sizeof tbuf) ? tbuf : NULL;
-            fprintf(r->metrics,
-                    "{\"step\": %lld, \"loss\": %s, \"lr\": %.10g, \"grad_norm\": %s, \"tokens\": %lld, "
-                    "\"tokens_per_s\": %.1f, \"mfu\": %.6f, \"skipped\": %s, \"loss_scale\": %.17g, \"epoch\": %lld, "
-                    "\"step_time_s\": %.4f, \"peak_host_mem_gb\": %.3f, \"peak_gpu_mem_gb\": %.3f%s%s}\n",
-                    (long long)step, jnum(loss, b1, sizeof b1), lr, jnum(norm, b2, sizeof b2), (long long)targets, tok_s, mfu, skipped ? "true" : "false",
-                    st->loss_scale, (long long)st->data_epoch, dt, mem_gb, gpu_gb, tj ? ", \"time\": " : "", tj ? tj : "");
-            fflush(r->metrics);
+            qf_metrics_rec m;
+            qf_metrics_begin(&m, "train");
+            qf_metrics_add_int(&m, "step", step);
+            qf_metrics_add_num(&m, "loss", loss);
+            qf_metrics_add_num(&m, "lr", lr);
+            qf_metrics_add_num(&m, "grad_norm", norm);
+            qf_metrics_add_int(&m, "tokens", targets);
+            qf_metrics_add_num(&m, "tokens_per_s", tok_s);
+            if (mfu >= 0) qf_metrics_add_num(&m, "mfu", mfu);
+            else qf_metrics_add_null(&m, "mfu");
+            qf_metrics_add_bool(&m, "skipped", skipped);
+            qf_metrics_add_num(&m, "loss_scale", st->loss_scale);
+            qf_metrics_add_int(&m, "epoch", st->data_epoch);
+            qf_metrics_add_num(&m, "step_time_s", dt);
+            qf_metrics_add_num(&m, "peak_host_mem_gib", mem_gib);
+            qf_metrics_add_num(&m, "peak_gpu_mem_gib", gpu_gib);
+            if (prof) json_object_set_new(m.o, "breakdown", qf_profile_json(prof)); /* log.wall_clock_breakdown */
+            qf_metrics_write(&m, r->metrics);
         }
-        if (gpu_gb > 0) qf_tb_scalar(r->tb, "perf/peak_gpu_mem_gb", step, gpu_gb);
-        qf_tb_train_step(r->tb, step, loss, lr, norm, st->loss_scale, tok_s, mfu, mem_gb); /* flushes */
-        if (gpu_gb > 0) mem_gb = gpu_gb; /* the progress line shows the device's peak on GPU ranks */
+        if (gpu_gib > 0) qf_tb_scalar(r->tb, "perf/peak_gpu_mem_gib", step, gpu_gib);
+        qf_tb_train_step(r->tb, step, loss, lr, norm, st->loss_scale, tok_s, mfu >= 0 ? mfu : NAN, mem_gib); /* flushes */
+        if (gpu_gib > 0) mem_gib = gpu_gib; /* the progress line shows the device's peak on GPU ranks */
         if (rank0 && (step % d->steps_per_print == 0 || step == r->total_steps || step == first_step + 1)) {
             char eta[32];
             double per = (qf_now() - t_start) / (double)(step - first_step);
             fmt_eta(per * (double)(r->total_steps - step), eta, sizeof eta);
-            printf("step %lld/%lld | loss %.4f | lr %.3e | grad_norm %.4f | %.0f tok/s | MFU %.1f%% | mem %.2f GB | "
+            char mfu_s[16] = "n/a";
+            if (mfu >= 0) snprintf(mfu_s, sizeof mfu_s, "%.1f%%", 100 * mfu);
+            printf("step %lld/%lld | loss %.4f | lr %.3e | grad_norm %.4f | %.0f tok/s | MFU %s | mem %.2f GiB | "
                    "ETA %s%s\n",
-                   (long long)step, (long long)r->total_steps, loss, lr, norm, tok_s, 100 * mfu, mem_gb, eta,
+                   (long long)step, (long long)r->total_steps, loss, lr, norm, tok_s, mfu_s, mem_gib, eta,
                    skipped ? " | skipped" : "");
             qf_profile_print(prof, stdout);
             fflush(stdout);
@@ -289,17 +298,11 @@ static int train_loop(qf_run *r, int *stopped) {
     return d->checkpoint_at_end ? save(r) : 0;
 }
 
-int qf_cmd_train(int argc, char **argv) {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: qwen-ft [train] DECK.cfg [--set key.path=value]...\n"
-                   "Trains as the deck says (docs/deck.md); resumes from checkpoint.dir's latest checkpoint.\n");
-            return 0;
-        }
+int qf_train_command(const qf_run_args *a) {
     qf_signals sig; /* installed first: a signal while loading stops at the first step boundary */
     qf_signals_install(&sig);
     qf_run r;
-    int rc = qf_run_setup(&r, argc, argv, QF_RUN_TRAIN), stopped = 0;
+    int rc = qf_run_setup(&r, a, QF_RUN_TRAIN), stopped = 0;
     r.sig = &sig;
     if (!rc) rc = open_metrics(&r);
     if (!rc && r.deck.wall_clock_breakdown) { /* the model computes through the timing wrappers (profile.h) */
@@ -312,7 +315,8 @@ int qf_cmd_train(int argc, char **argv) {
         qf_estimate(&r.model.cfg, &r.deck, r.comm.world_size, r.comm.local_size, (int64_t)r.ops->act_bytes, &est);
         if (r.comm.rank == 0) {
             qf_run_header(&r, stdout, "train");
-            printf("backend: %s\n", r.backend_info);
+            if (r.peak_flops > 0) printf("backend: %s; MFU against %.0f TFLOP/s\n", r.backend_info, r.peak_flops / 1e12);
+            else printf("backend: %s; MFU n/a (no peak for this device: set peak_tflops)\n", r.backend_info);
         }
         rc = train_loop(&r, &stopped);
         if (!rc && r.comm.rank == 0 && !stopped) {
@@ -335,23 +339,18 @@ int qf_cmd_train(int argc, char **argv) {
     return rc;
 }
 
-int qf_cmd_eval(int argc, char **argv) {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: qwen-ft eval DECK.cfg [--set key.path=value]...\n"
-                   "Validation loss of the deck's model (checkpoint.dir's latest checkpoint if there is one, else\n"
-                   "model.from) on data.valid; prints {\"valid_loss\":..,\"valid_ppl\":..,\"tokens\":..}.\n");
-            return 0;
-        }
+int qf_eval_command(const qf_run_args *a) {
     qf_run r;
-    int rc = qf_run_setup(&r, argc, argv, QF_RUN_EVAL);
+    int rc = qf_run_setup(&r, a, QF_RUN_EVAL);
     if (!rc) {
         if (r.comm.rank == 0) qf_run_header(&r, stderr, "eval");
         qf_eval_result ev = qf_eval_run(&r);
-        if (r.comm.rank == 0) {
-            printf("{\"valid_loss\": %.10g, \"valid_ppl\": %.10g, \"tokens\": %lld}\n", ev.loss, ev.ppl,
-                   (long long)ev.tokens);
-            fflush(stdout);
+        if (r.comm.rank == 0) { /* SPEC: {"valid_loss": x, "valid_ppl": y, "tokens": n} */
+            json_t *o = json_object();
+            qf_json_set_num(o, "valid_loss", ev.loss);
+            qf_json_set_num(o, "valid_ppl", ev.ppl);
+            json_object_set_new(o, "tokens", json_integer((json_int_t)ev.tokens));
+            qf_json_print(o, stdout);
         }
     }
     qf_run_free(&r);

@@ -70,15 +70,15 @@ static float *host_alloc(qf_zero *z, int64_t elems) {
 /* host-resident act values (the gradient shard with offload_optimizer at stages 2-3): fp32, bf16 or fp16 */
 static float host_act_get(const qf_zero *z, const void *p, int64_t i) {
     switch (z->ops->act_dtype) {
-    case QF_ACT_BF16: return qf_bf16_to_f32(((const uint16_t *)p)[i]);
-    case QF_ACT_F16: return qf_f16_to_f32(((const uint16_t *)p)[i]);
+    case QF_DT_BF16: return qf_bf16_to_f32(((const uint16_t *)p)[i]);
+    case QF_DT_F16: return qf_f16_to_f32(((const uint16_t *)p)[i]);
     default: return ((const float *)p)[i];
     }
 }
 static void host_act_set(const qf_zero *z, void *p, int64_t i, float v) {
     switch (z->ops->act_dtype) {
-    case QF_ACT_BF16: ((uint16_t *)p)[i] = qf_f32_to_bf16(v); break;
-    case QF_ACT_F16: ((uint16_t *)p)[i] = qf_f32_to_f16(v); break;
+    case QF_DT_BF16: ((uint16_t *)p)[i] = qf_f32_to_bf16(v); break;
+    case QF_DT_F16: ((uint16_t *)p)[i] = qf_f32_to_f16(v); break;
     default: ((float *)p)[i] = v;
     }
 }

@@ -126,9 +126,9 @@ static int have_f16c(void) { return __builtin_cpu_supports("f16c") && __builtin_
 
 /* act[n] -> fp32[n]: bf16 and fp16 widen exactly (fp16 by F16C where the CPU has it, the same values) */
 static void act_block_to_f32(float *restrict dst, const void *restrict src, int dt, size_t n) {
-    if (dt == QF_ACT_F32) {
+    if (dt == QF_DT_F32) {
         memcpy(dst, src, n * sizeof(float));
-    } else if (dt == QF_ACT_BF16) {
+    } else if (dt == QF_DT_BF16) {
         const uint16_t *s = src;
         uint32_t *d = (uint32_t *)dst;
         for (size_t i = 0; i < n; i++) d[i] = (uint32_t)s[i] << 16;
@@ -145,9 +145,9 @@ static void act_block_to_f32(float *restrict dst, const void *restrict src, int 
 }
 /* fp32[n] -> act[n], rounding to nearest even as qf_f32_to_bf16 / qf_f32_to_f16 (branch-free for bf16) */
 static void act_block_from_f32(void *restrict dst, const float *restrict src, int dt, size_t n) {
-    if (dt == QF_ACT_F32) {
+    if (dt == QF_DT_F32) {
         memcpy(dst, src, n * sizeof(float));
-    } else if (dt == QF_ACT_BF16) {
+    } else if (dt == QF_DT_BF16) {
         const uint32_t *s = (const uint32_t *)src;
         uint16_t *d = dst;
         for (size_t i = 0; i < n; i++) {
@@ -172,7 +172,7 @@ static void act_block_from_f32(void *restrict dst, const float *restrict src, in
  * round the parameters into pact. pact may alias g (each block is read before it is written). */
 static void adamw_act_slice(int isa, float *p, void *pact, const void *g, int dt, float *m, float *v, size_t n,
                             const adamw_consts *k) {
-    const size_t ab = dt == QF_ACT_F32 ? 4 : 2;
+    const size_t ab = dt == QF_DT_F32 ? 4 : 2;
     float gb[ADAMW_ACT_BLOCK];
     for (size_t b = 0; b < n; b += ADAMW_ACT_BLOCK) {
         const size_t nb = n - b < ADAMW_ACT_BLOCK ? n - b : ADAMW_ACT_BLOCK;
@@ -191,7 +191,7 @@ void qf_cpu_adamw_act(float *p, void *pact, const void *g, int act_dtype, float 
                       float lr, float beta1, float beta2, float eps, float wd, int t, int threads) {
     const adamw_consts k = adamw_consts_make(gscale, lr, beta1, beta2, eps, wd, t);
     const int isa = cpu_adamw_best_isa();
-    const size_t ab = act_dtype == QF_ACT_F32 ? 4 : 2;
+    const size_t ab = act_dtype == QF_DT_F32 ? 4 : 2;
     if (threads < 1) threads = omp_get_max_threads();
     /* slices of whole blocks per thread (a block never straddles two threads) */
 #pragma omp parallel num_threads(threads)

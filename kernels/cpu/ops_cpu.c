@@ -30,7 +30,7 @@ static void cpu_range_pop(void) {}
 static const qf_ops cpu_ops = {
     .name = "cpu",
     .act_bytes = sizeof(float),
-    .act_dtype = QF_ACT_F32,
+    .act_dtype = QF_DT_F32,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .copy_h2d = cpu_copy,

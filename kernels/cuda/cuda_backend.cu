@@ -256,9 +256,9 @@ static void cu_sync(void) { CHECK_CUDA(cudaStreamSynchronize(g_ctx.stream)); }
             cu_classifier<T>, cu_sumsq<T>, cu_scale<T>, cu_nonfinite<T>, cu_adamw<T>, nullptr /* attention_decode */,  \
             cu_copy_start, cu_copy_finish, cu_copy_wait, cu_range_push, cu_range_pop                                \
     }
-static const qf_ops cuda_ops_bf16 = QF_CUDA_TABLE("cuda", bf16, QF_ACT_BF16);
-static const qf_ops cuda_ops_f32 = QF_CUDA_TABLE("cuda-f32", float, QF_ACT_F32);
-static const qf_ops cuda_ops_f16 = QF_CUDA_TABLE("cuda-f16", f16, QF_ACT_F16);
+static const qf_ops cuda_ops_bf16 = QF_CUDA_TABLE("cuda", bf16, QF_DT_BF16);
+static const qf_ops cuda_ops_f32 = QF_CUDA_TABLE("cuda-f32", float, QF_DT_F32);
+static const qf_ops cuda_ops_f16 = QF_CUDA_TABLE("cuda-f16", f16, QF_DT_F16);
 
 extern "C" const qf_ops *qf_ops_cuda(void) { return ctx_init() ? &cuda_ops_bf16 : NULL; }
 extern "C" const qf_ops *qf_ops_cuda_f32(void) { return ctx_init() ? &cuda_ops_f32 : NULL; }

@@ -26,7 +26,7 @@
 #endif
 extern "C" {
 #include "ops.h"
-#include "../../src/util.h"
+#include "util.h"
 }
 
 typedef __nv_bfloat16 bf16;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# log.wall_clock_breakdown = true: every step's metrics.jsonl record carries a "time" object (phases, op classes,
+# log.wall_clock_breakdown = true: every step's metrics.jsonl record carries a "breakdown" object (phases, op classes,
 # waiting, offload) whose phases add up to the step time, recomputation shows with activation checkpointing, the
 # host AdamW's time shows with offload, rank 0 prints a "time (s/step ...)" line with the progress line; and the
 # profiled run's losses are those of the unprofiled one, bit for bit (the wrappers only synchronise and time).
@@ -16,10 +16,10 @@ a = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l]
 b = [json.loads(l) for l in open(sys.argv[2]) if '"loss"' in l]
 assert len(a) == len(b) == 5, (len(a), len(b))
 assert [x["loss"] for x in a] == [y["loss"] for y in b], "profiling changed the losses"
-assert all("time" not in x for x in a), "time object without wall_clock_breakdown"
+assert all("breakdown" not in x for x in a), "breakdown object without wall_clock_breakdown"
 phases = ["data_s", "forward_s", "backward_s", "reduce_s", "norm_s", "update_s"]
 for r in b:
-    t = r["time"]
+    t = r["breakdown"]
     for k in phases + ["op_gemm_s", "op_attention_s", "op_pointwise_s", "op_head_s", "op_recompute_s",
                        "waiting_s", "offload_adamw_s", "offload_wait_s"]:
         assert k in t and t[k] >= 0, (k, t)
@@ -29,6 +29,6 @@ for r in b:
     assert t["op_recompute_s"] > 0, "activation checkpointing recomputes: op_recompute_s must be > 0"
     assert t["op_gemm_s"] + t["op_attention_s"] + t["op_pointwise_s"] + t["op_head_s"] + t["op_recompute_s"] \
         <= t["forward_s"] + t["backward_s"] + 1e-4, t
-assert sum(r["time"]["offload_adamw_s"] for r in b) > 0, "the host AdamW's time must show with offload"
+assert sum(r["breakdown"]["offload_adamw_s"] for r in b) > 0, "the host AdamW's time must show with offload"
 print("PASS: 5 steps profiled, phases add up, losses unchanged")
 PY

@@ -20,22 +20,22 @@ lua=$WORK/prefix/share/modulefiles/qwen-ft/$version.lua
 export MODULEPATH=$WORK/prefix/share/modulefiles
 module load qwen-ft
 [ "$(command -v qwen-ft)" = "$WORK/prefix/bin/qwen-ft" ] || fail "qwen-ft on PATH is '$(command -v qwen-ft)'"
-[ "$(qwen-ft --version)" = "qwen-ft $version" ] || fail "qwen-ft --version says '$(qwen-ft --version)'"
+[ "$(qwen-ft --version | head -n 1)" = "qwen-ft $version" ] || fail "qwen-ft --version says '$(qwen-ft --version)'"
 [ "$QWENFT_ROOT" = "$WORK/prefix" ] || fail "QWENFT_ROOT=$QWENFT_ROOT"
 for d in inputs/demo.cfg inputs/4090.cfg inputs/a100.cfg inputs/h200.cfg slurm/demo_cpu.sh slurm/qwen14b_8x4090.sh docs/hpc.md; do
   [ -e "$QWENFT_SHARE/$d" ] || fail "\$QWENFT_SHARE/$d is missing"
 done
 module whatis qwen-ft 2>&1 | grep -q "Version: $version" || fail "module whatis"
 module help qwen-ft 2>&1 | grep -q "srun --mpi=pmix qwen-ft train" || fail "module help"
-echo "1. Lmod: module load qwen-ft -> $(command -v qwen-ft): $(qwen-ft --version); QWENFT_SHARE=$QWENFT_SHARE"
+echo "1. Lmod: module load qwen-ft -> $(command -v qwen-ft): $(qwen-ft --version | head -n 1); QWENFT_SHARE=$QWENFT_SHARE"
 module unload qwen-ft
 ! command -v qwen-ft > /dev/null || fail "module unload left qwen-ft on PATH"
 
 # 2. Lmod + the Tcl modulefile
 export MODULEPATH=$WORK/prefix/share/modulefiles-tcl
 module load qwen-ft
-[ "$(qwen-ft --version 2> /dev/null)" = "qwen-ft $version" ] || fail "Tcl modulefile: qwen-ft --version"
-echo "2. Lmod reading the Tcl modulefile: $(qwen-ft --version)"
+[ "$(qwen-ft --version 2> /dev/null | head -n 1)" = "qwen-ft $version" ] || fail "Tcl modulefile: qwen-ft --version"
+echo "2. Lmod reading the Tcl modulefile: $(qwen-ft --version | head -n 1)"
 module purge
 
 # 3. depends_on from LOADEDMODULES at configure time

@@ -21,7 +21,7 @@ ea = EventAccumulator(d, size_guidance={"scalars": 0})
 ea.Reload()
 tags = set(ea.Tags()["scalars"])
 want = {"train/loss", "train/lr", "train/grad_norm", "train/loss_scale", "perf/tokens_per_s", "perf/mfu",
-        "perf/peak_host_mem_gb", "eval/valid_loss", "eval/valid_ppl"}
+        "perf/peak_host_mem_gib", "eval/valid_loss", "eval/valid_ppl"}
 if not want <= tags:
     sys.exit(f"FAIL: missing tags {sorted(want - tags)} (have {sorted(tags)})")
 f32 = lambda x: struct.unpack("f", struct.pack("f", x))[0]

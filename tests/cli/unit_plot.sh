@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # qwen-ft plot: a valid PNG (signature, IHDR, CRCs, zlib stream of filtered RGB rows, curves in the palette's
 # colours) and a well-formed SVG from metrics.jsonl lines like a resumed run writes (a repeated step range, null
-# for a non-finite value, eval lines); two files overlay with a legend; bad input exits 2 naming file:line.
+# for a non-finite value, eval lines); valid_loss is drawn as points over the loss panel; every panel shares one x
+# axis (a step is at the same x everywhere); two files overlay with a legend inside the plot area; bad input exits
+# 2 naming file:line.
 set -euo pipefail
 rm -rf "$WORK"; mkdir -p "$WORK"; cd "$WORK"
 fails=0
@@ -20,10 +22,10 @@ with open("n.jsonl", "w") as f:
         f.write(json.dumps({"step": s, "loss": 4 * math.exp(-s / 15) + 0.7, "lr": 5e-5, "grad_norm": 0.9}) + "\n\n")
 PY
 "$QWENFT" plot m.jsonl -o c.png > png.out || fail "plot -> png"
-grep -q "4 panels: loss lr grad_norm valid_loss" png.out || fail "panels: $(cat png.out)"
+grep -q "3 panels: loss+valid_loss lr grad_norm" png.out || fail "panels: $(cat png.out)"
 "$QWENFT" plot m.jsonl n.jsonl -o c.svg --keys loss,lr,valid_loss,tokens_per_s > svg.out || fail "plot -> svg"
 "$QWENFT" plot m.jsonl n.jsonl -o c2.png > /dev/null || fail "plot two files -> png"
-python3 - c.png 4 c2.png 4 <<'PY' || fail "PNG check"
+python3 - c.png 3 c2.png 3 <<'PY' || fail "PNG check"
 import struct, sys, zlib
 for path, panels in zip(sys.argv[1::2], sys.argv[2::2]):
     b = open(path, "rb").read()
@@ -60,10 +62,23 @@ texts = [t.text for t in root.findall(f"{ns}text")]
 for k in ("loss", "lr", "valid_loss", "tokens_per_s", "m.jsonl", "n.jsonl", "step"):
     assert k in texts, f"text {k!r} missing"
 assert len(lines) == 5, f"{len(lines)} polylines (loss x2, lr x2, tokens_per_s x1)"
-assert len(dots) == 3, f"{len(dots)} valid_loss points"
 pts = lines[0].get("points").split()
 assert len(pts) == 60, f"resumed series has {len(pts)} points, want 60 (steps 1..60 once)"
-print(f"c.svg: well-formed; {len(lines)} curves, {len(dots)} eval points, resumed series {len(pts)} points")
+x_at = {s + 1: float(p.split(",")[0]) for s, p in enumerate(pts)}  # m.jsonl's loss: steps 1..60
+# one x axis: tokens_per_s (its own panel) puts every step where loss does
+tps = [float(p.split(",")[0]) for p in lines[4].get("points").split()]
+assert tps == [x_at[s] for s in range(1, 61)], "tokens_per_s panel has another x axis than the loss panel"
+# valid_loss over the loss panel, at its steps 20, 40, 60 (and one legend marker)
+loss_top, loss_bottom = 34 + 44, 34 + 250 - 40
+data = [d for d in dots if any(abs(float(d.get("cx")) - x_at[s]) < 0.05 for s in (20, 40, 60))]
+assert len(data) == 3 and len(dots) == 4, f"{len(dots)} points, {len(data)} at steps 20/40/60"
+assert all(loss_top <= float(d.get("cy")) <= loss_bottom for d in data), "valid_loss points outside the loss panel"
+# each panel's legend lies inside its plot area and names the files with data there (tokens_per_s: m.jsonl only)
+legend = [t for t in root.findall(f"{ns}text") if t.text in ("m.jsonl", "n.jsonl")]
+inside = lambda t: 90 < float(t.get("x")) and float(t.get("x")) + 7 * len(t.text) < 930 and any(
+    loss_top + 250 * i < float(t.get("y")) < loss_bottom + 250 * i for i in range(3))
+assert len(legend) == 5 and all(inside(t) for t in legend), f"legend outside the frame: {[(t.text, t.get('x'), t.get('y')) for t in legend]}"
+print(f"c.svg: well-formed; {len(lines)} curves on one x axis, 3 eval points over loss, resumed series {len(pts)} points")
 PY
 # bad input: exit 2, naming file:line
 printf '{"step": 1, "loss": 2.0}\n{"step": 2, "loss": 1.5}\n{"step": 3, "loss": \n' > bad.jsonl
@@ -80,6 +95,6 @@ expect2 "str.jsonl:1: key 'loss': not a number" str.jsonl -o x.svg
 expect2 "missing.jsonl: cannot open" missing.jsonl -o x.png
 expect2 "must end in .svg or .png" m.jsonl -o x.jpg
 expect2 "none of the keys" m.jsonl -o x.png --keys nothing,here
-expect2 "is required" m.jsonl
+expect2 "missing --out" m.jsonl
 [ ! -e x.png ] && [ ! -e x.svg ] || fail "a failed plot left an output file"
 [ "$fails" -eq 0 ] && echo "PASS" || { echo "FAIL: $fails"; exit 1; }

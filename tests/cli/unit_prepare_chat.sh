@@ -145,6 +145,6 @@ run prepare --tokenizer "$TOK" --in "$IN" --out v.h5 --mask everything
 [ "$rc" -eq 2 ] && grep -q -- "--mask" err.txt || fail "--mask everything: exit $rc"
 [ ! -e v.h5 ] || fail "v.h5 written by a failing command"
 run prepare --help
-[ "$rc" -eq 0 ] && grep -q -- "--mask qwen|assistant" out.txt && grep -q "conversations" out.txt || fail "--help"
+[ "$rc" -eq 0 ] && grep -q -- "--mask=qwen|assistant" out.txt && grep -q "conversations" out.txt || fail "--help"
 
 echo "unit_prepare_chat: all checks passed"

@@ -141,7 +141,7 @@ static void test_case(int B, int T, int H, int KV, int D, int ndocs) {
     for (int ti = 0; ti < 2; ti++) {
         const qf_ops *g = tabs[ti];
         if (!g) continue;
-        const int f16 = g->act_dtype == QF_ACT_F16;
+        const int f16 = g->act_dtype == QF_DT_F16;
         const double tol_f = f16 ? TOL_ACT_F16 : TOL_ACT_BF16, tol_b = f16 ? TOL_BWD_F16 : TOL_BWD_BF16;
         void *dQ = up(g, q, nq), *dK = up(g, k, nk), *dV = up(g, v, nk), *dG = up(g, dout, nq), *dOr = up(g, outr, nq);
         int32_t *dS = up_raw(g, seg, (size_t)B * T * 4);

@@ -58,7 +58,7 @@ static int ngpu;
 static int n_checks, n_fail;
 
 static double tol_of(const qf_ops *g, tol2 t) {
-    return g->act_dtype == QF_ACT_F32 ? TOL_F32 : g->act_dtype == QF_ACT_F16 ? t.f16 : t.bf16;
+    return g->act_dtype == QF_DT_F32 ? TOL_F32 : g->act_dtype == QF_DT_F16 ? t.f16 : t.bf16;
 }
 
 static void report(const qf_ops *g, const char *name, double err, double tol) {
@@ -90,7 +90,7 @@ static float f16r(float x) { return qf_f16_to_f32(qf_f32_to_f16(x)); }
 static float both(float x) { return f16r(bfr(x)); }
 /* x as table g's act dtype holds it */
 static float actr(const qf_ops *g, float x) {
-    return g->act_dtype == QF_ACT_BF16 ? bfr(x) : g->act_dtype == QF_ACT_F16 ? f16r(x) : x;
+    return g->act_dtype == QF_DT_BF16 ? bfr(x) : g->act_dtype == QF_DT_F16 ? f16r(x) : x;
 }
 /* uniform (-a, a), rounded to a value exact in bf16 and fp16 */
 static float *frand(size_t n, double a) {
@@ -521,9 +521,9 @@ static void test_flat(size_t n) {
             /* the loss scaler's overflow: |y| < 1 scaled by 1e5 exceeds fp16's 65504 (inf), not bf16's or fp32's range */
             void *dO = up(g, y, n);
             g->scale(dO, 1e5f, n);
-            snprintf(nm, sizeof nm, "scale by 1e5 overflows%s: nonfinite = %d", g->act_dtype == QF_ACT_F16 ? "" : " not",
-                     g->act_dtype == QF_ACT_F16);
-            report_bool(g, nm, g->nonfinite(dO, n) == (g->act_dtype == QF_ACT_F16));
+            snprintf(nm, sizeof nm, "scale by 1e5 overflows%s: nonfinite = %d", g->act_dtype == QF_DT_F16 ? "" : " not",
+                     g->act_dtype == QF_DT_F16);
+            report_bool(g, nm, g->nonfinite(dO, n) == (g->act_dtype == QF_DT_F16));
             g->free(dO);
         }
         g->free(dY), g->free(dX), g->free(dYs), g->free(dS), g->free(st), g->free(dP);
@@ -630,7 +630,7 @@ static void test_classifier(int N, int C, int V) {
     cls_refs_make(&rh, f16r, x, w, dw0, tgt, N, C, V, gsc * LS_F16);
     for (int gi = 0; gi < ngpu; gi++) {
         const qf_ops *g = gpus[gi];
-        const int h16 = g->act_dtype == QF_ACT_F16;
+        const int h16 = g->act_dtype == QF_DT_F16;
         const cls_refs *r = h16 ? &rh : &rb;
         const float gs = h16 ? gsc * LS_F16 : gsc;
         const char *ls = h16 ? ", loss scale 1024" : "";

@@ -9,35 +9,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "../io/dataset.h"
+#include "dataset.h"
 #include "commands.h"
+#include "qf_test.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                        \
-    do {                                                                        \
-        if (!(cond)) {                                                          \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);     \
-            fprintf(stderr, __VA_ARGS__);                                       \
-            fprintf(stderr, "\n");                                              \
-            failures++;                                                         \
-        }                                                                       \
-    } while (0)
 
 static char dir[256];
 
 static const char *tmp_path(char *buf, size_t cap, const char *name) {
     snprintf(buf, cap, "%s/%s", dir, name);
     return buf;
-}
-
-static void write_text(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        perror(path);
-        exit(1);
-    }
-    fputs(text, f);
-    fclose(f);
 }
 
 /* ---- round trip ---------------------------------------------------------------------------------------------- */
@@ -245,7 +226,7 @@ static void test_malformed(void) {
     expect_bad(path, "no such file", "missing file");
 
     tmp_path(path, sizeof path, "text.h5");
-    write_text(path, "this is not HDF5\n");
+    qf_test_write_text(path, "this is not HDF5\n");
     expect_bad(path, "not an HDF5 file", "text file");
 
     raw_spec s = base;
@@ -332,13 +313,13 @@ static int run_prepare(const char *a0, ...) {
     va_end(ap);
     argv[argc] = NULL;
     fflush(stdout);
-    return qf_cmd_prepare(argc, argv);
+    return qf_opts_run(&qf_cmd_prepare, argc, argv);
 }
 
 static void test_prepare(void) {
     char in[512], out[512], bad[512], text[512], vout[512], vvalid[512], tmp[600], many[512];
     tmp_path(in, sizeof in, "good.jsonl");
-    write_text(in, "{\"input_ids\": [1, 2, 3], \"labels\": [-100, 2, 3]}\n"
+    qf_test_write_text(in, "{\"input_ids\": [1, 2, 3], \"labels\": [-100, 2, 3]}\n"
                    "\n"
                    "   \n"
                    "{\"input_ids\": [4, 5, 6, 7], \"loss_mask\": [1, 0, 1, 1]}\r\n"
@@ -367,7 +348,7 @@ static void test_prepare(void) {
 
     /* one broken line among good ones: exit 2, no output; --skip-bad: exit 0 and the rest */
     tmp_path(bad, sizeof bad, "bad.jsonl");
-    write_text(bad, "{\"input_ids\": [1, 2]}\n{\"input_ids\": [3]}\n{\"input_ids\": [4, \n{\"input_ids\": [5]}\n");
+    qf_test_write_text(bad, "{\"input_ids\": [1, 2]}\n{\"input_ids\": [3]}\n{\"input_ids\": [4, \n{\"input_ids\": [5]}\n");
     tmp_path(out, sizeof out, "bad.h5");
     rc = run_prepare("--in", bad, "--out", out, NULL);
     CHECK(rc == 2, "invalid JSON: rc %d", rc);
@@ -399,7 +380,7 @@ static void test_prepare(void) {
         char line[256];
         snprintf(line, sizeof line, "{\"input_ids\": [7]}\n%s\n", bad_records[k]);
         tmp_path(text, sizeof text, "rec.jsonl");
-        write_text(text, line);
+        qf_test_write_text(text, line);
         tmp_path(out, sizeof out, "rec.h5");
         rc = run_prepare("--in", text, "--out", out, "--vocab-size", "100", "--eos-id", "0", NULL);
         CHECK(rc == 2 && access(out, F_OK) != 0, "bad record %s: rc %d", bad_records[k], rc);
@@ -407,7 +388,7 @@ static void test_prepare(void) {
 
     /* text record: needs the tokenizer; --skip-bad does not hide that */
     tmp_path(text, sizeof text, "text.jsonl");
-    write_text(text, "{\"text\": \"hello\"}\n");
+    qf_test_write_text(text, "{\"text\": \"hello\"}\n");
     tmp_path(out, sizeof out, "textrec.h5");
     rc = run_prepare("--in", text, "--out", out, NULL);
     CHECK(rc == 2 && access(out, F_OK) != 0, "text record: rc %d", rc);
@@ -416,7 +397,7 @@ static void test_prepare(void) {
 
     /* validation split: 8 docs, 0.25 -> 2 valid, 6 train, disjoint, both in input order */
     tmp_path(many, sizeof many, "many.jsonl");
-    write_text(many, "{\"input_ids\": [0]}\n{\"input_ids\": [1]}\n{\"input_ids\": [2]}\n{\"input_ids\": [3]}\n"
+    qf_test_write_text(many, "{\"input_ids\": [0]}\n{\"input_ids\": [1]}\n{\"input_ids\": [2]}\n{\"input_ids\": [3]}\n"
                      "{\"input_ids\": [4]}\n{\"input_ids\": [5]}\n{\"input_ids\": [6]}\n{\"input_ids\": [7]}\n");
     tmp_path(vout, sizeof vout, "split.h5");
     tmp_path(vvalid, sizeof vvalid, "split.valid.h5");
@@ -465,13 +446,13 @@ int main(int argc, char **argv) {
     test_malformed();
     test_prepare();
     char cmd[512];
-    if (!failures) {
+    if (!qf_test_failures) {
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
         if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
     }
     MPI_Finalize();
-    if (failures) {
-        fprintf(stderr, "test_dataset: %d check(s) failed (files kept in %s)\n", failures, dir);
+    if (qf_test_failures) {
+        fprintf(stderr, "test_dataset: %d check(s) failed (files kept in %s)\n", qf_test_failures, dir);
         return 1;
     }
     printf("test_dataset: all checks passed\n");

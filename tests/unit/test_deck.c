@@ -11,30 +11,16 @@
 #include "deck.h"
 #include "deck_keys.h"
 #include "model_config.h"
+#include "qf_test.h"
 
-static int g_fail, g_checks;
 static char g_dir[256];
 
-#define CHECK(cond)                                                          \
-    do {                                                                     \
-        g_checks++;                                                          \
-        if (!(cond)) {                                                       \
-            g_fail++;                                                        \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                    \
-    } while (0)
 #define CHECK_NEAR(a, b) CHECK(fabs((double)(a) - (double)(b)) <= 1e-12 * fmax(1.0, fabs((double)(b))))
 
 /* Writes text to g_dir/name (creating g_dir/sub if name has it) and returns the full path in a static-free buffer. */
 static void write_deck(const char *name, const char *text, char *path, size_t n) {
     snprintf(path, n, "%s/%s", g_dir, name);
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        perror(path);
-        exit(1);
-    }
-    fputs(text, f);
-    fclose(f);
+    qf_test_write_text(path, text);
 }
 
 static int load(const char *path, int nset, char **sets, int world, qf_deck *d, qf_err *e) {
@@ -55,9 +41,9 @@ static void expect_fail(const char *label, const char *path, int nset, char **se
             ok = 0;
         }
     va_end(ap);
-    g_checks++;
+    qf_test_checks++;
     if (!ok) {
-        g_fail++;
+        qf_test_failures++;
         fprintf(stderr, "FAIL %s: rc=%d msg=\"%s\"\n", label, rc, e.msg);
     } else if (getenv("QF_TEST_VERBOSE"))
         printf("%-40s %s\n", label, e.msg);
@@ -581,8 +567,8 @@ int main(void) {
     test_batch();
     test_model();
     test_errors();
-    if (!g_fail) cleanup();
-    printf("test_deck: %d checks, %d failed%s\n", g_checks, g_fail, g_fail ? " (decks kept in " : "");
-    if (g_fail) printf("%s)\n", g_dir);
-    return g_fail ? 1 : 0;
+    if (!qf_test_failures) cleanup();
+    printf("test_deck: %d checks, %d failed%s\n", qf_test_checks, qf_test_failures, qf_test_failures ? " (decks kept in " : "");
+    if (qf_test_failures) printf("%s)\n", g_dir);
+    return qf_test_failures ? 1 : 0;
 }

@@ -11,18 +11,9 @@
 
 #include <hdf5.h>
 
-#include "../../io/h5io.h"
+#include "h5io.h"
+#include "qf_test.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                    \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fprintf(stderr, "\n");                                          \
-            failures++;                                                     \
-        }                                                                   \
-    } while (0)
 
 static int rank, nranks;
 static char dir[256]; /* per-run scratch directory */
@@ -382,14 +373,14 @@ int main(void) {
     ssize_t open_ids = H5Fget_obj_count((hid_t)H5F_OBJ_ALL, H5F_OBJ_ALL);
     CHECK(open_ids == 0, "%zd HDF5 objects still open", open_ids);
     int all = 0;
-    MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(&qf_test_failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) {
         if (all == 0 && !getenv("QF_KEEP")) {
             char cmd[400];
             snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
             if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
         }
-        printf("test_h5io (%d rank%s): %s (%d failures)\n", nranks, nranks > 1 ? "s" : "", all ? "FAIL" : "ok", all);
+        printf("test_h5io (%d rank%s): %s (%d qf_test_failures)\n", nranks, nranks > 1 ? "s" : "", all ? "FAIL" : "ok", all);
     }
     MPI_Finalize();
     return all ? 1 : 0;

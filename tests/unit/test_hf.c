@@ -10,19 +10,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../io/h5io.h"
-#include "../../io/hf.h"
+#include "h5io.h"
+#include "hf.h"
+#include "qf_test.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                    \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fprintf(stderr, "\n");                                          \
-            failures++;                                                     \
-        }                                                                   \
-    } while (0)
 
 static char root[256];
 
@@ -62,22 +53,12 @@ static void free_list(tensor_list *l) {
     l->n = 0;
 }
 
-static void write_text(const char *path, const char *s) {
-    FILE *fp = fopen(path, "w");
-    if (!fp) {
-        perror(path);
-        exit(1);
-    }
-    fputs(s, fp);
-    fclose(fp);
-}
-
 /* Writes dir/config.json and dir/model.safetensors. */
 static void make_dir(const char *dir, const char *config, const tensor_list *l, const char *dtype) {
     qf_mkdirs(dir);
     char p[512];
     snprintf(p, sizeof p, "%s/config.json", dir);
-    write_text(p, config);
+    qf_test_write_text(p, config);
     snprintf(p, sizeof p, "%s/model.safetensors", dir);
     qf_err e = {0};
     if (qf_st_write(p, l->t, l->n, dtype, &e)) {
@@ -467,7 +448,7 @@ static void expect_config_error(const char *name, const char *config, const char
     snprintf(dir, sizeof dir, "%s/cfg_%s", root, name);
     qf_mkdirs(dir);
     snprintf(path, sizeof path, "%s/config.json", dir);
-    write_text(path, config);
+    qf_test_write_text(path, config);
     qf_model_config c;
     qf_err e = {0};
     int rc = qf_hf_read_config(dir, &c, &e);
@@ -529,7 +510,7 @@ static void test_config_errors(void) {
     qf_mkdirs(d);
     char p[512];
     snprintf(p, sizeof p, "%s/config.json", d);
-    write_text(p, "{\"model_type\": \"qwen3\", \"vocab_size\": 10, \"hidden_size\": 8, \"intermediate_size\": 4,"
+    qf_test_write_text(p, "{\"model_type\": \"qwen3\", \"vocab_size\": 10, \"hidden_size\": 8, \"intermediate_size\": 4,"
                   " \"num_hidden_layers\": 1, \"num_attention_heads\": 2}");
     memset(&e, 0, sizeof e);
     CHECK(qf_hf_read_config(d, &m, &e) == 0, "%s", e.msg);
@@ -547,12 +528,12 @@ int main(void) {
     test_qwen3();
     test_qwen1();
     test_config_errors();
-    if (failures == 0 && !getenv("QF_KEEP")) {
+    if (qf_test_failures == 0 && !getenv("QF_KEEP")) {
         char cmd[400];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
         if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", root);
     }
-    printf("test_hf: %s (%d failures)\n", failures ? "FAIL" : "ok", failures);
+    printf("test_hf: %s (%d qf_test_failures)\n", qf_test_failures ? "FAIL" : "ok", qf_test_failures);
     MPI_Finalize();
-    return failures ? 1 : 0;
+    return qf_test_failures ? 1 : 0;
 }

@@ -12,17 +12,8 @@
 #include "signals.h"
 #include "tensorboard.h"
 #include "topology.h"
+#include "qf_test.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                        \
-    do {                                                                        \
-        if (!(cond)) {                                                          \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);     \
-            fprintf(stderr, __VA_ARGS__);                                       \
-            fprintf(stderr, "\n");                                              \
-            failures++;                                                         \
-        }                                                                       \
-    } while (0)
 
 static uint64_t get_le(const unsigned char *p, int n) {
     uint64_t v = 0;
@@ -227,8 +218,8 @@ int main(int argc, char **argv) {
     test_nccl_policy();
     qf_comm_free(&c);
     MPI_Finalize();
-    if (failures) {
-        fprintf(stderr, "%d failure(s)\n", failures);
+    if (qf_test_failures) {
+        fprintf(stderr, "%d failure(s)\n", qf_test_failures);
         return 1;
     }
     printf("PASS\n");

@@ -7,20 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../io/dataset.h"
+#include "dataset.h"
 #include "loader.h"
 #include "rng.h"
+#include "qf_test.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                        \
-    do {                                                                        \
-        if (!(cond)) {                                                          \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);     \
-            fprintf(stderr, __VA_ARGS__);                                       \
-            fprintf(stderr, "\n");                                              \
-            failures++;                                                         \
-        }                                                                       \
-    } while (0)
 
 static char dir[256];
 
@@ -335,14 +326,14 @@ int main(int argc, char **argv) {
     test_long_document();
     test_against_reference();
     test_shuffle_and_statelessness();
-    if (!failures) {
+    if (!qf_test_failures) {
         char cmd[512];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
         if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
     }
     MPI_Finalize();
-    if (failures) {
-        fprintf(stderr, "test_loader: %d check(s) failed (files kept in %s)\n", failures, dir);
+    if (qf_test_failures) {
+        fprintf(stderr, "test_loader: %d check(s) failed (files kept in %s)\n", qf_test_failures, dir);
         return 1;
     }
     printf("test_loader: all checks passed\n");

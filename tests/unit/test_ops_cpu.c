@@ -770,10 +770,10 @@ static void test_determinism(void) {
  * equals act_to_f32 + the table's adamw + rounding to act, bit for bit, for fp32, bf16 and fp16 act. */
 static void test_adamw_act(void) {
     const size_t n = 5003; /* several blocks and a ragged tail */
-    const int dts[3] = {QF_ACT_F32, QF_ACT_BF16, QF_ACT_F16};
+    const int dts[3] = {QF_DT_F32, QF_DT_BF16, QF_DT_F16};
     for (int di = 0; di < 3; di++) {
         int dt = dts[di];
-        size_t ab = dt == QF_ACT_F32 ? 4 : 2;
+        size_t ab = dt == QF_DT_F32 ? 4 : 2;
         float *p[2], *m[2], *v[2], *g32 = malloc(n * 4);
         unsigned char *buf = malloc(n * ab), *ref = malloc(n * ab);
         for (int c = 0; c < 2; c++) {
@@ -788,19 +788,19 @@ static void test_adamw_act(void) {
         for (int step = 1; step <= 3; step++) {
             for (size_t i = 0; i < n; i++) { /* gradients in act, also tiny (fp16 subnormal) and large values */
                 float g = (float)cos(0.11 * (double)i + step) * (i % 7 == 0 ? 3e-6f : i % 11 == 0 ? 300.0f : 0.1f);
-                if (dt == QF_ACT_F32) ((float *)buf)[i] = g;
-                else if (dt == QF_ACT_BF16) ((uint16_t *)buf)[i] = qf_f32_to_bf16(g);
+                if (dt == QF_DT_F32) ((float *)buf)[i] = g;
+                else if (dt == QF_DT_BF16) ((uint16_t *)buf)[i] = qf_f32_to_bf16(g);
                 else ((uint16_t *)buf)[i] = qf_f32_to_f16(g);
             }
             /* reference: widen, the table's adamw into fp32 params, round */
             for (size_t i = 0; i < n; i++)
-                g32[i] = dt == QF_ACT_F32 ? ((float *)buf)[i]
-                         : dt == QF_ACT_BF16 ? qf_bf16_to_f32(((uint16_t *)buf)[i])
+                g32[i] = dt == QF_DT_F32 ? ((float *)buf)[i]
+                         : dt == QF_DT_BF16 ? qf_bf16_to_f32(((uint16_t *)buf)[i])
                                              : qf_f16_to_f32(((uint16_t *)buf)[i]);
             qf_ops_cpu()->adamw(p[0], NULL, g32, m[0], v[0], n, 0.5f, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, step);
             for (size_t i = 0; i < n; i++) {
-                if (dt == QF_ACT_F32) ((float *)ref)[i] = p[0][i];
-                else if (dt == QF_ACT_BF16) ((uint16_t *)ref)[i] = qf_f32_to_bf16(p[0][i]);
+                if (dt == QF_DT_F32) ((float *)ref)[i] = p[0][i];
+                else if (dt == QF_DT_BF16) ((uint16_t *)ref)[i] = qf_f32_to_bf16(p[0][i]);
                 else ((uint16_t *)ref)[i] = qf_f32_to_f16(p[0][i]);
             }
             qf_cpu_adamw_act(p[1], buf, buf, dt, m[1], v[1], n, 0.5f, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, step, 3);
@@ -809,7 +809,7 @@ static void test_adamw_act(void) {
         }
         char name[96];
         snprintf(name, sizeof name, "offload adamw (%s act, in place, 3 threads) == widen + adamw + round, bitwise",
-                 dt == QF_ACT_F32 ? "fp32" : dt == QF_ACT_BF16 ? "bf16" : "fp16");
+                 dt == QF_DT_F32 ? "fp32" : dt == QF_DT_BF16 ? "bf16" : "fp16");
         report_bool(name, same);
         for (int c = 0; c < 2; c++) free(p[c]), free(m[c]), free(v[c]);
         free(g32), free(buf), free(ref);

@@ -6,17 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "rng.h"
+#include "qf_test.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                        \
-    do {                                                                        \
-        if (!(cond)) {                                                          \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);     \
-            fprintf(stderr, __VA_ARGS__);                                       \
-            fprintf(stderr, "\n");                                              \
-            failures++;                                                         \
-        }                                                                       \
-    } while (0)
 
 static void test_reference_values(void) {
     /* splitmix64 from x = 0 (published reference outputs) */
@@ -197,8 +188,8 @@ int main(void) {
     test_determinism();
     test_distributions();
     test_permutation();
-    if (failures) {
-        fprintf(stderr, "test_rng: %d check(s) failed\n", failures);
+    if (qf_test_failures) {
+        fprintf(stderr, "test_rng: %d check(s) failed\n", qf_test_failures);
         return 1;
     }
     printf("test_rng: all checks passed\n");

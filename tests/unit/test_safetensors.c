@@ -8,30 +8,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../io/safetensors.h"
+#include "safetensors.h"
+#include "qf_test.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                    \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fprintf(stderr, "\n");                                          \
-            failures++;                                                     \
-        }                                                                   \
-    } while (0)
 
 static char dir[256];
-
-static void write_file(const char *path, const void *p, size_t n) {
-    FILE *fp = fopen(path, "wb");
-    if (!fp) {
-        perror(path);
-        exit(1);
-    }
-    if (n) fwrite(p, 1, n, fp);
-    fclose(fp);
-}
 
 /* A safetensors file from a header string and n data bytes (header length written as given + padding). */
 static void write_raw(const char *path, const char *hdr, size_t ndata) {
@@ -40,7 +21,7 @@ static void write_raw(const char *path, const char *hdr, size_t ndata) {
     for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)hl >> (8 * i));
     memcpy(b + 8, hdr, hl);
     for (size_t i = 0; i < ndata; i++) b[8 + hl + i] = (unsigned char)i;
-    write_file(path, b, 8 + hl + ndata);
+    qf_test_write(path, b, 8 + hl + ndata);
     free(b);
 }
 
@@ -130,17 +111,17 @@ static void expect_error(const char *what, const char *path, const char *needle)
 static void test_malformed(void) {
     char path[512];
     snprintf(path, sizeof path, "%s/empty.safetensors", dir);
-    write_file(path, "", 0);
+    qf_test_write(path, "", 0);
     expect_error("empty file", path, NULL);
 
     snprintf(path, sizeof path, "%s/short.safetensors", dir);
-    write_file(path, "\x10\0\0", 3);
+    qf_test_write(path, "\x10\0\0", 3);
     expect_error("3-byte file", path, NULL);
 
     snprintf(path, sizeof path, "%s/hlen.safetensors", dir);
     {
         unsigned char b[16] = {0xff, 0xff, 0, 0, 0, 0, 0, 0, '{', '}'};
-        write_file(path, b, 10);
+        qf_test_write(path, b, 10);
     }
     expect_error("header length past the end", path, "header length");
 
@@ -223,7 +204,7 @@ static void test_sharded(void) {
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", sd);
     const char *idx = "{\"metadata\": {\"total_size\": 32}, \"weight_map\": {\"a\": \"model-00001-of-00002.safetensors\", "
                       "\"c\": \"model-00002-of-00002.safetensors\", \"b\": \"model-00001-of-00002.safetensors\"}}";
-    write_file(path, idx, strlen(idx));
+    qf_test_write(path, idx, strlen(idx));
     qf_st st;
     CHECK(qf_st_open_dir(sd, &st, &e) == 0, "%s", e.msg);
     if (e.code == 0) {
@@ -245,7 +226,7 @@ static void test_sharded(void) {
     snprintf(path, sizeof path, "%s/model-00001-of-00002.safetensors", sd2);
     CHECK(qf_st_write(path, s1, 2, "F32", &e) == 0, "%s", e.msg);
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", sd2);
-    write_file(path, idx, strlen(idx));
+    qf_test_write(path, idx, strlen(idx));
     qf_err e2 = {0};
     CHECK(qf_st_open_dir(sd2, &st, &e2) == QF_EXIT_INPUT, "missing shard");
     CHECK(strstr(e2.msg, "model-00002-of-00002.safetensors") && strstr(e2.msg, sd2), "message names the shard: %s",
@@ -256,11 +237,11 @@ static void test_sharded(void) {
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", sd2);
     const char *idx2 = "{\"weight_map\": {\"a\": \"model-00002-of-00002.safetensors\", \"c\": "
                        "\"model-00002-of-00002.safetensors\", \"b\": \"model-00001-of-00002.safetensors\"}}";
-    write_file(path, idx2, strlen(idx2));
+    qf_test_write(path, idx2, strlen(idx2));
     memset(&e2, 0, sizeof e2);
     CHECK(qf_st_open_dir(sd2, &st, &e2) == QF_EXIT_INPUT && strstr(e2.msg, "tensor a"), "wrong shard: %s", e2.msg);
     /* invalid index JSON */
-    write_file(path, "{\"weight_map\": ", 15);
+    qf_test_write(path, "{\"weight_map\": ", 15);
     memset(&e2, 0, sizeof e2);
     CHECK(qf_st_open_dir(sd2, &st, &e2) == QF_EXIT_INPUT && strstr(e2.msg, "index.json"), "bad index: %s", e2.msg);
     /* a directory with neither */
@@ -283,12 +264,12 @@ int main(void) {
     test_roundtrip();
     test_malformed();
     test_sharded();
-    if (failures == 0) {
+    if (qf_test_failures == 0) {
         char cmd[400];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
         if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
     }
-    printf("test_safetensors: %s (%d failures)\n", failures ? "FAIL" : "ok", failures);
+    printf("test_safetensors: %s (%d qf_test_failures)\n", qf_test_failures ? "FAIL" : "ok", qf_test_failures);
     MPI_Finalize();
-    return failures ? 1 : 0;
+    return qf_test_failures ? 1 : 0;
 }

@@ -12,21 +12,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../io/tokenizer.h"
+#include "tokenizer.h"
+#include "qf_test.h"
 
-static int g_fail, g_checks;
 static char g_dir[256];
 
-#define CHECK(cond, ...)                                                        \
-    do {                                                                        \
-        g_checks++;                                                             \
-        if (!(cond)) {                                                          \
-            g_fail++;                                                           \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                       \
-            fprintf(stderr, "\n");                                              \
-        }                                                                       \
-    } while (0)
 
 static qf_tokenizer *load(const char *dir, const char *name) {
     char path[1024];
@@ -35,7 +25,7 @@ static qf_tokenizer *load(const char *dir, const char *name) {
     qf_err e = {0};
     if (qf_tok_load(path, &t, &e)) {
         fprintf(stderr, "cannot load %s: %s\n", path, e.msg);
-        g_fail++;
+        qf_test_failures++;
         return NULL;
     }
     return t;
@@ -174,9 +164,7 @@ static void test_nul(const qf_tokenizer *t, const char *name) {
 
 static void write_file(const char *name, const char *text, char *path, size_t n) {
     snprintf(path, n, "%s/%s", g_dir, name);
-    FILE *f = fopen(path, "w");
-    fputs(text, f);
-    fclose(f);
+    qf_test_write_text(path, text);
 }
 
 /* Loading must fail with exit code 2 and a message that holds `needle`. */
@@ -307,11 +295,11 @@ int main(void) {
     qf_tok_free(tt);
     qf_tok_free(mini);
     qf_tok_free(sh);
-    if (!g_fail) {
+    if (!qf_test_failures) {
         char cmd[300];
         snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
         if (system(cmd)) fprintf(stderr, "could not remove %s\n", g_dir);
     }
-    printf("test_tokenizer: %d checks, %d failed\n", g_checks, g_fail);
-    return g_fail ? 1 : 0;
+    printf("test_tokenizer: %d checks, %d failed\n", qf_test_checks, qf_test_failures);
+    return qf_test_failures ? 1 : 0;
 }

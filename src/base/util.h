@@ -1,5 +1,6 @@
-/* util.h — errors, exit codes, checked allocation, small helpers shared by every layer.
- * No global mutable state: errors travel in a qf_err the caller owns. */
+/* util.h — the base layer (src/base): errors, exit codes, checked allocation, conversions, small helpers shared by
+ * every layer. Knows no MPI, no files beyond mkdir/stat: kernels/, io/ and the engine (src/) all build on it.
+ * No global mutable state but the fatal hook: errors travel in a qf_err the caller owns. */
 #ifndef QF_UTIL_H
 #define QF_UTIL_H
 #include <stddef.h>
@@ -19,9 +20,13 @@ typedef struct qf_err {
 /* Sets e (if e->code is still 0) and returns code; printf-style message. */
 int qf_err_set(qf_err *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* Internal invariant broken or allocation failed: prints "qwen-ft: file:line: msg" and stops every rank
- * (MPI_Abort with exit code 3 when MPI is up, exit(3) otherwise). */
+/* Internal invariant broken or allocation failed: hands "file:line: msg" to the fatal hook, which the engine
+ * installs once MPI is up (it prints the message with the rank and stops every rank: src/comm.c); without a hook,
+ * or when the hook returns, prints "qwen-ft: file:line: msg" and exits with code 3. */
 void qf_fatal_at(const char *file, int line, const char *fmt, ...) __attribute__((noreturn, format(printf, 3, 4)));
+typedef void (*qf_fatal_hook)(const char *where_and_msg);
+/* Installs the hook (NULL: none); call once, before other threads start. */
+void qf_fatal_set_hook(qf_fatal_hook hook);
 #define QF_FATAL(...) qf_fatal_at(__FILE__, __LINE__, __VA_ARGS__)
 #define QF_CHECK(cond)                                                \
     do {                                                              \

@@ -1,14 +1,18 @@
-/* util.c — see util.h. */
+/* util.c — see util.h. No MPI here: stopping every rank is the engine's business (qf_fatal_set_hook). */
 #define _POSIX_C_SOURCE 200809L
 #include "util.h"
 #include <errno.h>
 #include <math.h>
-#include <mpi.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+
+/* The one piece of process-wide state of the base layer: set once, before any thread starts (qf_fatal_set_hook). */
+static qf_fatal_hook fatal_hook;
+
+void qf_fatal_set_hook(qf_fatal_hook hook) { fatal_hook = hook; }
 
 int qf_err_set(qf_err *e, int code, const char *fmt, ...) {
     if (e && e->code == 0) {
@@ -22,18 +26,15 @@ int qf_err_set(qf_err *e, int code, const char *fmt, ...) {
 }
 
 void qf_fatal_at(const char *file, int line, const char *fmt, ...) {
-    char buf[2048];
+    char msg[2048], buf[2300];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    int up = 0, down = 0, rank = 0;
-    MPI_Initialized(&up);
-    MPI_Finalized(&down);
-    if (up && !down) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    fprintf(stderr, "qwen-ft: rank %d: %s:%d: %s\n", rank, file, line, buf);
+    snprintf(buf, sizeof buf, "%s:%d: %s", file, line, msg);
+    if (fatal_hook) fatal_hook(buf); /* the engine's: names the rank, stops every rank */
+    fprintf(stderr, "qwen-ft: %s\n", buf);
     fflush(stderr);
-    if (up && !down) MPI_Abort(MPI_COMM_WORLD, QF_EXIT_RUNTIME);
     exit(QF_EXIT_RUNTIME);
 }
 

@@ -11,4 +11,5 @@ int qf_cmd_generate(int argc, char **argv);
 int qf_cmd_estimate(int argc, char **argv);
 int qf_cmd_report(int argc, char **argv);
 int qf_cmd_plot(int argc, char **argv);
+int qf_cmd_deck(int argc, char **argv);
 #endif

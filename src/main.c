@@ -23,6 +23,7 @@ static const qf_command COMMANDS[] = {
     {"export", qf_cmd_export, "export --from CKPT --out HF_DIR   HDF5 model/checkpoint -> HF safetensors directory"},
     {"generate", qf_cmd_generate, "generate --model M --prompt-ids 1,2,3 --max-new-tokens N   KV-cache continuation"},
     {"estimate", qf_cmd_estimate, "estimate DECK.cfg         memory per rank / node by ZeRO stage and offload"},
+    {"deck", qf_cmd_deck, "deck --from-ds ds_config.json   a DeepSpeed JSON config as a commented deck"},
 };
 
 static void usage(FILE *f) {

@@ -400,7 +400,7 @@ static int deck_unknown(const deck_ctx *c, const config_setting_t *s, const char
     const char *sug = qf_deck_keys_suggest(path), *refused = qf_deck_keys_refused(path);
     deck_where(c, s, where, sizeof where);
     if (refused)
-        return qf_err_set(c->e, QF_EXIT_INPUT, "%s: key '%s': DeepSpeed's %s is not part of qwen-ft; remove the key",
+        return qf_err_set(c->e, QF_EXIT_INPUT, "%s: key '%s': %s is a DeepSpeed feature qwen-ft does not have; remove the key",
                           where, path, refused);
     if (sug) return qf_err_set(c->e, QF_EXIT_INPUT, "%s: unknown key '%s' (did you mean '%s'?)", where, path, sug);
     return qf_err_set(c->e, QF_EXIT_INPUT, "%s: unknown key '%s' (docs/deck.md lists every key)", where, path);

@@ -26,8 +26,21 @@ static void put_string(const char *s, FILE *f) {
     fputc('"', f);
 }
 
+/* As DeepSpeed users write numbers: 2e8 stays 2e8 (not 200000000.0), 0.9 stays 0.9. */
 static void put_float(double v, FILE *f) {
     char buf[64];
+    if (v == (double)(long long)v && (v >= 1e5 || v <= -1e5)) {
+        for (int p = 0; p < 17; p++) {
+            snprintf(buf, sizeof buf, "%.*e", p, v);
+            if (strtod(buf, NULL) == v) break;
+        }
+        char *e = strchr(buf, 'e'), *x = e + 1;
+        if (*x == '+') x++;
+        while (*x == '0' && x[1]) x++;
+        memmove(e + 1, x, strlen(x) + 1);
+        fputs(buf, f);
+        return;
+    }
     snprintf(buf, sizeof buf, "%.15g", v);
     if (strtod(buf, NULL) != v) snprintf(buf, sizeof buf, "%.17g", v);
     if (!strpbrk(buf, ".eEn")) strcat(buf, ".0");
@@ -59,7 +72,8 @@ static void put_comment(const char *path, const config_setting_t *s, FILE *f) {
     if (k->fate == QF_FATE_NO_EFFECT) fprintf(f, "  # accepted, no effect here: %s", k->why);
     else if (k->fate == QF_FATE_ALIAS) fprintf(f, "  # = %s", k->alias);
     else fprintf(f, "  # %s", k->help);
-    if (is_auto) fprintf(f, "; \"auto\": %s", k->doc_auto ? k->doc_auto : k->autov);
+    const char *aut = k->doc_auto ? k->doc_auto : k->autov;
+    if (is_auto && aut) fprintf(f, "; \"auto\": %s", strncmp(aut, "-1: ", 4) == 0 ? aut + 4 : aut);
 }
 
 static void put_group(const config_setting_t *g, const char *prefix, int depth, FILE *f) {

@@ -108,6 +108,8 @@ typedef struct qf_deck {
     int64_t offload_optimizer_buffer_count, offload_param_buffer_count, offload_param_buffer_size;
     int64_t offload_param_max_in_cpu;
     int offload_optimizer_fast_init, offload_optimizer_pipeline_read, offload_optimizer_pipeline_write;
+    char offload_optimizer_nvme_path[QF_PATH_MAX], offload_param_nvme_path[QF_PATH_MAX];
+    int stage3_gather_fp16_weights_on_model_save; /* its older name */
 
     /* checkpoint */
     char checkpoint_dir[QF_PATH_MAX]; /* "ckpt" */

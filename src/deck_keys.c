@@ -275,6 +275,9 @@ static const qf_deck_key k_keys[] = {
      OFF(offload_optimizer_pipeline_write), .def = "false",
      .ds = "`zero_optimization.offload_optimizer.pipeline_write`", NVME_ONLY,
      .help = "overlap NVMe writes with the optimizer step"},
+    {.path = "zero_optimization.offload_optimizer.nvme_path", .type = QF_KT_STRING,
+     STR(offload_optimizer_nvme_path), .def = "", .flags = QF_KF_UNSET, .doc_default = "(none)",
+     .ds = "`zero_optimization.offload_optimizer.nvme_path`", NVME_ONLY, .help = "NVMe directory of the optimizer offload"},
     {.path = "zero_optimization.offload_param.device", .type = QF_KT_ENUM, OFF(offload_param), .def = "none",
      .choices = k_offload, .ds = "`zero_optimization.offload_param.device`",
      .help = "keep parameters on the host between uses; stage 3 only"},
@@ -290,6 +293,9 @@ static const qf_deck_key k_keys[] = {
     {.path = "zero_optimization.offload_param.max_in_cpu", .type = QF_KT_INT64, OFF(offload_param_max_in_cpu),
      .def = "1e9", NONNEG_I64, .ds = "`zero_optimization.offload_param.max_in_cpu`", NVME_ONLY,
      .help = "parameter elements kept in host memory with NVMe offload"},
+    {.path = "zero_optimization.offload_param.nvme_path", .type = QF_KT_STRING, STR(offload_param_nvme_path),
+     .def = "", .flags = QF_KF_UNSET, .doc_default = "(none)", .ds = "`zero_optimization.offload_param.nvme_path`",
+     NVME_ONLY, .help = "NVMe directory of the parameter offload"},
     {.path = "zero_optimization.overlap_comm", .type = QF_KT_BOOL, OFF(overlap_comm), .def = "false",
      .doc_default = "false (true at stage 3)", .ds = "`zero_optimization.overlap_comm`",
      .help = "overlap gradient reduction with the backward pass"},
@@ -344,6 +350,11 @@ static const qf_deck_key k_keys[] = {
      NOEFF("checkpoints always hold whole parameters, one dataset per parameter; `qwen-ft export` writes 16-bit "
            "HF weights"),
      .help = "gather the 16-bit weights when the model is saved"},
+    {.path = "zero_optimization.stage3_gather_fp16_weights_on_model_save", .type = QF_KT_BOOL,
+     OFF(stage3_gather_fp16_weights_on_model_save), .def = "false",
+     .ds = "`zero_optimization.stage3_gather_fp16_weights_on_model_save`",
+     NOEFF("the older name of stage3_gather_16bit_weights_on_model_save: checkpoints always hold whole parameters"),
+     .help = "gather the 16-bit weights when the model is saved (older name)"},
 
     /* ---- checkpoint, eval, log ---- */
     {.path = "checkpoint.dir", .type = QF_KT_STRING, STR(checkpoint_dir), .def = "ckpt",

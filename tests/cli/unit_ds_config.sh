@@ -100,10 +100,18 @@ printf 'model = { preset = "qwen3-0.6b"; };\n' > pipe.cfg
 "$QWENFT" estimate pipe.cfg --set deepspeed=pipe.json > pipe.out 2>&1; rc=$?
 set -e
 [ $rc -eq 2 ] && grep -q "pipe.json:2: key 'pipeline'.*pipeline parallelism" pipe.out || fail "pipeline: rc $rc, $(cat pipe.out)"
-# the guide configs, next to a deck that names only the model and data
+# the guide configs, next to a deck that names only the model and data, run `estimate` (Qwen2.5-14B on 8 GPUs)
+# and `train` (the small model, 2 CPU ranks) without an edit
 for j in ds_config_zero2 ds_config_zero3 ds_config_zero3_offload; do
   cp "$SRC/inputs/ds/$j.json" .
   printf 'model = { preset = "qwen2.5-14b"; };\ndata = { train = "train.h5"; };\ndeepspeed = "%s.json";\n' $j > $j.cfg
-  "$QWENFT" estimate $j.cfg --ranks 8 --device gpu > $j.out 2>&1 || fail "estimate $j: $(cat $j.out)"
+  "$QWENFT" estimate $j.cfg --ranks 8 --device gpu > $j.est 2>&1 || fail "estimate $j: $(cat $j.est)"
+  grep -q '\*$' $j.est || fail "estimate $j marks no choice: $(cat $j.est)"
+  { echo "$MODEL" | sed 's/max_steps = 4/max_steps = 2/'; echo "deepspeed = \"$j.json\";"; } > $j.train.cfg
+  run_deck $j $j.train.cfg
+  grep -q "deck keys from the DeepSpeed config $j.json: " $j.out || fail "$j: the header does not name the JSON's keys"
+  grep -q "accepted, no effect here: zero_optimization.contiguous_gradients (" $j.out || fail "$j: fates missing"
+  [ "$(grep -c '"loss"' $j/l/metrics.jsonl)" -eq 2 ] || fail "$j: expected 2 steps"
 done
+grep -q "^3      optimizer+param .*\*$" ds_config_zero3_offload.est || fail "the offload config is not the estimate's choice"
 echo "PASS: ds_config.json == its translated deck (resolved deck and losses bit for bit); fates listed; errors name file:line"

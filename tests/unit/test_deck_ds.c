@@ -233,6 +233,73 @@ static void test_errors(void) {
           strstr(e.msg, "nofile.cfg:2"));
 }
 
+/* The no-effect lines of a header account (the "accepted, no effect here" lines), for comparing two decks. */
+static char *noeffect_lines(const char *s) {
+    char *out = calloc(1, strlen(s) + 1);
+    size_t len = 0;
+    for (const char *p = strstr(s, "accepted, no effect here: "); p; p = strstr(p + 1, "accepted, no effect here: ")) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p + 1) : strlen(p);
+        memcpy(out + len, p, n);
+        len += n;
+    }
+    return out;
+}
+
+/* Every DeepSpeed key issue 12 lists is accepted, in the JSON and in the libconfig deck under the same path, and
+ * acts or is listed as having no effect here. */
+static void test_listed_keys(const char *qwenft) {
+    char jp[512], dp[512], tr[512], cmd[2048];
+    qf_deck a, b;
+    qf_err e;
+    int n, listed = 0;
+    const qf_deck_key *k = qf_deck_keys_table(&n);
+    write_file("all.json",
+               "{\n  \"steps_per_print\": 5,\n  \"wall_clock_breakdown\": true,\n"
+               "  \"zero_optimization\": { \"stage\": 3, \"allgather_partitions\": true, \"sub_group_size\": 1e9,\n"
+               "    \"round_robin_gradients\": true, \"stage3_gather_16bit_weights_on_model_save\": true,\n"
+               "    \"offload_optimizer\": { \"device\": \"cpu\", \"buffer_count\": 4, \"fast_init\": false,\n"
+               "                           \"pipeline_read\": false, \"pipeline_write\": false },\n"
+               "    \"offload_param\": { \"device\": \"cpu\", \"buffer_count\": 5, \"buffer_size\": 1e8, \"max_in_cpu\": 1e9 },\n"
+               "    \"contiguous_gradients\": true, \"reduce_scatter\": false, \"stage3_max_reuse_distance\": 1e9 },\n"
+               "  \"communication_data_type\": \"fp32\", \"prescale_gradients\": false, \"gradient_predivide_factor\": 1.0,\n"
+               "  \"zero_allow_untested_optimizer\": true,\n  \"fp16\": { \"enabled\": true, \"auto_cast\": false },\n"
+               "  \"activation_checkpointing\": { \"partition_activations\": false, \"cpu_checkpointing\": false,\n"
+               "    \"contiguous_memory_optimization\": false, \"number_checkpoints\": 4 },\n"
+               "  \"tensorboard\": { \"enabled\": true, \"output_path\": \"tb\", \"job_name\": \"run1\" },\n"
+               "  \"csv_monitor\": { \"enabled\": true, \"output_path\": \"csv\", \"job_name\": \"run1\" },\n"
+               "  \"flops_profiler\": { \"enabled\": true, \"profile_step\": 1, \"module_depth\": -1, \"top_modules\": 1,\n"
+               "                      \"detailed\": true, \"output_file\": \"prof.txt\" }\n}\n",
+               jp, sizeof jp);
+    write_file("all.cfg", "model = { preset = \"qwen3-0.6b\"; };\ndeepspeed = \"all.json\";\n", dp, sizeof dp);
+    CHECK(load(dp, 0, NULL, &a, &e) == 0);
+    if (e.code) fprintf(stderr, "listed keys: %s\n", e.msg);
+    CHECK(a.steps_per_print == 5 && a.wall_clock_breakdown && a.tensorboard && a.fp16 && a.zero_stage == 3);
+    CHECK(!strcmp(a.tensorboard_output_path, "tb") && !strcmp(a.tensorboard_job_name, "run1"));
+    CHECK(a.activation_checkpointing == QF_ACKPT_NONE); /* DeepSpeed's group does not switch recomputation on */
+    char *s = sources(&a);
+    for (int i = 0; i < n; i++) {
+        char want[512];
+        if (k[i].fate != QF_FATE_NO_EFFECT || !a.origin[i]) continue;
+        snprintf(want, sizeof want, "accepted, no effect here: %s (%s)\n", k[i].path, k[i].why);
+        CHECK(strstr(s, want) != NULL);
+        listed++;
+    }
+    CHECK(listed >= 27);
+    /* the same keys in a libconfig deck, under the same paths */
+    snprintf(tr, sizeof tr, "%s/all-tr.cfg", g_dir);
+    snprintf(cmd, sizeof cmd,
+             "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 '%s' deck --from-ds '%s' --model x.h5 > '%s'",
+             qwenft, jp, tr);
+    CHECK(system(cmd) == 0);
+    char s1[] = "model.preset=qwen3-0.6b", s2[] = "model.from=", *sets[] = {s2, s1};
+    CHECK(load(tr, 2, sets, &b, &e) == 0);
+    if (e.code) fprintf(stderr, "listed keys, translated: %s\n", e.msg);
+    char *pa = printed(&a), *pb = printed(&b), *sb = sources(&b), *na = noeffect_lines(s), *nb = noeffect_lines(sb);
+    CHECK(strcmp(pa, pb) == 0 && strcmp(na, nb) == 0 && strlen(na) > 0);
+    free(pa), free(pb), free(s), free(sb), free(na), free(nb);
+}
+
 int main(void) {
     const char *src = getenv("SRC"), *qwenft = getenv("QWENFT");
     snprintf(g_dir, sizeof g_dir, "/tmp/qf-test-ds-%d", (int)getpid());
@@ -242,7 +309,7 @@ int main(void) {
     }
     test_deck_wins();
     test_errors();
-    if (src && *src && qwenft && *qwenft) test_guides(src, qwenft);
+    if (src && *src && qwenft && *qwenft) test_guides(src, qwenft), test_listed_keys(qwenft);
     else printf("test_deck_ds: SRC or QWENFT not set: the guide configs were not checked\n");
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);

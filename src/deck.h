@@ -110,6 +110,7 @@ typedef struct qf_deck {
     int offload_optimizer_fast_init, offload_optimizer_pipeline_read, offload_optimizer_pipeline_write;
     char offload_optimizer_nvme_path[QF_PATH_MAX], offload_param_nvme_path[QF_PATH_MAX];
     int stage3_gather_fp16_weights_on_model_save; /* its older name */
+    int memory_efficient_linear, ignore_unused_parameters, load_from_fp32_weights, zero_force_ds_cpu_optimizer;
 
     /* checkpoint */
     char checkpoint_dir[QF_PATH_MAX]; /* "ckpt" */

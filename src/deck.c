@@ -530,6 +530,26 @@ static void deck_trim(const char *s, size_t len, char *out, size_t n) {
     out[len] = 0;
 }
 
+/* activation_checkpointing is both qwen-ft's switch and DeepSpeed's group: one libconfig tree holds only one of
+ * them, so an override that would replace the other is refused (the JSON may hold the group next to the switch). */
+static int deck_set_clash(deck_ctx *c, const char *key, const char *set) {
+    char prefix[DECK_KEY_MAX];
+    const config_setting_t *s = config_lookup(&c->cfg, key);
+    if (s && config_setting_is_group(s))
+        return qf_err_set(c->e, QF_EXIT_INPUT, "--set '%s': the deck has a group '%s' (DeepSpeed's section of that name); "
+                          "a deck holds the group or the value, not both (the group may go in the deepspeed JSON)",
+                          set, key);
+    for (const char *dot = strchr(key, '.'); dot; dot = strchr(dot + 1, '.')) {
+        snprintf(prefix, sizeof prefix, "%.*s", (int)(dot - key), key);
+        s = config_lookup(&c->cfg, prefix);
+        if (s && !config_setting_is_group(s) && qf_deck_keys_find(prefix) >= 0)
+            return qf_err_set(c->e, QF_EXIT_INPUT, "--set '%s': the deck sets '%s' as a value; a deck holds the value or "
+                              "DeepSpeed's group of that name, not both (the group may go in the deepspeed JSON)",
+                              set, prefix);
+    }
+    return 0;
+}
+
 static int deck_apply_set(deck_ctx *c, char *set) {
     char key[DECK_KEY_MAX], *leaf;
     const char *eq = strchr(set, '=');
@@ -550,6 +570,7 @@ static int deck_apply_set(deck_ctx *c, char *set) {
     sprintf(where, "--set '%s'", set);
     const char *hook = deck_hook(c, where);
     free(where);
+    if (deck_set_clash(c, key, set)) return c->e->code;
     config_setting_t *g = deck_set_groups(c, key, hook, &leaf);
     if (config_setting_get_member(g, leaf)) config_setting_remove(g, leaf);
     config_setting_set_hook(deck_add_value(&c->keys[ki], g, leaf, value), (void *)hook);

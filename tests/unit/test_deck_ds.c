@@ -202,6 +202,24 @@ static void test_deck_wins(void) {
     free(p);
 }
 
+/* qwen-ft's activation_checkpointing switch and DeepSpeed's group of that name: the JSON may hold the group next to
+ * the deck's switch; --set may not silently replace one with the other. */
+static void test_ackpt_group(void) {
+    char jp[512], dp[512];
+    qf_deck d;
+    qf_err e;
+    char s1[] = "activation_checkpointing.cpu_checkpointing=true", s2[] = "activation_checkpointing=true";
+    write_file("ac.json", "{ \"activation_checkpointing\": { \"partition_activations\": true } }\n", jp, sizeof jp);
+    write_file("ac.cfg", "model = { preset = \"qwen3-0.6b\"; };\ndeepspeed = \"ac.json\";\nactivation_checkpointing = true;\n",
+               dp, sizeof dp);
+    CHECK(load(dp, 0, NULL, &d, &e) == 0 && d.activation_checkpointing == QF_ACKPT_FULL && d.ac_partition_activations);
+    CHECK(load(dp, 1, (char *[]){s1}, &d, &e) == QF_EXIT_INPUT && strstr(e.msg, "sets 'activation_checkpointing' as a value"));
+    write_file("ac2.cfg", "model = { preset = \"qwen3-0.6b\"; };\nactivation_checkpointing = { profile = true; };\n", dp,
+               sizeof dp);
+    CHECK(load(dp, 0, NULL, &d, &e) == 0 && d.activation_checkpointing == QF_ACKPT_NONE && d.ac_profile);
+    CHECK(load(dp, 1, (char *[]){s2}, &d, &e) == QF_EXIT_INPUT && strstr(e.msg, "has a group 'activation_checkpointing'"));
+}
+
 static void test_errors(void) {
     expect_fail("syntax error", "{\n  \"zero_optimization\": {\n    \"stage\": 2,\n  }\n}\n", "bad.json:4:",
                 "not valid JSON", "(key 'deepspeed' at ", "bad.cfg:2)", NULL);
@@ -309,6 +327,7 @@ int main(void) {
     }
     test_deck_wins();
     test_errors();
+    test_ackpt_group();
     if (src && *src && qwenft && *qwenft) test_guides(src, qwenft), test_listed_keys(qwenft);
     else printf("test_deck_ds: SRC or QWENFT not set: the guide configs were not checked\n");
     char cmd[300];

@@ -113,5 +113,8 @@ for j in ds_config_zero2 ds_config_zero3 ds_config_zero3_offload; do
   grep -q "accepted, no effect here: zero_optimization.contiguous_gradients (" $j.out || fail "$j: fates missing"
   [ "$(grep -c '"loss"' $j/l/metrics.jsonl)" -eq 2 ] || fail "$j: expected 2 steps"
 done
+# the bundled deck that names only the model and the data (its JSON relative to the deck's directory)
+"$QWENFT" estimate "$SRC/inputs/ds/qwen14b_zero3.cfg" --set model.from= --set model.preset=qwen2.5-14b --ranks 8 \
+  --device gpu > bundled.est 2>&1 || fail "inputs/ds/qwen14b_zero3.cfg: $(cat bundled.est)"
 grep -q "^3      optimizer+param .*\*$" ds_config_zero3_offload.est || fail "the offload config is not the estimate's choice"
 echo "PASS: ds_config.json == its translated deck (resolved deck and losses bit for bit); fates listed; errors name file:line"

@@ -4,8 +4,8 @@
  *                offload_param: only the gathered units on the device; ab*n once per node in host shared memory
  *   gradients    stage 0-1: ab*n   stage 2-3: ab*S + unit gradient buffers in flight (also with offload)
  *   optimizer    12 bytes (fp32 master, m, v) per element of the optimizer range: n at stage 0, S otherwise;
- *                offload_optimizer: on the host, plus staging chunks of c = min(range, 2^24) elements: fp32 c,
- *                act 2c (gradients) and, without offload_param, act 2c (parameters)
+ *                offload_optimizer: on the host, plus, without offload_param, the step's host act buffer of the
+ *                range (gradients down, parameters up: zero_offload.c; with offload_param the node copy is it)
  *   activations  what the model allocates for one micro-batch (qf_model_act_bytes) */
 #include "estimate.h"
 #include <stdlib.h>
@@ -79,7 +79,7 @@ void qf_estimate(const qf_model_config *c, const qf_deck *d, int W, int G, int64
     }
     int64_t opt = stage == 0 ? n : S, chunk = opt < QF_ZERO_OFFLOAD_CHUNK ? opt : QF_ZERO_OFFLOAD_CHUNK;
     if (off_par && !off_opt) o->params += ab * chunk; /* the device staging chunk of updated parameters */
-    if (off_opt) o->host_per_rank = 12 * opt + 4 * chunk + ab * chunk * (off_par ? 2 : 4);
+    if (off_opt) o->host_per_rank = 12 * opt + (off_par ? 0 : ab * opt);
     else o->optimizer = 12 * opt;
     o->activations = qf_model_act_bytes(c, d->train_micro_batch_size_per_gpu, d->seq_len,
                                         d->activation_checkpointing, ab);

@@ -42,6 +42,7 @@ typedef struct qf_run {
     int fault_rank;
     int64_t fault_step;
     char fault_kind[8];
+    qf_profile prof;            /* log.wall_clock_breakdown (profile.h) */
 } qf_run;
 
 #define QF_RUN_HAS_TOPOLOGY 1 /* header.c prints r->topo and r->nccl_line */

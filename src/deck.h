@@ -111,6 +111,8 @@ typedef struct qf_deck {
     char offload_optimizer_nvme_path[QF_PATH_MAX], offload_param_nvme_path[QF_PATH_MAX];
     int stage3_gather_fp16_weights_on_model_save; /* its older name */
     int memory_efficient_linear, ignore_unused_parameters, load_from_fp32_weights, zero_force_ds_cpu_optimizer;
+    int memory_breakdown, sparse_gradients;           /* accepted, no effect here */
+    int checkpoint_tag_validation, checkpoint_load_universal, checkpoint_use_node_local_storage; /* likewise */
 
     /* checkpoint */
     char checkpoint_dir[QF_PATH_MAX]; /* "ckpt" */

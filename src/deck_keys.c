@@ -35,6 +35,7 @@ static const char *const k_warmup[] = {"log", "linear", NULL};
 static const char *const k_offload[] = {"none", "cpu", NULL};
 static const char *const k_nonfinite[] = {"skip", "stop", NULL};
 static const char *const k_dtype[] = {"fp32", "fp16", "bf16", NULL};
+static const char *const k_tagval[] = {"Ignore", "Warn", "Fail", NULL};
 
 #define METRICS_WHY "per-step metrics go to log.dir/metrics.jsonl, one JSON object per step, which `qwen-ft plot` draws"
 #define PROFILER_WHY "MFU and tokens/s are on every progress line and in metrics.jsonl; there is no per-module profiler"
@@ -177,6 +178,13 @@ static const qf_deck_key k_keys[] = {
      .def = "false", .ds = "`zero_allow_untested_optimizer`",
      NOEFF("the optimizer is qwen-ft's own AdamW, which every ZeRO stage supports"),
      .help = "allow a client optimizer DeepSpeed has not tested with ZeRO"},
+    {.path = "memory_breakdown", .type = QF_KT_BOOL, OFF(memory_breakdown), .def = "false",
+     .ds = "`memory_breakdown`",
+     NOEFF("the header prints the memory plan and the run ends with what each rank really allocated"),
+     .help = "print memory use at each step"},
+    {.path = "sparse_gradients", .type = QF_KT_BOOL, OFF(sparse_gradients), .def = "false",
+     .ds = "`sparse_gradients`", NOEFF("gradients are dense flat buffers, the embedding's included"),
+     .help = "sparse gradients for embeddings"},
     {.path = "zero_force_ds_cpu_optimizer", .type = QF_KT_BOOL, OFF(zero_force_ds_cpu_optimizer), .def = "true",
      .ds = "`zero_force_ds_cpu_optimizer`",
      NOEFF("the offloaded update always runs qwen-ft's own host AdamW"),
@@ -381,6 +389,19 @@ static const qf_deck_key k_keys[] = {
      .ds = "qwen-ft only (HF `save_total_limit`)", .help = "checkpoints kept (older ones are deleted)"},
     {.path = "checkpoint.at_end", .type = QF_KT_BOOL, OFF(checkpoint_at_end), .def = "true",
      .ds = "qwen-ft only", .help = "write a checkpoint when the run ends (false only for throughput benchmarks)"},
+    /* DeepSpeed's checkpoint section shares the group: its keys are DeepSpeed's, the ones above qwen-ft's */
+    {.path = "checkpoint.tag_validation", .type = QF_KT_ENUM, OFF(checkpoint_tag_validation), .def = "Warn",
+     .choices = k_tagval, .ds = "`checkpoint.tag_validation`",
+     NOEFF("checkpoints carry no tags to compare across ranks: `latest` names the last complete one"),
+     .help = "check that every rank saves under the same tag"},
+    {.path = "checkpoint.load_universal", .type = QF_KT_BOOL, OFF(checkpoint_load_universal), .def = "false",
+     .ds = "`checkpoint.load_universal`",
+     NOEFF("every checkpoint resumes at any world size and ZeRO stage: it holds one dataset per parameter"),
+     .help = "load a universal (world-size independent) checkpoint"},
+    {.path = "checkpoint.use_node_local_storage", .type = QF_KT_BOOL, OFF(checkpoint_use_node_local_storage),
+     .def = "false", .ds = "`checkpoint.use_node_local_storage`",
+     NOEFF("every rank writes its hyperslabs into one shared file, collectively"),
+     .help = "save each node's part on its local storage"},
     {.path = "eval.every_steps", .type = QF_KT_INT64, OFF(eval_every_steps), .def = "0", NONNEG_I64,
      .ds = "qwen-ft only (HF `eval_steps`)", .help = "validation period in steps; 0 = only at the end"},
     {.path = "eval.early_stopping_patience", .type = QF_KT_INT, OFF(early_stopping_patience), .def = "0",

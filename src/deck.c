@@ -14,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 #include "deck_keys.h"
+#include "ds_config.h"
 #include "model_config.h"
 
 #define DECK_FILE_MAX (2 * QF_PATH_MAX + 8)
@@ -30,9 +31,23 @@ typedef struct deck_ctx {
     int nkeys;
     config_setting_t **src;    /* per key: the setting that gave it, or NULL */
     unsigned char *autos;      /* per key: given as "auto" */
+    unsigned char *layer;      /* per key: QF_ORIGIN_* of the setting in src */
+    int *written;              /* per key: the key as written (an alias of it, or itself) */
+    int cur_layer;             /* QF_ORIGIN_DS while the DeepSpeed JSON is walked, else QF_ORIGIN_DECK */
+    char **hooks;              /* "where" texts of settings that are not in the deck file (--set, the JSON) */
+    int nhooks;
+    qf_ds_config ds;           /* the DeepSpeed JSON (`deepspeed`), as settings */
+    int has_ds;
     qf_deck *d;
     qf_err *e;
 } deck_ctx;
+
+/* Keeps a "where" text for settings that have no place in the deck file; returns it (owned by c). */
+static const char *deck_hook(deck_ctx *c, const char *text) {
+    c->hooks = realloc(c->hooks, (size_t)(c->nhooks + 1) * sizeof *c->hooks);
+    QF_CHECK(c->hooks != NULL);
+    return c->hooks[c->nhooks++] = qf_strdup(text);
+}
 
 /* ================================================================ locations and messages */
 
@@ -51,8 +66,8 @@ static void deck_where(const deck_ctx *c, const config_setting_t *s, char *buf, 
         snprintf(buf, n, "%s", c->path);
         return;
     }
-    if (config_setting_get_hook(s)) {
-        snprintf(buf, n, "--set '%s'", (const char *)config_setting_get_hook(s));
+    if (config_setting_get_hook(s)) { /* "--set 'a.b=v'" or "ds_config.json:12" */
+        snprintf(buf, n, "%s", (const char *)config_setting_get_hook(s));
         return;
     }
     deck_file_of(c, config_setting_source_file(s), file, sizeof file);
@@ -318,11 +333,50 @@ static int deck_take_pair(deck_ctx *c, const qf_deck_key *k, const config_settin
     return 0;
 }
 
+/* The key whose value an alias gives (the key itself when it is none). */
+static int deck_target(const deck_ctx *c, int ki) {
+    int ti = c->keys[ki].fate == QF_FATE_ALIAS ? qf_deck_keys_find(c->keys[ki].alias) : ki;
+    QF_CHECK(ti >= 0);
+    return ti;
+}
+
+static int deck_layer_of(const deck_ctx *c, const config_setting_t *s) {
+    const char *hook = config_setting_get_hook(s);
+    if (hook && strncmp(hook, "--set ", 6) == 0) return QF_ORIGIN_SET;
+    return c->cur_layer;
+}
+
+/* Records where the value of key ki (as written) comes from; 1 when an earlier value stands (a --set wins over
+ * the deck's other spelling of the key), -1 with the error set when the deck gives the key twice. */
+static int deck_record(deck_ctx *c, int ki, config_setting_t *s) {
+    int ti = deck_target(c, ki), layer = deck_layer_of(c, s), prev = c->layer[ti], pw = c->written[ti];
+    unsigned char overridden = 0;
+    char where[DECK_WHERE_MAX];
+    if (c->src[ti]) {
+        if (prev == QF_ORIGIN_SET && layer == QF_ORIGIN_DECK) return 1;
+        if (prev == layer && layer != QF_ORIGIN_SET && pw != ki) {
+            deck_where(c, c->src[ti], where, sizeof where);
+            deck_fail(c, s, c->keys[ki].path, "given twice: also as '%s' at %s", c->keys[pw].path, where);
+            return -1;
+        }
+        overridden = (prev == QF_ORIGIN_DS || (c->d->origin[pw] & QF_ORIGIN_DS_OVERRIDDEN)) && layer != QF_ORIGIN_DS;
+        c->d->origin[pw] = QF_ORIGIN_DEFAULT;
+    }
+    c->src[ti] = s;
+    c->layer[ti] = (unsigned char)layer;
+    c->written[ti] = ki;
+    c->d->origin[ki] = (unsigned char)(layer | (overridden ? QF_ORIGIN_DS_OVERRIDDEN : 0));
+    return 0;
+}
+
 static int deck_take(deck_ctx *c, int ki, config_setting_t *s) {
     const qf_deck_key *k = &c->keys[ki];
-    c->src[ki] = s;
+    int rec = deck_record(c, ki, s), ti = deck_target(c, ki);
+    if (rec) return rec < 0 ? c->e->code : 0;
+    c->autos[ti] = 0;
     if (k->autov && config_setting_type(s) == CONFIG_TYPE_STRING && strcmp(config_setting_get_string(s), "auto") == 0) {
-        c->autos[ki] = 1;
+        c->autos[ti] = 1;
+        c->d->origin[ki] |= QF_ORIGIN_AUTO;
         QF_CHECK(qf_deck_keys_apply_text(k, c->d, k->autov) == 0);
         return 0;
     }
@@ -343,8 +397,11 @@ static int deck_take(deck_ctx *c, int ki, config_setting_t *s) {
 
 static int deck_unknown(const deck_ctx *c, const config_setting_t *s, const char *path) {
     char where[DECK_WHERE_MAX];
-    const char *sug = qf_deck_keys_suggest(path);
+    const char *sug = qf_deck_keys_suggest(path), *refused = qf_deck_keys_refused(path);
     deck_where(c, s, where, sizeof where);
+    if (refused)
+        return qf_err_set(c->e, QF_EXIT_INPUT, "%s: key '%s': %s is a DeepSpeed feature qwen-ft does not have; remove the key",
+                          where, path, refused);
     if (sug) return qf_err_set(c->e, QF_EXIT_INPUT, "%s: unknown key '%s' (did you mean '%s'?)", where, path, sug);
     return qf_err_set(c->e, QF_EXIT_INPUT, "%s: unknown key '%s' (docs/deck.md lists every key)", where, path);
 }
@@ -352,10 +409,16 @@ static int deck_unknown(const deck_ctx *c, const config_setting_t *s, const char
 static int deck_walk(deck_ctx *c, config_setting_t *g, const char *prefix);
 
 static int deck_visit(deck_ctx *c, config_setting_t *s, const char *path) {
-    int ki = qf_deck_keys_find(path);
+    int ki = qf_deck_keys_find(path), group = qf_deck_keys_is_group(path);
     char got[512];
-    if (ki >= 0) return deck_take(c, ki, s);
-    if (!qf_deck_keys_is_group(path)) return deck_unknown(c, s, path);
+    /* activation_checkpointing is qwen-ft's switch and DeepSpeed's group of the same name */
+    if (ki >= 0 && !(group && config_setting_is_group(s))) {
+        if (c->cur_layer == QF_ORIGIN_DS && !qf_deck_keys_is_ds(&c->keys[ki]))
+            return deck_fail(c, s, path, "not a DeepSpeed config key (%s): give it in the deck, not in %s",
+                             c->keys[ki].ds, c->d->deepspeed);
+        return deck_take(c, ki, s);
+    }
+    if (!group) return deck_unknown(c, s, path);
     if (config_setting_is_group(s)) return deck_walk(c, s, path);
     deck_got(s, got, sizeof got);
     return deck_fail(c, s, path, "expected a group { ... }, got %s", got);
@@ -437,7 +500,7 @@ static config_setting_t *deck_add_value(const qf_deck_key *k, config_setting_t *
 }
 
 /* Finds or creates the groups of path (all but the last component); returns the innermost. */
-static config_setting_t *deck_set_groups(deck_ctx *c, char *path, const char *set, char **leaf) {
+static config_setting_t *deck_set_groups(deck_ctx *c, char *path, const char *hook, char **leaf) {
     config_setting_t *g = config_root_setting(&c->cfg);
     char *comp = path, *dot;
     while ((dot = strchr(comp, '.'))) {
@@ -450,7 +513,7 @@ static config_setting_t *deck_set_groups(deck_ctx *c, char *path, const char *se
         if (!m) {
             m = config_setting_add(g, comp, CONFIG_TYPE_GROUP);
             QF_CHECK(m != NULL);
-            config_setting_set_hook(m, (void *)set);
+            config_setting_set_hook(m, (void *)hook);
         }
         g = m;
         comp = dot + 1;
@@ -465,6 +528,26 @@ static void deck_trim(const char *s, size_t len, char *out, size_t n) {
     if (len >= n) len = n - 1;
     memcpy(out, s, len);
     out[len] = 0;
+}
+
+/* activation_checkpointing is both qwen-ft's switch and DeepSpeed's group: one libconfig tree holds only one of
+ * them, so an override that would replace the other is refused (the JSON may hold the group next to the switch). */
+static int deck_set_clash(deck_ctx *c, const char *key, const char *set) {
+    char prefix[DECK_KEY_MAX];
+    const config_setting_t *s = config_lookup(&c->cfg, key);
+    if (s && config_setting_is_group(s))
+        return qf_err_set(c->e, QF_EXIT_INPUT, "--set '%s': the deck has a group '%s' (DeepSpeed's section of that name); "
+                          "a deck holds the group or the value, not both (the group may go in the deepspeed JSON)",
+                          set, key);
+    for (const char *dot = strchr(key, '.'); dot; dot = strchr(dot + 1, '.')) {
+        snprintf(prefix, sizeof prefix, "%.*s", (int)(dot - key), key);
+        s = config_lookup(&c->cfg, prefix);
+        if (s && !config_setting_is_group(s) && qf_deck_keys_find(prefix) >= 0)
+            return qf_err_set(c->e, QF_EXIT_INPUT, "--set '%s': the deck sets '%s' as a value; a deck holds the value or "
+                              "DeepSpeed's group of that name, not both (the group may go in the deepspeed JSON)",
+                              set, prefix);
+    }
+    return 0;
 }
 
 static int deck_apply_set(deck_ctx *c, char *set) {
@@ -483,9 +566,14 @@ static int deck_apply_set(deck_ctx *c, char *set) {
             return qf_err_set(c->e, QF_EXIT_INPUT, "--set '%s': unknown key '%s' (did you mean '%s'?)", set, key, sug);
         return qf_err_set(c->e, QF_EXIT_INPUT, "--set '%s': unknown key '%s'", set, key);
     }
-    config_setting_t *g = deck_set_groups(c, key, set, &leaf);
+    char *where = qf_malloc(strlen(set) + 16);
+    sprintf(where, "--set '%s'", set);
+    const char *hook = deck_hook(c, where);
+    free(where);
+    if (deck_set_clash(c, key, set)) return c->e->code;
+    config_setting_t *g = deck_set_groups(c, key, hook, &leaf);
     if (config_setting_get_member(g, leaf)) config_setting_remove(g, leaf);
-    config_setting_set_hook(deck_add_value(&c->keys[ki], g, leaf, value), (void *)set);
+    config_setting_set_hook(deck_add_value(&c->keys[ki], g, leaf, value), (void *)hook);
     free(value);
     return 0;
 }
@@ -511,6 +599,9 @@ static void deck_resolve_autos(deck_ctx *c) {
     for (int i = 0; i < c->nkeys; i++)
         if (c->autos[i] && (c->keys[i].flags & QF_KF_AUTO_LR)) qf_deck_keys_store_float(&c->keys[i], d, d->lr);
     if (!c->src[deck_idx("zero_optimization.overlap_comm")]) d->overlap_comm = d->zero_stage == 3; /* DeepSpeed */
+    /* the global seed seeds what has no seed of its own (HF: `seed`, and `data_seed` defaults to it) */
+    if (c->src[deck_idx("seed")] && !c->src[deck_idx("model.init_seed")]) d->model_init_seed = d->seed;
+    if (c->src[deck_idx("seed")] && !c->src[deck_idx("data.seed")]) d->data_seed = d->seed;
 }
 
 static int deck_check_precision(const deck_ctx *c) {
@@ -547,7 +638,17 @@ static int deck_check_sched(const deck_ctx *c) {
     const qf_deck *d = c->d;
     char types[128];
     const char *const *names = c->keys[deck_idx("scheduler.type")].choices;
-    if (d->sched == QF_SCHED_NONE) return 0; /* parameters without a scheduler are ignored */
+    if (d->sched == QF_SCHED_NONE) {
+        /* "none" given: the parameters are listed as having no effect (run header); no type at all: refused */
+        if (deck_src(c, "scheduler.type")) return 0;
+        for (int i = 0; i < c->nkeys; i++)
+            if (c->keys[i].sched_mask && c->src[i])
+                return deck_fail(c, c->src[i], c->keys[i].path,
+                                 "given without scheduler.type, so the learning rate would stay constant: set "
+                                 "scheduler.type (WarmupLR, WarmupDecayLR, WarmupCosineLR), or \"none\" to keep "
+                                 "the lr constant (the header then lists the parameters as having no effect)");
+        return 0;
+    }
     for (int i = 0; i < c->nkeys; i++) {
         const qf_deck_key *k = &c->keys[i];
         if (!k->sched_mask || !c->src[i] || (k->sched_mask & QF_SCHED_BIT(d->sched))) continue;
@@ -584,67 +685,10 @@ static int deck_check_run(const deck_ctx *c) {
 static const char *const k_required_dims[] = {"model.vocab_size", "model.hidden_size", "model.intermediate_size",
                                               "model.num_hidden_layers", "model.num_attention_heads", NULL};
 
-static void deck_model_defaults(const qf_deck *d, qf_model_config *m) {
-    memset(m, 0, sizeof *m);
-    snprintf(m->arch, sizeof m->arch, "%s", d->model_arch[0] ? d->model_arch : "qwen2");
-    snprintf(m->family, sizeof m->family, "preset");
-    snprintf(m->dtype, sizeof m->dtype, "bf16");
-    m->rope_theta = 10000.0;
-    m->rms_norm_eps = 1e-6;
-    m->max_position_embeddings = 32768;
-    m->initializer_range = 0.02;
-    m->attention_bias = strcmp(m->arch, "qwen3") != 0;
-    m->qk_norm = strcmp(m->arch, "qwen3") == 0;
-    m->bos_token_id = m->eos_token_id = 151643;
-    m->pad_token_id = -1;
-}
-
-/* Explicit model.* values over m (a preset or the defaults). */
-static void deck_model_overlay(const qf_deck *d, qf_model_config *m, int from_preset) {
-    int heads_changed = d->model_num_attention_heads > 0 || d->model_hidden_size > 0;
-    if (d->model_arch[0]) snprintf(m->arch, sizeof m->arch, "%s", d->model_arch);
-    if (d->model_vocab_size > 0) m->vocab_size = d->model_vocab_size;
-    if (d->model_hidden_size > 0) m->hidden_size = d->model_hidden_size;
-    if (d->model_intermediate_size > 0) m->intermediate_size = d->model_intermediate_size;
-    if (d->model_num_hidden_layers > 0) m->num_layers = d->model_num_hidden_layers;
-    if (d->model_num_attention_heads > 0) m->num_heads = d->model_num_attention_heads;
-    if (d->model_num_key_value_heads > 0) m->num_kv_heads = d->model_num_key_value_heads;
-    else if (!from_preset) m->num_kv_heads = m->num_heads;
-    if (d->model_head_dim > 0) m->head_dim = d->model_head_dim;
-    else if (!from_preset || (heads_changed && strcmp(m->arch, "qwen3") != 0))
-        m->head_dim = m->num_heads > 0 ? m->hidden_size / m->num_heads : 0;
-    if (!from_preset && strcmp(m->arch, "qwen3") == 0 && d->model_head_dim <= 0) m->head_dim = 128;
-    if (d->model_tie_word_embeddings >= 0) m->tie_word_embeddings = d->model_tie_word_embeddings;
-    if (d->model_attention_bias >= 0) m->attention_bias = d->model_attention_bias;
-    if (d->model_qk_norm >= 0) m->qk_norm = d->model_qk_norm;
-    if (d->model_rope_theta > 0) m->rope_theta = d->model_rope_theta;
-    if (d->model_rms_norm_eps > 0) m->rms_norm_eps = d->model_rms_norm_eps;
-    if (d->model_max_position_embeddings > 0) m->max_position_embeddings = d->model_max_position_embeddings;
-    if (d->model_initializer_range > 0) m->initializer_range = d->model_initializer_range;
-}
-
 void qf_deck_resolve_auto(qf_deck *d, int64_t hidden) {
     if (d->reduce_bucket_size < 0) d->reduce_bucket_size = hidden * hidden;
     if (d->stage3_prefetch_bucket_size < 0) d->stage3_prefetch_bucket_size = (int64_t)(0.9 * (double)(hidden * hidden));
     if (d->stage3_param_persistence_threshold < 0) d->stage3_param_persistence_threshold = 10 * hidden;
-}
-
-int qf_deck_model_config(const qf_deck *d, qf_model_config *out, char *msg, int n) {
-    int preset = d->model_preset[0] != 0;
-    if (preset && qf_preset_lookup(d->model_preset, out) != 0) {
-        snprintf(msg, (size_t)n, "unknown preset \"%s\"", d->model_preset);
-        return -1;
-    }
-    if (!preset) {
-        if (d->model_vocab_size <= 0 || d->model_hidden_size <= 0 || d->model_intermediate_size <= 0 ||
-            d->model_num_hidden_layers <= 0 || d->model_num_attention_heads <= 0) {
-            snprintf(msg, (size_t)n, "no model.preset and no complete model dimensions");
-            return -1;
-        }
-        deck_model_defaults(d, out);
-    }
-    deck_model_overlay(d, out, preset);
-    return qf_model_config_check(out, msg, n);
 }
 
 static void deck_preset_list(char *buf, size_t n) {
@@ -785,10 +829,41 @@ static int deck_read(deck_ctx *c, const char *path) {
                       config_error_text(&c->cfg));
 }
 
+/* `deepspeed = "ds_config.json";`: the JSON's settings are walked first, so that the deck's own win. A path in
+ * the deck is relative to the deck's directory; one given with --set is taken as it is. */
+static int deck_load_ds(deck_ctx *c) {
+    config_setting_t *s = config_setting_get_member(config_root_setting(&c->cfg), "deepspeed");
+    qf_deck *d = c->d;
+    int rc;
+    if (!s) return 0;
+    c->cur_layer = QF_ORIGIN_DECK;
+    if ((rc = deck_take(c, deck_idx("deepspeed"), s)) != 0) return rc;
+    c->src[deck_idx("deepspeed")] = NULL; /* taken again with the deck's settings */
+    c->layer[deck_idx("deepspeed")] = 0;
+    if (d->deepspeed[0] == '/' || config_setting_get_hook(s) || strcmp(c->dir, ".") == 0)
+        snprintf(d->deepspeed_path, sizeof d->deepspeed_path, "%s", d->deepspeed);
+    else
+        snprintf(d->deepspeed_path, sizeof d->deepspeed_path, "%s/%s", c->dir, d->deepspeed);
+    c->has_ds = 1;
+    if (qf_ds_read(d->deepspeed_path, &c->ds, c->e) != 0) {
+        char where[DECK_WHERE_MAX], msg[sizeof c->e->msg];
+        deck_where(c, s, where, sizeof where);
+        snprintf(msg, sizeof msg, "%s", c->e->msg);
+        c->e->code = 0;
+        return qf_err_set(c->e, QF_EXIT_INPUT, "%.1900s (key 'deepspeed' at %s)", msg, where);
+    }
+    c->cur_layer = QF_ORIGIN_DS;
+    rc = deck_walk(c, config_root_setting(&c->ds.cfg), "");
+    c->cur_layer = QF_ORIGIN_DECK;
+    return rc;
+}
+
 static int deck_run(deck_ctx *c, const char *path, int nset, char *const *sets, int dp_world) {
     int rc = 0;
+    c->cur_layer = QF_ORIGIN_DECK;
     if (c->has_file) rc = deck_read(c, path);
     for (int i = 0; !rc && i < nset; i++) rc = deck_apply_set(c, sets[i]);
+    if (!rc) rc = deck_load_ds(c);
     if (!rc) rc = deck_walk(c, config_root_setting(&c->cfg), "");
     if (rc) return rc;
     deck_resolve_autos(c);
@@ -812,13 +887,20 @@ int qf_deck_load(const char *path, int nset, char *const *sets, int dp_world, qf
     c.keys = qf_deck_keys_table(&c.nkeys);
     c.src = qf_calloc((size_t)c.nkeys, sizeof *c.src);
     c.autos = qf_calloc((size_t)c.nkeys, 1);
+    c.layer = qf_calloc((size_t)c.nkeys, 1);
+    c.written = qf_calloc((size_t)c.nkeys, sizeof *c.written);
     c.d = d;
     c.e = e;
     config_init(&c.cfg);
     int rc = deck_run(&c, path, nset, sets, dp_world);
     config_destroy(&c.cfg);
+    if (c.has_ds) qf_ds_free(&c.ds);
+    for (int i = 0; i < c.nhooks; i++) free(c.hooks[i]);
+    free(c.hooks);
     free(c.src);
     free(c.autos);
+    free(c.layer);
+    free(c.written);
     return rc;
 }
 
@@ -865,6 +947,8 @@ static void deck_print_value(const qf_deck_key *k, const qf_deck *d, FILE *f) {
 }
 
 static int deck_print_skip(const qf_deck_key *k, const qf_deck *d) {
+    /* the resolved deck holds the keys that act, each once; the header lists the others (deck_sources.c) */
+    if (k->fate == QF_FATE_ALIAS || k->fate == QF_FATE_NO_EFFECT || strcmp(k->path, "deepspeed") == 0) return 1;
     if (k->sched_mask && !(k->sched_mask & QF_SCHED_BIT(d->sched))) return 1;
     /* max_steps and epochs exclude each other (deck_check_run): print the one in use */
     if (strcmp(k->path, "max_steps") == 0) return d->max_steps == 0;
@@ -949,9 +1033,15 @@ static void deck_md_allowed(const qf_deck_key *k, char *buf, size_t n) {
         snprintf(buf, n, "any");
 }
 
+static void deck_md_meaning(const qf_deck_key *k, char *buf, size_t n) {
+    if (k->fate == QF_FATE_NO_EFFECT) snprintf(buf, n, "accepted, no effect here: %s (DeepSpeed: %s)", k->why, k->help);
+    else if (k->fate == QF_FATE_ALIAS) snprintf(buf, n, "= `%s` (DeepSpeed's name and place)", k->alias);
+    else snprintf(buf, n, "%s", k->help);
+}
+
 void qf_deck_print_keys_markdown(FILE *f) {
     int n;
-    char def[256], allowed[768], aut[256];
+    char def[256], allowed[768], aut[256], meaning[1024];
     const qf_deck_key *k = qf_deck_keys_table(&n);
     fputs("| key | type | default | \"auto\" | allowed | DeepSpeed | meaning |\n", f);
     fputs("|---|---|---|---|---|---|---|\n", f);
@@ -965,7 +1055,8 @@ void qf_deck_print_keys_markdown(FILE *f) {
         deck_md_cell(aut, f);
         deck_md_cell(allowed, f);
         deck_md_cell(k[i].ds, f);
-        deck_md_cell(k[i].help, f);
+        deck_md_meaning(&k[i], meaning, sizeof meaning);
+        deck_md_cell(meaning, f);
         fputc('\n', f);
     }
 }

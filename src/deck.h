@@ -7,6 +7,18 @@
 #include "util.h"
 
 #define QF_PATH_MAX 1024
+#define QF_DECK_KEYS_MAX 192 /* entries of the key table (deck_keys.c asserts it) */
+
+/* Where a key's value came from (qf_deck.origin, per key of the table), and what happened to it. */
+enum {
+    QF_ORIGIN_DEFAULT = 0,
+    QF_ORIGIN_DECK = 1,             /* the deck file (or an @include) */
+    QF_ORIGIN_SET = 2,              /* --set */
+    QF_ORIGIN_DS = 3,               /* the DeepSpeed JSON named by `deepspeed` */
+    QF_ORIGIN_MASK = 0x0f,
+    QF_ORIGIN_AUTO = 0x10,          /* given as "auto" */
+    QF_ORIGIN_DS_OVERRIDDEN = 0x20  /* the JSON gave it too; the deck or --set won */
+};
 
 typedef enum { QF_SCHED_NONE = 0, QF_SCHED_WARMUP_LR, QF_SCHED_WARMUP_DECAY_LR, QF_SCHED_WARMUP_COSINE_LR } qf_sched_type;
 typedef enum { QF_WARMUP_LOG = 0, QF_WARMUP_LINEAR } qf_warmup_type;
@@ -34,6 +46,10 @@ typedef struct qf_deck {
     uint64_t model_init_seed;       /* model.init_seed, default 1234 */
 
     qf_ackpt activation_checkpointing; /* bool, or "full" | "selective" | "none" */
+    /* DeepSpeed's activation_checkpointing group (accepted, no effect here: deck_keys.c says why) */
+    int ac_partition_activations, ac_cpu_checkpointing, ac_contiguous_memory_optimization;
+    int ac_synchronize_checkpoint_boundary, ac_profile;
+    int64_t ac_number_checkpoints;
 
     /* data */
     char data_train[QF_PATH_MAX];
@@ -50,7 +66,11 @@ typedef struct qf_deck {
     int64_t max_steps;              /* 0 = use epochs */
     double epochs;                  /* default 1 when max_steps is 0 */
     double gradient_clipping;       /* 0 = off (DeepSpeed default) */
-    uint64_t seed;                  /* seed (global, default 42): dropout-free here, used for anything random */
+    uint64_t seed;                  /* seed (global, default 42): the default of model.init_seed and data.seed */
+    int prescale_gradients;         /* accepted, no effect here */
+    double gradient_predivide_factor; /* accepted, no effect here */
+    int zero_allow_untested_optimizer; /* accepted, no effect here */
+    char communication_data_type[16];  /* accepted, no effect here */
 
     /* optimizer (AdamW / Adam with adam_w_mode) */
     char optimizer_type[16];
@@ -72,6 +92,7 @@ typedef struct qf_deck {
     int fp16_hysteresis;            /* 2 */
     int fp16_consecutive_hysteresis;/* false */
     double fp16_min_loss_scale;     /* 1 */
+    int fp16_auto_cast;             /* accepted, no effect here */
 
     /* ZeRO */
     int zero_stage;
@@ -82,6 +103,17 @@ typedef struct qf_deck {
     int64_t reduce_bucket_size, allgather_bucket_size;
     int64_t stage3_prefetch_bucket_size, stage3_param_persistence_threshold, stage3_max_live_parameters;
     int64_t stage3_max_reuse_distance;
+    /* DeepSpeed ZeRO keys accepted with no effect here (deck_keys.c says why for each) */
+    int allgather_partitions, round_robin_gradients, stage3_gather_16bit_weights_on_model_save;
+    int64_t sub_group_size;
+    int64_t offload_optimizer_buffer_count, offload_param_buffer_count, offload_param_buffer_size;
+    int64_t offload_param_max_in_cpu;
+    int offload_optimizer_fast_init, offload_optimizer_pipeline_read, offload_optimizer_pipeline_write;
+    char offload_optimizer_nvme_path[QF_PATH_MAX], offload_param_nvme_path[QF_PATH_MAX];
+    int stage3_gather_fp16_weights_on_model_save; /* its older name */
+    int memory_efficient_linear, ignore_unused_parameters, load_from_fp32_weights, zero_force_ds_cpu_optimizer;
+    int memory_breakdown, sparse_gradients;           /* accepted, no effect here */
+    int checkpoint_tag_validation, checkpoint_load_universal, checkpoint_use_node_local_storage; /* likewise */
 
     /* checkpoint */
     char checkpoint_dir[QF_PATH_MAX]; /* "ckpt" */
@@ -99,13 +131,24 @@ typedef struct qf_deck {
     char log_dir[QF_PATH_MAX];        /* "logs" */
     int steps_per_print;              /* 10 */
     int wall_clock_breakdown;
-    int tensorboard;                  /* log.tensorboard (false) */
+    int tensorboard;                  /* log.tensorboard (false) = tensorboard.enabled */
+    char tensorboard_output_path[QF_PATH_MAX]; /* tensorboard.output_path ("" = log.dir) */
+    char tensorboard_job_name[128];   /* tensorboard.job_name ("" = none) */
+    int csv_monitor_enabled;          /* accepted, no effect here */
+    char csv_monitor_output_path[QF_PATH_MAX], csv_monitor_job_name[128];
+    int flops_profiler_enabled, flops_profiler_module_depth, flops_profiler_top_modules, flops_profiler_detailed;
+    int64_t flops_profiler_profile_step;
+    char flops_profiler_output_file[QF_PATH_MAX];
 
     qf_nonfinite_action on_nonfinite; /* "skip" | "stop" (default "stop") */
     double max_hours;                 /* 0 = no limit */
     double gpu_memory_limit_gb;       /* 0 = no limit */
     double peak_tflops;               /* 0 = from the GPU table (CPU: 0 -> MFU reported as 0) */
     int ranks_per_node;               /* topology.ranks_per_node: 0 = real nodes */
+
+    char deepspeed[QF_PATH_MAX];      /* `deepspeed`: the DeepSpeed JSON config read under the deck ("" = none) */
+    char deepspeed_path[2 * QF_PATH_MAX + 8]; /* ... as opened (relative to the deck's directory) */
+    unsigned char origin[QF_DECK_KEYS_MAX]; /* per key of the table: QF_ORIGIN_* */
 } qf_deck;
 
 /* Loads and validates path (with @include), applies the --set overrides (each "key.path=value"), resolves "auto"
@@ -122,6 +165,13 @@ void qf_deck_resolve_auto(qf_deck *d, int64_t hidden);
 
 /* Writes the resolved deck as libconfig text (the run header shows it; checkpoints store it). */
 void qf_deck_print(const qf_deck *d, FILE *f);
+
+/* The run header's account of the deck: which keys came from the deck, --set and the DeepSpeed JSON, which the
+ * deck overrode, and every given key that has no effect here, with the reason (deck_sources.c). */
+void qf_deck_print_sources(const qf_deck *d, FILE *f);
+/* Why the key (table index ki) has no effect in this deck, or NULL when it acts: a key accepted for DeepSpeed
+ * decks that qwen-ft's design makes moot, or a key that another key switches off (fp16.* without fp16). */
+const char *qf_deck_key_moot(const qf_deck *d, int ki);
 
 /* For the docs and --help: prints every key with type, default, meaning, DeepSpeed equivalent as markdown. */
 void qf_deck_print_keys_markdown(FILE *f);

@@ -8,8 +8,11 @@
 #include <string.h>
 #include <strings.h>
 
-#define OFF(f) .off = offsetof(qf_deck, f)
-#define STR(f) .off = offsetof(qf_deck, f), .size = sizeof(((qf_deck *)0)->f)
+#define OFF(f) .off = offsetof(qf_deck, f), .field = #f
+#define STR(f) .off = offsetof(qf_deck, f), .size = sizeof(((qf_deck *)0)->f), .field = #f
+#define NOEFF(w) .fate = QF_FATE_NO_EFFECT, .why = (w)
+#define ALIAS(a) .fate = QF_FATE_ALIAS, .alias = (a)
+#define NVME_ONLY NOEFF("NVMe offload only; device \"nvme\" is not supported and the host offload needs no buffer pool")
 #define RANGE(lo, hi) .min = (lo), .max = (hi)
 #define NOMAX 9.2e18 /* "no upper limit" for integer keys (below INT64_MAX) */
 #define POS_INT RANGE(1, INT_MAX)
@@ -31,7 +34,11 @@ static const char *const k_sched[] = {"none", "WarmupLR", "WarmupDecayLR", "Warm
 static const char *const k_warmup[] = {"log", "linear", NULL};
 static const char *const k_offload[] = {"none", "cpu", NULL};
 static const char *const k_nonfinite[] = {"skip", "stop", NULL};
+static const char *const k_dtype[] = {"fp32", "fp16", "bf16", NULL};
+static const char *const k_tagval[] = {"Ignore", "Warn", "Fail", NULL};
 
+#define METRICS_WHY "per-step metrics go to log.dir/metrics.jsonl, one JSON object per step, which `qwen-ft plot` draws"
+#define PROFILER_WHY "MFU and tokens/s are on every progress line and in metrics.jsonl; there is no per-module profiler"
 #define HF_ONLY(x) "qwen-ft only (HF config.json `" x "`)"
 
 static const qf_deck_key k_keys[] = {
@@ -95,6 +102,34 @@ static const qf_deck_key k_keys[] = {
      .ds = "HF `gradient_checkpointing` (DeepSpeed's `activation_checkpointing` group only tunes partitioning)",
      .help = "recompute activations in the backward pass: true = \"full\" (every layer), \"selective\" (only the "
              "MLP intermediates, the largest part), false = \"none\""},
+    /* DeepSpeed's activation_checkpointing group configures deepspeed.checkpointing, which HF models never call */
+    {.path = "activation_checkpointing.partition_activations", .type = QF_KT_BOOL, OFF(ac_partition_activations),
+     .def = "false", .ds = "`activation_checkpointing.partition_activations`",
+     NOEFF("no model parallelism: there is nothing to partition activations across"),
+     .help = "partition checkpointed activations across model-parallel ranks"},
+    {.path = "activation_checkpointing.cpu_checkpointing", .type = QF_KT_BOOL, OFF(ac_cpu_checkpointing),
+     .def = "false", .ds = "`activation_checkpointing.cpu_checkpointing`",
+     NOEFF("DeepSpeed applies it only to models that call deepspeed.checkpointing, which HF models do not; "
+           "qwen-ft keeps checkpointed layer inputs on the device"),
+     .help = "move checkpointed activations to the host"},
+    {.path = "activation_checkpointing.contiguous_memory_optimization", .type = QF_KT_BOOL,
+     OFF(ac_contiguous_memory_optimization), .def = "false",
+     .ds = "`activation_checkpointing.contiguous_memory_optimization`",
+     NOEFF("checkpointed activations are already one contiguous allocation"),
+     .help = "copy checkpointed activations into one contiguous buffer"},
+    {.path = "activation_checkpointing.number_checkpoints", .type = QF_KT_INT64, OFF(ac_number_checkpoints),
+     .def = "0", NONNEG_I64, .ds = "`activation_checkpointing.number_checkpoints`",
+     NOEFF("qwen-ft checkpoints every layer input, or with \"selective\" only the MLP intermediates"),
+     .help = "number of checkpoints (for contiguous_memory_optimization)"},
+    {.path = "activation_checkpointing.synchronize_checkpoint_boundary", .type = QF_KT_BOOL,
+     OFF(ac_synchronize_checkpoint_boundary), .def = "false",
+     .ds = "`activation_checkpointing.synchronize_checkpoint_boundary`",
+     NOEFF("a debugging aid of deepspeed.checkpointing; qwen-ft's recomputation needs no device synchronization"),
+     .help = "synchronize the device at each checkpoint boundary"},
+    {.path = "activation_checkpointing.profile", .type = QF_KT_BOOL, OFF(ac_profile), .def = "false",
+     .ds = "`activation_checkpointing.profile`",
+     NOEFF("a timing aid of deepspeed.checkpointing; log.wall_clock_breakdown times the step"),
+     .help = "time the checkpointing forward and backward"},
 
     /* ---- data ---- */
     {.path = "data.train", .type = QF_KT_STRING, STR(data_train), .def = "", .flags = QF_KF_UNSET,
@@ -128,11 +163,42 @@ static const qf_deck_key k_keys[] = {
     {.path = "gradient_clipping", .type = QF_KT_FLOAT, OFF(gradient_clipping), .def = "0", NONNEG_F,
      .autov = "1.0", .ds = "`gradient_clipping`", .help = "global L2 gradient-norm limit; 0 = off"},
     {.path = "seed", .type = QF_KT_UINT64, OFF(seed), .def = "42", SEED, .ds = "qwen-ft only (HF `seed`)",
-     .help = "global seed for anything random not seeded elsewhere"},
+     .fate = QF_FATE_DECK, .why = "the value of model.init_seed and data.seed when they are not given",
+     .help = "global seed: the random init (model.init_seed) and the data shuffle (data.seed) when not set"},
+    {.path = "prescale_gradients", .type = QF_KT_BOOL, OFF(prescale_gradients), .def = "false",
+     .ds = "`prescale_gradients`",
+     NOEFF("the loss is divided by the global batch's token count before the backward, so gradients are always "
+           "reduced already scaled"),
+     .help = "scale gradients before the all-reduce, not after"},
+    {.path = "gradient_predivide_factor", .type = QF_KT_FLOAT, OFF(gradient_predivide_factor), .def = "1.0",
+     POS_F, .ds = "`gradient_predivide_factor`",
+     NOEFF("it only splits the averaging around the reduction; qwen-ft scales by the global token count before it"),
+     .help = "divide gradients by this before the reduction and by world / factor after"},
+    {.path = "zero_allow_untested_optimizer", .type = QF_KT_BOOL, OFF(zero_allow_untested_optimizer),
+     .def = "false", .ds = "`zero_allow_untested_optimizer`",
+     NOEFF("the optimizer is qwen-ft's own AdamW, which every ZeRO stage supports"),
+     .help = "allow a client optimizer DeepSpeed has not tested with ZeRO"},
+    {.path = "memory_breakdown", .type = QF_KT_BOOL, OFF(memory_breakdown), .def = "false",
+     .ds = "`memory_breakdown`",
+     NOEFF("the header prints the memory plan and the run ends with what each rank really allocated"),
+     .help = "print memory use at each step"},
+    {.path = "sparse_gradients", .type = QF_KT_BOOL, OFF(sparse_gradients), .def = "false",
+     .ds = "`sparse_gradients`", NOEFF("gradients are dense flat buffers, the embedding's included"),
+     .help = "sparse gradients for embeddings"},
+    {.path = "zero_force_ds_cpu_optimizer", .type = QF_KT_BOOL, OFF(zero_force_ds_cpu_optimizer), .def = "true",
+     .ds = "`zero_force_ds_cpu_optimizer`",
+     NOEFF("the offloaded update always runs qwen-ft's own host AdamW"),
+     .help = "require DeepSpeed's CPU optimizer with optimizer offload"},
+    {.path = "communication_data_type", .type = QF_KT_STRING, STR(communication_data_type), .def = "",
+     .flags = QF_KF_UNSET, .choices = k_dtype, .ds = "`communication_data_type`", .doc_default = "(the training dtype)",
+     NOEFF("gradients are reduced in the dtype the backend keeps them in: bf16 or fp16 on GPUs, fp32 on CPU ranks"),
+     .help = "dtype of the gradient reduction"},
 
     /* ---- optimizer ---- */
     {.path = "optimizer.type", .type = QF_KT_STRING, STR(optimizer_type), .def = "AdamW", .choices = k_opt,
-     .ds = "`optimizer.type`", .help = "AdamW (decoupled weight decay), or Adam with `adam_w_mode`"},
+     .ds = "`optimizer.type`", .fate = QF_FATE_DECK,
+     .why = "AdamW sets adam_w_mode = true; Adam follows adam_w_mode (false is refused: qwen-ft implements AdamW)",
+     .help = "AdamW (decoupled weight decay), or Adam with `adam_w_mode`"},
     {.path = "optimizer.params.lr", .type = QF_KT_FLOAT, OFF(lr), .def = "1e-3", NONNEG_F, .autov = "5e-5",
      .ds = "`optimizer.params.lr`", .help = "learning rate (the scheduler, if any, overrides it per step)"},
     {.path = "optimizer.params.betas", .type = QF_KT_FLOAT_PAIR, OFF(beta1), .off2 = offsetof(qf_deck, beta2),
@@ -193,6 +259,9 @@ static const qf_deck_key k_keys[] = {
      .def = "false", .ds = "`fp16.consecutive_hysteresis`", .help = "refill hysteresis on every good step"},
     {.path = "fp16.min_loss_scale", .type = QF_KT_FLOAT, OFF(fp16_min_loss_scale), .def = "1", POS_F,
      .ds = "`fp16.min_loss_scale`", .help = "floor of the dynamic loss scale"},
+    {.path = "fp16.auto_cast", .type = QF_KT_BOOL, OFF(fp16_auto_cast), .def = "false", .ds = "`fp16.auto_cast`",
+     NOEFF("the fp16 op table computes in fp16 throughout; there is no autocast to switch"),
+     .help = "cast the model's inputs to fp16"},
 
     /* ---- ZeRO ---- */
     {.path = "zero_optimization.stage", .type = QF_KT_INT, OFF(zero_stage), .def = "0", RANGE(0, 3),
@@ -207,20 +276,66 @@ static const qf_deck_key k_keys[] = {
      .def = "1", RANGE(0, 1), .ds = "`zero_optimization.offload_optimizer.ratio` (ZeRO-Offload++)",
      .help = "share of the optimizer states and step on the host (the end of each rank's range); the rest stays "
              "on the GPU and is updated there first, so the next forward starts at once (device = cpu)"},
+    {.path = "zero_optimization.offload_optimizer.buffer_count", .type = QF_KT_INT64,
+     OFF(offload_optimizer_buffer_count), .def = "4", NONNEG_I64,
+     .ds = "`zero_optimization.offload_optimizer.buffer_count`", NVME_ONLY,
+     .help = "buffers of the NVMe optimizer offload"},
+    {.path = "zero_optimization.offload_optimizer.fast_init", .type = QF_KT_BOOL, OFF(offload_optimizer_fast_init),
+     .def = "false", .ds = "`zero_optimization.offload_optimizer.fast_init`", NVME_ONLY,
+     .help = "fast optimizer initialisation for NVMe offload"},
+    {.path = "zero_optimization.offload_optimizer.pipeline_read", .type = QF_KT_BOOL,
+     OFF(offload_optimizer_pipeline_read), .def = "false",
+     .ds = "`zero_optimization.offload_optimizer.pipeline_read`", NVME_ONLY,
+     .help = "overlap NVMe reads with the optimizer step"},
+    {.path = "zero_optimization.offload_optimizer.pipeline_write", .type = QF_KT_BOOL,
+     OFF(offload_optimizer_pipeline_write), .def = "false",
+     .ds = "`zero_optimization.offload_optimizer.pipeline_write`", NVME_ONLY,
+     .help = "overlap NVMe writes with the optimizer step"},
+    {.path = "zero_optimization.offload_optimizer.nvme_path", .type = QF_KT_STRING,
+     STR(offload_optimizer_nvme_path), .def = "", .flags = QF_KF_UNSET, .doc_default = "(none)",
+     .ds = "`zero_optimization.offload_optimizer.nvme_path`", NVME_ONLY, .help = "NVMe directory of the optimizer offload"},
     {.path = "zero_optimization.offload_param.device", .type = QF_KT_ENUM, OFF(offload_param), .def = "none",
      .choices = k_offload, .ds = "`zero_optimization.offload_param.device`",
      .help = "keep parameters on the host between uses; stage 3 only"},
     {.path = "zero_optimization.offload_param.pin_memory", .type = QF_KT_BOOL, OFF(offload_param_pin_memory),
      .def = "false", .ds = "`zero_optimization.offload_param.pin_memory`",
      .help = "page-locked host buffers for the parameter offload"},
+    {.path = "zero_optimization.offload_param.buffer_count", .type = QF_KT_INT64, OFF(offload_param_buffer_count),
+     .def = "5", NONNEG_I64, .ds = "`zero_optimization.offload_param.buffer_count`", NVME_ONLY,
+     .help = "buffers of the NVMe parameter offload"},
+    {.path = "zero_optimization.offload_param.buffer_size", .type = QF_KT_INT64, OFF(offload_param_buffer_size),
+     .def = "1e8", NONNEG_I64, .ds = "`zero_optimization.offload_param.buffer_size`", NVME_ONLY,
+     .help = "size of the NVMe parameter offload buffers"},
+    {.path = "zero_optimization.offload_param.max_in_cpu", .type = QF_KT_INT64, OFF(offload_param_max_in_cpu),
+     .def = "1e9", NONNEG_I64, .ds = "`zero_optimization.offload_param.max_in_cpu`", NVME_ONLY,
+     .help = "parameter elements kept in host memory with NVMe offload"},
+    {.path = "zero_optimization.offload_param.nvme_path", .type = QF_KT_STRING, STR(offload_param_nvme_path),
+     .def = "", .flags = QF_KF_UNSET, .doc_default = "(none)", .ds = "`zero_optimization.offload_param.nvme_path`",
+     NVME_ONLY, .help = "NVMe directory of the parameter offload"},
     {.path = "zero_optimization.overlap_comm", .type = QF_KT_BOOL, OFF(overlap_comm), .def = "false",
      .doc_default = "false (true at stage 3)", .ds = "`zero_optimization.overlap_comm`",
      .help = "overlap gradient reduction with the backward pass"},
     {.path = "zero_optimization.contiguous_gradients", .type = QF_KT_BOOL, OFF(contiguous_gradients),
      .def = "true", .ds = "`zero_optimization.contiguous_gradients`",
+     NOEFF("gradients always live in flat, contiguous buffers, one per unit as it is reduced"),
      .help = "copy gradients into one contiguous buffer as they are produced"},
     {.path = "zero_optimization.reduce_scatter", .type = QF_KT_BOOL, OFF(reduce_scatter), .def = "true",
-     .ds = "`zero_optimization.reduce_scatter`", .help = "reduce-scatter (not all-reduce) gradients at stage >= 2"},
+     .ds = "`zero_optimization.reduce_scatter`",
+     NOEFF("stages 2-3 always reduce-scatter each unit into its owners' shards, the values an all-reduce would "
+           "give; stages 0-1 always all-reduce"),
+     .help = "reduce-scatter (not all-reduce) gradients at stage >= 2"},
+    {.path = "zero_optimization.allgather_partitions", .type = QF_KT_BOOL, OFF(allgather_partitions),
+     .def = "true", .ds = "`zero_optimization.allgather_partitions`",
+     NOEFF("stages 1-2 always all-gather the updated partitions, never a broadcast per rank"),
+     .help = "all-gather the updated partitions (not broadcast them)"},
+    {.path = "zero_optimization.round_robin_gradients", .type = QF_KT_BOOL, OFF(round_robin_gradients),
+     .def = "false", .ds = "`zero_optimization.round_robin_gradients`",
+     NOEFF("with offload each rank moves only its own gradient shard to the host; there is nothing to spread"),
+     .help = "spread the copy of offloaded gradients across ranks"},
+    {.path = "zero_optimization.sub_group_size", .type = QF_KT_INT64, OFF(sub_group_size), .def = "1e9",
+     POS_I64, .ds = "`zero_optimization.sub_group_size`",
+     NOEFF("the update already runs per parameter segment of the shard, offloaded in chunks of 2^24 elements"),
+     .help = "parameter elements per optimizer sub-group"},
     {.path = "zero_optimization.reduce_bucket_size", .type = QF_KT_INT64, OFF(reduce_bucket_size), .def = "5e8",
      POS_I64, .flags = QF_KF_AUTO_SENTINEL, .autov = "-1", .doc_auto = "-1: hidden_size^2 (trainer)",
      .ds = "`zero_optimization.reduce_bucket_size`", .help = "elements per gradient-reduction bucket"},
@@ -242,7 +357,32 @@ static const qf_deck_key k_keys[] = {
     {.path = "zero_optimization.stage3_max_reuse_distance", .type = QF_KT_INT64,
      OFF(stage3_max_reuse_distance), .def = "1e9", NONNEG_I64,
      .ds = "`zero_optimization.stage3_max_reuse_distance`",
+     NOEFF("a gathered unit stays while it is in the prefetch window and is freed when it leaves it; there is no "
+           "reuse cache to bound"),
      .help = "keep a gathered parameter if it is reused within this many elements"},
+    {.path = "zero_optimization.stage3_gather_16bit_weights_on_model_save", .type = QF_KT_BOOL,
+     OFF(stage3_gather_16bit_weights_on_model_save), .def = "false",
+     .ds = "`zero_optimization.stage3_gather_16bit_weights_on_model_save`",
+     NOEFF("checkpoints always hold whole parameters, one dataset per parameter; `qwen-ft export` writes 16-bit "
+           "HF weights"),
+     .help = "gather the 16-bit weights when the model is saved"},
+    {.path = "zero_optimization.stage3_gather_fp16_weights_on_model_save", .type = QF_KT_BOOL,
+     OFF(stage3_gather_fp16_weights_on_model_save), .def = "false",
+     .ds = "`zero_optimization.stage3_gather_fp16_weights_on_model_save`",
+     NOEFF("the older name of stage3_gather_16bit_weights_on_model_save: checkpoints always hold whole parameters"),
+     .help = "gather the 16-bit weights when the model is saved (older name)"},
+    {.path = "zero_optimization.memory_efficient_linear", .type = QF_KT_BOOL, OFF(memory_efficient_linear),
+     .def = "true", .ds = "`zero_optimization.memory_efficient_linear`",
+     NOEFF("the linear layers keep no gathered weight for the backward; stage 3 gathers a unit again for its backward"),
+     .help = "stage 3: a linear layer that does not keep its gathered weight for the backward"},
+    {.path = "zero_optimization.ignore_unused_parameters", .type = QF_KT_BOOL, OFF(ignore_unused_parameters),
+     .def = "true", .ds = "`zero_optimization.ignore_unused_parameters`",
+     NOEFF("every parameter of a Qwen model gets a gradient every step"),
+     .help = "do not fail on parameters without gradients"},
+    {.path = "zero_optimization.load_from_fp32_weights", .type = QF_KT_BOOL, OFF(load_from_fp32_weights),
+     .def = "true", .ds = "`zero_optimization.load_from_fp32_weights`",
+     NOEFF("a resumed run always restores the checkpoint's fp32 master weights"),
+     .help = "restore the fp32 master weights (not the 16-bit ones) when resuming"},
 
     /* ---- checkpoint, eval, log ---- */
     {.path = "checkpoint.dir", .type = QF_KT_STRING, STR(checkpoint_dir), .def = "ckpt",
@@ -253,6 +393,19 @@ static const qf_deck_key k_keys[] = {
      .ds = "qwen-ft only (HF `save_total_limit`)", .help = "checkpoints kept (older ones are deleted)"},
     {.path = "checkpoint.at_end", .type = QF_KT_BOOL, OFF(checkpoint_at_end), .def = "true",
      .ds = "qwen-ft only", .help = "write a checkpoint when the run ends (false only for throughput benchmarks)"},
+    /* DeepSpeed's checkpoint section shares the group: its keys are DeepSpeed's, the ones above qwen-ft's */
+    {.path = "checkpoint.tag_validation", .type = QF_KT_ENUM, OFF(checkpoint_tag_validation), .def = "Warn",
+     .choices = k_tagval, .ds = "`checkpoint.tag_validation`",
+     NOEFF("checkpoints carry no tags to compare across ranks: `latest` names the last complete one"),
+     .help = "check that every rank saves under the same tag"},
+    {.path = "checkpoint.load_universal", .type = QF_KT_BOOL, OFF(checkpoint_load_universal), .def = "false",
+     .ds = "`checkpoint.load_universal`",
+     NOEFF("every checkpoint resumes at any world size and ZeRO stage: it holds one dataset per parameter"),
+     .help = "load a universal (world-size independent) checkpoint"},
+    {.path = "checkpoint.use_node_local_storage", .type = QF_KT_BOOL, OFF(checkpoint_use_node_local_storage),
+     .def = "false", .ds = "`checkpoint.use_node_local_storage`",
+     NOEFF("every rank writes its hyperslabs into one shared file, collectively"),
+     .help = "save each node's part on its local storage"},
     {.path = "eval.every_steps", .type = QF_KT_INT64, OFF(eval_every_steps), .def = "0", NONNEG_I64,
      .ds = "qwen-ft only (HF `eval_steps`)", .help = "validation period in steps; 0 = only at the end"},
     {.path = "eval.early_stopping_patience", .type = QF_KT_INT, OFF(early_stopping_patience), .def = "0",
@@ -267,10 +420,46 @@ static const qf_deck_key k_keys[] = {
      .help = "directory of metrics.jsonl (and TensorBoard events)"},
     {.path = "log.steps_per_print", .type = QF_KT_INT, OFF(steps_per_print), .def = "10", POS_INT,
      .ds = "`steps_per_print` (top level in DeepSpeed)", .help = "progress line period in steps"},
+    {.path = "steps_per_print", .type = QF_KT_INT, OFF(steps_per_print), .def = "10", POS_INT,
+     .ds = "`steps_per_print`", ALIAS("log.steps_per_print"), .help = "DeepSpeed's name of log.steps_per_print"},
     {.path = "log.wall_clock_breakdown", .type = QF_KT_BOOL, OFF(wall_clock_breakdown), .def = "false",
-     .ds = "`wall_clock_breakdown` (top level in DeepSpeed)", .help = "per-step time by phase and op class (synchronises every op) on the progress output and in metrics.jsonl"},
+     .ds = "`wall_clock_breakdown` (top level in DeepSpeed)", .help = "per-step time by phase and op class (synchronises every op) on the progress output and in "
+             "metrics.jsonl"},
+    {.path = "wall_clock_breakdown", .type = QF_KT_BOOL, OFF(wall_clock_breakdown), .def = "false",
+     .ds = "`wall_clock_breakdown`", ALIAS("log.wall_clock_breakdown"),
+     .help = "DeepSpeed's name of log.wall_clock_breakdown"},
     {.path = "log.tensorboard", .type = QF_KT_BOOL, OFF(tensorboard), .def = "false",
-     .ds = "`tensorboard.enabled`", .help = "also write TensorBoard event files to log.dir"},
+     .ds = "`tensorboard.enabled`", .help = "also write TensorBoard event files (to log.dir unless tensorboard.output_path)"},
+    {.path = "tensorboard.enabled", .type = QF_KT_BOOL, OFF(tensorboard), .def = "false",
+     .ds = "`tensorboard.enabled`", ALIAS("log.tensorboard"), .help = "DeepSpeed's name of log.tensorboard"},
+    {.path = "tensorboard.output_path", .type = QF_KT_STRING, STR(tensorboard_output_path), .def = "",
+     .flags = QF_KF_UNSET, .ds = "`tensorboard.output_path`", .doc_default = "(log.dir)",
+     .help = "directory of the TensorBoard events (then in output_path/job_name when job_name is set)"},
+    {.path = "tensorboard.job_name", .type = QF_KT_STRING, STR(tensorboard_job_name), .def = "",
+     .flags = QF_KF_UNSET, .ds = "`tensorboard.job_name`", .doc_default = "(none)",
+     .help = "subdirectory of the TensorBoard events"},
+    {.path = "csv_monitor.enabled", .type = QF_KT_BOOL, OFF(csv_monitor_enabled), .def = "false",
+     .ds = "`csv_monitor.enabled`", NOEFF(METRICS_WHY), .help = "write metrics as CSV files"},
+    {.path = "csv_monitor.output_path", .type = QF_KT_STRING, STR(csv_monitor_output_path), .def = "",
+     .flags = QF_KF_UNSET, .doc_default = "(none)", .ds = "`csv_monitor.output_path`", NOEFF(METRICS_WHY),
+     .help = "directory of the CSV files"},
+    {.path = "csv_monitor.job_name", .type = QF_KT_STRING, STR(csv_monitor_job_name), .def = "",
+     .flags = QF_KF_UNSET, .doc_default = "(none)", .ds = "`csv_monitor.job_name`", NOEFF(METRICS_WHY),
+     .help = "subdirectory of the CSV files"},
+    {.path = "flops_profiler.enabled", .type = QF_KT_BOOL, OFF(flops_profiler_enabled), .def = "false",
+     .ds = "`flops_profiler.enabled`", NOEFF(PROFILER_WHY), .help = "profile FLOPs per module"},
+    {.path = "flops_profiler.profile_step", .type = QF_KT_INT64, OFF(flops_profiler_profile_step), .def = "1",
+     NONNEG_I64, .ds = "`flops_profiler.profile_step`", NOEFF(PROFILER_WHY), .help = "step to profile"},
+    {.path = "flops_profiler.module_depth", .type = QF_KT_INT, OFF(flops_profiler_module_depth), .def = "-1",
+     RANGE(-1, INT_MAX), .ds = "`flops_profiler.module_depth`", NOEFF(PROFILER_WHY),
+     .help = "module depth of the profile"},
+    {.path = "flops_profiler.top_modules", .type = QF_KT_INT, OFF(flops_profiler_top_modules), .def = "1",
+     NONNEG_INT, .ds = "`flops_profiler.top_modules`", NOEFF(PROFILER_WHY), .help = "modules listed"},
+    {.path = "flops_profiler.detailed", .type = QF_KT_BOOL, OFF(flops_profiler_detailed), .def = "true",
+     .ds = "`flops_profiler.detailed`", NOEFF(PROFILER_WHY), .help = "detailed profile"},
+    {.path = "flops_profiler.output_file", .type = QF_KT_STRING, STR(flops_profiler_output_file), .def = "",
+     .flags = QF_KF_UNSET, .doc_default = "(stdout)", .ds = "`flops_profiler.output_file`", NOEFF(PROFILER_WHY),
+     .help = "file of the profile"},
 
     /* ---- run control ---- */
     {.path = "on_nonfinite", .type = QF_KT_ENUM, OFF(on_nonfinite), .def = "stop", .choices = k_nonfinite,
@@ -283,7 +472,53 @@ static const qf_deck_key k_keys[] = {
      .help = "peak dense TFLOP/s per GPU for MFU; 0 = from the GPU table"},
     {.path = "topology.ranks_per_node", .type = QF_KT_INT, OFF(ranks_per_node), .def = "0", NONNEG_INT,
      .ds = "qwen-ft only", .help = "pretend nodes of this many ranks (testing); 0 = real nodes"},
+    {.path = "deepspeed", .type = QF_KT_STRING, STR(deepspeed), .def = "", .flags = QF_KF_UNSET,
+     .ds = "qwen-ft only (HF `--deepspeed`)", .doc_default = "(none)", .fate = QF_FATE_DECK,
+     .why = "its keys are read under DeepSpeed's names; the deck's own entries win",
+     .help = "a DeepSpeed JSON config to read as it is (path relative to the deck; docs/deck.md, \"From DeepSpeed\")"},
 };
+
+_Static_assert(sizeof k_keys / sizeof k_keys[0] <= QF_DECK_KEYS_MAX, "raise QF_DECK_KEYS_MAX");
+
+/* DeepSpeed sections (and keys) for features qwen-ft does not have: refused, with what they are. */
+static const struct {
+    const char *path, *what;
+} k_refused[] = {
+    {"pipeline", "pipeline parallelism (qwen-ft is data parallel with ZeRO)"},
+    {"moe", "mixture-of-experts layers (qwen-ft trains dense Qwen models)"},
+    {"compression_training", "compression training (quantization, pruning)"},
+    {"quantize_training", "quantization-aware training"},
+    {"sparse_attention", "sparse attention"},
+    {"wandb", "the Weights & Biases monitor (metrics go to log.dir/metrics.jsonl and TensorBoard)"},
+    {"comet", "the Comet monitor (metrics go to log.dir/metrics.jsonl and TensorBoard)"},
+    {"nebula", "Nebula checkpointing"},
+    {"elasticity", "elastic training (checkpoints resume at any world size instead)"},
+    {"autotuning", "the autotuner"},
+    {"curriculum_learning", "curriculum learning"},
+    {"data_efficiency", "data-efficiency sampling and routing"},
+    {"amp", "NVIDIA Apex AMP (use bf16.enabled or fp16.enabled)"},
+    {"aio", "NVMe offload I/O (offload goes to host memory)"},
+    {"hybrid_engine", "the RLHF hybrid engine"},
+    {"sequence_parallel_size", "sequence parallelism"},
+    {"tensor_parallel", "tensor parallelism"},
+    {"zero_optimization.zero_hpz_partition_size", "ZeRO++ hierarchical partitioning"},
+    {"zero_optimization.zero_quantized_weights", "ZeRO++ quantized weights"},
+    {"zero_optimization.zero_quantized_gradients", "ZeRO++ quantized gradients"},
+    {"zero_optimization.mics_shard_size", "MiCS sharding"},
+};
+
+const char *qf_deck_keys_refused(const char *path) {
+    for (size_t i = 0; i < sizeof k_refused / sizeof k_refused[0]; i++) {
+        size_t n = strlen(k_refused[i].path);
+        if (strncmp(path, k_refused[i].path, n) == 0 && (path[n] == 0 || path[n] == '.')) return k_refused[i].what;
+    }
+    return NULL;
+}
+
+int qf_deck_keys_is_ds(const qf_deck_key *k) {
+    size_t n = strlen(k->path);
+    return k->ds[0] == '`' && strncmp(k->ds + 1, k->path, n) == 0 && k->ds[n + 1] == '`';
+}
 
 _Static_assert(sizeof(qf_sched_type) == sizeof(int), "enum fields are stored as int");
 _Static_assert(sizeof(qf_ackpt) == sizeof(int), "enum fields are stored as int");

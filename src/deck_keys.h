@@ -29,6 +29,14 @@ enum {
     QF_KF_LT_MAX = 1u << 6        /* value must be < max (not <= max) */
 };
 
+/* What a key does, for the audit (tests/unit/test_deck_audit.c) and the run header. */
+typedef enum {
+    QF_FATE_ACTS = 0,   /* the engine reads the field (the audit finds a read outside the deck layer) */
+    QF_FATE_DECK,       /* acts while the deck is resolved (`why` says how; the audit has a behavioural case) */
+    QF_FATE_ALIAS,      /* DeepSpeed's name for the key `alias` (same field, same checks) */
+    QF_FATE_NO_EFFECT   /* accepted so that DeepSpeed decks run; no effect here (`why`); listed in the header */
+} qf_key_fate;
+
 /* Bit of a scheduler type in qf_deck_key.sched_mask. */
 #define QF_SCHED_BIT(t) (1u << (t))
 
@@ -47,10 +55,18 @@ typedef struct qf_deck_key {
     const char *doc_default;       /* shown in the docs instead of def when non-NULL */
     const char *doc_auto;          /* shown in the docs instead of autov when non-NULL */
     unsigned sched_mask;           /* scheduler.params.*: the scheduler types that take it (0 = not such a key) */
+    const char *field;             /* the qf_deck field's name (the audit looks for reads of it) */
+    qf_key_fate fate;
+    const char *why;               /* QF_FATE_NO_EFFECT: why it has none; QF_FATE_DECK: how it acts */
+    const char *alias;             /* QF_FATE_ALIAS: the key it stands for */
 } qf_deck_key;
 
 /* The table, in documentation order (keys of one group are contiguous). */
 const qf_deck_key *qf_deck_keys_table(int *n);
+/* 1 if the key is a DeepSpeed config key under the same path (so a `deepspeed` JSON may give it). */
+int qf_deck_keys_is_ds(const qf_deck_key *k);
+/* Why a DeepSpeed key or section that qwen-ft does not have is refused ("pipeline parallelism"), or NULL. */
+const char *qf_deck_keys_refused(const char *path);
 /* Index of the key with this exact path, or -1. */
 int qf_deck_keys_find(const char *path);
 /* 1 if path names a group of keys (some key path starts with path + "."). */

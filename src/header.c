@@ -115,6 +115,7 @@ void qf_run_header(qf_run *r, FILE *f, const char *what) {
     fprintf(f, "---- resolved deck ----\n");
     qf_deck_print(d, f);
     fprintf(f, "-----------------------\n");
+    qf_deck_print_sources(d, f); /* where the keys came from; what is accepted but has no effect here */
     fflush(f);
 }
 

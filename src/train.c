@@ -132,7 +132,11 @@ static int open_metrics(qf_run *r) {
     }
     if (r->deck.tensorboard) {
         qf_err e = {0};
-        r->tb = qf_tb_open(r->deck.log_dir, &e);
+        const qf_deck *d = &r->deck; /* DeepSpeed's tensorboard.output_path/job_name, else log.dir */
+        char tbdir[sizeof d->tensorboard_output_path + sizeof d->tensorboard_job_name + 1];
+        snprintf(tbdir, sizeof tbdir, "%s%s%s", d->tensorboard_output_path[0] ? d->tensorboard_output_path : d->log_dir,
+                 d->tensorboard_job_name[0] ? "/" : "", d->tensorboard_job_name);
+        r->tb = qf_tb_open(tbdir, &e);
         if (!r->tb) {
             fprintf(stderr, "qwen-ft: %s: key 'log.tensorboard': %s\n", r->deck.path, e.msg);
             return QF_EXIT_INPUT;

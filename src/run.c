@@ -73,13 +73,46 @@ static int resolve_model(qf_run *r, qf_err *e) {
 
 /* ---- data ------------------------------------------------------------------------------------------------- */
 
+/* The one check of a dataset against the model (docs/reliability.md): the file's own validation (qf_dataset_open),
+ * then every id the loader will put into a row: eos/pad (padding) and, by a scan of /tokens split across the
+ * ranks, every token, which also checks the stored max_token_id and that /loss_mask holds only 0 and 1. Every rank
+ * reaches every collective here, whatever it found. */
 static int open_data(qf_run *r, const char *path, qf_dataset *ds, const char *key, qf_err *e) {
-    if (qf_dataset_open(path, ds, e)) return e->code;
+    qf_dataset_open(path, ds, e);
+    if (qf_comm_any(&r->comm, e->code != 0))
+        return e->code ? e->code : qf_err_set(e, QF_EXIT_INPUT, "%s (%s): cannot be opened on another rank", path, key);
     int64_t V = r->model.cfg.vocab_size;
-    if (ds->max_token >= V)
-        return qf_err_set(e, QF_EXIT_INPUT, "%s (%s): token id %lld is outside the model's vocabulary (%lld)", path,
-                          key, (long long)ds->max_token, (long long)V);
+    const char *ids[2] = {"eos_token_id", "pad_token_id"};
+    int64_t idv[2] = {ds->eos_token_id, ds->pad_token_id};
+    for (int i = 0; i < 2; i++)
+        if (idv[i] >= V)
+            return qf_err_set(e, QF_EXIT_INPUT,
+                              "%s (%s): attribute %s = %lld is outside the model's vocabulary (%lld); padding uses it "
+                              "(make the dataset with `qwen-ft prepare --eos-id E --pad-id P`, both below %lld)",
+                              path, key, ids[i], (long long)idv[i], (long long)V, (long long)V);
     if (ds->n_tokens == 0) return qf_err_set(e, QF_EXIT_INPUT, "%s (%s): no tokens", path, key);
+    int64_t W = r->comm.world_size, k = r->comm.rank, q = ds->n_tokens / W, rem = ds->n_tokens % W;
+    int64_t b = q * k + (k < rem ? k : rem), en = b + q + (k < rem ? 1 : 0);
+    qf_dataset_scan_result s;
+    qf_dataset_scan(ds, b, en, &s, e);
+    int64_t mx[2] = {e->code != 0, s.max_token}, mn[2];
+    MPI_Allreduce(MPI_IN_PLACE, mx, 2, MPI_INT64_T, MPI_MAX, r->comm.world);
+    if (mx[0]) return e->code ? e->code : qf_err_set(e, QF_EXIT_INPUT, "%s (%s): reading failed on another rank", path, key);
+    mn[0] = s.max_token == mx[1] ? s.max_at : INT64_MAX;
+    mn[1] = s.bad_mask_at >= 0 ? s.bad_mask_at : INT64_MAX;
+    MPI_Allreduce(MPI_IN_PLACE, mn, 2, MPI_INT64_T, MPI_MIN, r->comm.world);
+    int64_t badv = mn[1] != INT64_MAX && s.bad_mask_at == mn[1] ? s.bad_mask_value : 0;
+    MPI_Allreduce(MPI_IN_PLACE, &badv, 1, MPI_INT64_T, MPI_MAX, r->comm.world);
+    if (mx[1] >= V)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s (%s): token id %lld at /tokens[%lld] is outside the model's vocabulary "
+                          "(%lld)", path, key, (long long)mx[1], (long long)mn[0], (long long)V);
+    if (mx[1] != ds->max_token)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s (%s): attribute max_token_id = %lld, but the largest id in /tokens is "
+                          "%lld (at [%lld]): the file was changed after it was made", path, key,
+                          (long long)ds->max_token, (long long)mx[1], (long long)mn[0]);
+    if (mn[1] != INT64_MAX)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s (%s): /loss_mask[%lld] = %lld (0 or 1 expected)", path, key,
+                          (long long)mn[1], (long long)badv);
     return 0;
 }
 

@@ -424,6 +424,27 @@ done:
     return rc;
 }
 
+static void shape_str(char *buf, size_t cap, int nd, const int64_t *s) {
+    int k = snprintf(buf, cap, "[");
+    for (int i = 0; i < nd && k > 0 && (size_t)k < cap; i++)
+        k += snprintf(buf + k, cap - (size_t)k, "%s%lld", i ? "," : "", (long long)s[i]);
+    if (k > 0 && (size_t)k < cap) snprintf(buf + k, cap - (size_t)k, "]");
+}
+
+int qf_h5_check_shape(qf_h5 *f, const char *group, const char *name, int ndim, const int64_t *shape, qf_err *e) {
+    int nd = 0;
+    int64_t have[4] = {0};
+    if (qf_h5_shape(f, group, name, &nd, have, NULL, e)) return e->code;
+    int same = nd == ndim;
+    for (int i = 0; same && i < nd; i++) same = have[i] == shape[i];
+    if (same) return 0;
+    char a[96], b[96];
+    shape_str(a, sizeof a, nd, have);
+    shape_str(b, sizeof b, ndim, shape);
+    return qf_err_set(e, QF_EXIT_INPUT, "%s: dataset /%s/%s has shape %s, the model needs %s", f->path, group, name, a,
+                      b);
+}
+
 int qf_h5_write_f32(qf_h5 *f, const char *group, const char *name, int ndim, const int64_t *shape, qf_dtype dt,
                     int64_t off, int64_t n, const float *data, qf_err *e) {
     char p[1024];
@@ -903,6 +924,9 @@ int qf_h5_read_config(qf_h5 *f, qf_model_config *c, qf_err *e) {
     if (qf_dtype_parse(r.dtype, &dt) < 0)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: attribute dtype = \"%s\" (expected bf16, fp16 or fp32)", f->path,
                           r.dtype);
+    char why[256];
+    if (qf_model_config_check(&r, why, sizeof why) != 0)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: model config attributes: %s", f->path, why);
     *c = r;
     return 0;
 }

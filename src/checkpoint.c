@@ -171,6 +171,17 @@ int qf_ckpt_load(const char *path, qf_zero *z, qf_train_state *s, qf_err *e) {
     qf_h5 *f = NULL;
     if (qf_h5_open(path, z->comm->world, 0, &f, e)) return e->code;
     int have_opt = qf_h5_has(f, "master", NULL);
+    /* the checkpoint must hold this model: its config and every tensor's shape (not only the element count) */
+    qf_model_config cc;
+    char why[256];
+    if (qf_h5_read_config(f, &cc, e) == 0 && qf_model_config_diff(&m->cfg, &cc, why, sizeof why) != 0)
+        qf_err_set(e, QF_EXIT_INPUT, "%s: the checkpoint was written for another model: %s (here = the deck's model, "
+                   "there = the checkpoint; resume with the deck it was trained with, or another checkpoint.dir)",
+                   path, why);
+    const char *allg[] = {"master", "adam_m", "adam_v", "params"};
+    for (int g = have_opt ? 0 : 3; g < 4 && !e->code; g++)
+        for (int i = 0; i < m->nspecs && !e->code; i++)
+            qf_h5_check_shape(f, allg[g], m->specs[i].name, m->specs[i].ndim, m->specs[i].shape, e);
     /* parameters (from the fp32 master copy when there is one) for the range this rank holds, in pieces */
     int64_t b, en;
     qf_zero_load_range(z, &b, &en);

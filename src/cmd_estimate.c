@@ -33,8 +33,17 @@ int qf_cmd_estimate(int argc, char **argv) {
             if (rank == 0) usage(stdout);
             free(sets);
             return 0;
-        } else if (!strcmp(a, "--ranks") && i + 1 < argc) W = atoi(argv[++i]);
-        else if (!strcmp(a, "--ranks-per-node") && i + 1 < argc) G = atoi(argv[++i]);
+        } else if ((!strcmp(a, "--ranks") || !strcmp(a, "--ranks-per-node")) && i + 1 < argc) {
+            int64_t v = 0; /* checked: 4294967300 is not 4 */
+            if (qf_parse_i64(argv[++i], a[7] ? 0 : 1, 1 << 20, &v)) {
+                if (rank == 0) fprintf(stderr, "qwen-ft estimate: %s %s: expected an integer in %d..%d\n", a, argv[i],
+                                       a[7] ? 0 : 1, 1 << 20);
+                free(sets);
+                return QF_EXIT_INPUT;
+            }
+            if (a[7]) G = (int)v;
+            else W = (int)v;
+        }
         else if (!strcmp(a, "--device") && i + 1 < argc) device = argv[++i];
         else if (!strcmp(a, "--set") && i + 1 < argc) sets[nset++] = argv[++i];
         else if (!strncmp(a, "--set=", 6)) sets[nset++] = argv[i] + 6;
@@ -61,6 +70,9 @@ int qf_cmd_estimate(int argc, char **argv) {
         }
     }
     free(sets);
+    char why[256];
+    if (!e.code && qf_model_check_batch(d.train_micro_batch_size_per_gpu, d.seq_len, why, sizeof why))
+        qf_err_set(&e, QF_EXIT_INPUT, "%s: %s", deck, why);
     if (e.code) {
         if (rank == 0) fprintf(stderr, "qwen-ft: %s\n", e.msg);
         return e.code;

@@ -373,7 +373,16 @@ int qf_cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--prompt-ids")) op.prompt_ids = argv[++i];
         else if (!strcmp(a, "--prompt")) op.prompt = argv[++i];
         else if (!strcmp(a, "--tokenizer")) op.tokenizer = argv[++i];
-        else if (!strcmp(a, "--max-new-tokens")) op.max_new = atoi(argv[++i]);
+        else if (!strcmp(a, "--max-new-tokens")) {
+            int64_t v = 0;
+            if (qf_parse_i64(argv[++i], 1, QF_MAX_POSITIONS, &v)) {
+                if (rank == 0)
+                    fprintf(stderr, "qwen-ft generate: --max-new-tokens %s: expected an integer in 1..%d (the limit of "
+                                    "positions, docs/reliability.md)\n", argv[i], QF_MAX_POSITIONS);
+                return QF_EXIT_INPUT;
+            }
+            op.max_new = (int)v;
+        }
         else if (!strcmp(a, "--temperature")) op.temperature = atof(argv[++i]), sampled = 1;
         else if (!strcmp(a, "--top-p")) op.top_p = atof(argv[++i]), sampled = 1;
         else if (!strcmp(a, "--top-k")) op.top_k = atoi(argv[++i]), sampled = 1;

@@ -45,6 +45,13 @@ static int check_same(const qf_deck *d, const char *key, int64_t given, int64_t 
     return 0;
 }
 
+static int check_flag(const qf_deck *d, const char *key, int given, int from, qf_err *e) {
+    if (given >= 0 && given != from)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'model.%s' = %s contradicts model.from (%s has %s)", d->path, key,
+                          given ? "true" : "false", d->model_from, from ? "true" : "false");
+    return 0;
+}
+
 static int resolve_model(qf_run *r, qf_err *e) {
     qf_deck *d = &r->deck;
     qf_model_config c;
@@ -58,8 +65,21 @@ static int resolve_model(qf_run *r, qf_err *e) {
             check_same(d, "num_hidden_layers", d->model_num_hidden_layers, c.num_layers, e) ||
             check_same(d, "num_attention_heads", d->model_num_attention_heads, c.num_heads, e) ||
             check_same(d, "num_key_value_heads", d->model_num_key_value_heads, c.num_kv_heads, e) ||
-            check_same(d, "head_dim", d->model_head_dim, c.head_dim, e))
+            check_same(d, "head_dim", d->model_head_dim, c.head_dim, e) ||
+            check_flag(d, "tie_word_embeddings", d->model_tie_word_embeddings, c.tie_word_embeddings, e) ||
+            check_flag(d, "attention_bias", d->model_attention_bias, c.attention_bias, e) ||
+            check_flag(d, "qk_norm", d->model_qk_norm, c.qk_norm, e))
             return e->code;
+        /* and so must the math settings (they would otherwise be dropped without a word) */
+        if (d->model_arch[0] && strcmp(d->model_arch, c.arch) != 0)
+            return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'model.arch' = \"%s\" contradicts model.from (%s has \"%s\")",
+                              d->path, d->model_arch, d->model_from, c.arch);
+        if (d->model_rope_theta > 0 && d->model_rope_theta != c.rope_theta)
+            return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'model.rope_theta' = %g contradicts model.from (%s has %g)",
+                              d->path, d->model_rope_theta, d->model_from, c.rope_theta);
+        if (d->model_rms_norm_eps > 0 && d->model_rms_norm_eps != c.rms_norm_eps)
+            return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'model.rms_norm_eps' = %g contradicts model.from (%s has %g)",
+                              d->path, d->model_rms_norm_eps, d->model_from, c.rms_norm_eps);
     } else {
         char msg[512];
         if (qf_deck_model_config(d, &c, msg, sizeof msg) != 0)
@@ -173,6 +193,9 @@ static int setup(qf_run *r, int argc, char **argv, int mode, qf_err *e) {
     r->nrows = ga;
     r->rows = qf_calloc((size_t)ga, sizeof *r->rows);
     for (int i = 0; i < ga; i++) qf_rows_alloc(&r->rows[i], d->train_micro_batch_size_per_gpu, d->seq_len);
+    char why[256];
+    if (qf_model_check_batch(d->train_micro_batch_size_per_gpu, d->seq_len, why, sizeof why))
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: %s", d->path, why);
     if (qf_model_alloc_acts(&r->model, d->train_micro_batch_size_per_gpu, d->seq_len,
                             d->activation_checkpointing, e))
         return e->code;

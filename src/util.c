@@ -135,6 +135,16 @@ float qf_f16_to_f32(uint16_t h) {
     return f;
 }
 
+int qf_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    if (!s || !*s) return -1;
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return -1;
+    *out = (int64_t)v;
+    return 0;
+}
+
 int qf_mkdirs(const char *path) {
     char buf[4096];
     size_t n = strlen(path);

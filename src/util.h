@@ -54,6 +54,10 @@ float qf_f16_to_f32(uint16_t h);
  * their scalars identically. */
 double qf_float_widen(float f);
 
+/* Parses all of s as a decimal integer in [lo, hi]; 0 on success, -1 (out untouched) when s is not an integer,
+ * has trailing characters, or is out of range (no silent wrap-around as with atoi). */
+int qf_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
+
 /* Creates every directory of path (like mkdir -p). 0 on success. */
 int qf_mkdirs(const char *path);
 /* 1 if path exists. */

@@ -65,5 +65,8 @@ int qf_h5_attr_read_blob(qf_h5 *f, const char *group, const char *key, void *p, 
 int qf_h5_attr_has(qf_h5 *f, const char *group, const char *key);
 
 const char *qf_h5_path(const qf_h5 *f);
+/* Fault injection (docs/testing.md, kind h5write): from now on this rank's dataset writes report failure after
+ * doing their collective part, as a full disk on this rank would. */
+void qf_h5_fail_writes(qf_h5 *f);
 
 #endif

@@ -83,8 +83,15 @@ static void prune(const char *dir, int keep) {
         long long st;
         char tail[8];
         size_t len = strlen(de->d_name);
-        if (len > 7 && !strcmp(de->d_name + len - 7, ".h5.tmp") && !strncmp(de->d_name, "step-", 5)) {
-            char p[QF_PATH_MAX + 300]; /* a write cut short by a crash: never published, safe to remove */
+        if (len > 7 && strstr(de->d_name, ".h5.tmp") && !strncmp(de->d_name, "step-", 5)) {
+            char p[QF_PATH_MAX + 300]; /* a write cut short by a crash: never published, and with the directory
+                                        * locked by this run no other run is writing it: safe to remove */
+            snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+            unlink(p);
+            continue;
+        }
+        if (!strncmp(de->d_name, "latest.tmp", 10)) { /* likewise a pointer update cut short */
+            char p[QF_PATH_MAX + 300];
             snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
             unlink(p);
             continue;
@@ -105,18 +112,32 @@ static void prune(const char *dir, int keep) {
     }
 }
 
+/* QWENFT_INJECT_FAULT="RANK:STEP:h5write" (docs/testing.md): rank RANK's dataset writes of the checkpoint of
+ * step STEP fail, as on a full disk. */
+static int fault_h5write(int rank, int64_t step) {
+    const char *f = getenv("QWENFT_INJECT_FAULT");
+    int r = -1;
+    long long st = -1;
+    char kind[16] = {0};
+    return f && sscanf(f, "%d:%lld:%15s", &r, &st, kind) == 3 && r == rank && st == step && !strcmp(kind, "h5write");
+}
+
 int qf_ckpt_save(const char *dir, qf_zero *z, const qf_train_state *sc, const char *deck_text, int keep,
                  qf_err *e) {
     qf_comm *c = z->comm;
     qf_train_state s = *sc;
-    char final[QF_PATH_MAX + 64], tmp[QF_PATH_MAX + 80];
+    char final[QF_PATH_MAX + 64], tmp[QF_PATH_MAX + 100];
     snprintf(final, sizeof final, "%s/step-%08lld.h5", dir, (long long)s.step);
-    snprintf(tmp, sizeof tmp, "%s.tmp", final);
+    /* a temporary name of this run's own (rank 0's pid, the same on every rank): never another run's file */
+    long pid = (long)getpid();
+    qf_comm_bcast(c, &pid, sizeof pid, 0);
+    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", final, pid);
     int bad = 0;
     if (c->rank == 0 && qf_mkdirs(dir) != 0) bad = 1;
     if (qf_comm_any(c, bad)) return qf_err_set(e, QF_EXIT_RUNTIME, "checkpoint: cannot create directory %s", dir);
     qf_h5 *f = NULL;
     if (qf_h5_create(tmp, c->world, &f, e) == 0) {
+        if (fault_h5write(c->rank, s.step)) qf_h5_fail_writes(f);
         qf_h5_attr_write_str(f, "/", "format", "qwen-ft-checkpoint", e);
         qf_h5_attr_write_i64(f, "/", "format_version", 1, e);
         if (!e->code) qf_h5_write_config(f, &z->m->cfg, e);
@@ -133,7 +154,7 @@ int qf_ckpt_save(const char *dir, qf_zero *z, const qf_train_state *sc, const ch
     }
     if (c->rank == 0) {
         char lt[QF_PATH_MAX + 32], lf[QF_PATH_MAX + 32];
-        snprintf(lt, sizeof lt, "%s/latest.tmp", dir);
+        snprintf(lt, sizeof lt, "%s/latest.tmp-%ld", dir, pid);
         snprintf(lf, sizeof lf, "%s/latest", dir);
         FILE *fp = NULL;
         bad = rename(tmp, final) != 0;

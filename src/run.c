@@ -203,6 +203,8 @@ static int setup(qf_run *r, int argc, char **argv, int mode, qf_err *e) {
 
     /* parameters: a checkpoint in checkpoint.dir wins (resume), else model.from, else random init */
     char ck[QF_PATH_MAX + 64];
+    /* one run per checkpoint.dir: taken before `latest` is read, held until qf_run_free */
+    if (mode == QF_RUN_TRAIN && qf_ckpt_lock_take(&r->lock, d->checkpoint_dir, &r->comm, e)) return e->code;
     int found = qf_ckpt_find_latest(d->checkpoint_dir, ck, sizeof ck, e);
     if (found < 0) return e->code;
     qf_loss_scale_init(d, &r->st);
@@ -243,7 +245,8 @@ static void fault_parse(qf_run *r) {
     long long step = 0;
     int rank = -1;
     char kind[8] = {0};
-    if (f && sscanf(f, "%d:%lld:%7s", &rank, &step, kind) == 3) {
+    /* h5write is the checkpoint writer's own fault (src/checkpoint.c): not one for the train loop */
+    if (f && sscanf(f, "%d:%lld:%7s", &rank, &step, kind) == 3 && strcmp(kind, "h5write") != 0) {
         r->fault_rank = rank;
         r->fault_step = step;
         memcpy(r->fault_kind, kind, sizeof kind);
@@ -252,6 +255,7 @@ static void fault_parse(qf_run *r) {
 
 int qf_run_setup(qf_run *r, int argc, char **argv, int mode) {
     memset(r, 0, sizeof *r);
+    r->lock.fd = -1;
     fault_parse(r);
     r->ops = qf_ops_cpu();
     qf_comm_init(&r->comm, r->ops, 0);
@@ -275,6 +279,10 @@ int qf_run_setup(qf_run *r, int argc, char **argv, int mode) {
 }
 
 void qf_run_free(qf_run *r) {
+    /* every rank has said what it had to say before any rank exits: a rank leaving first with a non-zero code makes
+     * the launcher kill the others, and a message still on its way would be lost */
+    fflush(stdout);
+    if (r->comm.world_size > 1) MPI_Barrier(r->comm.world);
     if (r->metrics) fclose(r->metrics);
     qf_tb_close(r->tb);
     qf_topology_free(&r->topo);
@@ -293,6 +301,7 @@ void qf_run_free(qf_run *r) {
         qf_dataset_close(&r->valid_ds);
     }
     free(r->deck_text);
+    qf_ckpt_lock_release(&r->lock);
     qf_comm_free(&r->comm);
 }
 

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../src/model_config.h" /* QF_MAX_VOCAB */
 #include "tokenizer.h"
 
 /* ---- tok_map.c ---------------------------------------------------------------------------------------------- */

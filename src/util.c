@@ -135,6 +135,30 @@ float qf_f16_to_f32(uint16_t h) {
     return f;
 }
 
+long long qf_getline_max(char **line, size_t *cap, FILE *f, size_t max) {
+    size_t n = 0;
+    int c = EOF;
+    flockfile(f);
+    while ((c = getc_unlocked(f)) != EOF) {
+        if (n + 2 > *cap) {
+            size_t nc = *cap ? 2 * *cap : 4096;
+            if (nc > max + 2) nc = max + 2;
+            if (n + 2 > nc) { /* the line is longer than max */
+                funlockfile(f);
+                return -2;
+            }
+            *line = qf_realloc(*line, nc);
+            *cap = nc;
+        }
+        (*line)[n++] = (char)c;
+        if (c == '\n') break;
+    }
+    funlockfile(f);
+    if (n == 0 && c == EOF) return -1;
+    (*line)[n] = 0;
+    return (long long)n;
+}
+
 int qf_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
     if (!s || !*s) return -1;
     char *end = NULL;

@@ -54,6 +54,14 @@ float qf_f16_to_f32(uint16_t h);
  * their scalars identically. */
 double qf_float_widen(float f);
 
+/* Input size limits (docs/reliability.md): one JSONL line (a prepare record, a metrics line), a tokenizer file. */
+#define QF_MAX_LINE_BYTES ((size_t)1 << 24)      /* 16 MiB */
+#define QF_MAX_TOKENIZER_BYTES ((size_t)1 << 26) /* 64 MiB (Qwen's tokenizer.json: 7 MB) */
+/* getline with a bound: reads one line (with its '\n') into *line (grown as getline grows it), NUL-terminated.
+ * Returns its length, -1 at end of file (or on a read error: check ferror), or -2 when the line is longer than
+ * max bytes (the rest of it is left unread; memory stays O(max)). */
+long long qf_getline_max(char **line, size_t *cap, FILE *f, size_t max);
+
 /* Parses all of s as a decimal integer in [lo, hi]; 0 on success, -1 (out untouched) when s is not an integer,
  * has trailing characters, or is out of range (no silent wrap-around as with atoi). */
 int qf_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);

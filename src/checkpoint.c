@@ -1,6 +1,7 @@
 /* checkpoint.c — see checkpoint.h. */
 #include "checkpoint.h"
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,6 +188,30 @@ int qf_ckpt_find_latest(const char *dir, char *path, size_t cap, qf_err *e) {
     return 1;
 }
 
+/* The /state a run resumes from is input like any other: every counter within [lo, 2^40] (QF_CKPT_MAX_COUNT; a
+ * million steps a day for three thousand years), the scheduler, Adam and skip counts not past the step. */
+#define QF_CKPT_MAX_COUNT ((int64_t)1 << 40)
+static int state_check(const char *path, const qf_train_state *s, const qf_zero *z, qf_err *e) {
+    for (size_t i = 0; i < sizeof STATE_I64 / sizeof STATE_I64[0]; i++) {
+        int64_t v = *state_i64((qf_train_state *)s, (qf_zero *)z, (int)i);
+        int64_t lo = !strcmp(STATE_I64[i], "ls_last_overflow") ? -1 : 0;
+        if (v < lo || v > QF_CKPT_MAX_COUNT)
+            return qf_err_set(e, QF_EXIT_INPUT, "%s: /state attribute %s = %lld is outside [%lld, 2^40]", path,
+                              STATE_I64[i], (long long)v, (long long)lo);
+    }
+    const char *after = s->sched_step > s->step ? "sched_step" : s->skipped > s->step ? "skipped"
+                        : z->adam_t > s->step ? "adam_t" : NULL;
+    if (after)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: /state attribute %s is larger than step = %lld", path, after,
+                          (long long)s->step);
+    if (!(s->loss_scale > 0) || !isfinite(s->loss_scale))
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: /state attribute loss_scale = %g must be positive and finite", path,
+                          s->loss_scale);
+    if (isnan(s->best_valid) || s->best_valid < 0)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: /state attribute best_valid = %g is not a loss", path, s->best_valid);
+    return 0;
+}
+
 int qf_ckpt_load(const char *path, qf_zero *z, qf_train_state *s, qf_err *e) {
     qf_model *m = z->m;
     qf_h5 *f = NULL;
@@ -242,6 +267,7 @@ int qf_ckpt_load(const char *path, qf_zero *z, qf_train_state *s, qf_err *e) {
     if (!e->code) qf_h5_attr_read_f64(f, "state", "loss_scale", &s->loss_scale, e);
     if (!e->code) qf_h5_attr_read_f64(f, "state", "best_valid", &s->best_valid, e);
     if (!e->code) qf_h5_attr_read_blob(f, "state", "rng", s->rng, sizeof s->rng, e);
+    if (!e->code) state_check(path, s, z, e);
     qf_err ce = {0};
     qf_h5_close(f, &ce);
     if (bad && !e->code) qf_err_set(e, QF_EXIT_INPUT, "%s: reading the checkpoint failed on another rank", path);

@@ -85,7 +85,7 @@ static void log_eval(qf_run *r, int64_t step, qf_eval_result ev) {
         char b1[32], b2[32];
         fprintf(r->metrics, "{\"step\": %lld, \"valid_loss\": %s, \"valid_ppl\": %s, \"tokens\": %lld}\n",
                 (long long)step, jnum(ev.loss, b1, sizeof b1), jnum(ev.ppl, b2, sizeof b2), (long long)ev.tokens);
-        fflush(r->metrics);
+        qf_flush_or_die(r->metrics, "log.dir/metrics.jsonl");
     }
     qf_tb_eval(r->tb, step, ev.loss, ev.ppl);
 }
@@ -215,7 +215,7 @@ static int train_loop(qf_run *r, int *stopped) {
                     "\"step_time_s\": %.4f, \"peak_host_mem_gb\": %.3f, \"peak_gpu_mem_gb\": %.3f}\n",
                     (long long)step, jnum(loss, b1, sizeof b1), lr, jnum(norm, b2, sizeof b2), (long long)targets, tok_s, mfu, skipped ? "true" : "false",
                     st->loss_scale, (long long)st->data_epoch, dt, mem_gb, gpu_gb);
-            fflush(r->metrics);
+            qf_flush_or_die(r->metrics, "log.dir/metrics.jsonl");
         }
         if (gpu_gb > 0) qf_tb_scalar(r->tb, "perf/peak_gpu_mem_gb", step, gpu_gb);
         qf_tb_train_step(r->tb, step, loss, lr, norm, st->loss_scale, tok_s, mfu, mem_gb); /* flushes */

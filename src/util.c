@@ -159,6 +159,13 @@ long long qf_getline_max(char **line, size_t *cap, FILE *f, size_t max) {
     return (long long)n;
 }
 
+void qf_flush_or_die_at(FILE *f, const char *what, const char *file, int line) {
+    errno = 0;
+    if (fflush(f) == 0 && !ferror(f)) return;
+    qf_fatal_at(file, line, "%s: writing failed: %s (disk full or quota?); the last checkpoint is intact", what,
+                errno ? strerror(errno) : "I/O error");
+}
+
 int qf_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
     if (!s || !*s) return -1;
     char *end = NULL;

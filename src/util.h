@@ -62,6 +62,11 @@ double qf_float_widen(float f);
  * max bytes (the rest of it is left unread; memory stays O(max)). */
 long long qf_getline_max(char **line, size_t *cap, FILE *f, size_t max);
 
+/* Flushes f and stops every rank (QF_FATAL, exit 3) when anything written to it was lost (disk full, quota, I/O
+ * error): a log that silently stays empty is a defect (docs/reliability.md). what names the file in the message. */
+void qf_flush_or_die_at(FILE *f, const char *what, const char *file, int line);
+#define qf_flush_or_die(f, what) qf_flush_or_die_at((f), (what), __FILE__, __LINE__)
+
 /* Parses all of s as a decimal integer in [lo, hi]; 0 on success, -1 (out untouched) when s is not an integer,
  * has trailing characters, or is out of range (no silent wrap-around as with atoi). */
 int qf_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);

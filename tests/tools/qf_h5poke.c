@@ -1,6 +1,6 @@
 /* qf_h5poke.c — a test helper that damages HDF5 files the way a hand-made or edited file can be damaged, so that
  * tests/cli/*_hardening_*.sh can feed them to qwen-ft (no h5py needed):
- *   qf_h5poke FILE attr NAME INT          sets root attribute NAME to an int64 (created or replaced)
+ *   qf_h5poke FILE attr NAME INT          sets root attribute NAME (or /GROUP/NAME) to an int64 (created or replaced)
  *   qf_h5poke FILE attrf NAME FLOAT       sets root attribute NAME to a float64
  *   qf_h5poke FILE u32 DSET INDEX VALUE   writes element INDEX of a 1-D uint32 dataset (/tokens)
  *   qf_h5poke FILE u8 DSET INDEX VALUE    writes element INDEX of a 1-D uint8 dataset (/loss_mask)
@@ -11,8 +11,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int set_attr(hid_t f, const char *name, hid_t ft, hid_t mt, const void *v) {
-    hid_t root = H5Gopen2(f, "/", H5P_DEFAULT);
+/* NAME is a root attribute, or "/group/attr" for one on a group */
+static int set_attr(hid_t f, const char *path, hid_t ft, hid_t mt, const void *v) {
+    char grp[512] = "/";
+    const char *name = path, *slash = strrchr(path, '/');
+    if (slash && slash != path) {
+        snprintf(grp, sizeof grp, "%.*s", (int)(slash - path), path);
+        name = slash + 1;
+    } else if (slash) {
+        name = slash + 1;
+    }
+    hid_t root = H5Gopen2(f, grp, H5P_DEFAULT);
+    if (root < 0) return 1;
     if (H5Aexists(root, name) > 0) H5Adelete(root, name);
     hid_t s = H5Screate(H5S_SCALAR), a = H5Acreate2(root, name, ft, s, H5P_DEFAULT, H5P_DEFAULT);
     int rc = a < 0 || H5Awrite(a, mt, v) < 0;

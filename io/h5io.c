@@ -524,7 +524,7 @@ int qf_h5_write_f32(qf_h5 *f, const char *group, const char *name, int ndim, con
         }
     }
 
-done_open:
+done_open:; /* (a label needs a statement before the declaration: C11) */
     int who = agree(f, rc != 0);
     if (who >= 0) {
         if (!rc) rc = qf_err_set(e, QF_EXIT_RUNTIME, "%s: creating dataset %s failed on rank %d", f->path, p, who);

@@ -1,8 +1,20 @@
 #!/usr/bin/env bash
-# Issue 14 D12 and D14-D15 (run state): a log that cannot be written stops the run (exit 3, naming the file), it
+# Issue 14 D11 (deck @include), D12 and D14-D15 (run state): an @include of a directory, of a missing file (also
+# one level down) or by absolute path is exit 2 naming the deck file, line and include; a log that cannot be written stops the run (exit 3, naming the file), it
 # never ends "done" with an empty metrics.jsonl; the /state a run resumes from is checked like any other input
 # (data_row = -5, step = 2^62: exit 2 naming the attribute).
 . "$SRC/tests/cli/hardening_common.sh"
+# D11: @include
+mkdir -p inc/sub; printf 'max_steps = 1;\n' > inc/part.cfg; printf '@include "missing.cfg"\n' > inc/outer.cfg
+for c in 'sub:inc/i.cfg:4: @include "sub": inc/sub is a directory' 'nope.cfg:inc/i.cfg:4: @include "nope.cfg": No such file or directory \(looked for inc/nope.cfg' \
+         "$PWD/inc/part.cfg:inc/i.cfg:4: @include \"$PWD/inc/part.cfg\": absolute paths are not supported" \
+         'outer.cfg:inc/outer.cfg:1: @include "missing.cfg": No such file'; do
+  inc=${c%%:*}; pat=${c#*:}
+  printf 'model = { vocab_size = 320; hidden_size = 32; intermediate_size = 64; num_hidden_layers = 1; num_attention_heads = 4; };\ndata = { train = "../g.h5"; seq_len = 32; };\ntrain_batch_size = 4;\n@include "%s"\n' "$inc" > inc/i.cfg
+  expect 2 "D11 @include \"$inc\"" "$pat" "$QWENFT" estimate inc/i.cfg
+done
+sed -i 's|@include ".*"|@include "part.cfg"|' inc/i.cfg
+expect 0 "D11 a good @include" "qwen-ft estimate" "$QWENFT" estimate inc/i.cfg
 # D12: log.dir whose metrics.jsonl cannot take a byte (/dev/full: every write fails with ENOSPC, as a full disk)
 mkdir -p lfull && ln -s /dev/full lfull/metrics.jsonl
 expect 3 "D12 metrics.jsonl on a full disk" "log.dir/metrics.jsonl: writing failed: No space left on device" \

@@ -6,7 +6,7 @@
 #      `latest` stay, no temporary is left.
 #  D8  a second run on a checkpoint.dir in use is refused at once (exit 2) naming the holder's host and pid; the
 #      lock dies with its holder (kill -9), so a killed run never blocks the next.
-. "$SRC/tests/cli/hardening_common.sh"
+. "$SRC/tests/hardening_common.sh"
 MPI=("$MPIRUN" -x QWENFT_INJECT_FAULT -np)
 ckpt_ok() { # ckpt_ok DIR STEP: latest names step-STEP, readable, no temporaries
   [ "$(cat "$1/latest" 2>/dev/null)" = "step-$(printf %08d "$2").h5" ] || { echo "FAIL: $1/latest is '$(cat "$1/latest" 2>/dev/null)', expected step $2"; fail=1; return 1; }

@@ -2,7 +2,7 @@
 # Issue 14 D1, D2 and the dataset items of D15: a dataset is checked against the model once, when a run opens it
 # (src/run.c open_data): eos/pad ids, every token (a scan that also checks the stored max_token_id) and the
 # loss_mask values; each defect is exit 2 naming the file, the attribute or the element, before any step.
-. "$SRC/tests/cli/hardening_common.sh"
+. "$SRC/tests/hardening_common.sh"
 # D1: prepare's defaults without --vocab-size store eos = pad = 151643; a 320-token model must refuse it
 "$QWENFT" prepare --in t.jsonl --out p.h5 > /dev/null || { echo "FAIL: prepare p.h5"; exit 1; }
 expect 2 "D1 eval: default eos 151643 vs a 320-token model" "p.h5 \(data.valid\): attribute eos_token_id = 151643 is outside the model's vocabulary \(320\)" \

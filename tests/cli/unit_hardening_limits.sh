@@ -2,7 +2,7 @@
 # Issue 14 D10 and the tokenizer items of D15: every input size is bounded, and going past a bound is exit 2 naming
 # the file and the limit (docs/reliability.md): one JSONL line (16 MiB), a tokenizer file (64 MiB), the vocabulary
 # (2^24 ids), with memory staying near the limit (peak RSS asserted); duplicate vocabulary ids are refused.
-. "$SRC/tests/cli/hardening_common.sh"
+. "$SRC/tests/hardening_common.sh"
 TOK="$SRC/tests/reference/fixtures/tokenizer/tokenizer.json"
 # "${MEASURE[@]}" CMD... leaves the peak RSS (KiB) in rss.txt; rss_below MiB "what" checks it
 MEASURE=(/usr/bin/time -f '%M' -o rss.txt)

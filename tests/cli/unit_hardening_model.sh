@@ -2,7 +2,7 @@
 # Issue 14 D3-D6, D9 and the model items of D11-D15: every model config (deck, config.json, HDF5 attributes) passes
 # the dimension limits before any size is formed from it; resume and model.from compare the config and every
 # tensor's shape; safetensors shapes, overlaps and unknown tensors; checked number options. Each exit 2, named.
-. "$SRC/tests/cli/hardening_common.sh"
+. "$SRC/tests/hardening_common.sh"
 FIX="$SRC/tests/reference/fixtures/qwen2_tied"
 # python3 edit of config.json: cfgset DIR KEY JSONVALUE
 cfgset() { python3 -c 'import json,sys; p=sys.argv[1]+"/config.json"; c=json.load(open(p)); c[sys.argv[2]]=json.loads(sys.argv[3]); json.dump(c,open(p,"w"))' "$@"; }

@@ -3,7 +3,7 @@
 # one level down) or by absolute path is exit 2 naming the deck file, line and include; a log that cannot be written stops the run (exit 3, naming the file), it
 # never ends "done" with an empty metrics.jsonl; the /state a run resumes from is checked like any other input
 # (data_row = -5, step = 2^62: exit 2 naming the attribute).
-. "$SRC/tests/cli/hardening_common.sh"
+. "$SRC/tests/hardening_common.sh"
 # D11: @include
 mkdir -p inc/sub; printf 'max_steps = 1;\n' > inc/part.cfg; printf '@include "missing.cfg"\n' > inc/outer.cfg
 for c in 'sub:inc/i.cfg:4: @include "sub": inc/sub is a directory' 'nope.cfg:inc/i.cfg:4: @include "nope.cfg": No such file or directory \(looked for inc/nope.cfg' \

@@ -1,4 +1,4 @@
-# tests/cli/hardening_common.sh — sourced by tests/cli/*_hardening_*.sh: scratch dir, a tiny dataset and deck,
+# tests/hardening_common.sh — sourced by tests/cli/*_hardening_*.sh: scratch dir, a tiny dataset and deck,
 # and expect CODE "what" "pattern in stderr" cmd... (exit code and message asserted, docs/reliability.md).
 set -uo pipefail
 rm -rf "$WORK"; mkdir -p "$WORK"; cd "$WORK"

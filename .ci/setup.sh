@@ -3,6 +3,8 @@
 #   demo: install what is missing, build, prepare the bundled dataset and train inputs/demo.cfg
 #   test: the same, then the whole test suite (ctest)
 #   deps: only install the packages;  build: only configure and build
+#   asan: build-asan/ with ASan + UBSan (gcc) and its unit, ref and mpi labels (docs/reliability.md)
+#   fuzz: the libFuzzer targets (clang), FUZZ_SECONDS each (default 60): bench/fuzz.sh
 # Environment: BUILD_DIR (default build), NP (MPI ranks for the demo, default 2), QWENFT_CUDA (AUTO|ON|OFF),
 #              CUDA_ARCHS (CMAKE_CUDA_ARCHITECTURES; default 80;89;90),
 #              CTEST_ARGS (extra ctest arguments).
@@ -18,9 +20,12 @@ NP=${NP:-2}
 PKGS=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools libconfig-dev
       libjansson-dev libpcre2-dev libutf8proc-dev nettle-dev python3 zlib1g-dev)
 
+# only for `fuzz`: clang with its libFuzzer/sanitizer runtimes (a Recommends of clang, so named) and OpenMP
+FUZZ_PKGS=(clang libclang-rt-14-dev libomp-dev)
+
 install_deps() {
-  local missing=()
-  for p in "${PKGS[@]}"; do
+  local missing=() want=("${PKGS[@]}" "$@")
+  for p in "${want[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   if [ ${#missing[@]} -eq 0 ]; then echo "setup: all packages present"; return; fi
@@ -35,6 +40,17 @@ build() {
   cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release ${QWENFT_CUDA:+-DQWENFT_CUDA=$QWENFT_CUDA} \
     ${CUDA_ARCHS:+-DCMAKE_CUDA_ARCHITECTURES=$CUDA_ARCHS}
   cmake --build "$BUILD_DIR" -j "$(nproc)"
+}
+
+# ASan + UBSan build of the unit, ref and mpi labels (measured: docs/reliability.md). Leak checking is off: Open MPI
+# keeps its allocations to exit; any UB stops the test.
+asan() {
+  cmake -S . -B build-asan -DQWENFT_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+    -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined"
+  cmake --build build-asan -j "$(nproc)"
+  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    ctest --test-dir build-asan -L 'unit|ref|mpi' -j "$(nproc)" --output-on-failure
 }
 
 # Open MPI refuses root unless told; oversubscribe so that NP ranks run on fewer cores.
@@ -65,5 +81,7 @@ case "$mode" in
   build) install_deps; build ;;
   demo) install_deps; build; demo ;;
   test) install_deps; build; demo; system_setup; ctest --test-dir "$BUILD_DIR" --output-on-failure ${CTEST_ARGS:-} ;;
-  *) echo "usage: .ci/setup.sh demo|test|deps|build" >&2; exit 2 ;;
+  asan) install_deps; asan ;;
+  fuzz) install_deps "${FUZZ_PKGS[@]}"; JOBS=$(nproc) bash bench/fuzz.sh "${FUZZ_SECONDS:-60}" ;;
+  *) echo "usage: .ci/setup.sh demo|test|deps|build|asan|fuzz" >&2; exit 2 ;;
 esac

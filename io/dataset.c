@@ -345,6 +345,16 @@ static int ds_validate(qf_dataset *ds, qf_err *e) {
     if (ds->vocab_size > 0 && ds->max_token >= ds->vocab_size)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: token id %lld >= vocab_size %lld (max_token_id)", path,
                           (long long)ds->max_token, (long long)ds->vocab_size);
+    /* ids are int32 wherever they are used (the loader's rows, the model's embedding) */
+    if (ds->eos_token_id < -1 || ds->eos_token_id > INT32_MAX)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: eos_token_id = %lld is not a token id (0..%d, or -1 = unknown)", path,
+                          (long long)ds->eos_token_id, INT32_MAX);
+    if (ds->pad_token_id < -1 || ds->pad_token_id > INT32_MAX)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: pad_token_id = %lld is not a token id (0..%d, or -1 = unknown)", path,
+                          (long long)ds->pad_token_id, INT32_MAX);
+    if (ds->max_token < -1 || ds->max_token > UINT32_MAX)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: max_token_id = %lld is not a uint32 token id", path,
+                          (long long)ds->max_token);
     if (ds->eos_token_id >= 0 && ds->vocab_size > 0 && ds->eos_token_id >= ds->vocab_size)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: eos_token_id %lld >= vocab_size %lld", path,
                           (long long)ds->eos_token_id, (long long)ds->vocab_size);
@@ -413,6 +423,35 @@ int qf_dataset_read(const qf_dataset *ds, int64_t off, int64_t n, uint32_t *toke
         rc = qf_err_set(e, QF_EXIT_INPUT, "%s: cannot read /loss_mask [%lld, %lld) (file damaged?)", ds->path,
                         (long long)off, (long long)(off + n));
     h5_quiet_end(&q);
+    return rc;
+}
+
+int qf_dataset_scan(const qf_dataset *ds, int64_t begin, int64_t end, qf_dataset_scan_result *r, qf_err *e) {
+    r->max_token = r->max_at = r->bad_mask_at = -1;
+    r->bad_mask_value = 0;
+    if (begin < 0 || end > ds->n_tokens || begin > end)
+        return qf_err_set(e, QF_EXIT_RUNTIME, "%s: scan of tokens [%lld, %lld) outside [0, %lld)", ds->path,
+                          (long long)begin, (long long)end, (long long)ds->n_tokens);
+    int64_t cap = end - begin < DS_CHUNK ? (end - begin ? end - begin : 1) : DS_CHUNK;
+    uint32_t *tok = qf_malloc((size_t)cap * sizeof *tok);
+    uint8_t *mask = qf_malloc((size_t)cap);
+    int rc = 0;
+    for (int64_t off = begin; off < end && !rc; off += DS_CHUNK) {
+        int64_t n = end - off < DS_CHUNK ? end - off : DS_CHUNK;
+        if ((rc = qf_dataset_read(ds, off, n, tok, mask, e))) break;
+        for (int64_t i = 0; i < n; i++) {
+            if ((int64_t)tok[i] > r->max_token) {
+                r->max_token = tok[i];
+                r->max_at = off + i;
+            }
+            if (mask[i] > 1 && r->bad_mask_at < 0) {
+                r->bad_mask_at = off + i;
+                r->bad_mask_value = mask[i];
+            }
+        }
+    }
+    free(tok);
+    free(mask);
     return rc;
 }
 

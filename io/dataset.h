@@ -31,6 +31,16 @@ int qf_dataset_open(const char *path, qf_dataset *ds, qf_err *e);
  * the attr is absent. Optional attrs default to: vocab_size 0 (unknown), eos/pad -1 (unknown), tokenizer "".
  * Reads are independent: every rank may open the same file. Not thread-safe against other HDF5 calls.) */
 void qf_dataset_close(qf_dataset *ds);
+/* What a scan of tokens [begin, end) found: the largest id and its first position (-1, -1 when the range is
+ * empty), and the first loss_mask value other than 0 or 1 (bad_mask_at = -1 when none). */
+typedef struct qf_dataset_scan_result {
+    int64_t max_token, max_at;
+    int64_t bad_mask_at;
+    int bad_mask_value;
+} qf_dataset_scan_result;
+/* Reads /tokens and /loss_mask over [begin, end) in bounded pieces (the stored max_token_id is a claim; this is
+ * the check of it: src/run.c splits the file across ranks and compares). */
+int qf_dataset_scan(const qf_dataset *ds, int64_t begin, int64_t end, qf_dataset_scan_result *r, qf_err *e);
 /* Reads tokens [off, off+n) and their loss mask (either output may be NULL). */
 int qf_dataset_read(const qf_dataset *ds, int64_t off, int64_t n, uint32_t *tokens, uint8_t *mask, qf_err *e);
 

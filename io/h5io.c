@@ -37,8 +37,23 @@ struct qf_h5 {
     hid_t dxpl_coll;
     MPI_Comm comm;
     int writable;
+    int fail_writes; /* fault injection: this rank's dataset writes report failure (qf_h5_fail_writes) */
     char path[1024];
 };
+
+/* Collective agreement on a failure: every rank of the file's communicator learns whether any rank failed, so
+ * that all leave the sequence of collective HDF5 calls at the same point (a rank that stopped alone would leave
+ * the others waiting in the next collective for ever). */
+static int agree(const qf_h5 *f, int bad) {
+    int rank = 0, size = 1;
+    MPI_Comm_rank(f->comm, &rank);
+    MPI_Comm_size(f->comm, &size);
+    int first = bad ? rank : INT_MAX;
+    if (size > 1) MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, f->comm);
+    return first == INT_MAX ? -1 : first; /* the lowest failing rank, -1 when none */
+}
+
+void qf_h5_fail_writes(qf_h5 *f) { f->fail_writes = 1; }
 
 /* ---- error stack ---------------------------------------------------------------------------------------- */
 
@@ -404,6 +419,27 @@ done:
     return rc;
 }
 
+static void shape_str(char *buf, size_t cap, int nd, const int64_t *s) {
+    int k = snprintf(buf, cap, "[");
+    for (int i = 0; i < nd && k > 0 && (size_t)k < cap; i++)
+        k += snprintf(buf + k, cap - (size_t)k, "%s%lld", i ? "," : "", (long long)s[i]);
+    if (k > 0 && (size_t)k < cap) snprintf(buf + k, cap - (size_t)k, "]");
+}
+
+int qf_h5_check_shape(qf_h5 *f, const char *group, const char *name, int ndim, const int64_t *shape, qf_err *e) {
+    int nd = 0;
+    int64_t have[4] = {0};
+    if (qf_h5_shape(f, group, name, &nd, have, NULL, e)) return e->code;
+    int same = nd == ndim;
+    for (int i = 0; same && i < nd; i++) same = have[i] == shape[i];
+    if (same) return 0;
+    char a[96], b[96];
+    shape_str(a, sizeof a, nd, have);
+    shape_str(b, sizeof b, ndim, shape);
+    return qf_err_set(e, QF_EXIT_INPUT, "%s: dataset /%s/%s has shape %s, the model needs %s", f->path, group, name, a,
+                      b);
+}
+
 int qf_h5_write_f32(qf_h5 *f, const char *group, const char *name, int ndim, const int64_t *shape, qf_dtype dt,
                     int64_t off, int64_t n, const float *data, qf_err *e) {
     char p[1024];
@@ -435,7 +471,7 @@ int qf_h5_write_f32(qf_h5 *f, const char *group, const char *name, int ndim, con
         if (d < 0) {
             h5_detail(det, sizeof det);
             rc = qf_err_set(e, QF_EXIT_INPUT, "%s: %s exists and is not a dataset%s", f->path, p, det);
-            goto done;
+            goto done_open;
         }
         hid_t s = H5Dget_space(d), t = H5Dget_type(d);
         int same = H5Sget_simple_extent_ndims(s) == ndim && H5Tequal(t, ft) > 0;
@@ -448,7 +484,7 @@ int qf_h5_write_f32(qf_h5 *f, const char *group, const char *name, int ndim, con
         H5Tclose(t);
         if (!same) {
             rc = qf_err_set(e, QF_EXIT_INPUT, "%s: dataset %s exists with another shape or type", f->path, p);
-            goto done;
+            goto done_open;
         }
     } else {
         hid_t s = H5Screate_simple(ndim, dims, NULL);
@@ -464,10 +500,16 @@ int qf_h5_write_f32(qf_h5 *f, const char *group, const char *name, int ndim, con
         H5Sclose(s);
         if (d < 0) {
             rc = qf_err_set(e, QF_EXIT_RUNTIME, "%s: cannot create dataset %s%s", f->path, p, det);
-            goto done;
+            goto done_open;
         }
     }
 
+done_open:; /* (a label needs a statement before the declaration: C11) */
+    int who = agree(f, rc != 0);
+    if (who >= 0) {
+        if (!rc) rc = qf_err_set(e, QF_EXIT_RUNTIME, "%s: creating dataset %s failed on rank %d", f->path, p, who);
+        goto done;
+    }
     /* Collective rounds of at most QF_H5_CHUNK elements per rank; every rank does the same number. */
     int64_t rounds = (n + QF_H5_CHUNK - 1) / QF_H5_CHUNK, maxr = 0;
     MPI_Allreduce(&rounds, &maxr, 1, MPI_INT64_T, MPI_MAX, f->comm);
@@ -491,10 +533,18 @@ int qf_h5_write_f32(qf_h5 *f, const char *group, const char *name, int ndim, con
         if (st >= 0) st = H5Dwrite(d, ft, ms, fs, f->dxpl_coll, m ? src : (const void *)&dummy);
         H5Sclose(ms);
         ms = -1;
-        if (st < 0) {
+        if (st >= 0 && f->fail_writes) {
+            st = -1;
+            snprintf(det, sizeof det, " (injected fault: h5write)");
+        } else if (st < 0) {
             h5_detail(det, sizeof det);
-            rc = qf_err_set(e, QF_EXIT_RUNTIME, "%s: writing dataset %s failed%s", f->path, p, det);
-            goto done; /* an I/O failure here is not recoverable collectively; the caller stops every rank */
+            if (!det[0]) snprintf(det, sizeof det, " (no space left on the device, a quota, or an I/O error)");
+        }
+        if (st < 0) rc = qf_err_set(e, QF_EXIT_RUNTIME, "%s: writing dataset %s failed%s", f->path, p, det);
+        int who = agree(f, st < 0); /* every rank stops at this round, whichever failed */
+        if (who >= 0) {
+            if (!rc) rc = qf_err_set(e, QF_EXIT_RUNTIME, "%s: writing dataset %s failed on rank %d", f->path, p, who);
+            goto done;
         }
     }
 done:
@@ -589,6 +639,9 @@ done:
     if (a >= 0) H5Aclose(a);
     if (g >= 0) H5Gclose(g);
     quiet_off(&q);
+    int who = f->writable ? agree(f, rc != 0) : -1;
+    if (who >= 0 && !rc)
+        rc = qf_err_set(e, QF_EXIT_RUNTIME, "%s: writing attribute %s of %s failed on rank %d", f->path, key, gp, who);
     return rc;
 }
 
@@ -883,6 +936,9 @@ int qf_h5_read_config(qf_h5 *f, qf_model_config *c, qf_err *e) {
     if (qf_dtype_parse(r.dtype, &dt) < 0)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: attribute dtype = \"%s\" (expected bf16, fp16 or fp32)", f->path,
                           r.dtype);
+    char why[256];
+    if (qf_model_config_check(&r, why, sizeof why) != 0)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: model config attributes: %s", f->path, why);
     *c = r;
     return 0;
 }

@@ -43,6 +43,9 @@ int qf_h5_write_f32(qf_h5 *f, const char *group, const char *name, int ndim, con
 int qf_h5_read_f32(qf_h5 *f, const char *group, const char *name, int64_t off, int64_t n, float *data, qf_err *e);
 /* Shape of "group/name": returns 0 and fills ndim, shape[<=4], dtype; or exit-2 error if missing. */
 int qf_h5_shape(qf_h5 *f, const char *group, const char *name, int *ndim, int64_t *shape, qf_dtype *dt, qf_err *e);
+/* Checks that "group/name" has exactly the shape [shape[0..ndim)) (not only as many elements): exit 2 naming the
+ * file, the dataset, both shapes. */
+int qf_h5_check_shape(qf_h5 *f, const char *group, const char *name, int ndim, const int64_t *shape, qf_err *e);
 /* 1 if "group/name" (or "group" when name is NULL) exists. */
 int qf_h5_has(qf_h5 *f, const char *group, const char *name);
 
@@ -59,5 +62,8 @@ int qf_h5_attr_read_blob(qf_h5 *f, const char *group, const char *key, void *p, 
 int qf_h5_attr_has(qf_h5 *f, const char *group, const char *key);
 
 const char *qf_h5_path(const qf_h5 *f);
+/* Fault injection (docs/testing.md, kind h5write): from now on this rank's dataset writes report failure after
+ * doing their collective part, as a full disk on this rank would. */
+void qf_h5_fail_writes(qf_h5 *f);
 
 #endif

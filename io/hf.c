@@ -328,6 +328,11 @@ int qf_hf_read_config(const char *dir, qf_model_config *out, qf_err *e) {
     if ((rc = cfg_token(&c, "bos_token_id", &m.bos_token_id)) || (rc = cfg_token(&c, "eos_token_id", &m.eos_token_id)) ||
         (rc = cfg_token(&c, "pad_token_id", &m.pad_token_id)) || (rc = cfg_dtype(&c, m.dtype)))
         goto done;
+    char why[256];
+    if (qf_model_config_check(&m, why, sizeof why) != 0) { /* the limits, before any size is formed from it */
+        rc = qf_err_set(e, QF_EXIT_INPUT, "%s: %s", path, why);
+        goto done;
+    }
     *out = m;
 done:
     json_decref(root);
@@ -398,6 +403,8 @@ static void kind_spec(const qf_model_config *c, int k, int l, qf_param_spec *s) 
 }
 
 int qf_param_specs(const qf_model_config *c, qf_param_spec **specs) {
+    char why[256];
+    if (qf_model_config_check(c, why, sizeof why) != 0) QF_FATAL("qf_param_specs of an unchecked config: %s", why);
     int cap = 3 + c->num_layers * (P_DOWN - P_LN1 + 1), n = 0;
     qf_param_spec *s = qf_calloc((size_t)cap, sizeof *s);
     kind_spec(c, P_EMBED, -1, &s[n++]);
@@ -514,15 +521,30 @@ int qf_hf_open(const char *dir, qf_hf *hf, qf_err *e) {
     qf_param_spec *sp;
     int n = qf_param_specs(&hf->cfg, &sp);
     int rc = 0;
+    char *used = qf_calloc((size_t)(hf->st.ntensors ? hf->st.ntensors : 1), 1);
     for (int i = 0; i < n && !rc; i++) {
         int k, l;
         hf_src s;
         QF_CHECK(parse_name(&hf->cfg, sp[i].name, &k, &l) == 0);
         rc = hf_resolve(hf, k, l, &s, e);
+        if (!rc) used[s.t - hf->st.t] = 1;
         if (!rc && k == P_EMBED) /* the storage dtype is what the tensors really are */
             snprintf(hf->cfg.dtype, sizeof hf->cfg.dtype, "%s",
                      strcmp(s.t->dtype, "BF16") == 0 ? "bf16" : strcmp(s.t->dtype, "F16") == 0 ? "fp16" : "fp32");
     }
+    /* a tensor the model does not use is refused, not ignored: it means another architecture or a config.json
+     * that does not describe these weights. Ignorable: RoPE caches, and the copy of a tied head. */
+    for (int i = 0; i < hf->st.ntensors && !rc; i++) {
+        const char *nm = hf->st.t[i].name;
+        size_t ln = strlen(nm);
+        int cache = ln >= 19 && strcmp(nm + ln - 19, "rotary_emb.inv_freq") == 0;
+        int tied_head = hf->cfg.tie_word_embeddings && strcmp(nm, "lm_head.weight") == 0;
+        if (!used[i] && !cache && !tied_head)
+            rc = qf_err_set(e, QF_EXIT_INPUT, "%s: tensor %s is not a parameter of the model config.json describes "
+                            "(%d layers, %s); unknown tensors are refused, not ignored", hf->st.files[hf->st.t[i].file],
+                            nm, hf->cfg.num_layers, hf->cfg.arch);
+    }
+    free(used);
     free(sp);
     if (rc) qf_hf_close(hf);
     return rc;

@@ -62,6 +62,26 @@ static int json_i64(const json_t *j, int64_t *v) {
     return -1;
 }
 
+static int cmp_by_data(const void *a, const void *b) {
+    const qf_st_tensor *x = *(const qf_st_tensor *const *)a, *y = *(const qf_st_tensor *const *)b;
+    return x->data < y->data ? -1 : x->data > y->data;
+}
+
+/* No two tensors of file fi share a byte (a writer bug or a crafted file would alias two parameters). */
+static int st_check_overlap(const qf_st *st, int fi, const char *path, qf_err *e) {
+    const qf_st_tensor **v = qf_malloc((size_t)(st->ntensors ? st->ntensors : 1) * sizeof *v);
+    int n = 0, rc = 0;
+    for (int i = 0; i < st->ntensors; i++)
+        if (st->t[i].file == fi && st->t[i].nbytes > 0) v[n++] = &st->t[i];
+    qsort(v, (size_t)n, sizeof *v, cmp_by_data);
+    for (int i = 1; i < n && !rc; i++)
+        if (v[i - 1]->data + v[i - 1]->nbytes > v[i]->data)
+            rc = qf_err_set(e, QF_EXIT_INPUT, "%s: tensors %s and %s overlap in the data (data_offsets share bytes)",
+                            path, v[i - 1]->name, v[i]->name);
+    free(v);
+    return rc;
+}
+
 /* Maps path and appends its tensors to st (file index = st->nfiles). */
 static int st_add_file(qf_st *st, const char *path, qf_err *e) {
     int fd = open(path, O_RDONLY);
@@ -137,16 +157,17 @@ static int st_add_file(qf_st *st, const char *path, qf_err *e) {
         int bad = 0;
         for (size_t i = 0; i < nd; i++) {
             int64_t d;
-            if (json_i64(json_array_get(js, i), &d) < 0 || d < 0 || d > ((int64_t)1 << 40)) {
+            /* each dimension and the product at most 2^44, checked before multiplying */
+            if (json_i64(json_array_get(js, i), &d) < 0 || d < 0 || d > ((int64_t)1 << 40) ||
+                (d > 0 && t.numel > (((int64_t)1 << 44) / d))) {
                 bad = 1;
                 break;
             }
             t.shape[i] = d;
             t.numel *= d;
-            if (t.numel > ((int64_t)1 << 44)) bad = 1;
         }
         if (bad) {
-            rc = qf_err_set(e, QF_EXIT_INPUT, "%s: tensor %s: bad shape", path, key);
+            rc = qf_err_set(e, QF_EXIT_INPUT, "%s: tensor %s: bad shape (each dimension an integer in 0..2^40, at most 2^44 elements in all)", path, key);
             break;
         }
         int64_t begin, end;
@@ -171,11 +192,12 @@ static int st_add_file(qf_st *st, const char *path, qf_err *e) {
         t.name = qf_strdup(key);
         t.file = fi;
         t.data = data + begin;
+        t.nbytes = end - begin;
         st->t = qf_realloc(st->t, (size_t)(st->ntensors + 1) * sizeof *st->t);
         st->t[st->ntensors++] = t;
     }
     json_decref(root);
-    return rc;
+    return rc ? rc : st_check_overlap(st, fi, path, e);
 }
 
 /* Sorts the tensors and rejects a name present twice (in two shards). */

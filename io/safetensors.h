@@ -15,6 +15,7 @@ typedef struct qf_st_tensor {
     int64_t numel;
     int file;            /* index into qf_st.files */
     const uint8_t *data; /* mapped bytes */
+    int64_t nbytes;      /* end - begin of its data_offsets (no two tensors of a file overlap) */
 } qf_st_tensor;
 
 typedef struct qf_st {

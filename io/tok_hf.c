@@ -134,9 +134,16 @@ static int parse_vocab(hf_ctx *c, json_t *vocab) {
     json_t *v;
     json_object_foreach(vocab, key, v) {
         json_int_t id = json_is_integer(v) ? json_integer_value(v) : -1;
-        if (id < 0 || id >= INT32_MAX) {
+        if (id < 0 || id >= QF_MAX_VOCAB) {
             char msg[256];
-            snprintf(msg, sizeof msg, "model.vocab[\"%.64s\"] must be an id in [0, 2^31-1)", key);
+            snprintf(msg, sizeof msg, "model.vocab[\"%.64s\"] must be an id in [0, %lld) (the vocabulary limit, "
+                     "docs/reliability.md)", key, (long long)QF_MAX_VOCAB);
+            return bad(c, msg);
+        }
+        if (id < c->t->n_ids && c->t->dec_len[id] >= 0) { /* two strings for one id: decoding would be ambiguous */
+            char msg[256];
+            snprintf(msg, sizeof msg, "model.vocab[\"%.64s\"] = %lld: that id is already another token's", key,
+                     (long long)id);
             return bad(c, msg);
         }
         size_t len = strlen(key);
@@ -212,10 +219,11 @@ static int parse_added(hf_ctx *c, json_t *list) {
     json_array_foreach(list, i, a) {
         json_t *id = json_object_get(a, "id"), *content = json_object_get(a, "content");
         int special = 0, normalized = 0, lstrip = 0, rstrip = 0, single = 0;
-        if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) >= INT32_MAX ||
+        if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) >= QF_MAX_VOCAB ||
             !json_is_string(content) || !json_string_length(content)) {
-            char msg[128];
-            snprintf(msg, sizeof msg, "added_tokens[%zu] needs an id in [0, 2^31-1) and a non-empty content", i);
+            char msg[160];
+            snprintf(msg, sizeof msg, "added_tokens[%zu] needs an id in [0, %lld) (the vocabulary limit, "
+                     "docs/reliability.md) and a non-empty content", i, (long long)QF_MAX_VOCAB);
             return bad(c, msg);
         }
         if (get_bool(c, a, "special", "added_tokens[]", 0, &special) ||

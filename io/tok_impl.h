@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "model_config.h" /* QF_MAX_VOCAB */
 #include "tokenizer.h"
 
 /* ---- tok_map.c ---------------------------------------------------------------------------------------------- */

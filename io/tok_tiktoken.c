@@ -40,6 +40,9 @@ static int parse_line(qf_tokenizer *t, const char *path, long lineno, const char
     int ok = base64_decode_update(&ctx, &len, (uint8_t *)tok, b1 - b0, s + b0) && base64_decode_final(&ctx) && len;
     int rc = 0;
     if (!ok) rc = qf_err_set(e, QF_EXIT_INPUT, "%s:%ld: the token is not valid (non-empty) base64", path, lineno);
+    else if (rank >= QF_MAX_VOCAB)
+        rc = qf_err_set(e, QF_EXIT_INPUT, "%s:%ld: rank %lld is not below %lld, the vocabulary limit (docs/reliability.md)",
+                        path, lineno, rank, (long long)QF_MAX_VOCAB);
     else if (rank < t->n_ids && t->dec_len[rank] >= 0)
         rc = qf_err_set(e, QF_EXIT_INPUT, "%s:%ld: rank %lld appears twice", path, lineno, rank);
     else if (qf_tok_map_put(&t->vocab, tok, len, (int32_t)rank))

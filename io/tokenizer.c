@@ -37,6 +37,13 @@ static char *read_file(const char *path, size_t *len, qf_err *e) {
     char *buf = qf_malloc(cap);
     while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
         n += got;
+        if (n > QF_MAX_TOKENIZER_BYTES) { /* /dev/zero, or not a tokenizer: bounded memory */
+            free(buf);
+            fclose(f);
+            qf_err_set(e, QF_EXIT_INPUT, "%s: larger than %zu bytes, the limit of a tokenizer file (docs/reliability.md)",
+                       path, QF_MAX_TOKENIZER_BYTES);
+            return NULL;
+        }
         if (n == cap) buf = qf_realloc(buf, cap *= 2);
     }
     int err = ferror(f);

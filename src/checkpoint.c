@@ -1,6 +1,7 @@
 /* checkpoint.c — see checkpoint.h. */
 #include "checkpoint.h"
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,8 +69,15 @@ static void prune(const char *dir, int keep) {
         long long st;
         char tail[8];
         size_t len = strlen(de->d_name);
-        if (len > 7 && !strcmp(de->d_name + len - 7, ".h5.tmp") && !strncmp(de->d_name, "step-", 5)) {
-            char p[QF_PATH_MAX + 300]; /* a write cut short by a crash: never published, safe to remove */
+        if (len > 7 && strstr(de->d_name, ".h5.tmp") && !strncmp(de->d_name, "step-", 5)) {
+            char p[QF_PATH_MAX + 300]; /* a write cut short by a crash: never published, and with the directory
+                                        * locked by this run no other run is writing it: safe to remove */
+            snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+            unlink(p);
+            continue;
+        }
+        if (!strncmp(de->d_name, "latest.tmp", 10)) { /* likewise a pointer update cut short */
+            char p[QF_PATH_MAX + 300];
             snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
             unlink(p);
             continue;
@@ -90,18 +98,32 @@ static void prune(const char *dir, int keep) {
     }
 }
 
+/* QWENFT_INJECT_FAULT="RANK:STEP:h5write" (docs/testing.md): rank RANK's dataset writes of the checkpoint of
+ * step STEP fail, as on a full disk. */
+static int fault_h5write(int rank, int64_t step) {
+    const char *f = getenv("QWENFT_INJECT_FAULT");
+    int r = -1;
+    long long st = -1;
+    char kind[16] = {0};
+    return f && sscanf(f, "%d:%lld:%15s", &r, &st, kind) == 3 && r == rank && st == step && !strcmp(kind, "h5write");
+}
+
 int qf_ckpt_save(const char *dir, qf_zero *z, const qf_train_state *sc, const char *deck_text, int keep,
                  qf_err *e) {
     qf_comm *c = z->comm;
     qf_train_state s = *sc;
-    char final[QF_PATH_MAX + 64], tmp[QF_PATH_MAX + 80];
+    char final[QF_PATH_MAX + 64], tmp[QF_PATH_MAX + 100];
     snprintf(final, sizeof final, "%s/step-%08lld.h5", dir, (long long)s.step);
-    snprintf(tmp, sizeof tmp, "%s.tmp", final);
+    /* a temporary name of this run's own (rank 0's pid, the same on every rank): never another run's file */
+    long pid = (long)getpid();
+    qf_comm_bcast(c, &pid, sizeof pid, 0);
+    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", final, pid);
     int bad = 0;
     if (c->rank == 0 && qf_mkdirs(dir) != 0) bad = 1;
     if (qf_comm_any(c, bad)) return qf_err_set(e, QF_EXIT_RUNTIME, "checkpoint: cannot create directory %s", dir);
     qf_h5 *f = NULL;
     if (qf_h5_create(tmp, c->world, &f, e) == 0) {
+        if (fault_h5write(c->rank, s.step)) qf_h5_fail_writes(f);
         qf_h5_attr_write_str(f, "/", "format", "qwen-ft-checkpoint", e);
         qf_h5_attr_write_i64(f, "/", "format_version", 1, e);
         if (!e->code) qf_h5_write_config(f, &z->m->cfg, e);
@@ -118,7 +140,7 @@ int qf_ckpt_save(const char *dir, qf_zero *z, const qf_train_state *sc, const ch
     }
     if (c->rank == 0) {
         char lt[QF_PATH_MAX + 32], lf[QF_PATH_MAX + 32];
-        snprintf(lt, sizeof lt, "%s/latest.tmp", dir);
+        snprintf(lt, sizeof lt, "%s/latest.tmp-%ld", dir, pid);
         snprintf(lf, sizeof lf, "%s/latest", dir);
         FILE *fp = NULL;
         bad = rename(tmp, final) != 0;
@@ -151,11 +173,46 @@ int qf_ckpt_find_latest(const char *dir, char *path, size_t cap, qf_err *e) {
     return 1;
 }
 
+/* The /state a run resumes from is input like any other: every counter within [lo, 2^40] (QF_CKPT_MAX_COUNT; a
+ * million steps a day for three thousand years), the scheduler, Adam and skip counts not past the step. */
+#define QF_CKPT_MAX_COUNT ((int64_t)1 << 40)
+static int state_check(const char *path, const qf_train_state *s, const qf_zero *z, qf_err *e) {
+    for (size_t i = 0; i < sizeof STATE_I64 / sizeof STATE_I64[0]; i++) {
+        int64_t v = *state_i64((qf_train_state *)s, (qf_zero *)z, (int)i);
+        int64_t lo = !strcmp(STATE_I64[i], "ls_last_overflow") ? -1 : 0;
+        if (v < lo || v > QF_CKPT_MAX_COUNT)
+            return qf_err_set(e, QF_EXIT_INPUT, "%s: /state attribute %s = %lld is outside [%lld, 2^40]", path,
+                              STATE_I64[i], (long long)v, (long long)lo);
+    }
+    const char *after = s->sched_step > s->step ? "sched_step" : s->skipped > s->step ? "skipped"
+                        : z->adam_t > s->step ? "adam_t" : NULL;
+    if (after)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: /state attribute %s is larger than step = %lld", path, after,
+                          (long long)s->step);
+    if (!(s->loss_scale > 0) || !isfinite(s->loss_scale))
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: /state attribute loss_scale = %g must be positive and finite", path,
+                          s->loss_scale);
+    if (isnan(s->best_valid) || s->best_valid < 0)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: /state attribute best_valid = %g is not a loss", path, s->best_valid);
+    return 0;
+}
+
 int qf_ckpt_load(const char *path, qf_zero *z, qf_train_state *s, qf_err *e) {
     qf_model *m = z->m;
     qf_h5 *f = NULL;
     if (qf_h5_open(path, z->comm->world, 0, &f, e)) return e->code;
     int have_opt = qf_h5_has(f, "master", NULL);
+    /* the checkpoint must hold this model: its config and every tensor's shape (not only the element count) */
+    qf_model_config cc;
+    char why[256];
+    if (qf_h5_read_config(f, &cc, e) == 0 && qf_model_config_diff(&m->cfg, &cc, why, sizeof why) != 0)
+        qf_err_set(e, QF_EXIT_INPUT, "%s: the checkpoint was written for another model: %s (here = the deck's model, "
+                   "there = the checkpoint; resume with the deck it was trained with, or another checkpoint.dir)",
+                   path, why);
+    const char *allg[] = {"master", "adam_m", "adam_v", "params"};
+    for (int g = have_opt ? 0 : 3; g < 4 && !e->code; g++)
+        for (int i = 0; i < m->nspecs && !e->code; i++)
+            qf_h5_check_shape(f, allg[g], m->specs[i].name, m->specs[i].ndim, m->specs[i].shape, e);
     /* parameters (from the fp32 master copy when there is one) for the range this rank holds, in pieces */
     int64_t b, en;
     qf_zero_load_range(z, &b, &en);
@@ -194,6 +251,7 @@ int qf_ckpt_load(const char *path, qf_zero *z, qf_train_state *s, qf_err *e) {
     if (!e->code) qf_h5_attr_read_f64(f, "state", "loss_scale", &s->loss_scale, e);
     if (!e->code) qf_h5_attr_read_f64(f, "state", "best_valid", &s->best_valid, e);
     if (!e->code) qf_h5_attr_read_blob(f, "state", "rng", s->rng, sizeof s->rng, e);
+    if (!e->code) state_check(path, s, z, e);
     qf_err ce = {0};
     qf_h5_close(f, &ce);
     if (bad && !e->code) qf_err_set(e, QF_EXIT_INPUT, "%s: reading the checkpoint failed on another rank", path);

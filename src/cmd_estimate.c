@@ -91,6 +91,9 @@ static int estimate_run(const void *opts) {
     qf_model_config c;
     memset(&c, 0, sizeof c);
     if (qf_deck_load(deck, o->sets.n, (char *const *)o->sets.v, W, &d, &e) == 0) est_model(o, &d, &c, &e);
+    char why[256];
+    if (!e.code && qf_model_check_batch(d.train_micro_batch_size_per_gpu, d.seq_len, why, sizeof why))
+        qf_err_set(&e, QF_EXIT_INPUT, "%s: %s", deck, why);
     if (e.code) {
         if (rank == 0) fprintf(stderr, "qwen-ft: %s\n", e.msg);
         return e.code;

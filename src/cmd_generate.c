@@ -350,7 +350,7 @@ static const qf_opt GEN_OPTS[] = {
     {.name = "prompt-ids", .type = QF_OPT_STR, .off = offsetof(gen_opts, prompt_ids), .meta = "LIST",
      .help = "comma-separated token ids"},
     {.name = "max-new-tokens", .short_name = 'n', .type = QF_OPT_INT, .off = offsetof(gen_opts, max_new), .def = "32",
-     .meta = "N", .lo = 1, .hi = 1e9,
+     .meta = "N", .lo = 1, .hi = 16777216,
      .help = "at most N new tokens; generation stops after the model's eos token and the tokenizer's "
              "<|endoftext|> and <|im_end|>"},
     {.name = "greedy", .type = QF_OPT_FLAG, .off = offsetof(gen_opts, greedy),

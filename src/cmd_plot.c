@@ -59,8 +59,13 @@ static int read_metrics(const char *path, int file_index, panel *p, int np, qf_e
     ssize_t len;
     long lineno = 0;
     int rc = 0;
-    while (!rc && (len = getline(&line, &cap, f)) >= 0) {
+    while (!rc && (len = (ssize_t)qf_getline_max(&line, &cap, f, QF_MAX_LINE_BYTES)) != -1) {
         lineno++;
+        if (len == -2) {
+            rc = qf_err_set(e, QF_EXIT_INPUT, "%s:%ld: the line is longer than %zu bytes, the limit of one JSONL line "
+                            "(docs/reliability.md)", path, lineno, QF_MAX_LINE_BYTES);
+            break;
+        }
         const char *c = line;
         while (isspace((unsigned char)*c)) c++;
         if (!*c) continue;

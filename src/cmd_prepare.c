@@ -243,8 +243,14 @@ static int prep_read_file(const prep_opts *o, const char *path, qf_dataset_build
     long long lineno = 0;
     int rc = 0;
     char why[512];
-    while (rc == 0 && (len = getline(&line, &cap, f)) >= 0) {
+    while (rc == 0 && (len = (ssize_t)qf_getline_max(&line, &cap, f, QF_MAX_LINE_BYTES)) != -1) {
         lineno++;
+        if (len == -2) { /* bounded memory: a record is parsed whole, at ~25 bytes of memory per byte */
+            fprintf(stderr, "qwen-ft prepare: %s:%lld: the line is longer than %zu bytes, the limit of one record "
+                            "(docs/reliability.md)\n", path, lineno, QF_MAX_LINE_BYTES);
+            rc = QF_EXIT_INPUT;
+            break;
+        }
         const char *s = line;
         size_t n = (size_t)len;
         if (lineno == 1 && n >= 3 && !memcmp(s, "\xEF\xBB\xBF", 3)) s += 3, n -= 3; /* UTF-8 byte-order mark */
@@ -253,7 +259,11 @@ static int prep_read_file(const prep_opts *o, const char *path, qf_dataset_build
         int kind = PREP_OK;
         json_error_t jerr;
         json_t *rec = json_loadb(s, n, JSON_DECODE_ANY, &jerr);
-        if (!rec) {
+        if (!rec && json_error_code(&jerr) == json_error_out_of_memory) { /* not the record's fault: not skippable */
+            fprintf(stderr, "qwen-ft prepare: %s:%lld: out of memory parsing this %zu-byte record\n", path, lineno, n);
+            rc = QF_EXIT_RUNTIME;
+            break;
+        } else if (!rec) {
             snprintf(why, sizeof why, "invalid JSON at column %d: %s", jerr.column, jerr.text);
             kind = PREP_BAD;
         } else if (!json_is_object(rec)) {

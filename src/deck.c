@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include "deck_include.h"
 #include "deck_keys.h"
 #include "ds_config.h"
 #include "model_config.h"
@@ -818,6 +819,7 @@ static int deck_read(deck_ctx *c, const char *path) {
     fclose(f);
     deck_dir_of(path, c->dir, sizeof c->dir);
     config_set_include_dir(&c->cfg, c->dir);
+    if (qf_deck_includes_check(path, c->dir, c->e)) return c->e->code; /* names file:line (src/deck_include.h) */
     if (config_read_file(&c->cfg, path) == CONFIG_TRUE) return 0;
     deck_file_of(c, config_error_file(&c->cfg), file, sizeof file);
     if (strstr(config_error_text(&c->cfg), "include"))

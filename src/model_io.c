@@ -59,6 +59,8 @@ int qf_model_load_range(const qf_model *m, const char *from, int64_t b, int64_t 
         if (qf_h5_open(path, MPI_COMM_SELF, 0, &f, e)) return e->code;
         /* a checkpoint's fp32 master weights are the exact parameters; a model file has only /params */
         if (qf_h5_has(f, "master", NULL)) group = "master";
+        for (int i = 0; i < m->nspecs && !e->code; i++) /* the shape, not only the element count */
+            qf_h5_check_shape(f, group, m->specs[i].name, m->specs[i].ndim, m->specs[i].shape, e);
     }
     for (int i = 0; i < m->nspecs && !e->code; i++) {
         int64_t pb = m->offset[i], pe = pb + m->specs[i].numel;

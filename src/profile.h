@@ -18,7 +18,7 @@
 #define QF_PROFILE_H
 #include <jansson.h>
 #include <stdio.h>
-#include "../kernels/ops.h"
+#include "ops.h"
 
 enum {
     QF_PH_DATA, QF_PH_FORWARD, QF_PH_BACKWARD, QF_PH_REDUCE, QF_PH_NORM, QF_PH_UPDATE, QF_PH_N

@@ -19,6 +19,13 @@ static int check_same(const qf_deck *d, const char *key, int64_t given, int64_t 
     return 0;
 }
 
+static int check_flag(const qf_deck *d, const char *key, int given, int from, qf_err *e) {
+    if (given >= 0 && given != from)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'model.%s' = %s contradicts model.from (%s has %s)", d->path, key,
+                          given ? "true" : "false", d->model_from, from ? "true" : "false");
+    return 0;
+}
+
 static int resolve_model(qf_run *r, qf_err *e) {
     qf_deck *d = &r->deck;
     qf_model_config c;
@@ -32,8 +39,21 @@ static int resolve_model(qf_run *r, qf_err *e) {
             check_same(d, "num_hidden_layers", d->model_num_hidden_layers, c.num_layers, e) ||
             check_same(d, "num_attention_heads", d->model_num_attention_heads, c.num_heads, e) ||
             check_same(d, "num_key_value_heads", d->model_num_key_value_heads, c.num_kv_heads, e) ||
-            check_same(d, "head_dim", d->model_head_dim, c.head_dim, e))
+            check_same(d, "head_dim", d->model_head_dim, c.head_dim, e) ||
+            check_flag(d, "tie_word_embeddings", d->model_tie_word_embeddings, c.tie_word_embeddings, e) ||
+            check_flag(d, "attention_bias", d->model_attention_bias, c.attention_bias, e) ||
+            check_flag(d, "qk_norm", d->model_qk_norm, c.qk_norm, e))
             return e->code;
+        /* and so must the math settings (they would otherwise be dropped without a word) */
+        if (d->model_arch[0] && strcmp(d->model_arch, c.arch) != 0)
+            return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'model.arch' = \"%s\" contradicts model.from (%s has \"%s\")",
+                              d->path, d->model_arch, d->model_from, c.arch);
+        if (d->model_rope_theta > 0 && d->model_rope_theta != c.rope_theta)
+            return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'model.rope_theta' = %g contradicts model.from (%s has %g)",
+                              d->path, d->model_rope_theta, d->model_from, c.rope_theta);
+        if (d->model_rms_norm_eps > 0 && d->model_rms_norm_eps != c.rms_norm_eps)
+            return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'model.rms_norm_eps' = %g contradicts model.from (%s has %g)",
+                              d->path, d->model_rms_norm_eps, d->model_from, c.rms_norm_eps);
     } else {
         char msg[512];
         if (qf_deck_model_config(d, &c, msg, sizeof msg) != 0)
@@ -47,13 +67,46 @@ static int resolve_model(qf_run *r, qf_err *e) {
 
 /* ---- data ------------------------------------------------------------------------------------------------- */
 
+/* The one check of a dataset against the model (docs/reliability.md): the file's own validation (qf_dataset_open),
+ * then every id the loader will put into a row: eos/pad (padding) and, by a scan of /tokens split across the
+ * ranks, every token, which also checks the stored max_token_id and that /loss_mask holds only 0 and 1. Every rank
+ * reaches every collective here, whatever it found. */
 static int open_data(qf_run *r, const char *path, qf_dataset *ds, const char *key, qf_err *e) {
-    if (qf_dataset_open(path, ds, e)) return e->code;
+    qf_dataset_open(path, ds, e);
+    if (qf_comm_any(&r->comm, e->code != 0))
+        return e->code ? e->code : qf_err_set(e, QF_EXIT_INPUT, "%s (%s): cannot be opened on another rank", path, key);
     int64_t V = r->model.cfg.vocab_size;
-    if (ds->max_token >= V)
-        return qf_err_set(e, QF_EXIT_INPUT, "%s (%s): token id %lld is outside the model's vocabulary (%lld)", path,
-                          key, (long long)ds->max_token, (long long)V);
+    const char *ids[2] = {"eos_token_id", "pad_token_id"};
+    int64_t idv[2] = {ds->eos_token_id, ds->pad_token_id};
+    for (int i = 0; i < 2; i++)
+        if (idv[i] >= V)
+            return qf_err_set(e, QF_EXIT_INPUT,
+                              "%s (%s): attribute %s = %lld is outside the model's vocabulary (%lld); padding uses it "
+                              "(make the dataset with `qwen-ft prepare --eos-id E --pad-id P`, both below %lld)",
+                              path, key, ids[i], (long long)idv[i], (long long)V, (long long)V);
     if (ds->n_tokens == 0) return qf_err_set(e, QF_EXIT_INPUT, "%s (%s): no tokens", path, key);
+    int64_t W = r->comm.world_size, k = r->comm.rank, q = ds->n_tokens / W, rem = ds->n_tokens % W;
+    int64_t b = q * k + (k < rem ? k : rem), en = b + q + (k < rem ? 1 : 0);
+    qf_dataset_scan_result s;
+    qf_dataset_scan(ds, b, en, &s, e);
+    int64_t mx[2] = {e->code != 0, s.max_token}, mn[2];
+    MPI_Allreduce(MPI_IN_PLACE, mx, 2, MPI_INT64_T, MPI_MAX, r->comm.world);
+    if (mx[0]) return e->code ? e->code : qf_err_set(e, QF_EXIT_INPUT, "%s (%s): reading failed on another rank", path, key);
+    mn[0] = s.max_token == mx[1] ? s.max_at : INT64_MAX;
+    mn[1] = s.bad_mask_at >= 0 ? s.bad_mask_at : INT64_MAX;
+    MPI_Allreduce(MPI_IN_PLACE, mn, 2, MPI_INT64_T, MPI_MIN, r->comm.world);
+    int64_t badv = mn[1] != INT64_MAX && s.bad_mask_at == mn[1] ? s.bad_mask_value : 0;
+    MPI_Allreduce(MPI_IN_PLACE, &badv, 1, MPI_INT64_T, MPI_MAX, r->comm.world);
+    if (mx[1] >= V)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s (%s): token id %lld at /tokens[%lld] is outside the model's vocabulary "
+                          "(%lld)", path, key, (long long)mx[1], (long long)mn[0], (long long)V);
+    if (mx[1] != ds->max_token)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s (%s): attribute max_token_id = %lld, but the largest id in /tokens is "
+                          "%lld (at [%lld]): the file was changed after it was made", path, key,
+                          (long long)ds->max_token, (long long)mx[1], (long long)mn[0]);
+    if (mn[1] != INT64_MAX)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s (%s): /loss_mask[%lld] = %lld (0 or 1 expected)", path, key,
+                          (long long)mn[1], (long long)badv);
     return 0;
 }
 
@@ -108,6 +161,9 @@ static int setup(qf_run *r, const qf_run_args *a, int mode, qf_err *e) {
     r->nrows = ga;
     r->rows = qf_calloc((size_t)ga, sizeof *r->rows);
     for (int i = 0; i < ga; i++) qf_rows_alloc(&r->rows[i], d->train_micro_batch_size_per_gpu, d->seq_len);
+    char why[256];
+    if (qf_model_check_batch(d->train_micro_batch_size_per_gpu, d->seq_len, why, sizeof why))
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: %s", d->path, why);
     if (qf_model_alloc_acts(&r->model, d->train_micro_batch_size_per_gpu, d->seq_len,
                             d->activation_checkpointing, e))
         return e->code;
@@ -115,6 +171,8 @@ static int setup(qf_run *r, const qf_run_args *a, int mode, qf_err *e) {
 
     /* parameters: a checkpoint in checkpoint.dir wins (resume), else model.from, else random init */
     char ck[QF_PATH_MAX + 64];
+    /* one run per checkpoint.dir: taken before `latest` is read, held until qf_run_free */
+    if (mode == QF_RUN_TRAIN && qf_ckpt_lock_take(&r->lock, d->checkpoint_dir, &r->comm, e)) return e->code;
     int found = qf_ckpt_find_latest(d->checkpoint_dir, ck, sizeof ck, e);
     if (found < 0) return e->code;
     qf_loss_scale_init(d, &r->st);
@@ -158,7 +216,8 @@ static void fault_parse(qf_run *r) {
     long long step = 0;
     int rank = -1;
     char kind[8] = {0};
-    if (f && sscanf(f, "%d:%lld:%7s", &rank, &step, kind) == 3) {
+    /* h5write is the checkpoint writer's own fault (src/checkpoint.c): not one for the train loop */
+    if (f && sscanf(f, "%d:%lld:%7s", &rank, &step, kind) == 3 && strcmp(kind, "h5write") != 0) {
         r->fault_rank = rank;
         r->fault_step = step;
         memcpy(r->fault_kind, kind, sizeof kind);
@@ -167,6 +226,7 @@ static void fault_parse(qf_run *r) {
 
 int qf_run_setup(qf_run *r, const qf_run_args *a, int mode) {
     memset(r, 0, sizeof *r);
+    r->lock.fd = -1;
     fault_parse(r);
     r->ops = qf_ops_cpu();
     qf_comm_init(&r->comm, r->ops, 0);
@@ -190,6 +250,10 @@ int qf_run_setup(qf_run *r, const qf_run_args *a, int mode) {
 }
 
 void qf_run_free(qf_run *r) {
+    /* every rank has said what it had to say before any rank exits: a rank leaving first with a non-zero code makes
+     * the launcher kill the others, and a message still on its way would be lost */
+    fflush(stdout);
+    if (r->comm.world_size > 1) MPI_Barrier(r->comm.world);
     if (r->metrics) fclose(r->metrics);
     qf_tb_close(r->tb);
     qf_topology_free(&r->topo);
@@ -208,6 +272,7 @@ void qf_run_free(qf_run *r) {
         qf_dataset_close(&r->valid_ds);
     }
     free(r->deck_text);
+    qf_ckpt_lock_release(&r->lock);
     qf_comm_free(&r->comm);
 }
 

@@ -14,6 +14,7 @@
 #include "tensorboard.h"
 #include "topology.h"
 #include "zero.h"
+#include "ckpt_lock.h"
 
 typedef struct qf_run {
     qf_deck deck;
@@ -31,6 +32,7 @@ typedef struct qf_run {
     int64_t total_steps, steps_per_epoch;
     char source[QF_PATH_MAX + 64]; /* where the parameters came from */
     int resumed;
+    qf_ckpt_lock lock;          /* train: checkpoint.dir held for the whole run (src/ckpt_lock.h) */
     FILE *metrics;              /* rank 0 */
     qf_tb *tb;                  /* rank 0 with log.tensorboard: TensorBoard events in log.dir */
     qf_signals *sig;            /* train: SIGUSR1/SIGTERM/SIGINT and max_hours (installed by qf_train_command) */

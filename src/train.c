@@ -84,6 +84,7 @@ static void log_eval(qf_run *r, int64_t step, qf_eval_result ev) {
         qf_metrics_add_num(&m, "valid_ppl", ev.ppl);
         qf_metrics_add_int(&m, "valid_tokens", ev.tokens);
         qf_metrics_write(&m, r->metrics);
+        qf_flush_or_die(r->metrics, "log.dir/metrics.jsonl");
     }
     qf_tb_eval(r->tb, step, ev.loss, ev.ppl);
 }
@@ -243,6 +244,7 @@ static int train_loop(qf_run *r, int *stopped) {
             qf_metrics_add_num(&m, "peak_gpu_mem_gib", gpu_gib);
             if (prof) json_object_set_new(m.o, "breakdown", qf_profile_json(prof)); /* log.wall_clock_breakdown */
             qf_metrics_write(&m, r->metrics);
+        qf_flush_or_die(r->metrics, "log.dir/metrics.jsonl");
         }
         if (gpu_gib > 0) qf_tb_scalar(r->tb, "perf/peak_gpu_mem_gib", step, gpu_gib);
         qf_tb_train_step(r->tb, step, loss, lr, norm, st->loss_scale, tok_s, mfu >= 0 ? mfu : NAN, mem_gib); /* flushes */

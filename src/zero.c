@@ -412,16 +412,19 @@ int qf_zero_init(qf_zero *z, qf_model *m, qf_comm *c, const qf_deck *d, int with
 void qf_zero_free(qf_zero *z) {
     if (!z->m) return;
     int U = z->m->nunits;
-    qf_zero_sync(z);
-    pending_complete(z, 0);
-    units_invalidate(z);
+    int full = z->gunit != NULL; /* qf_zero_init can stop with an error before the unit arrays exist */
+    if (full) {
+        qf_zero_sync(z);
+        pending_complete(z, 0);
+        units_invalidate(z);
+    }
     int64_t shard = z->shard_end - z->shard_begin;
     for (int i = 0; i < 2; i++) qf_backend_unpin(z->ops, z->pinned[i]);
     if (z->offload_opt) qf_zoff_free(z);
     for (int u = 0; u < U; u++) {
-        if (z->gunit[u]) buf_put(z, z->gunit[u], ue(z, u) - ub(z, u));
-        free(z->ucount[u]);
-        free(z->udispl[u]);
+        if (full && z->gunit[u]) buf_put(z, z->gunit[u], ue(z, u) - ub(z, u));
+        if (z->ucount) free(z->ucount[u]);
+        if (z->udispl) free(z->udispl[u]);
     }
     for (int i = 0; i < z->npool; i++) dev_free(z, z->pool[i], (int64_t)z->pool_bytes[i], 1);
     z->npool = 0;

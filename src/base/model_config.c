@@ -6,6 +6,7 @@
  * Qwen/Qwen3-8B, ...). Qwen v1 configs store intermediate_size = 2F and rotary_emb_base / layer_norm_epsilon;
  * the preset holds the real FFN width F. */
 #include "model_config.h"
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -86,13 +87,31 @@ static int mc_fail(char *msg, int n, const char *what) {
     return -1;
 }
 
+/* "key = v exceeds the limit" when v > max */
+static int mc_limit(const char *key, int64_t v, int64_t max, char *msg, int n) {
+    if (v <= max) return 0;
+    if (msg && n > 0)
+        snprintf(msg, (size_t)n, "%s = %lld exceeds the limit %lld (docs/reliability.md)", key, (long long)v,
+                 (long long)max);
+    return -1;
+}
+
 static int mc_check_dims(const qf_model_config *c, char *msg, int n) {
     char buf[256];
-    if (c->vocab_size <= 0 || c->vocab_size > 0x7fffffff) return mc_fail(msg, n, "vocab_size must be in 1..2^31-1");
+    if (c->vocab_size <= 0) return mc_fail(msg, n, "vocab_size must be positive");
     if (c->hidden_size <= 0) return mc_fail(msg, n, "hidden_size must be positive");
     if (c->intermediate_size <= 0) return mc_fail(msg, n, "intermediate_size must be positive");
     if (c->num_layers <= 0) return mc_fail(msg, n, "num_hidden_layers must be positive");
     if (c->num_heads <= 0 || c->num_kv_heads <= 0) return mc_fail(msg, n, "attention head counts must be positive");
+    if (mc_limit("vocab_size", c->vocab_size, QF_MAX_VOCAB, msg, n) ||
+        mc_limit("hidden_size", c->hidden_size, QF_MAX_HIDDEN, msg, n) ||
+        mc_limit("intermediate_size", c->intermediate_size, QF_MAX_FFN, msg, n) ||
+        mc_limit("num_hidden_layers", c->num_layers, QF_MAX_LAYERS, msg, n) ||
+        mc_limit("num_attention_heads", c->num_heads, QF_MAX_HEADS, msg, n) ||
+        mc_limit("num_key_value_heads", c->num_kv_heads, QF_MAX_HEADS, msg, n) ||
+        mc_limit("head_dim", c->head_dim, QF_MAX_HEAD_DIM, msg, n) ||
+        mc_limit("max_position_embeddings", c->max_position_embeddings, QF_MAX_POSITIONS, msg, n))
+        return -1;
     if (c->num_heads % c->num_kv_heads != 0) {
         snprintf(buf, sizeof buf, "num_key_value_heads %d does not divide num_attention_heads %d", c->num_kv_heads,
                  c->num_heads);
@@ -103,6 +122,8 @@ static int mc_check_dims(const qf_model_config *c, char *msg, int n) {
         return mc_fail(msg, n, buf);
     }
     if (c->max_position_embeddings <= 0) return mc_fail(msg, n, "max_position_embeddings must be positive");
+    /* within the limits above this cannot overflow: at most about 2^49 */
+    if (mc_limit("the parameter count", qf_model_num_params(c), QF_MAX_PARAMS, msg, n)) return -1;
     return 0;
 }
 
@@ -115,9 +136,11 @@ static int mc_check_kind(const qf_model_config *c, char *msg, int n) {
         return mc_fail(msg, n, "tie_word_embeddings, attention_bias and qk_norm must be 0 or 1");
     if (q2 && c->qk_norm) return mc_fail(msg, n, "qk_norm needs arch \"qwen3\"");
     if (q3 && c->attention_bias) return mc_fail(msg, n, "attention_bias is not supported with arch \"qwen3\"");
-    if (!(c->rope_theta > 0)) return mc_fail(msg, n, "rope_theta must be positive");
-    if (!(c->rms_norm_eps > 0)) return mc_fail(msg, n, "rms_norm_eps must be positive");
-    if (!(c->initializer_range >= 0)) return mc_fail(msg, n, "initializer_range must not be negative");
+    if (!(c->rope_theta > 0) || !isfinite(c->rope_theta)) return mc_fail(msg, n, "rope_theta must be positive and finite");
+    if (!(c->rms_norm_eps > 0) || !isfinite(c->rms_norm_eps))
+        return mc_fail(msg, n, "rms_norm_eps must be positive and finite");
+    if (!(c->initializer_range >= 0) || !isfinite(c->initializer_range))
+        return mc_fail(msg, n, "initializer_range must be finite and not negative");
     if (strcmp(c->dtype, "bf16") && strcmp(c->dtype, "fp16") && strcmp(c->dtype, "fp32"))
         return mc_fail(msg, n, "dtype must be \"bf16\", \"fp16\" or \"fp32\"");
     return 0;
@@ -126,6 +149,46 @@ static int mc_check_kind(const qf_model_config *c, char *msg, int n) {
 int qf_model_config_check(const qf_model_config *c, char *msg, int n) {
     if (mc_check_dims(c, msg, n) != 0) return -1;
     return mc_check_kind(c, msg, n);
+}
+
+int qf_model_config_diff(const qf_model_config *a, const qf_model_config *b, char *msg, int n) {
+    if (strcmp(a->arch, b->arch) != 0) {
+        snprintf(msg, (size_t)n, "arch = \"%s\" here, \"%s\" there", a->arch, b->arch);
+        return -1;
+    }
+    const char *ik[] = {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                        "num_key_value_heads", "head_dim", "tie_word_embeddings", "attention_bias", "qk_norm"};
+    int64_t iv[2][10];
+    const qf_model_config *c[2] = {a, b};
+    for (int j = 0; j < 2; j++) {
+        int64_t v[10] = {c[j]->vocab_size, c[j]->hidden_size, c[j]->intermediate_size, c[j]->num_layers,
+                         c[j]->num_heads, c[j]->num_kv_heads, c[j]->head_dim, c[j]->tie_word_embeddings,
+                         c[j]->attention_bias, c[j]->qk_norm};
+        memcpy(iv[j], v, sizeof v);
+    }
+    for (int i = 0; i < 10; i++)
+        if (iv[0][i] != iv[1][i]) {
+            snprintf(msg, (size_t)n, "%s = %lld here, %lld there", ik[i], (long long)iv[0][i], (long long)iv[1][i]);
+            return -1;
+        }
+    if (a->rope_theta != b->rope_theta) {
+        snprintf(msg, (size_t)n, "rope_theta = %.17g here, %.17g there", a->rope_theta, b->rope_theta);
+        return -1;
+    }
+    if (a->rms_norm_eps != b->rms_norm_eps) {
+        snprintf(msg, (size_t)n, "rms_norm_eps = %.17g here, %.17g there", a->rms_norm_eps, b->rms_norm_eps);
+        return -1;
+    }
+    return 0;
+}
+
+int qf_model_check_batch(int64_t B, int64_t T, char *msg, int n) {
+    if (B > 0 && T > 0 && B <= QF_MAX_BATCH_TOKENS / T) return 0;
+    if (msg && n > 0)
+        snprintf(msg, (size_t)n, "train_micro_batch_size_per_gpu x data.seq_len = %lld x %lld exceeds the limit of "
+                 "%lld tokens per micro-batch (docs/reliability.md)", (long long)B, (long long)T,
+                 (long long)QF_MAX_BATCH_TOKENS);
+    return -1;
 }
 
 /* Matmul weights of one decoder layer: q, k, v, o projections and the three SwiGLU projections. */

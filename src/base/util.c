@@ -136,6 +136,39 @@ float qf_f16_to_f32(uint16_t h) {
     return f;
 }
 
+long long qf_getline_max(char **line, size_t *cap, FILE *f, size_t max) {
+    size_t n = 0;
+    int c = EOF;
+    flockfile(f);
+    while ((c = getc_unlocked(f)) != EOF) {
+        if (n + 2 > *cap) {
+            size_t nc = *cap ? 2 * *cap : 4096;
+            if (nc > max + 2) nc = max + 2;
+            if (n + 2 > nc) { /* the line is longer than max */
+                funlockfile(f);
+                return -2;
+            }
+            *line = qf_realloc(*line, nc);
+            *cap = nc;
+        }
+        (*line)[n++] = (char)c;
+        if (c == '\n') break;
+    }
+    funlockfile(f);
+    if (n == 0 && c == EOF) return -1;
+    (*line)[n] = 0;
+    return (long long)n;
+}
+
+void qf_flush_or_die_at(FILE *f, const char *what, const char *file, int line) {
+    int before = errno; /* a write just before (a buffered record) may have failed already and said why */
+    errno = 0;
+    if (fflush(f) == 0 && !ferror(f)) return;
+    int why = errno ? errno : before;
+    qf_fatal_at(file, line, "%s: writing failed: %s (disk full or quota?); the last checkpoint is intact", what,
+                why ? strerror(why) : "I/O error");
+}
+
 int qf_mkdirs(const char *path) {
     char buf[4096];
     size_t n = strlen(path);

@@ -59,6 +59,19 @@ float qf_f16_to_f32(uint16_t h);
  * their scalars identically. */
 double qf_float_widen(float f);
 
+/* Input size limits (docs/reliability.md): one JSONL line (a prepare record, a metrics line), a tokenizer file. */
+#define QF_MAX_LINE_BYTES ((size_t)1 << 24)      /* 16 MiB */
+#define QF_MAX_TOKENIZER_BYTES ((size_t)1 << 26) /* 64 MiB (Qwen's tokenizer.json: 7 MB) */
+/* getline with a bound: reads one line (with its '\n') into *line (grown as getline grows it), NUL-terminated.
+ * Returns its length, -1 at end of file (or on a read error: check ferror), or -2 when the line is longer than
+ * max bytes (the rest of it is left unread; memory stays O(max)). */
+long long qf_getline_max(char **line, size_t *cap, FILE *f, size_t max);
+
+/* Flushes f and stops every rank (QF_FATAL, exit 3) when anything written to it was lost (disk full, quota, I/O
+ * error): a log that silently stays empty is a defect (docs/reliability.md). what names the file in the message. */
+void qf_flush_or_die_at(FILE *f, const char *what, const char *file, int line);
+#define qf_flush_or_die(f, what) qf_flush_or_die_at((f), (what), __FILE__, __LINE__)
+
 /* Creates every directory of path (like mkdir -p). 0 on success. */
 int qf_mkdirs(const char *path);
 /* 1 if path exists. */

@@ -12,7 +12,7 @@ ckpt_ok() { # ckpt_ok DIR STEP [tmp-ok]: latest names step-STEP, a complete HDF5
   local f; f="$1/$(cat "$1/latest")"
   [ "$f" = "$1/step-$(printf %08d "$2").h5" ] || { echo "FAIL: $1/latest names $f, expected step $2"; return 1; }
   h5dump -a /state/step "$f" > /dev/null || { echo "FAIL: $f is not readable"; return 1; }
-  [ "${3:-}" = tmp-ok ] || ! ls "$1"/*.tmp > /dev/null 2>&1 || { echo "FAIL: temporaries left in $1"; return 1; }
+  [ "${3:-}" = tmp-ok ] || ! ls "$1"/*.tmp* > /dev/null 2>&1 || { echo "FAIL: temporaries left in $1"; return 1; }
 }
 # 1. injected error
 t0=$(date +%s)

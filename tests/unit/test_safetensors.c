@@ -153,17 +153,30 @@ static void test_malformed(void) {
     write_raw(path, "{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [8, 4]}}", 8);
     expect_error("end before begin", path, "data_offsets");
 
-    /* accepted: __metadata__, overlapping tensors, an unreadable dtype (rejected only when read) */
+    /* refused: two tensors sharing bytes (issue 14 D15) */
+    snprintf(path, sizeof path, "%s/overlap.safetensors", dir);
+    write_raw(path,
+              "{\"x\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}, \"y\": {\"dtype\": \"F32\", "
+              "\"shape\": [1], \"data_offsets\": [4, 8]}}",
+              8);
+    expect_error("overlapping tensors", path, "overlap");
+    /* refused: a shape whose product overflows (checked before multiplying, issue 14 D6) */
+    snprintf(path, sizeof path, "%s/bigshape.safetensors", dir);
+    write_raw(path, "{\"a\": {\"dtype\": \"F32\", \"shape\": [1099511627776, 1099511627776, 16], \"data_offsets\": "
+                    "[0, 4]}}", 4);
+    expect_error("shape product overflow", path, "2^44");
+
+    /* accepted: __metadata__, an unreadable dtype (rejected only when read) */
     snprintf(path, sizeof path, "%s/ok.safetensors", dir);
     write_raw(path,
               "{\"__metadata__\": {\"format\": \"pt\"}, \"x\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": "
-              "[0, 8]}, \"y\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}, \"i\": {\"dtype\": "
-              "\"I64\", \"shape\": [1], \"data_offsets\": [0, 8]}, \"q\": {\"dtype\": \"Q4X\", \"shape\": [3], "
-              "\"data_offsets\": [0, 2]}}",
-              8);
+              "[0, 8]}, \"y\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [8, 12]}, \"i\": {\"dtype\": "
+              "\"I64\", \"shape\": [1], \"data_offsets\": [12, 20]}, \"q\": {\"dtype\": \"Q4X\", \"shape\": [3], "
+              "\"data_offsets\": [20, 22]}}",
+              22);
     qf_st st;
     qf_err e = {0};
-    CHECK(qf_st_open_file(path, &st, &e) == 0, "metadata/overlap/odd dtypes accepted: %s", e.msg);
+    CHECK(qf_st_open_file(path, &st, &e) == 0, "metadata/odd dtypes accepted: %s", e.msg);
     if (e.code == 0) {
         CHECK(st.ntensors == 4, "4 tensors (metadata skipped): %d", st.ntensors);
         const qf_st_tensor *x = qf_st_find(&st, "x"), *y = qf_st_find(&st, "y"), *i = qf_st_find(&st, "i"),
@@ -173,7 +186,8 @@ static void test_malformed(void) {
             float xv[2], yv;
             qf_st_read_f32(x, 0, 2, xv);
             qf_st_read_f32(y, 0, 1, &yv);
-            CHECK(memcmp(&xv[1], &yv, 4) == 0, "overlapping tensors share bytes");
+            unsigned char want[4] = {8, 9, 10, 11};
+            CHECK(memcmp(&yv, want, 4) == 0, "y reads its own bytes [8, 12)");
         }
         if (i) {
             qf_err e2 = {0};

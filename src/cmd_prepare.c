@@ -1,16 +1,18 @@
 /* cmd_prepare.c — `qwen-ft prepare`: JSONL records -> packed HDF5 dataset (docs/formats.md, "Packed dataset").
  *
- *   qwen-ft prepare --in F.jsonl [--in G.jsonl ...] --out D.h5 [--tokenizer T] [--valid-fraction x]
+ *   qwen-ft prepare --in F.jsonl [--in 'G*.jsonl.gz' ...] --out D.h5 [--tokenizer T] [--valid-fraction x]
  *                   [--valid-out V.h5] [--seed n] [--vocab-size V] [--eos-id E] [--pad-id P] [--skip-bad]
- *                   [--system TEXT] [--mask qwen|assistant]
+ *                   [--system TEXT] [--mask qwen|assistant] [--map field=role,...] [--check] [--dedup]
+ *                   [--seq-len T]
  *
- * Rank 0 does all the work; the other ranks wait for its exit code and return it too. Every record becomes
- * one document, in input order.
- * A record is dispatched on its first known key to one function per record kind (prep_kinds[] below):
+ * Every rank works (mpirun -np N qwen-ft prepare ...): the phases are in prep_run.h; the output does not depend
+ * on N. Every record becomes one document, in input order.
+ * A record is dispatched on its first known key to one function per record kind (prep_kinds[] below), after --map:
  *   input_ids                pre-tokenized, taken as it is (optional labels or loss_mask)
  *   text                     plain text            -> prep_text (prep_chat.c; needs --tokenizer)
  *   conversations / messages ShareGPT / OpenAI chat -> prep_chat (prep_chat.c; needs --tokenizer), ChatML
- * Everything else (errors naming FILE:LINE, --skip-bad, the validation split, the atomic write) is shared.
+ *   instruction              Alpaca                -> prep_alpaca (prep_formats.c), ChatML
+ * Everything else (errors naming FILE:LINE, --skip-bad, the split, the summary, the atomic write) is shared.
  * With --tokenizer (loaded once): --vocab-size defaults to the tokenizer's, --eos-id to its <|endoftext|>, and the
  * dataset's `tokenizer` attribute is the tokenizer's identity. */
 #include <errno.h>
@@ -24,12 +26,10 @@
 #include "../io/dataset.h"
 #include "commands.h"
 #include "prep.h"
-#include "rng.h"
+#include "prep_run.h"
 #include "util.h"
 
 #define PREP_DEFAULT_EOS 151643 /* <|endoftext|> of the Qwen tokenizers */
-#define PREP_PROGRESS_TOKENS 1000000
-#define PREP_SHOW_SKIPPED 5
 
 void prep_doc_reserve(prep_doc *d, int64_t n) {
     if (n <= d->cap) return;
@@ -123,18 +123,53 @@ static int prep_pretokenized(const prep_opts *o, json_t *rec, prep_doc *doc, cha
         }
     }
     doc->n = (int64_t)n;
+    prep_content_begin(doc);
+    prep_content_ids(doc, doc->tok, doc->mask, doc->n);
     return PREP_OK;
 }
 
 static const struct {
     const char *key;
     prep_record_fn fn;
+    prep_kind kind;
 } prep_kinds[] = {
-    {"input_ids", prep_pretokenized},
-    {"text", prep_text},
-    {"conversations", prep_chat},
-    {"messages", prep_chat},
+    {"input_ids", prep_pretokenized, PREP_KIND_PRETOKENIZED}, {"text", prep_text, PREP_KIND_TEXT},
+    {"conversations", prep_chat, PREP_KIND_CONVERSATIONS},    {"messages", prep_chat, PREP_KIND_MESSAGES},
+    {"instruction", prep_alpaca, PREP_KIND_ALPACA},
 };
+
+int prep_record(const prep_opts *o, const char *line, size_t len, prep_doc *doc, char *why, size_t cap) {
+    json_error_t jerr;
+    json_t *rec = json_loadb(line, len, JSON_DECODE_ANY, &jerr);
+    int kind = PREP_OK;
+    doc->n = 0;
+    doc->turns = doc->empty_turns = 0;
+    doc->unanswered = 0;
+    if (!rec) {
+        snprintf(why, cap, "invalid JSON at column %d: %s", jerr.column, jerr.text);
+        kind = PREP_BAD;
+    } else if (!json_is_object(rec)) {
+        snprintf(why, cap, "the record is %s, expected a JSON object", prep_json_type(rec));
+        kind = PREP_BAD;
+    } else if (o->n_map && prep_map_applies(o, rec)) {
+        doc->kind = PREP_KIND_MAP;
+        kind = prep_mapped(o, rec, doc, why, cap);
+    } else {
+        int k = -1;
+        for (int j = 0; j < (int)(sizeof prep_kinds / sizeof *prep_kinds) && k < 0; j++)
+            if (json_object_get(rec, prep_kinds[j].key)) k = j;
+        if (k < 0) {
+            snprintf(why, cap, "the record has none of input_ids, text, conversations, messages, instruction%s "
+                     "(missing input_ids)", o->n_map ? " or a --map field" : "");
+            kind = PREP_BAD;
+        } else {
+            doc->kind = prep_kinds[k].kind;
+            kind = prep_kinds[k].fn(o, rec, doc, why, cap);
+        }
+    }
+    json_decref(rec);
+    return kind;
+}
 
 /* ---- command line -------------------------------------------------------------------------------------------- */
 
@@ -150,14 +185,16 @@ static void prep_usage(FILE *f) {
             "{\"messages\": [{\"role\": R, \"content\": V}, ...]}\n"
             "                                            ChatML as Qwen's finetune.py builds it; R: system (first\n"
             "                                            turn only), user or human, assistant or gpt\n"
-            "  (text and conversation records need --tokenizer)\n"
+            "  {\"instruction\": I, \"input\": X, \"output\": O, \"system\": S, \"history\": [[q, a], ...]}\n"
+            "                                            Alpaca (input, system, history optional), as ChatML\n"
+            "  (text and conversation records need --tokenizer; files may be gzip or zstd compressed)\n"
             "options:\n"
-            "  --in F              input JSONL file (repeatable; order is kept)\n"
+            "  --in F              input JSONL file or glob pattern, plain, .gz or .zst (repeatable; order is kept)\n"
             "  --out D.h5          output dataset (written atomically)\n"
-            "  --valid-fraction x  send a seeded random choice of round(x * docs) documents (0 <= x < 1) to a\n"
-            "                      validation file\n"
+            "  --valid-fraction x  send about x of the documents (0 <= x < 1), chosen by a hash of their content,\n"
+            "                      to a validation file: identical records are always on the same side\n"
             "  --valid-out V.h5    validation file (default: OUT with .h5 replaced by .valid.h5)\n"
-            "  --seed n            seed of the validation choice (default 42)\n"
+            "  --seed n            seed of the validation hash (default 42)\n"
             "  --vocab-size V      reject token ids >= V and store V (default: the tokenizer's vocabulary size;\n"
             "                      without --tokenizer: unknown, stored as 0)\n"
             "  --eos-id E          end-of-text id to store, and the id ending text records (default: the\n"
@@ -171,7 +208,14 @@ static void prep_usage(FILE *f) {
             "  --mask qwen|assistant  which conversation tokens are targets: qwen (default) = the labels Qwen's\n"
             "                      finetune.py trains (every <|im_start|>, <|im_end|> and the newline after it,\n"
             "                      and the assistant text); assistant = only the assistant text and its <|im_end|>\n"
-            "  --help              this text\n",
+            "  --map F=ROLE,...    read records that hold field F as turns of ROLE (system, user, assistant; or\n"
+            "                      text: F is a plain text), in the order given: --map question=user,answer=assistant\n"
+            "  --check             read and tokenize everything, print the summary, write nothing (exit 2 when a\n"
+            "                      line is broken, unless --skip-bad)\n"
+            "  --dedup             keep only the first of records with the same normalised content\n"
+            "  --seq-len T         report documents longer than T tokens and the padding of rows of T tokens\n"
+            "  --help              this text\n"
+            "Under mpirun -np N every rank reads 1/N of the input; the dataset is the same as with one rank.\n",
             PREP_DEFAULT_EOS);
 }
 
@@ -210,8 +254,9 @@ static int prep_parse_i64(const char *s, int64_t lo, int64_t *v) {
 }
 
 /* Returns 0 and fills o, 1 for --help (printed), or 2 after a usage error (printed). */
-static int prep_parse_args(int argc, char **argv, prep_opts *o) {
+static int prep_parse_args(int argc, char **argv, prep_opts *o, int rank) {
     memset(o, 0, sizeof *o);
+    o->rank = rank;
     o->in = qf_calloc((size_t)(argc > 0 ? argc : 1), sizeof *o->in);
     o->seed = 42;
     o->eos_id = -1;
@@ -229,6 +274,11 @@ static int prep_parse_args(int argc, char **argv, prep_opts *o) {
             o->skip_bad = 1;
             continue;
         }
+        /* issue 15 flags */
+        if (!strcmp(a, "--check") || !strcmp(a, "--dedup")) {
+            *(a[2] == 'c' ? &o->check : &o->dedup) = 1;
+            continue;
+        }
         if (strncmp(a, "--", 2) != 0) return prep_bad_usage("unexpected argument '%s'", a);
         /* options with a value: --opt value or --opt=value */
         char name[64];
@@ -240,7 +290,7 @@ static int prep_parse_args(int argc, char **argv, prep_opts *o) {
         name[len] = 0;
         static const char *const known[] = {"--in", "--out", "--tokenizer", "--valid-fraction", "--valid-out",
                                             "--seed", "--vocab-size", "--eos-id", "--pad-id", "--system",
-                                            "--mask", "--set"};
+                                            "--mask", "--set", "--map", "--seq-len"};
         int k = -1;
         for (int j = 0; j < (int)(sizeof known / sizeof *known); j++)
             if (!strcmp(name, known[j])) k = j;
@@ -251,7 +301,8 @@ static int prep_parse_args(int argc, char **argv, prep_opts *o) {
                 int dd = qf_edit_distance(name, known[j]);
                 if (dd < bd) bd = dd, best = known[j];
             }
-            if (!strcmp(name, "--skip-bad")) return prep_bad_usage("option '%s' takes no value", a);
+            if (!strcmp(name, "--skip-bad") || !strcmp(name, "--check") || !strcmp(name, "--dedup"))
+                return prep_bad_usage("option '%s' takes no value", a);
             if (best) {
                 fprintf(stderr, "qwen-ft prepare: unknown option '%s' (did you mean %s?)\n", name, best);
                 prep_usage(stderr);
@@ -281,7 +332,7 @@ static int prep_parse_args(int argc, char **argv, prep_opts *o) {
                 return prep_bad_value("--mask must be qwen or assistant, not '%s'", val);
             o->mask = strcmp(val, "qwen") ? QF_CHAT_MASK_ASSISTANT : QF_CHAT_MASK_QWEN;
         } else if (!strcmp(name, "--set")) {
-            fprintf(stderr, "qwen-ft prepare: warning: --set %s ignored (prepare reads no deck)\n", val);
+            if (o->rank == 0) fprintf(stderr, "qwen-ft prepare: warning: --set %s ignored (prepare reads no deck)\n", val);
         } else if (!strcmp(name, "--valid-fraction")) {
             char *end;
             errno = 0;
@@ -305,10 +356,16 @@ static int prep_parse_args(int argc, char **argv, prep_opts *o) {
             if (prep_parse_i64(val, 0, &v) || v > (int64_t)UINT32_MAX)
                 return prep_bad_value("--pad-id must be a token id (0 <= P < 2^32), not '%s'", val);
             o->pad_id = v;
+        } else if (!strcmp(name, "--map")) { /* issue 15 options with a value */
+            char why[256];
+            if (prep_map_parse(o, val, why, sizeof why)) return prep_bad_value("%s", why);
+        } else if (!strcmp(name, "--seq-len")) {
+            if (prep_parse_i64(val, 1, &v)) return prep_bad_value("--seq-len must be a positive integer, not '%s'", val);
+            o->seq_len = v;
         }
     }
     if (o->n_in == 0) return prep_bad_usage("%s", "missing --in (an input JSONL file)");
-    if (!o->out) return prep_bad_usage("%s", "missing --out (the dataset to write)");
+    if (!o->out && !o->check) return prep_bad_usage("%s", "missing --out (the dataset to write; --check writes none)");
     if (o->vocab_size > 0 && o->eos_id >= o->vocab_size)
         return prep_bad_value("--eos-id %lld is >= --vocab-size %lld", (long long)o->eos_id, (long long)o->vocab_size);
     if (o->vocab_size > 0 && o->pad_id >= o->vocab_size)
@@ -320,101 +377,8 @@ static int prep_parse_args(int argc, char **argv, prep_opts *o) {
 
 /* ---- the command --------------------------------------------------------------------------------------------- */
 
-typedef struct prep_stats {
-    int64_t docs, tokens, trained, skipped;
-    char shown[PREP_SHOW_SKIPPED][256]; /* first skipped FILE:LINE */
-    int64_t next_progress;
-    double t0;
-} prep_stats;
-
-/* 1 if the line holds only whitespace */
-static int prep_blank(const char *s, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n' && s[i] != '\f' && s[i] != '\v') return 0;
-    return 1;
-}
-
-/* Reads one JSONL file into the builder. Returns 0 or an exit code (message printed). */
-static int prep_read_file(const prep_opts *o, const char *path, qf_dataset_builder *b, prep_doc *doc,
-                          prep_stats *st) {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, "qwen-ft prepare: %s: cannot open: %s\n", path, strerror(errno));
-        return QF_EXIT_INPUT;
-    }
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t len;
-    long long lineno = 0;
-    int rc = 0;
-    char why[512];
-    while (rc == 0 && (len = getline(&line, &cap, f)) >= 0) {
-        lineno++;
-        const char *s = line;
-        size_t n = (size_t)len;
-        if (lineno == 1 && n >= 3 && !memcmp(s, "\xEF\xBB\xBF", 3)) s += 3, n -= 3; /* UTF-8 byte-order mark */
-        if (prep_blank(s, n)) continue;
-        while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == '\r')) n--; /* so that jansson's column is on this line */
-        int kind = PREP_OK;
-        json_error_t jerr;
-        json_t *rec = json_loadb(s, n, JSON_DECODE_ANY, &jerr);
-        if (!rec) {
-            snprintf(why, sizeof why, "invalid JSON at column %d: %s", jerr.column, jerr.text);
-            kind = PREP_BAD;
-        } else if (!json_is_object(rec)) {
-            snprintf(why, sizeof why, "the record is %s, expected a JSON object", prep_json_type(rec));
-            kind = PREP_BAD;
-        } else {
-            int k = -1;
-            for (int j = 0; j < (int)(sizeof prep_kinds / sizeof *prep_kinds) && k < 0; j++)
-                if (json_object_get(rec, prep_kinds[j].key)) k = j;
-            if (k < 0) {
-                snprintf(why, sizeof why,
-                         "the record has none of input_ids, text, conversations, messages (missing input_ids)");
-                kind = PREP_BAD;
-            } else {
-                doc->n = 0;
-                kind = prep_kinds[k].fn(o, rec, doc, why, sizeof why);
-            }
-        }
-        json_decref(rec);
-        if (kind == PREP_OK) {
-            qf_dsb_add_doc(b, doc->tok, doc->mask, doc->n);
-            st->docs++;
-            st->tokens += doc->n;
-            for (int64_t i = 1; i < doc->n; i++) st->trained += doc->mask[i];
-            if (st->tokens >= st->next_progress) {
-                double dt = qf_now() - st->t0;
-                printf("prepare: %s:%lld: %lld documents, %lld tokens (%.2f M tokens/s)\n", path, lineno,
-                       (long long)st->docs, (long long)st->tokens, dt > 0 ? 1e-6 * (double)st->tokens / dt : 0.0);
-                fflush(stdout);
-                while (st->next_progress <= st->tokens) st->next_progress += PREP_PROGRESS_TOKENS;
-            }
-        } else if (kind == PREP_BAD && o->skip_bad) {
-            if (st->skipped < PREP_SHOW_SKIPPED) {
-                snprintf(st->shown[st->skipped], sizeof st->shown[0], "%s:%lld", path, lineno);
-                fprintf(stderr, "qwen-ft prepare: skipping %s:%lld: %s\n", path, lineno, why);
-            } else if (st->skipped == PREP_SHOW_SKIPPED) {
-                fprintf(stderr, "qwen-ft prepare: (further skipped lines are counted, not shown)\n");
-            }
-            st->skipped++;
-        } else {
-            fprintf(stderr, "qwen-ft prepare: %s:%lld: %s\n", path, lineno, why);
-            if (kind == PREP_BAD) fprintf(stderr, "qwen-ft prepare: (--skip-bad skips such lines)\n");
-            rc = QF_EXIT_INPUT;
-        }
-    }
-    if (rc == 0 && ferror(f)) {
-        fprintf(stderr, "qwen-ft prepare: %s: read error after line %lld: %s\n", path, lineno, strerror(errno));
-        rc = QF_EXIT_INPUT;
-    }
-    free(line);
-    fclose(f);
-    return rc;
-}
-
-/* 0 if the directory that will hold path is writable (message printed otherwise). */
-static int prep_check_writable(const char *path) {
+/* 0 if the directory that will hold path is writable (message printed by rank 0 otherwise). */
+static int prep_check_writable(const prep_opts *o, const char *path) {
     char *dir = qf_strdup(path);
     char *slash = strrchr(dir, '/');
     if (!slash)
@@ -425,127 +389,125 @@ static int prep_check_writable(const char *path) {
         *slash = 0;
     int rc = 0;
     if (access(dir, W_OK) != 0) {
-        fprintf(stderr, "qwen-ft prepare: %s: cannot write into %s: %s\n", path, dir, strerror(errno));
+        if (o->rank == 0) fprintf(stderr, "qwen-ft prepare: %s: cannot write into %s: %s\n", path, dir, strerror(errno));
         rc = QF_EXIT_INPUT;
     }
     free(dir);
     return rc;
 }
 
-/* Reads every input and writes the dataset(s); o is complete (tokenizer loaded, ids resolved). */
-static int prep_build(const prep_opts *o) {
-    char *valid_path = NULL;
-    if (o->valid_fraction > 0) {
-        if (o->valid_out) {
-            valid_path = qf_strdup(o->valid_out);
-        } else {
-            size_t n = strlen(o->out);
-            valid_path = qf_malloc(n + 16);
-            memcpy(valid_path, o->out, n + 1);
-            if (n >= 3 && !strcmp(o->out + n - 3, ".h5")) valid_path[n - 3] = 0;
-            strcat(valid_path, ".valid.h5");
-        }
-        if (!strcmp(valid_path, o->out)) {
-            fprintf(stderr, "qwen-ft prepare: --valid-out %s is the same file as --out\n", valid_path);
-            free(valid_path);
-            return QF_EXIT_INPUT;
-        }
+/* OUT with .h5 replaced by .valid.h5, or --valid-out */
+static char *prep_valid_path(const prep_opts *o) {
+    if (o->valid_out) return qf_strdup(o->valid_out);
+    size_t n = strlen(o->out);
+    char *v = qf_malloc(n + 16);
+    memcpy(v, o->out, n + 1);
+    if (n >= 3 && !strcmp(o->out + n - 3, ".h5")) v[n - 3] = 0;
+    strcat(v, ".valid.h5");
+    return v;
+}
+
+/* the `source` attribute: the input files, one per line */
+static char *prep_source(const prep_plan *plan) {
+    size_t n = 1;
+    for (int i = 0; i < plan->n_in; i++) n += strlen(plan->in[i].path) + 1;
+    char *s = qf_calloc(n, 1);
+    for (int i = 0; i < plan->n_in; i++) {
+        if (i) strcat(s, "\n");
+        strcat(s, plan->in[i].path);
     }
-    if (prep_check_writable(o->out) || (valid_path && prep_check_writable(valid_path))) {
+    return s;
+}
+
+/* Reads every input (this rank's share) and writes the dataset(s); o is complete (tokenizer loaded, ids
+ * resolved). Collective; every rank returns the same code. */
+static int prep_build(const prep_opts *o) {
+    MPI_Comm comm = MPI_COMM_WORLD;
+    double t0 = qf_now();
+    char *valid_path = !o->check && o->valid_fraction > 0 ? prep_valid_path(o) : NULL;
+    if (valid_path && !strcmp(valid_path, o->out)) {
+        if (o->rank == 0) fprintf(stderr, "qwen-ft prepare: --valid-out %s is the same file as --out\n", valid_path);
         free(valid_path);
         return QF_EXIT_INPUT;
     }
-
-    size_t srclen = 1;
-    for (int i = 0; i < o->n_in; i++) srclen += strlen(o->in[i]) + 1;
-    char *source = qf_calloc(srclen, 1);
-    for (int i = 0; i < o->n_in; i++) {
-        if (i) strcat(source, "\n");
-        strcat(source, o->in[i]);
+    if (!o->check && (prep_check_writable(o, o->out) || (valid_path && prep_check_writable(o, valid_path)))) {
+        free(valid_path);
+        return QF_EXIT_INPUT;
     }
-
-    qf_dataset_builder b;
-    qf_dsb_init(&b);
-    prep_doc doc = {0};
-    prep_stats st = {0};
-    st.t0 = qf_now();
-    st.next_progress = PREP_PROGRESS_TOKENS;
-    int rc = 0;
-    for (int i = 0; i < o->n_in && rc == 0; i++) rc = prep_read_file(o, o->in[i], &b, &doc, &st);
-    if (rc == 0 && b.n_docs == 0) {
-        fprintf(stderr, "qwen-ft prepare: no documents in the input (%lld lines skipped); nothing written\n",
-                (long long)st.skipped);
+    prep_plan plan;
+    qf_err e = {0};
+    if (prep_inputs_plan(o, &plan, &e)) {
+        if (o->rank == 0) fprintf(stderr, "qwen-ft prepare: %s\n", e.msg);
+        prep_plan_free(&plan);
+        free(valid_path);
+        return e.code;
+    }
+    char *source = prep_source(&plan);
+    prep_pass pass;
+    int rc = prep_read_pass(o, &plan, o->check ? NULL : o->out, &pass, comm);
+    int64_t docs = pass.sum.docs; /* rank 0's total */
+    MPI_Bcast(&docs, 1, MPI_INT64_T, 0, comm);
+    if (rc == 0 && docs == 0 && !o->check) {
+        if (o->rank == 0)
+            fprintf(stderr, "qwen-ft prepare: no documents in the input (%lld lines skipped); nothing written\n",
+                    (long long)pass.sum.broken);
         rc = QF_EXIT_INPUT;
     }
-
-    /* validation split: a seeded choice of documents; both files keep input order */
-    int64_t n_valid = 0;
-    int64_t *train_docs = NULL, *valid_docs = NULL;
-    if (rc == 0 && valid_path) {
-        int64_t n = b.n_docs;
-        n_valid = llround(o->valid_fraction * (double)n);
-        if (n_valid < 1 && n > 1) n_valid = 1;
-        if (n_valid > n - 1) n_valid = n - 1;
-        if (n_valid == 0)
-            fprintf(stderr, "qwen-ft prepare: warning: only %lld document(s): no validation file written\n",
-                    (long long)n);
-    }
-    qf_err e = {0};
-    if (rc == 0 && n_valid > 0) {
-        int64_t n = b.n_docs;
-        int64_t *perm = qf_malloc((size_t)n * sizeof *perm);
-        uint8_t *is_valid = qf_calloc((size_t)n, 1);
-        qf_rng_permutation(o->seed, 0, n, perm);
-        for (int64_t i = 0; i < n_valid; i++) is_valid[perm[i]] = 1;
-        train_docs = qf_malloc((size_t)n * sizeof *train_docs);
-        valid_docs = qf_malloc((size_t)n_valid * sizeof *valid_docs);
-        int64_t nt = 0, nv = 0;
-        for (int64_t d = 0; d < n; d++) {
-            if (is_valid[d])
-                valid_docs[nv++] = d;
-            else
-                train_docs[nt++] = d;
-        }
-        free(perm);
-        free(is_valid);
-        const char *tok_id = o->tok ? qf_tok_identity(o->tok) : ""; /* "": pre-tokenized input, no tokenizer */
-        rc = qf_dataset_write(valid_path, &b, valid_docs, nv, o->vocab_size, o->eos_id, o->pad_id, tok_id, source, &e);
-        if (rc == 0) {
-            rc = qf_dataset_write(o->out, &b, train_docs, nt, o->vocab_size, o->eos_id, o->pad_id, tok_id, source, &e);
-            if (rc) unlink(valid_path); /* no half result */
-        }
-        if (rc == 0) {
-            int64_t vt = 0;
-            for (int64_t i = 0; i < nv; i++) vt += (int64_t)(b.offsets[valid_docs[i] + 1] - b.offsets[valid_docs[i]]);
-            printf("prepare: wrote %s: %lld documents, %lld tokens\n", o->out, (long long)nt,
-                   (long long)(b.n_tokens - vt));
-            printf("prepare: wrote %s: %lld documents, %lld tokens (validation, seed %llu)\n", valid_path,
-                   (long long)nv, (long long)vt, (unsigned long long)o->seed);
-        }
-    } else if (rc == 0) {
-        rc = qf_dataset_write(o->out, &b, NULL, 0, o->vocab_size, o->eos_id, o->pad_id,
-                              o->tok ? qf_tok_identity(o->tok) : "", source, &e);
-        if (rc == 0)
-            printf("prepare: wrote %s: %lld documents, %lld tokens\n", o->out, (long long)b.n_docs,
-                   (long long)b.n_tokens);
-    }
-    if (e.code) fprintf(stderr, "qwen-ft prepare: %s\n", e.msg);
+    uint8_t *flags = NULL;
+    prep_dup_stats dup;
+    memset(&dup, 0, sizeof dup);
     if (rc == 0) {
-        printf("prepare: done: %lld documents, %lld tokens, %lld trained tokens, max token id %lld, "
-               "skipped %lld bad line%s",
-               (long long)st.docs, (long long)st.tokens, (long long)st.trained, (long long)b.max_token,
-               (long long)st.skipped, st.skipped == 1 ? "" : "s");
-        for (int64_t i = 0; i < st.skipped && i < PREP_SHOW_SKIPPED; i++)
-            printf("%s%s", i ? ", " : " (", st.shown[i]);
-        if (st.skipped > PREP_SHOW_SKIPPED) printf(", ...");
-        printf("%s; %.1f s\n", st.skipped ? ")" : "", qf_now() - st.t0);
+        flags = qf_malloc((size_t)(pass.n ? pass.n : 1));
+        prep_split_decide(o, &pass, flags, &dup, comm);
+        if (o->rank == 0 && o->valid_fraction > 0 && dup.valid_disabled)
+            fprintf(stderr, "qwen-ft prepare: warning: %lld distinct record(s): no validation file written\n",
+                    (long long)(dup.train_docs - dup.dup_records + (o->dedup ? dup.dropped : 0)));
+    }
+    if (rc == 0 && !o->check) {
+        int with_valid = valid_path && dup.valid_docs > 0;
+        if (with_valid) rc = prep_write_side(o, &pass, flags, 1, valid_path, source, comm);
+        if (rc == 0) {
+            rc = prep_write_side(o, &pass, flags, 0, o->out, source, comm);
+            if (rc && with_valid && o->rank == 0) unlink(valid_path); /* no half result */
+        }
+        if (rc == 0 && o->rank == 0) {
+            printf("prepare: wrote %s: %lld documents, %lld tokens\n", o->out, (long long)dup.train_docs,
+                   (long long)dup.train_tokens);
+            if (with_valid)
+                printf("prepare: wrote %s: %lld documents, %lld tokens (validation, content hash, seed %llu)\n",
+                       valid_path, (long long)dup.valid_docs, (long long)dup.valid_tokens,
+                       (unsigned long long)o->seed);
+        }
+    }
+    if (rc == 0 && o->rank == 0) {
+        prep_summary_print(stdout, o, &plan, &pass, &dup, qf_now() - t0);
+        if (!o->check) {
+            const prep_summary *s = &pass.sum;
+            printf("prepare: done: %lld documents, %lld tokens, %lld trained tokens, skipped %lld bad line%s",
+                   (long long)s->docs, (long long)s->tokens, (long long)s->trained, (long long)s->broken,
+                   s->broken == 1 ? "" : "s");
+            for (int i = 0; i < pass.n_broken_shown; i++)
+                printf("%s%s:%lld", i ? ", " : " (", plan.in[pass.broken[i].file].path, (long long)pass.broken[i].line);
+            if (s->broken > pass.n_broken_shown) printf(", ...");
+            printf("%s; %d rank%s, %.1f s\n", pass.n_broken_shown ? ")" : "", o->size, o->size == 1 ? "" : "s",
+                   qf_now() - t0);
+        }
         fflush(stdout);
     }
-    free(train_docs);
-    free(valid_docs);
-    free(doc.tok);
-    free(doc.mask);
-    qf_dsb_free(&b);
+    /* --check: broken lines are an error unless --skip-bad */
+    if (rc == 0 && o->check && !o->skip_bad) {
+        int64_t broken = pass.sum.broken;
+        MPI_Bcast(&broken, 1, MPI_INT64_T, 0, comm);
+        if (broken) {
+            if (o->rank == 0)
+                fprintf(stderr, "qwen-ft prepare: --check: %lld broken line%s (--skip-bad accepts them)\n",
+                        (long long)broken, broken == 1 ? "" : "s");
+            rc = QF_EXIT_INPUT;
+        }
+    }
+    free(flags);
+    prep_pass_free(&pass);
+    prep_plan_free(&plan);
     free(source);
     free(valid_path);
     return rc;
@@ -558,38 +520,32 @@ static int prep_resolve_ids(prep_opts *o) {
         if (o->vocab_size == 0)
             o->vocab_size = tv;
         else if (o->vocab_size < tv)
-            return prep_bad_value("--vocab-size %lld is smaller than the vocabulary of the tokenizer %s (%lld ids)",
+            return o->rank ? QF_EXIT_INPUT : prep_bad_value("--vocab-size %lld is smaller than the vocabulary of the tokenizer %s (%lld ids)",
                                   (long long)o->vocab_size, o->tokenizer, (long long)tv);
         if (o->eos_id < 0) o->eos_id = qf_tok_special(o->tok, "<|endoftext|>");
         if (o->eos_id < 0)
-            return prep_bad_value("the tokenizer %s has no <|endoftext|>: pass --eos-id", o->tokenizer);
+            return o->rank ? QF_EXIT_INPUT : prep_bad_value("the tokenizer %s has no <|endoftext|>: pass --eos-id", o->tokenizer);
     }
     if (o->eos_id < 0) o->eos_id = PREP_DEFAULT_EOS;
     if (o->pad_id < 0) o->pad_id = o->eos_id;
     if (o->vocab_size > 0 && o->eos_id >= o->vocab_size)
-        return prep_bad_value("the eos id %lld is >= the vocabulary size %lld (--eos-id, --vocab-size)",
+        return o->rank ? QF_EXIT_INPUT : prep_bad_value("the eos id %lld is >= the vocabulary size %lld (--eos-id, --vocab-size)",
                               (long long)o->eos_id, (long long)o->vocab_size);
     if (o->vocab_size > 0 && o->pad_id >= o->vocab_size)
-        return prep_bad_value("the pad id %lld is >= the vocabulary size %lld (--pad-id, --vocab-size)",
+        return o->rank ? QF_EXIT_INPUT : prep_bad_value("the pad id %lld is >= the vocabulary size %lld (--pad-id, --vocab-size)",
                               (long long)o->pad_id, (long long)o->vocab_size);
     return 0;
 }
 
-/* Loads the tokenizer (once) and its ChatML pieces, resolves the ids, builds; frees what it loaded. */
+/* Loads the tokenizer (once per rank) and its ChatML pieces, resolves the ids, builds; frees what it loaded. */
 static int prep_run(prep_opts *o) {
-    /* fail fast on paths, before loading anything or reading any record */
-    for (int i = 0; i < o->n_in; i++)
-        if (access(o->in[i], R_OK) != 0) {
-            fprintf(stderr, "qwen-ft prepare: %s: cannot open: %s\n", o->in[i], strerror(errno));
-            return QF_EXIT_INPUT;
-        }
     qf_tokenizer *tok = NULL;
     qf_chatml cm;
     memset(&cm, 0, sizeof cm);
     qf_err e = {0};
     if (o->tokenizer) {
         if (qf_tok_load(o->tokenizer, &tok, &e)) {
-            fprintf(stderr, "qwen-ft prepare: --tokenizer %s: %s\n", o->tokenizer, e.msg);
+            if (o->rank == 0) fprintf(stderr, "qwen-ft prepare: --tokenizer %s: %s\n", o->tokenizer, e.msg);
             return e.code;
         }
         o->tok = tok;
@@ -608,27 +564,43 @@ static int prep_run(prep_opts *o) {
     return rc;
 }
 
-/* Rank 0 works; the other ranks wait for its exit code, so that every rank returns the same one (main.c). */
+static void prep_opts_free(prep_opts *o) {
+    free(o->in);
+    for (int i = 0; i < o->n_map; i++) free((char *)o->map[i].field);
+    free(o->map);
+    o->in = NULL, o->map = NULL, o->n_map = 0;
+}
+
+/* Every rank works; rank 0 parses the command line first (and prints what is wrong with it), so that usage errors
+ * are printed once. Every rank returns the same exit code (main.c). */
 int qf_cmd_prepare(int argc, char **argv) {
     int up = 0, down = 0, rank = 0, size = 1;
     MPI_Initialized(&up);
     MPI_Finalized(&down);
-    if (up && !down) {
+    int mpi = up && !down;
+    if (mpi) {
         MPI_Comm_rank(MPI_COMM_WORLD, &rank);
         MPI_Comm_size(MPI_COMM_WORLD, &size);
     }
-    int rc = QF_EXIT_OK;
+    QF_CHECK(mpi); /* main.c starts MPI before any command */
+    prep_opts o;
+    int rc = 0;
     if (rank == 0) {
-        prep_opts o;
-        rc = prep_parse_args(argc, argv, &o);
-        if (rc == 0)
-            rc = prep_run(&o);
-        else if (rc == 1)
-            rc = QF_EXIT_OK;
-        free(o.in);
-        fflush(stdout);
-        fflush(stderr);
+        rc = prep_parse_args(argc, argv, &o, 0);
+        prep_opts_free(&o);
     }
-    if (size > 1) MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (rc == 0) {
+        QF_CHECK(prep_parse_args(argc, argv, &o, rank) == 0);
+        o.rank = rank;
+        o.size = size;
+        rc = prep_run(&o);
+        prep_opts_free(&o);
+    } else if (rc == 1) {
+        rc = QF_EXIT_OK;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
     return rc;
 }

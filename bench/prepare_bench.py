@@ -7,9 +7,12 @@
                                               DIR/tokenizer.json
     python prepare_bench.py corpus OUT MB     JSONL text records of about 4 KB (Python sources, cut at line ends)
                                               until MB megabytes: OUT
-    python prepare_bench.py hf TOK CORPUS     HF `tokenizers` encode_batch on the corpus' texts (RAYON_NUM_THREADS
-                                              sets its threads): prints seconds (encode only, JSON parsing not
-                                              counted), MB/s and tokens/s as one JSON line
+    python prepare_bench.py hf TOK CORPUS [TOKENS.bin]
+                                              HF `tokenizers` encode_batch on the corpus' texts (RAYON_NUM_THREADS
+                                              sets its threads): prints wall and CPU seconds (encode only, JSON
+                                              parsing not counted), MB/s and tokens/s as one JSON line; with
+                                              TOKENS.bin (qwen-ft's /tokens, h5dump -b LE) whether the ids are
+                                              identical
 Needs `tokenizers` (pip install tokenizers)."""
 import glob, json, os, sys, time
 
@@ -66,13 +69,25 @@ def hf(tokfile, path):
     tok = Tokenizer.from_file(tokfile)
     texts = [json.loads(l)["text"] for l in open(path, encoding="utf-8")]
     nbytes = os.path.getsize(path)
-    t0 = time.time()
+    t0, c0 = time.time(), time.process_time()
     enc = tok.encode_batch(texts, add_special_tokens=False)
-    dt = time.time() - t0
+    dt, cpu = time.time() - t0, time.process_time() - c0
     ntok = sum(len(e.ids) for e in enc) + len(texts)  # + the <|endoftext|> prepare appends to each text
+    same = None
+    if len(sys.argv) > 4:  # /tokens of qwen-ft's dataset (h5dump -b LE): the same ids, text after text + eos?
+        import array
+        eos = tok.token_to_id("<|endoftext|>")
+        ours = array.array("I")
+        ours.frombytes(open(sys.argv[4], "rb").read())
+        ref = array.array("I")
+        for e in enc:
+            ref.extend(e.ids)
+            ref.append(eos)
+        same = ours == ref
     print(json.dumps({"threads": os.environ.get("RAYON_NUM_THREADS", "all"), "seconds": round(dt, 3),
-                      "MB_per_s": round(nbytes / 1e6 / dt, 2), "tokens_per_s": round(ntok / dt), "tokens": ntok,
-                      "records": len(texts), "first_ids": enc[0].ids[:8]}))
+                      "cpu_seconds": round(cpu, 3), "MB_per_s": round(nbytes / 1e6 / dt, 2),
+                      "MB_per_cpu_s": round(nbytes / 1e6 / cpu, 2), "tokens_per_s": round(ntok / dt), "tokens": ntok,
+                      "records": len(texts), "ids_identical_to_qwen_ft": same}))
 
 
 if __name__ == "__main__":

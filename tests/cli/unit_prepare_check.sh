@@ -3,7 +3,7 @@
 # turns, empty turns, conversations ending with a user turn, tokens (equal to the golden's), the length histogram,
 # documents longer than --seq-len, exact duplicates (after normalisation: key order, whitespace, layout); on a
 # file with broken lines exit 2 naming each FILE:LINE (also in the summary), exit 0 with --skip-bad; a normal
-# prepare prints the same summary.
+# prepare prints the same summary; on a terminal a progress line (bytes, records/s, MB/s, ETA), not in a file.
 # Env: QWENFT (binary), WORK (scratch dir, created here), SRC (source tree).
 set -euo pipefail
 : "${QWENFT:?set QWENFT to the qwen-ft binary}" "${WORK:?set WORK to a scratch directory}" "${SRC:?set SRC}"
@@ -74,5 +74,19 @@ has "3 records (text 3), 3 broken lines"
 # 3. --check needs no --out, and an --out given is not written
 run prepare --tokenizer "$TOK" --in broken2.jsonl --check --skip-bad --out never.h5
 [ "$rc" -eq 0 ] && [ ! -e never.h5 ] || fail "--check with --out: exit $rc or never.h5 written"
+
+# 4. the progress line on a terminal (script(1) gives prepare a pty); not when stderr is a file (above)
+if command -v script >/dev/null; then
+    python3 -c '
+import json
+with open("long.jsonl", "w") as f:
+    for i in range(6000): f.write(json.dumps({"text": " ".join(f"word{j % 97} {i}" for j in range(400))}) + "\n")'
+    script -qc "$QWENFT prepare --tokenizer $TOK --in long.jsonl --check" /dev/null > tty.txt 2>&1 || true
+    tr '\r' '\n' < tty.txt | grep -qE "^prepare: [0-9.]+/[0-9.]+ MB \([0-9]+%\), [0-9]+ records, [0-9]+ records/s, [0-9.]+ MB/s, ETA [0-9]+:[0-9]{2}" ||
+        fail "no progress line on a terminal: $(tr '\r' '\n' < tty.txt | head -3)"
+    grep -q $'\r' err.txt && fail "a progress line went to a file"
+else
+    echo "(script(1) not found: the progress line on a terminal is not checked)"
+fi
 
 echo "unit_prepare_check: all checks passed"

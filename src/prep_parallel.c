@@ -187,11 +187,12 @@ int prep_read_pass(const prep_opts *o, const prep_plan *plan, const char *spill_
     for (int i = 0; i < plan->n_mine && err.rc == 0; i++)
         prep_read_range(o, plan, &plan->mine[i], ftok, fmask, p, lines, mine, &n_mine, &err, &pr, &bytes_done);
     prep_progress_end(&pr);
-    if (ftok && (fclose(ftok) != 0 || fclose(fmask) != 0) && err.rc == 0) {
+    int spill_bad = 0;
+    if (ftok) spill_bad |= fclose(ftok) != 0;
+    if (fmask) spill_bad |= fclose(fmask) != 0;
+    if (spill_bad && err.rc == 0) {
         err = (prep_error){QF_EXIT_INPUT, PREP_FATAL, -1, 0, ""};
         snprintf(err.why, sizeof err.why, "%s: writing a spill file failed (disk full?)", p->spill_tok);
-    } else if (ftok == NULL && fmask) {
-        fclose(fmask);
     }
 
     /* agree: line numbers, the first error, the first broken lines */

@@ -32,7 +32,13 @@ static void prep_doc_set(prep_doc *doc, const int32_t *ids, const uint8_t *mask,
 
 int prep_text_value(const prep_opts *o, const char *key, const char *text, size_t len, prep_doc *doc, char *why,
                     size_t cap) {
-    if (!o->tok) return snprintf(why, cap, "a plain-text record " PREP_NEED_TOKENIZER), PREP_FATAL;
+    if (!o->tok && !o->check) return snprintf(why, cap, "a plain-text record " PREP_NEED_TOKENIZER), PREP_FATAL;
+    prep_content_begin(doc);
+    prep_content_text(doc, 't', text, len);
+    if (!o->tok) { /* --check without a tokenizer: the record's structure only */
+        doc->n = 0;
+        return PREP_OK;
+    }
     qf_ids ids = {0};
     qf_err e = {0};
     if (qf_tok_encode(o->tok, text, len, &ids, &e)) {
@@ -42,8 +48,6 @@ int prep_text_value(const prep_opts *o, const char *key, const char *text, size_
     qf_ids_push(&ids, (int32_t)o->eos_id);
     prep_doc_set(doc, ids.v, NULL, ids.n);
     free(ids.v);
-    prep_content_begin(doc);
-    prep_content_text(doc, 't', text, len);
     return PREP_OK;
 }
 
@@ -63,31 +67,38 @@ static int prep_blank_text(const char *s, size_t n) {
 
 int prep_chat_render(const prep_opts *o, const char *key, const char *system, size_t sys_len,
                      const qf_chat_turn *turns, size_t n, prep_doc *doc, char *why, size_t cap) {
-    if (!o->tok) return snprintf(why, cap, "a conversation record " PREP_NEED_TOKENIZER), PREP_FATAL;
-    if (!o->chatml) return snprintf(why, cap, "a conversation record: %s", o->chatml_why), PREP_FATAL;
+    if (!o->tok && !o->check) return snprintf(why, cap, "a conversation record " PREP_NEED_TOKENIZER), PREP_FATAL;
+    if (o->tok && !o->chatml) return snprintf(why, cap, "a conversation record: %s", o->chatml_why), PREP_FATAL;
     if (!system) system = o->system, sys_len = strlen(o->system);
-    qf_chat_doc d = {0};
-    qf_err e = {0};
-    int rc = PREP_OK;
-    if (qf_chatml_render(o->chatml, o->tok, system, sys_len, turns, n, o->mask, &d, &e)) {
-        snprintf(why, cap, "%s: %s", key, e.msg);
-        rc = PREP_BAD;
+    /* the turns rendered: finetune.py drops one leading assistant turn */
+    size_t first = n > 0 && turns[0].role == QF_CHAT_ASSISTANT ? 1 : 0;
+    if (!o->tok) { /* --check without a tokenizer: the structure only (the rule of qf_chatml_render) */
+        if (n == first)
+            return snprintf(why, cap, "%s: no user or assistant turn to train on (a leading assistant turn is "
+                                      "dropped, as Qwen's finetune.py does)", key),
+                   PREP_BAD;
+        doc->n = 0;
     } else {
-        prep_doc_set(doc, d.ids.v, d.mask, d.ids.n);
-        /* the turns rendered: finetune.py drops one leading assistant turn */
-        size_t first = n > 0 && turns[0].role == QF_CHAT_ASSISTANT ? 1 : 0;
-        prep_content_begin(doc);
-        prep_content_text(doc, 's', system, sys_len);
-        doc->turns = (int64_t)(n - first);
-        doc->empty_turns = 0;
-        for (size_t i = first; i < n; i++) {
-            prep_content_text(doc, turns[i].role == QF_CHAT_USER ? 'u' : 'a', turns[i].text, turns[i].len);
-            doc->empty_turns += prep_blank_text(turns[i].text, turns[i].len);
-        }
-        doc->unanswered = n > first && turns[n - 1].role == QF_CHAT_USER;
+        qf_chat_doc d = {0};
+        qf_err e = {0};
+        int bad = qf_chatml_render(o->chatml, o->tok, system, sys_len, turns, n, o->mask, &d, &e);
+        if (bad)
+            snprintf(why, cap, "%s: %s", key, e.msg);
+        else
+            prep_doc_set(doc, d.ids.v, d.mask, d.ids.n);
+        qf_chat_doc_free(&d);
+        if (bad) return PREP_BAD;
     }
-    qf_chat_doc_free(&d);
-    return rc;
+    prep_content_begin(doc);
+    prep_content_text(doc, 's', system, sys_len);
+    doc->turns = (int64_t)(n - first);
+    doc->empty_turns = 0;
+    for (size_t i = first; i < n; i++) {
+        prep_content_text(doc, turns[i].role == QF_CHAT_USER ? 'u' : 'a', turns[i].text, turns[i].len);
+        doc->empty_turns += prep_blank_text(turns[i].text, turns[i].len);
+    }
+    doc->unanswered = n > first && turns[n - 1].role == QF_CHAT_USER;
+    return PREP_OK;
 }
 
 /* the role table entry of name, or -2 */
@@ -105,8 +116,8 @@ int prep_chat(const prep_opts *o, json_t *rec, prep_doc *doc, char *why, size_t 
     if (!c || !json_is_array(c))
         return snprintf(why, cap, "%s is %s, expected an array of turns", key, c ? prep_json_type(c) : "null"),
                PREP_BAD;
-    if (!o->tok) return snprintf(why, cap, "a conversation record " PREP_NEED_TOKENIZER), PREP_FATAL;
-    if (!o->chatml) return snprintf(why, cap, "a conversation record: %s", o->chatml_why), PREP_FATAL;
+    if (!o->tok && !o->check) return snprintf(why, cap, "a conversation record " PREP_NEED_TOKENIZER), PREP_FATAL;
+    if (o->tok && !o->chatml) return snprintf(why, cap, "a conversation record: %s", o->chatml_why), PREP_FATAL;
     size_t n = json_array_size(c);
     if (n == 0) return snprintf(why, cap, "%s is empty", key), PREP_BAD;
     qf_chat_turn *turns = qf_malloc(n * sizeof *turns);

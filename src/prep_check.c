@@ -21,11 +21,15 @@ void prep_summary_init(prep_summary *s) {
 void prep_summary_add(prep_summary *s, const prep_opts *o, const prep_doc *d) {
     s->records[d->kind]++;
     s->docs++;
-    s->tokens += d->n;
-    for (int64_t i = 1; i < d->n; i++) s->trained += d->mask[i];
     s->turns += d->turns;
     s->empty_turns += d->empty_turns;
     s->unanswered += d->unanswered;
+    if (!o->tok && d->kind != PREP_KIND_PRETOKENIZED) { /* --check without --tokenizer */
+        s->untokenized++;
+        return;
+    }
+    s->tokens += d->n;
+    for (int64_t i = 1; i < d->n; i++) s->trained += d->mask[i];
     int b = 0;
     for (int64_t v = d->n; v > 0 && b < PREP_HIST_BINS - 1; v >>= 1) b++;
     s->hist[b]++;
@@ -67,9 +71,13 @@ void prep_summary_print(FILE *f, const prep_opts *o, const prep_plan *plan, cons
         s->records[PREP_KIND_ALPACA] || s->records[PREP_KIND_MAP])
         fprintf(f, "prepare:   turns %lld (empty %lld; conversations ending with a user turn %lld)\n",
                 (long long)s->turns, (long long)s->empty_turns, (long long)s->unanswered);
-    fprintf(f, "prepare:   tokens %lld, trained %lld; per document min %lld, mean %.1f, max %lld\n", (long long)s->tokens,
-            (long long)s->trained, (long long)(s->docs ? s->min_len : 0), s->docs ? (double)s->tokens / (double)s->docs : 0.0,
-            (long long)(s->docs ? s->max_len : 0));
+    int64_t nt = s->docs - s->untokenized; /* documents whose tokens are counted */
+    fprintf(f, "prepare:   tokens %lld, trained %lld; per document min %lld, mean %.1f, max %lld", (long long)s->tokens,
+            (long long)s->trained, (long long)(nt ? s->min_len : 0), nt ? (double)s->tokens / (double)nt : 0.0,
+            (long long)(nt ? s->max_len : 0));
+    if (s->untokenized)
+        fprintf(f, "; %lld text and chat records not tokenized (no --tokenizer)", (long long)s->untokenized);
+    fprintf(f, "\n");
     fprintf(f, "prepare:   length histogram (tokens per document: documents):");
     for (int b = 0; b < PREP_HIST_BINS; b++) {
         if (!s->hist[b]) continue;
@@ -91,7 +99,10 @@ void prep_summary_print(FILE *f, const prep_opts *o, const prep_plan *plan, cons
                 dup->valid_disabled  ? "; too few distinct records: no validation file"
                 : dup->valid_forced ? "; no record fell under the fraction: the lowest hash went to valid"
                                     : "");
-    if (o->seq_len > 0) {
+    if (o->seq_len > 0 && s->untokenized) {
+        fprintf(f, "prepare:   --seq-len %lld: not computed (text and chat records were not tokenized: pass --tokenizer)\n",
+                (long long)o->seq_len);
+    } else if (o->seq_len > 0) {
         int64_t T = o->seq_len, rows = (dup->train_tokens + T - 1) / T;
         double pad = rows ? 1.0 - (double)dup->train_tokens / ((double)rows * (double)T) : 0.0;
         fprintf(f, "prepare:   --seq-len %lld: %lld document%s longer (split across rows); train packs into %lld rows, "

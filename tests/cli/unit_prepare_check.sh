@@ -3,7 +3,7 @@
 # turns, empty turns, conversations ending with a user turn, tokens (equal to the golden's), the length histogram,
 # documents longer than --seq-len, exact duplicates (after normalisation: key order, whitespace, layout); on a
 # file with broken lines exit 2 naming each FILE:LINE (also in the summary), exit 0 with --skip-bad; a normal
-# prepare prints the same summary; on a terminal a progress line (bytes, records/s, MB/s, ETA), not in a file.
+# prepare prints the same summary; --check works without --tokenizer (structure, no tokens); on a terminal a progress line (bytes, records/s, MB/s, ETA), not in a file.
 # Env: QWENFT (binary), WORK (scratch dir, created here), SRC (source tree).
 set -euo pipefail
 : "${QWENFT:?set QWENFT to the qwen-ft binary}" "${WORK:?set WORK to a scratch directory}" "${SRC:?set SRC}"
@@ -75,7 +75,22 @@ has "3 records (text 3), 3 broken lines"
 run prepare --tokenizer "$TOK" --in broken2.jsonl --check --skip-bad --out never.h5
 [ "$rc" -eq 0 ] && [ ! -e never.h5 ] || fail "--check with --out: exit $rc or never.h5 written"
 
-# 4. the progress line on a terminal (script(1) gives prepare a pty); not when stderr is a file (above)
+# 4. --check without --tokenizer: the structure of text and chat records (counts, turns, duplicates, broken lines),
+#    no tokens; a normal prepare of the same file still needs the tokenizer
+run prepare --in clean.jsonl --check --seq-len 64
+[ "$rc" -eq 0 ] || fail "--check without --tokenizer: exit $rc"
+has "21 records (pre-tokenized 1, text 2, conversations 5, messages 5, alpaca 8), 0 broken lines"
+has "exact duplicates: 2 records repeat 1 content"
+has "20 text and chat records not tokenized (no --tokenizer)"
+has "--seq-len 64: not computed"
+printf '%s\n' '{"conversations": [{"from": "gpt", "value": "only an assistant turn"}]}' >> clean.jsonl
+run prepare --in clean.jsonl --check
+[ "$rc" -eq 2 ] && grep -q "clean.jsonl:22: conversations: no user or assistant turn" err.txt ||
+    fail "--check without --tokenizer misses a conversation with nothing to train"
+run prepare --in clean.jsonl --out notok.h5
+[ "$rc" -eq 2 ] && grep -q -- "--tokenizer" err.txt || fail "prepare without --tokenizer: exit $rc"
+
+# 5. the progress line on a terminal (script(1) gives prepare a pty); not when stderr is a file (above)
 if command -v script >/dev/null; then
     python3 -c '
 import json

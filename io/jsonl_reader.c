@@ -171,9 +171,7 @@ int qf_jsonl_open(const char *path, int64_t start, int64_t end, qf_jsonl **out, 
     return 0;
 }
 
-static int jsonl_append(qf_jsonl *r, size_t *len, const char *p, size_t n, qf_err *e) {
-    if (*len + n > QF_JSONL_MAX_LINE)
-        return qf_err_set(e, QF_EXIT_INPUT, "the line is longer than %zu bytes (QF_JSONL_MAX_LINE)", QF_JSONL_MAX_LINE);
+static void jsonl_append(qf_jsonl *r, size_t *len, const char *p, size_t n, qf_err *e) {
     if (*len + n > r->line_cap) {
         size_t cap = r->line_cap ? r->line_cap : 4096;
         while (cap < *len + n) cap *= 2;
@@ -182,7 +180,31 @@ static int jsonl_append(qf_jsonl *r, size_t *len, const char *p, size_t n, qf_er
     }
     memcpy(r->line + *len, p, n);
     *len += n;
-    return 0;
+}
+
+/* Drops the rest of an over-long line (through its newline) so that reading goes on with the next line. -1 on a
+ * read error (e set), else 0. */
+static int jsonl_discard_line(qf_jsonl *r, qf_err *e) {
+    for (;;) {
+        if (r->bpos == r->blen) {
+            long got = jsonl_fill(r, e);
+            if (got < 0) return -1;
+            if (got == 0) return 0;
+        }
+        char *s = r->buf + r->bpos;
+        char *p = memchr(s, '\n', r->blen - r->bpos);
+        size_t take = p ? (size_t)(p - s) + 1 : r->blen - r->bpos;
+        r->bpos += take;
+        r->off += (int64_t)take;
+        if (p) return 0;
+    }
+}
+
+/* the over-long line's error; the line is skipped (-2) unless reading failed on the way (-1) */
+static int jsonl_too_long(qf_jsonl *r, qf_err *e) {
+    qf_err_set(e, QF_EXIT_INPUT, "the line is longer than %zu bytes (QF_JSONL_MAX_LINE)", QF_JSONL_MAX_LINE);
+    qf_err ignored = {0};
+    return jsonl_discard_line(r, &ignored) ? -1 : -2;
 }
 
 int qf_jsonl_next(qf_jsonl *r, const char **line, size_t *len, int64_t *lineno, qf_err *e) {
@@ -215,16 +237,15 @@ int qf_jsonl_next(qf_jsonl *r, const char **line, size_t *len, int64_t *lineno, 
         char *p = memchr(s, '\n', avail);
         size_t take = p ? (size_t)(p - s) : avail;
         if (p && !copied) { /* the whole line is inside the block: no copy */
-            if (take > QF_JSONL_MAX_LINE)
-                return qf_err_set(e, QF_EXIT_INPUT, "the line is longer than %zu bytes (QF_JSONL_MAX_LINE)",
-                                  QF_JSONL_MAX_LINE), -1;
+            if (take > QF_JSONL_MAX_LINE) return jsonl_too_long(r, e);
             *line = s;
             n = take;
             r->bpos += take + 1;
             r->off += (int64_t)take + 1;
             goto got;
         }
-        if (jsonl_append(r, &n, s, take, e)) return -1;
+        if (n + take > QF_JSONL_MAX_LINE) return jsonl_too_long(r, e);
+        jsonl_append(r, &n, s, take, e);
         copied = 1;
         r->bpos += take + (p ? 1 : 0);
         r->off += (int64_t)take + (p ? 1 : 0);

@@ -29,8 +29,9 @@ const char *qf_jsonl_kind_name(qf_jsonl_kind k);
 /* Opens path for the lines starting in [start, end) (end < 0: to the end of the file). */
 int qf_jsonl_open(const char *path, int64_t start, int64_t end, qf_jsonl **out, qf_err *e);
 /* The next line (without its newline; the bytes stay valid until the next call): 1, or 0 at the end of the range,
- * or -1 with e set (read or decompression error, a line over QF_JSONL_MAX_LINE, truncated input); the
- * message of such an error does not name the file: the caller names FILE:LINE (*lineno is set). */
+ * or -1 with e set (read or decompression error, truncated input: reading cannot go on), or -2 with e set for a
+ * line over QF_JSONL_MAX_LINE, which is skipped (the next call returns the line after it). The message of an
+ * error does not name the file: the caller names FILE:LINE (*lineno is set). */
 int qf_jsonl_next(qf_jsonl *r, const char **line, size_t *len, int64_t *lineno, qf_err *e);
 /* Bytes of the file consumed so far (compressed bytes for a compressed file), for progress. */
 int64_t qf_jsonl_consumed(const qf_jsonl *r);

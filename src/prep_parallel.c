@@ -122,12 +122,19 @@ static int prep_read_range(const prep_opts *o, const prep_plan *plan, const prep
     size_t len;
     int64_t lineno, nrec = 0;
     int got;
-    while ((got = qf_jsonl_next(r, &line, &len, &lineno, &e)) == 1) {
+    while ((got = qf_jsonl_next(r, &line, &len, &lineno, &e)) == 1 || got == -2) {
         lines[rg->file]++;
         p->sum.lines++;
-        if (prep_blank(line, len)) continue;
-        while (len > 0 && line[len - 1] == '\r') len--; /* so that jansson's column is on this line */
-        int kind = prep_record(o, line, len, &doc, why, sizeof why);
+        int kind;
+        if (got == -2) { /* a line over QF_JSONL_MAX_LINE: a bad line like any other */
+            snprintf(why, sizeof why, "%.500s", e.msg);
+            e = (qf_err){0};
+            kind = PREP_BAD;
+        } else {
+            if (prep_blank(line, len)) continue;
+            while (len > 0 && line[len - 1] == '\r') len--; /* so that jansson's column is on this line */
+            kind = prep_record(o, line, len, &doc, why, sizeof why);
+        }
         if (kind == PREP_OK) {
             prep_summary_add(&p->sum, o, &doc);
             prep_meta_push(p, &doc); /* also under --check: the ids count the duplicates */
@@ -151,7 +158,7 @@ static int prep_read_range(const prep_opts *o, const prep_plan *plan, const prep
         if (++nrec % PREP_PROGRESS_RECORDS == 0)
             prep_progress_update(pr, *bytes_done + qf_jsonl_consumed(r), p->sum.docs + p->sum.broken);
     }
-    if (got < 0) {
+    if (got == -1) { /* reading cannot go on (-2, a skipped over-long line, is handled above) */
         *err = (prep_error){e.code, PREP_FATAL, rg->file, lineno, ""};
         snprintf(err->why, sizeof err->why, "%.590s", e.msg);
     }

@@ -71,6 +71,18 @@ run prepare --tokenizer "$TOK" --in broken.jsonl --in broken2.jsonl --check --sk
 [ "$rc" -eq 0 ] || fail "--check --skip-bad: exit $rc, expected 0"
 has "3 records (text 3), 3 broken lines"
 
+# a line over the 64 MiB limit (QF_JSONL_MAX_LINE) is a broken line: exit 2 naming it, or skipped with --skip-bad
+python3 -c '
+import sys
+with open("long_line.jsonl", "w") as f:
+    f.write("{\"text\": \"before\"}\n{\"text\": \"" + "a" * (65 << 20) + "\"}\n{\"text\": \"after\"}\n")'
+run prepare --tokenizer "$TOK" --in long_line.jsonl --out long.h5
+[ "$rc" -eq 2 ] && grep -q "long_line.jsonl:2: the line is longer than" err.txt || fail "a 65 MiB line: exit $rc"
+run prepare --tokenizer "$TOK" --in long_line.jsonl --out long.h5 --skip-bad
+[ "$rc" -eq 0 ] && grep -q "2 records (text 2), 1 broken line (long_line.jsonl:2)" out.txt ||
+    fail "a 65 MiB line with --skip-bad: exit $rc"
+rm -f long_line.jsonl
+
 # 3. --check needs no --out, and an --out given is not written
 run prepare --tokenizer "$TOK" --in broken2.jsonl --check --skip-bad --out never.h5
 [ "$rc" -eq 0 ] && [ ! -e never.h5 ] || fail "--check with --out: exit $rc or never.h5 written"

@@ -34,6 +34,9 @@ int prep_inputs_plan(const prep_opts *o, prep_plan *p, qf_err *e) {
             rc = qf_err_set(e, QF_EXIT_INPUT, "%s: cannot open: %s", paths[i], strerror(errno));
         else if (S_ISDIR(sb.st_mode))
             rc = qf_err_set(e, QF_EXIT_INPUT, "%s: is a directory, expected a JSONL file", paths[i]);
+        else if (!S_ISREG(sb.st_mode)) /* the byte ranges need the size: write a pipe's data to a file first */
+            rc = qf_err_set(e, QF_EXIT_INPUT, "%s: is not a regular file (a pipe or a device); prepare splits its "
+                            "inputs by size, so give it a file (compressed files are read directly)", paths[i]);
         else if (qf_jsonl_kind_of(paths[i], &p->in[i].kind, e))
             rc = e->code;
         p->in[i].size = (int64_t)sb.st_size;

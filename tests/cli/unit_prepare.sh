@@ -83,6 +83,9 @@ run prepare --in good.jsonl --out x.h5 --no-such-option
 [ "$rc" -eq 2 ] && grep -q "no-such-option" err.txt || fail "unknown option: exit $rc"
 run prepare --in missing.jsonl --out x.h5
 [ "$rc" -eq 2 ] && grep -q "missing.jsonl" err.txt || fail "missing input: exit $rc or not named"
+mkfifo pipe.jsonl
+run prepare --in pipe.jsonl --out x.h5
+[ "$rc" -eq 2 ] && grep -q "pipe.jsonl: is not a regular file" err.txt || fail "a pipe as input: exit $rc or not said"
 run prepare --in good.jsonl --out no_such_dir/x.h5
 [ "$rc" -eq 2 ] && grep -q "no_such_dir/x.h5" err.txt || fail "unwritable output: exit $rc or not named"
 run prepare --help

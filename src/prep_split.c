@@ -107,34 +107,35 @@ static int prep_entry_cmp(const void *a, const void *b) {
     return x->gidx < y->gidx ? -1 : x->gidx > y->gidx;
 }
 
-void prep_split_decide(const prep_opts *o, const prep_pass *p, uint8_t *flags, prep_dup_stats *st, MPI_Comm comm) {
-    int size;
-    MPI_Comm_size(comm, &size);
-    memset(st, 0, sizeof *st);
-    int64_t n = p->n;
-    int split = o->valid_fraction > 0, rank;
-    MPI_Comm_rank(comm, &rank);
-    /* 1. sides */
-    int64_t nv = 0;
+/* 1. the side of every record; the lowest hash goes to valid when none fell under the fraction */
+static void prep_sides(const prep_opts *o, const prep_pass *p, uint8_t *flags, prep_dup_stats *st, MPI_Comm comm) {
+    int64_t n = p->n, nv = 0;
+    int split = o->valid_fraction > 0;
     for (int64_t i = 0; i < n; i++) {
         flags[i] = split && prep_split_valid(p->meta[i].id, o->seed, o->valid_fraction) ? PREP_F_VALID : 0;
         nv += flags[i] & PREP_F_VALID;
     }
     int64_t g[2] = {nv, n}, gsum[2];
     MPI_Allreduce(g, gsum, 2, MPI_INT64_T, MPI_SUM, comm);
-    if (split && gsum[0] == 0 && gsum[1] > 0) { /* none fell under the fraction: the smallest u goes to valid */
-        uint64_t umin = UINT64_MAX, gmin;
-        for (int64_t i = 0; i < n; i++) {
-            uint64_t u = prep_split_u(p->meta[i].id, o->seed);
-            if (u < umin) umin = u;
-        }
-        MPI_Allreduce(&umin, &gmin, 1, MPI_UINT64_T, MPI_MIN, comm);
-        for (int64_t i = 0; i < n; i++)
-            if (prep_split_u(p->meta[i].id, o->seed) == gmin) flags[i] |= PREP_F_VALID;
-        st->valid_forced = 1;
+    if (!split || gsum[0] > 0 || gsum[1] == 0) return;
+    uint64_t umin = UINT64_MAX, gmin;
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t u = prep_split_u(p->meta[i].id, o->seed);
+        if (u < umin) umin = u;
     }
-    /* 2. duplicates: to the owners and back */
-    int64_t base = 0;
+    MPI_Allreduce(&umin, &gmin, 1, MPI_UINT64_T, MPI_MIN, comm);
+    for (int64_t i = 0; i < n; i++)
+        if (prep_split_u(p->meta[i].id, o->seed) == gmin) flags[i] |= PREP_F_VALID;
+    st->valid_forced = 1;
+}
+
+/* 2. duplicates: (id, global index, side) to the rank owning the id, marks back. c[0..4] += dup_records,
+ * dup_contents, dup_train, dup_valid, cross (this rank's share as owner). */
+static void prep_dups(const prep_pass *p, uint8_t *flags, int64_t c[5], MPI_Comm comm) {
+    int size, rank;
+    MPI_Comm_size(comm, &size);
+    MPI_Comm_rank(comm, &rank);
+    int64_t n = p->n, base = 0;
     MPI_Exscan(&n, &base, 1, MPI_INT64_T, MPI_SUM, comm);
     if (rank == 0) base = 0; /* MPI_Exscan leaves rank 0's result undefined */
     int *scount = qf_calloc((size_t)size, sizeof *scount), *rcount = qf_calloc((size_t)size, sizeof *rcount);
@@ -148,11 +149,10 @@ void prep_split_decide(const prep_opts *o, const prep_pass *p, uint8_t *flags, p
     for (int64_t i = 0; i < n; i++) {
         int r = (int)(prep_load64(p->meta[i].id + 8) % (uint64_t)size);
         int64_t k = sdisp[r] + fill[r]++;
+        memset(&send[k], 0, sizeof send[k]);
         memcpy(send[k].id, p->meta[i].id, 16);
         send[k].gidx = base + i;
-        send[k].pos = 0;
         send[k].valid = flags[i] & PREP_F_VALID;
-        memset(send[k].pad, 0, sizeof send[k].pad);
         order[k] = i;
     }
     int64_t nr = rdisp[size];
@@ -167,29 +167,37 @@ void prep_split_decide(const prep_opts *o, const prep_pass *p, uint8_t *flags, p
     for (int64_t k = 0; k < nr; k++) recv[k].pos = (uint32_t)k;
     qsort(recv, (size_t)nr, sizeof *recv, prep_entry_cmp);
     uint8_t *mark = qf_calloc((size_t)(nr ? nr : 1), 1), *back = qf_calloc((size_t)(n ? n : 1), 1);
-    int64_t c[6] = {0}; /* dup_records, dup_contents, dup_train, dup_valid, cross, dropped */
     for (int64_t a = 0; a < nr;) {
         int64_t b = a + 1;
         while (b < nr && !memcmp(recv[b].id, recv[a].id, 16)) b++;
         int sides = 0;
         for (int64_t k = a; k < b; k++) {
             sides |= recv[k].valid ? 2 : 1;
-            if (k > a) {
+            if (k > a) { /* not the first record of its content */
                 mark[recv[k].pos] = 1;
                 c[0]++;
                 c[recv[k].valid ? 3 : 2]++;
             }
         }
-        if (b - a > 1) c[1]++;
-        if (sides == 3) c[4]++;
+        c[1] += b - a > 1;
+        c[4] += sides == 3;
         a = b;
     }
     MPI_Alltoallv(mark, rcount, rdisp, MPI_BYTE, back, scount, sdisp, MPI_BYTE, comm);
     for (int64_t k = 0; k < n; k++)
         if (back[k]) flags[order[k]] |= PREP_F_DUP;
+    free(scount), free(rcount), free(sdisp), free(rdisp), free(send), free(order), free(fill), free(recv);
+    free(sb), free(sbd), free(rb), free(rbd), free(mark), free(back);
+}
+
+void prep_split_decide(const prep_opts *o, const prep_pass *p, uint8_t *flags, prep_dup_stats *st, MPI_Comm comm) {
+    memset(st, 0, sizeof *st);
+    prep_sides(o, p, flags, st, comm);
+    int64_t c[6] = {0}; /* dup_records, dup_contents, dup_train, dup_valid, cross, dropped */
+    prep_dups(p, flags, c, comm);
     /* 3. what is kept, per side */
     int64_t loc[4] = {0}; /* train docs, valid docs, train tokens, valid tokens */
-    for (int64_t i = 0; i < n; i++) {
+    for (int64_t i = 0; i < p->n; i++) {
         if (o->dedup && (flags[i] & PREP_F_DUP)) {
             c[5]++;
             continue;
@@ -204,13 +212,11 @@ void prep_split_decide(const prep_opts *o, const prep_pass *p, uint8_t *flags, p
     st->dup_records = cg[0], st->dup_contents = cg[1], st->dup_train = cg[2], st->dup_valid = cg[3];
     st->cross = cg[4], st->dropped = cg[5];
     st->train_docs = lg[0], st->valid_docs = lg[1], st->train_tokens = lg[2], st->valid_tokens = lg[3];
-    if (split && st->train_docs == 0) { /* every content fell on the valid side: no split */
-        for (int64_t i = 0; i < n; i++) flags[i] &= (uint8_t)~PREP_F_VALID;
+    if (o->valid_fraction > 0 && st->train_docs == 0) { /* every content fell on the valid side: no split */
+        for (int64_t i = 0; i < p->n; i++) flags[i] &= (uint8_t)~PREP_F_VALID;
         st->train_docs += st->valid_docs, st->train_tokens += st->valid_tokens;
         st->valid_docs = st->valid_tokens = 0;
         st->dup_train += st->dup_valid, st->dup_valid = 0, st->cross = 0;
         st->valid_disabled = 1;
     }
-    free(scount), free(rcount), free(sdisp), free(rdisp), free(send), free(order), free(fill), free(recv);
-    free(sb), free(sbd), free(rb), free(rbd), free(mark), free(back);
 }

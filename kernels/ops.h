@@ -120,10 +120,25 @@ typedef struct qf_ops {
      * The CPU table copies at once and returns 0. */
     int (*copy_start)(void *dst, const void *src, size_t bytes, int dir);
     void (*copy_finish)(int ticket, int host_wait);
+    /* Blocks the calling host thread until the copy of `ticket` is done, without finishing the ticket (the thread
+     * that started it still calls copy_finish): the one call another host thread (the offload AdamW) may make. */
+    void (*copy_wait)(int ticket);
+
+    /* NVTX ranges around units, collectives, copies and the optimizer, so nsys timelines read naturally; no-ops
+     * on the CPU table. Pushes and pops nest per host thread. */
+    void (*range_push)(const char *name);
+    void (*range_pop)(void);
 } qf_ops;
 enum { QF_COPY_H2D = 0, QF_COPY_D2H = 1, QF_COPY_TICKETS = 64 };
 
 const qf_ops *qf_ops_cpu(void);
+
+/* The host AdamW of optimizer offload (kernels/cpu; host memory on every backend): the table's adamw with the
+ * gradients g[n] in act dtype act_dtype (QF_ACT_*) widened on the fly and the updated parameters rounded to act
+ * into pact[n] (NULL: none; may alias g), in one pass of `threads` OpenMP threads (<= 0: the default). The same
+ * float operations as qf_ops_cpu()->adamw after act_to_f32, so the results are bitwise those of that sequence. */
+void qf_cpu_adamw_act(float *p, void *pact, const void *g, int act_dtype, float *m, float *v, size_t n, float gscale,
+                      float lr, float beta1, float beta2, float eps, float wd, int t, int threads);
 #ifdef QWENFT_HAVE_CUDA
 /* kernels/cuda: devices visible to this process, and "CUDA runtime x.y | cuBLASLt n | NCCL n" */
 int qf_cuda_device_count(void);
@@ -146,6 +161,8 @@ const qf_ops *qf_ops_cuda_f16(void);
 void qf_cuda_set_memory_limit(size_t bytes);
 size_t qf_cuda_current_bytes(void);
 size_t qf_cuda_peak_bytes(void);
+/* which attention path the CUDA tables take (cuDNN fused or mma.sync, and why), for the run header */
+void qf_cuda_attention_describe(char *buf, int cap);
 /* the compute stream (a cudaStream_t), for NCCL and for events; NULL before qf_ops_cuda() succeeded */
 void *qf_cuda_stream(void);
 #endif

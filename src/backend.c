@@ -37,8 +37,10 @@ int qf_backend_select(const qf_deck *d, int local_rank, const qf_ops **ops, char
                 const char *prec = d->fp16   ? "fp16 with fp32 master, dynamic loss scaling"
                                    : d->bf16 ? "bf16 with fp32 master"
                                              : "fp32";
-                snprintf(info, n, "cuda (GPU %d of %d, %s%s)", dev, ndev, prec,
-                         d->gpu_memory_limit_gb > 0 ? ", gpu_memory_limit_gb set" : "");
+                char attn[160];
+                qf_cuda_attention_describe(attn, (int)sizeof attn);
+                snprintf(info, n, "cuda (GPU %d of %d, %s%s; attention: %s)", dev, ndev, prec,
+                         d->gpu_memory_limit_gb > 0 ? ", gpu_memory_limit_gb set" : "", attn);
                 return 0;
             }
         }

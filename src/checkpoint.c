@@ -17,20 +17,6 @@ static int64_t *state_i64(qf_train_state *s, qf_zero *z, int i) {
     return f[i];
 }
 
-/* fp32 host copy of optimizer state arr (master, m or v) for flat elements [lo, lo+n) */
-static void opt_to_host(qf_zero *z, const float *arr, int64_t lo, int64_t n, float *out) {
-    if (n <= 0) return;
-    const float *src = arr + (lo - z->opt_begin);
-    if (z->offload_opt) memcpy(out, src, (size_t)n * 4);
-    else z->ops->copy_d2h(out, src, (size_t)n * 4);
-}
-static void opt_from_host(qf_zero *z, float *arr, int64_t lo, int64_t n, const float *in) {
-    if (n <= 0) return;
-    float *dst = arr + (lo - z->opt_begin);
-    if (z->offload_opt) memcpy(dst, in, (size_t)n * 4);
-    else z->ops->copy_h2d(dst, in, (size_t)n * 4);
-}
-
 static int write_tensors(qf_h5 *f, qf_zero *z, qf_err *e) {
     qf_model *m = z->m;
     /* every rank writes the part of each parameter inside its shard of the flat space (which it holds at every
@@ -43,7 +29,6 @@ static int write_tensors(qf_h5 *f, qf_zero *z, qf_err *e) {
     qf_dtype dt = QF_DT_F32;
     if (qf_dtype_parse(m->cfg.dtype, &dt) != 0) dt = QF_DT_BF16;
     const char *groups[] = {"master", "adam_m", "adam_v"};
-    const float *arrs[] = {z->master, z->adam_m, z->adam_v};
     for (int i = 0; i < m->nspecs && !e->code; i++) {
         const qf_param_spec *s = &m->specs[i];
         int64_t b = m->offset[i], en = b + s->numel;
@@ -52,7 +37,7 @@ static int write_tensors(qf_h5 *f, qf_zero *z, qf_err *e) {
         if (n) qf_zero_get_params(z, lo, hi, buf);
         if (qf_h5_write_f32(f, "params", s->name, s->ndim, s->shape, dt, off, n, buf, e)) break;
         for (int g = 0; g < 3 && !e->code; g++) {
-            opt_to_host(z, arrs[g], lo, n, buf);
+            qf_zero_opt_get(z, g, lo, n, buf);
             qf_h5_write_f32(f, groups[g], s->name, s->ndim, s->shape, QF_DT_F32, off, n, buf, e);
         }
     }
@@ -193,7 +178,6 @@ int qf_ckpt_load(const char *path, qf_zero *z, qf_train_state *s, qf_err *e) {
     int64_t ob = z->opt_begin, oe = z->opt_end;
     float *buf = qf_malloc((size_t)(oe - ob < QF_ZERO_IO_CHUNK ? oe - ob : QF_ZERO_IO_CHUNK) * 4 + 4);
     const char *groups[] = {"adam_m", "adam_v"};
-    float *arrs[] = {z->adam_m, z->adam_v};
     for (int g = 0; g < 2 && have_opt && !bad && !e->code; g++)
         for (int i = 0; i < m->nspecs && !e->code; i++) {
             int64_t pb = m->offset[i], pe = pb + m->specs[i].numel;
@@ -201,7 +185,7 @@ int qf_ckpt_load(const char *path, qf_zero *z, qf_train_state *s, qf_err *e) {
             for (int64_t lo = lo0; lo < hi0 && !e->code; lo += QF_ZERO_IO_CHUNK) {
                 int64_t hi = hi0 < lo + QF_ZERO_IO_CHUNK ? hi0 : lo + QF_ZERO_IO_CHUNK;
                 if (qf_h5_read_f32(f, groups[g], m->specs[i].name, lo - pb, hi - lo, buf, e) == 0)
-                    opt_from_host(z, arrs[g], lo, hi - lo, buf);
+                    qf_zero_opt_set(z, g + 1, lo, hi - lo, buf);
             }
         }
     free(buf);

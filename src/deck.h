@@ -77,6 +77,7 @@ typedef struct qf_deck {
     int zero_stage;
     qf_offload_device offload_optimizer, offload_param;
     int offload_optimizer_pin_memory, offload_param_pin_memory;
+    double offload_optimizer_ratio; /* share of the optimizer state and step on the host (ZeRO-Offload++) */
     int overlap_comm, contiguous_gradients, reduce_scatter;
     int64_t reduce_bucket_size, allgather_bucket_size;
     int64_t stage3_prefetch_bucket_size, stage3_param_persistence_threshold, stage3_max_live_parameters;

@@ -203,6 +203,10 @@ static const qf_deck_key k_keys[] = {
     {.path = "zero_optimization.offload_optimizer.pin_memory", .type = QF_KT_BOOL,
      OFF(offload_optimizer_pin_memory), .def = "false", .ds = "`zero_optimization.offload_optimizer.pin_memory`",
      .help = "page-locked host buffers for the optimizer offload"},
+    {.path = "zero_optimization.offload_optimizer.ratio", .type = QF_KT_FLOAT, OFF(offload_optimizer_ratio),
+     .def = "1", RANGE(0, 1), .ds = "`zero_optimization.offload_optimizer.ratio` (ZeRO-Offload++)",
+     .help = "share of the optimizer states and step on the host (the end of each rank's range); the rest stays "
+             "on the GPU and is updated there first, so the next forward starts at once (device = cpu)"},
     {.path = "zero_optimization.offload_param.device", .type = QF_KT_ENUM, OFF(offload_param), .def = "none",
      .choices = k_offload, .ds = "`zero_optimization.offload_param.device`",
      .help = "keep parameters on the host between uses; stage 3 only"},
@@ -264,7 +268,7 @@ static const qf_deck_key k_keys[] = {
     {.path = "log.steps_per_print", .type = QF_KT_INT, OFF(steps_per_print), .def = "10", POS_INT,
      .ds = "`steps_per_print` (top level in DeepSpeed)", .help = "progress line period in steps"},
     {.path = "log.wall_clock_breakdown", .type = QF_KT_BOOL, OFF(wall_clock_breakdown), .def = "false",
-     .ds = "`wall_clock_breakdown` (top level in DeepSpeed)", .help = "time forward/backward/step/communication"},
+     .ds = "`wall_clock_breakdown` (top level in DeepSpeed)", .help = "per-step time by phase and op class (synchronises every op) on the progress output and in metrics.jsonl"},
     {.path = "log.tensorboard", .type = QF_KT_BOOL, OFF(tensorboard), .def = "false",
      .ds = "`tensorboard.enabled`", .help = "also write TensorBoard event files to log.dir"},
 

@@ -4,10 +4,11 @@
  *                offload_param: only the gathered units on the device; ab*n once per node in host shared memory
  *   gradients    stage 0-1: ab*n   stage 2-3: ab*S + unit gradient buffers in flight (also with offload)
  *   optimizer    12 bytes (fp32 master, m, v) per element of the optimizer range: n at stage 0, S otherwise;
- *                offload_optimizer: on the host, plus staging chunks of c = min(range, 2^24) elements: fp32 c,
- *                act 2c (gradients) and, without offload_param, act 2c (parameters)
+ *                offload_optimizer: on the host, plus, without offload_param, the step's host act buffer of the
+ *                range (gradients down, parameters up: zero_offload.c; with offload_param the node copy is it)
  *   activations  what the model allocates for one micro-batch (qf_model_act_bytes) */
 #include "estimate.h"
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "hf.h"
@@ -77,10 +78,13 @@ void qf_estimate(const qf_model_config *c, const qf_deck *d, int W, int G, int64
         o->grads_live = ab * live;
         o->grads = ab * S + o->grads_live;
     }
-    int64_t opt = stage == 0 ? n : S, chunk = opt < QF_ZERO_OFFLOAD_CHUNK ? opt : QF_ZERO_OFFLOAD_CHUNK;
-    if (off_par && !off_opt) o->params += ab * chunk; /* the device staging chunk of updated parameters */
-    if (off_opt) o->host_per_rank = 12 * opt + 4 * chunk + ab * chunk * (off_par ? 2 : 4);
-    else o->optimizer = 12 * opt;
+    /* offload_optimizer.ratio: the host's share of the range (zero.c rounds it the same way) */
+    int64_t opt = stage == 0 ? n : S;
+    int64_t hopt = off_opt ? opt - (int64_t)llround((1.0 - d->offload_optimizer_ratio) * (double)opt) : 0;
+    int64_t dopt = opt - hopt, chunk = dopt < QF_ZERO_OFFLOAD_CHUNK ? dopt : QF_ZERO_OFFLOAD_CHUNK;
+    if (off_par && dopt > 0) o->params += ab * chunk; /* the device staging chunk of updated parameters */
+    o->optimizer = 12 * dopt;
+    if (off_opt) o->host_per_rank = 12 * hopt + (off_par ? 0 : ab * hopt);
     o->activations = qf_model_act_bytes(c, d->train_micro_batch_size_per_gpu, d->seq_len,
                                         d->activation_checkpointing, ab);
     o->device_total = o->params + o->grads + o->optimizer + o->activations;

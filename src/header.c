@@ -85,13 +85,13 @@ void qf_run_header(qf_run *r, FILE *f, const char *what) {
                                 : "computes in fp32",
             (d->bf16 || d->fp16) && !strcmp(r->ops->name, "cpu") ? " (bf16/fp16 apply on GPUs; fp16 loss scaling still runs)" : "");
     if (d->offload_optimizer == QF_OFFLOAD_CPU) { /* the host AdamW runs on this rank's OpenMP threads */
-        int threads = 1;
-#ifdef _OPENMP
-        threads = omp_get_max_threads();
-#endif
+        int threads = r->zero.off.threads;
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        fprintf(f, "offload: host AdamW on %d thread(s) per rank (%ld cores online, %d ranks on this node)\n", threads,
-                cores, r->comm.local_size);
+        fprintf(f, "offload: host AdamW on %d thread(s) per rank (%ld cores online, %d ranks on this node; "
+                   "OMP_NUM_THREADS overrides), %s\n", threads, cores, r->comm.local_size,
+                r->zero.off.overlap ? "overlapped with the next forward unit by unit"
+                                    : "completed inside each step (QWENFT_OFFLOAD_OVERLAP=0, or updated shards travel "
+                                      "by MPI: stages 1-2 on several ranks, parameter offload across nodes)");
         if (threads == 1 && cores >= 2L * r->comm.local_size)
             fprintf(f, "warning: each rank has one host thread for the offloaded optimizer (bound to one core?): with "
                        "mpirun use --bind-to none -x OMP_NUM_THREADS=%ld, with srun --cpus-per-task\n",

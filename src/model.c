@@ -332,6 +332,7 @@ static void layer_backward(qf_model *m, int l) {
     int N = m->B * m->T, C = c->hidden_size, F = c->intermediate_size, H = c->num_heads, KV = c->num_kv_heads,
         D = c->head_dim;
     will_use(m, l + 1, 1);
+    if (m->prof) m->prof->recomputing = 1;
     if (m->ackpt == QF_ACKPT_FULL) layer_forward(m, l); /* recompute this layer's activations from res[l] */
     qf_layer_acts *a = acts_of(m, l);
     if (m->ackpt == QF_ACKPT_SELECTIVE) { /* recompute only the MLP intermediates (2 of the layer's 7 matmuls) */
@@ -339,6 +340,7 @@ static void layer_backward(qf_model *m, int l) {
         o->matmul_fwd(a->up, a->ln2, P(m, x->up), NULL, N, C, F, 0);
         o->swiglu_fwd(a->swi, a->gate, a->up, N, F);
     }
+    if (m->prof) m->prof->recomputing = 0;
     /* MLP */
     o->matmul_bwd(m->dswi, G(m, x->down), NULL, m->dres, a->swi, P(m, x->down), N, F, C, 0);
     o->swiglu_bwd(m->dgate, m->dup, m->dswi, a->gate, a->up, N, F);
@@ -379,8 +381,10 @@ static void forward_trunk(qf_model *m) {
     will_use(m, 0, 0);
     o->embedding_fwd(m->res[0], m->d_tokens, P(m, m->ix_embed), N, C);
     for (int l = 0; l < L; l++) {
+        o->range_push("unit.forward"); /* NVTX: one range per decoder layer (its gather wait included) */
         will_use(m, l + 1, 0);
         layer_forward(m, l);
+        o->range_pop();
     }
     will_use(m, L + 1, 0);
     o->rmsnorm_fwd(m->lnf, m->rstdf, m->res[L], P(m, m->ix_norm), N, C, (float)m->cfg.rms_norm_eps);
@@ -393,6 +397,7 @@ double qf_model_step(qf_model *m, const qf_rows *r, float grad_scale, int backwa
     QF_CHECK(!backward || m->grads || m->hooks.unit_grads != default_unit_grads);
     upload_batch(m, r);
     forward_trunk(m);
+    if (backward) qf_profile_lap(m->prof, QF_PH_FORWARD);
     double loss = 0;
     if (!backward) {
         o->classifier(&loss, NULL, NULL, m->lnf, P(m, m->ix_head), m->d_targets, N, C, V, 1.0f);
@@ -401,7 +406,11 @@ double qf_model_step(qf_model *m, const qf_rows *r, float grad_scale, int backwa
     o->classifier(&loss, m->dln, G(m, m->ix_head), m->lnf, P(m, m->ix_head), m->d_targets, N, C, V, grad_scale);
     o->rmsnorm_bwd(m->dres, G(m, m->ix_norm), m->dln, m->res[L], P(m, m->ix_norm), m->rstdf, N, C, 0);
     grads_done(m, L + 1);
-    for (int l = L - 1; l >= 0; l--) layer_backward(m, l);
+    for (int l = L - 1; l >= 0; l--) {
+        o->range_push("unit.backward");
+        layer_backward(m, l);
+        o->range_pop();
+    }
     will_use(m, 0, 1);
     o->embedding_bwd(G(m, m->ix_embed), m->dres, m->d_tokens, N, C, V);
     grads_done(m, 0);

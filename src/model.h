@@ -16,6 +16,7 @@
 #include "deck.h"
 #include "loader.h"
 #include "model_config.h"
+#include "profile.h"
 
 /* Where the model finds unit u's parameters / gradients (base of the unit, act dtype). Default: the flat buffers. */
 typedef struct qf_model_hooks {
@@ -63,6 +64,7 @@ typedef struct qf_model {
 
     /* activations for micro-batches of B rows of T tokens */
     int B, T, ackpt;          /* ackpt: qf_ackpt (deck.h) */
+    qf_profile *prof;         /* log.wall_clock_breakdown: phase marks and recomputation (NULL: off) */
     void **res;               /* [L+1] each [N,C]: input of layer l; res[L] = final residual */
     qf_layer_acts *la;        /* [L], or [1] scratch with activation checkpointing */
     void *lnf; float *rstdf;  /* [N,C], [N] */

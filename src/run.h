@@ -37,11 +37,12 @@ typedef struct qf_run {
     char nccl_line[512];        /* what the NCCL environment policy did (run header) */
     double flops_per_token, peak_flops;
     /* fault injection for the failure tests (QWENFT_INJECT_FAULT="rank:step:nan|fail", docs/testing.md) */
-    char backend_info[160];     /* which op table, which GPU */
+    char backend_info[384];     /* which op table, which GPU, which attention path */
     int64_t rss_base;           /* resident bytes before the model state and activations were allocated */
     int fault_rank;
     int64_t fault_step;
     char fault_kind[8];
+    qf_profile prof;            /* log.wall_clock_breakdown (profile.h) */
 } qf_run;
 
 #define QF_RUN_HAS_TOPOLOGY 1 /* header.c prints r->topo and r->nccl_line */

@@ -6,7 +6,7 @@
  *                          : max(0, c + (1 - c) * (1 + cos(pi * p)) / 2), p = min(1, (k - W + 1) / max(1, T - W));
  *                   lr = base_lr * ratio
  * where W = max(2, warmup_num_steps) (DeepSpeed clamps it so in every schedule), T = total_num_steps, r0 = warmup_min_ratio, c = cos_min_ratio. */
-#include "sched.h"
+#include "lr_sched.h"
 #include <math.h>
 
 static double warmup_gamma(const qf_deck *d, int64_t k, int64_t W) {

@@ -6,7 +6,7 @@
 #include "commands.h"
 #include "loss_scale.h"
 #include "run.h"
-#include "sched.h"
+#include "lr_sched.h"
 #include "backend.h"
 #include "estimate.h"
 
@@ -107,6 +107,7 @@ static int eval_and_check(qf_run *r, int64_t step) {
 static int save(qf_run *r) {
     qf_err e = {0};
     double t0 = qf_now();
+    qf_zero_sync(&r->zero); /* an overlapped offload step completes first */
     if (qf_ckpt_save(r->deck.checkpoint_dir, &r->zero, &r->st, r->deck_text, r->deck.checkpoint_keep, &e)) {
         if (r->comm.rank == 0) fprintf(stderr, "qwen-ft: %s\n", e.msg);
         return e.code;
@@ -158,14 +159,20 @@ static int train_loop(qf_run *r, int *stopped) {
     while (st->step < r->total_steps && !stop_early) {
         double t0 = qf_now();
         int64_t step = st->step + 1; /* 1-based step being taken */
+        qf_profile *prof = r->model.prof;
+        qf_profile_step_begin(prof);
         int64_t local_targets = load_batch(r);
         int64_t targets = qf_comm_sum_i64(&r->comm, local_targets);
+        qf_profile_lap(prof, QF_PH_DATA);
         float grad_scale = targets ? (float)(st->loss_scale / (double)targets) : 0.0f;
         qf_zero_zero_grads(&r->zero);
         double loss_sum = 0;
-        for (int j = 0; j < d->gradient_accumulation_steps; j++)
+        for (int j = 0; j < d->gradient_accumulation_steps; j++) {
             loss_sum += qf_model_step(&r->model, &r->rows[j], grad_scale, 1);
+            qf_profile_lap(prof, QF_PH_BACKWARD);
+        }
         qf_zero_reduce(&r->zero);
+        qf_profile_lap(prof, QF_PH_REDUCE);
         if (r->comm.rank == r->fault_rank && step == r->fault_step) {
             if (!strcmp(r->fault_kind, "nan")) qf_zero_poison_grads(&r->zero);
             else QF_FATAL("injected failure at step %lld (QWENFT_INJECT_FAULT)", (long long)step);
@@ -174,6 +181,7 @@ static int train_loop(qf_run *r, int *stopped) {
         double loss = targets ? qf_comm_sum_f64(&r->comm, loss_sum) / (double)targets : 0.0;
         /* every rank must take the same branch (a local NaN would otherwise desynchronise the collectives) */
         int nonfinite = qf_comm_any(&r->comm, !isfinite(norm) || !isfinite(loss));
+        qf_profile_lap(prof, QF_PH_NORM);
         double lr = qf_sched_lr(d, st->sched_step, r->total_steps);
         int skipped = 0;
         if (nonfinite && d->fp16) {
@@ -198,6 +206,12 @@ static int train_loop(qf_run *r, int *stopped) {
             st->sched_step++;
             if (d->fp16) qf_loss_scale_update(d, st, 0);
         }
+        qf_profile_lap(prof, QF_PH_UPDATE);
+        if (prof) { /* the offloaded host AdamW finished during this step's window, and what the trainer waited */
+            prof->offload_adamw = r->zero.off.adam_s;
+            prof->offload_wait = r->zero.off.wait_s;
+        }
+        r->zero.off.adam_s = r->zero.off.wait_s = 0;
         st->skipped += skipped;
         st->step = step;
         st->tokens_seen += skipped ? 0 : targets;
@@ -207,14 +221,16 @@ static int train_loop(qf_run *r, int *stopped) {
         double mfu = r->peak_flops > 0 ? tok_s * r->flops_per_token / (r->peak_flops * r->comm.world_size) : 0.0;
         double mem_gb = (double)qf_mem_peak() / 1e9;
         double gpu_gb = (double)qf_backend_peak_bytes(r->ops) / 1073741824.0;
+        char tbuf[1024];
         if (rank0 && r->metrics) {
             char b1[32], b2[32];
+            const char *tj = prof && !qf_profile_json(prof, tbuf, sizeof tbuf) ? tbuf : NULL;
             fprintf(r->metrics,
                     "{\"step\": %lld, \"loss\": %s, \"lr\": %.10g, \"grad_norm\": %s, \"tokens\": %lld, "
                     "\"tokens_per_s\": %.1f, \"mfu\": %.6f, \"skipped\": %s, \"loss_scale\": %.17g, \"epoch\": %lld, "
-                    "\"step_time_s\": %.4f, \"peak_host_mem_gb\": %.3f, \"peak_gpu_mem_gb\": %.3f}\n",
+                    "\"step_time_s\": %.4f, \"peak_host_mem_gb\": %.3f, \"peak_gpu_mem_gb\": %.3f%s%s}\n",
                     (long long)step, jnum(loss, b1, sizeof b1), lr, jnum(norm, b2, sizeof b2), (long long)targets, tok_s, mfu, skipped ? "true" : "false",
-                    st->loss_scale, (long long)st->data_epoch, dt, mem_gb, gpu_gb);
+                    st->loss_scale, (long long)st->data_epoch, dt, mem_gb, gpu_gb, tj ? ", \"time\": " : "", tj ? tj : "");
             fflush(r->metrics);
         }
         if (gpu_gb > 0) qf_tb_scalar(r->tb, "perf/peak_gpu_mem_gb", step, gpu_gb);
@@ -228,6 +244,7 @@ static int train_loop(qf_run *r, int *stopped) {
                    "ETA %s%s\n",
                    (long long)step, (long long)r->total_steps, loss, lr, norm, tok_s, 100 * mfu, mem_gb, eta,
                    skipped ? " | skipped" : "");
+            qf_profile_print(prof, stdout);
             fflush(stdout);
         }
         if (r->have_valid && d->eval_every_steps > 0 && step % d->eval_every_steps == 0 && step < r->total_steps) {
@@ -285,6 +302,10 @@ int qf_cmd_train(int argc, char **argv) {
     int rc = qf_run_setup(&r, argc, argv, QF_RUN_TRAIN), stopped = 0;
     r.sig = &sig;
     if (!rc) rc = open_metrics(&r);
+    if (!rc && r.deck.wall_clock_breakdown) { /* the model computes through the timing wrappers (profile.h) */
+        r.model.ops = qf_profile_wrap(&r.prof, r.ops);
+        r.model.prof = &r.prof;
+    }
     rc = qf_comm_sum_i64(&r.comm, rc) ? (rc ? rc : QF_EXIT_INPUT) : 0;
     if (!rc) {
         qf_mem_estimate est;
@@ -308,6 +329,7 @@ int qf_cmd_train(int argc, char **argv) {
             printf("done: %lld steps\n", (long long)r.st.step);
         }
     }
+    qf_profile_unwrap(&r.prof);
     qf_run_free(&r);
     qf_signals_restore(&sig);
     return rc;

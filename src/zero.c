@@ -1,5 +1,5 @@
 /* zero.c — see zero.h: partition, storage, the model hooks, and the optimizer step. */
-#include "zero.h"
+#include "zero_internal.h"
 #include "backend.h"
 #include <math.h>
 #include <stdio.h>
@@ -93,11 +93,11 @@ static void host_act_to_f32(const qf_zero *z, float *dst, const void *src, int64
     for (int64_t i = 0; i < n; i++) dst[i] = host_act_get(z, src, i);
 }
 
-static char *at(const qf_zero *z, void *base, int64_t elem) { return (char *)base + (size_t)elem * AB(z); }
-static int64_t ub(const qf_zero *z, int u) { return z->m->unit_off[u]; }
-static int64_t ue(const qf_zero *z, int u) { return z->m->unit_off[u + 1]; }
-static int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
-static int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+#define at zi_at
+#define ub zi_ub
+#define ue zi_ue
+#define imax zi_max
+#define imin zi_min
 /* raw act elements for MPI copies (broadcasts only: no arithmetic on them) */
 static MPI_Datatype act_mpi(const qf_zero *z) { return AB(z) == 4 ? MPI_FLOAT : MPI_UINT16_T; }
 
@@ -113,8 +113,15 @@ static const void *my_piece(qf_zero *z, int u, void *buf) {
     return NULL;
 }
 
+static void param_refresh(qf_zero *z, int u);
+
 static void gather_start(qf_zero *z, int u, int blocking) {
     int64_t n = ue(z, u) - ub(z, u);
+    if (z->offload_opt) { /* an overlapped step in flight: this unit's parameters first */
+        if (z->offload_param) qf_zoff_unit_wait(z, u);
+        else param_refresh(z, u);
+        qf_zoff_reap(z);
+    }
     z->ucache[u] = buf_get(z, n, 0);
     if (!z->upersist[u]) z->live += n;
     if (z->offload_param) { /* the node's shared host copy -> this rank's (device) buffer, on the copy engine */
@@ -160,7 +167,10 @@ static void unit_ensure(qf_zero *z, int u) {
 
 static void *hk_params(void *ctx, int u) {
     qf_zero *z = ctx;
-    if (z->stage < 3) return at(z, z->pfull, ub(z, u));
+    if (z->stage < 3) {
+        if (z->offload_opt) param_refresh(z, u);
+        return at(z, z->pfull, ub(z, u));
+    }
     unit_ensure(z, u);
     return z->ucache[u];
 }
@@ -189,8 +199,11 @@ static void hk_will_use(void *ctx, int u, int backward) {
         if (!in && !z->upersist[v]) unit_release(z, v);
     }
     unit_ensure(z, u);
-    for (int v = u + dir; dir > 0 ? v <= keep_to : v >= keep_to; v += dir)
-        if (!z->ucache[v]) gather_start(z, v, 0);
+    for (int v = u + dir; dir > 0 ? v <= keep_to : v >= keep_to; v += dir) {
+        if (z->ucache[v]) continue;
+        if (z->offload_opt && !qf_zoff_unit_ready(z, v)) break; /* its update is still running: gathered on use */
+        gather_start(z, v, 0);
+    }
 }
 
 static void units_invalidate(qf_zero *z) {
@@ -200,14 +213,26 @@ static void units_invalidate(qf_zero *z) {
 
 /* ---- stages 2-3: gradients reduce-scattered unit by unit --------------------------------------------------- */
 
+/* The gradient buffer is zeroed at the start of a step, unless an overlapped offload step still reads it (its
+ * download): then at the first write, when the forward has waited for every unit and the step is done. */
+static void grads_ready(qf_zero *z) {
+    if (!z->grads_stale) return;
+    qf_zoff_join(z);
+    if (z->stage < 2) z->ops->zero(z->gfull, (size_t)z->n * AB(z));
+    else z->ops->zero(z->gshard, (size_t)(z->shard_end - z->shard_begin) * AB(z));
+    z->grads_stale = 0;
+}
+
 static void *hk_grads(void *ctx, int u) {
     qf_zero *z = ctx;
+    grads_ready(z);
     if (z->stage < 2) return at(z, z->gfull, ub(z, u));
     if (!z->gunit[u]) z->gunit[u] = buf_get(z, ue(z, u) - ub(z, u), 1);
     return z->gunit[u];
 }
 
 static void pending_complete(qf_zero *z, int keep) {
+    if (z->npend > keep) grads_ready(z);
     while (z->npend > keep) {
         qf_zero_pending *p = &z->pend[0];
         qf_comm_wait(z->comm, &p->req);
@@ -286,6 +311,9 @@ int qf_zero_init(qf_zero *z, qf_model *m, qf_comm *c, const qf_deck *d, int with
     z->offload_param = d->offload_param == QF_OFFLOAD_CPU;
     if (z->offload_param && z->stage != 3)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: zero_optimization.offload_param needs stage 3", d->path);
+    if (!z->offload_opt && d->offload_optimizer_ratio < 1)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: zero_optimization.offload_optimizer.ratio = %g needs "
+                          "offload_optimizer.device = \"cpu\"", d->path, d->offload_optimizer_ratio);
     int W = c->world_size, U = m->nunits;
     z->n = m->n_params;
     z->shard_count = qf_calloc((size_t)W, sizeof(int64_t));
@@ -349,30 +377,29 @@ int qf_zero_init(qf_zero *z, qf_model *m, qf_comm *c, const qf_deck *d, int with
     z->gunit = qf_calloc((size_t)U, sizeof(void *));
     z->pend = qf_calloc((size_t)U + 1, sizeof *z->pend);
     /* optimizer */
-    int64_t chunk = opt < QF_ZERO_OFFLOAD_CHUNK ? opt : QF_ZERO_OFFLOAD_CHUNK;
-    if (with_optimizer && z->offload_param && !z->offload_opt) z->pstage = dev_alloc(z, chunk, AB(z));
+    /* offload_optimizer.ratio: the share of the optimizer range whose state and step are on the host (its end);
+     * the rest (its start: the units the next forward needs first) stays on the backend */
+    z->opt_dev_end = z->opt_end;
+    if (z->offload_opt)
+        z->opt_dev_end = z->opt_begin + (int64_t)llround((1.0 - d->offload_optimizer_ratio) * (double)opt);
+    int64_t dopt = z->opt_dev_end - z->opt_begin, hopt = z->opt_end - z->opt_dev_end;
+    int64_t chunk = dopt < QF_ZERO_OFFLOAD_CHUNK ? dopt : QF_ZERO_OFFLOAD_CHUNK;
+    if (with_optimizer && z->offload_param && dopt > 0) z->pstage = dev_alloc(z, chunk, AB(z));
+    z->master = dev_alloc(z, dopt, 4);
+    z->adam_m = dev_alloc(z, dopt, 4);
+    z->adam_v = dev_alloc(z, dopt, 4);
     if (z->offload_opt) {
-        z->master = host_alloc(z, opt);
-        z->adam_m = host_alloc(z, opt);
-        z->adam_v = host_alloc(z, opt);
-        z->host_grad = host_alloc(z, chunk);
-        for (int i = 0; i < 2; i++) {
-            track(z, chunk * (int64_t)AB(z) * (z->offload_param ? 1 : 2));
-            z->hgrad[i] = qf_calloc((size_t)(chunk ? chunk : 1), AB(z));
-            if (!z->offload_param) z->hpar[i] = qf_calloc((size_t)(chunk ? chunk : 1), AB(z));
-        }
-    } else {
-        z->master = dev_alloc(z, opt, 4);
-        z->adam_m = dev_alloc(z, opt, 4);
-        z->adam_v = dev_alloc(z, opt, 4);
+        z->hmaster = host_alloc(z, hopt);
+        z->hadam_m = host_alloc(z, hopt);
+        z->hadam_v = host_alloc(z, hopt);
+        if (qf_zoff_init(z, e)) return e->code;
+        if (z->off.own_hbuf) track(z, hopt * (int64_t)AB(z));
     }
     /* pin_memory: page-lock the host buffers the GPU copies to and from (on GPU ranks; nothing to do on CPU ranks) */
-    if (z->offload_opt && d->offload_optimizer_pin_memory)
-        for (int i = 0; i < 4; i++) {
-            void *b = i < 2 ? z->hgrad[i] : z->hpar[i - 2];
-            z->pinned[i] = b && pin(z, b, (size_t)(chunk ? chunk : 1) * AB(z)) ? b : NULL;
-        }
-    if (z->offload_param && d->offload_param_pin_memory && pin(z, z->pnode, (size_t)z->n * AB(z))) z->pinned[4] = z->pnode;
+    if (z->offload_opt && z->off.own_hbuf && d->offload_optimizer_pin_memory &&
+        pin(z, z->off.hbuf, (size_t)(hopt ? hopt : 1) * AB(z)))
+        z->pinned[0] = z->off.hbuf;
+    if (z->offload_param && d->offload_param_pin_memory && pin(z, z->pnode, (size_t)z->n * AB(z))) z->pinned[1] = z->pnode;
     z->sharded_state_bytes = z->cur_state_bytes;
     m->hooks.ctx = z;
     m->hooks.unit_params = hk_params;
@@ -385,10 +412,12 @@ int qf_zero_init(qf_zero *z, qf_model *m, qf_comm *c, const qf_deck *d, int with
 void qf_zero_free(qf_zero *z) {
     if (!z->m) return;
     int U = z->m->nunits;
+    qf_zero_sync(z);
     pending_complete(z, 0);
     units_invalidate(z);
-    int64_t shard = z->shard_end - z->shard_begin, opt = z->opt_end - z->opt_begin;
-    for (int i = 0; i < 5; i++) qf_backend_unpin(z->ops, z->pinned[i]);
+    int64_t shard = z->shard_end - z->shard_begin;
+    for (int i = 0; i < 2; i++) qf_backend_unpin(z->ops, z->pinned[i]);
+    if (z->offload_opt) qf_zoff_free(z);
     for (int u = 0; u < U; u++) {
         if (z->gunit[u]) buf_put(z, z->gunit[u], ue(z, u) - ub(z, u));
         free(z->ucount[u]);
@@ -402,23 +431,16 @@ void qf_zero_free(qf_zero *z) {
         MPI_Win_unlock_all(z->pwin);
         MPI_Win_free(&z->pwin);
     }
-    if (z->pstage) dev_free(z, z->pstage, opt < QF_ZERO_OFFLOAD_CHUNK ? opt : QF_ZERO_OFFLOAD_CHUNK, AB(z));
+    int64_t dopt = z->opt_dev_end - z->opt_begin;
+    if (z->pstage) dev_free(z, z->pstage, dopt < QF_ZERO_OFFLOAD_CHUNK ? dopt : QF_ZERO_OFFLOAD_CHUNK, AB(z));
     dev_free(z, z->gfull, z->n, AB(z));
     dev_free(z, z->gshard, z->gshard ? shard : 0, AB(z));
-    if (z->offload_opt) {
-        free(z->master);
-        free(z->adam_m);
-        free(z->adam_v);
-        free(z->host_grad);
-        for (int i = 0; i < 2; i++) {
-            free(z->hgrad[i]);
-            free(z->hpar[i]);
-        }
-    } else {
-        dev_free(z, z->master, opt, 4);
-        dev_free(z, z->adam_m, opt, 4);
-        dev_free(z, z->adam_v, opt, 4);
-    }
+    dev_free(z, z->master, dopt, 4);
+    dev_free(z, z->adam_m, dopt, 4);
+    dev_free(z, z->adam_v, dopt, 4);
+    free(z->hmaster);
+    free(z->hadam_m);
+    free(z->hadam_v);
     free(z->ucount);
     free(z->udispl);
     free(z->ucache);
@@ -464,6 +486,7 @@ static void act_to_host(qf_zero *z, float *host, const void *src, int64_t n) {
 }
 
 void qf_zero_set_params(qf_zero *z, int64_t b, int64_t e, const float *host) {
+    qf_zero_sync(z);
     if (z->offload_param) { /* straight into the node's host copy */
         host_act_from_f32(z, at(z, z->pnode, b), host, e - b);
     } else if (!z->pfrom_master) {
@@ -473,10 +496,36 @@ void qf_zero_set_params(qf_zero *z, int64_t b, int64_t e, const float *host) {
         }
     }
     int64_t lo = imax(b, z->opt_begin), hi = imin(e, z->opt_end);
-    if (hi > lo) {
-        if (z->offload_opt) memcpy(z->master + (lo - z->opt_begin), host + (lo - b), (size_t)(hi - lo) * 4);
-        else z->ops->copy_h2d(z->master + (lo - z->opt_begin), host + (lo - b), (size_t)(hi - lo) * 4);
-    }
+    if (hi > lo) qf_zero_opt_set(z, 0, lo, hi - lo, host + (lo - b));
+}
+
+/* the backend and host pieces of [lo, lo+n) of optimizer state `which` */
+static void opt_pieces(qf_zero *z, int which, int64_t lo, int64_t n, float **dev, int64_t *nd, float **hst) {
+    float *darr[3] = {z->master, z->adam_m, z->adam_v}, *harr[3] = {z->hmaster, z->hadam_m, z->hadam_v};
+    QF_CHECK(which >= 0 && which < 3 && lo >= z->opt_begin && lo + n <= z->opt_end);
+    *nd = imax(0, imin(lo + n, z->opt_dev_end) - lo);
+    *dev = *nd ? darr[which] + (lo - z->opt_begin) : NULL;
+    *hst = n > *nd ? harr[which] + (lo + *nd - z->opt_dev_end) : NULL;
+}
+
+void qf_zero_opt_get(qf_zero *z, int which, int64_t lo, int64_t n, float *out) {
+    if (n <= 0) return;
+    qf_zero_sync(z);
+    float *dev, *hst;
+    int64_t nd;
+    opt_pieces(z, which, lo, n, &dev, &nd, &hst);
+    if (nd) z->ops->copy_d2h(out, dev, (size_t)nd * 4);
+    if (hst) memcpy(out + nd, hst, (size_t)(n - nd) * 4);
+}
+
+void qf_zero_opt_set(qf_zero *z, int which, int64_t lo, int64_t n, const float *in) {
+    if (n <= 0) return;
+    qf_zero_sync(z);
+    float *dev, *hst;
+    int64_t nd;
+    opt_pieces(z, which, lo, n, &dev, &nd, &hst);
+    if (nd) z->ops->copy_h2d(dev, in, (size_t)nd * 4);
+    if (hst) memcpy(hst, in + nd, (size_t)(n - nd) * 4);
 }
 
 void qf_zero_params_commit(qf_zero *z) {
@@ -485,6 +534,7 @@ void qf_zero_params_commit(qf_zero *z) {
 }
 
 void qf_zero_get_params(qf_zero *z, int64_t b, int64_t e, float *host) {
+    qf_zero_sync(z);
     if (z->offload_param) {
         host_act_to_f32(z, host, at(z, z->pnode, b), e - b);
         return;
@@ -505,13 +555,16 @@ void qf_zero_get_params(qf_zero *z, int64_t b, int64_t e, float *host) {
 /* ---- the step ---------------------------------------------------------------------------------------------- */
 
 void qf_zero_zero_grads(qf_zero *z) {
-    if (z->stage < 2) z->ops->zero(z->gfull, (size_t)z->n * AB(z));
-    else z->ops->zero(z->gshard, (size_t)(z->shard_end - z->shard_begin) * AB(z));
+    z->grads_stale = 1;
+    if (!z->off.running) grads_ready(z);
 }
 
 void qf_zero_reduce(qf_zero *z) {
+    grads_ready(z);
+    z->ops->range_push("zero.reduce");
     if (z->stage < 2) qf_comm_allreduce_act(z->comm, z->gfull, (size_t)z->n);
     else pending_complete(z, 0);
+    z->ops->range_pop();
 }
 
 /* gradients of the optimizer range */
@@ -520,16 +573,16 @@ static const void *opt_grads(qf_zero *z) {
 }
 
 double qf_zero_grad_norm(qf_zero *z, double unscale) {
+    grads_ready(z);
     double ss;
     if (z->stage < 2) ss = z->ops->sumsq(z->gfull, (size_t)z->n);
     else ss = qf_comm_sum_f64(z->comm, z->ops->sumsq(z->gshard, (size_t)(z->shard_end - z->shard_begin)));
     return sqrt(ss) * unscale;
 }
 
-/* AdamW on the flat range [b, e) of the optimizer range: g = gradients of [b, e) (act on the backend, or fp32 on
- * the host with offload), pact = act parameters of [b, e) to write (NULL: none). Decay only on 2-D weights. */
-static void adamw_range(qf_zero *z, const qf_ops *aops, int64_t b, int64_t e, const void *g, size_t gbytes,
-                        void *pact, double lr, float gscale) {
+/* AdamW on the flat range [b, e) of the optimizer range on the backend: g = act gradients of [b, e), pact = act
+ * parameters of [b, e) to write (NULL: none). Decay only on 2-D weights. */
+static void adamw_range(qf_zero *z, int64_t b, int64_t e, const void *g, void *pact, double lr, float gscale) {
     qf_model *m = z->m;
     const qf_deck *d = z->d;
     for (int i = 0; i < m->nspecs; i++) {
@@ -537,70 +590,79 @@ static void adamw_range(qf_zero *z, const qf_ops *aops, int64_t b, int64_t e, co
         if (lo >= hi) continue;
         float wd = m->specs[i].decay ? (float)d->weight_decay : 0.0f;
         int64_t s = lo - z->opt_begin;
-        const void *gs = (const char *)g + (size_t)(lo - b) * gbytes;
-        aops->adamw(z->master + s, pact ? at(z, pact, lo - b) : NULL, gs, z->adam_m + s, z->adam_v + s,
-                    (size_t)(hi - lo), gscale, (float)lr, (float)d->beta1, (float)d->beta2, (float)d->eps, wd,
-                    (int)z->adam_t);
+        z->ops->adamw(z->master + s, pact ? at(z, pact, lo - b) : NULL, at(z, (void *)g, lo - b), z->adam_m + s,
+                      z->adam_v + s, (size_t)(hi - lo), gscale, (float)lr, (float)d->beta1, (float)d->beta2,
+                      (float)d->eps, wd, (int)z->adam_t);
     }
 }
 
-/* offload_optimizer: the optimizer range streams through the host chunk by chunk. Chunk k+1's gradients come down
- * (copy engine) and chunk k-1's parameters go up while the host runs AdamW on chunk k; page-locked (pin_memory)
- * double buffers make the copies truly asynchronous. With offload_param the updated parameters are rounded
- * straight into the node's host copy. */
-static void update_offload_opt(qf_zero *z, double lr, float gscale) {
-    const qf_ops *o = z->ops, *cpu = qf_ops_cpu();
-    int64_t ob = z->opt_begin, oe = z->opt_end, nch = (oe - ob + QF_ZERO_OFFLOAD_CHUNK - 1) / QF_ZERO_OFFLOAD_CHUNK;
-    const void *g = opt_grads(z);
-    int tg[2] = {-1, -1}, tp[2] = {-1, -1};
-#define CHUNK_B(k) (ob + (int64_t)(k) * QF_ZERO_OFFLOAD_CHUNK)
-#define CHUNK_N(k) (imin(oe, CHUNK_B(k) + QF_ZERO_OFFLOAD_CHUNK) - CHUNK_B(k))
-    if (nch > 0) tg[0] = o->copy_start(z->hgrad[0], at(z, (void *)g, 0), (size_t)CHUNK_N(0) * AB(z), QF_COPY_D2H);
-    for (int64_t k = 0; k < nch; k++) {
-        int64_t cb = CHUNK_B(k), n = CHUNK_N(k);
-        int s = (int)(k & 1);
-        if (k + 1 < nch)
-            tg[1 - s] = o->copy_start(z->hgrad[1 - s], at(z, (void *)g, CHUNK_B(k + 1) - ob),
-                                      (size_t)CHUNK_N(k + 1) * AB(z), QF_COPY_D2H);
-        o->copy_finish(tg[s], 1);
-        host_act_to_f32(z, z->host_grad, z->hgrad[s], n);
-        adamw_range(z, cpu, cb, cb + n, z->host_grad, 4, NULL, lr, gscale);
-        if (z->offload_param) {
-            host_act_from_f32(z, at(z, z->pnode, cb), z->master + (cb - ob), n);
-            continue;
-        }
-        if (tp[s] >= 0) o->copy_finish(tp[s], 1); /* hpar[s] is free again */
-        host_act_from_f32(z, z->hpar[s], z->master + (cb - ob), n);
-        tp[s] = o->copy_start(param_dev(z, cb), z->hpar[s], (size_t)n * AB(z), QF_COPY_H2D);
+/* offload_optimizer without offload_param: unit u's device parameters from the host step's hbuf, once per step
+ * (after the host AdamW has passed the unit; the compute stream waits for the copy) */
+static void param_refresh(qf_zero *z, int u) {
+    qf_zero_offload *o = &z->off;
+    if (z->offload_param || o->uver[u] >= o->version) return;
+    int64_t lo = imax(ub(z, u), z->opt_dev_end), hi = imin(ue(z, u), z->opt_end); /* the host-updated part */
+    if (hi > lo) {
+        qf_zoff_unit_wait(z, u);
+        qf_zoff_reap(z);
+        int t = z->ops->copy_start(param_dev(z, lo), at(z, o->hbuf, lo - z->opt_dev_end), (size_t)(hi - lo) * AB(z),
+                                   QF_COPY_H2D);
+        z->ops->copy_finish(t, 0);
     }
-    for (int s = 0; s < 2; s++)
-        if (tp[s] >= 0) o->copy_finish(tp[s], 1);
-#undef CHUNK_B
-#undef CHUNK_N
+    o->uver[u] = o->version;
+}
+
+void qf_zero_sync(qf_zero *z) {
+    if (!z->offload_opt || !z->off.version) return;
+    qf_zoff_join(z);
+    for (int u = 0; u < z->m->nunits; u++) {
+        if (z->offload_param) qf_zoff_unit_wait(z, u);
+        else param_refresh(z, u);
+    }
+    qf_zoff_reap(z);
 }
 
 void qf_zero_update(qf_zero *z, double lr, float gscale) {
     int64_t ob = z->opt_begin, oe = z->opt_end;
     const void *g = opt_grads(z);
     z->adam_t++;
-    if (z->offload_opt) {
-        update_offload_opt(z, lr, gscale);
+    z->ops->range_push("zero.update");
+    if (z->offload_opt) { /* zero_offload.c: gradients down, host AdamW (overlapped with the next forward) */
+        qf_zoff_join(z);
+        int64_t dv = z->opt_dev_end;
+        if (dv > ob && z->offload_param) /* the backend's share (offload_optimizer.ratio < 1) into the node copy */
+            for (int64_t cb = ob; cb < dv; cb += QF_ZERO_OFFLOAD_CHUNK) {
+                int64_t ce = imin(dv, cb + QF_ZERO_OFFLOAD_CHUNK);
+                adamw_range(z, cb, ce, at(z, (void *)g, cb - ob), z->pstage, lr, gscale);
+                z->ops->copy_d2h(at(z, z->pnode, cb), z->pstage, (size_t)(ce - cb) * AB(z));
+            }
+        else if (dv > ob) /* ... or in place on the backend */
+            adamw_range(z, ob, dv, g, param_dev(z, ob), lr, gscale);
+        qf_zoff_start(z, lr, gscale);
+        units_invalidate(z);
+        if (z->off.overlap) { /* each unit is refreshed when the next forward (or a qf_zero_sync) needs it */
+            z->ops->range_pop();
+            return;
+        }
+        for (int u = 0; u < z->m->nunits; u++) param_refresh(z, u);
     } else if (z->offload_param) { /* AdamW on the device, updated parameters down into the node's copy */
         for (int64_t cb = ob; cb < oe; cb += QF_ZERO_OFFLOAD_CHUNK) {
             int64_t ce = imin(oe, cb + QF_ZERO_OFFLOAD_CHUNK);
-            adamw_range(z, z->ops, cb, ce, at(z, (void *)g, cb - ob), AB(z), z->pstage, lr, gscale);
+            adamw_range(z, cb, ce, at(z, (void *)g, cb - ob), z->pstage, lr, gscale);
             z->ops->copy_d2h(at(z, z->pnode, cb), z->pstage, (size_t)(ce - cb) * AB(z));
         }
     } else {
-        adamw_range(z, z->ops, ob, oe, g, AB(z), z->pfrom_master ? NULL : param_dev(z, ob), lr, gscale);
+        adamw_range(z, ob, oe, g, z->pfrom_master ? NULL : param_dev(z, ob), lr, gscale);
     }
     if (z->stage == 1 || z->stage == 2) /* the updated shards, in allgather_bucket_size pieces */
         qf_comm_allgather_act(z->comm, z->pfull, z->shard_count, z->shard_displ, z->d->allgather_bucket_size);
     if (z->offload_param) node_exchange(z);
     units_invalidate(z);
+    z->ops->range_pop();
 }
 
 void qf_zero_poison_grads(qf_zero *z) {
+    grads_ready(z);
     void *g = z->stage < 2 ? z->gfull : z->gshard;
     if (g) z->ops->scale(g, NAN, 1);
 }

@@ -23,6 +23,7 @@
 #ifndef QF_ZERO_H
 #define QF_ZERO_H
 #include <mpi.h>
+#include <pthread.h>
 #include <stdint.h>
 #include "comm.h"
 #include "deck.h"
@@ -39,6 +40,31 @@ typedef struct qf_zero_pending { /* a non-blocking reduce-scatter of one unit's 
     int64_t lo, n;  /* flat range received by this rank */
     int64_t n_send; /* elements of the unit sent */
 } qf_zero_pending;
+
+/* offload_optimizer: the step's host AdamW (src/zero_offload.c). The gradients of the optimizer range come down
+ * into hbuf (host act [opt range]) on the copy engine, a host thread runs the fused AdamW over them chunk by chunk
+ * in the order the next forward needs the units and rounds the updated parameters into hbuf in place, publishing
+ * its progress; with `overlap` the trainer goes on meanwhile and every unit waits only for its own parameters. */
+#define QF_ZOFF_MAX_CHUNKS 40
+typedef struct qf_zero_offload {
+    void *hbuf;                         /* host act [opt range]: the node copy's range (offload_param) or own, pinned */
+    int own_hbuf;                       /* hbuf was allocated here (not the node copy) */
+    int overlap;                        /* the step overlaps the next forward (else it completes inside update) */
+    int threads;                        /* host AdamW threads */
+    int64_t chunk;                      /* elements per gradient download / progress step */
+    int nchunks, reaped, running;
+    int ticket[QF_ZOFF_MAX_CHUNKS];
+    _Atomic int64_t *prog;              /* this rank's progress: version*(n+1) + flat index updated so far */
+    _Atomic int64_t *node_prog;         /* offload_param: [local_size] every node rank's progress (shared window) */
+    MPI_Win prog_win;
+    int64_t *uver;                      /* [nunits] no offload_param: version of the unit's device parameters */
+    int *node_world;                    /* offload_param: [local_size] world rank of each node rank */
+    int64_t version;                    /* steps started by this process (0: none) */
+    double lr;                          /* the step in flight */
+    float gscale;
+    double adam_s, wait_s;              /* breakdown: the host AdamW thread's time; the trainer's waits for it */
+    pthread_t th;                       /* the host AdamW thread of the step in flight */
+} qf_zero_offload;
 
 typedef struct qf_zero {
     qf_model *m;
@@ -76,17 +102,21 @@ typedef struct qf_zero {
     size_t pool_bytes[QF_ZERO_POOL];
     int npool;
 
-    /* optimizer (fp32) */
-    float *master, *adam_m, *adam_v;    /* [opt range] */
-    float *host_grad;                   /* offload_optimizer: fp32 gradient chunk [QF_ZERO_OFFLOAD_CHUNK] */
-    void *hgrad[2], *hpar[2];           /* offload_optimizer: host act chunks (gradients down, parameters up) */
+    /* optimizer (fp32): [opt_begin, opt_dev_end) on the backend, [opt_dev_end, opt_end) on the host. Without
+     * offload_optimizer all of it is on the backend; with it, offload_optimizer.ratio of it (from the end) is on
+     * the host (ratio 1: all; DeepSpeed's ZeRO-Offload++ ratio) */
+    int64_t opt_dev_end;
+    float *master, *adam_m, *adam_v;    /* backend [opt_dev_end - opt_begin] */
+    float *hmaster, *hadam_m, *hadam_v; /* host [opt_end - opt_dev_end] */
+    qf_zero_offload off;                /* offload_optimizer: the host step */
     void *pstage;                       /* offload_param without offload_optimizer: device act chunk */
     int64_t adam_t;
     int64_t peak_state_bytes;           /* high-water mark of the state this rank holds (params+grads+optimizer) */
     int64_t cur_state_bytes;
     int64_t sharded_state_bytes;
-    void *pinned[5];                    /* host buffers page-locked for pin_memory (GPU ranks) */
-    int pin_warned;        /* what init allocated: the part ZeRO shards (falls as 1/N per stage) */
+    void *pinned[2];                    /* host buffers page-locked for pin_memory (GPU ranks): hbuf, pnode */
+    int pin_warned;
+    int grads_stale;                    /* the gradient buffer is zeroed at its first use in the step (grads_ready) */
 } qf_zero;
 
 /* with_optimizer = 0 (eval): parameters only, no gradients, master or moments */
@@ -113,6 +143,16 @@ double qf_zero_grad_norm(qf_zero *z, double unscale);
 /* AdamW on this rank's optimizer range with gradients times gscale and learning rate lr; parameters refreshed
  * everywhere (all-gather / node exchange) */
 void qf_zero_update(qf_zero *z, double lr, float gscale);
+
+/* fp32 host copy of optimizer state `which` (0 master, 1 adam_m, 2 adam_v) for flat elements [lo, lo+n) of the
+ * optimizer range, wherever they live; qf_zero_opt_set writes them. (Checkpoints.) */
+void qf_zero_opt_get(qf_zero *z, int which, int64_t lo, int64_t n, float *out);
+void qf_zero_opt_set(qf_zero *z, int which, int64_t lo, int64_t n, const float *in);
+
+/* Completes an optimizer step still in flight (offload_optimizer with overlap): its host AdamW, uploads and node
+ * exchange. Every qf_zero_* entry point that reads or writes the optimizer state does it first; the trainer calls it
+ * before checkpoints. */
+void qf_zero_sync(qf_zero *z);
 
 /* Test hook: makes this rank's first reduced gradient element NaN (non-finite / fp16 overflow tests). */
 void qf_zero_poison_grads(qf_zero *z);

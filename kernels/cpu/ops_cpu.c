@@ -23,6 +23,10 @@ static void cpu_copy_finish(int ticket, int host_wait) {
     (void)host_wait;
 }
 
+static void cpu_copy_wait(int ticket) { (void)ticket; }
+static void cpu_range_push(const char *name) { (void)name; }
+static void cpu_range_pop(void) {}
+
 static const qf_ops cpu_ops = {
     .name = "cpu",
     .act_bytes = sizeof(float),
@@ -49,6 +53,9 @@ static const qf_ops cpu_ops = {
     .attention_decode = cpu_attention_decode,
     .copy_start = cpu_copy_start,
     .copy_finish = cpu_copy_finish,
+    .copy_wait = cpu_copy_wait,
+    .range_push = cpu_range_push,
+    .range_pop = cpu_range_pop,
     .swiglu_fwd = cpu_swiglu_fwd,
     .swiglu_bwd = cpu_swiglu_bwd,
     .add_inplace = cpu_add_inplace,

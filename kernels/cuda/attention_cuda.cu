@@ -1,6 +1,8 @@
 // attention_cuda.cu — causal, segment-aware GQA attention, flash-attention style: no T x T buffer ever exists.
 //
-// Two implementations behind attention_fwd / attention_bwd:
+// On sm_90+ builds with cuDNN, attention_cudnn.cu's fused attention is tried first (QWENFT_ATTN=auto|cudnn|mma picks;
+// see there); the kernels of this file are the sm_80/sm_89 path and the fallback for anything cuDNN does not take.
+// Two implementations behind attention_fwd / attention_bwd here:
 //   * tensor cores (bf16 and fp16 tables, head_dim 64 or 128, 16-byte aligned tensors): FA2-style kernels on
 //     mma.sync m16n8k16 (bf16 or fp16 in, fp32 accumulate) with ldmatrix fragments and cp.async double-buffered
 //     K/V tiles. The kernels are templates on the 16-bit element type E; E changes only the mma instruction and
@@ -27,6 +29,7 @@
 #include "cuda_common.cuh"
 #include <initializer_list>
 #include <math.h>
+#include <type_traits>
 
 #define LOG2E_F 1.4426950408889634f
 
@@ -1259,6 +1262,15 @@ void qfc_attention_init() {
     qfc().attn_variant = 2;
 }
 
+// attention_cudnn.cu: cuDNN's fused attention when the path choice (QWENFT_ATTN, see there) and the shape allow it;
+// false = not taken (the kernels below run). dt: 0 bf16, 1 fp16.
+bool qfc_cudnn_attention_fwd(int dt, void *out, float *lse, const void *q, const void *k, const void *v,
+                             const int32_t *seg, int B, int T, int H, int KV, int D);
+bool qfc_cudnn_attention_bwd(int dt, void *dq, void *dk, void *dv, const void *dout, const void *out, const float *lse,
+                             const void *q, const void *k, const void *v, const int32_t *seg, int B, int T, int H,
+                             int KV, int D);
+void qfc_attention_note_path(const char *p);
+
 static bool use_tc(int D, std::initializer_list<const void *> ptrs) {
     if (D != 64 && D != 128) return false;
     for (const void *p : ptrs)
@@ -1276,7 +1288,10 @@ void cu_attention_fwd(void *out, float *lse, const void *q, const void *k, const
     if (!B || !T_) return;
     const float scale = (float)(1.0 / sqrt((double)D));
     cudaStream_t st = qfc_stream();
-    if constexpr (sizeof(T) == 2) { // bf16 or f16: the tensor-core kernels for E = T
+    if constexpr (sizeof(T) == 2) { // bf16 or f16: cuDNN where chosen, else the tensor-core kernels for E = T
+        if (qfc_cudnn_attention_fwd(std::is_same<T, f16>::value, out, lse, q, k, v, seg_start, B, T_, H, KV, D))
+            return;
+        qfc_attention_note_path(use_tc(D, {out, q, k, v}) ? "mma" : "generic");
         if (use_tc(D, {out, q, k, v})) {
             const T *q_ = (const T *)q, *k_ = (const T *)k, *v_ = (const T *)v;
             T *o_ = (T *)out;
@@ -1306,6 +1321,7 @@ void cu_attention_fwd(void *out, float *lse, const void *q, const void *k, const
         }
     }
     QF_CHECK(D <= GEN_DMAX);
+    qfc_attention_note_path("generic");
     const long rows = (long)B * H * T_;
     attn_fwd_generic<T><<<(unsigned)((rows + GEN_WARPS - 1) / GEN_WARPS), GEN_WARPS * 32, 0, st>>>(
         (T *)out, lse, (const T *)q, (const T *)k, (const T *)v, seg_start, B, T_, H, KV, D, scale);
@@ -1319,7 +1335,12 @@ void cu_attention_bwd(void *dq, void *dk, void *dv, const void *dout, const void
     if (!B || !T_) return;
     const float scale = (float)(1.0 / sqrt((double)D));
     cudaStream_t st = qfc_stream();
+    if constexpr (sizeof(T) == 2)
+        if (qfc_cudnn_attention_bwd(std::is_same<T, f16>::value, dq, dk, dv, dout, out, lse, q, k, v, seg_start, B, T_,
+                                    H, KV, D))
+            return;
     const bool tc = sizeof(T) == 2 && use_tc(D, {dq, dk, dv, dout, q, k, v});
+    qfc_attention_note_path(tc ? "mma" : "generic");
     const bool v2 = tc && qfc().attn_variant != 1, gqa_part = v2 && H / KV > 1;
     const size_t dbytes = qf_align_up((size_t)B * H * T_ * sizeof(float), 256);
     const size_t pbytes = gqa_part ? (size_t)B * H * T_ * D * sizeof(float) : 0;

@@ -6,6 +6,7 @@
 // are sequence numbers; ticket t uses event t % QF_COPY_TICKETS of a ring created with the context.
 #include "cuda_common.cuh"
 #include <cuda_runtime.h>
+#include <nvtx3/nvToolsExt.h>
 
 int cu_copy_start(void *dst, const void *src, size_t bytes, int dir) {
     qf_cuda_ctx &c = qfc();
@@ -31,6 +32,18 @@ void cu_copy_finish(int ticket, int host_wait) {
     else CHECK_CUDA(cudaStreamWaitEvent(c.stream, c.copy_ev[i], 0));
     c.copy_busy[i] = 0;
 }
+
+void cu_copy_wait(int ticket) {
+    qf_cuda_ctx &c = qfc();
+    const int i = ticket % QF_COPY_TICKETS;
+    if (!c.copy_busy[i]) QF_FATAL("CUDA backend: copy ticket %d waited on after it was finished", ticket);
+    CHECK_CUDA(cudaSetDevice(c.device)); // the calling thread may be another host thread (its current device is its own)
+    CHECK_CUDA(cudaEventSynchronize(c.copy_ev[i]));
+}
+
+// NVTX ranges (header-only NVTX 3: nothing happens unless a tool such as nsys is attached)
+void cu_range_push(const char *name) { nvtxRangePushA(name); }
+void cu_range_pop() { nvtxRangePop(); }
 
 void qfc_copy_init() {
     qf_cuda_ctx &c = qfc();

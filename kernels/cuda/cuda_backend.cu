@@ -254,7 +254,7 @@ static void cu_sync(void) { CHECK_CUDA(cudaStreamSynchronize(g_ctx.stream)); }
             cu_rmsnorm_bwd<T>, cu_matmul_fwd<T>, cu_matmul_bwd<T>, cu_rope_fwd<T>, cu_rope_bwd<T>,                   \
             cu_attention_fwd<T>, cu_attention_bwd<T>, cu_swiglu_fwd<T>, cu_swiglu_bwd<T>, cu_add_inplace<T>,         \
             cu_classifier<T>, cu_sumsq<T>, cu_scale<T>, cu_nonfinite<T>, cu_adamw<T>, nullptr /* attention_decode */,  \
-            cu_copy_start, cu_copy_finish                                                                            \
+            cu_copy_start, cu_copy_finish, cu_copy_wait, cu_range_push, cu_range_pop                                \
     }
 static const qf_ops cuda_ops_bf16 = QF_CUDA_TABLE("cuda", bf16, QF_ACT_BF16);
 static const qf_ops cuda_ops_f32 = QF_CUDA_TABLE("cuda-f32", float, QF_ACT_F32);

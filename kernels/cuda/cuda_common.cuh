@@ -105,6 +105,9 @@ void qfc_device_malloc(void **p, size_t bytes); // internal buffers: cudaMalloc 
 void qfc_device_free(void *p, size_t bytes);
 void qfc_copy_init();                     // the copy stream and its events (copy_cuda.cu)
 int cu_copy_start(void *dst, const void *src, size_t bytes, int dir);
+void cu_copy_wait(int ticket);
+void cu_range_push(const char *name);
+void cu_range_pop();
 void cu_copy_finish(int ticket, int host_wait);
 void qfc_attention_init();                // raises the dynamic shared-memory limits of the attention kernels
 void qfc_matmul_destroy_plans();

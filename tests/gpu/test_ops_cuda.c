@@ -30,8 +30,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* test hook of kernels/cuda (not in ops.h): tensor-core attention kernels 2 (default), 3, or 1 */
+/* test hooks of kernels/cuda (not in ops.h): tensor-core attention kernels 2 (default), 3, or 1; the attention path
+ * (0 auto, 1 mma, 2 cudnn): the attention checks and benchmark here are the mma.sync kernels' (forced); every path
+ * is checked by test_attn_cuda and timed by bench/attn_bench */
 void qf_cuda_set_attention_variant(int v);
+void qf_cuda_set_attention_path(int p);
 
 /* Tolerances of the 16-bit tables, {bf16, fp16}; the fp32 table always gets TOL_F32. With u the unit roundoff of
  * the storage type (bf16 2^-8 = 3.9e-3, fp16 2^-11 = 4.9e-4), a max-norm error is a few u: each stored output is
@@ -393,6 +396,7 @@ static void test_attention_seg(int B, int T, int H, int KV, int D, const int32_t
     float *outr = qf_malloc(nq * 4);
     for (size_t i = 0; i < nq; i++) outr[i] = both(out[i]);
     cpu->attention_bwd(dq, dk, dv, dout, outr, lse, q, k, v, seg, B, T, H, KV, D);
+    qf_cuda_set_attention_path(1); /* the mma.sync kernels (cuDNN's path: test_attn_cuda) */
     /* the bf16 and fp16 tables run each tensor-core variant (2 = default, 3, 1); the fp32 table the generic kernels */
     static const int variants[3] = {2, 3, 1};
     const char *what0 = what;
@@ -439,6 +443,7 @@ static void test_attention_seg(int B, int T, int H, int KV, int D, const int32_t
         free(nq_nan), free(nk_nan);
     }
     qf_cuda_set_attention_variant(2);
+    qf_cuda_set_attention_path(0);
     free(q), free(k), free(v), free(dout), free(out), free(lse), free(dq), free(dk), free(dv), free(outr);
 }
 static void test_attention(int B, int T, int H, int KV, int D, int ndocs) {
@@ -895,6 +900,7 @@ static int bench(void) {
     bench_matmul(g, "7B down", 4096, 18944, 3584);
     bench_matmul(g, "7B lm_head", 4096, 3584, 152064);
     bench_matmul(g, "0.5B mlp 16k tok", 16384, 896, 4864);
+    qf_cuda_set_attention_path(1); /* the mma.sync kernels; cuDNN's path: bench/attn_bench */
     for (int var = 2; var >= 1; var--) { /* default kernels, then the first version for comparison */
         qf_cuda_set_attention_variant(var);
         printf("attention kernels: variant %d%s\n", var, var == 2 ? " (default)" : "");
@@ -911,6 +917,7 @@ static int bench(void) {
         }
     }
     qf_cuda_set_attention_variant(2);
+    qf_cuda_set_attention_path(0);
     bench_classifier(g, 4096, 3584, 152064);
     bench_bandwidth(g);
     printf("peak device bytes held by the backend: %.2f GiB\n", qf_cuda_peak_bytes() / 1073741824.0);

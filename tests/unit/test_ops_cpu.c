@@ -766,6 +766,56 @@ static void test_determinism(void) {
     for (int i = 0; i < 13; i++) free(in[i]);
 }
 
+/* The offload AdamW (qf_cpu_adamw_act: act gradients widened, parameters rounded, in one threaded pass, in place)
+ * equals act_to_f32 + the table's adamw + rounding to act, bit for bit, for fp32, bf16 and fp16 act. */
+static void test_adamw_act(void) {
+    const size_t n = 5003; /* several blocks and a ragged tail */
+    const int dts[3] = {QF_ACT_F32, QF_ACT_BF16, QF_ACT_F16};
+    for (int di = 0; di < 3; di++) {
+        int dt = dts[di];
+        size_t ab = dt == QF_ACT_F32 ? 4 : 2;
+        float *p[2], *m[2], *v[2], *g32 = malloc(n * 4);
+        unsigned char *buf = malloc(n * ab), *ref = malloc(n * ab);
+        for (int c = 0; c < 2; c++) {
+            p[c] = malloc(n * 4), m[c] = malloc(n * 4), v[c] = malloc(n * 4);
+            for (size_t i = 0; i < n; i++) {
+                p[c][i] = (float)sin(0.37 * (double)i);
+                m[c][i] = (float)sin(0.05 * (double)i) * 0.01f;
+                v[c][i] = (float)(1e-4 * (1.0 + sin(0.3 * (double)i)));
+            }
+        }
+        int same = 1;
+        for (int step = 1; step <= 3; step++) {
+            for (size_t i = 0; i < n; i++) { /* gradients in act, also tiny (fp16 subnormal) and large values */
+                float g = (float)cos(0.11 * (double)i + step) * (i % 7 == 0 ? 3e-6f : i % 11 == 0 ? 300.0f : 0.1f);
+                if (dt == QF_ACT_F32) ((float *)buf)[i] = g;
+                else if (dt == QF_ACT_BF16) ((uint16_t *)buf)[i] = qf_f32_to_bf16(g);
+                else ((uint16_t *)buf)[i] = qf_f32_to_f16(g);
+            }
+            /* reference: widen, the table's adamw into fp32 params, round */
+            for (size_t i = 0; i < n; i++)
+                g32[i] = dt == QF_ACT_F32 ? ((float *)buf)[i]
+                         : dt == QF_ACT_BF16 ? qf_bf16_to_f32(((uint16_t *)buf)[i])
+                                             : qf_f16_to_f32(((uint16_t *)buf)[i]);
+            qf_ops_cpu()->adamw(p[0], NULL, g32, m[0], v[0], n, 0.5f, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, step);
+            for (size_t i = 0; i < n; i++) {
+                if (dt == QF_ACT_F32) ((float *)ref)[i] = p[0][i];
+                else if (dt == QF_ACT_BF16) ((uint16_t *)ref)[i] = qf_f32_to_bf16(p[0][i]);
+                else ((uint16_t *)ref)[i] = qf_f32_to_f16(p[0][i]);
+            }
+            qf_cpu_adamw_act(p[1], buf, buf, dt, m[1], v[1], n, 0.5f, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, step, 3);
+            same &= !memcmp(p[0], p[1], n * 4) && !memcmp(m[0], m[1], n * 4) && !memcmp(v[0], v[1], n * 4) &&
+                    !memcmp(ref, buf, n * ab);
+        }
+        char name[96];
+        snprintf(name, sizeof name, "offload adamw (%s act, in place, 3 threads) == widen + adamw + round, bitwise",
+                 dt == QF_ACT_F32 ? "fp32" : dt == QF_ACT_BF16 ? "bf16" : "fp16");
+        report_bool(name, same);
+        for (int c = 0; c < 2; c++) free(p[c]), free(m[c]), free(v[c]);
+        free(g32), free(buf), free(ref);
+    }
+}
+
 /* AdamW's SIMD variants (baseline, AVX2, AVX-512F: whichever this CPU has) give bitwise the same result */
 static void test_adamw_isa(void) {
     const size_t n = 1003; /* not a multiple of any vector width */
@@ -827,6 +877,7 @@ int main(void) {
     test_classifier();
     test_adamw();
     test_adamw_isa();
+    test_adamw_act();
     test_reductions();
     test_determinism();
     printf("test_ops_cpu: %d checks, %d failed\n", n_checks, n_fail);

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "deck.h"
-#include "sched.h"
+#include "lr_sched.h"
 
 static double num(json_t *o, const char *k, double dflt) {
     json_t *v = json_object_get(o, k);

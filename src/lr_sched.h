@@ -1,4 +1,4 @@
-/* sched.h — DeepSpeed's learning-rate schedules (deepspeed/runtime/lr_schedules.py): WarmupLR, WarmupDecayLR,
+/* lr_sched.h — DeepSpeed's learning-rate schedules (deepspeed/runtime/lr_schedules.py): WarmupLR, WarmupDecayLR,
  * WarmupCosineLR. Optimizer step k (k = 0, 1, ...) uses qf_sched_lr(d, k). */
 #ifndef QF_SCHED_H
 #define QF_SCHED_H

@@ -1,136 +1,176 @@
-/* cmd_generate.c — `qwen-ft generate --model M [--tokenizer T] (--prompt-ids 1,2,3 | --prompt TEXT)
- * --max-new-tokens N [--greedy | --temperature t --top-p p --top-k k --seed s] [--json]`: a continuation with a KV
- * cache, the smoke test of a fine-tuned model. Each token (prompt tokens too) runs one decode step: its q/k/v, RoPE
- * at its position, k/v appended to the layer's cache, one query attending the cache (the op table's
- * attention_decode), MLP, head. Runs on the CPU op table (fp32) on rank 0. Greedy by default; sampling is seeded
- * and reproducible.
- * The tokenizer is --tokenizer, or else the model directory when it holds tokenizer.json or qwen.tiktoken (an HF
- * directory); --prompt TEXT needs one (exit 2 otherwise). It encodes the prompt as it is (special tokens such as
- * <|im_start|> in the text are recognised, so a ChatML prompt is written out in full) and decodes the new tokens.
- * Generation stops after the model's eos_token_id and, with a tokenizer, after its <|endoftext|> or <|im_end|>; the
- * stop token is part of the output. */
+/* cmd_generate.c — `qwen-ft generate`: continuations of one prompt or a batch of prompts with a KV cache, the smoke
+ * test of a fine-tuned model. Options, prompts and output live here; prompts become ids in src/gen_prompts.c, the
+ * decoding loop (batched prefill, one token per row per step, layers split across ranks) is src/decode.c over
+ * src/model.c's KV-cache mode, sampling is src/sample.c.
+ * Each rank computes on its backend (the GPU of its local rank in a CUDA build, bf16 by default; CPU ranks in
+ * fp32). With N ranks the decoder layers are split across them; rank 0 reads the prompts, samples and prints.
+ * The tokenizer is --tokenizer, or else the model directory's tokenizer.json / qwen.tiktoken. Generation stops
+ * after the model's eos_token_id, the tokenizer's <|endoftext|> and <|im_end|>, any --stop-id, or once the text
+ * contains a --stop string; the stopping token is part of the output ids. */
+#include <errno.h>
 #include <jansson.h>
-#include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "../io/chatml.h"
 #include "../io/tokenizer.h"
+#include "backend.h"
 #include "commands.h"
+#include "decode.h"
+#include "gen_prompts.h"
 #include "model.h"
-#include "rng.h"
+
+#define GEN_MAX_STOPS 32
+#define GEN_DEFAULT_SYSTEM "You are a helpful assistant."
 
 typedef struct gen_opts {
-    const char *model, *prompt_ids, *prompt, *tokenizer;
-    int max_new, greedy, top_k, json;
-    double temperature, top_p;
+    const char *model, *prompt_ids, *prompt, *prompts, *tokenizer, *system, *dtype;
+    int max_new, greedy, top_k, json, chat, timing;
+    double temperature, top_p, repetition_penalty;
     uint64_t seed;
+    const char *stop_strs[GEN_MAX_STOPS];
+    int nstop_strs;
+    int32_t stop_ids[GEN_MAX_STOPS];
+    int nstop_ids;
 } gen_opts;
 
-typedef struct gen_state {
-    qf_model m;
-    const qf_ops *o;
-    int tmax;
-    float **kc, **vc;                          /* [L] caches [tmax, KV*D] */
-    float *x, *ln, *q, *qr, *k, *kr, *v, *att, *gate, *up, *swi, *rstd, *logits;
-    int32_t *tok, *pos;
-} gen_state;
-
-static const float *Pp(const gen_state *g, int i) { return (const float *)g->m.params + g->m.offset[i]; }
-
 static void usage(FILE *f) {
-    fprintf(f, "usage: qwen-ft generate --model M [--tokenizer T] (--prompt-ids 1,2,3 | --prompt TEXT)\n"
-               "                        --max-new-tokens N [--greedy | --temperature T [--top-k K] [--top-p P]\n"
-               "                        [--seed S]] [--json]\n"
-               "  --model M         HDF5 model, checkpoint (file or directory) or HF directory\n"
-               "  --tokenizer T     tokenizer.json, qwen.tiktoken or a directory holding one (default: the model\n"
-               "                    directory when it holds one)\n"
-               "  --prompt TEXT     text prompt, taken as it is and encoded by the tokenizer; special tokens in it\n"
-               "                    are recognised, so a chat prompt is written in ChatML (bash:\n"
-               "                    --prompt $'<|im_start|>user\\nHi<|im_end|>\\n<|im_start|>assistant\\n')\n"
-               "  --prompt-ids LIST comma-separated token ids\n"
-               "  --max-new-tokens N  at most N new tokens (default 32); generation stops after the model's eos\n"
-               "                    token and the tokenizer's <|endoftext|> and <|im_end|>\n"
-               "  --json            print {\"ids\": [...], \"text\": ...}: the new ids and their decoded text (null\n"
-               "                    without a tokenizer); otherwise the text, or the ids without a tokenizer\n");
+    fprintf(f,
+            "usage: qwen-ft generate --model M [--tokenizer T] (--prompt TEXT | --prompt-ids 1,2,3 | --prompts F.jsonl)\n"
+            "                        [--max-new-tokens N] [--greedy | --temperature T [--top-k K] [--top-p P] [--seed S]]\n"
+            "                        [--repetition-penalty R] [--chat [--system TEXT]] [--stop STR]... [--stop-id ID]...\n"
+            "                        [--json] [--dtype bf16|fp16|fp32] [--timing]\n"
+            "  --model M         HDF5 model, checkpoint (file or directory) or HF directory\n"
+            "  --tokenizer T     tokenizer.json, qwen.tiktoken or a directory holding one (default: the model\n"
+            "                    directory when it holds one)\n"
+            "  --prompt TEXT     text prompt, encoded as it is (special tokens in it are recognised)\n"
+            "  --prompt-ids LIST comma-separated token ids\n"
+            "  --prompts F.jsonl many prompts decoded as one batch, one record per line: {\"prompt\": TEXT},\n"
+            "                    {\"messages\": [{\"role\": ..., \"content\": ...}]} (ChatML) or {\"prompt_ids\": [...]}\n"
+            "  --chat            wrap TEXT prompts as a ChatML user turn after the system prompt, ending with\n"
+            "                    <|im_start|>assistant; the reply's closing <|im_end|> is left out of the text\n"
+            "  --system TEXT     system prompt of chat prompts (default \"" GEN_DEFAULT_SYSTEM "\")\n"
+            "  --max-new-tokens N  at most N new tokens per prompt (default 32; prompt + N <= the model's context)\n"
+            "  --greedy          argmax decoding (the default unless a sampling option is given)\n"
+            "  --temperature T   sample from softmax(logits / T) (default 1)\n"
+            "  --top-k K         sample among the K most likely tokens (0 = all)\n"
+            "  --top-p P         sample among the most likely tokens whose mass reaches P (default 1 = all)\n"
+            "  --seed S          sampling seed (default 0); prompt i draws from its own stream of S\n"
+            "  --repetition-penalty R  divide positive / multiply negative logits of seen tokens by R (default 1)\n"
+            "  --stop STR        stop a prompt once its text contains STR (repeatable; needs a tokenizer)\n"
+            "  --stop-id ID      stop after token ID (repeatable; also ID,ID,...); the model's eos, <|endoftext|> and\n"
+            "                    <|im_end|> always stop\n"
+            "  --json            one line per prompt, in input order: {\"ids\": [...], \"text\": ..., \"finish\": ...}\n"
+            "                    (text null without a tokenizer); otherwise the text, streamed for a single prompt\n"
+            "  --dtype T         compute dtype on GPUs (default bf16; CPU ranks always compute in fp32)\n"
+            "  --timing          time to first token and decode tokens/s on stderr\n"
+            "Under mpirun/srun with N ranks the decoder layers are split across the ranks (one GPU each).\n");
 }
 
-/* one token through the model at position pos; logits of the next token in g->logits */
-static void decode_step(gen_state *g, int token, int pos) {
-    const qf_model_config *c = &g->m.cfg;
-    const qf_ops *o = g->o;
-    int C = c->hidden_size, F = c->intermediate_size, H = c->num_heads, KV = c->num_kv_heads, D = c->head_dim;
-    float eps = (float)c->rms_norm_eps;
-    g->tok[0] = token;
-    g->pos[0] = pos;
-    o->embedding_fwd(g->x, g->tok, Pp(g, g->m.ix_embed), 1, C);
-    for (int l = 0; l < c->num_layers; l++) {
-        const qf_layer_ix *x = &g->m.lix[l];
-        o->rmsnorm_fwd(g->ln, g->rstd, g->x, Pp(g, x->ln1), 1, C, eps);
-        float *q = c->qk_norm ? g->qr : g->q, *k = c->qk_norm ? g->kr : g->k;
-        o->matmul_fwd(q, g->ln, Pp(g, x->qw), x->qb >= 0 ? Pp(g, x->qb) : NULL, 1, C, H * D, 0);
-        o->matmul_fwd(k, g->ln, Pp(g, x->kw), x->kb >= 0 ? Pp(g, x->kb) : NULL, 1, C, KV * D, 0);
-        o->matmul_fwd(g->v, g->ln, Pp(g, x->vw), x->vb >= 0 ? Pp(g, x->vb) : NULL, 1, C, KV * D, 0);
-        if (c->qk_norm) {
-            o->rmsnorm_fwd(g->q, g->rstd, g->qr, Pp(g, x->qn), H, D, eps);
-            o->rmsnorm_fwd(g->k, g->rstd, g->kr, Pp(g, x->kn), KV, D, eps);
-        }
-        o->rope_fwd(g->q, g->pos, 1, H, D, c->rope_theta);
-        o->rope_fwd(g->k, g->pos, 1, KV, D, c->rope_theta);
-        memcpy(g->kc[l] + (size_t)pos * KV * D, g->k, (size_t)KV * D * sizeof(float));
-        memcpy(g->vc[l] + (size_t)pos * KV * D, g->v, (size_t)KV * D * sizeof(float));
-        o->attention_decode(g->att, g->q, g->kc[l], g->vc[l], pos, H, KV, D);
-        o->matmul_fwd(g->x, g->att, Pp(g, x->ow), NULL, 1, H * D, C, 1);
-        o->rmsnorm_fwd(g->ln, g->rstd, g->x, Pp(g, x->ln2), 1, C, eps);
-        o->matmul_fwd(g->gate, g->ln, Pp(g, x->gate), NULL, 1, C, F, 0);
-        o->matmul_fwd(g->up, g->ln, Pp(g, x->up), NULL, 1, C, F, 0);
-        o->swiglu_fwd(g->swi, g->gate, g->up, 1, F);
-        o->matmul_fwd(g->x, g->swi, Pp(g, x->down), NULL, 1, F, C, 1);
+/* ---- options: one block (the option table of [craft] takes it over) ------------------------------------------ */
+
+static int gen_int(const char *opt, const char *v, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || errno || x < lo || x > hi) {
+        fprintf(stderr, "qwen-ft generate: %s %s: expected an integer in [%ld, %ld]\n", opt, v, lo, hi);
+        return QF_EXIT_INPUT;
     }
-    o->rmsnorm_fwd(g->ln, g->rstd, g->x, Pp(g, g->m.ix_norm), 1, C, eps);
-    o->matmul_fwd(g->logits, g->ln, Pp(g, g->m.ix_head), NULL, 1, C, (int)c->vocab_size, 0);
+    *out = x;
+    return 0;
+}
+static int gen_real(const char *opt, const char *v, double lo, int lo_open, double hi, double *out) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (end == v || *end || errno || x != x || (lo_open ? x <= lo : x < lo) || x > hi) {
+        fprintf(stderr, "qwen-ft generate: %s %s: expected a number in %s%g, %g]\n", opt, v, lo_open ? "(" : "[", lo, hi);
+        return QF_EXIT_INPUT;
+    }
+    *out = x;
+    return 0;
 }
 
-/* greedy argmax, or temperature / top-k / top-p sampling */
-static int pick(const gen_opts *op, const float *logits, int64_t V, qf_rng *rng, double *probs, int *idx) {
-    int64_t best = 0;
-    for (int64_t i = 1; i < V; i++)
-        if (logits[i] > logits[best]) best = i;
-    if (op->greedy) return (int)best;
-    double mx = logits[best], sum = 0;
-    for (int64_t i = 0; i < V; i++) {
-        probs[i] = exp(((double)logits[i] - mx) / op->temperature);
-        idx[i] = (int)i;
-    }
-    /* sort indices by probability, descending (insertion into a top-k prefix is enough for small k; V log V
-     * for the rest) */
-    for (int64_t i = 1; i < V; i++) { /* simple, V is at most ~152k and this runs once per token */
-        int t = idx[i];
-        int64_t j = i - 1;
-        if (op->top_k > 0 && i >= op->top_k && probs[t] <= probs[idx[op->top_k - 1]]) continue;
-        while (j >= 0 && probs[idx[j]] < probs[t]) {
-            idx[j + 1] = idx[j];
-            j--;
+/* 0, 1 = --help printed, or exit 2 (the message names the option); messages on rank 0 only */
+static int gen_parse(int argc, char **argv, int rank, gen_opts *op) {
+    *op = (gen_opts){.max_new = 32, .greedy = 1, .temperature = 1.0, .top_p = 1.0, .repetition_penalty = 1.0,
+                     .system = GEN_DEFAULT_SYSTEM, .dtype = "bf16"};
+    int sampled = 0, rc = 0, greedy_given = 0;
+    FILE *err = rank == 0 ? stderr : fopen("/dev/null", "w");
+    FILE *saved = stderr;
+    if (rank != 0 && err) stderr = err;
+    for (int i = 1; i < argc && !rc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        long x = 0;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            if (rank == 0) usage(stdout);
+            rc = 1;
+            break;
         }
-        idx[j + 1] = t;
+        if (!strcmp(a, "--greedy")) op->greedy = 1, greedy_given = 1;
+        else if (!strcmp(a, "--json")) op->json = 1;
+        else if (!strcmp(a, "--chat")) op->chat = 1;
+        else if (!strcmp(a, "--timing")) op->timing = 1;
+        else if (!val) fprintf(stderr, "qwen-ft generate: unknown option or missing value: %s\n", a), rc = QF_EXIT_INPUT;
+        else if (!strcmp(a, "--model")) op->model = argv[++i];
+        else if (!strcmp(a, "--prompt-ids")) op->prompt_ids = argv[++i];
+        else if (!strcmp(a, "--prompt")) op->prompt = argv[++i];
+        else if (!strcmp(a, "--prompts")) op->prompts = argv[++i];
+        else if (!strcmp(a, "--tokenizer")) op->tokenizer = argv[++i];
+        else if (!strcmp(a, "--system")) op->system = argv[++i];
+        else if (!strcmp(a, "--dtype")) {
+            op->dtype = argv[++i];
+            if (strcmp(op->dtype, "bf16") && strcmp(op->dtype, "fp16") && strcmp(op->dtype, "fp32"))
+                fprintf(stderr, "qwen-ft generate: --dtype %s: expected bf16, fp16 or fp32\n", op->dtype), rc = QF_EXIT_INPUT;
+        } else if (!strcmp(a, "--max-new-tokens")) rc = gen_int(a, argv[++i], 1, INT32_MAX / 2, &x), op->max_new = (int)x;
+        else if (!strcmp(a, "--top-k")) rc = gen_int(a, argv[++i], 0, INT32_MAX, &x), op->top_k = (int)x, sampled = 1;
+        else if (!strcmp(a, "--temperature")) rc = gen_real(a, argv[++i], 0, 1, 1e6, &op->temperature), sampled = 1;
+        else if (!strcmp(a, "--top-p")) rc = gen_real(a, argv[++i], 0, 1, 1, &op->top_p), sampled = 1;
+        else if (!strcmp(a, "--repetition-penalty")) rc = gen_real(a, argv[++i], 0, 1, 1e6, &op->repetition_penalty);
+        else if (!strcmp(a, "--seed")) {
+            char *end;
+            errno = 0;
+            op->seed = strtoull(val, &end, 10);
+            if (end == val || *end || errno || val[0] == '-')
+                fprintf(stderr, "qwen-ft generate: --seed %s: expected an integer >= 0\n", val), rc = QF_EXIT_INPUT;
+            i++, sampled = 1;
+        } else if (!strcmp(a, "--stop")) {
+            if (op->nstop_strs == GEN_MAX_STOPS || !val[0])
+                fprintf(stderr, "qwen-ft generate: --stop '%s': %s\n", val, val[0] ? "too many --stop strings (32 at most)" : "empty"), rc = QF_EXIT_INPUT;
+            else op->stop_strs[op->nstop_strs++] = val;
+            i++;
+        } else if (!strcmp(a, "--stop-id")) {
+            for (const char *s = val; *s && !rc;) {
+                char *end;
+                errno = 0;
+                long v = strtol(s, &end, 10);
+                if (end == s || v < 0 || v > INT32_MAX || errno || (*end && *end != ',') || op->nstop_ids == GEN_MAX_STOPS)
+                    fprintf(stderr, "qwen-ft generate: --stop-id %s: expected token ids (32 at most)\n", val), rc = QF_EXIT_INPUT;
+                else op->stop_ids[op->nstop_ids++] = (int32_t)v, s = *end ? end + 1 : end;
+            }
+            i++;
+        } else fprintf(stderr, "qwen-ft generate: unknown option: %s\n", a), rc = QF_EXIT_INPUT;
     }
-    int64_t n = op->top_k > 0 && op->top_k < V ? op->top_k : V;
-    for (int64_t i = 0; i < n; i++) sum += probs[idx[i]];
-    if (op->top_p > 0 && op->top_p < 1) { /* smallest prefix with mass >= top_p */
-        double acc = 0;
-        int64_t keep = 0;
-        while (keep < n && acc < op->top_p * sum) acc += probs[idx[keep++]];
-        n = keep;
-        sum = acc;
+    if (!rc) {
+        int nsrc = (op->prompt != NULL) + (op->prompt_ids != NULL) + (op->prompts != NULL);
+        if (sampled && !greedy_given) op->greedy = 0;
+        if (!op->model) fprintf(stderr, "qwen-ft generate: --model is required\n"), rc = QF_EXIT_INPUT;
+        else if (nsrc != 1)
+            fprintf(stderr, "qwen-ft generate: give one of --prompt TEXT, --prompt-ids and --prompts%s\n",
+                    nsrc ? ", not several" : ""), rc = QF_EXIT_INPUT;
+        else if (sampled && greedy_given)
+            fprintf(stderr, "qwen-ft generate: --greedy with a sampling option (--temperature, --top-k, --top-p, "
+                            "--seed)\n"), rc = QF_EXIT_INPUT;
     }
-    double u = qf_rng_uniform(rng) * sum, acc = 0;
-    for (int64_t i = 0; i < n; i++) {
-        acc += probs[idx[i]];
-        if (u < acc) return idx[i];
-    }
-    return idx[n - 1];
+    if (rc == QF_EXIT_INPUT && rank == 0) usage(stderr);
+    if (rank != 0 && err) stderr = saved, fclose(err);
+    return rc;
 }
+
+/* ---- tokenizer and prompts (rank 0) --------------------------------------------------------------------------- */
 
 /* 1 if path is a directory holding tokenizer.json or qwen.tiktoken */
 static int gen_dir_has_tokenizer(const char *path) {
@@ -145,65 +185,30 @@ static int gen_dir_has_tokenizer(const char *path) {
     return 0;
 }
 
-/* The tokenizer: --tokenizer, or the model directory's; *out stays NULL when there is none. Without --prompt a
+/* The tokenizer: --tokenizer, or the model directory's; *out stays NULL when there is none. Without text input a
  * model directory's tokenizer that does not load only costs the text output (a warning). */
 static int gen_tokenizer(const gen_opts *op, qf_tokenizer **out, qf_err *e) {
     *out = NULL;
     const char *path = op->tokenizer;
     if (!path && gen_dir_has_tokenizer(op->model)) path = op->model;
+    int needs = op->prompt || op->chat || op->nstop_strs;
     if (!path) {
         if (op->prompt)
             return qf_err_set(e, QF_EXIT_INPUT, "generate: --prompt TEXT needs a tokenizer: pass --tokenizer "
                                                 "(tokenizer.json, qwen.tiktoken or an HF model directory); %s holds "
                                                 "none", op->model);
+        if (needs)
+            return qf_err_set(e, QF_EXIT_INPUT, "generate: %s needs a tokenizer: pass --tokenizer (tokenizer.json, "
+                                                "qwen.tiktoken or an HF model directory); %s holds none",
+                              op->chat ? "--chat" : "--stop", op->model);
         return 0;
     }
     qf_err le = {0};
     if (qf_tok_load(path, out, &le) == 0) return 0;
     *out = NULL;
-    if (op->tokenizer || op->prompt) return qf_err_set(e, le.code, "generate: tokenizer %s: %s", path, le.msg);
+    if (op->tokenizer || needs) return qf_err_set(e, le.code, "generate: tokenizer %s: %s", path, le.msg);
     fprintf(stderr, "qwen-ft generate: warning: the tokenizer of %s does not load (%s); printing ids only\n", path,
             le.msg);
-    return 0;
-}
-
-/* --prompt-ids "1,2,3" -> ids[n] (malloc'd) */
-static int gen_parse_ids(const char *list, int **ids, int *n, qf_err *e) {
-    int cap = 16;
-    *n = 0;
-    *ids = qf_malloc((size_t)cap * sizeof(int));
-    for (const char *s = list; *s;) {
-        char *end;
-        long v = strtol(s, &end, 10);
-        if (end == s || v < 0 || v > INT32_MAX)
-            return qf_err_set(e, QF_EXIT_INPUT, "generate: --prompt-ids: '%s' is not a list of token ids", list);
-        if (*n == cap) *ids = qf_realloc(*ids, (size_t)(cap *= 2) * sizeof(int));
-        (*ids)[(*n)++] = (int)v;
-        if (*end && *end != ',') return qf_err_set(e, QF_EXIT_INPUT, "generate: --prompt-ids: unexpected '%c'", *end);
-        s = *end == ',' ? end + 1 : end;
-    }
-    if (*n == 0) return qf_err_set(e, QF_EXIT_INPUT, "generate: --prompt-ids is empty");
-    return 0;
-}
-
-/* --prompt TEXT -> ids[n] (malloc'd) */
-static int gen_encode(const qf_tokenizer *t, const char *text, int **ids, int *n, qf_err *e) {
-    qf_ids a = {0};
-    qf_err te = {0};
-    *n = 0;
-    *ids = NULL;
-    if (qf_tok_encode(t, text, strlen(text), &a, &te)) {
-        free(a.v);
-        return qf_err_set(e, te.code ? te.code : QF_EXIT_INPUT, "generate: --prompt: %s", te.msg);
-    }
-    if (a.n == 0) {
-        free(a.v);
-        return qf_err_set(e, QF_EXIT_INPUT, "generate: --prompt encodes to no tokens");
-    }
-    *ids = qf_malloc(a.n * sizeof(int));
-    for (size_t i = 0; i < a.n; i++) (*ids)[i] = a.v[i];
-    *n = (int)a.n;
-    free(a.v);
     return 0;
 }
 
@@ -239,162 +244,192 @@ static char *gen_utf8_lossy(const char *s, size_t n, size_t *outlen) {
     return o;
 }
 
-/* prints the new ids: {"ids": [...], "text": ...} with --json, otherwise their text (or the ids without a
- * tokenizer) */
-static void gen_print(const gen_opts *op, const qf_tokenizer *t, const int *out, int nout) {
-    char *text = NULL;
-    size_t tlen = 0;
-    if (t) {
-        int32_t *v = qf_malloc((size_t)(nout + 1) * sizeof *v);
-        for (int i = 0; i < nout; i++) v[i] = out[i];
-        qf_err de = {0};
-        text = qf_tok_decode(t, v, (size_t)nout, &tlen, &de);
-        if (!text) fprintf(stderr, "qwen-ft generate: warning: cannot decode the output: %s\n", de.msg);
-        free(v);
-    }
-    if (op->json) {
-        printf("{\"ids\": [");
-        for (int i = 0; i < nout; i++) printf("%s%d", i ? ", " : "", out[i]);
-        printf("], \"text\": ");
-        char *js = NULL;
-        if (text) {
-            size_t len;
-            char *clean = gen_utf8_lossy(text, tlen, &len);
-            json_t *str = json_stringn(clean, len);
-            js = str ? json_dumps(str, JSON_ENCODE_ANY) : NULL;
-            json_decref(str);
-            free(clean);
-        }
-        printf("%s}\n", js ? js : "null");
-        free(js);
-    } else if (text) {
-        fwrite(text, 1, tlen, stdout); /* the bytes as decoded, NULs included */
-        printf("\n");
-    } else {
-        for (int i = 0; i < nout; i++) printf("%s%d", i ? " " : "", out[i]);
-        printf("\n");
-    }
-    free(text);
-}
+/* ---- output (rank 0) ------------------------------------------------------------------------------------------ */
 
-static int run(const gen_opts *op, qf_err *e) {
-    if (op->prompt && op->prompt_ids)
-        return qf_err_set(e, QF_EXIT_INPUT, "generate: give --prompt TEXT or --prompt-ids, not both");
-    qf_tokenizer *tok = NULL;
-    if (gen_tokenizer(op, &tok, e)) return e->code;
-    int *ids = NULL, n = 0;
-    if (op->prompt ? gen_encode(tok, op->prompt, &ids, &n, e) : gen_parse_ids(op->prompt_ids, &ids, &n, e)) {
-        free(ids);
-        if (tok) qf_tok_free(tok);
-        return e->code;
-    }
-    /* stop tokens: the model's eos (below), the tokenizer's <|endoftext|> and <|im_end|> */
-    int32_t stop[3] = {-1, -1, -1};
-    if (tok) stop[1] = qf_tok_special(tok, "<|endoftext|>"), stop[2] = qf_tok_special(tok, "<|im_end|>");
-    gen_state g;
-    memset(&g, 0, sizeof g);
-    qf_model_config c;
-    char resolved[QF_PATH_MAX + 64];
-    qf_model_source_config(op->model, &c, resolved, sizeof resolved, e);
-    g.o = qf_ops_cpu();
-    if (!e->code) qf_model_create(&g.m, &c, g.o, QF_MODEL_PARAMS, e);
-    if (!e->code) qf_model_load(&g.m, op->model, e);
-    for (int i = 0; i < n && !e->code; i++)
-        if (ids[i] >= c.vocab_size)
-            qf_err_set(e, QF_EXIT_INPUT, "generate: prompt token %d is outside the model's vocabulary (%lld)%s", ids[i],
-                       (long long)c.vocab_size, op->prompt ? ": the tokenizer does not belong to this model" : "");
-    if (e->code) {
-        free(ids);
-        qf_model_free(&g.m);
-        if (tok) qf_tok_free(tok);
-        return e->code;
-    }
-    stop[0] = c.eos_token_id >= 0 ? (int32_t)c.eos_token_id : -1;
-    int C = c.hidden_size, F = c.intermediate_size, HD = c.num_heads * c.head_dim, KD = c.num_kv_heads * c.head_dim;
-    int64_t V = c.vocab_size;
-    g.tmax = n + op->max_new;
-    g.kc = qf_calloc((size_t)c.num_layers, sizeof(float *));
-    g.vc = qf_calloc((size_t)c.num_layers, sizeof(float *));
-    for (int l = 0; l < c.num_layers; l++) {
-        g.kc[l] = qf_malloc((size_t)g.tmax * KD * sizeof(float));
-        g.vc[l] = qf_malloc((size_t)g.tmax * KD * sizeof(float));
-    }
-    float **bufs[] = {&g.x, &g.ln, &g.q, &g.qr, &g.k, &g.kr, &g.v, &g.att, &g.gate, &g.up, &g.swi, &g.rstd, &g.logits};
-    size_t lens[] = {C, C, HD, HD, KD, KD, KD, HD, F, F, F, c.num_heads + 1, V};
-    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) *bufs[i] = qf_calloc(lens[i], sizeof(float));
-    g.tok = qf_calloc(1, sizeof(int32_t));
-    g.pos = qf_calloc(1, sizeof(int32_t));
-    double *probs = qf_malloc((size_t)V * sizeof(double));
-    int *idx = qf_malloc((size_t)V * sizeof(int));
-    qf_rng rng;
-    qf_rng_seed(&rng, op->seed);
-    int *out = qf_malloc((size_t)(op->max_new + 1) * sizeof(int)), nout = 0;
-    for (int i = 0; i < n; i++) decode_step(&g, ids[i], i);
-    for (int s = 0; s < op->max_new; s++) {
-        int t = pick(op, g.logits, V, &rng, probs, idx);
-        out[nout++] = t;
-        if (t == stop[0] || t == stop[1] || t == stop[2]) break;
-        if (s + 1 < op->max_new) decode_step(&g, t, n + s);
-    }
-    gen_print(op, tok, out, nout);
-    if (tok) qf_tok_free(tok);
-    free(out);
-    free(probs);
-    free(idx);
-    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) free(*bufs[i]);
-    for (int l = 0; l < c.num_layers; l++) {
-        free(g.kc[l]);
-        free(g.vc[l]);
-    }
-    free(g.kc);
-    free(g.vc);
-    free(g.tok);
-    free(g.pos);
-    free(ids);
-    qf_model_free(&g.m);
+typedef struct gen_stream {
+    const gen_opts *op;
+    const qf_tokenizer *tok;
+    const int32_t *stops;
+    int nstops, on; /* on: stream row 0's text as it is produced */
+} gen_stream;
+
+static int gen_is_stop(const int32_t *stops, int n, int32_t t) {
+    for (int i = 0; i < n; i++)
+        if (stops[i] == t) return 1;
     return 0;
 }
 
-int qf_cmd_generate(int argc, char **argv) {
-    int rank = 0, rc = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    gen_opts op = {.max_new = 32, .greedy = 1, .temperature = 1.0, .top_p = 1.0, .seed = 0};
-    int sampled = 0;
-    for (int i = 1; i < argc && !rc; i++) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            if (rank == 0) usage(stdout);
-            return 0;
+/* the text of row's ids, without a closing stop token under --chat (malloc'd, NULL without a tokenizer) */
+static char *gen_text(const gen_stream *g, const int32_t *ids, int n, size_t *len) {
+    if (!g->tok) return NULL;
+    if (g->op->chat && n > 0 && gen_is_stop(g->stops, g->nstops, ids[n - 1])) n--;
+    qf_err de = {0};
+    char *text = qf_tok_decode(g->tok, ids, (size_t)n, len, &de);
+    if (!text) fprintf(stderr, "qwen-ft generate: warning: cannot decode the output: %s\n", de.msg);
+    return text;
+}
+
+static void gen_on_token(void *ctx, int row, int32_t id) {
+    gen_stream *g = ctx;
+    if (!g->on || row != 0 || (g->op->chat && gen_is_stop(g->stops, g->nstops, id))) return;
+    size_t len = 0;
+    qf_err de = {0};
+    char *t = qf_tok_decode(g->tok, &id, 1, &len, &de); /* decoding concatenates each id's bytes */
+    if (t) fwrite(t, 1, len, stdout);
+    fflush(stdout);
+    free(t);
+}
+
+static void gen_print(const gen_stream *g, const qf_decode_out *out) {
+    static const char *const why[] = {"length", "stop", "stop"};
+    for (int b = 0; b < out->B; b++) {
+        size_t tlen = 0;
+        char *text = gen_text(g, out->ids[b], out->n[b], &tlen);
+        if (g->op->json) {
+            json_t *o = json_object(), *ids = json_array();
+            for (int i = 0; i < out->n[b]; i++) json_array_append_new(ids, json_integer(out->ids[b][i]));
+            json_object_set_new(o, "ids", ids);
+            if (text) {
+                size_t len;
+                char *clean = gen_utf8_lossy(text, tlen, &len);
+                json_object_set_new(o, "text", json_stringn(clean, len));
+                free(clean);
+            } else {
+                json_object_set_new(o, "text", json_null());
+            }
+            json_object_set_new(o, "finish", json_string(why[out->finish[b]]));
+            char *js = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+            printf("%s\n", js);
+            free(js);
+            json_decref(o);
+        } else if (g->on) {
+            printf("\n"); /* the text was streamed */
+        } else if (text) {
+            fwrite(text, 1, tlen, stdout); /* the bytes as decoded, NULs included */
+            printf("\n");
+        } else {
+            for (int i = 0; i < out->n[b]; i++) printf("%s%d", i ? " " : "", out->ids[b][i]);
+            printf("\n");
         }
-        if (!strcmp(a, "--greedy")) op.greedy = 1;
-        else if (!strcmp(a, "--json")) op.json = 1;
-        else if (!val) rc = QF_EXIT_INPUT;
-        else if (!strcmp(a, "--model")) op.model = argv[++i];
-        else if (!strcmp(a, "--prompt-ids")) op.prompt_ids = argv[++i];
-        else if (!strcmp(a, "--prompt")) op.prompt = argv[++i];
-        else if (!strcmp(a, "--tokenizer")) op.tokenizer = argv[++i];
-        else if (!strcmp(a, "--max-new-tokens")) op.max_new = atoi(argv[++i]);
-        else if (!strcmp(a, "--temperature")) op.temperature = atof(argv[++i]), sampled = 1;
-        else if (!strcmp(a, "--top-p")) op.top_p = atof(argv[++i]), sampled = 1;
-        else if (!strcmp(a, "--top-k")) op.top_k = atoi(argv[++i]), sampled = 1;
-        else if (!strcmp(a, "--seed")) op.seed = strtoull(argv[++i], NULL, 10), sampled = 1;
-        else rc = QF_EXIT_INPUT;
-        if (rc && rank == 0) fprintf(stderr, "qwen-ft generate: unknown option or missing value: %s\n", a);
+        free(text);
     }
-    if (sampled) op.greedy = 0;
-    if (!rc && (!op.model || (!op.prompt_ids && !op.prompt) || op.max_new < 1 || op.temperature <= 0 || op.top_p <= 0 ||
-                op.top_k < 0)) {
-        if (rank == 0) fprintf(stderr, "qwen-ft generate: needs --model, --prompt-ids (or --prompt), --max-new-tokens >= 1, "
-                                       "temperature > 0, top-p > 0, top-k >= 0\n");
-        rc = QF_EXIT_INPUT;
+    fflush(stdout);
+}
+
+/* ---- the command ---------------------------------------------------------------------------------------------- */
+
+/* rank 0: tokenizer, prompts, checks against the model config */
+static int gen_prepare(const gen_opts *op, int world, const qf_model_config *c, qf_tokenizer **tok,
+                       qf_gen_prompts *P, int32_t *stops, int *nstops, qf_err *e) {
+    if (gen_tokenizer(op, tok, e)) return e->code;
+    qf_chatml cm;
+    memset(&cm, 0, sizeof cm);
+    qf_err ce = {0};
+    int have_cm = *tok && qf_chatml_init(&cm, *tok, &ce) == 0;
+    qf_gen_src src = {*tok, have_cm ? &cm : NULL, ce.msg, op->system, op->chat};
+    if (op->chat && *tok && !have_cm) qf_err_set(e, QF_EXIT_INPUT, "generate: --chat: %s", ce.msg);
+    else if (op->prompt) qf_gen_prompt_text(&src, op->prompt, P, "--prompt", e);
+    else if (op->prompt_ids) qf_gen_prompt_idlist(op->prompt_ids, P, e);
+    else qf_gen_prompts_read(op->prompts, &src, P, e);
+    if (have_cm) qf_chatml_free(&cm);
+    if (e->code) return e->code;
+    int maxn = 0;
+    for (int b = 0; b < P->n && !e->code; b++) {
+        maxn = P->v[b].n > maxn ? P->v[b].n : maxn;
+        for (int i = 0; i < P->v[b].n && !e->code; i++)
+            if (P->v[b].ids[i] >= c->vocab_size)
+                qf_err_set(e, QF_EXIT_INPUT, "generate: prompt %d: token %d is outside the model's vocabulary (%lld)%s",
+                           b + 1, P->v[b].ids[i], (long long)c->vocab_size,
+                           op->prompt_ids ? "" : ": the tokenizer does not belong to this model");
     }
-    if (rc) {
-        if (rank == 0) usage(stderr);
-    } else if (rank == 0) {
-        qf_err e = {0};
-        if (run(&op, &e)) fprintf(stderr, "qwen-ft: %s\n", e.msg);
-        rc = e.code;
+    if (e->code) return e->code;
+    if (c->max_position_embeddings > 0 && (int64_t)maxn + op->max_new > c->max_position_embeddings)
+        return qf_err_set(e, QF_EXIT_INPUT, "generate: --max-new-tokens %d: the longest prompt (%d tokens) + %d new "
+                                            "tokens exceeds the model's context (max_position_embeddings = %lld)",
+                          op->max_new, maxn, op->max_new, (long long)c->max_position_embeddings);
+    if (world > c->num_layers)
+        return qf_err_set(e, QF_EXIT_INPUT, "generate: %d ranks for %d decoder layers: the layer split needs at most "
+                                            "one rank per layer", world, c->num_layers);
+    *nstops = 0;
+    if (c->eos_token_id >= 0) stops[(*nstops)++] = (int32_t)c->eos_token_id;
+    if (*tok) {
+        int32_t a = qf_tok_special(*tok, "<|endoftext|>"), b = qf_tok_special(*tok, "<|im_end|>");
+        if (a >= 0) stops[(*nstops)++] = a;
+        if (b >= 0) stops[(*nstops)++] = b;
     }
+    for (int i = 0; i < op->nstop_ids; i++) stops[(*nstops)++] = op->stop_ids[i];
+    return 0;
+}
+
+/* every rank's op table: the GPU of its local rank in op->dtype, else the CPU */
+static int gen_backend(const gen_opts *op, const qf_ops **ops, char *info, size_t n, qf_err *e) {
+    MPI_Comm node;
+    int local = 0;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &local);
+    MPI_Comm_free(&node);
+    qf_deck d;
+    qf_deck_defaults(&d);
+    d.bf16 = !strcmp(op->dtype, "bf16");
+    d.fp16 = !strcmp(op->dtype, "fp16");
+    return qf_backend_select(&d, local, ops, info, n, e);
+}
+
+static int gen_agree(int rc, qf_err *e) {
+    int worst = 0;
+    MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (worst && !rc) e->code = worst, snprintf(e->msg, sizeof e->msg, "another rank failed");
+    return worst;
+}
+
+int qf_cmd_generate(int argc, char **argv) {
+    int rank = 0, world = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    gen_opts op;
+    int rc = gen_parse(argc, argv, rank, &op);
+    if (rc) return rc == 1 ? 0 : rc;
+    qf_err e = {0};
+    qf_model_config c;
+    char resolved[QF_PATH_MAX + 64];
+    qf_tokenizer *tok = NULL;
+    qf_gen_prompts P = {0};
+    int32_t stops[GEN_MAX_STOPS + 3];
+    int nstops = 0;
+    if (qf_model_source_config(op.model, &c, resolved, sizeof resolved, &e) == 0 && rank == 0)
+        gen_prepare(&op, world, &c, &tok, &P, stops, &nstops, &e);
+    rc = e.code;
     MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    const qf_ops *ops = NULL;
+    char info[256];
+    if (!rc && gen_backend(&op, &ops, info, sizeof info, &e) == 0 && op.timing)
+        fprintf(stderr, "qwen-ft generate: rank %d: %s\n", rank, info);
+    if (!rc) rc = gen_agree(e.code, &e);
+    if (!rc) {
+        gen_stream gs = {&op, tok, stops, nstops, 0};
+        gs.on = rank == 0 && !op.json && tok && P.n == 1;
+        qf_decode_opts d = {.model = op.model, .cfg = &c, .ops = ops, .max_new = op.max_new,
+                            .sample = {op.greedy, op.top_k, op.temperature, op.top_p, op.repetition_penalty},
+                            .seed = op.seed, .stop_ids = stops, .nstop_ids = nstops, .stop_strs = op.stop_strs,
+                            .nstop_strs = op.nstop_strs, .tok = tok, .on_token = gen_on_token, .on_token_ctx = &gs};
+        qf_decode_out out;
+        rc = qf_decode_run(&d, &P, MPI_COMM_WORLD, &out, &e);
+        if (!rc && rank == 0) {
+            gen_print(&gs, &out);
+            if (op.timing) {
+                int64_t ptok = 0, ntok = 0;
+                for (int b = 0; b < P.n; b++) ptok += P.v[b].n, ntok += out.n[b];
+                fprintf(stderr, "qwen-ft generate: %d prompt%s (%lld tokens) on %d rank%s (%s): first token after "
+                                "%.3f s; %lld new tokens in %.3f s of decoding (%.1f tokens/s)\n",
+                        P.n, P.n == 1 ? "" : "s", (long long)ptok, world, world == 1 ? "" : "s", ops->name,
+                        out.prefill_s, (long long)ntok, out.decode_s,
+                        out.decode_s > 0 ? (double)(ntok - P.n) / out.decode_s : 0.0);
+            }
+        }
+        if (rank == 0 && !rc) qf_decode_out_free(&out);
+    }
+    if (rc && rank == 0) fprintf(stderr, "qwen-ft: %s\n", e.msg);
+    if (tok) qf_tok_free(tok);
+    qf_gen_prompts_free(&P);
     return rc;
 }

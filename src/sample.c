@@ -95,8 +95,22 @@ int32_t qf_sample_pick(qf_sampler *s, const qf_sample_opts *o, float *logits, co
     double mx = logits[best], sum = 0;
     for (int64_t i = 0; i < n; i++) sum += s->p[i] = exp(((double)logits[s->idx[i]] - mx) / o->temperature);
     if (o->top_p > 0 && o->top_p < 1) { /* sort once, keep the smallest prefix with mass >= top_p */
+        /* only tokens of weight >= th can be in the prefix once those alone reach the mass: lower th by 16x
+         * until they do (a few O(n) passes), then sort just them */
+        double need = o->top_p * sum, th = 1.0 / 16, mass = 0;
+        for (;;) {
+            mass = 0;
+            for (int64_t i = 0; i < n; i++)
+                if (s->p[i] >= th) mass += s->p[i];
+            if (mass >= need || th < 1e-300) break;
+            th /= 16;
+        }
+        if (mass < need) th = 0;
         sample_cand *c = s->cand;
-        for (int64_t i = 0; i < n; i++) c[i] = (sample_cand){s->p[i], s->idx[i]};
+        int64_t m = 0;
+        for (int64_t i = 0; i < n; i++)
+            if (s->p[i] >= th) c[m++] = (sample_cand){s->p[i], s->idx[i]};
+        n = m;
         qsort(c, (size_t)n, sizeof *c, sample_cmp);
         double acc = 0;
         int64_t keep = 0;

@@ -1,6 +1,8 @@
-/* cmd_export.c — `qwen-ft export --from CKPT|MODEL.h5|CKPT_DIR --out HF_DIR [--dtype bf16|fp16|fp32]`: a model or
- * checkpoint back to an HF directory that transformers and vLLM load (config.json + model.safetensors, or shards
- * of at most 5 GB with model.safetensors.index.json). Checkpoints export their fp32 master weights. Qwen v1
+/* cmd_export.c — `qwen-ft export --from CKPT|MODEL.h5|CKPT_DIR --out HF_DIR [--dtype bf16|fp16|fp32]
+ * [--tokenizer T] [--max-shard-size SIZE]`: a model or checkpoint back to an HF directory that transformers and
+ * vLLM load: config.json, generation_config.json, model.safetensors (or shards of at most SIZE, default 5 GiB, with
+ * model.safetensors.index.json) and the model's tokenizer files (src/export_tokenizer.c: the tokenizer recorded at
+ * import / by the training data, identity checked). Checkpoints export their fp32 master weights. Qwen v1
  * models export in the Qwen2 layout (transformers loads it natively; v1's own format needs remote code).
  * Written into HF_DIR.tmp-PID and renamed: a failed export leaves nothing at HF_DIR. Rank 0 does the work. */
 #include <dirent.h>
@@ -16,15 +18,21 @@
 #include "../io/hf.h"
 #include "../io/safetensors.h"
 #include "commands.h"
+#include "export_tokenizer.h"
 #include "model.h"
 
 #define QF_EXPORT_SHARD_BYTES ((int64_t)5 << 30)
 
 static void export_usage(FILE *fp) {
-    fprintf(fp, "usage: qwen-ft export --from CKPT --out HF_DIR [--dtype bf16|fp16|fp32]\n"
+    fprintf(fp, "usage: qwen-ft export --from CKPT --out HF_DIR [--dtype bf16|fp16|fp32] [--tokenizer T] [--max-shard-size S]\n"
                 "  --from SRC    an HDF5 model (qwen-ft import), a checkpoint file, or a checkpoint directory (its latest)\n"
                 "  --out DIR     HF directory to create (must not exist or be empty): config.json + safetensors\n"
                 "  --dtype T     tensor dtype (default: the dtype the model was trained or imported in)\n"
+                "  --tokenizer T tokenizer.json, qwen.tiktoken or a directory to include (default: the tokenizer the\n"
+                "                model recorded at import, or its checkpoint's model.from; checked against the identity\n"
+                "                the model and the training data record)\n"
+                "  --max-shard-size S  largest safetensors file: bytes, or with KB/MB/GB (10^3) or KiB/MiB/GiB (2^10)\n"
+                "                (default 5GiB); a tensor larger than S gets a file of its own\n"
                 "  --help        this text\n");
 }
 
@@ -63,6 +71,26 @@ static int write_config(const char *dir, const qf_model_config *c, const char *d
     return rc ? qf_err_set(e, QF_EXIT_INPUT, "%s: cannot write", path) : 0;
 }
 
+/* "5GB" (10^9), "500MiB" (2^20), "123" (bytes), as transformers' max_shard_size; 0 or -1 */
+static int export_parse_size(const char *s, int64_t *out) {
+    char *end;
+    double v = strtod(s, &end);
+    static const struct {
+        const char *unit;
+        double mult;
+    } units[] = {{"", 1},      {"B", 1},          {"KB", 1e3},       {"MB", 1e6},          {"GB", 1e9},
+                 {"TB", 1e12}, {"KiB", 1024.0},   {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+    if (end == s || !(v > 0)) return -1;
+    for (size_t i = 0; i < sizeof units / sizeof *units; i++)
+        if (!strcmp(end, units[i].unit)) {
+            double b = v * units[i].mult;
+            if (b < 1 || b > 9e18) return -1;
+            *out = (int64_t)b;
+            return 0;
+        }
+    return -1;
+}
+
 static void remove_dir(const char *dir) {
     DIR *d = opendir(dir);
     struct dirent *de;
@@ -97,7 +125,8 @@ static int write_shard(const char *path, const qf_model *m, const char *from, in
     return e->code;
 }
 
-static int export_run(const char *from, const char *out, const char *dtype_arg, qf_err *e) {
+static int export_run(const char *from, const char *out, const char *dtype_arg, const char *tok_arg, int64_t shard_bytes,
+                      qf_err *e) {
     qf_model_config c;
     char resolved[QF_PATH_MAX + 64];
     if (qf_model_source_config(from, &c, resolved, sizeof resolved, e)) return e->code;
@@ -116,20 +145,25 @@ static int export_run(const char *from, const char *out, const char *dtype_arg, 
         if (d) closedir(d);
         if (n) return qf_err_set(e, QF_EXIT_INPUT, "export: --out %s exists and is not empty", out);
     }
+    qf_export_tok tk;
+    if (qf_export_tok_find(resolved, tok_arg, &tk, e)) return e->code;
     qf_model m;
-    if (qf_model_create(&m, &c, qf_ops_cpu(), 0, e)) return e->code;
+    if (qf_model_create(&m, &c, qf_ops_cpu(), 0, e)) {
+        qf_export_tok_free(&tk);
+        return e->code;
+    }
     char tmp[QF_PATH_MAX + 64];
     snprintf(tmp, sizeof tmp, "%s.tmp-%d", out, (int)getpid());
     if (qf_mkdirs(tmp) != 0) {
         qf_model_free(&m);
         return qf_err_set(e, QF_EXIT_INPUT, "export: cannot create %s", tmp);
     }
-    /* shards of at most 5 GB in the parameter order */
+    /* shards of at most shard_bytes in the parameter order */
     int nshards = 0, *starts = qf_calloc((size_t)m.nspecs + 1, sizeof(int));
     int64_t acc = 0;
     for (int i = 0; i < m.nspecs; i++) {
         int64_t b = m.specs[i].numel * esize;
-        if (i == 0 || acc + b > QF_EXPORT_SHARD_BYTES) {
+        if (i == 0 || acc + b > shard_bytes) {
             starts[nshards++] = i;
             acc = 0;
         }
@@ -158,12 +192,16 @@ static int export_run(const char *from, const char *out, const char *dtype_arg, 
     }
     json_decref(wmap);
     if (!e->code) write_config(tmp, &c, dtype, e);
+    if (!e->code) qf_export_gencfg_write(tmp, &c, tk.tok, e);
+    if (!e->code) qf_export_tok_write(&tk, tmp, &c, e);
     if (!e->code) {
         rmdir(out); /* an empty directory may be there */
         if (rename(tmp, out) != 0) qf_err_set(e, QF_EXIT_INPUT, "export: cannot rename %s to %s", tmp, out);
     }
     if (e->code) remove_dir(tmp);
-    else printf("export: wrote %s (%s, %d file%s, %s)\n", out, c.arch, nshards, nshards == 1 ? "" : "s", st_dtype);
+    else printf("export: wrote %s (%s, %d file%s, %s); tokenizer: %s\n", out, c.arch, nshards, nshards == 1 ? "" : "s",
+                st_dtype, tk.origin);
+    qf_export_tok_free(&tk);
     free(starts);
     qf_model_free(&m);
     return e->code;
@@ -172,14 +210,19 @@ static int export_run(const char *from, const char *out, const char *dtype_arg, 
 int qf_cmd_export(int argc, char **argv) {
     int rank = 0, rc = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    const char *from = NULL, *out = NULL, *dtype = NULL;
+    const char *from = NULL, *out = NULL, *dtype = NULL, *tok = NULL, *shard = NULL;
     for (int i = 1; i < argc && !rc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             if (rank == 0) export_usage(stdout);
             return 0;
         }
-        const char **dst = !strcmp(a, "--from") ? &from : !strcmp(a, "--out") ? &out : !strcmp(a, "--dtype") ? &dtype : NULL;
+        const char **dst = !strcmp(a, "--from")             ? &from
+                           : !strcmp(a, "--out")            ? &out
+                           : !strcmp(a, "--dtype")          ? &dtype
+                           : !strcmp(a, "--tokenizer")      ? &tok
+                           : !strcmp(a, "--max-shard-size") ? &shard
+                                                            : NULL;
         if (!dst || i + 1 >= argc) {
             if (rank == 0) {
                 fprintf(stderr, "qwen-ft export: %s %s\n", dst ? "missing value for" : "unknown option", a);
@@ -190,6 +233,13 @@ int qf_cmd_export(int argc, char **argv) {
             *dst = argv[++i];
         }
     }
+    int64_t shard_bytes = QF_EXPORT_SHARD_BYTES;
+    if (!rc && shard && export_parse_size(shard, &shard_bytes)) {
+        if (rank == 0)
+            fprintf(stderr, "qwen-ft export: --max-shard-size %s: expected a size such as 5GB, 500MiB or 1000000 (> 0)\n",
+                    shard);
+        rc = QF_EXIT_INPUT;
+    }
     if (!rc && (!from || !out)) {
         if (rank == 0) {
             fprintf(stderr, "qwen-ft export: --from and --out are required\n");
@@ -199,7 +249,7 @@ int qf_cmd_export(int argc, char **argv) {
     }
     if (!rc && rank == 0) {
         qf_err e = {0};
-        if (export_run(from, out, dtype, &e)) fprintf(stderr, "qwen-ft: %s\n", e.msg);
+        if (export_run(from, out, dtype, tok, shard_bytes, &e)) fprintf(stderr, "qwen-ft: %s\n", e.msg);
         rc = e.code;
     }
     MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "deck.h"
 #include "estimate.h"
+#include "estimate_generate.h"
 #include "model.h"
 
 static double gib(int64_t b) { return (double)b / (1024.0 * 1024.0 * 1024.0); }
@@ -91,5 +92,25 @@ int qf_cmd_estimate(int argc, char **argv) {
                    gib(m.host_per_node), mine ? "*" : "");
         }
     printf("(GiB; * = the deck's choice; formulas: docs/zero.md)\n");
+    /* qwen-ft generate: the whole model on one device, or its layers split across the ranks */
+    int ctx = c.max_position_embeddings > 0 && c.max_position_embeddings < d.seq_len ? (int)c.max_position_embeddings : d.seq_len;
+    double cap = d.gpu_memory_limit_gb;
+    if (cap > 0) printf("generate (KV cache of %d positions per prompt; device: gpu_memory_limit_gb = %g):\n", ctx, cap);
+    else printf("generate (KV cache of %d positions per prompt; set gpu_memory_limit_gb for the mode):\n", ctx);
+    for (int bi = 0; bi < 2; bi++) {
+        int B = bi ? 32 : 1;
+        qf_gen_estimate g;
+        qf_estimate_generate(&c, B, ctx, W, ab, &g);
+        int Wl = W > c.num_layers ? c.num_layers : W;
+        char mode[160];
+        if (cap <= 0) snprintf(mode, sizeof mode, "%s", "");
+        else if (gib(g.one_rank) <= cap) snprintf(mode, sizeof mode, " -> fits one device (1 rank)");
+        else if (Wl > 1 && gib(g.split_worst) <= cap) snprintf(mode, sizeof mode, " -> layer split across %d ranks", Wl);
+        else snprintf(mode, sizeof mode, " -> does not fit %d rank%s: more ranks for the layer split (streaming from "
+                                         "the host copy is not implemented)", Wl, Wl == 1 ? "" : "s");
+        printf("  batch %2d: 1 rank %.2fG (weights %.2fG, KV cache %.2fG); layer split over %d rank%s %.2fG on the "
+               "fullest rank%s\n", B, gib(g.one_rank), gib(g.weights), gib(g.kv), Wl, Wl == 1 ? "" : "s",
+               gib(g.split_worst), mode);
+    }
     return 0;
 }

@@ -8,6 +8,7 @@
  * after the model's eos_token_id, the tokenizer's <|endoftext|> and <|im_end|>, any --stop-id, or once the text
  * contains a --stop string; the stopping token is part of the output ids. */
 #include <errno.h>
+#include <stdarg.h>
 #include <jansson.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -71,25 +72,34 @@ static void usage(FILE *f) {
 
 /* ---- options: one block (the option table of [craft] takes it over) ------------------------------------------ */
 
-static int gen_int(const char *opt, const char *v, long lo, long hi, long *out) {
+/* prints "qwen-ft generate: ..." to err (NULL: say nothing, on ranks other than 0) and returns exit 2 */
+static int gen_bad(FILE *err, const char *fmt, ...) {
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        fprintf(err, "qwen-ft generate: ");
+        vfprintf(err, fmt, ap);
+        fprintf(err, "\n");
+        va_end(ap);
+    }
+    return QF_EXIT_INPUT;
+}
+
+static int gen_int(FILE *err, const char *opt, const char *v, long lo, long hi, long *out) {
     char *end;
     errno = 0;
     long x = strtol(v, &end, 10);
-    if (end == v || *end || errno || x < lo || x > hi) {
-        fprintf(stderr, "qwen-ft generate: %s %s: expected an integer in [%ld, %ld]\n", opt, v, lo, hi);
-        return QF_EXIT_INPUT;
-    }
+    if (end == v || *end || errno || x < lo || x > hi)
+        return gen_bad(err, "%s %s: expected an integer in [%ld, %ld]", opt, v, lo, hi);
     *out = x;
     return 0;
 }
-static int gen_real(const char *opt, const char *v, double lo, int lo_open, double hi, double *out) {
+static int gen_real(FILE *err, const char *opt, const char *v, double lo, int lo_open, double hi, double *out) {
     char *end;
     errno = 0;
     double x = strtod(v, &end);
-    if (end == v || *end || errno || x != x || (lo_open ? x <= lo : x < lo) || x > hi) {
-        fprintf(stderr, "qwen-ft generate: %s %s: expected a number in %s%g, %g]\n", opt, v, lo_open ? "(" : "[", lo, hi);
-        return QF_EXIT_INPUT;
-    }
+    if (end == v || *end || errno || x != x || (lo_open ? x <= lo : x < lo) || x > hi)
+        return gen_bad(err, "%s %s: expected a number in %s%g, %g]", opt, v, lo_open ? "(" : "[", lo, hi);
     *out = x;
     return 0;
 }
@@ -98,23 +108,20 @@ static int gen_real(const char *opt, const char *v, double lo, int lo_open, doub
 static int gen_parse(int argc, char **argv, int rank, gen_opts *op) {
     *op = (gen_opts){.max_new = 32, .greedy = 1, .temperature = 1.0, .top_p = 1.0, .repetition_penalty = 1.0,
                      .system = GEN_DEFAULT_SYSTEM, .dtype = "bf16"};
+    FILE *err = rank == 0 ? stderr : NULL;
     int sampled = 0, rc = 0, greedy_given = 0;
-    FILE *err = rank == 0 ? stderr : fopen("/dev/null", "w");
-    FILE *saved = stderr;
-    if (rank != 0 && err) stderr = err;
     for (int i = 1; i < argc && !rc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         long x = 0;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             if (rank == 0) usage(stdout);
-            rc = 1;
-            break;
+            return 1;
         }
         if (!strcmp(a, "--greedy")) op->greedy = 1, greedy_given = 1;
         else if (!strcmp(a, "--json")) op->json = 1;
         else if (!strcmp(a, "--chat")) op->chat = 1;
         else if (!strcmp(a, "--timing")) op->timing = 1;
-        else if (!val) fprintf(stderr, "qwen-ft generate: unknown option or missing value: %s\n", a), rc = QF_EXIT_INPUT;
+        else if (!val) rc = gen_bad(err, "unknown option or missing value: %s", a);
         else if (!strcmp(a, "--model")) op->model = argv[++i];
         else if (!strcmp(a, "--prompt-ids")) op->prompt_ids = argv[++i];
         else if (!strcmp(a, "--prompt")) op->prompt = argv[++i];
@@ -124,22 +131,21 @@ static int gen_parse(int argc, char **argv, int rank, gen_opts *op) {
         else if (!strcmp(a, "--dtype")) {
             op->dtype = argv[++i];
             if (strcmp(op->dtype, "bf16") && strcmp(op->dtype, "fp16") && strcmp(op->dtype, "fp32"))
-                fprintf(stderr, "qwen-ft generate: --dtype %s: expected bf16, fp16 or fp32\n", op->dtype), rc = QF_EXIT_INPUT;
-        } else if (!strcmp(a, "--max-new-tokens")) rc = gen_int(a, argv[++i], 1, INT32_MAX / 2, &x), op->max_new = (int)x;
-        else if (!strcmp(a, "--top-k")) rc = gen_int(a, argv[++i], 0, INT32_MAX, &x), op->top_k = (int)x, sampled = 1;
-        else if (!strcmp(a, "--temperature")) rc = gen_real(a, argv[++i], 0, 1, 1e6, &op->temperature), sampled = 1;
-        else if (!strcmp(a, "--top-p")) rc = gen_real(a, argv[++i], 0, 1, 1, &op->top_p), sampled = 1;
-        else if (!strcmp(a, "--repetition-penalty")) rc = gen_real(a, argv[++i], 0, 1, 1e6, &op->repetition_penalty);
+                rc = gen_bad(err, "--dtype %s: expected bf16, fp16 or fp32", op->dtype);
+        } else if (!strcmp(a, "--max-new-tokens")) rc = gen_int(err, a, argv[++i], 1, INT32_MAX / 2, &x), op->max_new = (int)x;
+        else if (!strcmp(a, "--top-k")) rc = gen_int(err, a, argv[++i], 0, INT32_MAX, &x), op->top_k = (int)x, sampled = 1;
+        else if (!strcmp(a, "--temperature")) rc = gen_real(err, a, argv[++i], 0, 1, 1e6, &op->temperature), sampled = 1;
+        else if (!strcmp(a, "--top-p")) rc = gen_real(err, a, argv[++i], 0, 1, 1, &op->top_p), sampled = 1;
+        else if (!strcmp(a, "--repetition-penalty")) rc = gen_real(err, a, argv[++i], 0, 1, 1e6, &op->repetition_penalty);
         else if (!strcmp(a, "--seed")) {
             char *end;
             errno = 0;
             op->seed = strtoull(val, &end, 10);
-            if (end == val || *end || errno || val[0] == '-')
-                fprintf(stderr, "qwen-ft generate: --seed %s: expected an integer >= 0\n", val), rc = QF_EXIT_INPUT;
+            if (end == val || *end || errno || val[0] == '-') rc = gen_bad(err, "--seed %s: expected an integer >= 0", val);
             i++, sampled = 1;
         } else if (!strcmp(a, "--stop")) {
-            if (op->nstop_strs == GEN_MAX_STOPS || !val[0])
-                fprintf(stderr, "qwen-ft generate: --stop '%s': %s\n", val, val[0] ? "too many --stop strings (32 at most)" : "empty"), rc = QF_EXIT_INPUT;
+            if (!val[0]) rc = gen_bad(err, "--stop '': an empty stop string");
+            else if (op->nstop_strs == GEN_MAX_STOPS) rc = gen_bad(err, "--stop %s: %d --stop strings at most", val, GEN_MAX_STOPS);
             else op->stop_strs[op->nstop_strs++] = val;
             i++;
         } else if (!strcmp(a, "--stop-id")) {
@@ -148,25 +154,22 @@ static int gen_parse(int argc, char **argv, int rank, gen_opts *op) {
                 errno = 0;
                 long v = strtol(s, &end, 10);
                 if (end == s || v < 0 || v > INT32_MAX || errno || (*end && *end != ',') || op->nstop_ids == GEN_MAX_STOPS)
-                    fprintf(stderr, "qwen-ft generate: --stop-id %s: expected token ids (32 at most)\n", val), rc = QF_EXIT_INPUT;
+                    rc = gen_bad(err, "--stop-id %s: expected token ids (%d at most)", val, GEN_MAX_STOPS);
                 else op->stop_ids[op->nstop_ids++] = (int32_t)v, s = *end ? end + 1 : end;
             }
             i++;
-        } else fprintf(stderr, "qwen-ft generate: unknown option: %s\n", a), rc = QF_EXIT_INPUT;
+        } else rc = gen_bad(err, "unknown option: %s", a);
     }
     if (!rc) {
         int nsrc = (op->prompt != NULL) + (op->prompt_ids != NULL) + (op->prompts != NULL);
         if (sampled && !greedy_given) op->greedy = 0;
-        if (!op->model) fprintf(stderr, "qwen-ft generate: --model is required\n"), rc = QF_EXIT_INPUT;
+        if (!op->model) rc = gen_bad(err, "--model is required");
         else if (nsrc != 1)
-            fprintf(stderr, "qwen-ft generate: give one of --prompt TEXT, --prompt-ids and --prompts%s\n",
-                    nsrc ? ", not several" : ""), rc = QF_EXIT_INPUT;
+            rc = gen_bad(err, "give one of --prompt TEXT, --prompt-ids and --prompts%s", nsrc ? ", not several" : "");
         else if (sampled && greedy_given)
-            fprintf(stderr, "qwen-ft generate: --greedy with a sampling option (--temperature, --top-k, --top-p, "
-                            "--seed)\n"), rc = QF_EXIT_INPUT;
+            rc = gen_bad(err, "--greedy with a sampling option (--temperature, --top-k, --top-p, --seed)");
     }
-    if (rc == QF_EXIT_INPUT && rank == 0) usage(stderr);
-    if (rank != 0 && err) stderr = saved, fclose(err);
+    if (rc && rank == 0) usage(stderr);
     return rc;
 }
 

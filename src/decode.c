@@ -153,7 +153,7 @@ static void decode_call(decode_ctx *c, const int32_t *tokens, const int32_t *sta
                         int want_logits, float *logits) {
     qf_model *m = c->m;
     const qf_ops *o = m->ops;
-    int B = m->B, C = m->cfg.hidden_size, L = m->cfg.num_layers;
+    int B = m->B, C = m->cfg.hidden_size;
     int64_t V = m->cfg.vocab_size;
     size_t rbytes = (size_t)B * Tq * C * o->act_bytes;
     QF_CHECK(rbytes <= (size_t)INT32_MAX);
@@ -178,7 +178,6 @@ static void decode_call(decode_ctx *c, const int32_t *tokens, const int32_t *sta
         for (int b = 0; b < B; b++)
             if (last[b] >= 0) memcpy(logits + (size_t)b * V, c->lg + (size_t)b * V, (size_t)V * sizeof(float));
     }
-    (void)L;
 }
 
 int qf_decode_run(const qf_decode_opts *o, const qf_gen_prompts *prompts_in, MPI_Comm comm, qf_decode_out *out,

@@ -18,10 +18,10 @@
 #include "../io/hf.h"
 #include "../io/safetensors.h"
 #include "commands.h"
+#include "export_hf.h"
 #include "export_tokenizer.h"
 #include "model.h"
 
-#define QF_EXPORT_SHARD_BYTES ((int64_t)5 << 30)
 
 static void export_usage(FILE *fp) {
     fprintf(fp, "usage: qwen-ft export --from CKPT --out HF_DIR [--dtype bf16|fp16|fp32] [--tokenizer T] [--max-shard-size S]\n"
@@ -36,8 +36,7 @@ static void export_usage(FILE *fp) {
                 "  --help        this text\n");
 }
 
-/* config.json as transformers writes it for Qwen2ForCausalLM / Qwen3ForCausalLM */
-static int write_config(const char *dir, const qf_model_config *c, const char *dtype, qf_err *e) {
+int qf_export_write_config(const char *dir, const qf_model_config *c, const char *dtype, qf_err *e) {
     int q3 = !strcmp(c->arch, "qwen3");
     json_t *o = json_object();
     json_object_set_new(o, "architectures", json_pack("[s]", q3 ? "Qwen3ForCausalLM" : "Qwen2ForCausalLM"));
@@ -69,6 +68,26 @@ static int write_config(const char *dir, const qf_model_config *c, const char *d
     int rc = json_dump_file(o, path, JSON_INDENT(2) | JSON_SORT_KEYS);
     json_decref(o);
     return rc ? qf_err_set(e, QF_EXIT_INPUT, "%s: cannot write", path) : 0;
+}
+
+int qf_export_plan(const qf_param_spec *specs, int n, int64_t esize, int64_t shard_bytes, int *starts) {
+    int nshards = 0;
+    int64_t acc = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t b = specs[i].numel * esize;
+        if (i == 0 || acc + b > shard_bytes) {
+            starts[nshards++] = i;
+            acc = 0;
+        }
+        acc += b;
+    }
+    starts[nshards] = n;
+    return nshards;
+}
+
+void qf_export_file_name(int s, int nfiles, char *out, size_t cap) {
+    if (nfiles == 1) snprintf(out, cap, "model.safetensors");
+    else snprintf(out, cap, "model-%05d-of-%05d.safetensors", s + 1, nfiles);
 }
 
 /* "5GB" (10^9), "500MiB" (2^20), "123" (bytes), as transformers' max_shard_size; 0 or -1 */
@@ -158,23 +177,12 @@ static int export_run(const char *from, const char *out, const char *dtype_arg, 
         qf_model_free(&m);
         return qf_err_set(e, QF_EXIT_INPUT, "export: cannot create %s", tmp);
     }
-    /* shards of at most shard_bytes in the parameter order */
-    int nshards = 0, *starts = qf_calloc((size_t)m.nspecs + 1, sizeof(int));
-    int64_t acc = 0;
-    for (int i = 0; i < m.nspecs; i++) {
-        int64_t b = m.specs[i].numel * esize;
-        if (i == 0 || acc + b > shard_bytes) {
-            starts[nshards++] = i;
-            acc = 0;
-        }
-        acc += b;
-    }
-    starts[nshards] = m.nspecs;
+    int *starts = qf_calloc((size_t)m.nspecs + 1, sizeof(int));
+    int nshards = qf_export_plan(m.specs, m.nspecs, esize, shard_bytes, starts);
     json_t *wmap = json_object();
     for (int s = 0; s < nshards && !e->code; s++) {
         char name[64], path[QF_PATH_MAX + 160];
-        if (nshards == 1) snprintf(name, sizeof name, "model.safetensors");
-        else snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", s + 1, nshards);
+        qf_export_file_name(s, nshards, name, sizeof name);
         snprintf(path, sizeof path, "%s/%s", tmp, name);
         printf("export: %s (%d tensors)\n", name, starts[s + 1] - starts[s]);
         fflush(stdout);
@@ -191,7 +199,7 @@ static int export_run(const char *from, const char *out, const char *dtype_arg, 
         json_decref(idx);
     }
     json_decref(wmap);
-    if (!e->code) write_config(tmp, &c, dtype, e);
+    if (!e->code) qf_export_write_config(tmp, &c, dtype, e);
     if (!e->code) qf_export_gencfg_write(tmp, &c, tk.tok, e);
     if (!e->code) qf_export_tok_write(&tk, tmp, &c, e);
     if (!e->code) {

@@ -211,7 +211,8 @@ int qf_export_gencfg_write(const char *out_dir, const qf_model_config *c, const 
         if (!dup) eos[n++] = cand[i];
     }
     json_t *o = json_object();
-    if (c->bos_token_id >= 0) json_object_set_new(o, "bos_token_id", json_integer(c->bos_token_id));
+    if (c->bos_token_id >= 0 && c->bos_token_id < c->vocab_size)
+        json_object_set_new(o, "bos_token_id", json_integer(c->bos_token_id));
     if (n == 1) json_object_set_new(o, "eos_token_id", json_integer(eos[0]));
     else if (n > 1) {
         json_t *a = json_array();

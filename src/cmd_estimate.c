@@ -102,12 +102,15 @@ int qf_cmd_estimate(int argc, char **argv) {
         qf_gen_estimate g;
         qf_estimate_generate(&c, B, ctx, W, ab, &g);
         int Wl = W > c.num_layers ? c.num_layers : W;
-        char mode[160];
+        char mode[200];
         if (cap <= 0) snprintf(mode, sizeof mode, "%s", "");
         else if (gib(g.one_rank) <= cap) snprintf(mode, sizeof mode, " -> fits one device (1 rank)");
         else if (Wl > 1 && gib(g.split_worst) <= cap) snprintf(mode, sizeof mode, " -> layer split across %d ranks", Wl);
-        else snprintf(mode, sizeof mode, " -> does not fit %d rank%s: more ranks for the layer split (streaming from "
-                                         "the host copy is not implemented)", Wl, Wl == 1 ? "" : "s");
+        else if (gib(g.stream_worst) <= cap)
+            snprintf(mode, sizeof mode, " -> layers streamed from host memory (%.2fG per rank on %d rank%s)",
+                     gib(g.stream_worst), Wl, Wl == 1 ? "" : "s");
+        else snprintf(mode, sizeof mode, " -> does not fit %d rank%s, even with the layers streamed from host memory",
+                      Wl, Wl == 1 ? "" : "s");
         printf("  batch %2d: 1 rank %.2fG (weights %.2fG, KV cache %.2fG); layer split over %d rank%s %.2fG on the "
                "fullest rank%s\n", B, gib(g.one_rank), gib(g.weights), gib(g.kv), Wl, Wl == 1 ? "" : "s",
                gib(g.split_worst), mode);

@@ -20,6 +20,7 @@
 #include "backend.h"
 #include "commands.h"
 #include "decode.h"
+#include "estimate_generate.h"
 #include "gen_prompts.h"
 #include "model.h"
 
@@ -28,8 +29,8 @@
 
 typedef struct gen_opts {
     const char *model, *prompt_ids, *prompt, *prompts, *tokenizer, *system, *dtype;
-    int max_new, greedy, top_k, json, chat, timing;
-    double temperature, top_p, repetition_penalty;
+    int max_new, greedy, top_k, json, chat, timing, stream;
+    double temperature, top_p, repetition_penalty, gpu_limit_gb;
     uint64_t seed;
     const char *stop_strs[GEN_MAX_STOPS];
     int nstop_strs;
@@ -42,7 +43,8 @@ static void usage(FILE *f) {
             "usage: qwen-ft generate --model M [--tokenizer T] (--prompt TEXT | --prompt-ids 1,2,3 | --prompts F.jsonl)\n"
             "                        [--max-new-tokens N] [--greedy | --temperature T [--top-k K] [--top-p P] [--seed S]]\n"
             "                        [--repetition-penalty R] [--chat [--system TEXT]] [--stop STR]... [--stop-id ID]...\n"
-            "                        [--json] [--dtype bf16|fp16|fp32] [--timing]\n"
+            "                        [--json] [--dtype bf16|fp16|fp32] [--gpu-memory-limit-gb G] [--stream-weights]\n"
+            "                        [--timing]\n"
             "  --model M         HDF5 model, checkpoint (file or directory) or HF directory\n"
             "  --tokenizer T     tokenizer.json, qwen.tiktoken or a directory holding one (default: the model\n"
             "                    directory when it holds one)\n"
@@ -66,6 +68,9 @@ static void usage(FILE *f) {
             "  --json            one line per prompt, in input order: {\"ids\": [...], \"text\": ..., \"finish\": ...}\n"
             "                    (text null without a tokenizer); otherwise the text, streamed for a single prompt\n"
             "  --dtype T         compute dtype on GPUs (default bf16; CPU ranks always compute in fp32)\n"
+            "  --gpu-memory-limit-gb G  device memory per rank (as the deck's gpu_memory_limit_gb; 0 = the GPU's);\n"
+            "                    when the rank's layers do not fit, they stream from host memory\n"
+            "  --stream-weights  keep the decoder layers in host memory and stream them through two device slots\n"
             "  --timing          time to first token and decode tokens/s on stderr\n"
             "Under mpirun/srun with N ranks the decoder layers are split across the ranks (one GPU each).\n");
 }
@@ -121,6 +126,7 @@ static int gen_parse(int argc, char **argv, int rank, gen_opts *op) {
         else if (!strcmp(a, "--json")) op->json = 1;
         else if (!strcmp(a, "--chat")) op->chat = 1;
         else if (!strcmp(a, "--timing")) op->timing = 1;
+        else if (!strcmp(a, "--stream-weights")) op->stream = 1;
         else if (!val) rc = gen_bad(err, "unknown option or missing value: %s", a);
         else if (!strcmp(a, "--model")) op->model = argv[++i];
         else if (!strcmp(a, "--prompt-ids")) op->prompt_ids = argv[++i];
@@ -137,6 +143,7 @@ static int gen_parse(int argc, char **argv, int rank, gen_opts *op) {
         else if (!strcmp(a, "--temperature")) rc = gen_real(err, a, argv[++i], 0, 1, 1e6, &op->temperature), sampled = 1;
         else if (!strcmp(a, "--top-p")) rc = gen_real(err, a, argv[++i], 0, 1, 1, &op->top_p), sampled = 1;
         else if (!strcmp(a, "--repetition-penalty")) rc = gen_real(err, a, argv[++i], 0, 1, 1e6, &op->repetition_penalty);
+        else if (!strcmp(a, "--gpu-memory-limit-gb")) rc = gen_real(err, a, argv[++i], 0, 0, 1e6, &op->gpu_limit_gb);
         else if (!strcmp(a, "--seed")) {
             char *end;
             errno = 0;
@@ -375,6 +382,7 @@ static int gen_backend(const gen_opts *op, const qf_ops **ops, char *info, size_
     qf_deck_defaults(&d);
     d.bf16 = !strcmp(op->dtype, "bf16");
     d.fp16 = !strcmp(op->dtype, "fp16");
+    d.gpu_memory_limit_gb = op->gpu_limit_gb;
     return qf_backend_select(&d, local, ops, info, n, e);
 }
 
@@ -408,12 +416,25 @@ int qf_cmd_generate(int argc, char **argv) {
     if (!rc && gen_backend(&op, &ops, info, sizeof info, &e) == 0 && op.timing)
         fprintf(stderr, "qwen-ft generate: rank %d: %s\n", rank, info);
     if (!rc) rc = gen_agree(e.code, &e);
+    if (!rc && rank == 0 && !op.stream && op.gpu_limit_gb > 0) { /* the layers stream when they do not fit */
+        int maxn = 0;
+        for (int b = 0; b < P.n; b++) maxn = P.v[b].n > maxn ? P.v[b].n : maxn;
+        qf_gen_estimate ge;
+        qf_estimate_generate(&c, P.n, maxn + op.max_new, world, (int64_t)ops->act_bytes, &ge);
+        if ((double)ge.split_worst > op.gpu_limit_gb * 1073741824.0) {
+            op.stream = 1;
+            fprintf(stderr, "qwen-ft generate: %.2f GiB per rank exceed --gpu-memory-limit-gb %g: the decoder layers "
+                            "stream from host memory (%.2f GiB per rank)\n", ge.split_worst / 1073741824.0,
+                    op.gpu_limit_gb, ge.stream_worst / 1073741824.0);
+        }
+    }
+    if (!rc) MPI_Bcast(&op.stream, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (!rc) {
         gen_stream gs = {&op, tok, stops, nstops, 0};
         gs.on = rank == 0 && !op.json && tok && P.n == 1;
         qf_decode_opts d = {.model = op.model, .cfg = &c, .ops = ops, .max_new = op.max_new,
                             .sample = {op.greedy, op.top_k, op.temperature, op.top_p, op.repetition_penalty},
-                            .seed = op.seed, .stop_ids = stops, .nstop_ids = nstops, .stop_strs = op.stop_strs,
+                            .seed = op.seed, .stream = op.stream, .stop_ids = stops, .nstop_ids = nstops, .stop_strs = op.stop_strs,
                             .nstop_strs = op.nstop_strs, .tok = tok, .on_token = gen_on_token, .on_token_ctx = &gs};
         qf_decode_out out;
         rc = qf_decode_run(&d, &P, MPI_COMM_WORLD, &out, &e);

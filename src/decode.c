@@ -2,11 +2,11 @@
 #include "decode.h"
 #include <stdlib.h>
 #include <string.h>
+#include "decode_units.h"
 #include "model.h"
 #include "rng.h"
 
 #define QF_DECODE_CHUNK_TOKENS 4096 /* tokens of one prefill call (all rows together) */
-#define QF_DECODE_CONVERT 16777216  /* elements converted to act dtype at a time while loading */
 
 int qf_decode_chunk(int B, int maxn) {
     int t = QF_DECODE_CHUNK_TOKENS / (B > 0 ? B : 1);
@@ -17,42 +17,6 @@ int qf_decode_chunk(int B, int maxn) {
 void qf_decode_split(int L, int W, int r, int *l0, int *l1) {
     *l0 = (int)((int64_t)r * L / W);
     *l1 = (int)((int64_t)(r + 1) * L / W);
-}
-
-/* the units this rank holds (NULL: not held), served to the model through its hooks */
-typedef struct decode_units {
-    qf_model *m;
-    void **buf; /* [nunits] */
-} decode_units;
-
-static void *decode_unit_params(void *ctx, int u) {
-    decode_units *d = ctx;
-    if (!d->buf[u]) QF_FATAL("generate: this rank does not hold unit %d", u);
-    return d->buf[u];
-}
-
-/* loads unit u from the model source into a new backend buffer (act dtype) */
-static int decode_load_unit(decode_units *d, const char *from, int u, qf_err *e) {
-    qf_model *m = d->m;
-    const qf_ops *o = m->ops;
-    int64_t b = m->unit_off[u], n = m->unit_off[u + 1] - b;
-    d->buf[u] = o->alloc((size_t)n * o->act_bytes);
-    if (!d->buf[u]) return qf_err_set(e, QF_EXIT_RUNTIME, "out of memory for the weights of unit %d (%lld parameters)", u,
-                                      (long long)n);
-    float *host = qf_malloc((size_t)(n > 0 ? n : 1) * 4);
-    if (qf_model_load_range(m, from, b, b + n, host, e) == 0) {
-        int64_t step = n < QF_DECODE_CONVERT ? n : QF_DECODE_CONVERT;
-        float *dev = o->alloc((size_t)(step > 0 ? step : 1) * 4);
-        if (!dev) qf_err_set(e, QF_EXIT_RUNTIME, "out of memory converting the weights of unit %d", u);
-        for (int64_t i = 0; i < n && !e->code; i += step) {
-            int64_t k = n - i < step ? n - i : step;
-            o->copy_h2d(dev, host + i, (size_t)k * 4);
-            o->act_from_f32((char *)d->buf[u] + (size_t)i * o->act_bytes, dev, (size_t)k);
-        }
-        if (dev) o->free(dev);
-    }
-    free(host);
-    return e->code;
 }
 
 /* every rank's error: the first rank's code and message with the highest code (collective) */
@@ -196,20 +160,11 @@ int qf_decode_run(const qf_decode_opts *o, const qf_gen_prompts *prompts_in, MPI
     int first = c.rank == 0, lastr = c.rank == c.W - 1;
 
     qf_model m;
-    decode_units du = {0};
+    qf_decode_units du = {0};
     if (qf_model_create(&m, o->cfg, o->ops, 0, e) == 0) {
         c.m = &m;
-        du.m = &m;
-        du.buf = qf_calloc((size_t)m.nunits, sizeof *du.buf);
-        m.hooks.ctx = &du;
-        m.hooks.unit_params = decode_unit_params;
-        m.hooks.unit_grads = NULL;
-        for (int u = 0; u < m.nunits && !e->code; u++) {
-            int need = (u >= c.l0 + 1 && u <= c.l1) || (u == 0 && (first || (lastr && m.ix_head == m.ix_embed))) ||
-                       (u == L + 1 && lastr);
-            if (need) decode_load_unit(&du, o->model, u, e);
-        }
-        if (!e->code) qf_model_alloc_decode(&m, B, Tcap, S, c.l0, c.l1, lastr, e);
+        if (qf_decode_units_load(&du, &m, o->model, c.l0, c.l1, first, lastr, o->stream, e) == 0)
+            qf_model_alloc_decode(&m, B, Tcap, S, c.l0, c.l1, lastr, e);
     }
     if (decode_agree(comm, e)) goto done;
     c.stage = qf_malloc((size_t)B * Tcap * o->cfg->hidden_size * o->ops->act_bytes);
@@ -290,11 +245,7 @@ int qf_decode_run(const qf_decode_opts *o, const qf_gen_prompts *prompts_in, MPI
     free(c.stage);
     free(c.lg);
 done:
-    if (du.buf) {
-        for (int u = 0; u < m.nunits; u++)
-            if (du.buf[u]) o->ops->free(du.buf[u]);
-        free(du.buf);
-    }
+    qf_decode_units_free(&du);
     if (c.m) qf_model_free(&m);
     qf_gen_prompts_free(&P);
     return e->code;

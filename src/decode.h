@@ -8,7 +8,7 @@
  * through host memory), runs its layers and sends the result on; the last rank sends the [B, V] logits to rank 0,
  * which samples, checks the stop conditions and broadcasts the next tokens. Every rank computes exactly what one
  * rank would, so the split changes no result. Weights are loaded per unit from the model source (each rank reads
- * only its own layers). */
+ * only its own layers), resident on the device or streamed from host memory (src/decode_units.h). */
 #ifndef QF_DECODE_H
 #define QF_DECODE_H
 #include <mpi.h>
@@ -32,6 +32,7 @@ typedef struct qf_decode_opts {
     int max_new;                 /* new tokens per row at most */
     qf_sample_opts sample;
     uint64_t seed;               /* row i samples from the stream qf_rng_seed2(seed, i) */
+    int stream;                  /* 1: decoder layers stream from host memory (src/decode_units.h) */
     /* rank 0 only: */
     const int32_t *stop_ids;     /* a row stops after generating one of these (kept in its output) */
     int nstop_ids;

@@ -6,6 +6,7 @@
 #     and text; sampled with a seed: CUDA fp32 == CPU (same logits up to fp32 rounding: compared, mismatches listed);
 #   - bf16 and fp16 tables run the same batch (ids in the vocabulary, one line per prompt) and report how many
 #     greedy ids agree with fp32 (within bf16 tolerance the continuations may part after a near-tie);
+#   - the layers streamed from host memory through two device slots (--stream-weights) == resident, fp32;
 #   - with 2 or more GPUs: the layer split on 2 ranks (one GPU each) == 1 GPU, fp32.
 # Skipped (exit 77) without a GPU. Env: QWENFT, WORK, SRC.
 set -euo pipefail
@@ -50,6 +51,9 @@ cpu = gen("cpu", *args); f32 = gen("cuda", *args, "--dtype", "fp32")
 if [x["ids"] for x in f32] != [x["ids"] for x in cpu] or [x["text"] for x in f32] != [x["text"] for x in cpu]:
     bad += 1; print("FAIL: CUDA fp32 batch of 32 text/chat/id prompts differs from the CPU table")
 else: print("CUDA fp32: a batch of 32 text/chat/id prompts == CPU table (ids and text)")
+st = gen("cuda", *args, "--dtype", "fp32", "--stream-weights")
+if [x["ids"] for x in st] != [x["ids"] for x in f32]: bad += 1; print("FAIL: --stream-weights (layers through two device slots, copy engine) != resident")
+else: print("CUDA fp32: --stream-weights == resident weights (32 prompts)")
 samp = ["--temperature", "0.8", "--top-k", "50", "--top-p", "0.95", "--seed", "3"]
 sc, sg = gen("cpu", *args, *samp), gen("cuda", *args, *samp, "--dtype", "fp32")
 same = sum(a["ids"] == b["ids"] for a, b in zip(sc, sg))

@@ -22,7 +22,14 @@ for mode in greedy sampled; do
     gen $np $mode.$np "${args[@]}"
     cmp -s $mode.1 $mode.$np || { echo "FAIL: $mode on $np ranks differs from 1 rank:"; diff $mode.1 $mode.$np; exit 1; }
   done
-  echo "$mode: 3 prompts, 1 rank == 2 ranks == 3 ranks (layer split)"
+  # the layers streamed from host memory through two device slots (src/decode_units.c): the same ids
+  for np in 1 2 3; do
+    gen $np $mode.s$np "${args[@]}" --stream-weights
+    cmp -s $mode.1 $mode.s$np || { echo "FAIL: $mode --stream-weights on $np ranks differs:"; diff $mode.1 $mode.s$np; exit 1; }
+  done
+  gen 2 $mode.auto "${args[@]}" --gpu-memory-limit-gb 1e-7
+  grep -q "stream from host memory" $mode.auto.err && cmp -s $mode.1 $mode.auto || { echo "FAIL: $mode: a tiny --gpu-memory-limit-gb should stream the layers"; cat $mode.auto.err; exit 1; }
+  echo "$mode: 3 prompts, 1 rank == 2 ranks == 3 ranks (layer split) == streamed layers on 1, 2, 3 ranks"
 done
 cmp -s greedy.1 sampled.1 && { echo "FAIL: sampling gave the greedy ids"; exit 1; }
 # the HF fixtures (2 layers: one per rank) on 2 ranks give transformers' greedy ids (tests/reference/fixtures)
@@ -51,7 +58,9 @@ set -e
 # qwen-ft estimate says which generate mode applies for the deck's device size
 "$QWENFT" estimate deck.cfg --ranks 3 --set gpu_memory_limit_gb=100 > est1.txt
 "$QWENFT" estimate deck.cfg --ranks 3 --set gpu_memory_limit_gb=1e-9 > est2.txt
+"$QWENFT" estimate deck.cfg --ranks 1 --set model.intermediate_size=4096 --set model.num_hidden_layers=12 --set gpu_memory_limit_gb=0.01 > est3.txt
 grep -q "batch  1: .*-> fits one device (1 rank)" est1.txt || { echo "FAIL: estimate, large device:"; cat est1.txt; exit 1; }
 grep -q "batch 32: .*-> does not fit 3 ranks" est2.txt || { echo "FAIL: estimate, tiny device:"; cat est2.txt; exit 1; }
-echo "estimate: generate mode stated (fits one device / does not fit)"
+grep -q "batch  1: .*-> layers streamed from host memory" est3.txt || { echo "FAIL: estimate, streamed:"; cat est3.txt; exit 1; }
+echo "estimate: generate mode stated (fits one device / streamed / does not fit)"
 echo PASS

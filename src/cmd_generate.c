@@ -29,7 +29,7 @@
 
 typedef struct gen_opts {
     const char *model, *prompt_ids, *prompt, *prompts, *tokenizer, *system, *dtype;
-    int max_new, greedy, top_k, json, chat, timing, stream;
+    int max_new, greedy, top_k, json, chat, timing, stream, ignore_eos;
     double temperature, top_p, repetition_penalty, gpu_limit_gb;
     uint64_t seed;
     const char *stop_strs[GEN_MAX_STOPS];
@@ -44,8 +44,9 @@ static void usage(FILE *f) {
             "                        [--max-new-tokens N] [--greedy | --temperature T [--top-k K] [--top-p P] [--seed S]]\n"
             "                        [--repetition-penalty R] [--chat [--system TEXT]] [--stop STR]... [--stop-id ID]...\n"
             "                        [--json] [--dtype bf16|fp16|fp32] [--gpu-memory-limit-gb G] [--stream-weights]\n"
-            "                        [--timing]\n"
-            "  --model M         HDF5 model, checkpoint (file or directory) or HF directory\n"
+            "                        [--timing] [--ignore-eos]\n"
+            "  --model M         HDF5 model, checkpoint (file or directory) or HF directory; preset:NAME (a published\n"
+            "                    architecture, randomly initialised: benchmarks)\n"
             "  --tokenizer T     tokenizer.json, qwen.tiktoken or a directory holding one (default: the model\n"
             "                    directory when it holds one)\n"
             "  --prompt TEXT     text prompt, encoded as it is (special tokens in it are recognised)\n"
@@ -72,6 +73,7 @@ static void usage(FILE *f) {
             "                    when the rank's layers do not fit, they stream from host memory\n"
             "  --stream-weights  keep the decoder layers in host memory and stream them through two device slots\n"
             "  --timing          time to first token and decode tokens/s on stderr\n"
+            "  --ignore-eos      only --stop-id and --stop stop a prompt (benchmarks: exactly N new tokens)\n"
             "Under mpirun/srun with N ranks the decoder layers are split across the ranks (one GPU each).\n");
 }
 
@@ -127,6 +129,7 @@ static int gen_parse(int argc, char **argv, int rank, gen_opts *op) {
         else if (!strcmp(a, "--chat")) op->chat = 1;
         else if (!strcmp(a, "--timing")) op->timing = 1;
         else if (!strcmp(a, "--stream-weights")) op->stream = 1;
+        else if (!strcmp(a, "--ignore-eos")) op->ignore_eos = 1;
         else if (!val) rc = gen_bad(err, "unknown option or missing value: %s", a);
         else if (!strcmp(a, "--model")) op->model = argv[++i];
         else if (!strcmp(a, "--prompt-ids")) op->prompt_ids = argv[++i];
@@ -361,8 +364,8 @@ static int gen_prepare(const gen_opts *op, int world, const qf_model_config *c, 
         return qf_err_set(e, QF_EXIT_INPUT, "generate: %d ranks for %d decoder layers: the layer split needs at most "
                                             "one rank per layer", world, c->num_layers);
     *nstops = 0;
-    if (c->eos_token_id >= 0) stops[(*nstops)++] = (int32_t)c->eos_token_id;
-    if (*tok) {
+    if (c->eos_token_id >= 0 && !op->ignore_eos) stops[(*nstops)++] = (int32_t)c->eos_token_id;
+    if (*tok && !op->ignore_eos) {
         int32_t a = qf_tok_special(*tok, "<|endoftext|>"), b = qf_tok_special(*tok, "<|im_end|>");
         if (a >= 0) stops[(*nstops)++] = a;
         if (b >= 0) stops[(*nstops)++] = b;
@@ -407,7 +410,13 @@ int qf_cmd_generate(int argc, char **argv) {
     qf_gen_prompts P = {0};
     int32_t stops[GEN_MAX_STOPS + 3];
     int nstops = 0;
-    if (qf_model_source_config(op.model, &c, resolved, sizeof resolved, &e) == 0 && rank == 0)
+    if (!strncmp(op.model, "preset:", 7)) {
+        if (qf_preset_lookup(op.model + 7, &c))
+            qf_err_set(&e, QF_EXIT_INPUT, "generate: --model %s: unknown preset (qwen-ft's presets: docs/deck.md)", op.model);
+    } else {
+        qf_model_source_config(op.model, &c, resolved, sizeof resolved, &e);
+    }
+    if (!e.code && rank == 0)
         gen_prepare(&op, world, &c, &tok, &P, stops, &nstops, &e);
     rc = e.code;
     MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);

@@ -5,6 +5,7 @@
 #include "backend.h"
 
 #define DU_CONVERT 16777216 /* elements converted to act dtype at a time while loading */
+#define DU_PRESET_SEED 1234 /* --model preset:NAME: HF initialisation with model.init_seed's default */
 
 static void *du_params(void *ctx, int u) {
     qf_decode_units *d = ctx;
@@ -46,7 +47,9 @@ static int du_load(qf_decode_units *d, const char *from, int u, void *dst_dev, v
     const qf_ops *o = m->ops;
     int64_t b = m->unit_off[u], n = m->unit_off[u + 1] - b;
     float *host = qf_malloc((size_t)(n > 0 ? n : 1) * 4);
-    if (qf_model_load_range(m, from, b, b + n, host, e) == 0) {
+    if (!strncmp(from, "preset:", 7)) qf_model_init_random_range(m, DU_PRESET_SEED, b, b + n, host); /* benchmarks */
+    else qf_model_load_range(m, from, b, b + n, host, e);
+    if (!e->code) {
         if (dst_host) { /* act dtype on the host */
             if (o->act_dtype == QF_ACT_F32) memcpy(dst_host, host, (size_t)n * 4);
             else

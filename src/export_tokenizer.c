@@ -111,7 +111,10 @@ int qf_export_tok_find(const char *src, const char *tok_arg, qf_export_tok *t, q
     trail_source(&tr, src, 0);
     const char *path = tok_arg ? tok_arg : tr.cand[0] ? tr.cand : NULL;
     if (!path) {
-        snprintf(t->origin, sizeof t->origin, "none recorded for %s: pass --tokenizer to include one", src);
+        if (tr.nwant)
+            snprintf(t->origin, sizeof t->origin, "not found (%s records %s, but its files are gone): pass --tokenizer "
+                     "to include it", tr.want_from[0], tr.want[0]);
+        else snprintf(t->origin, sizeof t->origin, "none recorded for %s: pass --tokenizer to include one", src);
         return 0;
     }
     qf_err le = {0};

@@ -85,7 +85,12 @@ for bad in 0 -5 5XB abc; do
   set +e; "$QWENFT" export --from ckpt --out hf4 --max-shard-size "$bad" > /dev/null 2> err.txt; rc=$?; set -e
   [ $rc -eq 2 ] && grep -q -- "--max-shard-size" err.txt || fail "--max-shard-size $bad: exit $rc"
 done
-echo "identity checked (another tokenizer: exit 2); bad --max-shard-size: exit 2"
+mv wide wide.moved
+"$QWENFT" export --from m.h5 --out hf5 > export5.out
+mv wide.moved wide
+grep -q "tokenizer: not found (m.h5 records $ident, but its files are gone)" export5.out || fail "moved tokenizer: $(cat export5.out)"
+[ ! -e hf5/tokenizer.json ] && [ -f hf5/generation_config.json ] || fail "moved tokenizer: hf5"
+echo "identity checked (another tokenizer: exit 2); a recorded tokenizer that is gone is named; bad --max-shard-size: exit 2"
 # 5. transformers, where installed
 if python3 -c "import transformers" 2>/dev/null; then
   python3 - "$QWENFT" hf2 <<'PY'

@@ -3,6 +3,7 @@
  *   tok_text.c      UTF-8 checks, NFC (utf8proc), GPT-2's byte <-> unicode table, regex splitting (PCRE2)
  *   tok_bpe.c       the merge loop (HF rank-of-pair and tiktoken rank-of-concatenation semantics)
  *   tok_hf.c        tokenizer.json        tok_tiktoken.c   qwen.tiktoken
+ *   tok_export.c    a qwen.tiktoken written as an equivalent tokenizer.json
  *   tokenizer.c     loading by path, encode (added tokens -> normalize -> pre-tokenize -> BPE), decode */
 #ifndef QF_TOK_IMPL_H
 #define QF_TOK_IMPL_H
@@ -86,6 +87,8 @@ int qf_tok_bytes_check(qf_tokenizer *t, const char *path, qf_err *e);
 
 int qf_tok_hf_load(qf_tokenizer *t, const char *path, const char *buf, size_t len, qf_err *e);
 int qf_tok_tiktoken_load(qf_tokenizer *t, const char *path, const char *buf, size_t len, qf_err *e);
+/* Qwen v1's pre-tokenizer pattern (tok_tiktoken.c; tok_export.c writes it into tokenizer.json) */
+extern const char qf_tok_qwen_v1_pattern[];
 
 /* ---- tok_text.c --------------------------------------------------------------------------------------------- */
 

@@ -174,15 +174,19 @@ int qf_export_tok_write(const qf_export_tok *t, const char *out_dir, const qf_mo
     int tiktoken = !strncmp(qf_tok_identity(t->tok), "qwen.tiktoken", 13);
     snprintf(to, sizeof to, "%s/%s", out_dir, tiktoken ? "qwen.tiktoken" : "tokenizer.json");
     if (copy_file(t->file, to, e)) return e->code;
+    if (tiktoken) { /* Qwen v1: its tokenizer class is remote code; the equivalent tokenizer.json needs none */
+        snprintf(to, sizeof to, "%s/tokenizer.json", out_dir);
+        if (qf_tok_write_hf_json(t->tok, to, e)) return e->code;
+    }
     int have_cfg = 0;
-    for (size_t i = 0; i < sizeof companions / sizeof *companions; i++) {
+    for (size_t i = 0; i < sizeof companions / sizeof *companions && !tiktoken; i++) {
         snprintf(from, sizeof from, "%s/%s", t->dir, companions[i]);
         if (!qf_exists(from)) continue;
         snprintf(to, sizeof to, "%s/%s", out_dir, companions[i]);
         if (copy_file(from, to, e)) return e->code;
         have_cfg |= i == 0;
     }
-    if (have_cfg || tiktoken) return 0; /* Qwen v1's tokenizer class is remote code: only its own config says how */
+    if (have_cfg) return 0;
     int32_t eot = qf_tok_special(t->tok, "<|endoftext|>"), imend = qf_tok_special(t->tok, "<|im_end|>");
     json_t *o = json_object();
     json_object_set_new(o, "tokenizer_class", json_string("Qwen2Tokenizer"));

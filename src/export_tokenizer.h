@@ -26,8 +26,10 @@ typedef struct qf_export_tok {
  * No tokenizer known is not an error (t->tok stays NULL, origin says why). */
 int qf_export_tok_find(const char *src, const char *tok_arg, qf_export_tok *t, qf_err *e);
 /* Copies the tokenizer file and its companions (tokenizer_config.json, special_tokens_map.json, vocab.json,
- * merges.txt, added_tokens.json, tokenization_qwen.py) into out_dir; writes a tokenizer_config.json (class,
- * eos/pad, model_max_length, the ChatML chat template) when the source has none. */
+ * merges.txt, added_tokens.json) into out_dir; writes a tokenizer_config.json (Qwen2Tokenizer, eos/pad,
+ * model_max_length, the ChatML chat template) when the source has none. A qwen.tiktoken (Qwen v1, whose own
+ * tokenizer class is remote code) is copied and also written as an equivalent tokenizer.json (io/tok_export.c),
+ * with that tokenizer_config.json, so transformers loads it as Qwen2TokenizerFast. */
 int qf_export_tok_write(const qf_export_tok *t, const char *out_dir, const qf_model_config *c, qf_err *e);
 /* generation_config.json: bos, eos (the model's eos, <|im_end|> and <|endoftext|>: transformers stops at any of
  * them, so a ChatML reply ends at <|im_end|>), pad (the model's, else <|endoftext|>). tok may be NULL. */

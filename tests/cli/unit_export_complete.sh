@@ -91,7 +91,19 @@ mv wide.moved wide
 grep -q "tokenizer: not found (m.h5 records $ident, but its files are gone)" export5.out || fail "moved tokenizer: $(cat export5.out)"
 [ ! -e hf5/tokenizer.json ] && [ -f hf5/generation_config.json ] || fail "moved tokenizer: hf5"
 echo "identity checked (another tokenizer: exit 2); a recorded tokenizer that is gone is named; bad --max-shard-size: exit 2"
-# 5. transformers, where installed
+# 5. Qwen v1: its qwen.tiktoken is copied and also written as an equivalent tokenizer.json (Qwen2TokenizerFast)
+"$QWENFT" import --from "$FIX/qwen_v1/hf" --out v1.h5 > /dev/null
+"$QWENFT" export --from v1.h5 --out hfv1 --tokenizer "$FIX/tokenizer/qwen.tiktoken" > exportv1.out
+cmp -s "$FIX/tokenizer/qwen.tiktoken" hfv1/qwen.tiktoken && [ -s hfv1/tokenizer.json ] || fail "v1: $(ls hfv1)"
+python3 -c "import json,sys; t = json.load(open('hfv1/tokenizer_config.json')); sys.exit(t['tokenizer_class'] != 'Qwen2Tokenizer')" || fail "v1 tokenizer_config"
+# the same prompt through both tokenizers gives the same continuation on the widened model (vocabulary 2048)
+for p in "the quick brown fox" "hello there, general kenobi" "caf\u00e9 123 456"; do
+  a=$("$QWENFT" generate --model wide --tokenizer "$FIX/tokenizer/qwen.tiktoken" --prompt "$p" --max-new-tokens 8 --json)
+  b=$("$QWENFT" generate --model wide --tokenizer hfv1/tokenizer.json --prompt "$p" --max-new-tokens 8 --json)
+  [ "$a" = "$b" ] || fail "v1: the converted tokenizer.json encodes '$p' differently: $a vs $b"
+done
+echo "Qwen v1: qwen.tiktoken copied and converted to tokenizer.json (same encoding)"
+# 6. transformers, where installed
 if python3 -c "import transformers" 2>/dev/null; then
   python3 - "$QWENFT" hf2 <<'PY'
 import json, subprocess, sys

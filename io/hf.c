@@ -20,6 +20,8 @@
  *   transformer.ln_f.weight [C]                 -> model.norm.weight
  *   lm_head.weight [V,C]                        -> lm_head.weight */
 #include "hf.h"
+#include "tokenizer.h"
+#include <limits.h>
 
 #include <jansson.h>
 #include <math.h>
@@ -576,6 +578,29 @@ int qf_hf_read_param(const qf_hf *hf, const char *name, float *out, qf_err *e) {
 
 /* ---- import ------------------------------------------------------------------------------------------------------- */
 
+/* The HF directory's tokenizer, recorded for export (docs/formats.md): root attributes `tokenizer` (its identity,
+ * "" when the directory holds none that loads) and `tokenizer_dir` (the directory's absolute path). */
+static int hf_record_tokenizer(qf_h5 *f, const char *dir, qf_err *e) {
+    char abs[PATH_MAX] = "";
+    const char *ident = "";
+    qf_tokenizer *t = NULL;
+    qf_err te = {0};
+    char probe[1200];
+    snprintf(probe, sizeof probe, "%s/tokenizer.json", dir);
+    int has = qf_exists(probe);
+    snprintf(probe, sizeof probe, "%s/qwen.tiktoken", dir);
+    has |= qf_exists(probe);
+    if (has && qf_tok_load(dir, &t, &te) == 0) {
+        ident = qf_tok_identity(t);
+        if (!realpath(dir, abs)) snprintf(abs, sizeof abs, "%s", dir);
+    } else if (has) {
+        printf("import: the tokenizer of %s is not recorded: %s\n", dir, te.msg);
+    }
+    int rc = qf_h5_attr_write_str(f, "/", "tokenizer", ident, e) || qf_h5_attr_write_str(f, "/", "tokenizer_dir", abs, e);
+    if (t) qf_tok_free(t);
+    return rc ? e->code : 0;
+}
+
 int qf_hf_import(const char *dir, const char *out_h5, const char *dtype_or_null, qf_err *e) {
     qf_hf hf;
     if (qf_hf_open(dir, &hf, e)) return e->code;
@@ -596,7 +621,8 @@ int qf_hf_import(const char *dir, const char *out_h5, const char *dtype_or_null,
     int rc = qf_h5_create(tmp, MPI_COMM_SELF, &f, e);
     if (rc) goto fail;
     if ((rc = qf_h5_attr_write_str(f, "/", "format", "qwen-ft-model", e)) ||
-        (rc = qf_h5_attr_write_i64(f, "/", "format_version", 1, e)) || (rc = qf_h5_write_config(f, &cfg, e)))
+        (rc = qf_h5_attr_write_i64(f, "/", "format_version", 1, e)) || (rc = qf_h5_write_config(f, &cfg, e)) ||
+        (rc = hf_record_tokenizer(f, dir, e)))
         goto fail;
     int n = qf_param_specs(&cfg, &sp);
     const int64_t CH = (int64_t)1 << 26; /* elements per piece: bounds host memory for big embeddings */

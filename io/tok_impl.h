@@ -4,6 +4,7 @@
  *   tok_bpe.c       the merge loop (HF rank-of-pair and tiktoken rank-of-concatenation semantics)
  *   tok_vocab.c     the store the loaders fill: decoded bytes per id, added tokens, the byte tokens
  *   tok_hf.c        tokenizer.json        tok_tiktoken.c   qwen.tiktoken
+ *   tok_export.c    a qwen.tiktoken written as an equivalent tokenizer.json
  *   tokenizer.c     loading by path, encode (added tokens -> normalize -> pre-tokenize -> BPE), decode
  * Calls go one way: tokenizer.c -> tok_hf.c / tok_tiktoken.c -> tok_vocab.c, tok_map.c, tok_text.c; tok_bpe.c
  * serves tokenizer.c. */
@@ -94,6 +95,8 @@ int qf_tok_bytes_check(qf_tokenizer *t, const char *path, qf_err *e);
 
 int qf_tok_hf_load(qf_tokenizer *t, const char *path, const char *buf, size_t len, qf_err *e);
 int qf_tok_tiktoken_load(qf_tokenizer *t, const char *path, const char *buf, size_t len, qf_err *e);
+/* Qwen v1's pre-tokenizer pattern (tok_tiktoken.c; tok_export.c writes it into tokenizer.json) */
+extern const char qf_tok_qwen_v1_pattern[];
 
 /* ---- tok_text.c --------------------------------------------------------------------------------------------- */
 

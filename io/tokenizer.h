@@ -49,4 +49,8 @@ int64_t qf_tok_vocab_size(const qf_tokenizer *t);
 /* "hf-tokenizer.json sha256:<hex>" or "qwen.tiktoken sha256:<hex>": recorded in datasets (docs/formats.md). */
 const char *qf_tok_identity(const qf_tokenizer *t);
 
+/* A qwen.tiktoken tokenizer written as an HF tokenizer.json that encodes the same (io/tok_export.c): exported Qwen v1
+ * models then load with transformers' Qwen2TokenizerFast. An HF tokenizer is refused (copy its file instead). */
+int qf_tok_write_hf_json(const qf_tokenizer *t, const char *path, qf_err *e);
+
 #endif

@@ -104,11 +104,13 @@ typedef struct qf_ops {
     void (*adamw)(float *p, void *p_act, const void *g, float *m, float *v, size_t n, float gscale,
                   float lr, float beta1, float beta2, float eps, float wd, int t);
 
-    /* Decoding with a KV cache (qwen-ft generate): one query per head q[H, D] at position t attends the cached
-     * keys and values k, v [t+1, KV, D] (positions 0..t, row stride KV*D), causal by construction, scale
-     * 1/sqrt(D); out[H, D] WRITE. NULL in a backend that does not provide it (generate then runs on the CPU). */
-    void (*attention_decode)(void *out, const void *q, const void *kcache, const void *vcache, int t, int H, int KV,
-                             int D);
+    /* Attention against a KV cache (qwen-ft generate; decode_attention_cpu.c / _cuda.cu): B sequences, each with caches
+     * kcache, vcache [B, S, KV, D]; row b's Tq new tokens sit at positions start[b] .. start[b]+Tq-1 (< S).
+     * First writes k, v [B*Tq, KV, D] into the caches at those positions, then query i of row b, q[B*Tq, H, D],
+     * attends cache positions 0 .. start[b]+i (causal, GQA as attention_fwd, scale 1/sqrt(D)); out[B*Tq, H, D]
+     * WRITE. start[B] is backend memory. Prefill (Tq > 1) and decoding (Tq = 1) are the same call. */
+    void (*attention_decode)(void *out, const void *q, const void *k, const void *v, void *kcache, void *vcache,
+                             const int32_t *start, int B, int Tq, int S, int H, int KV, int D);
 
     /* Asynchronous copies (offload): copy_start queues a copy of `bytes` (dir QF_COPY_H2D: dst backend, src host;
      * QF_COPY_D2H: dst host, src backend) on the backend's copy engine, ordered after everything queued on the

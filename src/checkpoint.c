@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "export_sharded.h"
 #include "h5io.h"
 
 static const char *const STATE_I64[] = {"step", "sched_step", "data_epoch", "data_row", "tokens_seen",
@@ -155,6 +156,7 @@ int qf_ckpt_save(const char *dir, qf_zero *z, const qf_train_state *sc, const ch
         if (!bad) prune(dir, keep);
     }
     if (qf_comm_any(c, bad)) return qf_err_set(e, QF_EXIT_RUNTIME, "checkpoint: cannot publish %s", final);
+    if (z->d && z->d->checkpoint_export_hf) return qf_export_hf_sharded(z, dir, final, s.step, e);
     return 0;
 }
 

@@ -10,6 +10,7 @@
 #include "deck.h"
 #include "estimate.h"
 #include "json_out.h"
+#include "estimate_generate.h"
 #include "model.h"
 
 typedef struct est_opts {
@@ -141,6 +142,29 @@ static int estimate_run(const void *opts) {
         }
     if (o->json) return qf_json_print(js, stdout) ? QF_EXIT_RUNTIME : 0;
     printf("(GiB; * = the deck's choice; formulas: docs/zero.md)\n");
+    /* qwen-ft generate: the whole model on one device, or its layers split across the ranks */
+    int ctx = c.max_position_embeddings > 0 && c.max_position_embeddings < d.seq_len ? (int)c.max_position_embeddings : d.seq_len;
+    double cap = d.gpu_memory_limit_gb;
+    if (cap > 0) printf("generate (KV cache of %d positions per prompt; device: gpu_memory_limit_gb = %g):\n", ctx, cap);
+    else printf("generate (KV cache of %d positions per prompt; set gpu_memory_limit_gb for the mode):\n", ctx);
+    for (int bi = 0; bi < 2; bi++) {
+        int B = bi ? 32 : 1;
+        qf_gen_estimate g;
+        qf_estimate_generate(&c, B, ctx, W, ab, &g);
+        int Wl = W > c.num_layers ? c.num_layers : W;
+        char mode[200];
+        if (cap <= 0) snprintf(mode, sizeof mode, "%s", "");
+        else if (QF_GIB(g.one_rank) <= cap) snprintf(mode, sizeof mode, " -> fits one device (1 rank)");
+        else if (Wl > 1 && QF_GIB(g.split_worst) <= cap) snprintf(mode, sizeof mode, " -> layer split across %d ranks", Wl);
+        else if (QF_GIB(g.stream_worst) <= cap)
+            snprintf(mode, sizeof mode, " -> layers streamed from host memory (%.2fG per rank on %d rank%s)",
+                     QF_GIB(g.stream_worst), Wl, Wl == 1 ? "" : "s");
+        else snprintf(mode, sizeof mode, " -> does not fit %d rank%s, even with the layers streamed from host memory",
+                      Wl, Wl == 1 ? "" : "s");
+        printf("  batch %2d: 1 rank %.2fG (weights %.2fG, KV cache %.2fG); layer split over %d rank%s %.2fG on the "
+               "fullest rank%s\n", B, QF_GIB(g.one_rank), QF_GIB(g.weights), QF_GIB(g.kv), Wl, Wl == 1 ? "" : "s",
+               QF_GIB(g.split_worst), mode);
+    }
     return 0;
 }
 

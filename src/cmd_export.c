@@ -1,6 +1,8 @@
-/* cmd_export.c — `qwen-ft export --from CKPT|MODEL.h5|CKPT_DIR --out HF_DIR [--dtype bf16|fp16|fp32]`: a model or
- * checkpoint back to an HF directory that transformers and vLLM load (config.json + model.safetensors, or shards
- * of at most 5 GB with model.safetensors.index.json). Checkpoints export their fp32 master weights. Qwen v1
+/* cmd_export.c — `qwen-ft export --from CKPT|MODEL.h5|CKPT_DIR --out HF_DIR [--dtype bf16|fp16|fp32]
+ * [--tokenizer T] [--max-shard-size SIZE]`: a model or checkpoint back to an HF directory that transformers and
+ * vLLM load: config.json, generation_config.json, model.safetensors (or shards of at most SIZE, default 5 GiB, with
+ * model.safetensors.index.json) and the model's tokenizer files (src/export_tokenizer.c: the tokenizer recorded at
+ * import / by the training data, identity checked). Checkpoints export their fp32 master weights. Qwen v1
  * models export in the Qwen2 layout (transformers loads it natively; v1's own format needs remote code).
  * Written into HF_DIR.tmp-PID and renamed: a failed export leaves nothing at HF_DIR. Rank 0 does the work. */
 #include <dirent.h>
@@ -16,12 +18,13 @@
 #include "hf.h"
 #include "safetensors.h"
 #include "commands.h"
+#include "export_hf.h"
+#include "export_tokenizer.h"
 #include "model.h"
 
-#define QF_EXPORT_SHARD_BYTES ((int64_t)5 << 30)
 
 /* config.json as transformers writes it for Qwen2ForCausalLM / Qwen3ForCausalLM */
-static int write_config(const char *dir, const qf_model_config *c, const char *dtype, qf_err *e) {
+int qf_export_write_config(const char *dir, const qf_model_config *c, const char *dtype, qf_err *e) {
     int q3 = !strcmp(c->arch, "qwen3");
     json_t *o = json_object();
     json_object_set_new(o, "architectures", json_pack("[s]", q3 ? "Qwen3ForCausalLM" : "Qwen2ForCausalLM"));
@@ -53,6 +56,46 @@ static int write_config(const char *dir, const qf_model_config *c, const char *d
     int rc = json_dump_file(o, path, JSON_INDENT(2) | JSON_SORT_KEYS);
     json_decref(o);
     return rc ? qf_err_set(e, QF_EXIT_INPUT, "%s: cannot write", path) : 0;
+}
+
+int qf_export_plan(const qf_param_spec *specs, int n, int64_t esize, int64_t shard_bytes, int *starts) {
+    int nshards = 0;
+    int64_t acc = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t b = specs[i].numel * esize;
+        if (i == 0 || acc + b > shard_bytes) {
+            starts[nshards++] = i;
+            acc = 0;
+        }
+        acc += b;
+    }
+    starts[nshards] = n;
+    return nshards;
+}
+
+void qf_export_file_name(int s, int nfiles, char *out, size_t cap) {
+    if (nfiles == 1) snprintf(out, cap, "model.safetensors");
+    else snprintf(out, cap, "model-%05d-of-%05d.safetensors", s + 1, nfiles);
+}
+
+/* "5GB" (10^9), "500MiB" (2^20), "123" (bytes), as transformers' max_shard_size; 0 or -1 */
+static int export_parse_size(const char *s, int64_t *out) {
+    char *end;
+    double v = strtod(s, &end);
+    static const struct {
+        const char *unit;
+        double mult;
+    } units[] = {{"", 1},      {"B", 1},          {"KB", 1e3},       {"MB", 1e6},          {"GB", 1e9},
+                 {"TB", 1e12}, {"KiB", 1024.0},   {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+    if (end == s || !(v > 0)) return -1;
+    for (size_t i = 0; i < sizeof units / sizeof *units; i++)
+        if (!strcmp(end, units[i].unit)) {
+            double b = v * units[i].mult;
+            if (b < 1 || b > 9e18) return -1;
+            *out = (int64_t)b;
+            return 0;
+        }
+    return -1;
 }
 
 static void remove_dir(const char *dir) {
@@ -89,7 +132,8 @@ static int write_shard(const char *path, const qf_model *m, const char *from, in
     return e->code;
 }
 
-static int export_run(const char *from, const char *out, const char *dtype_arg, qf_err *e) {
+static int export_run(const char *from, const char *out, const char *dtype_arg, const char *tok_arg, int64_t shard_bytes,
+                      qf_err *e) {
     qf_model_config c;
     char resolved[QF_PATH_MAX + 64];
     if (qf_model_source_config(from, &c, resolved, sizeof resolved, e)) return e->code;
@@ -108,31 +152,25 @@ static int export_run(const char *from, const char *out, const char *dtype_arg, 
         if (d) closedir(d);
         if (n) return qf_err_set(e, QF_EXIT_INPUT, "export: --out %s exists and is not empty", out);
     }
+    qf_export_tok tk;
+    if (qf_export_tok_find(resolved, tok_arg, &tk, e)) return e->code;
     qf_model m;
-    if (qf_model_create(&m, &c, qf_ops_cpu(), 0, e)) return e->code;
+    if (qf_model_create(&m, &c, qf_ops_cpu(), 0, e)) {
+        qf_export_tok_free(&tk);
+        return e->code;
+    }
     char tmp[QF_PATH_MAX + 64];
     snprintf(tmp, sizeof tmp, "%s.tmp-%d", out, (int)getpid());
     if (qf_mkdirs(tmp) != 0) {
         qf_model_free(&m);
         return qf_err_set(e, QF_EXIT_INPUT, "export: cannot create %s", tmp);
     }
-    /* shards of at most 5 GB in the parameter order */
-    int nshards = 0, *starts = qf_calloc((size_t)m.nspecs + 1, sizeof(int));
-    int64_t acc = 0;
-    for (int i = 0; i < m.nspecs; i++) {
-        int64_t b = m.specs[i].numel * esize;
-        if (i == 0 || acc + b > QF_EXPORT_SHARD_BYTES) {
-            starts[nshards++] = i;
-            acc = 0;
-        }
-        acc += b;
-    }
-    starts[nshards] = m.nspecs;
+    int *starts = qf_calloc((size_t)m.nspecs + 1, sizeof(int));
+    int nshards = qf_export_plan(m.specs, m.nspecs, esize, shard_bytes, starts);
     json_t *wmap = json_object();
     for (int s = 0; s < nshards && !e->code; s++) {
         char name[64], path[QF_PATH_MAX + 160];
-        if (nshards == 1) snprintf(name, sizeof name, "model.safetensors");
-        else snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", s + 1, nshards);
+        qf_export_file_name(s, nshards, name, sizeof name);
         snprintf(path, sizeof path, "%s/%s", tmp, name);
         printf("export: %s (%d tensors)\n", name, starts[s + 1] - starts[s]);
         fflush(stdout);
@@ -149,20 +187,24 @@ static int export_run(const char *from, const char *out, const char *dtype_arg, 
         json_decref(idx);
     }
     json_decref(wmap);
-    if (!e->code) write_config(tmp, &c, dtype, e);
+    if (!e->code) qf_export_write_config(tmp, &c, dtype, e);
+    if (!e->code) qf_export_gencfg_write(tmp, &c, tk.tok, e);
+    if (!e->code) qf_export_tok_write(&tk, tmp, &c, e);
     if (!e->code) {
         rmdir(out); /* an empty directory may be there */
         if (rename(tmp, out) != 0) qf_err_set(e, QF_EXIT_INPUT, "export: cannot rename %s to %s", tmp, out);
     }
     if (e->code) remove_dir(tmp);
-    else printf("export: wrote %s (%s, %d file%s, %s)\n", out, c.arch, nshards, nshards == 1 ? "" : "s", st_dtype);
+    else printf("export: wrote %s (%s, %d file%s, %s); tokenizer: %s\n", out, c.arch, nshards, nshards == 1 ? "" : "s",
+                st_dtype, tk.origin);
+    qf_export_tok_free(&tk);
     free(starts);
     qf_model_free(&m);
     return e->code;
 }
 
 typedef struct export_opts {
-    const char *from, *out, *dtype;
+    const char *from, *out, *dtype, *tokenizer, *max_shard_size;
 } export_opts;
 
 static const qf_opt EXPORT_OPTS[] = {
@@ -172,23 +214,36 @@ static const qf_opt EXPORT_OPTS[] = {
      .required = 1, .help = "HF directory to create (must not exist or be empty): config.json + safetensors"},
     {.name = "dtype", .type = QF_OPT_CHOICE, .off = offsetof(export_opts, dtype), .choices = "bf16|fp16|fp32",
      .help = "tensor dtype (default: the dtype the model was trained or imported in)"},
+    {.name = "tokenizer", .type = QF_OPT_STR, .off = offsetof(export_opts, tokenizer), .meta = "T",
+     .help = "tokenizer.json, qwen.tiktoken or a directory to include (default: the tokenizer the model recorded "
+             "at import, or its checkpoint's model.from; checked against the identity the model and the training "
+             "data record)"},
+    {.name = "max-shard-size", .type = QF_OPT_STR, .off = offsetof(export_opts, max_shard_size), .meta = "S",
+     .def = "5GiB", .help = "largest safetensors file: bytes, or with KB/MB/GB (10^3) or KiB/MiB/GiB (2^10); a "
+                            "tensor larger than S gets a file of its own"},
     {.name = "set", .type = QF_OPT_IGNORED, .meta = "KEY=VALUE", .help = "export reads no deck"},
 };
 
 static int export_main(const void *opts) {
     const export_opts *o = opts;
+    int64_t shard_bytes = QF_EXPORT_SHARD_BYTES;
+    if (o->max_shard_size && export_parse_size(o->max_shard_size, &shard_bytes)) {
+        fprintf(stderr, "qwen-ft export: --max-shard-size %s: expected a size such as 5GB, 500MiB or 1000000 (> 0)\n",
+                o->max_shard_size);
+        return QF_EXIT_INPUT;
+    }
     qf_err e = {0};
-    if (export_run(o->from, o->out, o->dtype, &e)) fprintf(stderr, "qwen-ft: %s\n", e.msg);
+    if (export_run(o->from, o->out, o->dtype, o->tokenizer, shard_bytes, &e)) fprintf(stderr, "qwen-ft: %s\n", e.msg);
     return e.code;
 }
 
 const qf_cmd qf_cmd_export = {
     .name = "export",
-    .synopsis = "--from=CKPT --out=HF_DIR [--dtype=bf16|fp16|fp32]",
+    .synopsis = "--from=CKPT --out=HF_DIR [--dtype=bf16|fp16|fp32] [--tokenizer=T] [--max-shard-size=S]",
     .summary = "HDF5 model or checkpoint -> HF safetensors directory (transformers, vLLM)",
     .about = "Checkpoints export their fp32 master weights; Qwen v1 models export in the Qwen2 layout. Shards of at\n"
-             "most 5 GB with model.safetensors.index.json; written into HF_DIR.tmp-PID and renamed, so a failed\n"
-             "export leaves nothing at HF_DIR.",
+             "most --max-shard-size with model.safetensors.index.json, config.json, generation_config.json and the\n"
+             "tokenizer files; written into HF_DIR.tmp-PID and renamed, so a failed export leaves nothing at HF_DIR.",
     .opts = EXPORT_OPTS,
     .nopts = QF_NOPTS(EXPORT_OPTS),
     .size = sizeof(export_opts),

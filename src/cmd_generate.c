@@ -1,120 +1,166 @@
-/* cmd_generate.c — `qwen-ft generate --model M [--tokenizer T] (--prompt-ids 1,2,3 | --prompt TEXT)
- * --max-new-tokens N [--greedy | --temperature t --top-p p --top-k k --seed s] [--json]`: a continuation with a KV
- * cache, the smoke test of a fine-tuned model. Each token (prompt tokens too) runs one decode step: its q/k/v, RoPE
- * at its position, k/v appended to the layer's cache, one query attending the cache (the op table's
- * attention_decode), MLP, head. Runs on the CPU op table (fp32) on rank 0. Greedy by default; sampling is seeded
- * and reproducible.
- * The tokenizer is --tokenizer, or else the model directory when it holds tokenizer.json or qwen.tiktoken (an HF
- * directory); --prompt TEXT needs one (exit 2 otherwise). It encodes the prompt as it is (special tokens such as
- * <|im_start|> in the text are recognised, so a ChatML prompt is written out in full) and decodes the new tokens.
- * Generation stops after the model's eos_token_id and, with a tokenizer, after its <|endoftext|> or <|im_end|>; the
- * stop token is part of the output. */
-#include <jansson.h>
-#include <math.h>
+/* cmd_generate.c — `qwen-ft generate`: continuations of one prompt or a batch of prompts with a KV cache, the smoke
+ * test of a fine-tuned model. Options, prompts and output live here; prompts become ids in src/gen_prompts.c, the
+ * decoding loop (batched prefill, one token per row per step, layers split across ranks) is src/decode.c over
+ * src/model.c's KV-cache mode, sampling is src/sample.c.
+ * Each rank computes on its backend (the GPU of its local rank in a CUDA build, bf16 by default; CPU ranks in
+ * fp32). With N ranks the decoder layers are split across them; rank 0 reads the prompts, samples and prints.
+ * The tokenizer is --tokenizer, or else the model directory's tokenizer.json / qwen.tiktoken. Generation stops
+ * after the model's eos_token_id, the tokenizer's <|endoftext|> and <|im_end|>, any --stop-id, or once the text
+ * contains a --stop string; the stopping token is part of the output ids. */
+#include <errno.h>
+#include <stdarg.h>
 #include <stddef.h>
+#include <jansson.h>
+#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "chatml.h"
 #include "tokenizer.h"
+#include "backend.h"
 #include "commands.h"
-#include "json_out.h"
+#include "options.h"
+#include "decode.h"
+#include "estimate_generate.h"
+#include "gen_prompts.h"
 #include "model.h"
-#include "rng.h"
+
+#define GEN_MAX_STOPS 32
+#define GEN_DEFAULT_SYSTEM "You are a helpful assistant."
 
 typedef struct gen_opts {
-    const char *model, *prompt_ids, *prompt, *tokenizer;
-    int max_new, greedy, top_k, json;
-    double temperature, top_p;
+    const char *model, *prompt_ids, *prompt, *prompts, *tokenizer, *system, *dtype;
+    int max_new, greedy, top_k, json, chat, timing, stream, ignore_eos;
+    double temperature, top_p, repetition_penalty, gpu_limit_gb;
     uint64_t seed;
+    const char *stop_strs[GEN_MAX_STOPS];
+    int nstop_strs;
+    int32_t stop_ids[GEN_MAX_STOPS];
+    int nstop_ids;
 } gen_opts;
 
-typedef struct gen_state {
-    qf_model m;
-    const qf_ops *o;
-    int tmax;
-    float **kc, **vc;                          /* [L] caches [tmax, KV*D] */
-    float *x, *ln, *q, *qr, *k, *kr, *v, *att, *gate, *up, *swi, *rstd, *logits;
-    int32_t *tok, *pos;
-} gen_state;
+/* ---- options: one block (the option table of [craft] takes it over) ------------------------------------------ */
 
-static const float *Pp(const gen_state *g, int i) { return (const float *)g->m.params + g->m.offset[i]; }
-
-/* one token through the model at position pos; logits of the next token in g->logits */
-static void decode_step(gen_state *g, int token, int pos) {
-    const qf_model_config *c = &g->m.cfg;
-    const qf_ops *o = g->o;
-    int C = c->hidden_size, F = c->intermediate_size, H = c->num_heads, KV = c->num_kv_heads, D = c->head_dim;
-    float eps = (float)c->rms_norm_eps;
-    g->tok[0] = token;
-    g->pos[0] = pos;
-    o->embedding_fwd(g->x, g->tok, Pp(g, g->m.ix_embed), 1, C);
-    for (int l = 0; l < c->num_layers; l++) {
-        const qf_layer_ix *x = &g->m.lix[l];
-        o->rmsnorm_fwd(g->ln, g->rstd, g->x, Pp(g, x->ln1), 1, C, eps);
-        float *q = c->qk_norm ? g->qr : g->q, *k = c->qk_norm ? g->kr : g->k;
-        o->matmul_fwd(q, g->ln, Pp(g, x->qw), x->qb >= 0 ? Pp(g, x->qb) : NULL, 1, C, H * D, 0);
-        o->matmul_fwd(k, g->ln, Pp(g, x->kw), x->kb >= 0 ? Pp(g, x->kb) : NULL, 1, C, KV * D, 0);
-        o->matmul_fwd(g->v, g->ln, Pp(g, x->vw), x->vb >= 0 ? Pp(g, x->vb) : NULL, 1, C, KV * D, 0);
-        if (c->qk_norm) {
-            o->rmsnorm_fwd(g->q, g->rstd, g->qr, Pp(g, x->qn), H, D, eps);
-            o->rmsnorm_fwd(g->k, g->rstd, g->kr, Pp(g, x->kn), KV, D, eps);
-        }
-        o->rope_fwd(g->q, g->pos, 1, H, D, c->rope_theta);
-        o->rope_fwd(g->k, g->pos, 1, KV, D, c->rope_theta);
-        memcpy(g->kc[l] + (size_t)pos * KV * D, g->k, (size_t)KV * D * sizeof(float));
-        memcpy(g->vc[l] + (size_t)pos * KV * D, g->v, (size_t)KV * D * sizeof(float));
-        o->attention_decode(g->att, g->q, g->kc[l], g->vc[l], pos, H, KV, D);
-        o->matmul_fwd(g->x, g->att, Pp(g, x->ow), NULL, 1, H * D, C, 1);
-        o->rmsnorm_fwd(g->ln, g->rstd, g->x, Pp(g, x->ln2), 1, C, eps);
-        o->matmul_fwd(g->gate, g->ln, Pp(g, x->gate), NULL, 1, C, F, 0);
-        o->matmul_fwd(g->up, g->ln, Pp(g, x->up), NULL, 1, C, F, 0);
-        o->swiglu_fwd(g->swi, g->gate, g->up, 1, F);
-        o->matmul_fwd(g->x, g->swi, Pp(g, x->down), NULL, 1, F, C, 1);
+/* prints "qwen-ft generate: ..." to err (NULL: say nothing, on ranks other than 0) and returns exit 2 */
+static int gen_bad(FILE *err, const char *fmt, ...) {
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        fprintf(err, "qwen-ft generate: ");
+        vfprintf(err, fmt, ap);
+        fprintf(err, "\n");
+        va_end(ap);
     }
-    o->rmsnorm_fwd(g->ln, g->rstd, g->x, Pp(g, g->m.ix_norm), 1, C, eps);
-    o->matmul_fwd(g->logits, g->ln, Pp(g, g->m.ix_head), NULL, 1, C, (int)c->vocab_size, 0);
+    return QF_EXIT_INPUT;
 }
 
-/* greedy argmax, or temperature / top-k / top-p sampling */
-static int pick(const gen_opts *op, const float *logits, int64_t V, qf_rng *rng, double *probs, int *idx) {
-    int64_t best = 0;
-    for (int64_t i = 1; i < V; i++)
-        if (logits[i] > logits[best]) best = i;
-    if (op->greedy) return (int)best;
-    double mx = logits[best], sum = 0;
-    for (int64_t i = 0; i < V; i++) {
-        probs[i] = exp(((double)logits[i] - mx) / op->temperature);
-        idx[i] = (int)i;
+/* The command line as the option table fills it (options.h); gen_opts_from turns it into gen_opts. */
+typedef struct gen_args {
+    const char *model, *prompt_ids, *prompt, *prompts, *tokenizer, *system, *dtype;
+    int max_new, greedy, top_k, json, chat, timing, stream, ignore_eos;
+    double temperature, top_p, repetition_penalty, gpu_limit_gb;
+    uint64_t seed;
+    qf_strlist stop, stop_id;
+} gen_args;
+
+static const qf_opt GEN_OPTS[] = {
+    {.name = "model", .short_name = 'm', .type = QF_OPT_STR, .off = offsetof(gen_args, model), .meta = "M",
+     .required = 1, .help = "HDF5 model, checkpoint (file or directory) or HF directory; preset:NAME (a published "
+                            "architecture, randomly initialised: benchmarks)"},
+    {.name = "tokenizer", .type = QF_OPT_STR, .off = offsetof(gen_args, tokenizer), .meta = "T",
+     .help = "tokenizer.json, qwen.tiktoken or a directory holding one (default: the model directory when it "
+             "holds one)"},
+    {.name = "prompt", .short_name = 'p', .type = QF_OPT_STR, .off = offsetof(gen_args, prompt), .meta = "TEXT",
+     .help = "text prompt, encoded as it is (special tokens in it are recognised)"},
+    {.name = "prompt-ids", .type = QF_OPT_STR, .off = offsetof(gen_args, prompt_ids), .meta = "LIST",
+     .help = "comma-separated token ids"},
+    {.name = "prompts", .type = QF_OPT_STR, .off = offsetof(gen_args, prompts), .meta = "F.jsonl",
+     .help = "many prompts decoded as one batch, one record per line: {\"prompt\": TEXT}, {\"messages\": [{\"role\": "
+             "..., \"content\": ...}]} (ChatML) or {\"prompt_ids\": [...]}"},
+    {.name = "chat", .type = QF_OPT_FLAG, .off = offsetof(gen_args, chat),
+     .help = "wrap TEXT prompts as a ChatML user turn after the system prompt, ending with <|im_start|>assistant; "
+             "the reply's closing <|im_end|> is left out of the text"},
+    {.name = "system", .type = QF_OPT_STR, .off = offsetof(gen_args, system), .def = GEN_DEFAULT_SYSTEM,
+     .meta = "TEXT", .help = "system prompt of chat prompts"},
+    {.name = "max-new-tokens", .short_name = 'n', .type = QF_OPT_INT, .off = offsetof(gen_args, max_new), .def = "32",
+     .meta = "N", .lo = 1, .hi = 16777216, .help = "at most N new tokens per prompt (prompt + N <= the model's context)"},
+    {.name = "greedy", .type = QF_OPT_FLAG, .off = offsetof(gen_args, greedy),
+     .help = "argmax decoding (the default unless a sampling option is given)"},
+    {.name = "temperature", .type = QF_OPT_DOUBLE, .off = offsetof(gen_args, temperature), .def = "1", .meta = "T",
+     .lo = 0, .hi = 1e6, .open = QF_OPT_OPEN_LO, .help = "sample from softmax(logits / T)"},
+    {.name = "top-k", .type = QF_OPT_INT, .off = offsetof(gen_args, top_k), .def = "0", .meta = "K", .lo = 0,
+     .hi = 2147483647.0, .help = "sample among the K most likely tokens (0 = all)"},
+    {.name = "top-p", .type = QF_OPT_DOUBLE, .off = offsetof(gen_args, top_p), .def = "1", .meta = "P", .lo = 0,
+     .hi = 1, .open = QF_OPT_OPEN_LO, .help = "sample among the most likely tokens whose mass reaches P (1 = all)"},
+    {.name = "seed", .type = QF_OPT_U64, .off = offsetof(gen_args, seed), .def = "0", .meta = "S",
+     .help = "sampling seed; prompt i draws from its own stream of S"},
+    {.name = "repetition-penalty", .type = QF_OPT_DOUBLE, .off = offsetof(gen_args, repetition_penalty), .def = "1",
+     .meta = "R", .lo = 0, .hi = 1e6, .open = QF_OPT_OPEN_LO,
+     .help = "divide positive / multiply negative logits of seen tokens by R"},
+    {.name = "stop", .type = QF_OPT_LIST, .off = offsetof(gen_args, stop), .meta = "STR",
+     .help = "stop a prompt once its text contains STR (repeatable; needs a tokenizer)"},
+    {.name = "stop-id", .type = QF_OPT_LIST, .off = offsetof(gen_args, stop_id), .meta = "ID",
+     .help = "stop after token ID (repeatable; also ID,ID,...); the model's eos, <|endoftext|> and <|im_end|> "
+             "always stop"},
+    {.name = "json", .type = QF_OPT_FLAG, .off = offsetof(gen_args, json),
+     .help = "one line per prompt, in input order: {\"ids\": [...], \"text\": ..., \"finish\": ...} (text null "
+             "without a tokenizer); otherwise the text, streamed for a single prompt"},
+    {.name = "dtype", .type = QF_OPT_CHOICE, .off = offsetof(gen_args, dtype), .def = "bf16", .choices = "bf16|fp16|fp32",
+     .help = "compute dtype on GPUs (CPU ranks always compute in fp32)"},
+    {.name = "gpu-memory-limit-gb", .type = QF_OPT_DOUBLE, .off = offsetof(gen_args, gpu_limit_gb), .def = "0",
+     .meta = "G", .lo = 0, .hi = 1e6,
+     .help = "device memory per rank (as the deck's gpu_memory_limit_gb; 0 = the GPU's); when the rank's layers do "
+             "not fit, they stream from host memory"},
+    {.name = "stream-weights", .type = QF_OPT_FLAG, .off = offsetof(gen_args, stream),
+     .help = "keep the decoder layers in host memory and stream them through two device slots"},
+    {.name = "timing", .type = QF_OPT_FLAG, .off = offsetof(gen_args, timing),
+     .help = "time to first token and decode tokens/s on stderr"},
+    {.name = "ignore-eos", .type = QF_OPT_FLAG, .off = offsetof(gen_args, ignore_eos),
+     .help = "only --stop-id and --stop stop a prompt (benchmarks: exactly N new tokens)"},
+    {.name = "set", .type = QF_OPT_IGNORED, .meta = "KEY=VALUE", .help = "generate reads no deck"},
+};
+
+/* gen_opts from the parsed command line, with the checks across options; 0 or exit 2 (printed by rank 0). */
+static int gen_opts_from(const gen_args *a, const void *given, int rank, gen_opts *op) {
+    const qf_cmd *cmd = &qf_cmd_generate;
+    FILE *err = rank == 0 ? stderr : NULL;
+    *op = (gen_opts){.model = a->model, .prompt_ids = a->prompt_ids, .prompt = a->prompt, .prompts = a->prompts,
+                     .tokenizer = a->tokenizer, .system = a->system, .dtype = a->dtype, .max_new = a->max_new,
+                     .greedy = 1, .top_k = a->top_k, .json = a->json, .chat = a->chat, .timing = a->timing,
+                     .stream = a->stream, .ignore_eos = a->ignore_eos, .temperature = a->temperature,
+                     .top_p = a->top_p, .repetition_penalty = a->repetition_penalty, .gpu_limit_gb = a->gpu_limit_gb,
+                     .seed = a->seed};
+    const char *sampling[] = {"temperature", "top-k", "top-p", "seed"};
+    const char *sampled = NULL;
+    for (int i = 0; i < 4; i++)
+        if (qf_opts_given(cmd, given, sampling[i])) sampled = sampling[i];
+    if (sampled && a->greedy) return gen_bad(err, "--greedy with a sampling option (--%s)", sampled);
+    if (sampled) op->greedy = 0;
+    for (int i = 0; i < a->stop.n; i++) {
+        const char *v = a->stop.v[i];
+        if (!v[0]) return gen_bad(err, "--stop '': an empty stop string");
+        if (op->nstop_strs == GEN_MAX_STOPS) return gen_bad(err, "--stop %s: %d --stop strings at most", v, GEN_MAX_STOPS);
+        op->stop_strs[op->nstop_strs++] = v;
     }
-    /* sort indices by probability, descending (insertion into a top-k prefix is enough for small k; V log V
-     * for the rest) */
-    for (int64_t i = 1; i < V; i++) { /* simple, V is at most ~152k and this runs once per token */
-        int t = idx[i];
-        int64_t j = i - 1;
-        if (op->top_k > 0 && i >= op->top_k && probs[t] <= probs[idx[op->top_k - 1]]) continue;
-        while (j >= 0 && probs[idx[j]] < probs[t]) {
-            idx[j + 1] = idx[j];
-            j--;
+    for (int i = 0; i < a->stop_id.n; i++) {
+        const char *val = a->stop_id.v[i];
+        for (const char *s = val; *s;) {
+            char *end;
+            errno = 0;
+            long v = strtol(s, &end, 10);
+            if (end == s || v < 0 || v > INT32_MAX || errno || (*end && *end != ',') || op->nstop_ids == GEN_MAX_STOPS)
+                return gen_bad(err, "--stop-id %s: expected token ids (%d at most)", val, GEN_MAX_STOPS);
+            op->stop_ids[op->nstop_ids++] = (int32_t)v, s = *end ? end + 1 : end;
         }
-        idx[j + 1] = t;
     }
-    int64_t n = op->top_k > 0 && op->top_k < V ? op->top_k : V;
-    for (int64_t i = 0; i < n; i++) sum += probs[idx[i]];
-    if (op->top_p > 0 && op->top_p < 1) { /* smallest prefix with mass >= top_p */
-        double acc = 0;
-        int64_t keep = 0;
-        while (keep < n && acc < op->top_p * sum) acc += probs[idx[keep++]];
-        n = keep;
-        sum = acc;
-    }
-    double u = qf_rng_uniform(rng) * sum, acc = 0;
-    for (int64_t i = 0; i < n; i++) {
-        acc += probs[idx[i]];
-        if (u < acc) return idx[i];
-    }
-    return idx[n - 1];
+    int nsrc = (op->prompt != NULL) + (op->prompt_ids != NULL) + (op->prompts != NULL);
+    if (nsrc != 1)
+        return gen_bad(err, "give one of --prompt TEXT, --prompt-ids and --prompts%s", nsrc ? ", not several" : "");
+    return 0;
 }
+
+/* ---- tokenizer and prompts (rank 0) --------------------------------------------------------------------------- */
 
 /* 1 if path is a directory holding tokenizer.json or qwen.tiktoken */
 static int gen_dir_has_tokenizer(const char *path) {
@@ -129,65 +175,30 @@ static int gen_dir_has_tokenizer(const char *path) {
     return 0;
 }
 
-/* The tokenizer: --tokenizer, or the model directory's; *out stays NULL when there is none. Without --prompt a
+/* The tokenizer: --tokenizer, or the model directory's; *out stays NULL when there is none. Without text input a
  * model directory's tokenizer that does not load only costs the text output (a warning). */
 static int gen_tokenizer(const gen_opts *op, qf_tokenizer **out, qf_err *e) {
     *out = NULL;
     const char *path = op->tokenizer;
     if (!path && gen_dir_has_tokenizer(op->model)) path = op->model;
+    int needs = op->prompt || op->chat || op->nstop_strs;
     if (!path) {
         if (op->prompt)
             return qf_err_set(e, QF_EXIT_INPUT, "generate: --prompt TEXT needs a tokenizer: pass --tokenizer "
                                                 "(tokenizer.json, qwen.tiktoken or an HF model directory); %s holds "
                                                 "none", op->model);
+        if (needs)
+            return qf_err_set(e, QF_EXIT_INPUT, "generate: %s needs a tokenizer: pass --tokenizer (tokenizer.json, "
+                                                "qwen.tiktoken or an HF model directory); %s holds none",
+                              op->chat ? "--chat" : "--stop", op->model);
         return 0;
     }
     qf_err le = {0};
     if (qf_tok_load(path, out, &le) == 0) return 0;
     *out = NULL;
-    if (op->tokenizer || op->prompt) return qf_err_set(e, le.code, "generate: tokenizer %s: %s", path, le.msg);
+    if (op->tokenizer || needs) return qf_err_set(e, le.code, "generate: tokenizer %s: %s", path, le.msg);
     fprintf(stderr, "qwen-ft generate: warning: the tokenizer of %s does not load (%s); printing ids only\n", path,
             le.msg);
-    return 0;
-}
-
-/* --prompt-ids "1,2,3" -> ids[n] (malloc'd) */
-static int gen_parse_ids(const char *list, int **ids, int *n, qf_err *e) {
-    int cap = 16;
-    *n = 0;
-    *ids = qf_malloc((size_t)cap * sizeof(int));
-    for (const char *s = list; *s;) {
-        char *end;
-        long v = strtol(s, &end, 10);
-        if (end == s || v < 0 || v > INT32_MAX)
-            return qf_err_set(e, QF_EXIT_INPUT, "generate: --prompt-ids: '%s' is not a list of token ids", list);
-        if (*n == cap) *ids = qf_realloc(*ids, (size_t)(cap *= 2) * sizeof(int));
-        (*ids)[(*n)++] = (int)v;
-        if (*end && *end != ',') return qf_err_set(e, QF_EXIT_INPUT, "generate: --prompt-ids: unexpected '%c'", *end);
-        s = *end == ',' ? end + 1 : end;
-    }
-    if (*n == 0) return qf_err_set(e, QF_EXIT_INPUT, "generate: --prompt-ids is empty");
-    return 0;
-}
-
-/* --prompt TEXT -> ids[n] (malloc'd) */
-static int gen_encode(const qf_tokenizer *t, const char *text, int **ids, int *n, qf_err *e) {
-    qf_ids a = {0};
-    qf_err te = {0};
-    *n = 0;
-    *ids = NULL;
-    if (qf_tok_encode(t, text, strlen(text), &a, &te)) {
-        free(a.v);
-        return qf_err_set(e, te.code ? te.code : QF_EXIT_INPUT, "generate: --prompt: %s", te.msg);
-    }
-    if (a.n == 0) {
-        free(a.v);
-        return qf_err_set(e, QF_EXIT_INPUT, "generate: --prompt encodes to no tokens");
-    }
-    *ids = qf_malloc(a.n * sizeof(int));
-    for (size_t i = 0; i < a.n; i++) (*ids)[i] = a.v[i];
-    *n = (int)a.n;
-    free(a.v);
     return 0;
 }
 
@@ -223,182 +234,226 @@ static char *gen_utf8_lossy(const char *s, size_t n, size_t *outlen) {
     return o;
 }
 
-/* prints the new ids: {"ids": [...], "text": ...} with --json, otherwise their text (or the ids without a
- * tokenizer) */
-static void gen_print(const gen_opts *op, const qf_tokenizer *t, const int *out, int nout) {
-    char *text = NULL;
-    size_t tlen = 0;
-    if (t) {
-        int32_t *v = qf_malloc((size_t)(nout + 1) * sizeof *v);
-        for (int i = 0; i < nout; i++) v[i] = out[i];
-        qf_err de = {0};
-        text = qf_tok_decode(t, v, (size_t)nout, &tlen, &de);
-        if (!text) fprintf(stderr, "qwen-ft generate: warning: cannot decode the output: %s\n", de.msg);
-        free(v);
-    }
-    if (op->json) {
-        json_t *o = json_object(), *ids = json_array();
-        for (int i = 0; i < nout; i++) json_array_append_new(ids, json_integer(out[i]));
-        json_object_set_new(o, "ids", ids);
-        json_t *str = NULL;
-        if (text) {
-            size_t len;
-            char *clean = gen_utf8_lossy(text, tlen, &len);
-            str = json_stringn(clean, len);
-            free(clean);
-        }
-        json_object_set_new(o, "text", str ? str : json_null());
-        qf_json_print(o, stdout);
-    } else if (text) {
-        fwrite(text, 1, tlen, stdout); /* the bytes as decoded, NULs included */
-        printf("\n");
-    } else {
-        for (int i = 0; i < nout; i++) printf("%s%d", i ? " " : "", out[i]);
-        printf("\n");
-    }
-    free(text);
-}
+/* ---- output (rank 0) ------------------------------------------------------------------------------------------ */
 
-static int run(const gen_opts *op, qf_err *e) {
-    if (op->prompt && op->prompt_ids)
-        return qf_err_set(e, QF_EXIT_INPUT, "generate: give --prompt TEXT or --prompt-ids, not both");
-    qf_tokenizer *tok = NULL;
-    if (gen_tokenizer(op, &tok, e)) return e->code;
-    int *ids = NULL, n = 0;
-    if (op->prompt ? gen_encode(tok, op->prompt, &ids, &n, e) : gen_parse_ids(op->prompt_ids, &ids, &n, e)) {
-        free(ids);
-        if (tok) qf_tok_free(tok);
-        return e->code;
-    }
-    /* stop tokens: the model's eos (below), the tokenizer's <|endoftext|> and <|im_end|> */
-    int32_t stop[3] = {-1, -1, -1};
-    if (tok) stop[1] = qf_tok_special(tok, "<|endoftext|>"), stop[2] = qf_tok_special(tok, "<|im_end|>");
-    gen_state g;
-    memset(&g, 0, sizeof g);
-    qf_model_config c;
-    char resolved[QF_PATH_MAX + 64];
-    qf_model_source_config(op->model, &c, resolved, sizeof resolved, e);
-    g.o = qf_ops_cpu();
-    if (!e->code) qf_model_create(&g.m, &c, g.o, QF_MODEL_PARAMS, e);
-    if (!e->code) qf_model_load(&g.m, op->model, e);
-    for (int i = 0; i < n && !e->code; i++)
-        if (ids[i] >= c.vocab_size)
-            qf_err_set(e, QF_EXIT_INPUT, "generate: prompt token %d is outside the model's vocabulary (%lld)%s", ids[i],
-                       (long long)c.vocab_size, op->prompt ? ": the tokenizer does not belong to this model" : "");
-    if (e->code) {
-        free(ids);
-        qf_model_free(&g.m);
-        if (tok) qf_tok_free(tok);
-        return e->code;
-    }
-    stop[0] = c.eos_token_id >= 0 ? (int32_t)c.eos_token_id : -1;
-    int C = c.hidden_size, F = c.intermediate_size, HD = c.num_heads * c.head_dim, KD = c.num_kv_heads * c.head_dim;
-    int64_t V = c.vocab_size;
-    g.tmax = n + op->max_new;
-    g.kc = qf_calloc((size_t)c.num_layers, sizeof(float *));
-    g.vc = qf_calloc((size_t)c.num_layers, sizeof(float *));
-    for (int l = 0; l < c.num_layers; l++) {
-        g.kc[l] = qf_malloc((size_t)g.tmax * KD * sizeof(float));
-        g.vc[l] = qf_malloc((size_t)g.tmax * KD * sizeof(float));
-    }
-    float **bufs[] = {&g.x, &g.ln, &g.q, &g.qr, &g.k, &g.kr, &g.v, &g.att, &g.gate, &g.up, &g.swi, &g.rstd, &g.logits};
-    size_t lens[] = {C, C, HD, HD, KD, KD, KD, HD, F, F, F, c.num_heads + 1, V};
-    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) *bufs[i] = qf_calloc(lens[i], sizeof(float));
-    g.tok = qf_calloc(1, sizeof(int32_t));
-    g.pos = qf_calloc(1, sizeof(int32_t));
-    double *probs = qf_malloc((size_t)V * sizeof(double));
-    int *idx = qf_malloc((size_t)V * sizeof(int));
-    qf_rng rng;
-    qf_rng_seed(&rng, op->seed);
-    int *out = qf_malloc((size_t)(op->max_new + 1) * sizeof(int)), nout = 0;
-    for (int i = 0; i < n; i++) decode_step(&g, ids[i], i);
-    for (int s = 0; s < op->max_new; s++) {
-        int t = pick(op, g.logits, V, &rng, probs, idx);
-        out[nout++] = t;
-        if (t == stop[0] || t == stop[1] || t == stop[2]) break;
-        if (s + 1 < op->max_new) decode_step(&g, t, n + s);
-    }
-    gen_print(op, tok, out, nout);
-    if (tok) qf_tok_free(tok);
-    free(out);
-    free(probs);
-    free(idx);
-    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) free(*bufs[i]);
-    for (int l = 0; l < c.num_layers; l++) {
-        free(g.kc[l]);
-        free(g.vc[l]);
-    }
-    free(g.kc);
-    free(g.vc);
-    free(g.tok);
-    free(g.pos);
-    free(ids);
-    qf_model_free(&g.m);
+typedef struct gen_stream {
+    const gen_opts *op;
+    const qf_tokenizer *tok;
+    const int32_t *stops;
+    int nstops, on; /* on: stream row 0's text as it is produced */
+} gen_stream;
+
+static int gen_is_stop(const int32_t *stops, int n, int32_t t) {
+    for (int i = 0; i < n; i++)
+        if (stops[i] == t) return 1;
     return 0;
 }
 
-static const qf_opt GEN_OPTS[] = {
-    {.name = "model", .short_name = 'm', .type = QF_OPT_STR, .off = offsetof(gen_opts, model), .meta = "M",
-     .required = 1, .help = "HDF5 model, checkpoint (file or directory) or HF directory"},
-    {.name = "tokenizer", .type = QF_OPT_STR, .off = offsetof(gen_opts, tokenizer), .meta = "T",
-     .help = "tokenizer.json, qwen.tiktoken or a directory holding one (default: the model directory when it "
-             "holds one)"},
-    {.name = "prompt", .short_name = 'p', .type = QF_OPT_STR, .off = offsetof(gen_opts, prompt), .meta = "TEXT",
-     .help = "text prompt, taken as it is and encoded by the tokenizer; special tokens in it are recognised, so a "
-             "chat prompt is written in ChatML (bash: --prompt $'<|im_start|>user\\nHi<|im_end|>\\n<|im_start|>"
-             "assistant\\n')"},
-    {.name = "prompt-ids", .type = QF_OPT_STR, .off = offsetof(gen_opts, prompt_ids), .meta = "LIST",
-     .help = "comma-separated token ids"},
-    {.name = "max-new-tokens", .short_name = 'n', .type = QF_OPT_INT, .off = offsetof(gen_opts, max_new), .def = "32",
-     .meta = "N", .lo = 1, .hi = 16777216,
-     .help = "at most N new tokens; generation stops after the model's eos token and the tokenizer's "
-             "<|endoftext|> and <|im_end|>"},
-    {.name = "greedy", .type = QF_OPT_FLAG, .off = offsetof(gen_opts, greedy),
-     .help = "the most likely token at each step (the default unless a sampling option is given)"},
-    {.name = "temperature", .type = QF_OPT_DOUBLE, .off = offsetof(gen_opts, temperature), .def = "1", .meta = "T",
-     .lo = 0, .hi = INFINITY, .open = QF_OPT_OPEN_LO, .help = "sample with this temperature"},
-    {.name = "top-k", .type = QF_OPT_INT, .off = offsetof(gen_opts, top_k), .def = "0", .meta = "K", .lo = 0,
-     .hi = 1e9, .help = "sample among the K most likely tokens (0: all)"},
-    {.name = "top-p", .type = QF_OPT_DOUBLE, .off = offsetof(gen_opts, top_p), .def = "1", .meta = "P", .lo = 0,
-     .hi = 1, .open = QF_OPT_OPEN_LO, .help = "sample from the smallest set of tokens whose probability reaches P"},
-    {.name = "seed", .type = QF_OPT_U64, .off = offsetof(gen_opts, seed), .def = "0", .meta = "S",
-     .help = "seed of the sampler (same seed, same tokens)"},
-    {.name = "json", .type = QF_OPT_FLAG, .off = offsetof(gen_opts, json),
-     .help = "print {\"ids\": [...], \"text\": ...}: the new ids and their decoded text (null without a "
-             "tokenizer); otherwise the text, or the ids without a tokenizer"},
-    {.name = "set", .type = QF_OPT_IGNORED, .meta = "KEY=VALUE", .help = "generate reads no deck"},
-};
+/* the text of row's ids, without a closing stop token under --chat (malloc'd, NULL without a tokenizer) */
+static char *gen_text(const gen_stream *g, const int32_t *ids, int n, size_t *len) {
+    if (!g->tok) return NULL;
+    if (g->op->chat && n > 0 && gen_is_stop(g->stops, g->nstops, ids[n - 1])) n--;
+    qf_err de = {0};
+    char *text = qf_tok_decode(g->tok, ids, (size_t)n, len, &de);
+    if (!text) fprintf(stderr, "qwen-ft generate: warning: cannot decode the output: %s\n", de.msg);
+    return text;
+}
 
-static int generate_main(const void *opts) {
-    gen_opts op = *(const gen_opts *)opts;
-    const char *sampling[] = {"temperature", "top-k", "top-p", "seed"};
-    const char *sampled = NULL;
-    for (int i = 0; i < 4; i++)
-        if (qf_opts_given(&qf_cmd_generate, opts, sampling[i])) sampled = sampling[i];
-    if (sampled && op.greedy) {
-        fprintf(stderr, "qwen-ft generate: --greedy contradicts --%s (a sampling option)\n", sampled);
-        return QF_EXIT_INPUT;
+static void gen_on_token(void *ctx, int row, int32_t id) {
+    gen_stream *g = ctx;
+    if (!g->on || row != 0 || (g->op->chat && gen_is_stop(g->stops, g->nstops, id))) return;
+    size_t len = 0;
+    qf_err de = {0};
+    char *t = qf_tok_decode(g->tok, &id, 1, &len, &de); /* decoding concatenates each id's bytes */
+    if (t) fwrite(t, 1, len, stdout);
+    fflush(stdout);
+    free(t);
+}
+
+static void gen_print(const gen_stream *g, const qf_decode_out *out) {
+    static const char *const why[] = {"length", "stop", "stop"};
+    for (int b = 0; b < out->B; b++) {
+        size_t tlen = 0;
+        char *text = gen_text(g, out->ids[b], out->n[b], &tlen);
+        if (g->op->json) {
+            json_t *o = json_object(), *ids = json_array();
+            for (int i = 0; i < out->n[b]; i++) json_array_append_new(ids, json_integer(out->ids[b][i]));
+            json_object_set_new(o, "ids", ids);
+            if (text) {
+                size_t len;
+                char *clean = gen_utf8_lossy(text, tlen, &len);
+                json_object_set_new(o, "text", json_stringn(clean, len));
+                free(clean);
+            } else {
+                json_object_set_new(o, "text", json_null());
+            }
+            json_object_set_new(o, "finish", json_string(why[out->finish[b]]));
+            char *js = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+            printf("%s\n", js);
+            free(js);
+            json_decref(o);
+        } else if (g->on) {
+            printf("\n"); /* the text was streamed */
+        } else if (text) {
+            fwrite(text, 1, tlen, stdout); /* the bytes as decoded, NULs included */
+            printf("\n");
+        } else {
+            for (int i = 0; i < out->n[b]; i++) printf("%s%d", i ? " " : "", out->ids[b][i]);
+            printf("\n");
+        }
+        free(text);
     }
-    if (!op.prompt_ids && !op.prompt) {
-        fprintf(stderr, "qwen-ft generate: needs --prompt TEXT or --prompt-ids LIST\n");
-        return QF_EXIT_INPUT;
+    fflush(stdout);
+}
+
+/* ---- the command ---------------------------------------------------------------------------------------------- */
+
+/* rank 0: tokenizer, prompts, checks against the model config */
+static int gen_prepare(const gen_opts *op, int world, const qf_model_config *c, qf_tokenizer **tok,
+                       qf_gen_prompts *P, int32_t *stops, int *nstops, qf_err *e) {
+    if (gen_tokenizer(op, tok, e)) return e->code;
+    qf_chatml cm;
+    memset(&cm, 0, sizeof cm);
+    qf_err ce = {0};
+    int have_cm = *tok && qf_chatml_init(&cm, *tok, &ce) == 0;
+    qf_gen_src src = {*tok, have_cm ? &cm : NULL, ce.msg, op->system, op->chat};
+    if (op->chat && *tok && !have_cm) qf_err_set(e, QF_EXIT_INPUT, "generate: --chat: %s", ce.msg);
+    else if (op->prompt) qf_gen_prompt_text(&src, op->prompt, P, "--prompt", e);
+    else if (op->prompt_ids) qf_gen_prompt_idlist(op->prompt_ids, P, e);
+    else qf_gen_prompts_read(op->prompts, &src, P, e);
+    if (have_cm) qf_chatml_free(&cm);
+    if (e->code) return e->code;
+    int maxn = 0;
+    for (int b = 0; b < P->n && !e->code; b++) {
+        maxn = P->v[b].n > maxn ? P->v[b].n : maxn;
+        for (int i = 0; i < P->v[b].n && !e->code; i++)
+            if (P->v[b].ids[i] >= c->vocab_size)
+                qf_err_set(e, QF_EXIT_INPUT, "generate: prompt %d: token %d is outside the model's vocabulary (%lld)%s",
+                           b + 1, P->v[b].ids[i], (long long)c->vocab_size,
+                           op->prompt_ids ? "" : ": the tokenizer does not belong to this model");
     }
-    op.greedy = !sampled;
+    if (e->code) return e->code;
+    if (c->max_position_embeddings > 0 && (int64_t)maxn + op->max_new > c->max_position_embeddings)
+        return qf_err_set(e, QF_EXIT_INPUT, "generate: --max-new-tokens %d: the longest prompt (%d tokens) + %d new "
+                                            "tokens exceeds the model's context (max_position_embeddings = %lld)",
+                          op->max_new, maxn, op->max_new, (long long)c->max_position_embeddings);
+    if (world > c->num_layers)
+        return qf_err_set(e, QF_EXIT_INPUT, "generate: %d ranks for %d decoder layers: the layer split needs at most "
+                                            "one rank per layer", world, c->num_layers);
+    *nstops = 0;
+    if (c->eos_token_id >= 0 && !op->ignore_eos) stops[(*nstops)++] = (int32_t)c->eos_token_id;
+    if (*tok && !op->ignore_eos) {
+        int32_t a = qf_tok_special(*tok, "<|endoftext|>"), b = qf_tok_special(*tok, "<|im_end|>");
+        if (a >= 0) stops[(*nstops)++] = a;
+        if (b >= 0) stops[(*nstops)++] = b;
+    }
+    for (int i = 0; i < op->nstop_ids; i++) stops[(*nstops)++] = op->stop_ids[i];
+    return 0;
+}
+
+/* every rank's op table: the GPU of its local rank in op->dtype, else the CPU */
+static int gen_backend(const gen_opts *op, const qf_ops **ops, char *info, size_t n, qf_err *e) {
+    MPI_Comm node;
+    int local = 0;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &local);
+    MPI_Comm_free(&node);
+    qf_deck d;
+    qf_deck_defaults(&d);
+    d.bf16 = !strcmp(op->dtype, "bf16");
+    d.fp16 = !strcmp(op->dtype, "fp16");
+    d.gpu_memory_limit_gb = op->gpu_limit_gb;
+    return qf_backend_select(&d, local, ops, info, n, e);
+}
+
+static int gen_agree(int rc, qf_err *e) {
+    int worst = 0;
+    MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (worst && !rc) e->code = worst, snprintf(e->msg, sizeof e->msg, "another rank failed");
+    return worst;
+}
+
+static int generate_main(const void *args) {
+    int rank = 0, world = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    gen_opts op;
+    int rc = gen_opts_from(args, args, rank, &op);
+    if (rc) return rc;
     qf_err e = {0};
-    if (run(&op, &e)) fprintf(stderr, "qwen-ft: %s\n", e.msg);
-    return e.code;
+    qf_model_config c;
+    char resolved[QF_PATH_MAX + 64];
+    qf_tokenizer *tok = NULL;
+    qf_gen_prompts P = {0};
+    int32_t stops[GEN_MAX_STOPS + 3];
+    int nstops = 0;
+    if (!strncmp(op.model, "preset:", 7)) {
+        if (qf_preset_lookup(op.model + 7, &c))
+            qf_err_set(&e, QF_EXIT_INPUT, "generate: --model %s: unknown preset (qwen-ft's presets: docs/deck.md)", op.model);
+    } else {
+        qf_model_source_config(op.model, &c, resolved, sizeof resolved, &e);
+    }
+    if (!e.code && rank == 0)
+        gen_prepare(&op, world, &c, &tok, &P, stops, &nstops, &e);
+    rc = e.code;
+    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    const qf_ops *ops = NULL;
+    char info[256];
+    if (!rc && gen_backend(&op, &ops, info, sizeof info, &e) == 0 && op.timing)
+        fprintf(stderr, "qwen-ft generate: rank %d: %s\n", rank, info);
+    if (!rc) rc = gen_agree(e.code, &e);
+    if (!rc && rank == 0 && !op.stream && op.gpu_limit_gb > 0) { /* the layers stream when they do not fit */
+        int maxn = 0;
+        for (int b = 0; b < P.n; b++) maxn = P.v[b].n > maxn ? P.v[b].n : maxn;
+        qf_gen_estimate ge;
+        qf_estimate_generate(&c, P.n, maxn + op.max_new, world, (int64_t)ops->act_bytes, &ge);
+        if ((double)ge.split_worst > op.gpu_limit_gb * 1073741824.0) {
+            op.stream = 1;
+            fprintf(stderr, "qwen-ft generate: %.2f GiB per rank exceed --gpu-memory-limit-gb %g: the decoder layers "
+                            "stream from host memory (%.2f GiB per rank)\n", ge.split_worst / 1073741824.0,
+                    op.gpu_limit_gb, ge.stream_worst / 1073741824.0);
+        }
+    }
+    if (!rc) MPI_Bcast(&op.stream, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (!rc) {
+        gen_stream gs = {&op, tok, stops, nstops, 0};
+        gs.on = rank == 0 && !op.json && tok && P.n == 1;
+        qf_decode_opts d = {.model = op.model, .cfg = &c, .ops = ops, .max_new = op.max_new,
+                            .sample = {op.greedy, op.top_k, op.temperature, op.top_p, op.repetition_penalty},
+                            .seed = op.seed, .stream = op.stream, .stop_ids = stops, .nstop_ids = nstops, .stop_strs = op.stop_strs,
+                            .nstop_strs = op.nstop_strs, .tok = tok, .on_token = gen_on_token, .on_token_ctx = &gs};
+        qf_decode_out out;
+        rc = qf_decode_run(&d, &P, MPI_COMM_WORLD, &out, &e);
+        if (!rc && rank == 0) {
+            gen_print(&gs, &out);
+            if (op.timing) {
+                int64_t ptok = 0, ntok = 0;
+                for (int b = 0; b < P.n; b++) ptok += P.v[b].n, ntok += out.n[b];
+                fprintf(stderr, "qwen-ft generate: %d prompt%s (%lld tokens) on %d rank%s (%s): first token after "
+                                "%.3f s; %lld new tokens in %.3f s of decoding (%.1f tokens/s)\n",
+                        P.n, P.n == 1 ? "" : "s", (long long)ptok, world, world == 1 ? "" : "s", ops->name,
+                        out.prefill_s, (long long)ntok, out.decode_s,
+                        out.decode_s > 0 ? (double)(ntok - P.n) / out.decode_s : 0.0);
+            }
+        }
+        if (rank == 0 && !rc) qf_decode_out_free(&out);
+    }
+    if (rc && rank == 0) fprintf(stderr, "qwen-ft: %s\n", e.msg);
+    if (tok) qf_tok_free(tok);
+    qf_gen_prompts_free(&P);
+    return rc;
 }
 
 const qf_cmd qf_cmd_generate = {
     .name = "generate",
-    .synopsis = "--model=M [--tokenizer=T] (--prompt=TEXT | --prompt-ids=1,2,3) [--max-new-tokens=N] "
-                "[--greedy | --temperature=T [--top-k=K] [--top-p=P] [--seed=S]] [--json]",
-    .summary = "a continuation with a KV cache: the smoke test of a fine-tuned model",
-    .about = "Each token (prompt tokens too) runs one decode step on the CPU op table (fp32) on rank 0. Greedy by\n"
-             "default; sampling is seeded and reproducible. The stop token is part of the output.",
+    .synopsis = "--model=M [--tokenizer=T] (--prompt=TEXT | --prompt-ids=1,2,3 | --prompts=F.jsonl) [--max-new-tokens=N] "
+                "[--greedy | --temperature=T [--top-k=K] [--top-p=P] [--seed=S]] [--chat] [--json] [OPTION]...",
+    .summary = "greedy / sampled continuations with a KV cache (smoke test of a fine-tuned model)",
+    .about = "Under mpirun/srun with N ranks the decoder layers are split across the ranks (one GPU each); rank 0\n"
+             "reads the prompts, samples and prints. Generation stops after the model's eos token, <|endoftext|>,\n"
+             "<|im_end|>, any --stop-id, or once the text contains a --stop string.",
     .opts = GEN_OPTS,
     .nopts = QF_NOPTS(GEN_OPTS),
-    .size = sizeof(gen_opts),
+    .size = sizeof(gen_args),
     .run = generate_main,
-    .rank0 = 1,
 };

@@ -120,6 +120,7 @@ typedef struct qf_deck {
     int64_t checkpoint_every_steps;   /* 0 = only at the end */
     int checkpoint_keep;              /* 3 */
     int checkpoint_at_end;            /* true: every run ends with a checkpoint */
+    int checkpoint_export_hf;         /* false: each checkpoint also writes step-N-hf (src/export_sharded.c) */
 
     /* eval */
     int64_t eval_every_steps;         /* 0 = only at the end */

@@ -194,8 +194,21 @@ void qf_model_free(qf_model *m) {
     const qf_ops *o = m->ops;
     if (!o) return;
     int L = m->cfg.num_layers;
+    if (m->S) { /* KV-cache mode: res[] aliases resbuf[] */
+        for (int l = 0; l < L; l++) {
+            if (m->kc[l]) o->free(m->kc[l]);
+            if (m->vc[l]) o->free(m->vc[l]);
+        }
+        void *ps[] = {m->resbuf[0], m->resbuf[1], m->d_start, m->dec_x, m->dec_logits, m->dec_logits_f32};
+        for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
+            if (ps[i]) o->free(ps[i]);
+        free(m->kc);
+        free(m->vc);
+        for (int l = 0; l <= L; l++) m->res[l] = NULL;
+    }
     if (m->res) {
-        for (int l = 0; l <= L; l++) o->free(m->res[l]);
+        for (int l = 0; l <= L; l++)
+            if (m->res[l]) o->free(m->res[l]);
         int nla = m->ackpt == QF_ACKPT_FULL ? 1 : L, sel = m->ackpt == QF_ACKPT_SELECTIVE;
         for (int l = 0; l < nla; l++) {
             qf_layer_acts *a = &m->la[l];
@@ -312,7 +325,10 @@ static void layer_forward(qf_model *m, int l) {
     }
     o->rope_fwd(a->q, m->d_pos, N, H, D, c->rope_theta);
     o->rope_fwd(a->k, m->d_pos, N, KV, D, c->rope_theta);
-    o->attention_fwd(a->att, a->lse, a->q, a->k, a->v, m->d_seg, m->B, m->T, H, KV, D);
+    if (m->S) /* KV-cache mode: append k/v at each row's positions, attend the cache */
+        o->attention_decode(a->att, a->q, a->k, a->v, m->kc[l], m->vc[l], m->d_start, m->B, m->T, m->S, H, KV, D);
+    else
+        o->attention_fwd(a->att, a->lse, a->q, a->k, a->v, m->d_seg, m->B, m->T, H, KV, D);
     /* mid = res + att Wo^T */
     o->copy_d2d(a->mid, m->res[l], (size_t)N * C * o->act_bytes);
     o->matmul_fwd(a->mid, a->att, P(m, x->ow), NULL, N, H * D, C, 1);
@@ -432,4 +448,128 @@ void qf_model_logits(qf_model *m, const qf_rows *r, float *out) {
     o->copy_d2h(out, tmp, (size_t)N * V * 4);
     o->free(tmp);
     o->free(logits);
+}
+
+/* ---- KV-cache mode ------------------------------------------------------------------------------------------ */
+
+int64_t qf_model_decode_bytes(const qf_model_config *c, int B, int Tcap, int S, int nlayers, int head, int64_t ab) {
+    int64_t N = (int64_t)B * Tcap, C = c->hidden_size, F = c->intermediate_size, V = c->vocab_size;
+    int64_t HD = (int64_t)c->num_heads * c->head_dim, KD = (int64_t)c->num_kv_heads * c->head_dim;
+    int64_t layer = ab * (N * C + HD * N + 2 * KD * N + HD * N + 2 * N * C + 3 * N * F) + 4 * 2 * N; /* one set */
+    if (c->qk_norm) layer += ab * N * (HD + KD) + 4 * N * (c->num_heads + c->num_kv_heads);
+    int64_t total = layer + ab * 2 * N * C + 4 * 2 * N + 4 * B;  /* resbuf[2], d_tokens, d_pos, d_start */
+    total += ab * 2 * (int64_t)nlayers * B * S * KD;             /* the caches */
+    if (head) total += ab * 2 * B * C + 4 * B + ab * B * V + 4 * B * V; /* dec_x, lnf, rstdf, logits act + f32 */
+    return total;
+}
+
+int qf_model_alloc_decode(qf_model *m, int B, int Tcap, int S, int l0, int l1, int head, qf_err *e) {
+    const qf_model_config *c = &m->cfg;
+    size_t N = (size_t)B * Tcap, C = c->hidden_size, F = c->intermediate_size, V = (size_t)c->vocab_size;
+    size_t HD = (size_t)c->num_heads * c->head_dim, KD = (size_t)c->num_kv_heads * c->head_dim;
+    int L = c->num_layers;
+    QF_CHECK(B >= 1 && Tcap >= 1 && S >= Tcap && 0 <= l0 && l0 <= l1 && l1 <= L);
+    m->B = B;
+    m->T = Tcap;
+    m->Tcap = Tcap;
+    m->S = S;
+    m->ackpt = QF_ACKPT_FULL; /* one scratch set of layer activations */
+    m->res = qf_calloc((size_t)L + 1, sizeof *m->res);
+    m->resbuf[0] = act_alloc(m, N * C);
+    m->resbuf[1] = act_alloc(m, N * C);
+    for (int l = 0; l <= L; l++) m->res[l] = m->resbuf[l % 2];
+    m->la = qf_calloc(1, sizeof *m->la);
+    qf_layer_acts *a = &m->la[0];
+    a->ln1 = act_alloc(m, N * C);
+    a->rstd1 = f32_alloc(m, N);
+    a->q = act_alloc(m, N * HD);
+    a->k = act_alloc(m, N * KD);
+    a->v = act_alloc(m, N * KD);
+    if (c->qk_norm) {
+        a->qraw = act_alloc(m, N * HD);
+        a->kraw = act_alloc(m, N * KD);
+        a->rstdq = f32_alloc(m, N * c->num_heads);
+        a->rstdk = f32_alloc(m, N * c->num_kv_heads);
+    }
+    a->att = act_alloc(m, N * HD);
+    a->mid = act_alloc(m, N * C);
+    a->ln2 = act_alloc(m, N * C);
+    a->rstd2 = f32_alloc(m, N);
+    a->gate = act_alloc(m, N * F);
+    a->up = act_alloc(m, N * F);
+    a->swi = act_alloc(m, N * F);
+    m->kc = qf_calloc((size_t)L, sizeof *m->kc);
+    m->vc = qf_calloc((size_t)L, sizeof *m->vc);
+    size_t cache = (size_t)B * S * KD * m->ops->act_bytes;
+    for (int l = l0; l < l1; l++) {
+        m->kc[l] = m->ops->alloc(cache);
+        m->vc[l] = m->ops->alloc(cache);
+        if (!m->kc[l] || !m->vc[l])
+            return qf_err_set(e, QF_EXIT_RUNTIME, "out of memory for the KV cache of layer %d (%zu bytes x 2: %d rows x "
+                                                  "%d positions)", l, cache, B, S);
+        m->act_bytes += 2 * cache;
+    }
+    if (head) {
+        m->dec_x = act_alloc(m, (size_t)B * C);
+        m->lnf = act_alloc(m, (size_t)B * C);
+        m->rstdf = f32_alloc(m, (size_t)B);
+        m->dec_logits = m->ops->alloc((size_t)B * V * m->ops->act_bytes);
+        m->dec_logits_f32 = m->ops->alloc((size_t)B * V * 4);
+        if (!m->dec_logits || !m->dec_logits_f32)
+            return qf_err_set(e, QF_EXIT_RUNTIME, "out of memory for the logits (%d rows x %zu)", B, V);
+        m->act_bytes += (size_t)B * V * (m->ops->act_bytes + 4);
+    }
+    size_t ib = N * sizeof(int32_t);
+    m->d_tokens = m->ops->alloc(ib);
+    m->d_pos = m->ops->alloc(ib);
+    m->d_start = m->ops->alloc((size_t)B * sizeof(int32_t));
+    if (!m->d_tokens || !m->d_pos || !m->d_start) return qf_err_set(e, QF_EXIT_RUNTIME, "out of memory for the batch");
+    m->act_bytes += 2 * ib + (size_t)B * sizeof(int32_t);
+    return 0;
+}
+
+void qf_model_decode_begin(qf_model *m, const int32_t *tokens, const int32_t *start, int Tq, int embed) {
+    QF_CHECK(m->S > 0 && Tq >= 1 && Tq <= m->Tcap);
+    int B = m->B;
+    m->T = Tq;
+    int32_t *pos = qf_malloc((size_t)B * Tq * sizeof *pos);
+    for (int b = 0; b < B; b++) {
+        QF_CHECK(start[b] >= 0 && start[b] + Tq <= m->S);
+        for (int i = 0; i < Tq; i++) pos[b * Tq + i] = start[b] + i;
+    }
+    m->ops->copy_h2d(m->d_pos, pos, (size_t)B * Tq * sizeof *pos);
+    m->ops->copy_h2d(m->d_start, start, (size_t)B * sizeof *start);
+    free(pos);
+    if (embed) {
+        m->ops->copy_h2d(m->d_tokens, tokens, (size_t)B * Tq * sizeof *tokens);
+        will_use(m, 0, 0);
+        m->ops->embedding_fwd(m->res[0], m->d_tokens, P(m, m->ix_embed), B * Tq, m->cfg.hidden_size);
+    }
+}
+
+void *qf_model_decode_residual(qf_model *m, int l) { return m->res[l]; }
+
+void qf_model_decode_layers(qf_model *m, int l0, int l1) {
+    for (int l = l0; l < l1; l++) {
+        QF_CHECK(m->kc[l]);
+        will_use(m, l + 1, 0);
+        layer_forward(m, l);
+    }
+}
+
+void qf_model_decode_logits(qf_model *m, const int32_t *last, float *out) {
+    const qf_ops *o = m->ops;
+    int B = m->B, Tq = m->T, C = m->cfg.hidden_size, L = m->cfg.num_layers, V = (int)m->cfg.vocab_size;
+    size_t rb = (size_t)C * o->act_bytes;
+    for (int b = 0; b < B; b++) {
+        int t = last[b] >= 0 ? last[b] : 0;
+        QF_CHECK(t < Tq);
+        o->copy_d2d((char *)m->dec_x + b * rb, (const char *)m->res[L] + ((size_t)b * Tq + t) * rb, rb);
+    }
+    will_use(m, L + 1, 0);
+    o->rmsnorm_fwd(m->lnf, m->rstdf, m->dec_x, P(m, m->ix_norm), B, C, (float)m->cfg.rms_norm_eps);
+    if (m->ix_head == m->ix_embed) will_use(m, 0, 0);
+    o->matmul_fwd(m->dec_logits, m->lnf, P(m, m->ix_head), NULL, B, C, V, 0);
+    o->act_to_f32(m->dec_logits_f32, m->dec_logits, (size_t)B * V);
+    o->copy_d2h(out, m->dec_logits_f32, (size_t)B * V * 4);
 }

@@ -72,6 +72,15 @@ typedef struct qf_model {
     void *dres, *dq, *dk, *dv, *datt, *dgate, *dup, *dswi, *dln; /* backward scratch */
     int32_t *d_tokens, *d_targets, *d_seg, *d_pos; /* [N] backend copies of the batch */
     size_t act_bytes;         /* bytes of activations + scratch */
+
+    /* KV-cache mode (qf_model_alloc_decode; S = 0 in training mode). The same layer_forward runs, with
+     * attention_decode against the caches instead of attention_fwd; res[l] aliases resbuf[l % 2]. */
+    int S, Tcap;              /* cache positions per row; most new tokens per row in one call */
+    void **kc, **vc;          /* [L] each [B, S, KV, D]; NULL for layers this rank does not hold */
+    void *resbuf[2];          /* [B*Tcap, C] each */
+    int32_t *d_start;         /* [B] cache position of each row's first new token */
+    void *dec_x, *dec_logits; /* [B, C]: the rows whose logits are wanted; [B, V] act */
+    float *dec_logits_f32;    /* [B, V] */
 } qf_model;
 
 /* Lays out parameters for cfg; flags: QF_MODEL_PARAMS / QF_MODEL_GRADS allocate flat parameter / gradient buffers
@@ -103,6 +112,24 @@ int qf_model_source_config(const char *from, qf_model_config *c, char *resolved,
 double qf_model_step(qf_model *m, const qf_rows *r, float grad_scale, int backward);
 /* Logits of a micro-batch to host memory [B*T, V] (tests). */
 void qf_model_logits(qf_model *m, const qf_rows *r, float *out);
+
+/* ---- KV-cache mode (qwen-ft generate; src/decode.c drives it) ----
+ * Allocates activations for B rows of at most Tcap new tokens per call, caches of S positions for layers
+ * [l0, l1) and, when head != 0, the classifier's [B, V] logits. No gradients, no backward. */
+int qf_model_alloc_decode(qf_model *m, int B, int Tcap, int S, int l0, int l1, int head, qf_err *e);
+/* What qf_model_alloc_decode allocates for nlayers cached layers, ab bytes per act element. */
+int64_t qf_model_decode_bytes(const qf_model_config *c, int B, int Tcap, int S, int nlayers, int head, int64_t ab);
+/* Starts a call of Tq <= Tcap new tokens per row: row b's tokens tokens[b*Tq + i] (host) sit at positions
+ * start[b] + i (host, start[b] + Tq <= S). When embed != 0, embeds them into the residual of layer 0. */
+void qf_model_decode_begin(qf_model *m, const int32_t *tokens, const int32_t *start, int Tq, int embed);
+/* Residual stream at the input of layer l (l = L: the output of the last layer), [B*Tq, C] act, backend memory:
+ * where a layer-split rank receives its input and sends its output. */
+void *qf_model_decode_residual(qf_model *m, int l);
+/* Layers [l0, l1) of the current call: residual(l0) -> residual(l1), k/v appended to their caches. */
+void qf_model_decode_layers(qf_model *m, int l0, int l1);
+/* Final norm and lm_head on row b's new token last[b] (0 <= last[b] < Tq; -1: row not wanted, its logits are
+ * those of token 0): out[B, V] host fp32. */
+void qf_model_decode_logits(qf_model *m, const int32_t *last, float *out);
 
 /* Element range of parameter i within the flat buffer, its pointer given the unit base. */
 static inline int64_t qf_model_param_off(const qf_model *m, int i) { return m->offset[i]; }

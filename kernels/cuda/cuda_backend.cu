@@ -246,6 +246,11 @@ static void cu_zero(void *p, size_t bytes) {
 }
 static void cu_sync(void) { CHECK_CUDA(cudaStreamSynchronize(g_ctx.stream)); }
 
+// decode_attention_cuda.cu (ops.h attention_decode)
+template <typename T>
+void cu_attention_decode(void *out, const void *q, const void *k, const void *v, void *kcache, void *vcache,
+                         const int32_t *start, int B, int Tq, int S, int H, int KV, int D);
+
 // ---- the tables -------------------------------------------------------------------------------------------------
 #define QF_CUDA_TABLE(NAME, T, DT)                                                                                   \
     {                                                                                                                \
@@ -253,7 +258,7 @@ static void cu_sync(void) { CHECK_CUDA(cudaStreamSynchronize(g_ctx.stream)); }
             cu_act_from_f32<T>, cu_act_to_f32<T>, cu_embedding_fwd<T>, cu_embedding_bwd<T>, cu_rmsnorm_fwd<T>,       \
             cu_rmsnorm_bwd<T>, cu_matmul_fwd<T>, cu_matmul_bwd<T>, cu_rope_fwd<T>, cu_rope_bwd<T>,                   \
             cu_attention_fwd<T>, cu_attention_bwd<T>, cu_swiglu_fwd<T>, cu_swiglu_bwd<T>, cu_add_inplace<T>,         \
-            cu_classifier<T>, cu_sumsq<T>, cu_scale<T>, cu_nonfinite<T>, cu_adamw<T>, nullptr /* attention_decode */,  \
+            cu_classifier<T>, cu_sumsq<T>, cu_scale<T>, cu_nonfinite<T>, cu_adamw<T>, cu_attention_decode<T>,          \
             cu_copy_start, cu_copy_finish, cu_copy_wait, cu_range_push, cu_range_pop                                \
     }
 static const qf_ops cuda_ops_bf16 = QF_CUDA_TABLE("cuda", bf16, QF_DT_BF16);

@@ -1,0 +1,237 @@
+/* export_tokenizer.c — see export_tokenizer.h. */
+#include "export_tokenizer.h"
+#include <jansson.h>
+#include <libconfig.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "h5io.h"
+#include "checkpoint.h"
+
+#define EXPORT_TOK_DEPTH 4 /* model.from chains followed at most this deep */
+
+static int is_dir(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* expected identities and a candidate directory gathered along the source chain */
+typedef struct tok_trail {
+    char cand[QF_PATH_MAX];            /* a directory holding the tokenizer ("" = none yet) */
+    char cand_from[QF_PATH_MAX + 32];  /* what pointed at it */
+    char want[4][256], want_from[4][QF_PATH_MAX + 32];
+    int nwant;
+} tok_trail;
+
+static void trail_want(tok_trail *tr, const char *ident, const char *from) {
+    if (!ident[0] || tr->nwant == 4) return;
+    snprintf(tr->want[tr->nwant], sizeof tr->want[0], "%s", ident);
+    snprintf(tr->want_from[tr->nwant++], sizeof tr->want_from[0], "%s", from);
+}
+
+static int dir_has_tokenizer(const char *dir) {
+    char p[QF_PATH_MAX + 32];
+    snprintf(p, sizeof p, "%s/tokenizer.json", dir);
+    if (qf_exists(p)) return 1;
+    snprintf(p, sizeof p, "%s/qwen.tiktoken", dir);
+    return qf_exists(p);
+}
+
+/* the identity a packed dataset records ("" when unreadable) */
+static void dataset_identity(const char *path, char *out, size_t cap) {
+    out[0] = 0;
+    qf_h5 *f = NULL;
+    qf_err e = {0};
+    if (qf_h5_open(path, MPI_COMM_SELF, 0, &f, &e)) return;
+    if (qf_h5_attr_has(f, "/", "tokenizer") && qf_h5_attr_read_str(f, "/", "tokenizer", out, cap, &e)) out[0] = 0;
+    qf_h5_close(f, &e);
+}
+
+static void trail_source(tok_trail *tr, const char *from, int depth);
+
+/* an HDF5 model or checkpoint file: its own record, then its deck's model.from and data.train */
+static void trail_h5(tok_trail *tr, const char *path, int depth) {
+    qf_h5 *f = NULL;
+    qf_err e = {0};
+    if (qf_h5_open(path, MPI_COMM_SELF, 0, &f, &e)) return;
+    char ident[256] = "", dir[QF_PATH_MAX] = "";
+    if (qf_h5_attr_has(f, "/", "tokenizer") && qf_h5_attr_read_str(f, "/", "tokenizer", ident, sizeof ident, &e) == 0)
+        trail_want(tr, ident, path);
+    if (qf_h5_attr_has(f, "/", "tokenizer_dir") && qf_h5_attr_read_str(f, "/", "tokenizer_dir", dir, sizeof dir, &e) == 0 &&
+        dir[0] && !tr->cand[0] && dir_has_tokenizer(dir)) {
+        snprintf(tr->cand, sizeof tr->cand, "%s", dir);
+        snprintf(tr->cand_from, sizeof tr->cand_from, "recorded by %s", path);
+    }
+    char *deck = NULL;
+    if (qf_h5_has(f, "state", NULL) && qf_h5_attr_has(f, "state", "deck")) {
+        size_t cap = 1 << 20;
+        deck = qf_malloc(cap);
+        if (qf_h5_attr_read_str(f, "state", "deck", deck, cap, &e)) deck[0] = 0;
+    }
+    qf_h5_close(f, &e);
+    if (!deck) return;
+    config_t cfg;
+    config_init(&cfg);
+    const char *mf = NULL, *dt = NULL;
+    if (config_read_string(&cfg, deck) == CONFIG_TRUE) {
+        if (config_lookup_string(&cfg, "data.train", &dt) == CONFIG_TRUE && dt[0] && qf_exists(dt)) {
+            char id[256], from[QF_PATH_MAX + 32];
+            dataset_identity(dt, id, sizeof id);
+            snprintf(from, sizeof from, "the training data %s", dt);
+            trail_want(tr, id, from);
+        }
+        if (config_lookup_string(&cfg, "model.from", &mf) == CONFIG_TRUE && mf[0]) trail_source(tr, mf, depth + 1);
+    }
+    config_destroy(&cfg);
+    free(deck);
+}
+
+/* a model source: an HF directory (its tokenizer), a checkpoint directory (its latest) or an HDF5 file */
+static void trail_source(tok_trail *tr, const char *from, int depth) {
+    if (depth > EXPORT_TOK_DEPTH || !qf_exists(from)) return;
+    if (is_dir(from)) {
+        if (dir_has_tokenizer(from) && !tr->cand[0]) {
+            if (!realpath(from, tr->cand)) snprintf(tr->cand, sizeof tr->cand, "%s", from);
+            snprintf(tr->cand_from, sizeof tr->cand_from, "the model's HF directory %s", from);
+        }
+        char latest[QF_PATH_MAX + 64];
+        qf_err e = {0};
+        if (qf_ckpt_find_latest(from, latest, sizeof latest, &e) == 1) trail_h5(tr, latest, depth);
+        return;
+    }
+    trail_h5(tr, from, depth);
+}
+
+int qf_export_tok_find(const char *src, const char *tok_arg, qf_export_tok *t, qf_err *e) {
+    memset(t, 0, sizeof *t);
+    tok_trail tr;
+    memset(&tr, 0, sizeof tr);
+    trail_source(&tr, src, 0);
+    const char *path = tok_arg ? tok_arg : tr.cand[0] ? tr.cand : NULL;
+    if (!path) {
+        if (tr.nwant)
+            snprintf(t->origin, sizeof t->origin, "not found (%s records %s, but its files are gone): pass --tokenizer "
+                     "to include it", tr.want_from[0], tr.want[0]);
+        else snprintf(t->origin, sizeof t->origin, "none recorded for %s: pass --tokenizer to include one", src);
+        return 0;
+    }
+    qf_err le = {0};
+    if (qf_tok_load(path, &t->tok, &le)) return qf_err_set(e, le.code, "export: tokenizer %s: %s", path, le.msg);
+    const char *have = qf_tok_identity(t->tok);
+    for (int i = 0; i < tr.nwant; i++)
+        if (strcmp(have, tr.want[i]))
+            return qf_err_set(e, QF_EXIT_INPUT, "export: the tokenizer %s (%s) is not the one %s records (%s)%s", path,
+                              have, tr.want_from[i], tr.want[i], tok_arg ? "" : ": pass --tokenizer with the right one");
+    /* the file that was loaded: a directory's tokenizer.json, else its qwen.tiktoken (io/tokenizer.c's order) */
+    if (is_dir(path)) {
+        snprintf(t->dir, sizeof t->dir, "%s", path);
+        snprintf(t->file, sizeof t->file, "%s/tokenizer.json", path);
+        if (!qf_exists(t->file)) snprintf(t->file, sizeof t->file, "%s/qwen.tiktoken", path);
+    } else {
+        snprintf(t->file, sizeof t->file, "%s", path);
+        snprintf(t->dir, sizeof t->dir, "%s", path);
+        char *slash = strrchr(t->dir, '/');
+        if (slash) *slash = 0;
+        else snprintf(t->dir, sizeof t->dir, ".");
+    }
+    snprintf(t->origin, sizeof t->origin, "%s (%s%s)", t->file, tok_arg ? "--tokenizer" : tr.cand_from,
+             tr.nwant ? ", identity checked" : "");
+    return 0;
+}
+
+void qf_export_tok_free(qf_export_tok *t) {
+    if (t->tok) qf_tok_free(t->tok);
+    memset(t, 0, sizeof *t);
+}
+
+static int copy_file(const char *from, const char *to, qf_err *e) {
+    FILE *a = fopen(from, "rb"), *b = a ? fopen(to, "wb") : NULL;
+    int ok = a && b;
+    char buf[1 << 16];
+    size_t n;
+    while (ok && (n = fread(buf, 1, sizeof buf, a)) > 0) ok = fwrite(buf, 1, n, b) == n;
+    if (a && ferror(a)) ok = 0;
+    if (a) fclose(a);
+    if (b && fclose(b)) ok = 0;
+    return ok ? 0 : qf_err_set(e, QF_EXIT_INPUT, "export: cannot copy %s to %s", from, to);
+}
+
+/* ChatML, as `qwen-ft generate --chat` and `prepare` render conversations (default system prompt when the
+ * conversation has none); add_generation_prompt opens the assistant's turn */
+static const char *const export_chat_template =
+    "{% for message in messages %}{% if loop.first and message['role'] != 'system' %}<|im_start|>system\n"
+    "You are a helpful assistant.<|im_end|>\n{% endif %}<|im_start|>{{ message['role'] }}\n"
+    "{{ message['content'] }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n"
+    "{% endif %}";
+
+int qf_export_tok_write(const qf_export_tok *t, const char *out_dir, const qf_model_config *c, qf_err *e) {
+    if (!t->tok) return 0;
+    static const char *const companions[] = {"tokenizer_config.json", "special_tokens_map.json", "vocab.json",
+                                             "merges.txt", "added_tokens.json", "tokenization_qwen.py"};
+    char from[QF_PATH_MAX + 64], to[QF_PATH_MAX + 64];
+    int tiktoken = !strncmp(qf_tok_identity(t->tok), "qwen.tiktoken", 13);
+    snprintf(to, sizeof to, "%s/%s", out_dir, tiktoken ? "qwen.tiktoken" : "tokenizer.json");
+    if (copy_file(t->file, to, e)) return e->code;
+    if (tiktoken) { /* Qwen v1: its tokenizer class is remote code; the equivalent tokenizer.json needs none */
+        snprintf(to, sizeof to, "%s/tokenizer.json", out_dir);
+        if (qf_tok_write_hf_json(t->tok, to, e)) return e->code;
+    }
+    int have_cfg = 0;
+    for (size_t i = 0; i < sizeof companions / sizeof *companions && !tiktoken; i++) {
+        snprintf(from, sizeof from, "%s/%s", t->dir, companions[i]);
+        if (!qf_exists(from)) continue;
+        snprintf(to, sizeof to, "%s/%s", out_dir, companions[i]);
+        if (copy_file(from, to, e)) return e->code;
+        have_cfg |= i == 0;
+    }
+    if (have_cfg) return 0;
+    int32_t eot = qf_tok_special(t->tok, "<|endoftext|>"), imend = qf_tok_special(t->tok, "<|im_end|>");
+    json_t *o = json_object();
+    json_object_set_new(o, "tokenizer_class", json_string("Qwen2Tokenizer"));
+    json_object_set_new(o, "model_max_length", json_integer(c->max_position_embeddings > 0 ? c->max_position_embeddings : 32768));
+    json_object_set_new(o, "add_bos_token", json_false());
+    json_object_set_new(o, "add_prefix_space", json_false());
+    json_object_set_new(o, "clean_up_tokenization_spaces", json_false());
+    json_object_set_new(o, "errors", json_string("replace"));
+    json_object_set_new(o, "bos_token", json_null());
+    if (imend >= 0) json_object_set_new(o, "eos_token", json_string("<|im_end|>"));
+    else if (eot >= 0) json_object_set_new(o, "eos_token", json_string("<|endoftext|>"));
+    if (eot >= 0) json_object_set_new(o, "pad_token", json_string("<|endoftext|>"));
+    if (imend >= 0 && qf_tok_special(t->tok, "<|im_start|>") >= 0)
+        json_object_set_new(o, "chat_template", json_string(export_chat_template));
+    snprintf(to, sizeof to, "%s/tokenizer_config.json", out_dir);
+    int rc = json_dump_file(o, to, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(o);
+    return rc ? qf_err_set(e, QF_EXIT_INPUT, "%s: cannot write", to) : 0;
+}
+
+int qf_export_gencfg_write(const char *out_dir, const qf_model_config *c, const qf_tokenizer *tok, qf_err *e) {
+    int32_t eot = tok ? qf_tok_special(tok, "<|endoftext|>") : -1, imend = tok ? qf_tok_special(tok, "<|im_end|>") : -1;
+    int64_t eos[3];
+    int n = 0;
+    int64_t cand[3] = {c->eos_token_id, imend, eot};
+    for (int i = 0; i < 3; i++) {
+        int dup = cand[i] < 0 || cand[i] >= c->vocab_size;
+        for (int j = 0; j < n; j++) dup |= eos[j] == cand[i];
+        if (!dup) eos[n++] = cand[i];
+    }
+    json_t *o = json_object();
+    if (c->bos_token_id >= 0 && c->bos_token_id < c->vocab_size)
+        json_object_set_new(o, "bos_token_id", json_integer(c->bos_token_id));
+    if (n == 1) json_object_set_new(o, "eos_token_id", json_integer(eos[0]));
+    else if (n > 1) {
+        json_t *a = json_array();
+        for (int i = 0; i < n; i++) json_array_append_new(a, json_integer(eos[i]));
+        json_object_set_new(o, "eos_token_id", a);
+    }
+    int64_t pad = c->pad_token_id >= 0 ? c->pad_token_id : eot >= 0 && eot < c->vocab_size ? eot : -1;
+    if (pad >= 0) json_object_set_new(o, "pad_token_id", json_integer(pad));
+    json_object_set_new(o, "do_sample", json_false());
+    char to[QF_PATH_MAX + 64];
+    snprintf(to, sizeof to, "%s/generation_config.json", out_dir);
+    int rc = json_dump_file(o, to, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(o);
+    return rc ? qf_err_set(e, QF_EXIT_INPUT, "%s: cannot write", to) : 0;
+}

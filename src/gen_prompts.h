@@ -1,0 +1,45 @@
+/* gen_prompts.h — the prompts of `qwen-ft generate` as token ids: --prompt TEXT, --prompt-ids LIST, and
+ * --prompts FILE.jsonl with one record per line:
+ *   {"prompt": TEXT}                       encoded as it is (special tokens in the text recognised), or with
+ *                                          --chat wrapped as a ChatML user turn
+ *   {"messages": [{"role", "content"}...]} ChatML (also {"conversations": [{"from", "value"}...]}), rendered as
+ *                                          `qwen-ft prepare` renders conversations (io/chatml.h)
+ *   {"prompt_ids": [1, 2, 3]}              ids as they are
+ * A chat prompt ends with "<|im_start|>assistant\n", so the model writes the assistant's turn; the system prompt
+ * is the conversation's own system turn, else `system` (prepare's default "You are a helpful assistant."). */
+#ifndef QF_GEN_PROMPTS_H
+#define QF_GEN_PROMPTS_H
+#include <stdint.h>
+#include "chatml.h"
+#include "tokenizer.h"
+#include "util.h"
+
+typedef struct qf_gen_prompt {
+    int32_t *ids;
+    int n;
+} qf_gen_prompt;
+
+typedef struct qf_gen_prompts {
+    qf_gen_prompt *v;
+    int n, cap;
+} qf_gen_prompts;
+
+/* How text prompts become ids. tok NULL: only id prompts are possible; chatml NULL: no ChatML (chatml_why says
+ * why, e.g. the tokenizer lacks <|im_start|>). */
+typedef struct qf_gen_src {
+    const qf_tokenizer *tok;
+    const qf_chatml *chatml;
+    const char *chatml_why;
+    const char *system;
+    int chat; /* --chat: {"prompt"} and --prompt TEXT become a user turn */
+} qf_gen_src;
+
+/* Appends --prompt TEXT (what = "--prompt" in messages). */
+int qf_gen_prompt_text(const qf_gen_src *src, const char *text, qf_gen_prompts *out, const char *what, qf_err *e);
+/* Appends --prompt-ids "1,2,3". */
+int qf_gen_prompt_idlist(const char *list, qf_gen_prompts *out, qf_err *e);
+/* Appends every record of a JSONL file; a bad line is exit 2 naming FILE:LINE and the key. */
+int qf_gen_prompts_read(const char *path, const qf_gen_src *src, qf_gen_prompts *out, qf_err *e);
+void qf_gen_prompts_free(qf_gen_prompts *p);
+
+#endif

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# export writes a complete HF directory (src/export_tokenizer.c): import records the HF directory's tokenizer
+# (root attributes tokenizer / tokenizer_dir), export of the model and of a checkpoint trained from it (found
+# through the checkpoint's deck: model.from) copies tokenizer.json byte for byte, writes tokenizer_config.json
+# (ChatML template, eos/pad) and generation_config.json (eos = <|im_end|> and <|endoftext|>, pad), with the
+# identity checked against the model's record and the training data's (a different --tokenizer is exit 2 naming
+# both); --max-shard-size splits the weights (index + re-import bit for bit); the exported directory generates
+# with its own tokenizer exactly as the model with --tokenizer; bad --max-shard-size is exit 2. Where transformers
+# is installed, AutoTokenizer on the export encodes as qwen-ft does and its chat template renders --chat's prompt.
+# Env: QWENFT, WORK, SRC.
+set -euo pipefail
+: "${QWENFT:?set QWENFT}" "${WORK:?set WORK}" "${SRC:?set SRC}"
+export OMPI_ALLOW_RUN_AS_ROOT="${OMPI_ALLOW_RUN_AS_ROOT:-1}" OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}"
+rm -rf "$WORK"; mkdir -p "$WORK"; cd "$WORK"
+command -v python3 >/dev/null || { echo "SKIP: python3 not found"; exit 77; }
+FIX="$SRC/tests/reference/fixtures"
+fail() { echo "FAIL: $*"; exit 1; }
+python3 "$SRC/tests/reference/widen_fixture.py" "$FIX/qwen2_gqa_untied/hf" wide
+cp "$FIX/tokenizer/tokenizer.json" wide/
+"$QWENFT" import --from wide --out m.h5 > import.out
+ident="hf-tokenizer.json sha256:$(sha256sum wide/tokenizer.json | cut -d' ' -f1)"
+h5dump -a /tokenizer m.h5 | grep -qF "$ident" || fail "import did not record the tokenizer identity $ident"
+# 1. export of the imported model
+"$QWENFT" export --from m.h5 --out hf1 > export1.out
+grep -q "tokenizer: .*tokenizer.json (recorded by m.h5, identity checked)" export1.out || fail "export1: $(cat export1.out)"
+cmp -s wide/tokenizer.json hf1/tokenizer.json || fail "tokenizer.json not copied byte for byte"
+python3 - hf1 <<'PY' || exit 1
+import json, sys
+d = sys.argv[1]
+g = json.load(open(f"{d}/generation_config.json")); t = json.load(open(f"{d}/tokenizer_config.json"))
+want = {"eos_token_id": [2002, 2000], "pad_token_id": 2000, "do_sample": False}
+bad = [k for k, v in want.items() if g.get(k) != v]
+if bad: print(f"FAIL generation_config.json: {g}"); sys.exit(1)
+if t.get("eos_token") != "<|im_end|>" or t.get("pad_token") != "<|endoftext|>" or "<|im_start|>" not in t.get("chat_template", ""):
+    print(f"FAIL tokenizer_config.json: {t}"); sys.exit(1)
+print("export of the model: tokenizer.json copied, tokenizer_config.json and generation_config.json written")
+PY
+# 2. a checkpoint trained from it on data prepared with the same tokenizer: the tokenizer is found through its deck
+printf '%s\n' '{"text": "the quick brown fox jumps over the lazy dog"}' '{"text": "hello there, general kenobi"}' \
+  '{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello!"}]}' > data.jsonl
+"$QWENFT" prepare --tokenizer wide --in data.jsonl --out train.h5 > /dev/null
+cat > deck.cfg <<'DECK'
+model = { from = "m.h5"; };
+data = { train = "train.h5"; seq_len = 16; };
+train_batch_size = 2; max_steps = 2;
+optimizer = { type = "AdamW"; params = { lr = 1e-3; }; };
+checkpoint = { dir = "ckpt"; };
+eval = { every_steps = 0; };
+log = { dir = "logs"; steps_per_print = 100; };
+DECK
+"$QWENFT" train deck.cfg > train.out 2>&1 || { tail train.out; fail "train"; }
+"$QWENFT" export --from ckpt --out hf2 --max-shard-size 40KB > export2.out
+grep -q "tokenizer: .*tokenizer.json (recorded by m.h5, identity checked)" export2.out || fail "export2: $(cat export2.out)"
+cmp -s wide/tokenizer.json hf2/tokenizer.json || fail "checkpoint export: tokenizer.json"
+n=$(ls hf2/model-*-of-*.safetensors | wc -l)
+[ "$n" -gt 2 ] && [ -f hf2/model.safetensors.index.json ] || fail "--max-shard-size 40KB gave $n shards"
+python3 - hf2 40000 <<'PY' || exit 1
+import collections, json, os, sys
+d, cap = sys.argv[1], int(sys.argv[2])
+per = collections.Counter(json.load(open(f"{d}/model.safetensors.index.json"))["weight_map"].values())
+for f, k in per.items():
+    if os.path.getsize(f"{d}/{f}") > cap + 4096 and k > 1: print(f"FAIL: {f}: {k} tensors over {cap} bytes"); sys.exit(1)
+PY
+"$QWENFT" import --from hf2 --out back.h5 > /dev/null
+h5dump -a /tokenizer back.h5 | grep -qF "$ident" || fail "re-import of the export: tokenizer identity"
+echo "checkpoint export: tokenizer found through the deck, $n shards of <= 40KB (or one larger tensor)"
+# 3. the exported directory generates with its own tokenizer as the checkpoint does with --tokenizer
+a=$("$QWENFT" generate --model hf2 --chat --prompt "hello there" --max-new-tokens 12 --json)
+b=$("$QWENFT" generate --model ckpt --tokenizer wide --chat --prompt "hello there" --max-new-tokens 12 --json)
+[ "$a" = "$b" ] || fail "generate on the export ($a) != on the checkpoint ($b)"
+# 4. identity: another tokenizer is refused, naming both identities
+python3 - "$FIX/tokenizer/tokenizer.json" <<'PY'
+import json, os, sys
+t = json.load(open(sys.argv[1], encoding="utf-8"))
+w = next(w for w, i in t["model"]["vocab"].items() if i == 84); t["model"]["vocab"][w] = 84  # same ids, other bytes
+t["model"]["merges"] = t["model"]["merges"][:-1]
+os.makedirs("other", exist_ok=True); json.dump(t, open("other/tokenizer.json", "w", encoding="utf-8"), ensure_ascii=False)
+PY
+set +e
+"$QWENFT" export --from ckpt --out hf3 --tokenizer other > /dev/null 2> err.txt; rc=$?
+set -e
+[ $rc -eq 2 ] && grep -q "is not the one" err.txt && grep -qF "$ident" err.txt || { cat err.txt; fail "another tokenizer: exit $rc"; }
+[ ! -e hf3 ] || fail "a refused export left hf3"
+for bad in 0 -5 5XB abc; do
+  set +e; "$QWENFT" export --from ckpt --out hf4 --max-shard-size "$bad" > /dev/null 2> err.txt; rc=$?; set -e
+  [ $rc -eq 2 ] && grep -q -- "--max-shard-size" err.txt || fail "--max-shard-size $bad: exit $rc"
+done
+mv wide wide.moved
+"$QWENFT" export --from m.h5 --out hf5 > export5.out
+mv wide.moved wide
+grep -q "tokenizer: not found (m.h5 records $ident, but its files are gone)" export5.out || fail "moved tokenizer: $(cat export5.out)"
+[ ! -e hf5/tokenizer.json ] && [ -f hf5/generation_config.json ] || fail "moved tokenizer: hf5"
+echo "identity checked (another tokenizer: exit 2); a recorded tokenizer that is gone is named; bad --max-shard-size: exit 2"
+# 5. Qwen v1: its qwen.tiktoken is copied and also written as an equivalent tokenizer.json (Qwen2TokenizerFast)
+"$QWENFT" import --from "$FIX/qwen_v1/hf" --out v1.h5 > /dev/null
+"$QWENFT" export --from v1.h5 --out hfv1 --tokenizer "$FIX/tokenizer/qwen.tiktoken" > exportv1.out
+cmp -s "$FIX/tokenizer/qwen.tiktoken" hfv1/qwen.tiktoken && [ -s hfv1/tokenizer.json ] || fail "v1: $(ls hfv1)"
+python3 -c "import json,sys; t = json.load(open('hfv1/tokenizer_config.json')); sys.exit(t['tokenizer_class'] != 'Qwen2Tokenizer')" || fail "v1 tokenizer_config"
+# the same prompt through both tokenizers gives the same continuation on the widened model (vocabulary 2048)
+for p in "the quick brown fox" "hello there, general kenobi" "caf\u00e9 123 456"; do
+  a=$("$QWENFT" generate --model wide --tokenizer "$FIX/tokenizer/qwen.tiktoken" --prompt "$p" --max-new-tokens 8 --json)
+  b=$("$QWENFT" generate --model wide --tokenizer hfv1/tokenizer.json --prompt "$p" --max-new-tokens 8 --json)
+  [ "$a" = "$b" ] || fail "v1: the converted tokenizer.json encodes '$p' differently: $a vs $b"
+done
+echo "Qwen v1: qwen.tiktoken copied and converted to tokenizer.json (same encoding)"
+# 6. transformers, where installed
+if python3 -c "import transformers" 2>/dev/null; then
+  python3 - "$QWENFT" hf2 <<'PY'
+import json, subprocess, sys
+from transformers import AutoTokenizer
+q, d = sys.argv[1:3]
+tok = AutoTokenizer.from_pretrained(d)
+gen = lambda *a: json.loads(subprocess.run([q, "generate", "--model", d, "--max-new-tokens", "6", "--json", *a],
+                                           capture_output=True, text=True, check=True).stdout)
+for t in ["the quick brown fox", "hello there, general kenobi <|im_end|>", "\u00e9t\u00e9 caf\u00e9 \u4f60\u597d"]:
+    assert gen("--prompt", t) == gen("--prompt-ids", ",".join(map(str, tok(t)["input_ids"]))), t
+msgs = [{"role": "user", "content": "hello there"}]
+text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+want = "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nhello there<|im_end|>\n<|im_start|>assistant\n"
+assert text == want, repr(text)
+assert gen("--chat", "--prompt", "hello there") == gen("--prompt-ids", ",".join(map(str, tok(text)["input_ids"])))
+print("transformers: AutoTokenizer loads the export; its chat template and encoding agree with qwen-ft")
+PY
+else
+  echo "transformers not installed: the AutoTokenizer check is not run here"
+fi
+echo PASS

@@ -1,0 +1,123 @@
+/* test_sample.c — src/sample.c against direct restatements of transformers' logits processors: greedy argmax;
+ * repetition penalty (each distinct seen id once, l/p or l*p); top-k keeps ties with the k-th largest; top-p keeps
+ * the smallest most-likely prefix reaching p; the empirical distribution of many draws matches the renormalised
+ * softmax; top-k 1 and a tiny top-p are greedy; and at Qwen's vocabulary (152k) top-p without top-k takes
+ * milliseconds per token (it sorted by insertion before: seconds). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "sample.h"
+
+static int failures;
+#define CHECK(cond, ...)                                                        \
+    do {                                                                        \
+        if (!(cond)) {                                                          \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);     \
+            fprintf(stderr, __VA_ARGS__);                                       \
+            fprintf(stderr, "\n");                                              \
+            failures++;                                                         \
+        }                                                                       \
+    } while (0)
+
+/* draws n samples of logits (copied each time) and returns the counts per id */
+static void histogram(qf_sampler *s, const qf_sample_opts *o, const float *logits, int V, int n, int *count) {
+    float *l = malloc((size_t)V * sizeof *l);
+    qf_rng rng;
+    qf_rng_seed(&rng, 5);
+    memset(count, 0, (size_t)V * sizeof *count);
+    for (int i = 0; i < n; i++) {
+        memcpy(l, logits, (size_t)V * sizeof *l);
+        count[qf_sample_pick(s, o, l, NULL, 0, &rng)]++;
+    }
+    free(l);
+}
+
+static void test_small(void) {
+    enum { V = 8 };
+    const float base[V] = {1.0f, 3.0f, -2.0f, 3.0f, 0.5f, 2.0f, -1.0f, 0.0f};
+    qf_sampler s;
+    qf_sampler_init(&s, V);
+    float l[V];
+    qf_rng rng;
+    qf_rng_seed(&rng, 1);
+    qf_sample_opts greedy = {1, 0, 1.0, 1.0, 1.0};
+    memcpy(l, base, sizeof l);
+    CHECK(qf_sample_pick(&s, &greedy, l, NULL, 0, &rng) == 1, "greedy: first of the tied maxima (id 1)");
+    /* penalty 2 on ids 1, 1, 6: 3 -> 1.5 (once, not twice), -1 -> -2 */
+    qf_sample_opts pen = {1, 0, 1.0, 1.0, 2.0};
+    int32_t seen[] = {1, 1, 6};
+    memcpy(l, base, sizeof l);
+    int t = qf_sample_pick(&s, &pen, l, seen, 3, &rng);
+    CHECK(t == 3 && l[1] == 1.5f && l[6] == -2.0f && l[3] == 3.0f, "penalty: id %d, l1 %g l6 %g", t, l[1], l[6]);
+    /* top-k 3: the k-th largest is 2.0 (ids 1, 3, 5); top-k 2 keeps the tie at 3.0 only */
+    int count[V];
+    qf_sample_opts k3 = {0, 3, 1.0, 1.0, 1.0};
+    histogram(&s, &k3, base, V, 20000, count);
+    CHECK(count[0] == 0 && count[2] == 0 && count[4] == 0 && count[6] == 0 && count[7] == 0 && count[5] > 0,
+          "top-k 3 drew outside {1, 3, 5}");
+    double z = 2 * exp(3.0) + exp(2.0);
+    CHECK(fabs(count[5] / 20000.0 - exp(2.0) / z) < 0.015, "top-k 3: p(5) = %g, want %g", count[5] / 20000.0,
+          exp(2.0) / z);
+    /* top-p: probabilities of base at T = 1; the two 3.0s hold 2e^3/Z (~0.75): p 0.6 keeps them only, p 0.8 adds 5 */
+    qf_sample_opts p6 = {0, 0, 1.0, 0.6, 1.0}, p7 = {0, 0, 1.0, 0.8, 1.0};
+    histogram(&s, &p6, base, V, 5000, count);
+    CHECK(count[1] + count[3] == 5000 && count[1] > 2200 && count[3] > 2200, "top-p 0.6: %d %d", count[1], count[3]);
+    histogram(&s, &p7, base, V, 5000, count);
+    CHECK(count[1] + count[3] + count[5] == 5000 && count[5] > 0, "top-p 0.8 must add id 5: %d", count[5]);
+    /* full softmax at T = 0.5: the empirical distribution matches exp(2 l) / Z */
+    qf_sample_opts t5 = {0, 0, 0.5, 1.0, 1.0};
+    histogram(&s, &t5, base, V, 40000, count);
+    double zz = 0;
+    for (int i = 0; i < V; i++) zz += exp(2.0 * base[i]);
+    for (int i = 0; i < V; i++)
+        CHECK(fabs(count[i] / 40000.0 - exp(2.0 * base[i]) / zz) < 0.01, "T 0.5: id %d p %g want %g", i,
+              count[i] / 40000.0, exp(2.0 * base[i]) / zz);
+    /* top-k 1 and a tiny top-p are the argmax (the first of ties for top-p: sorted by weight, then id) */
+    qf_sample_opts k1 = {0, 1, 1.0, 1.0, 1.0}, tiny = {0, 0, 1.0, 1e-9, 1.0};
+    const float uniq[V] = {0.1f, 0.2f, 4.0f, 0.3f, 0.0f, -1.0f, 3.9f, 2.0f};
+    histogram(&s, &k1, uniq, V, 200, count);
+    CHECK(count[2] == 200, "top-k 1 != argmax");
+    histogram(&s, &tiny, base, V, 200, count);
+    CHECK(count[1] == 200, "top-p 1e-9 != the first argmax");
+    qf_sampler_free(&s);
+}
+
+/* Qwen2.5's vocabulary: top-p alone sorts once per token */
+static void test_speed(void) {
+    const int V = 151936, n = 10;
+    qf_sampler s;
+    qf_sampler_init(&s, V);
+    float *base = malloc((size_t)V * sizeof *base), *l = malloc((size_t)V * sizeof *l);
+    qf_rng rng;
+    qf_rng_seed(&rng, 2);
+    for (int i = 0; i < V; i++) base[i] = (float)(4.0 * qf_rng_normal(&rng));
+    qf_sample_opts p = {0, 0, 0.7, 0.9, 1.1}, k = {0, 50, 0.7, 0.9, 1.1};
+    int32_t seen[64];
+    for (int i = 0; i < 64; i++) seen[i] = i * 97;
+    for (int which = 0; which < 2; which++) {
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        for (int i = 0; i < n; i++) {
+            memcpy(l, base, (size_t)V * sizeof *l);
+            int t = qf_sample_pick(&s, which ? &k : &p, l, seen, 64, &rng);
+            CHECK(t >= 0 && t < V, "id %d", t);
+        }
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        double ms = ((b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6) / n;
+        printf("V = %d, %s: %.2f ms per token\n", V, which ? "top-k 50 + top-p 0.9" : "top-p 0.9 alone", ms);
+        CHECK(ms < 500, "%.1f ms per token (the insertion sort took seconds)", ms);
+    }
+    free(base);
+    free(l);
+    qf_sampler_free(&s);
+}
+
+int main(void) {
+    test_small();
+    test_speed();
+    if (failures) fprintf(stderr, "test_sample: %d failures\n", failures);
+    else printf("test_sample: all checks passed\n");
+    return failures ? 1 : 0;
+}

@@ -45,4 +45,12 @@ static inline void qf_test_write(const char *path, const void *data, size_t n) {
 }
 static inline void qf_test_write_text(const char *path, const char *text) { qf_test_write(path, text, strlen(text)); }
 
+/* Removes the scratch directory dir (rm -rf) unless QF_KEEP is set; callers do it when no check failed. */
+static inline void qf_test_remove_dir(const char *dir) {
+    if (getenv("QF_KEEP")) return;
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
 #endif

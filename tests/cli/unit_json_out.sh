@@ -27,6 +27,11 @@ grep -q "MFU against 0 TFLOP/s" train2.out && grep '"step": 4' lg/metrics.jsonl 
 "$QWENFT" estimate g.cfg --ranks 4 --set train_batch_size=16 --json > est.json || { echo "FAIL: estimate --json"; exit 1; }
 "$QWENFT" estimate g.cfg --ranks 4 --set train_batch_size=16 > est.txt || { echo "FAIL: estimate"; exit 1; }
 "$QWENFT" report --json > report.json || { echo "FAIL: report --json"; exit 1; }
+# a shipped GPU deck before the weights exist: a message that says what to do, then --preset
+rc=0; "$QWENFT" estimate "$SRC/inputs/a100.cfg" --ranks 4 > /dev/null 2> nofile.err || rc=$?
+[ "$rc" -eq 2 ] && grep -q "qwen14b.h5 does not exist.*--preset" nofile.err || { echo "FAIL: estimate without the weights: exit $rc: $(cat nofile.err)"; exit 1; }
+"$QWENFT" estimate "$SRC/inputs/a100.cfg" --ranks 4 --device gpu --preset qwen2.5-14b --json > preset.json ||
+  { echo "FAIL: estimate --preset"; exit 1; }
 python3 - <<'PY'
 import json, re, sys
 bad = 0
@@ -61,6 +66,9 @@ for p, r in zip(est["plans"], rows):
     if p["stage"] != int(r[0]) or p["offload"] != r[1] or abs(p["device_per_rank_gib"] - float(r[6][:-1])) > 0.006:
         fail(f"estimate row {r} vs {p}")
 if sum(p["deck_choice"] for p in est["plans"]) != 1: fail("estimate --json: not one deck_choice")
+pre = json.load(open("preset.json"))
+if not (14.7e9 < pre["params"] < 14.8e9 and pre["bytes_per_value"] == 2 and pre["ranks"] == 4):
+    fail(f"estimate --preset qwen2.5-14b: {pre['params']} params, {pre['bytes_per_value']} bytes, {pre['ranks']} ranks")
 rep = json.load(open("report.json"))
 if rep["ranks"] != 1 or "hdf5" not in rep["versions"] or "node" not in rep: fail(f"report --json: {rep}")
 print(f"metrics.jsonl: {len(train)} train + {len(ev)} eval lines; eval without targets {none}; "

@@ -445,11 +445,7 @@ int main(int argc, char **argv) {
     test_round_trip();
     test_malformed();
     test_prepare();
-    char cmd[512];
-    if (!qf_test_failures) {
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
-    }
+    if (!qf_test_failures) qf_test_remove_dir(dir);
     MPI_Finalize();
     if (qf_test_failures) {
         fprintf(stderr, "test_dataset: %d check(s) failed (files kept in %s)\n", qf_test_failures, dir);

@@ -548,11 +548,7 @@ static void test_errors(void) {
     expect_fail("incomplete dimensions", path, 0, NULL, 1, "e-dims.cfg:1", "model.vocab_size", NULL);
 }
 
-static void cleanup(void) {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
-}
+static void cleanup(void) { qf_test_remove_dir(g_dir); }
 
 int main(void) {
     snprintf(g_dir, sizeof g_dir, "/tmp/qf-test-deck-%d", (int)getpid());

@@ -375,12 +375,8 @@ int main(void) {
     int all = 0;
     MPI_Allreduce(&qf_test_failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) {
-        if (all == 0 && !getenv("QF_KEEP")) {
-            char cmd[400];
-            snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-            if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
-        }
-        printf("test_h5io (%d rank%s): %s (%d qf_test_failures)\n", nranks, nranks > 1 ? "s" : "", all ? "FAIL" : "ok", all);
+        if (all == 0) qf_test_remove_dir(dir);
+        printf("test_h5io (%d rank%s): %s (%d failures)\n", nranks, nranks > 1 ? "s" : "", all ? "FAIL" : "ok", all);
     }
     MPI_Finalize();
     return all ? 1 : 0;

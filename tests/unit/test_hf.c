@@ -528,12 +528,8 @@ int main(void) {
     test_qwen3();
     test_qwen1();
     test_config_errors();
-    if (qf_test_failures == 0 && !getenv("QF_KEEP")) {
-        char cmd[400];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", root);
-    }
-    printf("test_hf: %s (%d qf_test_failures)\n", qf_test_failures ? "FAIL" : "ok", qf_test_failures);
+    if (qf_test_failures == 0) qf_test_remove_dir(root);
+    printf("test_hf: %s (%d failures)\n", qf_test_failures ? "FAIL" : "ok", qf_test_failures);
     MPI_Finalize();
     return qf_test_failures ? 1 : 0;
 }

@@ -326,11 +326,7 @@ int main(int argc, char **argv) {
     test_long_document();
     test_against_reference();
     test_shuffle_and_statelessness();
-    if (!qf_test_failures) {
-        char cmd[512];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
-    }
+    if (!qf_test_failures) qf_test_remove_dir(dir);
     MPI_Finalize();
     if (qf_test_failures) {
         fprintf(stderr, "test_loader: %d check(s) failed (files kept in %s)\n", qf_test_failures, dir);

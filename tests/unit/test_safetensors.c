@@ -278,12 +278,8 @@ int main(void) {
     test_roundtrip();
     test_malformed();
     test_sharded();
-    if (qf_test_failures == 0) {
-        char cmd[400];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
-    }
-    printf("test_safetensors: %s (%d qf_test_failures)\n", qf_test_failures ? "FAIL" : "ok", qf_test_failures);
+    if (qf_test_failures == 0) qf_test_remove_dir(dir);
+    printf("test_safetensors: %s (%d failures)\n", qf_test_failures ? "FAIL" : "ok", qf_test_failures);
     MPI_Finalize();
     return qf_test_failures ? 1 : 0;
 }

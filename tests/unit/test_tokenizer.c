@@ -295,11 +295,7 @@ int main(void) {
     qf_tok_free(tt);
     qf_tok_free(mini);
     qf_tok_free(sh);
-    if (!qf_test_failures) {
-        char cmd[300];
-        snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-        if (system(cmd)) fprintf(stderr, "could not remove %s\n", g_dir);
-    }
+    if (!qf_test_failures) qf_test_remove_dir(g_dir);
     printf("test_tokenizer: %d checks, %d failed\n", qf_test_checks, qf_test_failures);
     return qf_test_failures ? 1 : 0;
 }

@@ -135,7 +135,7 @@ static int gen_opts_from(const gen_args *a, const void *given, int rank, gen_opt
     const char *sampled = NULL;
     for (int i = 0; i < 4; i++)
         if (qf_opts_given(cmd, given, sampling[i])) sampled = sampling[i];
-    if (sampled && a->greedy) return gen_bad(err, "--greedy with a sampling option (--%s)", sampled);
+    if (sampled && a->greedy) return gen_bad(err, "--greedy contradicts --%s (a sampling option)", sampled);
     if (sampled) op->greedy = 0;
     for (int i = 0; i < a->stop.n; i++) {
         const char *v = a->stop.v[i];

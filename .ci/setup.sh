@@ -16,9 +16,10 @@ BUILD_DIR=${BUILD_DIR:-build}
 NP=${NP:-2}
 
 # Debian packages qwen-ft builds and tests against (Open MPI, parallel HDF5, libconfig, jansson; PCRE2, utf8proc and
-# nettle for the tokenizer).
+# nettle for the tokenizer; zlib and zstd for compressed JSONL).
 PKGS=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools libconfig-dev
-      libjansson-dev libpcre2-dev libutf8proc-dev nettle-dev python3 zlib1g-dev)
+      libjansson-dev libpcre2-dev libutf8proc-dev nettle-dev python3 zlib1g-dev
+      libzstd-dev)
 
 # only for `fuzz`: clang with its libFuzzer/sanitizer runtimes (a Recommends of clang, so named) and OpenMP
 FUZZ_PKGS=(clang libclang-rt-14-dev libomp-dev)

@@ -549,6 +549,28 @@ static hid_t ds_create_1d(hid_t fid, const char *name, hid_t ft, int64_t n) {
     return d;
 }
 
+int qf_dataset_h5_attrs(int64_t file, int64_t n_docs, int64_t n_tokens, int64_t vocab_size, int64_t max_token,
+                        int64_t eos_id, int64_t pad_id, const char *tokenizer, const char *source) {
+    hid_t fid = (hid_t)file;
+    herr_t r = 0;
+    r |= h5_attr_write_str(fid, "format", DS_FORMAT);
+    r |= h5_attr_write_i64(fid, "format_version", DS_FORMAT_VERSION);
+    r |= h5_attr_write_i64(fid, "n_docs", n_docs);
+    r |= h5_attr_write_i64(fid, "n_tokens", n_tokens);
+    r |= h5_attr_write_i64(fid, "vocab_size", vocab_size);
+    r |= h5_attr_write_i64(fid, "max_token_id", max_token);
+    r |= h5_attr_write_i64(fid, "eos_token_id", eos_id);
+    r |= h5_attr_write_i64(fid, "pad_token_id", pad_id);
+    r |= h5_attr_write_str(fid, "tokenizer", tokenizer ? tokenizer : "");
+    r |= h5_attr_write_str(fid, "source", source ? source : "");
+    return r < 0 ? -1 : 0;
+}
+
+int64_t qf_dataset_h5_create_1d(int64_t file, const char *name, int elem_bytes, int64_t n) {
+    hid_t ft = elem_bytes == 4 ? H5T_STD_U32LE : elem_bytes == 1 ? H5T_STD_U8LE : H5T_STD_U64LE;
+    return (int64_t)ds_create_1d((hid_t)file, name, ft, n);
+}
+
 static int ds_write_file(hid_t fid, const char *path, const qf_dataset_builder *b, const int64_t *docs, int64_t nd,
                          int64_t vocab_size, int64_t eos_id, int64_t pad_id, const char *tokenizer,
                          const char *source, qf_err *e) {
@@ -583,20 +605,8 @@ static int ds_write_file(hid_t fid, const char *path, const qf_dataset_builder *
         rc = qf_err_set(e, QF_EXIT_INPUT, "%s: writing /tokens failed (disk full?)", path);
     if (rc == 0 && h5_range_io(doff, 1, H5T_NATIVE_UINT64, 0, nd + 1, off) < 0)
         rc = qf_err_set(e, QF_EXIT_INPUT, "%s: writing /doc_offsets failed (disk full?)", path);
-    if (rc == 0) {
-        herr_t r = 0;
-        r |= h5_attr_write_str(fid, "format", DS_FORMAT);
-        r |= h5_attr_write_i64(fid, "format_version", DS_FORMAT_VERSION);
-        r |= h5_attr_write_i64(fid, "n_docs", nd);
-        r |= h5_attr_write_i64(fid, "n_tokens", ntok);
-        r |= h5_attr_write_i64(fid, "vocab_size", vocab_size);
-        r |= h5_attr_write_i64(fid, "max_token_id", s.max_token);
-        r |= h5_attr_write_i64(fid, "eos_token_id", eos_id);
-        r |= h5_attr_write_i64(fid, "pad_token_id", pad_id);
-        r |= h5_attr_write_str(fid, "tokenizer", tokenizer ? tokenizer : "");
-        r |= h5_attr_write_str(fid, "source", source ? source : "");
-        if (r < 0) rc = qf_err_set(e, QF_EXIT_INPUT, "%s: writing the attributes failed", path);
-    }
+    if (rc == 0 && qf_dataset_h5_attrs(fid, nd, ntok, vocab_size, s.max_token, eos_id, pad_id, tokenizer, source) < 0)
+        rc = qf_err_set(e, QF_EXIT_INPUT, "%s: writing the attributes failed", path);
 done:
     h5_close_id(&s.dtok, H5Dclose);
     h5_close_id(&s.dmask, H5Dclose);

@@ -60,4 +60,11 @@ int qf_dataset_write(const char *path, const qf_dataset_builder *b, const int64_
                      int64_t vocab_size, int64_t eos_id, int64_t pad_id, const char *tokenizer, const char *source,
                      qf_err *e);
 
+/* The pieces of a dataset file that the collective writer (dataset_pwrite.h) shares with qf_dataset_write, so
+ * that both make the same file: a 1-D dataset of elem_bytes (4: uint32, 1: uint8, 8: uint64) integers chunked by
+ * min(n, 2^20) (returns the hid_t, < 0 on failure), and the root attributes. Collective on a parallel file. */
+int64_t qf_dataset_h5_create_1d(int64_t file, const char *name, int elem_bytes, int64_t n);
+int qf_dataset_h5_attrs(int64_t file, int64_t n_docs, int64_t n_tokens, int64_t vocab_size, int64_t max_token,
+                        int64_t eos_id, int64_t pad_id, const char *tokenizer, const char *source);
+
 #endif

@@ -53,7 +53,8 @@ grep -q "file.jsonl:3" out.txt || fail "summary does not name file.jsonl:3"
 n=$(dims /doc_offsets skipped.h5)
 [ "$n" = 4 ] || fail "--skip-bad kept $((n - 1)) documents, expected 3"
 
-# 4. --valid-fraction 0.25 on 8 documents: two files, 2 + 6 documents
+# 4. --valid-fraction 0.25 on 8 documents: two files whose documents add up to 8 (the choice is a hash of each
+#    record's content: tests/cli/unit_prepare_split.sh checks the rule itself)
 for i in 0 1 2 3 4 5 6 7; do echo "{\"input_ids\": [$i, $((i + 10))]}"; done > eight.jsonl
 run prepare --in eight.jsonl --out split.h5 --valid-fraction 0.25 --seed 7
 [ "$rc" -eq 0 ] || fail "--valid-fraction: exit $rc"
@@ -61,7 +62,7 @@ run prepare --in eight.jsonl --out split.h5 --valid-fraction 0.25 --seed 7
 nt=$(( $(dims /doc_offsets split.h5) - 1 ))
 nv=$(( $(dims /doc_offsets split.valid.h5) - 1 ))
 [ $((nt + nv)) -eq 8 ] || fail "train $nt + valid $nv documents != 8"
-[ "$nv" -eq 2 ] || fail "valid has $nv documents, expected round(0.25 * 8) = 2"
+[ "$nv" -ge 1 ] && [ "$nt" -ge 1 ] || fail "valid has $nv documents and train $nt, expected at least 1 each"
 run prepare --in eight.jsonl --out split2.h5 --valid-fraction 0.25 --seed 7 --valid-out v2.h5
 [ "$rc" -eq 0 ] && [ -f v2.h5 ] || fail "--valid-out v2.h5 not written"
 cmp -s <(h5dump -d /tokens split.valid.h5 | grep -A3 DATA) <(h5dump -d /tokens v2.h5 | grep -A3 DATA) ||
@@ -82,6 +83,9 @@ run prepare --in good.jsonl --out x.h5 --no-such-option
 [ "$rc" -eq 2 ] && grep -q "no-such-option" err.txt || fail "unknown option: exit $rc"
 run prepare --in missing.jsonl --out x.h5
 [ "$rc" -eq 2 ] && grep -q "missing.jsonl" err.txt || fail "missing input: exit $rc or not named"
+mkfifo pipe.jsonl
+run prepare --in pipe.jsonl --out x.h5
+[ "$rc" -eq 2 ] && grep -q "pipe.jsonl: is not a regular file" err.txt || fail "a pipe as input: exit $rc or not said"
 run prepare --in good.jsonl --out no_such_dir/x.h5
 [ "$rc" -eq 2 ] && grep -q "no_such_dir/x.h5" err.txt || fail "unwritable output: exit $rc or not named"
 run prepare --help

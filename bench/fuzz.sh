@@ -29,8 +29,8 @@ for t in $targets; do
   cp -n "$SRC/tests/fuzz/corpus/$t/"* "$work/" 2> /dev/null || true
   rm -f "$art"/*
   log="$B/fuzz-$t.log" end=$(( $(date +%s) + N )) runs=0 hangs=0 verdict=clean
-  # A hang inside libhdf5 on a corrupted file (HDF5 1.10.8's own defect, docs/reliability.md) is counted and the
-  # target restarted for the rest of its time; anything else ends the target as a finding.
+  # A hang or crash inside libhdf5 on a corrupted file (HDF5 1.10.8's own defects, docs/reliability.md) is counted,
+  # its input kept, and the target restarted for the rest of its time; anything else ends the target as a finding.
   while :; do
     left=$(( end - $(date +%s) )); [ $left -gt 0 ] || break
     "$B/tests/fuzz/fuzz_$t" -max_total_time="$left" -timeout=20 -rss_limit_mb=2048 -max_len=65536 \
@@ -39,14 +39,14 @@ for t in $targets; do
     runs=$(( runs + $(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1 | grep -E '^[0-9]+$' || echo 0) ))
     [ $rc -eq 0 ] && break
     frame=$(first_frame "$log")
-    if grep -q 'timeout after' "$log" && echo "$frame" | grep -q libhdf5; then
-      hangs=$((hangs + 1)); cp "$log" "$B/fuzz-$t.hdf5-hang-$hangs.log"; continue
+    if echo "$frame" | grep -q libhdf5; then
+      hangs=$((hangs + 1)); cp "$log" "$B/fuzz-$t.hdf5-$hangs.log"; continue
     fi
     verdict="FOUND (exit $rc): $(grep -m1 -E 'ERROR|runtime error|timeout after' "$log" | cut -c1-160); at ${frame:-?}"
     found=1; break
   done
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1)
-  echo "fuzz_$t: $verdict: $runs inputs in ${N}s, ${cov:-cov ?}, corpus $(ls "$work" | wc -l) files$( [ $hangs -gt 0 ] && echo ", hangs inside libhdf5: $hangs")"
+  echo "fuzz_$t: $verdict: $runs inputs in ${N}s, ${cov:-cov ?}, corpus $(ls "$work" | wc -l) files$( [ $hangs -gt 0 ] && echo ", hangs/crashes inside libhdf5: $hangs (logs $B/fuzz-$t.hdf5-*.log)")"
   [ "$verdict" = clean ] || echo "         inputs: $(ls "$art" | head -3 | tr '\n' ' ') (log $log)"
 done
 exit $found

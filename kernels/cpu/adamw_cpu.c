@@ -105,6 +105,7 @@ void cpu_adamw(float *p, void *p_act, const void *g_, float *m, float *v, size_t
 enum { ADAMW_ACT_BLOCK = 512 };
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
 /* fp16 <-> fp32 by F16C, 8 at a time: widening is exact, narrowing rounds to nearest even as qf_f32_to_f16 does
  * (subnormals included); NaNs stay NaN */
@@ -121,7 +122,11 @@ __attribute__((target("avx2,f16c"))) static void f32_to_f16_f16c(uint16_t *dst, 
                          _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     for (; i < n; i++) dst[i] = qf_f32_to_f16(src[i]);
 }
-static int have_f16c(void) { return __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2"); }
+/* F16C by CPUID.1:ECX[29] (clang 14's __builtin_cpu_supports does not know "f16c"; gcc's does) */
+static int have_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1u) && __builtin_cpu_supports("avx2");
+}
 #endif
 
 /* act[n] -> fp32[n]: bf16 and fp16 widen exactly (fp16 by F16C where the CPU has it, the same values) */

@@ -35,7 +35,7 @@ done
 
 # 2. bad options and values: exit 2 naming them
 expect2 "'--rnks' (did you mean --ranks?)" estimate x.cfg --rnks 4
-expect2 "--max-new-tokens=0: expected an integer in [1, " generate --model m --prompt-ids 1 --max-new-tokens=0
+expect2 "--max-new-tokens=0: expected an integer in [1, 16777216]" generate --model m --prompt-ids 1 --max-new-tokens=0
 expect2 "--max-new-tokens=12x" generate --model m --prompt-ids 1 --max-new-tokens 12x
 expect2 "--top-p=1.5: expected a number in (0, 1]" generate --model m --prompt-ids 1 --top-p 1.5
 expect2 "--seed=-3" generate --model m --prompt-ids 1 --seed=-3

@@ -121,6 +121,36 @@ static float *f32_alloc(qf_model *m, size_t elems) {
     return p;
 }
 
+/* One layer's activations for N tokens: norms, q/k/v (and the raw q/k of qk_norm), attention output, the
+ * residual midpoint; lse (the attention's log-sum-exp, for the backward) when `lse`, the MLP intermediates when `mlp`
+ * (selective checkpointing shares one set across layers). */
+static void layer_acts_alloc(qf_model *m, qf_layer_acts *a, size_t N, int lse, int mlp) {
+    const qf_model_config *c = &m->cfg;
+    size_t C = c->hidden_size, F = c->intermediate_size;
+    size_t HD = (size_t)c->num_heads * c->head_dim, KD = (size_t)c->num_kv_heads * c->head_dim;
+    a->ln1 = act_alloc(m, N * C);
+    a->rstd1 = f32_alloc(m, N);
+    a->q = act_alloc(m, N * HD);
+    a->k = act_alloc(m, N * KD);
+    a->v = act_alloc(m, N * KD);
+    if (c->qk_norm) {
+        a->qraw = act_alloc(m, N * HD);
+        a->kraw = act_alloc(m, N * KD);
+        a->rstdq = f32_alloc(m, N * c->num_heads);
+        a->rstdk = f32_alloc(m, N * c->num_kv_heads);
+    }
+    a->att = act_alloc(m, N * HD);
+    if (lse) a->lse = f32_alloc(m, N * c->num_heads);
+    a->mid = act_alloc(m, N * C);
+    a->ln2 = act_alloc(m, N * C);
+    a->rstd2 = f32_alloc(m, N);
+    if (mlp) {
+        a->gate = act_alloc(m, N * F);
+        a->up = act_alloc(m, N * F);
+        a->swi = act_alloc(m, N * F);
+    }
+}
+
 int qf_model_alloc_acts(qf_model *m, int B, int T, int ackpt, qf_err *e) {
     const qf_model_config *c = &m->cfg;
     size_t N = (size_t)B * T, C = c->hidden_size, F = c->intermediate_size;
@@ -140,30 +170,11 @@ int qf_model_alloc_acts(qf_model *m, int B, int T, int ackpt, qf_err *e) {
     }
     for (int l = 0; l < nla; l++) {
         qf_layer_acts *a = &m->la[l];
-        a->ln1 = act_alloc(m, N * C);
-        a->rstd1 = f32_alloc(m, N);
-        a->q = act_alloc(m, N * HD);
-        a->k = act_alloc(m, N * KD);
-        a->v = act_alloc(m, N * KD);
-        if (c->qk_norm) {
-            a->qraw = act_alloc(m, N * HD);
-            a->kraw = act_alloc(m, N * KD);
-            a->rstdq = f32_alloc(m, N * c->num_heads);
-            a->rstdk = f32_alloc(m, N * c->num_kv_heads);
-        }
-        a->att = act_alloc(m, N * HD);
-        a->lse = f32_alloc(m, N * c->num_heads);
-        a->mid = act_alloc(m, N * C);
-        a->ln2 = act_alloc(m, N * C);
-        a->rstd2 = f32_alloc(m, N);
+        layer_acts_alloc(m, a, N, 1, ackpt != QF_ACKPT_SELECTIVE);
         if (ackpt == QF_ACKPT_SELECTIVE) {
             a->gate = m->sel_gate;
             a->up = m->sel_up;
             a->swi = m->sel_swi;
-        } else {
-            a->gate = act_alloc(m, N * F);
-            a->up = act_alloc(m, N * F);
-            a->swi = act_alloc(m, N * F);
         }
     }
     m->lnf = act_alloc(m, N * C);
@@ -465,8 +476,8 @@ int64_t qf_model_decode_bytes(const qf_model_config *c, int B, int Tcap, int S, 
 
 int qf_model_alloc_decode(qf_model *m, int B, int Tcap, int S, int l0, int l1, int head, qf_err *e) {
     const qf_model_config *c = &m->cfg;
-    size_t N = (size_t)B * Tcap, C = c->hidden_size, F = c->intermediate_size, V = (size_t)c->vocab_size;
-    size_t HD = (size_t)c->num_heads * c->head_dim, KD = (size_t)c->num_kv_heads * c->head_dim;
+    size_t N = (size_t)B * Tcap, C = c->hidden_size, V = (size_t)c->vocab_size;
+    size_t KD = (size_t)c->num_kv_heads * c->head_dim;
     int L = c->num_layers;
     QF_CHECK(B >= 1 && Tcap >= 1 && S >= Tcap && 0 <= l0 && l0 <= l1 && l1 <= L);
     m->B = B;
@@ -479,25 +490,7 @@ int qf_model_alloc_decode(qf_model *m, int B, int Tcap, int S, int l0, int l1, i
     m->resbuf[1] = act_alloc(m, N * C);
     for (int l = 0; l <= L; l++) m->res[l] = m->resbuf[l % 2];
     m->la = qf_calloc(1, sizeof *m->la);
-    qf_layer_acts *a = &m->la[0];
-    a->ln1 = act_alloc(m, N * C);
-    a->rstd1 = f32_alloc(m, N);
-    a->q = act_alloc(m, N * HD);
-    a->k = act_alloc(m, N * KD);
-    a->v = act_alloc(m, N * KD);
-    if (c->qk_norm) {
-        a->qraw = act_alloc(m, N * HD);
-        a->kraw = act_alloc(m, N * KD);
-        a->rstdq = f32_alloc(m, N * c->num_heads);
-        a->rstdk = f32_alloc(m, N * c->num_kv_heads);
-    }
-    a->att = act_alloc(m, N * HD);
-    a->mid = act_alloc(m, N * C);
-    a->ln2 = act_alloc(m, N * C);
-    a->rstd2 = f32_alloc(m, N);
-    a->gate = act_alloc(m, N * F);
-    a->up = act_alloc(m, N * F);
-    a->swi = act_alloc(m, N * F);
+    layer_acts_alloc(m, &m->la[0], N, 0, 1); /* no lse: decoding runs no backward */
     m->kc = qf_calloc((size_t)L, sizeof *m->kc);
     m->vc = qf_calloc((size_t)L, sizeof *m->vc);
     size_t cache = (size_t)B * S * KD * m->ops->act_bytes;

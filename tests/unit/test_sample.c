@@ -9,17 +9,8 @@
 #include <string.h>
 #include <time.h>
 #include "sample.h"
+#include "qf_test.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                        \
-    do {                                                                        \
-        if (!(cond)) {                                                          \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);     \
-            fprintf(stderr, __VA_ARGS__);                                       \
-            fprintf(stderr, "\n");                                              \
-            failures++;                                                         \
-        }                                                                       \
-    } while (0)
 
 /* draws n samples of logits (copied each time) and returns the counts per id */
 static void histogram(qf_sampler *s, const qf_sample_opts *o, const float *logits, int V, int n, int *count) {
@@ -117,7 +108,7 @@ static void test_speed(void) {
 int main(void) {
     test_small();
     test_speed();
-    if (failures) fprintf(stderr, "test_sample: %d failures\n", failures);
+    if (qf_test_failures) fprintf(stderr, "test_sample: %d qf_test_failures\n", qf_test_failures);
     else printf("test_sample: all checks passed\n");
-    return failures ? 1 : 0;
+    return qf_test_failures ? 1 : 0;
 }

@@ -11,17 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tokenizer.h"
+#include "qf_test.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                        \
-    do {                                                                        \
-        if (!(cond)) {                                                          \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);     \
-            fprintf(stderr, __VA_ARGS__);                                       \
-            fprintf(stderr, "\n");                                              \
-            failures++;                                                         \
-        }                                                                       \
-    } while (0)
 
 /* 1 when text has a special token directly followed by a combining mark (U+0300..U+036F): tiktoken's whole-text
  * NFC composes the token's '>' with it (the token is gone), HF matches the token before normalizing (documented in
@@ -113,7 +104,7 @@ int main(void) {
     check_file(fix, "qwen.tiktoken", "tiktoken", json_object_get(g, "cases"));
     check_file(fix, "shuffled.tiktoken", "shuffled", json_object_get(g, "cases"));
     json_decref(g);
-    if (failures) fprintf(stderr, "test_tok_export: %d failures\n", failures);
+    if (qf_test_failures) fprintf(stderr, "test_tok_export: %d qf_test_failures\n", qf_test_failures);
     else printf("test_tok_export: all checks passed\n");
-    return failures ? 1 : 0;
+    return qf_test_failures ? 1 : 0;
 }

@@ -9,26 +9,19 @@ static qf_profile *active; /* the run context's profile while the wrapped table 
 static const char *const ph_name[QF_PH_N] = {"data", "forward", "backward", "reduce", "norm", "update"};
 static const char *const op_name[QF_OP_N] = {"gemm", "attention", "pointwise", "head", "recompute", "optimizer"};
 
-/* one op: synchronise, run, synchronise, charge its class (forward ops inside the backward: recompute) */
-#define TIMED(cls, call)                                                                                            \
+/* one op: synchronise, run, synchronise, charge its class; a forward op (fwd = 1) run inside the backward counts as
+ * recompute, a backward op never does */
+#define TIMED_OP(cls, fwd, call)                                                                                    \
     do {                                                                                                            \
         qf_profile *p_ = active;                                                                                    \
         p_->real->sync();                                                                                           \
         double t0_ = qf_now();                                                                                      \
         call;                                                                                                       \
         p_->real->sync();                                                                                           \
-        p_->op[p_->recomputing && (cls) != QF_OP_HEAD ? QF_OP_RECOMPUTE : (cls)] += qf_now() - t0_;                 \
+        p_->op[(fwd) && p_->recomputing && (cls) != QF_OP_HEAD ? QF_OP_RECOMPUTE : (cls)] += qf_now() - t0_;        \
     } while (0)
-/* backward ops are never recomputation */
-#define TIMED_BWD(cls, call)                                                                                        \
-    do {                                                                                                            \
-        qf_profile *p_ = active;                                                                                    \
-        p_->real->sync();                                                                                           \
-        double t0_ = qf_now();                                                                                      \
-        call;                                                                                                       \
-        p_->real->sync();                                                                                           \
-        p_->op[cls] += qf_now() - t0_;                                                                              \
-    } while (0)
+#define TIMED(cls, call) TIMED_OP(cls, 1, call)
+#define TIMED_BWD(cls, call) TIMED_OP(cls, 0, call)
 #define R (active->real)
 
 static void w_embedding_fwd(void *out, const int32_t *tokens, const void *wte, int N, int C) {

@@ -4,14 +4,8 @@
 # --valid-fraction -> two files whose documents add up; text records -> exit 2 mentioning the tokenizer;
 # usage errors -> exit 2 with the usage text.
 # Env: QWENFT (binary), WORK (scratch dir, created here), SRC (source tree).
-set -euo pipefail
-: "${QWENFT:?set QWENFT to the qwen-ft binary}" "${WORK:?set WORK to a scratch directory}"
-export OMPI_ALLOW_RUN_AS_ROOT="${OMPI_ALLOW_RUN_AS_ROOT:-1}" OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}"
-rm -rf "$WORK"; mkdir -p "$WORK"; cd "$WORK"
+. "$SRC/tests/prepare_common.sh"
 
-fail() { echo "FAIL: $*"; for f in out.txt err.txt; do [ -f "$f" ] && { echo "--- $f"; cat "$f"; }; done; exit 1; }
-# run CMD...: runs qwen-ft with stdout/stderr in out.txt/err.txt; the exit code in $rc
-run() { rc=0; "$QWENFT" "$@" > out.txt 2> err.txt || rc=$?; }
 # dims DATASET FILE: the length of a 1-D dataset, from h5dump's header
 dims() { h5dump -H -d "$1" "$2" | sed -n 's/.*DATASPACE *SIMPLE { ( \([0-9]*\) ).*/\1/p'; }
 

@@ -5,13 +5,8 @@
 # file with broken lines exit 2 naming each FILE:LINE (also in the summary), exit 0 with --skip-bad; a normal
 # prepare prints the same summary; --check works without --tokenizer (structure, no tokens); on a terminal a progress line (bytes, records/s, MB/s, ETA), not in a file.
 # Env: QWENFT (binary), WORK (scratch dir, created here), SRC (source tree).
-set -euo pipefail
-: "${QWENFT:?set QWENFT to the qwen-ft binary}" "${WORK:?set WORK to a scratch directory}" "${SRC:?set SRC}"
-export OMPI_ALLOW_RUN_AS_ROOT="${OMPI_ALLOW_RUN_AS_ROOT:-1}" OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}"
-rm -rf "$WORK"; mkdir -p "$WORK"; cd "$WORK"
+. "$SRC/tests/prepare_common.sh"
 
-fail() { echo "FAIL: $*"; for f in out.txt err.txt; do [ -f "$f" ] && { echo "--- $f"; cat "$f"; }; done; exit 1; }
-run() { rc=0; "$QWENFT" "$@" > out.txt 2> err.txt || rc=$?; }
 has() { grep -qF -- "$1" out.txt || fail "the summary lacks '$1'"; }
 command -v python3 >/dev/null || { echo "SKIP: python3 not found"; exit 77; }
 

@@ -6,13 +6,8 @@
 # and a glob give the same datasets; a truncated or corrupt compressed file is exit 2 naming it; a glob that
 # matches nothing is exit 2; --map errors are exit 2.
 # Env: QWENFT (binary), WORK (scratch dir, created here), SRC (source tree).
-set -euo pipefail
-: "${QWENFT:?set QWENFT to the qwen-ft binary}" "${WORK:?set WORK to a scratch directory}" "${SRC:?set SRC}"
-export OMPI_ALLOW_RUN_AS_ROOT="${OMPI_ALLOW_RUN_AS_ROOT:-1}" OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}"
-rm -rf "$WORK"; mkdir -p "$WORK"; cd "$WORK"
+. "$SRC/tests/prepare_common.sh"
 
-fail() { echo "FAIL: $*"; for f in out.txt err.txt; do [ -f "$f" ] && { echo "--- $f"; cat "$f"; }; done; exit 1; }
-run() { rc=0; "$QWENFT" "$@" > out.txt 2> err.txt || rc=$?; }
 command -v h5dump >/dev/null || { echo "SKIP: h5dump not found (hdf5-tools)"; exit 77; }
 command -v python3 >/dev/null || { echo "SKIP: python3 not found"; exit 77; }
 command -v gzip >/dev/null && command -v zstd >/dev/null || { echo "SKIP: gzip or zstd (the command-line tools) not found"; exit 77; }

@@ -5,13 +5,8 @@
 # another --seed another choice; the summary says across train/valid 0 and counts the duplicates; --dedup keeps
 # exactly one document per content (spacing variants included), the first, in input order.
 # Env: QWENFT (binary), WORK (scratch dir, created here), SRC (source tree).
-set -euo pipefail
-: "${QWENFT:?set QWENFT to the qwen-ft binary}" "${WORK:?set WORK to a scratch directory}" "${SRC:?set SRC}"
-export OMPI_ALLOW_RUN_AS_ROOT="${OMPI_ALLOW_RUN_AS_ROOT:-1}" OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}"
-rm -rf "$WORK"; mkdir -p "$WORK"; cd "$WORK"
+. "$SRC/tests/prepare_common.sh"
 
-fail() { echo "FAIL: $*"; for f in out.txt err.txt; do [ -f "$f" ] && { echo "--- $f"; cat "$f"; }; done; exit 1; }
-run() { rc=0; "$QWENFT" "$@" > out.txt 2> err.txt || rc=$?; }
 command -v h5dump >/dev/null || { echo "SKIP: h5dump not found (hdf5-tools)"; exit 77; }
 command -v python3 >/dev/null || { echo "SKIP: python3 not found"; exit 77; }
 TOK="$SRC/tests/reference/fixtures/tokenizer/tokenizer.json"

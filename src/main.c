@@ -95,12 +95,23 @@ static int answer_alone(int argc, char **argv, FILE *out, FILE *err) {
     return -1;
 }
 
+/* The exit code of the job, carried by rank 0 alone; the other ranks exit 0. Rank 0 printed the message, and the
+ * launcher reports the first non-zero exit it sees (mpirun) or the largest (srun): had another rank exited 3 first,
+ * mpirun would tear the job down while rank 0's message still sat unread in its pipe (seen in CI, 3 ranks on 2
+ * cores). The codes are first combined (the largest), so a failure seen by any rank is never lost. */
+static int launcher_code(int rc) {
+    int all = rc, rank = 0;
+    MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    return rank == 0 ? all : 0;
+}
+
 int main(int argc, char **argv) {
     /* under mpirun or srun every rank parses; the launcher's rank 0 alone speaks */
     int speak = qf_env_rank() == 0;
     FILE *out = speak ? stdout : NULL, *err = speak ? stderr : NULL;
     int rc = answer_alone(argc, argv, out, err);
-    if (rc >= 0) return rc;
+    if (rc >= 0) return speak ? rc : 0; /* see launcher_code below */
     const qf_cmd *cmd = find_command(argv[1]);
     char *targv[argc + 1]; /* a bare deck: `train DECK ...` */
     char **cargv = argv + 1;
@@ -117,7 +128,7 @@ int main(int argc, char **argv) {
     rc = qf_opts_parse(cmd, cargc, cargv, opts, out, err);
     if (rc) {
         qf_opts_free(cmd, opts);
-        return rc == QF_OPTS_HELP ? 0 : rc;
+        return rc == QF_OPTS_HELP || !speak ? 0 : rc;
     }
     /* `train` stops cleanly on SIGUSR1/SIGTERM/SIGINT (docs/hpc.md); one that comes while MPI starts waits for the
      * handlers instead of killing the rank */
@@ -125,7 +136,8 @@ int main(int argc, char **argv) {
     MPI_Init(NULL, NULL);
     qf_fatal_set_hook(qf_comm_fatal); /* QF_FATAL on any rank now stops them all */
     rc = cmd->rank0 ? qf_comm_on_rank0(cmd->run, opts) : cmd->run(opts);
-    /* every rank returns the same code; a failing rank that could not agree has already called MPI_Abort */
+    /* a failing rank that could not agree has already called MPI_Abort; the rest reach here */
+    rc = launcher_code(rc);
     MPI_Finalize();
     qf_opts_free(cmd, opts);
     return rc;

@@ -19,7 +19,7 @@ NP=${NP:-2}
 # Debian packages qwen-ft builds and tests against (Open MPI, parallel HDF5, libconfig, jansson; PCRE2, utf8proc and
 # nettle for the tokenizer; zlib and zstd for compressed JSONL).
 PKGS=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools libconfig-dev
-      libjansson-dev libpcre2-dev libutf8proc-dev nettle-dev python3 zlib1g-dev
+      libjansson-dev libpcre2-dev libutf8proc-dev nettle-dev python3 python3-venv zlib1g-dev
       libzstd-dev)
 
 # only for `fuzz`: clang with its libFuzzer/sanitizer runtimes (a Recommends of clang, so named) and OpenMP
@@ -69,6 +69,16 @@ demo() {
   echo "setup: demo done; metrics in demo-out/logs/metrics.jsonl, checkpoints in demo-out/ckpt"
 }
 
+# the tokenizer references of the ref tests (tests/reference/requirements.txt: tokenizers, transformers, tiktoken;
+# no torch) in BUILD_DIR/pyref from PyPI; without network the tests that need them skip, saying why
+pyref_setup() {
+  local py="$BUILD_DIR/pyref/bin/python" req=tests/reference/requirements.txt
+  if [ -x "$py" ] && "$py" -m pip install -q --no-deps --no-index -r "$req" 2>/dev/null; then return 0; fi # pinned: present
+  echo "setup: installing the tokenizer references of $req into $BUILD_DIR/pyref (PyPI)"
+  { python3 -m venv "$BUILD_DIR/pyref" && "$py" -m pip install -q --disable-pip-version-check -r "$req"; } ||
+    echo "setup: could not install $req (no PyPI?): the tests that compare with HF tokenizers will skip"
+}
+
 # the `system` tests' Slurm + munge + Lmod + TensorBoard (root only; QWENFT_SYSTEM_SETUP=0 skips it and the
 # system tests then skip themselves, saying why)
 system_setup() {
@@ -82,7 +92,7 @@ case "$mode" in
   deps) install_deps ;;
   build) install_deps; build ;;
   demo) install_deps; build; demo ;;
-  test) install_deps; build; demo; system_setup; ctest --test-dir "$BUILD_DIR" --output-on-failure ${CTEST_ARGS:-} ;;
+  test) install_deps; build; demo; system_setup; pyref_setup; ctest --test-dir "$BUILD_DIR" --output-on-failure ${CTEST_ARGS:-} ;;
   asan) install_deps; asan ;;
   # CI fuzzes qwen-ft's own parsers; the dataset target mostly finds libhdf5 1.10.8's own defects on corrupted
   # files (hangs, wild reads, out-of-memory: docs/reliability.md), so it runs by hand (FUZZ_TARGETS=dataset)

@@ -103,9 +103,11 @@ for p in "the quick brown fox" "hello there, general kenobi" "caf\u00e9 123 456"
   [ "$a" = "$b" ] || fail "v1: the converted tokenizer.json encodes '$p' differently: $a vs $b"
 done
 echo "Qwen v1: qwen.tiktoken copied and converted to tokenizer.json (same encoding)"
-# 6. transformers, where installed
-if python3 -c "import transformers" 2>/dev/null; then
-  python3 - "$QWENFT" hf2 <<'PY'
+# 6. transformers, where installed (CI: BUILD/pyref, tests/reference/requirements.txt)
+PY=
+for p in "${PYREF:-}" python3; do [ -n "$p" ] && "$p" -c "import transformers" 2>/dev/null && { PY=$p; break; }; done
+if [ -n "$PY" ]; then
+  "$PY" - "$QWENFT" hf2 <<'PY'
 import json, subprocess, sys
 from transformers import AutoTokenizer
 q, d = sys.argv[1:3]
@@ -122,6 +124,6 @@ assert gen("--chat", "--prompt", "hello there") == gen("--prompt-ids", ",".join(
 print("transformers: AutoTokenizer loads the export; its chat template and encoding agree with qwen-ft")
 PY
 else
-  echo "transformers not installed: the AutoTokenizer check is not run here"
+  echo "transformers not installed (neither \$PYREF nor python3 has it): the AutoTokenizer check is not run here"
 fi
 echo PASS

@@ -25,6 +25,15 @@ install_build() {
   cmake --install "$BUILD" --prefix "$WORK/prefix" > "$WORK/install.log" 2>&1 ||
     { cat "$WORK/install.log"; echo "FAIL: cmake --install $BUILD --prefix $WORK/prefix"; exit 1; }
 }
+# slurm_with_module: the Slurm jobs' prologue: Slurm and Lmod there (or skip), the build installed, its module loaded
+slurm_with_module() {
+  need_slurm
+  need_lmod
+  install_build
+  lmod
+  module use "$WORK/prefix/share/modulefiles"
+  module load qwen-ft
+}
 # job_state JOBID: the job's state (COMPLETED, FAILED, ...) while slurmctld remembers it (MinJobAge)
 job_state() { scontrol show job "$1" 2> /dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p'; }
 job_exit() { scontrol show job "$1" 2> /dev/null | sed -n 's/.* ExitCode=\([0-9:]*\).*/\1/p'; }

@@ -17,9 +17,9 @@ if "$QWENFT" report 2>&1 | grep -q '^CUDA backend: not compiled in'; then
   echo "qwen-ft was built without the CUDA backend: skipped"; exit 77
 fi
 export QWENFT_BACKEND=cuda OMP_NUM_THREADS=2
+. "$SRC/tests/unit_common.sh"
 rm -rf "$WORK"; mkdir -p "$WORK"; cd "$WORK"
-head -n 2000 "$SRC/inputs/demo/train.jsonl" > train.jsonl
-"$QWENFT" prepare --in train.jsonl --out train.h5 --vocab-size 320 --eos-id 256 > /dev/null
+demo_h5 2000 train.jsonl train.h5
 cat > deck.cfg <<'DECK'
 model = { arch = "qwen2"; vocab_size = 320; hidden_size = 128; intermediate_size = 256; num_hidden_layers = 2;
           num_attention_heads = 2; num_key_value_heads = 1; tie_word_embeddings = true; init_seed = 5; };

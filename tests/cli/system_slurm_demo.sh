@@ -4,12 +4,7 @@
 #   a second demo job, `scancel --signal=USR1` mid-run -> checkpoint, exit 0 (job COMPLETED, ExitCode 0:0);
 #   the next job resumes where it stopped ("resuming at step N") and the metrics continue without a gap.
 . "$SRC/tests/system_common.sh"
-need_slurm
-need_lmod
-install_build
-lmod
-module use "$WORK/prefix/share/modulefiles"
-module load qwen-ft
+slurm_with_module
 [ "$(command -v qwen-ft)" = "$WORK/prefix/bin/qwen-ft" ] || { echo "FAIL: module load qwen-ft: qwen-ft is $(command -v qwen-ft)"; exit 1; }
 JOB=$QWENFT_SHARE/slurm/demo_cpu.sh
 fails=0

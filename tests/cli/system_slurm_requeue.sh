@@ -6,12 +6,7 @@
 # default; the test cluster of .ci/system-setup.sh sets 10 s). Starting it earlier by hand (scontrol update
 # StartTime=now) makes slurmd refuse the revoked credential and the job FAIL, so the test only waits.
 . "$SRC/tests/system_common.sh"
-need_slurm
-need_lmod
-install_build
-lmod
-module use "$WORK/prefix/share/modulefiles"
-module load qwen-ft
+slurm_with_module
 jid=$(sbatch --parsable --time=3 --signal=B:USR1@150 --output=job.out "$QWENFT_SHARE/slurm/demo_cpu.sh" \
   --set max_steps=20000 --set scheduler.params.total_num_steps=20000 --set checkpoint.every_steps=5000 \
   --set log.steps_per_print=100)

@@ -82,16 +82,12 @@ done
 # bad JSON: file and line, exit 2
 printf '{\n  "zero_optimization": {\n    "stage": 2\n    "overlap_comm": true\n  }\n}\n' > bad.json
 printf 'model = { preset = "qwen3-0.6b"; };\ndeepspeed = "bad.json";\n' > bad.cfg
-set +e
-"$QWENFT" estimate bad.cfg > bad.out 2>&1; rc=$?
-set -e
+rc=0; "$QWENFT" estimate bad.cfg > bad.out 2>&1 || rc=$?
 [ $rc -eq 2 ] && grep -q "bad.json:4: column .*not valid JSON.*(key 'deepspeed' at bad.cfg:2)" bad.out || fail "bad JSON: rc $rc, $(cat bad.out)"
 # a wrong value: file, line and key
 printf '{\n  "zero_optimization": {\n    "stage": "three"\n  }\n}\n' > bad2.json
 printf 'model = { preset = "qwen3-0.6b"; };\ndeepspeed = "bad2.json";\n' > bad2.cfg
-set +e
-"$QWENFT" estimate bad2.cfg > bad2.out 2>&1; rc=$?
-set -e
+rc=0; "$QWENFT" estimate bad2.cfg > bad2.out 2>&1 || rc=$?
 [ $rc -eq 2 ] && grep -q "bad2.json:3: key 'zero_optimization.stage'" bad2.out || fail "bad value: rc $rc, $(cat bad2.out)"
 # a DeepSpeed feature qwen-ft does not have
 printf '{\n  "pipeline": { "stages": 2 }\n}\n' > pipe.json

@@ -9,14 +9,10 @@
 # is installed, AutoTokenizer on the export encodes as qwen-ft does and its chat template renders --chat's prompt.
 # Env: QWENFT, WORK, SRC.
 set -euo pipefail
-: "${QWENFT:?set QWENFT}" "${WORK:?set WORK}" "${SRC:?set SRC}"
-export OMPI_ALLOW_RUN_AS_ROOT="${OMPI_ALLOW_RUN_AS_ROOT:-1}" OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}"
-rm -rf "$WORK"; mkdir -p "$WORK"; cd "$WORK"
-command -v python3 >/dev/null || { echo "SKIP: python3 not found"; exit 77; }
-FIX="$SRC/tests/reference/fixtures"
+. "$SRC/tests/unit_common.sh"
+fixture_prologue
 fail() { echo "FAIL: $*"; exit 1; }
-python3 "$SRC/tests/reference/widen_fixture.py" "$FIX/qwen2_gqa_untied/hf" wide
-cp "$FIX/tokenizer/tokenizer.json" wide/
+wide_fixture
 "$QWENFT" import --from wide --out m.h5 > import.out
 ident="hf-tokenizer.json sha256:$(sha256sum wide/tokenizer.json | cut -d' ' -f1)"
 h5dump -a /tokenizer m.h5 | grep -qF "$ident" || fail "import did not record the tokenizer identity $ident"

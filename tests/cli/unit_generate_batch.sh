@@ -13,13 +13,9 @@
 #   --temperature 0, --greedy with --temperature, a bad --prompts line, two prompt sources).
 # Env: QWENFT (binary), WORK (scratch dir, created here), SRC (source tree).
 set -euo pipefail
-: "${QWENFT:?set QWENFT}" "${WORK:?set WORK}" "${SRC:?set SRC}"
-export OMPI_ALLOW_RUN_AS_ROOT="${OMPI_ALLOW_RUN_AS_ROOT:-1}" OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}"
-rm -rf "$WORK"; mkdir -p "$WORK"; cd "$WORK"
-command -v python3 >/dev/null || { echo "SKIP: python3 not found"; exit 77; }
-FIX="$SRC/tests/reference/fixtures"
-python3 "$SRC/tests/reference/widen_fixture.py" "$FIX/qwen2_gqa_untied/hf" wide
-cp "$FIX/tokenizer/tokenizer.json" wide/
+. "$SRC/tests/unit_common.sh"
+fixture_prologue
+wide_fixture
 
 python3 - "$QWENFT" <<'PY'
 import json, subprocess, sys

@@ -9,11 +9,8 @@
 # emits). Bad input: --prompt without a tokenizer, --prompt with --prompt-ids (exit 2).
 # Env: QWENFT (binary), WORK (scratch dir, created here), SRC (source tree).
 set -euo pipefail
-: "${QWENFT:?set QWENFT to the qwen-ft binary}" "${WORK:?set WORK to a scratch directory}" "${SRC:?set SRC}"
-export OMPI_ALLOW_RUN_AS_ROOT="${OMPI_ALLOW_RUN_AS_ROOT:-1}" OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}"
-rm -rf "$WORK"; mkdir -p "$WORK"; cd "$WORK"
-command -v python3 >/dev/null || { echo "SKIP: python3 not found"; exit 77; }
-FIX="$SRC/tests/reference/fixtures"
+. "$SRC/tests/unit_common.sh"
+fixture_prologue
 
 # a tokenizer with <|im_end|> on id 84 ('u' moves to 2002) and one with <|endoftext|> on id 92 ('}' to 2000): the
 # qwen2_gqa_untied model continues '"&*.' with 48 12 2 92 8 84 ..., so generation must stop after 92 or 84

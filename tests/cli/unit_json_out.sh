@@ -4,9 +4,9 @@
 # *_gib keys; `qwen-ft eval` on a validation set without a trained target prints null (not nan) and flags it in
 # "nonfinite"; estimate --json carries the table's numbers; report --json parses.
 set -uo pipefail
+. "$SRC/tests/unit_common.sh"
 rm -rf "$WORK"; mkdir -p "$WORK"; cd "$WORK"
-head -n 200 "$SRC/inputs/demo/train.jsonl" > t.jsonl
-"$QWENFT" prepare --in t.jsonl --out t.h5 --vocab-size 320 --eos-id 256 > /dev/null || { echo "FAIL: prepare"; exit 1; }
+demo_h5 200 t.jsonl t.h5
 printf '{"input_ids": [1, 2, 3, 4], "loss_mask": [0, 0, 0, 0]}\n' > none.jsonl
 "$QWENFT" prepare --in none.jsonl --out none.h5 --vocab-size 320 --eos-id 256 > /dev/null || { echo "FAIL: prepare"; exit 1; }
 cat > g.cfg <<'DECK'

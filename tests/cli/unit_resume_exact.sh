@@ -2,11 +2,10 @@
 # Resume is exact: N steps = k steps + resume + (N-k) steps, bit for bit (per-step losses, grad norms, lrs,
 # and the final checkpoint's master weights and Adam moments), on the CPU backend.
 set -euo pipefail
+. "$SRC/tests/unit_common.sh"
 rm -rf "$WORK"; mkdir -p "$WORK"; cd "$WORK"
-head -n 400 "$SRC/inputs/demo/train.jsonl" > train.jsonl
-head -n 60 "$SRC/inputs/demo/valid.jsonl" > valid.jsonl
-"$QWENFT" prepare --in train.jsonl --out train.h5 --vocab-size 320 --eos-id 256 >/dev/null
-"$QWENFT" prepare --in valid.jsonl --out valid.h5 --vocab-size 320 --eos-id 256 >/dev/null
+demo_h5 400 train.jsonl train.h5
+demo_h5 60 valid.jsonl valid.h5 valid
 cat > deck.cfg <<'DECK'
 model = { arch = "qwen3"; vocab_size = 320; hidden_size = 32; intermediate_size = 64; num_hidden_layers = 2;
           num_attention_heads = 4; num_key_value_heads = 2; head_dim = 16; init_seed = 7; };

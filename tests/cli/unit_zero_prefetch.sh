@@ -6,9 +6,9 @@
 # table holds (a tied head hands unit 0 back twice per micro-batch, accumulation 2, a bucket larger than the
 # model) complete in order instead of overrunning it.
 set -euo pipefail
+. "$SRC/tests/unit_common.sh"
 rm -rf "$WORK"; mkdir -p "$WORK"; cd "$WORK"
-head -n 300 "$SRC/inputs/demo/train.jsonl" > t.jsonl
-"$QWENFT" prepare --in t.jsonl --out t.h5 --vocab-size 320 --eos-id 256 > /dev/null
+demo_h5 300 t.jsonl t.h5
 cat > deck.cfg <<'DECK'
 model = { arch = "qwen2"; vocab_size = 320; hidden_size = 32; intermediate_size = 96; num_hidden_layers = 4;
           num_attention_heads = 4; num_key_value_heads = 2; tie_word_embeddings = true; init_seed = 5; };

@@ -10,13 +10,8 @@
  * accumulates dQ with atomics; its run-to-run difference is printed). Also: cuDNN's forward lse feeds the mma
  * backward (the two paths' lse agree), as when cuDNN takes one direction and not the other.
  * Exit: 0 passed, 1 a check failed, 77 no GPU (or, for the cudnn checks, a build without cuDNN: said so). */
-#include "ops.h"
-#include "util.h"
-#include <math.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#define QF_GPU_TEST_SEED 0x9E3779B97F4A7C15ull
+#include "qf_gpu_test.h"
 
 void qf_cuda_set_attention_path(int p); /* 0 auto, 1 mma, 2 cudnn */
 const char *qf_cuda_attention_last_path(void);
@@ -29,72 +24,15 @@ void qf_cuda_attention_describe(char *buf, int cap);
 #define TOL_BWD_F16 2.5e-3
 
 static const qf_ops *cpu;
-static int n_checks, n_fail;
-
 static void report(const qf_ops *g, const char *path, const char *name, double err, double tol) {
-    const int ok = err <= tol;
-    n_checks++;
-    if (!ok) n_fail++;
-    printf("%-4s %-8s %-6s %-72s max err %.3e (tol %.3g)\n", ok ? "ok" : "FAIL", g->name, path, name, err, tol);
-    fflush(stdout);
+    char label[48];
+    snprintf(label, sizeof label, "%-8s %-6s", g->name, path);
+    qf_gpu_report(label, 72, name, err, tol);
 }
 static void report_bool(const qf_ops *g, const char *path, const char *name, int ok) {
-    n_checks++;
-    if (!ok) n_fail++;
-    printf("%-4s %-8s %-6s %s\n", ok ? "ok" : "FAIL", g->name, path, name);
-    fflush(stdout);
-}
-
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static double urand(void) {
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return (double)((rng_state * 0x2545F4914F6CDD1Dull) >> 11) * 0x1.0p-53;
-}
-static float both(float x) { return qf_f16_to_f32(qf_f32_to_f16(qf_bf16_to_f32(qf_f32_to_bf16(x)))); }
-static float *frand(size_t n, double a) {
-    float *p = qf_malloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++) p[i] = both((float)((2.0 * urand() - 1.0) * a));
-    return p;
-}
-static float *fnan(size_t n) {
-    float *p = qf_malloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++) p[i] = NAN;
-    return p;
-}
-static double relerr(const float *a, const float *ref, size_t n) {
-    double md = 0.0, mr = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        const double d = fabs((double)a[i] - (double)ref[i]);
-        if (!(d <= md)) md = d;
-        if (fabs((double)ref[i]) > mr) mr = fabs((double)ref[i]);
-    }
-    return md / (mr > 0.0 ? mr : 1.0);
-}
-static void *up(const qf_ops *g, const float *h, size_t n) {
-    void *d = g->alloc(n * g->act_bytes + 16);
-    float *st = g->alloc(n * sizeof(float) + 16);
-    QF_CHECK(d && st);
-    g->copy_h2d(st, h, n * sizeof(float));
-    g->act_from_f32(d, st, n);
-    g->free(st);
-    return d;
-}
-static float *down_new(const qf_ops *g, const void *d, size_t n) {
-    float *h = qf_malloc(n * sizeof(float));
-    float *st = g->alloc(n * sizeof(float) + 16);
-    QF_CHECK(st);
-    g->act_to_f32(st, d, n);
-    g->copy_d2h(h, st, n * sizeof(float));
-    g->free(st);
-    return h;
-}
-static void *up_raw(const qf_ops *g, const void *h, size_t bytes) {
-    void *d = g->alloc(bytes + 16);
-    QF_CHECK(d);
-    g->copy_h2d(d, h, bytes);
-    return d;
+    char label[48];
+    snprintf(label, sizeof label, "%-8s %-6s", g->name, path);
+    qf_gpu_report_bool(label, name, ok);
 }
 static void cmp(const qf_ops *g, const char *path, const char *name, const void *d, const float *ref, size_t n,
                 double tol) {
@@ -104,20 +42,9 @@ static void cmp(const qf_ops *g, const char *path, const char *name, const void 
 }
 static void cmp_f32(const qf_ops *g, const char *path, const char *name, const float *d, const float *ref, size_t n,
                     double tol) {
-    float *h = qf_malloc(n * sizeof(float));
-    g->copy_d2h(h, d, n * sizeof(float));
+    float *h = down_raw_f32(g, d, n);
     report(g, path, name, relerr(h, ref, n), tol);
     free(h);
-}
-
-static void make_segments(int32_t *seg, int B, int T, int ndocs_hint) {
-    for (int b = 0; b < B; b++) {
-        int start = 0;
-        for (int t = 0; t < T; t++) {
-            if (t > 0 && ndocs_hint > 1 && urand() < (double)ndocs_hint / T) start = t;
-            seg[b * T + t] = start;
-        }
-    }
 }
 
 static int cudnn_built;
@@ -135,7 +62,7 @@ static void test_case(int B, int T, int H, int KV, int D, int ndocs) {
     cpu->attention_fwd(out, lse, q, k, v, seg, B, T, H, KV, D);
     for (size_t i = 0; i < nq; i++) outr[i] = both(out[i]);
     cpu->attention_bwd(dq, dk, dv, dout, outr, lse, q, k, v, seg, B, T, H, KV, D);
-    char what[96], nm[200];
+    char what[96];
     snprintf(what, sizeof what, "B%d T%d H%d KV%d D%d docs=%d", B, T, H, KV, D, docs);
     float *nq_nan = fnan(nq), *nk_nan = fnan(nk);
     for (int ti = 0; ti < 2; ti++) {
@@ -154,37 +81,30 @@ static void test_case(int B, int T, int H, int KV, int D, int ndocs) {
             g->attention_fwd(dO, dL, dQ, dK, dV, dS, B, T, H, KV, D);
             g->sync();
             const char *ran_f = qf_cuda_attention_last_path();
-            snprintf(nm, sizeof nm, "fwd out %s", what);
-            cmp(g, pn, nm, dO, out, nq, tol_f);
-            snprintf(nm, sizeof nm, "fwd lse %s", what);
-            cmp_f32(g, pn, nm, dL, lse, nl, tol_f);
+            cmp(g, pn, check_name("fwd out %s", what), dO, out, nq, tol_f);
+            cmp_f32(g, pn, check_name("fwd lse %s", what), dL, lse, nl, tol_f);
             if (path == 2) { /* cuDNN's lse drives the mma backward: the two paths' lse agree */
                 qf_cuda_set_attention_path(1);
                 g->attention_bwd(ddq, ddk, ddv, dG, dOr, dL, dQ, dK, dV, dS, B, T, H, KV, D);
-                snprintf(nm, sizeof nm, "mma bwd dq on cuDNN's lse %s", what);
-                cmp(g, pn, nm, ddq, dq, nq, tol_b);
+                cmp(g, pn, check_name("mma bwd dq on cuDNN's lse %s", what), ddq, dq, nq, tol_b);
                 qf_cuda_set_attention_path(2);
             }
             g->copy_h2d(dL, lse, nl * 4);
             g->attention_bwd(ddq, ddk, ddv, dG, dOr, dL, dQ, dK, dV, dS, B, T, H, KV, D);
             g->sync();
             const char *ran_b = qf_cuda_attention_last_path();
-            snprintf(nm, sizeof nm, "bwd dq %s", what);
-            cmp(g, pn, nm, ddq, dq, nq, tol_b);
-            snprintf(nm, sizeof nm, "bwd dk %s", what);
-            cmp(g, pn, nm, ddk, dk, nk, tol_b);
-            snprintf(nm, sizeof nm, "bwd dv %s", what);
-            cmp(g, pn, nm, ddv, dv, nk, tol_b);
-            snprintf(nm, sizeof nm, "ran fwd: %s, bwd: %s (%s)", ran_f, ran_b, what);
-            report_bool(g, pn, nm, !strncmp(ran_f, pn, strlen(pn)) && !strncmp(ran_b, pn, strlen(pn)));
+            cmp(g, pn, check_name("bwd dq %s", what), ddq, dq, nq, tol_b);
+            cmp(g, pn, check_name("bwd dk %s", what), ddk, dk, nk, tol_b);
+            cmp(g, pn, check_name("bwd dv %s", what), ddv, dv, nk, tol_b);
+            report_bool(g, pn, check_name("ran fwd: %s, bwd: %s (%s)", ran_f, ran_b, what),
+                        !strncmp(ran_f, pn, strlen(pn)) && !strncmp(ran_b, pn, strlen(pn)));
             /* run-to-run: a second backward */
             float *a1 = down_new(g, ddq, nq), *k1 = down_new(g, ddk, nk);
             g->attention_bwd(ddq, ddk, ddv, dG, dOr, dL, dQ, dK, dV, dS, B, T, H, KV, D);
             float *a2 = down_new(g, ddq, nq), *k2 = down_new(g, ddk, nk);
             const int same = !memcmp(a1, a2, nq * 4) && !memcmp(k1, k2, nk * 4);
             if (path == 1) {
-                snprintf(nm, sizeof nm, "bwd bitwise deterministic (dq, dk) %s", what);
-                report_bool(g, pn, nm, same);
+                report_bool(g, pn, check_name("bwd bitwise deterministic (dq, dk) %s", what), same);
             } else {
                 printf("info %-8s %-6s bwd run-to-run: %s (dq max rel diff %.2e)\n", g->name, pn,
                        same ? "bitwise equal" : "differs", relerr(a2, a1, nq));
@@ -229,8 +149,8 @@ static void test_seg_change(void) {
                 snprintf(nm, sizeof nm, "seg_start rewritten in place (%d docs/row hint, %s, call %d): fwd out", docs[i],
                          cache ? "segment cache" : "read-back", rep + 1);
                 cmp(g, "cudnn", nm, dO, out, nq, TOL_ACT_BF16);
-                snprintf(nm, sizeof nm, "  ... lse (ran %s)", qf_cuda_attention_last_path());
-                cmp_f32(g, "cudnn", nm, dL, lse, nl, TOL_ACT_BF16);
+                cmp_f32(g, "cudnn", check_name("  ... lse (ran %s)", qf_cuda_attention_last_path()), dL, lse, nl,
+                        TOL_ACT_BF16);
             }
         }
     }

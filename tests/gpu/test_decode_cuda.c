@@ -6,56 +6,13 @@
  * fp32 1e-5, bf16 1e-2, fp16 1.25e-3 (one rounding of the output, as test_ops_cuda's TOL_ACT); the caches must be
  * equal bit for bit in every table (a copy; the inputs are values that bf16 and fp16 both hold exactly).
  * Exit: 0 passed, 1 a check failed, 77 "no GPU: skipped". */
-#include "ops.h"
-#include "util.h"
-#include <math.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#define QF_GPU_TEST_SEED 0x9E3779B97F4A7C15ull
+#include "qf_gpu_test.h"
 
-static int n_checks, n_fail;
-static uint64_t rs = 0x9E3779B97F4A7C15ull;
-static double urand(void) {
-    rs ^= rs >> 12, rs ^= rs << 25, rs ^= rs >> 27;
-    return (double)((rs * 0x2545F4914F6CDD1Dull) >> 11) * 0x1.0p-53;
-}
-static float both(float x) { return qf_f16_to_f32(qf_f32_to_f16(qf_bf16_to_f32(qf_f32_to_bf16(x)))); }
-static float *frand(size_t n) {
-    float *p = qf_malloc(n * sizeof *p);
-    for (size_t i = 0; i < n; i++) p[i] = both((float)(2.0 * urand() - 1.0));
-    return p;
-}
-static double relerr(const float *a, const float *r, size_t n) {
-    double md = 0, mr = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - r[i]);
-        if (!(d <= md)) md = d;
-        if (fabs(r[i]) > mr) mr = fabs(r[i]);
-    }
-    return md / (mr > 0 ? mr : 1);
-}
-static void *up(const qf_ops *g, const float *h, size_t n) {
-    void *d = g->alloc(n * g->act_bytes + 16);
-    float *st = g->alloc(n * 4 + 16);
-    QF_CHECK(d && st);
-    g->copy_h2d(st, h, n * 4);
-    g->act_from_f32(d, st, n);
-    g->free(st);
-    return d;
-}
-static float *down(const qf_ops *g, const void *d, size_t n) {
-    float *st = g->alloc(n * 4 + 16), *h = qf_malloc(n * 4);
-    QF_CHECK(st);
-    g->act_to_f32(st, d, n);
-    g->copy_d2h(h, st, n * 4);
-    g->free(st);
-    return h;
-}
 static void report(const qf_ops *g, const char *what, double err, double tol) {
-    n_checks++;
-    n_fail += !(err <= tol);
-    printf("%-4s %-9s %-64s max err %.3e (tol %.3g)\n", err <= tol ? "ok" : "FAIL", g->name, what, err, tol);
+    char label[32];
+    snprintf(label, sizeof label, "%-9s", g->name);
+    qf_gpu_report(label, 64, what, err, tol);
 }
 
 /* B rows, caches of S positions; calls: a prefill of Tq0 tokens at per-row starts, then `steps` single tokens */
@@ -71,13 +28,13 @@ static void run_case(const qf_ops *g, int B, int S, int H, int KV, int D, int Tq
     for (int call = 0; call <= steps; call++) {
         int Tq = call == 0 ? Tq0 : 1;
         size_t nq = (size_t)B * Tq * H * D, nk = (size_t)B * Tq * KV * D;
-        float *q = frand(nq), *k = frand(nk), *v = frand(nk), *out = qf_malloc(nq * 4);
+        float *q = frand(nq, 1), *k = frand(nk, 1), *v = frand(nk, 1), *out = qf_malloc(nq * 4);
         void *gq = up(g, q, nq), *gk = up(g, k, nk), *gv = up(g, v, nk), *go = g->alloc(nq * g->act_bytes + 16);
         int32_t *gs = g->alloc((size_t)B * 4);
         g->copy_h2d(gs, start, (size_t)B * 4);
         c->attention_decode(out, q, k, v, kc, vc, start, B, Tq, S, H, KV, D);
         g->attention_decode(go, gq, gk, gv, dk, dv, gs, B, Tq, S, H, KV, D);
-        float *ho = down(g, go, nq), *hk = down(g, dk, cache), *hv = down(g, dv, cache);
+        float *ho = down_new(g, go, nq), *hk = down_new(g, dk, cache), *hv = down_new(g, dv, cache);
         snprintf(what, sizeof what, "B %d S %d H %d KV %d D %d %s Tq %d", B, S, H, KV, D,
                  call == 0 ? "prefill" : "decode", Tq);
         report(g, what, relerr(ho, out, nq), tol);

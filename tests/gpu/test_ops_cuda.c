@@ -22,13 +22,8 @@
  * The fp16 table's classifier runs with a loss scale (LS_F16) folded into grad_scale, as fp16 training always does
  * (DeepSpeed's dynamic loss scaling): unscaled, dlogits of ~1/(V * tokens) are fp16 subnormals.
  * Exit: 0 all passed, 1 a check failed, 77 "no GPU: skipped". */
-#include "ops.h"
-#include "util.h"
-#include <math.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#define QF_GPU_TEST_SEED 0x2545F4914F6CDD1Dull
+#include "qf_gpu_test.h"
 
 /* test hooks of kernels/cuda (not in ops.h): tensor-core attention kernels 2 (default), 3, or 1; the attention path
  * (0 auto, 1 mma, 2 cudnn): the attention checks and benchmark here are the mma.sync kernels' (forced); every path
@@ -55,103 +50,33 @@ typedef struct {
 static const qf_ops *cpu;
 static const qf_ops *gpus[3];
 static int ngpu;
-static int n_checks, n_fail;
-
 static double tol_of(const qf_ops *g, tol2 t) {
     return g->act_dtype == QF_DT_F32 ? TOL_F32 : g->act_dtype == QF_DT_F16 ? t.f16 : t.bf16;
 }
 
 static void report(const qf_ops *g, const char *name, double err, double tol) {
-    const int ok = err <= tol;
-    n_checks++;
-    if (!ok) n_fail++;
-    printf("%-4s %-9s %-70s max err %.3e (tol %.3g)\n", ok ? "ok" : "FAIL", g ? g->name : "", name, err, tol);
-    fflush(stdout);
+    char label[32];
+    snprintf(label, sizeof label, "%-9s", g ? g->name : "");
+    qf_gpu_report(label, 70, name, err, tol);
 }
 static void report_bool(const qf_ops *g, const char *name, int ok) {
-    n_checks++;
-    if (!ok) n_fail++;
-    printf("%-4s %-9s %s\n", ok ? "ok" : "FAIL", g ? g->name : "", name);
-    fflush(stdout);
+    char label[32];
+    snprintf(label, sizeof label, "%-9s", g ? g->name : "");
+    qf_gpu_report_bool(label, name, ok);
 }
 
-/* ---- host helpers ------------------------------------------------------------------------------------------ */
-static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-static double urand(void) {
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return (double)((rng_state * 0x2545F4914F6CDD1Dull) >> 11) * 0x1.0p-53;
-}
-static float bfr(float x) { return qf_bf16_to_f32(qf_f32_to_bf16(x)); }
-static float f16r(float x) { return qf_f16_to_f32(qf_f32_to_f16(x)); }
-/* x rounded to bf16, then to fp16: a value both types hold exactly (a bf16 value of magnitude below fp16's normal
- * range, 2^-14, loses low bits in fp16, and what is left still fits bf16's 8-bit significand) */
-static float both(float x) { return f16r(bfr(x)); }
+/* ---- host helpers (the shared ones are in qf_gpu_test.h) ------------------------------------------------------- */
 /* x as table g's act dtype holds it */
 static float actr(const qf_ops *g, float x) {
     return g->act_dtype == QF_DT_BF16 ? bfr(x) : g->act_dtype == QF_DT_F16 ? f16r(x) : x;
-}
-/* uniform (-a, a), rounded to a value exact in bf16 and fp16 */
-static float *frand(size_t n, double a) {
-    float *p = qf_malloc((n ? n : 1) * sizeof(float));
-    for (size_t i = 0; i < n; i++) p[i] = both((float)((2.0 * urand() - 1.0) * a));
-    return p;
 }
 static float *fdup(const float *s, size_t n) {
     float *p = qf_malloc((n ? n : 1) * sizeof(float));
     memcpy(p, s, n * sizeof(float));
     return p;
 }
-static float *fnan(size_t n) {
-    float *p = qf_malloc((n ? n : 1) * sizeof(float));
-    for (size_t i = 0; i < n; i++) p[i] = NAN;
-    return p;
-}
-static double relerr(const float *a, const float *ref, size_t n) {
-    double md = 0.0, mr = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        const double d = fabs((double)a[i] - (double)ref[i]);
-        if (!(d <= md)) md = d; /* keeps NaN */
-        if (fabs((double)ref[i]) > mr) mr = fabs((double)ref[i]);
-    }
-    return md / (mr > 0.0 ? mr : 1.0);
-}
 static double relerr_d(double a, double ref) { return fabs(a - ref) / (fabs(ref) > 0 ? fabs(ref) : 1.0); }
 
-/* ---- device helpers (for table g) ----------------------------------------------------------------------------- */
-static void *up(const qf_ops *g, const float *h, size_t n) {
-    void *d = g->alloc(n * g->act_bytes + 16);
-    float *st = g->alloc(n * sizeof(float) + 16);
-    QF_CHECK(d && st);
-    g->copy_h2d(st, h, n * sizeof(float));
-    g->act_from_f32(d, st, n);
-    g->free(st);
-    return d;
-}
-static void down(const qf_ops *g, float *h, const void *d, size_t n) {
-    float *st = g->alloc(n * sizeof(float) + 16);
-    QF_CHECK(st);
-    g->act_to_f32(st, d, n);
-    g->copy_d2h(h, st, n * sizeof(float));
-    g->free(st);
-}
-static float *down_new(const qf_ops *g, const void *d, size_t n) {
-    float *h = qf_malloc((n ? n : 1) * sizeof(float));
-    down(g, h, d, n);
-    return h;
-}
-static void *up_raw(const qf_ops *g, const void *h, size_t bytes) {
-    void *d = g->alloc(bytes + 16);
-    QF_CHECK(d);
-    g->copy_h2d(d, h, bytes);
-    return d;
-}
-static float *down_raw_f32(const qf_ops *g, const float *d, size_t n) {
-    float *h = qf_malloc((n ? n : 1) * sizeof(float));
-    g->copy_d2h(h, d, n * sizeof(float));
-    return h;
-}
 /* compare a device act tensor with a host reference */
 static void cmp(const qf_ops *g, const char *name, const void *d, const float *ref, size_t n, tol2 tol) {
     float *h = down_new(g, d, n);
@@ -279,21 +204,22 @@ static void test_matmul(int N, int IN, int OUT, int with_bias) {
         g->matmul_fwd(dYa, dX, dW, with_bias ? dB : NULL, N, IN, OUT, 1);
         g->matmul_bwd(ddx, ddw, with_bias ? ddb : NULL, dG, dX, dW, N, IN, OUT, 0);
         g->matmul_bwd(ddxa, NULL, NULL, dG, dX, dW, N, IN, OUT, 1);
-        snprintf(nm, sizeof nm, "matmul_fwd %dx%d->%d%s", N, IN, OUT, with_bias == 2 ? " +unaligned bias" : with_bias ? " +bias" : "");
-        cmp(g, nm, dY, y, (size_t)N * OUT, TOL_ACT);
+        cmp(g,
+            check_name("matmul_fwd %dx%d->%d%s", N, IN, OUT,
+                       with_bias == 2 ? " +unaligned bias"
+                       : with_bias    ? " +bias"
+                                      : ""),
+            dY, y, (size_t)N * OUT, TOL_ACT);
         snprintf(nm, sizeof nm, "matmul_fwd %dx%d->%d%s, accumulate", N, IN, OUT,
                  with_bias == 2 ? " +unaligned bias" : with_bias ? " +bias" : "");
         cmp(g, nm, dYa, ya, (size_t)N * OUT, TOL_ACT);
-        snprintf(nm, sizeof nm, "matmul_bwd dx (write over NaN) %dx%d->%d", N, IN, OUT);
-        cmp(g, nm, ddx, dx, (size_t)N * IN, TOL_ACT);
-        snprintf(nm, sizeof nm, "matmul_bwd dw (+=) %dx%d->%d", N, IN, OUT);
-        cmp(g, nm, ddw, dw, (size_t)OUT * IN, TOL_ACT);
+        cmp(g, check_name("matmul_bwd dx (write over NaN) %dx%d->%d", N, IN, OUT), ddx, dx, (size_t)N * IN, TOL_ACT);
+        cmp(g, check_name("matmul_bwd dw (+=) %dx%d->%d", N, IN, OUT), ddw, dw, (size_t)OUT * IN, TOL_ACT);
         if (with_bias) {
-            snprintf(nm, sizeof nm, "matmul_bwd db (+=) %dx%d->%d", N, IN, OUT);
-            cmp(g, nm, ddb, db, OUT, TOL_ACT);
+            cmp(g, check_name("matmul_bwd db (+=) %dx%d->%d", N, IN, OUT), ddb, db, OUT, TOL_ACT);
         }
-        snprintf(nm, sizeof nm, "matmul_bwd dx accumulate_dx=1, dw=db=NULL %dx%d->%d", N, IN, OUT);
-        cmp(g, nm, ddxa, dxa, (size_t)N * IN, TOL_ACT);
+        cmp(g, check_name("matmul_bwd dx accumulate_dx=1, dw=db=NULL %dx%d->%d", N, IN, OUT), ddxa, dxa, (size_t)N * IN,
+            TOL_ACT);
         g->free(dX), g->free(dW), g->free(dBbuf), g->free(dY), g->free(dYa), g->free(dG), g->free(ddx), g->free(ddw);
         g->free(ddb), g->free(ddxa);
         free(nanx), free(bpad);
@@ -304,7 +230,6 @@ static void test_matmul(int N, int IN, int OUT, int with_bias) {
 
 /* ---- RMSNorm -------------------------------------------------------------------------------------------------- */
 static void test_rmsnorm(int N, int C) {
-    char nm[160];
     const size_t n = (size_t)N * C;
     float *x = frand(n, 2), *w = frand(C, 1.5), *dout = frand(n, 1), *dw0 = frand(C, 1), *dx0 = frand(n, 1);
     float *y = qf_malloc(n * 4), *rs = qf_malloc((size_t)N * 4), *dx = qf_malloc(n * 4), *dw = fdup(dw0, C);
@@ -321,21 +246,15 @@ static void test_rmsnorm(int N, int C) {
         g->rmsnorm_fwd(dY, dR, dX, dWt, N, C, 1e-6f);
         g->rmsnorm_bwd(ddx, ddw, dG, dX, dWt, dR, N, C, 0);
         g->rmsnorm_bwd(ddxa, ddwa, dG, dX, dWt, dR, N, C, 1);
-        snprintf(nm, sizeof nm, "rmsnorm_fwd out [%d, %d]", N, C);
-        cmp(g, nm, dY, y, n, TOL_ACT);
-        snprintf(nm, sizeof nm, "rmsnorm_fwd rstd [%d, %d]", N, C);
-        cmp_f32(g, nm, dR, rs, N, TOL_ACT);
-        snprintf(nm, sizeof nm, "rmsnorm_bwd dx (write) [%d, %d]", N, C);
-        cmp(g, nm, ddx, dx, n, TOL_ACT);
-        snprintf(nm, sizeof nm, "rmsnorm_bwd dw (+=) [%d, %d]", N, C);
-        cmp(g, nm, ddw, dw, C, TOL_ACT);
-        snprintf(nm, sizeof nm, "rmsnorm_bwd dx (accumulate onto residual grad) [%d, %d]", N, C);
-        cmp(g, nm, ddxa, dxa, n, TOL_ACT);
+        cmp(g, check_name("rmsnorm_fwd out [%d, %d]", N, C), dY, y, n, TOL_ACT);
+        cmp_f32(g, check_name("rmsnorm_fwd rstd [%d, %d]", N, C), dR, rs, N, TOL_ACT);
+        cmp(g, check_name("rmsnorm_bwd dx (write) [%d, %d]", N, C), ddx, dx, n, TOL_ACT);
+        cmp(g, check_name("rmsnorm_bwd dw (+=) [%d, %d]", N, C), ddw, dw, C, TOL_ACT);
+        cmp(g, check_name("rmsnorm_bwd dx (accumulate onto residual grad) [%d, %d]", N, C), ddxa, dxa, n, TOL_ACT);
         /* dx aliasing dout (allowed by the CPU table): same result */
         void *alias = up(g, dout, n), *ddw2 = up(g, dw0, C);
         g->rmsnorm_bwd(alias, ddw2, alias, dX, dWt, dR, N, C, 0);
-        snprintf(nm, sizeof nm, "rmsnorm_bwd dx with dx == dout [%d, %d]", N, C);
-        cmp(g, nm, alias, dx, n, TOL_ACT);
+        cmp(g, check_name("rmsnorm_bwd dx with dx == dout [%d, %d]", N, C), alias, dx, n, TOL_ACT);
         g->free(dX), g->free(dWt), g->free(dY), g->free(dG), g->free(dR), g->free(ddx), g->free(ddw), g->free(ddxa);
         g->free(ddwa), g->free(alias), g->free(ddw2);
         free(nanv);
@@ -345,7 +264,6 @@ static void test_rmsnorm(int N, int C) {
 
 /* ---- RoPE ------------------------------------------------------------------------------------------------------- */
 static void test_rope(int B, int T, int nh, int D, double theta) {
-    char nm[160];
     const int N = B * T;
     const size_t n = (size_t)N * nh * D;
     int32_t *pos = qf_malloc((size_t)N * 4);
@@ -365,28 +283,17 @@ static void test_rope(int B, int T, int nh, int D, double theta) {
         void *dX = up(g, x, n), *dXb = up(g, x, n);
         g->rope_fwd(dX, dP, N, nh, D, theta);
         g->rope_bwd(dXb, dP, N, nh, D, theta);
-        snprintf(nm, sizeof nm, "rope_fwd [%d, %d, %d] theta %g", N, nh, D, theta);
-        cmp(g, nm, dX, y, n, TOL_ACT);
-        snprintf(nm, sizeof nm, "rope_bwd [%d, %d, %d] theta %g", N, nh, D, theta);
-        cmp(g, nm, dXb, yb, n, TOL_ACT);
+        cmp(g, check_name("rope_fwd [%d, %d, %d] theta %g", N, nh, D, theta), dX, y, n, TOL_ACT);
+        cmp(g, check_name("rope_bwd [%d, %d, %d] theta %g", N, nh, D, theta), dXb, yb, n, TOL_ACT);
         g->free(dP), g->free(dX), g->free(dXb);
     }
     free(pos), free(x), free(y), free(yb);
 }
 
 /* ---- attention ------------------------------------------------------------------------------------------------ */
-/* seg: per row, documents of random lengths (ndocs_hint 1 = one document per row) */
-static void make_segments(int32_t *seg, int B, int T, int ndocs_hint) {
-    for (int b = 0; b < B; b++) {
-        int start = 0;
-        for (int t = 0; t < T; t++) {
-            if (t > 0 && ndocs_hint > 1 && urand() < (double)ndocs_hint / T) start = t;
-            seg[b * T + t] = start;
-        }
-    }
-}
+/* one attention case on the given seg_start (test_attention draws one with make_segments: documents of random
+ * lengths per row, ndocs_hint 1 = one document per row) */
 static void test_attention_seg(int B, int T, int H, int KV, int D, const int32_t *seg, const char *what) {
-    char nm[200];
     const size_t nq = (size_t)B * T * H * D, nk = (size_t)B * T * KV * D, nl = (size_t)B * H * T;
     float *q = frand(nq, 1.5), *k = frand(nk, 1.5), *v = frand(nk, 1), *dout = frand(nq, 1);
     float *out = qf_malloc(nq * 4), *lse = qf_malloc(nl * 4);
@@ -417,26 +324,21 @@ static void test_attention_seg(int B, int T, int H, int KV, int D, const int32_t
         int32_t *dS = up_raw(g, seg, (size_t)B * T * 4);
         void *ddq = up(g, nq_nan, nq), *ddk = up(g, nk_nan, nk), *ddv = up(g, nk_nan, nk);
         g->attention_fwd(dO, dL, dQ, dK, dV, dS, B, T, H, KV, D);
-        snprintf(nm, sizeof nm, "attention_fwd out B%d T%d H%d KV%d D%d %s", B, T, H, KV, D, what);
-        cmp(g, nm, dO, out, nq, TOL_ACT);
-        snprintf(nm, sizeof nm, "attention_fwd lse B%d T%d H%d KV%d D%d %s", B, T, H, KV, D, what);
-        cmp_f32(g, nm, dL, lse, nl, TOL_ACT);
+        cmp(g, check_name("attention_fwd out B%d T%d H%d KV%d D%d %s", B, T, H, KV, D, what), dO, out, nq, TOL_ACT);
+        cmp_f32(g, check_name("attention_fwd lse B%d T%d H%d KV%d D%d %s", B, T, H, KV, D, what), dL, lse, nl, TOL_ACT);
         /* backward on the CPU's (bf16-rounded) out and lse, so that only the backward is compared */
         void *dOr = up(g, outr, nq);
         g->copy_h2d(dL, lse, nl * 4);
         g->attention_bwd(ddq, ddk, ddv, dG, dOr, dL, dQ, dK, dV, dS, B, T, H, KV, D);
-        snprintf(nm, sizeof nm, "attention_bwd dq B%d T%d H%d KV%d D%d %s", B, T, H, KV, D, what);
-        cmp(g, nm, ddq, dq, nq, TOL_ATT_BWD);
-        snprintf(nm, sizeof nm, "attention_bwd dk B%d T%d H%d KV%d D%d %s", B, T, H, KV, D, what);
-        cmp(g, nm, ddk, dk, nk, TOL_ATT_BWD);
-        snprintf(nm, sizeof nm, "attention_bwd dv B%d T%d H%d KV%d D%d %s", B, T, H, KV, D, what);
-        cmp(g, nm, ddv, dv, nk, TOL_ATT_BWD);
+        cmp(g, check_name("attention_bwd dq B%d T%d H%d KV%d D%d %s", B, T, H, KV, D, what), ddq, dq, nq, TOL_ATT_BWD);
+        cmp(g, check_name("attention_bwd dk B%d T%d H%d KV%d D%d %s", B, T, H, KV, D, what), ddk, dk, nk, TOL_ATT_BWD);
+        cmp(g, check_name("attention_bwd dv B%d T%d H%d KV%d D%d %s", B, T, H, KV, D, what), ddv, dv, nk, TOL_ATT_BWD);
         /* determinism: a second backward is bitwise identical */
         float *a1 = down_new(g, ddq, nq), *k1 = down_new(g, ddk, nk);
         g->attention_bwd(ddq, ddk, ddv, dG, dOr, dL, dQ, dK, dV, dS, B, T, H, KV, D);
         float *a2 = down_new(g, ddq, nq), *k2 = down_new(g, ddk, nk);
-        snprintf(nm, sizeof nm, "attention_bwd is deterministic (dq, dk bitwise) B%d T%d D%d", B, T, D);
-        report_bool(g, nm, !memcmp(a1, a2, nq * 4) && !memcmp(k1, k2, nk * 4));
+        report_bool(g, check_name("attention_bwd is deterministic (dq, dk bitwise) B%d T%d D%d", B, T, D),
+                    !memcmp(a1, a2, nq * 4) && !memcmp(k1, k2, nk * 4));
         free(a1), free(a2), free(k1), free(k2);
         g->free(dQ), g->free(dK), g->free(dV), g->free(dG), g->free(dO), g->free(dL), g->free(dS), g->free(ddq);
         g->free(ddk), g->free(ddv), g->free(dOr);
@@ -455,7 +357,6 @@ static void test_attention(int B, int T, int H, int KV, int D, int ndocs) {
 
 /* ---- SwiGLU, add, scale ------------------------------------------------------------------------------------- */
 static void test_swiglu(int N, int F) {
-    char nm[160];
     const size_t n = (size_t)N * F;
     float *gt = frand(n, 4), *u = frand(n, 2), *d = frand(n, 1);
     float *o = qf_malloc(n * 4), *dg = qf_malloc(n * 4), *du = qf_malloc(n * 4);
@@ -468,12 +369,9 @@ static void test_swiglu(int N, int F) {
         void *ddg = up(g, nanv, n), *ddu = up(g, nanv, n);
         g->swiglu_fwd(dO, dG, dU, N, F);
         g->swiglu_bwd(ddg, ddu, dD, dG, dU, N, F);
-        snprintf(nm, sizeof nm, "swiglu_fwd [%d, %d]", N, F);
-        cmp(g, nm, dO, o, n, TOL_ACT);
-        snprintf(nm, sizeof nm, "swiglu_bwd dgate [%d, %d]", N, F);
-        cmp(g, nm, ddg, dg, n, TOL_ACT);
-        snprintf(nm, sizeof nm, "swiglu_bwd dup [%d, %d]", N, F);
-        cmp(g, nm, ddu, du, n, TOL_ACT);
+        cmp(g, check_name("swiglu_fwd [%d, %d]", N, F), dO, o, n, TOL_ACT);
+        cmp(g, check_name("swiglu_bwd dgate [%d, %d]", N, F), ddg, dg, n, TOL_ACT);
+        cmp(g, check_name("swiglu_bwd dup [%d, %d]", N, F), ddu, du, n, TOL_ACT);
         g->free(dG), g->free(dU), g->free(dD), g->free(dO), g->free(ddg), g->free(ddu);
         free(nanv);
     }
@@ -491,14 +389,11 @@ static void test_flat(size_t n) {
         void *dY = up(g, y, n), *dX = up(g, x, n), *dYs = up(g, y, n);
         g->add_inplace(dY, dX, n);
         g->scale(dYs, 0.37f, n);
-        snprintf(nm, sizeof nm, "add_inplace n=%zu", n);
-        cmp(g, nm, dY, ya, n, TOL_ACT);
-        snprintf(nm, sizeof nm, "scale n=%zu", n);
-        cmp(g, nm, dYs, ys, n, TOL_ACT);
+        cmp(g, check_name("add_inplace n=%zu", n), dY, ya, n, TOL_ACT);
+        cmp(g, check_name("scale n=%zu", n), dYs, ys, n, TOL_ACT);
         void *dS = up(g, y, n);
         const double gs = g->sumsq(dS, n), gs2 = g->sumsq(dS, n);
-        snprintf(nm, sizeof nm, "sumsq n=%zu (double, relative)", n);
-        report(g, nm, relerr_d(gs, ss), 1e-12);
+        report(g, check_name("sumsq n=%zu (double, relative)", n), relerr_d(gs, ss), 1e-12);
         report_bool(g, "sumsq is deterministic", gs == gs2);
         /* odd offset (unaligned view) */
         const double so = cpu->sumsq(y + 3, n - 3);
@@ -533,7 +428,6 @@ static void test_flat(size_t n) {
 
 /* ---- embedding ---------------------------------------------------------------------------------------------- */
 static void test_embedding(int N, int C, int V) {
-    char nm[160];
     int32_t *tok = qf_malloc((size_t)N * 4);
     for (int n = 0; n < N; n++) tok[n] = n % 5 == 0 ? 7 % V : (int32_t)(urand() * V); /* token 7 repeated a lot */
     float *wte = frand((size_t)V * C, 1), *dout = frand((size_t)N * C, 1), *dw0 = frand((size_t)V * C, 1);
@@ -548,15 +442,15 @@ static void test_embedding(int N, int C, int V) {
         void *ddw = up(g, dw0, (size_t)V * C);
         g->embedding_fwd(dO, dT, dW, N, C);
         float *o = down_new(g, dO, (size_t)N * C);
-        snprintf(nm, sizeof nm, "embedding_fwd exact [N %d, C %d, V %d]", N, C, V);
-        report_bool(g, nm, !memcmp(o, out, (size_t)N * C * 4));
+        report_bool(g, check_name("embedding_fwd exact [N %d, C %d, V %d]", N, C, V),
+                    !memcmp(o, out, (size_t)N * C * 4));
         g->embedding_bwd(ddw, dG, dT, N, C, V);
-        snprintf(nm, sizeof nm, "embedding_bwd dwte (+=, repeated tokens) [N %d, C %d, V %d]", N, C, V);
-        cmp(g, nm, ddw, dw, (size_t)V * C, TOL_ACT);
+        cmp(g, check_name("embedding_bwd dwte (+=, repeated tokens) [N %d, C %d, V %d]", N, C, V), ddw, dw,
+            (size_t)V * C, TOL_ACT);
         if (g->act_bytes == 4) {
             float *h = down_new(g, ddw, (size_t)V * C);
-            snprintf(nm, sizeof nm, "embedding_bwd fp32 bitwise equal to the CPU (same order) [N %d]", N);
-            report_bool(g, nm, !memcmp(h, dw, (size_t)V * C * 4));
+            report_bool(g, check_name("embedding_bwd fp32 bitwise equal to the CPU (same order) [N %d]", N),
+                        !memcmp(h, dw, (size_t)V * C * 4));
             free(h);
         }
         g->free(dT), g->free(dW), g->free(dO), g->free(dG), g->free(ddw);
@@ -641,22 +535,22 @@ static void test_classifier(int N, int C, int V) {
         double gl = 0, gle = 0;
         g->classifier(&gle, NULL, NULL, dX, dW, dT, N, C, V, 1.0f);
         g->classifier(&gl, ddx, ddw, dX, dW, dT, N, C, V, gs);
-        snprintf(nm, sizeof nm, "classifier loss_sum (eval, dx = NULL) [N %d, C %d, V %d]", N, C, V);
-        report(g, nm, relerr_d(gle, loss_eval), tol_of(g, TOL_ACT));
-        snprintf(nm, sizeof nm, "classifier loss_sum (train) [N %d, C %d, V %d]", N, C, V);
-        report(g, nm, relerr_d(gl, r->loss), tol_of(g, TOL_ACT));
-        snprintf(nm, sizeof nm, "classifier dx vs the fp32 CPU op [N %d, C %d, V %d%s]", N, C, V, ls);
-        cmp(g, nm, ddx, r->dx, (size_t)N * C, TOL_CLS_VS_F32);
-        snprintf(nm, sizeof nm, "classifier dw (+=) vs the fp32 CPU op [N %d, C %d, V %d%s]", N, C, V, ls);
-        cmp(g, nm, ddw, r->dw, (size_t)V * C, TOL_CLS_VS_F32);
+        report(g, check_name("classifier loss_sum (eval, dx = NULL) [N %d, C %d, V %d]", N, C, V),
+               relerr_d(gle, loss_eval), tol_of(g, TOL_ACT));
+        report(g, check_name("classifier loss_sum (train) [N %d, C %d, V %d]", N, C, V), relerr_d(gl, r->loss),
+               tol_of(g, TOL_ACT));
+        cmp(g, check_name("classifier dx vs the fp32 CPU op [N %d, C %d, V %d%s]", N, C, V, ls), ddx, r->dx,
+            (size_t)N * C, TOL_CLS_VS_F32);
+        cmp(g, check_name("classifier dw (+=) vs the fp32 CPU op [N %d, C %d, V %d%s]", N, C, V, ls), ddw, r->dw,
+            (size_t)V * C, TOL_CLS_VS_F32);
         if (g->act_bytes == 2) {
             const char *ty = h16 ? "fp16" : "bf16";
-            snprintf(nm, sizeof nm, "classifier loss_sum vs HF-%s emulation [N %d, C %d, V %d]", ty, N, C, V);
-            report(g, nm, relerr_d(gl, r->lossh), tol_of(g, TOL_ACT));
-            snprintf(nm, sizeof nm, "classifier dx vs HF-%s emulation [N %d, C %d, V %d%s]", ty, N, C, V, ls);
-            cmp(g, nm, ddx, r->dxh, (size_t)N * C, TOL_CLS_EMU);
-            snprintf(nm, sizeof nm, "classifier dw (+=) vs HF-%s emulation [N %d, C %d, V %d%s]", ty, N, C, V, ls);
-            cmp(g, nm, ddw, r->dwh, (size_t)V * C, TOL_CLS_EMU);
+            report(g, check_name("classifier loss_sum vs HF-%s emulation [N %d, C %d, V %d]", ty, N, C, V),
+                   relerr_d(gl, r->lossh), tol_of(g, TOL_ACT));
+            cmp(g, check_name("classifier dx vs HF-%s emulation [N %d, C %d, V %d%s]", ty, N, C, V, ls), ddx, r->dxh,
+                (size_t)N * C, TOL_CLS_EMU);
+            cmp(g, check_name("classifier dw (+=) vs HF-%s emulation [N %d, C %d, V %d%s]", ty, N, C, V, ls), ddw,
+                r->dwh, (size_t)V * C, TOL_CLS_EMU);
         }
         /* dx aliasing x (allowed: dW is computed before dx, chunk by chunk) */
         void *alias = up(g, x, (size_t)N * C), *ddw2 = up(g, dw0, (size_t)V * C);
@@ -678,7 +572,6 @@ static void test_classifier(int N, int C, int V) {
 
 /* ---- AdamW -------------------------------------------------------------------------------------------------- */
 static void test_adamw(size_t n) {
-    char nm[160];
     float *p = frand(n, 1), *g0 = frand(n, 0.1), *g1 = frand(n, 0.1), *m = qf_calloc(n, 4), *v = qf_calloc(n, 4);
     float *pc = fdup(p, n), *mc = fdup(m, n), *vc = fdup(v, n), *pac = qf_malloc(n * 4);
     cpu->adamw(pc, pac, g0, mc, vc, n, 0.5f, 2e-5f, 0.9f, 0.999f, 1e-8f, 0.01f, 1);
@@ -693,8 +586,8 @@ static void test_adamw(size_t n) {
         float *hpa = down_new(g, dpa, n);
         /* inputs are identical (g0, g1 are exact in bf16 and fp16): master/moments match the CPU bit for bit in every
          * table */
-        snprintf(nm, sizeof nm, "adamw 2 steps n=%zu: master p, m, v bitwise equal to the CPU", n);
-        report_bool(g, nm, !memcmp(hp, pc, n * 4) && !memcmp(hm, mc, n * 4) && !memcmp(hv, vc, n * 4));
+        report_bool(g, check_name("adamw 2 steps n=%zu: master p, m, v bitwise equal to the CPU", n),
+                    !memcmp(hp, pc, n * 4) && !memcmp(hm, mc, n * 4) && !memcmp(hv, vc, n * 4));
         report(g, "adamw p_act (act dtype)", relerr(hpa, pac, n), tol_of(g, TOL_ADAMW_ACT));
         /* unaligned view (offset 1 element) */
         float *dp2 = up_raw(g, p, n * 4), *dm2 = g->alloc(n * 4), *dv2 = g->alloc(n * 4);

@@ -229,76 +229,34 @@ static void test_malformed(void) {
     qf_test_write_text(path, "this is not HDF5\n");
     expect_bad(path, "not an HDF5 file", "text file");
 
-    raw_spec s = base;
-    s.omit_tokens = 1;
-    tmp_path(path, sizeof path, "no_tokens.h5");
-    write_raw(path, &s);
-    expect_bad(path, "missing dataset /tokens", "missing /tokens");
-
-    s = base;
-    s.omit_offsets = 1;
-    tmp_path(path, sizeof path, "no_offsets.h5");
-    write_raw(path, &s);
-    expect_bad(path, "missing dataset /doc_offsets", "missing /doc_offsets");
-
-    s = base;
-    s.tokens_int64 = 1;
-    tmp_path(path, sizeof path, "int64_tokens.h5");
-    write_raw(path, &s);
-    expect_bad(path, "dtype int64, expected uint32", "wrong dtype");
-
-    const uint64_t nonmono[4] = {0, 3, 2, 5};
-    s = base;
-    s.offsets = nonmono;
-    s.n_off = 4;
-    tmp_path(path, sizeof path, "nonmono.h5");
-    write_raw(path, &s);
-    expect_bad(path, "not monotone", "non-monotone offsets");
-
-    const uint64_t short_end[3] = {0, 2, 4};
-    s = base;
-    s.offsets = short_end;
-    tmp_path(path, sizeof path, "short_end.h5");
-    write_raw(path, &s);
-    expect_bad(path, "ends at 4 but /tokens has 5", "offsets not ending at n_tokens");
-
-    const uint64_t bad_start[3] = {1, 2, 5};
-    s = base;
-    s.offsets = bad_start;
-    tmp_path(path, sizeof path, "bad_start.h5");
-    write_raw(path, &s);
-    expect_bad(path, "must be 0", "offsets not starting at 0");
-
-    s = base;
-    s.format = "something-else";
-    tmp_path(path, sizeof path, "bad_format.h5");
-    write_raw(path, &s);
-    expect_bad(path, "format is \"something-else\"", "wrong format attr");
-
-    s = base;
-    s.format = NULL;
-    tmp_path(path, sizeof path, "no_format.h5");
-    write_raw(path, &s);
-    expect_bad(path, "missing root attribute format", "missing format attr");
-
-    s = base;
-    s.version = 2;
-    tmp_path(path, sizeof path, "v2.h5");
-    write_raw(path, &s);
-    expect_bad(path, "format_version 2", "future version");
-
-    s = base;
-    s.vocab_size = 5;
-    s.max_token_attr = 5;
-    tmp_path(path, sizeof path, "vocab_attr.h5");
-    write_raw(path, &s);
-    expect_bad(path, "token id 5 >= vocab_size 5", "token >= vocab (attr)");
-
-    s = base;
-    s.vocab_size = 4; /* no max_token_id attr: found by the scan */
-    tmp_path(path, sizeof path, "vocab_scan.h5");
-    write_raw(path, &s);
-    expect_bad(path, "token id 5 >= vocab_size 4", "token >= vocab (scan)");
+    /* one defect each: the file, the words the message must hold, the check's label, and the spec written */
+    const uint64_t nonmono[4] = {0, 3, 2, 5}, short_end[3] = {0, 2, 4}, bad_start[3] = {1, 2, 5};
+    const char *fmt = base.format;
+    const struct {
+        const char *file, *what, *label;
+        raw_spec s; /* format, version, tokens_int64, omit_tokens, omit_offsets, offsets, n_off, vocab_size,
+                       max_token_attr */
+    } cases[] = {
+        {"no_tokens.h5", "missing dataset /tokens", "missing /tokens", {fmt, 1, 0, 1, 0, good, 3, -1, -2}},
+        {"no_offsets.h5", "missing dataset /doc_offsets", "missing /doc_offsets", {fmt, 1, 0, 0, 1, good, 3, -1, -2}},
+        {"int64_tokens.h5", "dtype int64, expected uint32", "wrong dtype", {fmt, 1, 1, 0, 0, good, 3, -1, -2}},
+        {"nonmono.h5", "not monotone", "non-monotone offsets", {fmt, 1, 0, 0, 0, nonmono, 4, -1, -2}},
+        {"short_end.h5", "ends at 4 but /tokens has 5", "offsets not ending at n_tokens",
+         {fmt, 1, 0, 0, 0, short_end, 3, -1, -2}},
+        {"bad_start.h5", "must be 0", "offsets not starting at 0", {fmt, 1, 0, 0, 0, bad_start, 3, -1, -2}},
+        {"bad_format.h5", "format is \"something-else\"", "wrong format attr",
+         {"something-else", 1, 0, 0, 0, good, 3, -1, -2}},
+        {"no_format.h5", "missing root attribute format", "missing format attr", {NULL, 1, 0, 0, 0, good, 3, -1, -2}},
+        {"v2.h5", "format_version 2", "future version", {fmt, 2, 0, 0, 0, good, 3, -1, -2}},
+        {"vocab_attr.h5", "token id 5 >= vocab_size 5", "token >= vocab (attr)", {fmt, 1, 0, 0, 0, good, 3, 5, 5}},
+        /* no max_token_id attr: found by the scan */
+        {"vocab_scan.h5", "token id 5 >= vocab_size 4", "token >= vocab (scan)", {fmt, 1, 0, 0, 0, good, 3, 4, -2}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tmp_path(path, sizeof path, cases[i].file);
+        write_raw(path, &cases[i].s);
+        expect_bad(path, cases[i].what, cases[i].label);
+    }
 }
 
 /* ---- prepare ------------------------------------------------------------------------------------------------- */

@@ -28,6 +28,16 @@ static int load(const char *path, int nset, char **sets, int world, qf_deck *d, 
     return qf_deck_load(path, nset, sets, world, d, e);
 }
 
+/* Writes text to g_dir/name (path gets the full path) and loads it with nset --set strings on world ranks into d:
+ * a check that it loads; label names the deck in the messages. */
+static void load_ok(const char *label, const char *name, const char *text, int nset, char **sets, int world, qf_deck *d,
+                    char *path, size_t n) {
+    qf_err e;
+    write_deck(name, text, path, n);
+    CHECK(load(path, nset, sets, world, d, &e) == 0, "%s", label);
+    if (e.code) fprintf(stderr, "%s: %s\n", label, e.msg);
+}
+
 /* Loads and expects exit code 2 with every needle (NULL-terminated) in the message. */
 static void expect_fail(const char *label, const char *path, int nset, char **sets, int world, ...) {
     qf_deck d;
@@ -154,10 +164,7 @@ static void check_full(const qf_deck *d) {
 static void test_full_deck(void) {
     char path[512];
     qf_deck d;
-    qf_err e;
-    write_deck("full.cfg", k_full, path, sizeof path);
-    CHECK(load(path, 0, NULL, 4, &d, &e) == 0);
-    if (e.code) fprintf(stderr, "full deck: %s\n", e.msg);
+    load_ok("full deck", "full.cfg", k_full, 0, NULL, 4, &d, path, sizeof path);
     CHECK(strcmp(d.path, path) == 0);
     check_full(&d);
 }
@@ -206,14 +213,13 @@ static void test_print(void) {
     write_deck("full2.cfg", k_full, path, sizeof path);
     CHECK(load(path, 0, NULL, 4, &d, &e) == 0);
     round_trip("printed-full.cfg", &d, 4);
-    write_deck("cos.cfg",
-               "model = { preset = \"qwen3-0.6b\"; num_hidden_layers = 2; };\n"
-               "scheduler = { type = \"WarmupCosineLR\"; params = { total_num_steps = \"auto\"; cos_min_ratio = 0.1; }; };\n"
-               "zero_optimization = { reduce_bucket_size = \"auto\"; stage3_prefetch_bucket_size = 1e12; };\n"
-               "activation_checkpointing = \"selective\";\n",
-               path, sizeof path);
-    CHECK(load(path, 0, NULL, 2, &d, &e) == 0);
-    if (e.code) fprintf(stderr, "cos: %s\n", e.msg);
+    load_ok(
+        "cos", "cos.cfg",
+        "model = { preset = \"qwen3-0.6b\"; num_hidden_layers = 2; };\n"
+        "scheduler = { type = \"WarmupCosineLR\"; params = { total_num_steps = \"auto\"; cos_min_ratio = 0.1; }; };\n"
+        "zero_optimization = { reduce_bucket_size = \"auto\"; stage3_prefetch_bucket_size = 1e12; };\n"
+        "activation_checkpointing = \"selective\";\n",
+        0, NULL, 2, &d, path, sizeof path);
     round_trip("printed-cos.cfg", &d, 2);
 }
 
@@ -278,30 +284,27 @@ static void test_ds_translation(void) {
     char s1[] = "train_micro_batch_size_per_gpu=4", s2[] = "optimizer.params.lr=2e-5", s3[] = "bf16.enabled=true";
     char *sets[] = {s1, s2, s3};
     qf_deck d;
-    qf_err e;
-    write_deck("ds.cfg",
-               "model = { from = \"qwen2.5-7b.h5\"; };\n"
-               "data = { train = \"train.h5\"; valid = \"valid.h5\"; seq_len = 4096; };\n"
-               "epochs = 3;\n"
-               "bf16 = { enabled = \"auto\"; };\n"
-               "optimizer = { type = \"AdamW\";\n"
-               "  params = { lr = \"auto\"; betas = \"auto\"; eps = \"auto\"; weight_decay = \"auto\"; }; };\n"
-               "scheduler = { type = \"WarmupDecayLR\";\n"
-               "  params = { warmup_min_lr = \"auto\"; warmup_max_lr = \"auto\"; warmup_num_steps = \"auto\"; "
-               "total_num_steps = \"auto\"; }; };\n"
-               "zero_optimization = {\n  stage = 3;\n"
-               "  offload_optimizer = { device = \"cpu\"; pin_memory = true; };\n"
-               "  offload_param = { device = \"cpu\"; pin_memory = true; };\n"
-               "  overlap_comm = true;\n  contiguous_gradients = true;\n"
-               "  reduce_bucket_size = \"auto\";\n  stage3_prefetch_bucket_size = \"auto\";\n"
-               "  stage3_param_persistence_threshold = \"auto\";\n"
-               "  stage3_max_live_parameters = 1e9;\n  stage3_max_reuse_distance = 1e9;\n};\n"
-               "gradient_accumulation_steps = \"auto\";\ngradient_clipping = \"auto\";\n"
-               "train_batch_size = \"auto\";\ntrain_micro_batch_size_per_gpu = \"auto\";\n"
-               "log = { steps_per_print = 2000; wall_clock_breakdown = false; };\n",
-               path, sizeof path);
-    CHECK(load(path, 3, sets, 8, &d, &e) == 0);
-    if (e.code) fprintf(stderr, "ds translation: %s\n", e.msg);
+    load_ok("ds translation", "ds.cfg",
+            "model = { from = \"qwen2.5-7b.h5\"; };\n"
+            "data = { train = \"train.h5\"; valid = \"valid.h5\"; seq_len = 4096; };\n"
+            "epochs = 3;\n"
+            "bf16 = { enabled = \"auto\"; };\n"
+            "optimizer = { type = \"AdamW\";\n"
+            "  params = { lr = \"auto\"; betas = \"auto\"; eps = \"auto\"; weight_decay = \"auto\"; }; };\n"
+            "scheduler = { type = \"WarmupDecayLR\";\n"
+            "  params = { warmup_min_lr = \"auto\"; warmup_max_lr = \"auto\"; warmup_num_steps = \"auto\"; "
+            "total_num_steps = \"auto\"; }; };\n"
+            "zero_optimization = {\n  stage = 3;\n"
+            "  offload_optimizer = { device = \"cpu\"; pin_memory = true; };\n"
+            "  offload_param = { device = \"cpu\"; pin_memory = true; };\n"
+            "  overlap_comm = true;\n  contiguous_gradients = true;\n"
+            "  reduce_bucket_size = \"auto\";\n  stage3_prefetch_bucket_size = \"auto\";\n"
+            "  stage3_param_persistence_threshold = \"auto\";\n"
+            "  stage3_max_live_parameters = 1e9;\n  stage3_max_reuse_distance = 1e9;\n};\n"
+            "gradient_accumulation_steps = \"auto\";\ngradient_clipping = \"auto\";\n"
+            "train_batch_size = \"auto\";\ntrain_micro_batch_size_per_gpu = \"auto\";\n"
+            "log = { steps_per_print = 2000; wall_clock_breakdown = false; };\n",
+            3, sets, 8, &d, path, sizeof path);
     CHECK(d.train_batch_size == 32 && d.train_micro_batch_size_per_gpu == 4 && d.gradient_accumulation_steps == 1);
     CHECK(d.lr == 2e-5 && d.warmup_max_lr == 2e-5 && d.bf16 && d.zero_stage == 3 && d.total_num_steps == -1);
     CHECK(d.steps_per_print == 2000 && d.epochs == 3 && d.stage3_max_live_parameters == 1000000000);
@@ -311,15 +314,13 @@ static void test_ds_translation(void) {
 static void test_include(void) {
     char path[512], sub[300];
     qf_deck d;
-    qf_err e;
     snprintf(sub, sizeof sub, "%s/sub", g_dir);
     mkdir(sub, 0755);
     write_deck("sub/base.cfg", "zero_optimization = { stage = 2; };\noptimizer = { params = { lr = 3e-4; }; };\n",
                path, sizeof path);
-    write_deck("sub/main.cfg", "model = { preset = \"qwen2.5-0.5b\"; };\n@include \"base.cfg\"\nmax_steps = 7;\n",
-               path, sizeof path);
-    CHECK(load(path, 0, NULL, 1, &d, &e) == 0);
-    if (e.code) fprintf(stderr, "include: %s\n", e.msg);
+    load_ok("include", "sub/main.cfg",
+            "model = { preset = \"qwen2.5-0.5b\"; };\n@include \"base.cfg\"\nmax_steps = 7;\n", 0, NULL, 1, &d, path,
+            sizeof path);
     CHECK(d.zero_stage == 2 && d.lr == 3e-4 && d.max_steps == 7);
     /* an error in the included file names the included file and its line */
     write_deck("sub/base2.cfg", "log = { dir = \"x\";\n  steps_per_prnt = 5; };\n", path, sizeof path);
@@ -339,10 +340,8 @@ static void test_set(void) {
     char *sets[] = {s1, s2, s3, s4, s5, s6, s7, s8, s9, s10};
     qf_deck d;
     qf_err e;
-    write_deck("set.cfg", "model = { preset = \"qwen2.5-0.5b\"; };\nzero_optimization = { stage = 3; };\n", path,
-               sizeof path);
-    CHECK(load(path, 10, sets, 1, &d, &e) == 0);
-    if (e.code) fprintf(stderr, "set: %s\n", e.msg);
+    load_ok("set", "set.cfg", "model = { preset = \"qwen2.5-0.5b\"; };\nzero_optimization = { stage = 3; };\n", 10,
+            sets, 1, &d, path, sizeof path);
     CHECK(d.zero_stage == 2 && d.lr == 3e-5 && strcmp(d.model_preset, "qwen2.5-1.5b") == 0);
     CHECK(d.beta1 == 0.8 && d.beta2 == 0.9 && strcmp(d.data_train, "/data/x 1.h5") == 0 && d.bf16 == 1);
     CHECK(d.sched == QF_SCHED_WARMUP_COSINE_LR && d.total_num_steps == -1);
@@ -357,16 +356,13 @@ static void test_set(void) {
 static void test_numbers(void) {
     char path[512];
     qf_deck d;
-    qf_err e;
-    write_deck("num.cfg",
-               "zero_optimization = { reduce_bucket_size = 2e8; allgather_bucket_size = 5000000000; };\n"
-               "gradient_clipping = 1; optimizer = { params = { lr = 0; }; };\n"
-               "eval = { max_batches = 0x10; };\n"
-               "data = { seq_len = 5.12e2; seed = 1; }; seed = 5;\n"
-               "model = { preset = \"qwen2.5-0.5b\"; init_seed = 7000000000; };\n",
-               path, sizeof path);
-    CHECK(load(path, 0, NULL, 1, &d, &e) == 0);
-    if (e.code) fprintf(stderr, "numbers: %s\n", e.msg);
+    load_ok("numbers", "num.cfg",
+            "zero_optimization = { reduce_bucket_size = 2e8; allgather_bucket_size = 5000000000; };\n"
+            "gradient_clipping = 1; optimizer = { params = { lr = 0; }; };\n"
+            "eval = { max_batches = 0x10; };\n"
+            "data = { seq_len = 5.12e2; seed = 1; }; seed = 5;\n"
+            "model = { preset = \"qwen2.5-0.5b\"; init_seed = 7000000000; };\n",
+            0, NULL, 1, &d, path, sizeof path);
     CHECK(d.reduce_bucket_size == 200000000 && d.allgather_bucket_size == 5000000000LL && d.seq_len == 512);
     CHECK(d.gradient_clipping == 1.0 && d.lr == 0 && d.eval_max_batches == 16);
     CHECK(d.data_seed == 1 && d.seed == 5 && d.model_init_seed == 7000000000ULL);
@@ -376,20 +372,18 @@ static void test_auto(void) {
     char path[512];
     qf_deck d;
     qf_err e;
-    write_deck("auto.cfg",
-               "model = { preset = \"qwen2.5-0.5b\"; };\n"
-               "train_batch_size = \"auto\"; train_micro_batch_size_per_gpu = 4; gradient_accumulation_steps = \"auto\";\n"
-               "gradient_clipping = \"auto\";\n"
-               "optimizer = { type = \"AdamW\"; params = { lr = \"auto\"; betas = \"auto\"; eps = \"auto\"; "
-               "weight_decay = \"auto\"; }; };\n"
-               "scheduler = { type = \"WarmupDecayLR\"; params = { warmup_min_lr = \"auto\"; warmup_max_lr = \"auto\";\n"
-               "  warmup_num_steps = \"auto\"; total_num_steps = \"auto\"; }; };\n"
-               "bf16 = { enabled = \"auto\"; }; fp16 = { enabled = \"auto\"; };\n"
-               "zero_optimization = { stage = 3; reduce_bucket_size = \"auto\"; stage3_prefetch_bucket_size = \"auto\";\n"
-               "  stage3_param_persistence_threshold = \"auto\"; };\n",
-               path, sizeof path);
-    CHECK(load(path, 0, NULL, 2, &d, &e) == 0);
-    if (e.code) fprintf(stderr, "auto: %s\n", e.msg);
+    load_ok("auto", "auto.cfg",
+            "model = { preset = \"qwen2.5-0.5b\"; };\n"
+            "train_batch_size = \"auto\"; train_micro_batch_size_per_gpu = 4; gradient_accumulation_steps = \"auto\";\n"
+            "gradient_clipping = \"auto\";\n"
+            "optimizer = { type = \"AdamW\"; params = { lr = \"auto\"; betas = \"auto\"; eps = \"auto\"; "
+            "weight_decay = \"auto\"; }; };\n"
+            "scheduler = { type = \"WarmupDecayLR\"; params = { warmup_min_lr = \"auto\"; warmup_max_lr = \"auto\";\n"
+            "  warmup_num_steps = \"auto\"; total_num_steps = \"auto\"; }; };\n"
+            "bf16 = { enabled = \"auto\"; }; fp16 = { enabled = \"auto\"; };\n"
+            "zero_optimization = { stage = 3; reduce_bucket_size = \"auto\"; stage3_prefetch_bucket_size = \"auto\";\n"
+            "  stage3_param_persistence_threshold = \"auto\"; };\n",
+            0, NULL, 2, &d, path, sizeof path);
     CHECK(d.train_micro_batch_size_per_gpu == 4 && d.gradient_accumulation_steps == 1 && d.train_batch_size == 8);
     CHECK(d.gradient_clipping == 1.0 && d.lr == 5e-5 && d.beta1 == 0.9 && d.beta2 == 0.999 && d.eps == 1e-8);
     CHECK(d.weight_decay == 0.0 && d.warmup_min_lr == 0 && d.warmup_max_lr == 5e-5 && d.warmup_num_steps == 0);
@@ -444,18 +438,15 @@ static void test_model(void) {
     qf_err e;
     qf_model_config m;
     char msg[256];
-    write_deck("dims.cfg",
-               "model = { arch = \"qwen3\"; vocab_size = 1000; hidden_size = 64; intermediate_size = 128;\n"
-               "  num_hidden_layers = 2; num_attention_heads = 4; num_key_value_heads = 2; head_dim = 16;\n"
-               "  tie_word_embeddings = true; };\n",
-               path, sizeof path);
-    CHECK(load(path, 0, NULL, 1, &d, &e) == 0);
-    if (e.code) fprintf(stderr, "dims: %s\n", e.msg);
+    load_ok("dims", "dims.cfg",
+            "model = { arch = \"qwen3\"; vocab_size = 1000; hidden_size = 64; intermediate_size = 128;\n"
+            "  num_hidden_layers = 2; num_attention_heads = 4; num_key_value_heads = 2; head_dim = 16;\n"
+            "  tie_word_embeddings = true; };\n",
+            0, NULL, 1, &d, path, sizeof path);
     CHECK(qf_deck_model_config(&d, &m, msg, sizeof msg) == 0);
     CHECK(strcmp(m.arch, "qwen3") == 0 && m.qk_norm == 1 && m.attention_bias == 0 && m.head_dim == 16);
     CHECK(m.num_kv_heads == 2 && m.tie_word_embeddings == 1 && m.vocab_size == 1000);
-    write_deck("preset-over.cfg", "model = { preset = \"qwen2.5-7b\"; num_hidden_layers = 2; };\n", path,
-               sizeof path);
+    write_deck("preset-over.cfg", "model = { preset = \"qwen2.5-7b\"; num_hidden_layers = 2; };\n", path, sizeof path);
     CHECK(load(path, 0, NULL, 1, &d, &e) == 0);
     CHECK(qf_deck_model_config(&d, &m, msg, sizeof msg) == 0);
     CHECK(m.num_layers == 2 && m.hidden_size == 3584 && m.num_kv_heads == 4 && m.head_dim == 128);

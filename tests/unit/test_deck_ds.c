@@ -40,26 +40,25 @@ static int load(const char *path, int nset, char **sets, qf_deck *d, qf_err *e) 
     return qf_deck_load(path, nset, sets, 8, d, e);
 }
 
-/* The resolved deck as text, without its first line (which names the deck file). */
-static char *printed(const qf_deck *d) {
+/* What print writes of d, as a string (the caller frees it). */
+static char *print_to_string(const qf_deck *d, void (*print)(const qf_deck *, FILE *)) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    qf_deck_print(d, f);
+    print(d, f);
     fclose(f);
+    return buf;
+}
+
+/* The resolved deck as text, without its first line (which names the deck file). */
+static char *printed(const qf_deck *d) {
+    char *buf = print_to_string(d, qf_deck_print);
     char *nl = strchr(buf, '\n');
     memmove(buf, nl + 1, strlen(nl + 1) + 1);
     return buf;
 }
 
-static char *sources(const qf_deck *d) {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    qf_deck_print_sources(d, f);
-    fclose(f);
-    return buf;
-}
+static char *sources(const qf_deck *d) { return print_to_string(d, qf_deck_print_sources); }
 
 static int origin(const qf_deck *d, const char *key) { return d->origin[qf_deck_keys_find(key)]; }
 

@@ -472,29 +472,28 @@ static void subst(char *out, size_t cap, const char *base, const char *from, con
 
 static void test_config_errors(void) {
     char c[2048];
-    subst(c, sizeof c, QWEN2_CFG, "\"hidden_size\": 16,", "");
-    expect_config_error("no_hidden", c, "hidden_size");
-    subst(c, sizeof c, QWEN2_CFG, "\"torch_dtype\": \"float32\"", "\"torch_dtype\": \"bfloat17\"");
-    expect_config_error("bad_dtype", c, "torch_dtype");
-    subst(c, sizeof c, QWEN3_CFG, "\"dtype\": \"bfloat16\"", "\"dtype\": \"int8\"");
-    expect_config_error("bad_dtype5", c, "dtype");
-    subst(c, sizeof c, QWEN3_CFG, "\"rope_type\": \"default\"", "\"rope_type\": \"yarn\", \"factor\": 4.0");
-    expect_config_error("rope_type", c, "rope_type");
-    subst(c, sizeof c, QWEN2_CFG, "\"rope_scaling\": null", "\"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2}");
-    expect_config_error("rope_scaling", c, "rope_scaling");
-    subst(c, sizeof c, QWEN2_CFG, "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3");
-    expect_config_error("kv_divide", c, "num_key_value_heads");
-    subst(c, sizeof c, QWEN2_CFG, "\"vocab_size\": 50", "\"vocab_size\": \"fifty\"");
-    expect_config_error("vocab_type", c, "vocab_size");
-    subst(c, sizeof c, QWEN2_CFG, "Qwen2ForCausalLM\"], \"model_type\": \"qwen2\"",
-          "LlamaForCausalLM\"], \"model_type\": \"llama\"");
-    expect_config_error("arch", c, "architectures");
-    subst(c, sizeof c, QWEN2_CFG, "\"use_sliding_window\": false", "\"use_sliding_window\": true");
-    expect_config_error("sliding", c, "use_sliding_window");
-    subst(c, sizeof c, QWEN1_CFG, "\"intermediate_size\": 48", "\"intermediate_size\": 47");
-    expect_config_error("v1_odd_ffn", c, "intermediate_size");
-    subst(c, sizeof c, QWEN2_CFG, "\"rms_norm_eps\": 1e-05", "\"rms_norm_eps\": -1");
-    expect_config_error("eps", c, "rms_norm_eps");
+    /* each case: one substitution in a valid config.json, and the key the error must name */
+    const struct {
+        const char *base, *from, *to, *name, *key;
+    } cases[] = {
+        {QWEN2_CFG, "\"hidden_size\": 16,", "", "no_hidden", "hidden_size"},
+        {QWEN2_CFG, "\"torch_dtype\": \"float32\"", "\"torch_dtype\": \"bfloat17\"", "bad_dtype", "torch_dtype"},
+        {QWEN3_CFG, "\"dtype\": \"bfloat16\"", "\"dtype\": \"int8\"", "bad_dtype5", "dtype"},
+        {QWEN3_CFG, "\"rope_type\": \"default\"", "\"rope_type\": \"yarn\", \"factor\": 4.0", "rope_type", "rope_type"},
+        {QWEN2_CFG, "\"rope_scaling\": null", "\"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2}",
+         "rope_scaling", "rope_scaling"},
+        {QWEN2_CFG, "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3", "kv_divide", "num_key_value_heads"},
+        {QWEN2_CFG, "\"vocab_size\": 50", "\"vocab_size\": \"fifty\"", "vocab_type", "vocab_size"},
+        {QWEN2_CFG, "Qwen2ForCausalLM\"], \"model_type\": \"qwen2\"", "LlamaForCausalLM\"], \"model_type\": \"llama\"",
+         "arch", "architectures"},
+        {QWEN2_CFG, "\"use_sliding_window\": false", "\"use_sliding_window\": true", "sliding", "use_sliding_window"},
+        {QWEN1_CFG, "\"intermediate_size\": 48", "\"intermediate_size\": 47", "v1_odd_ffn", "intermediate_size"},
+        {QWEN2_CFG, "\"rms_norm_eps\": 1e-05", "\"rms_norm_eps\": -1", "eps", "rms_norm_eps"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        subst(c, sizeof c, cases[i].base, cases[i].from, cases[i].to);
+        expect_config_error(cases[i].name, c, cases[i].key);
+    }
     expect_config_error("json", "{\"architectures\": [\"Qwen2ForCausalLM\"", "JSON");
     /* missing config.json altogether */
     qf_model_config m;

@@ -125,46 +125,41 @@ static void test_malformed(void) {
     }
     expect_error("header length past the end", path, "header length");
 
-    snprintf(path, sizeof path, "%s/json.safetensors", dir);
-    write_raw(path, "{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]", 4);
-    expect_error("invalid JSON", path, "JSON");
-
-    snprintf(path, sizeof path, "%s/notobj.safetensors", dir);
-    write_raw(path, "[1, 2, 3]", 0);
-    expect_error("header not an object", path, NULL);
-
-    snprintf(path, sizeof path, "%s/entry.safetensors", dir);
-    write_raw(path, "{\"a\": {\"dtype\": \"F32\", \"shape\": [1]}}", 4);
-    expect_error("entry without data_offsets", path, "a");
-
-    snprintf(path, sizeof path, "%s/past.safetensors", dir);
-    write_raw(path, "{\"a\": {\"dtype\": \"F32\", \"shape\": [2, 2], \"data_offsets\": [0, 16]}}", 12);
-    expect_error("data_offsets past the end", path, "data_offsets");
-
-    snprintf(path, sizeof path, "%s/size.safetensors", dir);
-    write_raw(path, "{\"a\": {\"dtype\": \"BF16\", \"shape\": [2, 3], \"data_offsets\": [0, 16]}}", 16);
-    expect_error("size mismatch vs shape", path, "a");
-
-    snprintf(path, sizeof path, "%s/neg.safetensors", dir);
-    write_raw(path, "{\"a\": {\"dtype\": \"F32\", \"shape\": [-1], \"data_offsets\": [0, 4]}}", 4);
-    expect_error("negative dimension", path, "shape");
-
-    snprintf(path, sizeof path, "%s/rev.safetensors", dir);
-    write_raw(path, "{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [8, 4]}}", 8);
-    expect_error("end before begin", path, "data_offsets");
-
-    /* refused: two tensors sharing bytes (issue 14 D15) */
-    snprintf(path, sizeof path, "%s/overlap.safetensors", dir);
-    write_raw(path,
-              "{\"x\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}, \"y\": {\"dtype\": \"F32\", "
-              "\"shape\": [1], \"data_offsets\": [4, 8]}}",
-              8);
-    expect_error("overlapping tensors", path, "overlap");
-    /* refused: a shape whose product overflows (checked before multiplying, issue 14 D6) */
-    snprintf(path, sizeof path, "%s/bigshape.safetensors", dir);
-    write_raw(path, "{\"a\": {\"dtype\": \"F32\", \"shape\": [1099511627776, 1099511627776, 16], \"data_offsets\": "
-                    "[0, 4]}}", 4);
-    expect_error("shape product overflow", path, "2^44");
+    /* one bad header each, written by write_raw with nbytes of data: the file, the header, nbytes, the check's label
+     * and what the message must mention besides the file (NULL: nothing more) */
+    static const struct {
+        const char *file, *header;
+        size_t nbytes;
+        const char *what, *needle;
+    } cases[] = {
+        {"json.safetensors", "{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]", 4, "invalid JSON",
+         "JSON"},
+        {"notobj.safetensors", "[1, 2, 3]", 0, "header not an object", NULL},
+        {"entry.safetensors", "{\"a\": {\"dtype\": \"F32\", \"shape\": [1]}}", 4, "entry without data_offsets", "a"},
+        {"past.safetensors", "{\"a\": {\"dtype\": \"F32\", \"shape\": [2, 2], \"data_offsets\": [0, 16]}}", 12,
+         "data_offsets past the end", "data_offsets"},
+        {"size.safetensors", "{\"a\": {\"dtype\": \"BF16\", \"shape\": [2, 3], \"data_offsets\": [0, 16]}}", 16,
+         "size mismatch vs shape", "a"},
+        {"neg.safetensors", "{\"a\": {\"dtype\": \"F32\", \"shape\": [-1], \"data_offsets\": [0, 4]}}", 4,
+         "negative dimension", "shape"},
+        {"rev.safetensors", "{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [8, 4]}}", 8,
+         "end before begin", "data_offsets"},
+        /* refused: two tensors sharing bytes (issue 14 D15) */
+        {"overlap.safetensors",
+         "{\"x\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}, \"y\": {\"dtype\": \"F32\", "
+         "\"shape\": [1], \"data_offsets\": [4, 8]}}",
+         8, "overlapping tensors", "overlap"},
+        /* refused: a shape whose product overflows (checked before multiplying, issue 14 D6) */
+        {"bigshape.safetensors",
+         "{\"a\": {\"dtype\": \"F32\", \"shape\": [1099511627776, 1099511627776, 16], \"data_offsets\": "
+         "[0, 4]}}",
+         4, "shape product overflow", "2^44"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, cases[i].file);
+        write_raw(path, cases[i].header, cases[i].nbytes);
+        expect_error(cases[i].what, path, cases[i].needle);
+    }
 
     /* accepted: __metadata__, an unreadable dtype (rejected only when read) */
     snprintf(path, sizeof path, "%s/ok.safetensors", dir);

@@ -53,8 +53,8 @@ static char *print_to_string(const qf_deck *d, void (*print)(const qf_deck *, FI
 /* The resolved deck as text, without its first line (which names the deck file). */
 static char *printed(const qf_deck *d) {
     char *buf = print_to_string(d, qf_deck_print);
-    char *nl = strchr(buf, '\n');
-    memmove(buf, nl + 1, strlen(nl + 1) + 1);
+    size_t first = strcspn(buf, "\n") + 1; /* the first line and its newline */
+    memmove(buf, buf + first, strlen(buf + first) + 1);
     return buf;
 }
 

@@ -166,6 +166,8 @@ void qf_deck_resolve_auto(qf_deck *d, int64_t hidden);
 
 /* Writes the resolved deck as libconfig text (the run header shows it; checkpoints store it). */
 void qf_deck_print(const qf_deck *d, FILE *f);
+/* s as a libconfig string literal: in double quotes, with '"' and '\\' escaped. */
+void qf_deck_print_string(const char *s, FILE *f);
 
 /* The run header's account of the deck: which keys came from the deck, --set and the DeepSpeed JSON, which the
  * deck overrode, and every given key that has no effect here, with the reason (deck_sources.c). */

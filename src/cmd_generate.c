@@ -39,7 +39,7 @@ typedef struct gen_opts {
     int nstop_ids;
 } gen_opts;
 
-/* ---- options: one block (the option table of [craft] takes it over) ------------------------------------------ */
+/* ---- options ------------------------------------------------------------------------------------------------- */
 
 /* prints "qwen-ft generate: ..." to err (NULL: say nothing, on ranks other than 0) and returns exit 2 */
 #define gen_bad(err, ...) qf_opts_bad((err), "generate", "", __VA_ARGS__)

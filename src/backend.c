@@ -44,21 +44,19 @@ int qf_backend_select(const qf_deck *d, int local_rank, const qf_ops **ops, char
     return 0;
 }
 
-size_t qf_backend_peak_bytes(const qf_ops *ops) {
+/* the CUDA allocator's peak (peak 1) or current bytes on a CUDA table; 0 on the CPU table */
+static size_t backend_cuda_bytes(const qf_ops *ops, int peak) {
 #ifdef QWENFT_HAVE_CUDA
-    if (!strncmp(ops->name, "cuda", 4)) return qf_cuda_peak_bytes();
+    if (!strncmp(ops->name, "cuda", 4)) return peak ? qf_cuda_peak_bytes() : qf_cuda_current_bytes();
 #endif
     (void)ops;
+    (void)peak;
     return 0;
 }
 
-size_t qf_backend_current_bytes(const qf_ops *ops) {
-#ifdef QWENFT_HAVE_CUDA
-    if (!strncmp(ops->name, "cuda", 4)) return qf_cuda_current_bytes();
-#endif
-    (void)ops;
-    return 0;
-}
+size_t qf_backend_peak_bytes(const qf_ops *ops) { return backend_cuda_bytes(ops, 1); }
+
+size_t qf_backend_current_bytes(const qf_ops *ops) { return backend_cuda_bytes(ops, 0); }
 
 int qf_backend_pin(const qf_ops *ops, void *p, size_t bytes, const char **why) {
     *why = "CPU ranks need no pinning";

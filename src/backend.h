@@ -1,5 +1,5 @@
 /* backend.h — which op table a rank computes with: the CUDA backend on the GPU of its local rank when the build
- * has it and a GPU is visible (bf16 tables for bf16 decks, fp32 for fp32 decks), the CPU backend otherwise.
+ * has it and a GPU is visible (the bf16, fp16 or fp32 table, as the deck's precision), the CPU backend otherwise.
  * QWENFT_BACKEND=cpu|cuda forces a choice (cuda without a GPU is an error). */
 #ifndef QF_BACKEND_H
 #define QF_BACKEND_H

@@ -9,15 +9,6 @@
 #include "deck_keys.h"
 #include "ds_config.h"
 
-static void put_string(const char *s, FILE *f) {
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\') fputc('\\', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
 /* As DeepSpeed users write numbers: 2e8 stays 2e8 (not 200000000.0), 0.9 stays 0.9. */
 static void put_float(double v, FILE *f) {
     char buf[64];
@@ -49,7 +40,7 @@ static void put_scalar(const config_setting_t *s, FILE *f) {
     case CONFIG_TYPE_INT: fprintf(f, "%d", config_setting_get_int(s)); break;
     case CONFIG_TYPE_FLOAT: put_float(config_setting_get_float(s), f); break;
     case CONFIG_TYPE_BOOL: fputs(config_setting_get_bool(s) ? "true" : "false", f); break;
-    case CONFIG_TYPE_STRING: put_string(config_setting_get_string(s), f); break;
+    case CONFIG_TYPE_STRING: qf_deck_print_string(config_setting_get_string(s), f); break;
     default: break;
     }
 }
@@ -119,15 +110,15 @@ static int from_ds(const char *json, const char *model, const char *train, const
                "# from its own arguments.\n", json);
     if (model) {
         fputs("model = { from = ", f);
-        put_string(model, f);
+        qf_deck_print_string(model, f);
         fputs("; };\n", f);
     } else {
         fputs("# model = { from = \"MODEL.h5\"; };  # required: an HDF5 model, a checkpoint directory or an HF directory\n", f);
     }
     if (train || valid) {
         fputs("data = {", f);
-        if (train) fputs(" train = ", f), put_string(train, f), fputc(';', f);
-        if (valid) fputs(" valid = ", f), put_string(valid, f), fputc(';', f);
+        if (train) fputs(" train = ", f), qf_deck_print_string(train, f), fputc(';', f);
+        if (valid) fputs(" valid = ", f), qf_deck_print_string(valid, f), fputc(';', f);
         fputs(" };\n", f);
     } else {
         fputs("# data = { train = \"train.h5\"; valid = \"valid.h5\"; };  # required to train\n", f);

@@ -78,6 +78,19 @@ void qf_export_file_name(int s, int nfiles, char *out, size_t cap) {
     else snprintf(out, cap, "model-%05d-of-%05d.safetensors", s + 1, nfiles);
 }
 
+void qf_export_remove_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    char p[QF_PATH_MAX + 300];
+    while (d && (de = readdir(d)))
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+            snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+            unlink(p);
+        }
+    if (d) closedir(d);
+    rmdir(dir);
+}
+
 /* "5GB" (10^9), "500MiB" (2^20), "123" (bytes), as transformers' max_shard_size; 0 or -1 */
 static int export_parse_size(const char *s, int64_t *out) {
     char *end;
@@ -96,19 +109,6 @@ static int export_parse_size(const char *s, int64_t *out) {
             return 0;
         }
     return -1;
-}
-
-static void remove_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    struct dirent *de;
-    char p[1400];
-    while (d && (de = readdir(d)))
-        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
-            snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-            unlink(p);
-        }
-    if (d) closedir(d);
-    rmdir(dir);
 }
 
 /* tensors [first, last) of the spec list into one safetensors file */
@@ -194,7 +194,7 @@ static int export_run(const char *from, const char *out, const char *dtype_arg, 
         rmdir(out); /* an empty directory may be there */
         if (rename(tmp, out) != 0) qf_err_set(e, QF_EXIT_INPUT, "export: cannot rename %s to %s", tmp, out);
     }
-    if (e->code) remove_dir(tmp);
+    if (e->code) qf_export_remove_dir(tmp);
     else printf("export: wrote %s (%s, %d file%s, %s); tokenizer: %s\n", out, c.arch, nshards, nshards == 1 ? "" : "s",
                 st_dtype, tk.origin);
     qf_export_tok_free(&tk);

@@ -8,7 +8,6 @@
  * after the model's eos_token_id, the tokenizer's <|endoftext|> and <|im_end|>, any --stop-id, or once the text
  * contains a --stop string; the stopping token is part of the output ids. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <jansson.h>
 #include <mpi.h>
@@ -40,20 +39,10 @@ typedef struct gen_opts {
     int nstop_ids;
 } gen_opts;
 
-/* ---- options: one block (the option table of [craft] takes it over) ------------------------------------------ */
+/* ---- options ------------------------------------------------------------------------------------------------- */
 
 /* prints "qwen-ft generate: ..." to err (NULL: say nothing, on ranks other than 0) and returns exit 2 */
-static int gen_bad(FILE *err, const char *fmt, ...) {
-    if (err) {
-        va_list ap;
-        va_start(ap, fmt);
-        fprintf(err, "qwen-ft generate: ");
-        vfprintf(err, fmt, ap);
-        fprintf(err, "\n");
-        va_end(ap);
-    }
-    return QF_EXIT_INPUT;
-}
+#define gen_bad(err, ...) qf_opts_bad((err), "generate", "", __VA_ARGS__)
 
 /* The command line as the option table fills it (options.h); gen_opts_from turns it into gen_opts. */
 typedef struct gen_args {

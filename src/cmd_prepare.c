@@ -18,7 +18,6 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <mpi.h>
@@ -177,16 +176,7 @@ int prep_record(const prep_opts *o, const char *line, size_t len, prep_doc *doc,
 /* ---- command line -------------------------------------------------------------------------------------------- */
 
 /* A bad option value: the message and a pointer to --help on stderr, exit 2. */
-static int prep_bad_value(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int prep_bad_value(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "qwen-ft prepare: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (qwen-ft prepare --help lists the options)\n");
-    va_end(ap);
-    return QF_EXIT_INPUT;
-}
+#define prep_bad_value(...) qf_opts_bad(stderr, "prepare", " (qwen-ft prepare --help lists the options)", __VA_ARGS__)
 
 /* The command line as the option table fills it (options.h); prep_opts_from turns it into prep_opts. */
 typedef struct prep_args {

@@ -7,11 +7,17 @@
 #include <string.h>
 #include <unistd.h>
 
-void qf_comm_fatal(const char *where_and_msg) {
-    int up = 0, down = 0, rank = 0;
+/* 1 between MPI_Init and MPI_Finalize: MPI calls are allowed */
+static int comm_mpi_live(void) {
+    int up = 0, down = 0;
     MPI_Initialized(&up);
     MPI_Finalized(&down);
-    if (!up || down) return; /* qf_fatal_at prints and exits */
+    return up && !down;
+}
+
+void qf_comm_fatal(const char *where_and_msg) {
+    int rank = 0;
+    if (!comm_mpi_live()) return; /* qf_fatal_at prints and exits */
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     fprintf(stderr, "qwen-ft: rank %d: %s\n", rank, where_and_msg);
     fflush(stderr);
@@ -19,14 +25,12 @@ void qf_comm_fatal(const char *where_and_msg) {
 }
 
 int qf_comm_on_rank0(int (*work)(const void *arg), const void *arg) {
-    int up = 0, down = 0, rank = 0;
-    MPI_Initialized(&up);
-    MPI_Finalized(&down);
-    if (up && !down) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    int live = comm_mpi_live(), rank = 0;
+    if (live) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     int rc = rank == 0 ? work(arg) : 0;
     fflush(stdout);
     fflush(stderr);
-    if (up && !down) MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (live) MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
     return rc;
 }
 #include "util.h"
@@ -35,10 +39,9 @@ int qf_comm_on_rank0(int (*work)(const void *arg), const void *arg) {
 /* comm_nccl.c: the same collectives on GPU buffers */
 void qf_nccl_allreduce_act(qf_comm *c, void *buf, size_t n);
 void qf_nccl_allgather_act(qf_comm *c, void *buf, const int64_t *counts, const int64_t *displs, int64_t bucket);
-void qf_nccl_iallgatherv_act(qf_comm *c, const void *send, void *recv, const int *counts, const int *displs,
-                             qf_comm_req *r);
-void qf_nccl_ireduce_scatterv_act(qf_comm *c, const void *send, void *recv, const int *counts, const int *displs,
-                                  qf_comm_req *r);
+/* reduce 0: qf_comm_iallgatherv_act, 1: qf_comm_ireduce_scatterv_act */
+void qf_nccl_pieces_act(qf_comm *c, const void *send, void *recv, const int *counts, const int *displs, int reduce,
+                        qf_comm_req *r);
 void qf_nccl_wait(qf_comm *c, qf_comm_req *r);
 void qf_nccl_free(qf_comm *c);
 #define NCCL_ON(c) ((c)->nccl != NULL)
@@ -90,32 +93,31 @@ static MPI_Datatype act_type(const qf_comm *c) {
     return MPI_FLOAT;
 }
 
-
-void qf_comm_iallgatherv_act(qf_comm *c, const void *send, void *recv, const int *counts, const int *displs,
-                             qf_comm_req *r) {
+/* the two non-blocking ZeRO collectives: all-gather (reduce 0) or reduce-scatter (reduce 1) of a unit's pieces */
+static void comm_pieces_act(qf_comm *c, const void *send, void *recv, const int *counts, const int *displs,
+                            int reduce, qf_comm_req *r) {
 #ifdef QWENFT_HAVE_CUDA
     if (NCCL_ON(c)) {
-        qf_nccl_iallgatherv_act(c, send, recv, counts, displs, r);
+        qf_nccl_pieces_act(c, send, recv, counts, displs, reduce, r);
         return;
     }
 #endif
     r->kind = 1;
-    MPI_Iallgatherv(send ? send : MPI_IN_PLACE, counts[c->rank], act_type(c), recv, counts, displs, act_type(c),
-                    c->world, &r->mpi);
+    if (reduce) /* MPI_Ireduce_scatter takes the pieces in rank order, which is how units are cut (displs ascending) */
+        MPI_Ireduce_scatter(send, recv, counts, act_type(c), MPI_SUM, c->world, &r->mpi);
+    else
+        MPI_Iallgatherv(send ? send : MPI_IN_PLACE, counts[c->rank], act_type(c), recv, counts, displs, act_type(c),
+                        c->world, &r->mpi);
+}
+
+void qf_comm_iallgatherv_act(qf_comm *c, const void *send, void *recv, const int *counts, const int *displs,
+                             qf_comm_req *r) {
+    comm_pieces_act(c, send, recv, counts, displs, 0, r);
 }
 
 void qf_comm_ireduce_scatterv_act(qf_comm *c, const void *send, void *recv, const int *counts, const int *displs,
                                   qf_comm_req *r) {
-#ifdef QWENFT_HAVE_CUDA
-    if (NCCL_ON(c)) {
-        qf_nccl_ireduce_scatterv_act(c, send, recv, counts, displs, r);
-        return;
-    }
-#endif
-    /* MPI_Ireduce_scatter takes the pieces in rank order, which is how units are cut (displs ascending) */
-    (void)displs;
-    r->kind = 1;
-    MPI_Ireduce_scatter(send, recv, counts, act_type(c), MPI_SUM, c->world, &r->mpi);
+    comm_pieces_act(c, send, recv, counts, displs, 1, r);
 }
 
 void qf_comm_wait(qf_comm *c, qf_comm_req *r) {
@@ -161,25 +163,25 @@ void qf_comm_allgather_act(qf_comm *c, void *buf, const int64_t *counts, const i
         }
 }
 
+/* one value reduced over all ranks, in place (nothing to do on one rank) */
+static void comm_allreduce1(qf_comm *c, void *v, MPI_Datatype type, MPI_Op op) {
+    if (c->world_size > 1) MPI_Allreduce(MPI_IN_PLACE, v, 1, type, op, c->world);
+}
 double qf_comm_sum_f64(qf_comm *c, double v) {
-    double r = v;
-    if (c->world_size > 1) MPI_Allreduce(&v, &r, 1, MPI_DOUBLE, MPI_SUM, c->world);
-    return r;
+    comm_allreduce1(c, &v, MPI_DOUBLE, MPI_SUM);
+    return v;
 }
 int64_t qf_comm_sum_i64(qf_comm *c, int64_t v) {
-    int64_t r = v;
-    if (c->world_size > 1) MPI_Allreduce(&v, &r, 1, MPI_INT64_T, MPI_SUM, c->world);
-    return r;
+    comm_allreduce1(c, &v, MPI_INT64_T, MPI_SUM);
+    return v;
 }
 double qf_comm_max_f64(qf_comm *c, double v) {
-    double r = v;
-    if (c->world_size > 1) MPI_Allreduce(&v, &r, 1, MPI_DOUBLE, MPI_MAX, c->world);
-    return r;
+    comm_allreduce1(c, &v, MPI_DOUBLE, MPI_MAX);
+    return v;
 }
 int qf_comm_any(qf_comm *c, int flag) {
-    int r = flag;
-    if (c->world_size > 1) MPI_Allreduce(&flag, &r, 1, MPI_INT, MPI_LOR, c->world);
-    return r;
+    comm_allreduce1(c, &flag, MPI_INT, MPI_LOR);
+    return flag;
 }
 void qf_comm_bcast(qf_comm *c, void *p, size_t bytes, int root) {
     if (c->world_size > 1) MPI_Bcast(p, (int)bytes, MPI_BYTE, root, c->world);

@@ -104,31 +104,26 @@ void qf_nccl_allgather_act(qf_comm *c, void *buf, const int64_t *counts, const i
     qf_nccl_wait(c, &r);
 }
 
-void qf_nccl_iallgatherv_act(qf_comm *c, const void *send, void *recv, const int *counts, const int *displs,
-                             qf_comm_req *r) {
+/* comm.c's qf_comm_iallgatherv_act (reduce 0) and qf_comm_ireduce_scatterv_act (reduce 1): one ncclGroup over the
+ * unit's per-rank pieces [displs[k], displs[k] + counts[k]), rank k the root of piece k. All-gather: rank k
+ * broadcasts its piece (from send, or in place at recv when send is NULL) into everyone's recv. Reduce-scatter:
+ * every rank's piece k of send is summed into rank k's recv. */
+void qf_nccl_pieces_act(qf_comm *c, const void *send, void *recv, const int *counts, const int *displs, int reduce,
+                        qf_comm_req *r) {
     size_t eb = c->ops->act_bytes;
     after_compute(c);
     CHECK_NCCL(ncclGroupStart());
     for (int k = 0; k < c->world_size; k++) {
         if (!counts[k]) continue;
-        char *dst = (char *)recv + (size_t)displs[k] * eb;
-        const void *src = k == c->rank && send ? send : dst; /* send NULL: in place */
-        CHECK_NCCL(ncclBroadcast(src, dst, (size_t)counts[k], act_nccl(c), k, NC(c), CS(c)));
-    }
-    CHECK_NCCL(ncclGroupEnd());
-    finish(c, r);
-}
-
-void qf_nccl_ireduce_scatterv_act(qf_comm *c, const void *send, void *recv, const int *counts, const int *displs,
-                                  qf_comm_req *r) {
-    size_t eb = c->ops->act_bytes;
-    after_compute(c);
-    CHECK_NCCL(ncclGroupStart());
-    for (int k = 0; k < c->world_size; k++) {
-        if (!counts[k]) continue;
-        const char *src = (const char *)send + (size_t)displs[k] * eb;
-        CHECK_NCCL(ncclReduce(src, k == c->rank ? recv : (void *)src, (size_t)counts[k], act_nccl(c), ncclSum, k,
-                              NC(c), CS(c)));
+        if (reduce) {
+            const char *src = (const char *)send + (size_t)displs[k] * eb;
+            CHECK_NCCL(ncclReduce(src, k == c->rank ? recv : (void *)src, (size_t)counts[k], act_nccl(c), ncclSum,
+                                  k, NC(c), CS(c)));
+        } else {
+            char *dst = (char *)recv + (size_t)displs[k] * eb;
+            const void *src = k == c->rank && send ? send : dst; /* send NULL: in place */
+            CHECK_NCCL(ncclBroadcast(src, dst, (size_t)counts[k], act_nccl(c), k, NC(c), CS(c)));
+        }
     }
     CHECK_NCCL(ncclGroupEnd());
     finish(c, r);

@@ -916,7 +916,7 @@ static void deck_print_float(double v, FILE *f) {
     fputs(buf, f);
 }
 
-static void deck_print_string(const char *s, FILE *f) {
+void qf_deck_print_string(const char *s, FILE *f) {
     fputc('"', f);
     for (; *s; s++) {
         if (*s == '"' || *s == '\\') fputc('\\', f);
@@ -930,8 +930,8 @@ static void deck_print_value(const qf_deck_key *k, const qf_deck *d, FILE *f) {
     int64_t v;
     switch (k->type) {
     case QF_KT_FLOAT: deck_print_float(qf_deck_keys_get_float(k, d), f); return;
-    case QF_KT_STRING: deck_print_string(qf_deck_keys_get_string(k, d), f); return;
-    case QF_KT_ENUM: deck_print_string(k->choices[qf_deck_keys_get_int(k, d)], f); return;
+    case QF_KT_STRING: qf_deck_print_string(qf_deck_keys_get_string(k, d), f); return;
+    case QF_KT_ENUM: qf_deck_print_string(k->choices[qf_deck_keys_get_int(k, d)], f); return;
     case QF_KT_BOOL: fputs(qf_deck_keys_get_int(k, d) ? "true" : "false", f); return;
     case QF_KT_FLOAT_PAIR:
         qf_deck_keys_get_pair(k, d, &a, &b);

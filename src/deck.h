@@ -144,7 +144,8 @@ typedef struct qf_deck {
     qf_nonfinite_action on_nonfinite; /* "skip" | "stop" (default "stop") */
     double max_hours;                 /* 0 = no limit */
     double gpu_memory_limit_gb;       /* 0 = no limit */
-    double peak_tflops;               /* 0 = from the GPU table (CPU: 0 -> MFU reported as 0) */
+    double peak_tflops;               /* TFLOP/s per rank for MFU; 0 = the GPU table by device name (src/peak.c);
+                                       * CPU ranks, and GPUs the table lacks, then have none: MFU n/a (null) */
     int ranks_per_node;               /* topology.ranks_per_node: 0 = real nodes */
 
     char deepspeed[QF_PATH_MAX];      /* `deepspeed`: the DeepSpeed JSON config read under the deck ("" = none) */
@@ -166,6 +167,8 @@ void qf_deck_resolve_auto(qf_deck *d, int64_t hidden);
 
 /* Writes the resolved deck as libconfig text (the run header shows it; checkpoints store it). */
 void qf_deck_print(const qf_deck *d, FILE *f);
+/* s as a libconfig string literal: in double quotes, with '"' and '\\' escaped. */
+void qf_deck_print_string(const char *s, FILE *f);
 
 /* The run header's account of the deck: which keys came from the deck, --set and the DeepSpeed JSON, which the
  * deck overrode, and every given key that has no effect here, with the reason (deck_sources.c). */
@@ -177,7 +180,7 @@ const char *qf_deck_key_moot(const qf_deck *d, int ki);
 /* For the docs and --help: prints every key with type, default, meaning, DeepSpeed equivalent as markdown. */
 void qf_deck_print_keys_markdown(FILE *f);
 
-/* (added) The architecture a deck describes without a model file: model.preset overlaid with the explicit model.*
+/* The architecture a deck describes without a model file: model.preset overlaid with the explicit model.*
  * dimensions, or the explicit dimensions alone (defaults in docs/deck.md, "Model"). Returns 0 and fills *out, or -1
  * with msg (size n) when the deck names no preset and no complete set of dimensions, or the result is
  * inconsistent. qf_deck_load already ran it for such decks. */

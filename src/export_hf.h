@@ -16,5 +16,7 @@ int qf_export_write_config(const char *dir, const qf_model_config *c, const char
 int qf_export_plan(const qf_param_spec *specs, int n, int64_t esize, int64_t shard_bytes, int *starts);
 /* The name of file s of nfiles: model.safetensors, or model-0000s-of-0000n.safetensors */
 void qf_export_file_name(int s, int nfiles, char *out, size_t cap);
+/* Removes a directory of plain files (a failed or stale HF directory): its entries, then itself; best effort. */
+void qf_export_remove_dir(const char *dir);
 
 #endif

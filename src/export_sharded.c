@@ -98,19 +98,6 @@ static int sharded_file(qf_zero *z, const char *path, int a, int b, qf_dtype dt,
     return 0;
 }
 
-static void sharded_rmdir(const char *dir) {
-    DIR *d = opendir(dir);
-    struct dirent *de;
-    char p[QF_PATH_MAX + 300];
-    while (d && (de = readdir(d)))
-        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
-            snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-            unlink(p);
-        }
-    if (d) closedir(d);
-    rmdir(dir);
-}
-
 /* removes step-N-hf directories whose step-N.h5 is gone (checkpoint.keep pruned it) */
 static void sharded_prune(const char *dir) {
     DIR *d = opendir(dir);
@@ -122,7 +109,7 @@ static void sharded_prune(const char *dir) {
         char ck[QF_PATH_MAX + 64], hf[QF_PATH_MAX + 300];
         snprintf(ck, sizeof ck, "%s/step-%08lld.h5", dir, st);
         snprintf(hf, sizeof hf, "%s/%s", dir, de->d_name);
-        if (!qf_exists(ck)) sharded_rmdir(hf);
+        if (!qf_exists(ck)) qf_export_remove_dir(hf);
     }
     if (d) closedir(d);
 }
@@ -172,7 +159,7 @@ int qf_export_hf_sharded(qf_zero *z, const char *ckpt_dir, const char *ckpt, int
     snprintf(tmp, sizeof tmp, "%s.tmp", final);
     int bad = 0;
     if (c->rank == 0) {
-        sharded_rmdir(tmp);
+        qf_export_remove_dir(tmp);
         bad = qf_mkdirs(tmp) != 0;
     }
     if (qf_comm_any(c, bad)) return qf_err_set(e, QF_EXIT_RUNTIME, "checkpoint.export_hf: cannot create %s", tmp);
@@ -188,12 +175,12 @@ int qf_export_hf_sharded(qf_zero *z, const char *ckpt_dir, const char *ckpt, int
     free(starts);
     bad = e->code != 0;
     if (!bad && c->rank == 0) {
-        sharded_rmdir(final); /* a directory of the same step from an earlier run */
+        qf_export_remove_dir(final); /* a directory of the same step from an earlier run */
         bad = rename(tmp, final) != 0;
         if (!bad) sharded_prune(ckpt_dir);
     }
     if (qf_comm_any(c, bad)) {
-        if (c->rank == 0) sharded_rmdir(tmp);
+        if (c->rank == 0) qf_export_remove_dir(tmp);
         return e->code ? e->code : qf_err_set(e, QF_EXIT_RUNTIME, "checkpoint.export_hf: %s failed", final);
     }
     if (c->rank == 0) {

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include "util.h"
@@ -157,6 +158,18 @@ static int bad(const qf_cmd *cmd, FILE *err, const char *msg) {
         fprintf(err, "qwen-ft %s: %s\nusage: qwen-ft %s %s\nTry 'qwen-ft %s --help' for the options.\n", cmd->name,
                 msg, cmd->name, cmd->synopsis, cmd->name);
         fflush(err);
+    }
+    return QF_EXIT_INPUT;
+}
+
+int qf_opts_bad(FILE *err, const char *cmd, const char *tail, const char *fmt, ...) {
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        fprintf(err, "qwen-ft %s: ", cmd);
+        vfprintf(err, fmt, ap);
+        fprintf(err, "%s\n", tail);
+        va_end(ap);
     }
     return QF_EXIT_INPUT;
 }

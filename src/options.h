@@ -82,6 +82,11 @@ int qf_opts_run(const qf_cmd *cmd, int argc, char **argv);
 /* 1 if the option called name was given on the command line (after qf_opts_parse). */
 int qf_opts_given(const qf_cmd *cmd, const void *opts, const char *name);
 
+/* A bad value that the table cannot catch (a command's cross-option checks): prints "qwen-ft CMD: MESSAGE" and
+ * tail (may be "") as one line to err (NULL: says nothing, as on ranks other than 0); returns QF_EXIT_INPUT. */
+int qf_opts_bad(FILE *err, const char *cmd, const char *tail, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* A command's --help. */
 void qf_opts_help(const qf_cmd *cmd, FILE *f);
 /* The man page (roff, section 1) and a bash completion script for all commands. */

@@ -502,33 +502,28 @@ void qf_zero_set_params(qf_zero *z, int64_t b, int64_t e, const float *host) {
     if (hi > lo) qf_zero_opt_set(z, 0, lo, hi - lo, host + (lo - b));
 }
 
-/* the backend and host pieces of [lo, lo+n) of optimizer state `which` */
-static void opt_pieces(qf_zero *z, int which, int64_t lo, int64_t n, float **dev, int64_t *nd, float **hst) {
+/* Copies [lo, lo+n) of optimizer state `which` (0 master, 1 adam_m, 2 adam_v) into out, or from in (the other one
+ * NULL): the part below opt_dev_end lives on the backend, the rest in host memory. */
+static void opt_copy(qf_zero *z, int which, int64_t lo, int64_t n, float *out, const float *in) {
+    if (n <= 0) return;
+    qf_zero_sync(z);
     float *darr[3] = {z->master, z->adam_m, z->adam_v}, *harr[3] = {z->hmaster, z->hadam_m, z->hadam_v};
     QF_CHECK(which >= 0 && which < 3 && lo >= z->opt_begin && lo + n <= z->opt_end);
-    *nd = imax(0, imin(lo + n, z->opt_dev_end) - lo);
-    *dev = *nd ? darr[which] + (lo - z->opt_begin) : NULL;
-    *hst = n > *nd ? harr[which] + (lo + *nd - z->opt_dev_end) : NULL;
+    int64_t nd = imax(0, imin(lo + n, z->opt_dev_end) - lo);
+    float *dev = nd ? darr[which] + (lo - z->opt_begin) : NULL;
+    float *hst = n > nd ? harr[which] + (lo + nd - z->opt_dev_end) : NULL;
+    if (nd && out) z->ops->copy_d2h(out, dev, (size_t)nd * 4);
+    if (nd && in) z->ops->copy_h2d(dev, in, (size_t)nd * 4);
+    if (hst && out) memcpy(out + nd, hst, (size_t)(n - nd) * 4);
+    if (hst && in) memcpy(hst, in + nd, (size_t)(n - nd) * 4);
 }
 
 void qf_zero_opt_get(qf_zero *z, int which, int64_t lo, int64_t n, float *out) {
-    if (n <= 0) return;
-    qf_zero_sync(z);
-    float *dev, *hst;
-    int64_t nd;
-    opt_pieces(z, which, lo, n, &dev, &nd, &hst);
-    if (nd) z->ops->copy_d2h(out, dev, (size_t)nd * 4);
-    if (hst) memcpy(out + nd, hst, (size_t)(n - nd) * 4);
+    opt_copy(z, which, lo, n, out, NULL);
 }
 
 void qf_zero_opt_set(qf_zero *z, int which, int64_t lo, int64_t n, const float *in) {
-    if (n <= 0) return;
-    qf_zero_sync(z);
-    float *dev, *hst;
-    int64_t nd;
-    opt_pieces(z, which, lo, n, &dev, &nd, &hst);
-    if (nd) z->ops->copy_h2d(dev, in, (size_t)nd * 4);
-    if (hst) memcpy(hst, in + nd, (size_t)(n - nd) * 4);
+    opt_copy(z, which, lo, n, NULL, in);
 }
 
 void qf_zero_params_commit(qf_zero *z) {

@@ -13,8 +13,9 @@
  * (H5S_SELECT_OR) of at most 2*ndim-1 rectangular blocks (3 for a 2-D tensor: partial first row, whole middle
  * rows, partial last row). Selected elements are transferred in row-major file order, which is the flat order.
  *
- * HDF5's own error stack printing is switched off inside every call here (and restored on return): failures are
- * reported through qf_err naming the file and the dataset or attribute, with HDF5's innermost message appended. */
+ * HDF5's own error stack printing is switched off inside every call here (and restored on return: h5util.h's quiet
+ * mode): failures are reported through qf_err naming the file and the dataset or attribute, with HDF5's innermost
+ * message appended. */
 #include "h5io.h"
 
 #include <errno.h>
@@ -23,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include "h5util.h"
 
 /* Elements moved per H5Dwrite/H5Dread call: keeps every MPI-IO request under 2 GiB and bounds the
  * conversion buffer (64 Mi elements = 256 MiB of fp32). */
@@ -56,17 +59,6 @@ static int agree(const qf_h5 *f, int bad) {
 void qf_h5_fail_writes(qf_h5 *f) { f->fail_writes = 1; }
 
 /* ---- error stack ---------------------------------------------------------------------------------------- */
-
-typedef struct h5_quiet {
-    H5E_auto2_t fn;
-    void *data;
-} h5_quiet;
-
-static void quiet_on(h5_quiet *q) {
-    H5Eget_auto2(H5E_DEFAULT, &q->fn, &q->data);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-}
-static void quiet_off(const h5_quiet *q) { H5Eset_auto2(H5E_DEFAULT, q->fn, q->data); }
 
 typedef struct h5_errbuf {
     char msg[256];
@@ -217,7 +209,7 @@ static hid_t make_fapl(MPI_Comm comm) {
 int qf_h5_create(const char *path, MPI_Comm comm, qf_h5 **out, qf_err *e) {
     *out = NULL;
     h5_quiet q;
-    quiet_on(&q);
+    h5_quiet_begin(&q);
     qf_h5 *f = h5_new(path, comm);
     f->writable = 1;
     hid_t fapl = make_fapl(comm);
@@ -227,12 +219,12 @@ int qf_h5_create(const char *path, MPI_Comm comm, qf_h5 **out, qf_err *e) {
         h5_detail(d, sizeof d);
         if (fapl >= 0) H5Pclose(fapl);
         h5_free(f);
-        quiet_off(&q);
+        h5_quiet_end(&q);
         return qf_err_set(e, QF_EXIT_INPUT, "%s: cannot create HDF5 file (missing directory or no permission?)%s",
                           path, d);
     }
     H5Pclose(fapl);
-    quiet_off(&q);
+    h5_quiet_end(&q);
     *out = f;
     return 0;
 }
@@ -244,10 +236,10 @@ int qf_h5_open(const char *path, MPI_Comm comm, int write, qf_h5 **out, qf_err *
         return qf_err_set(e, QF_EXIT_INPUT, "%s: cannot open: %s", path, strerror(errno));
     if (!S_ISREG(sb.st_mode)) return qf_err_set(e, QF_EXIT_INPUT, "%s: not a regular file", path);
     h5_quiet q;
-    quiet_on(&q);
+    h5_quiet_begin(&q);
     htri_t is = H5Fis_hdf5(path);
     if (is <= 0) {
-        quiet_off(&q);
+        h5_quiet_end(&q);
         if (is == 0) return qf_err_set(e, QF_EXIT_INPUT, "%s: not an HDF5 file", path);
         return qf_err_set(e, QF_EXIT_INPUT, "%s: cannot read (not an HDF5 file?)", path);
     }
@@ -260,11 +252,11 @@ int qf_h5_open(const char *path, MPI_Comm comm, int write, qf_h5 **out, qf_err *
         h5_detail(d, sizeof d);
         if (fapl >= 0) H5Pclose(fapl);
         h5_free(f);
-        quiet_off(&q);
+        h5_quiet_end(&q);
         return qf_err_set(e, QF_EXIT_INPUT, "%s: cannot open HDF5 file (truncated or damaged?)%s", path, d);
     }
     H5Pclose(fapl);
-    quiet_off(&q);
+    h5_quiet_end(&q);
     *out = f;
     return 0;
 }
@@ -272,7 +264,7 @@ int qf_h5_open(const char *path, MPI_Comm comm, int write, qf_h5 **out, qf_err *
 int qf_h5_close(qf_h5 *f, qf_err *e) {
     if (!f) return 0;
     h5_quiet q;
-    quiet_on(&q);
+    h5_quiet_begin(&q);
     int rc = 0;
     char d[300] = "";
     if (f->writable && H5Fflush(f->file, H5F_SCOPE_GLOBAL) < 0) {
@@ -285,7 +277,7 @@ int qf_h5_close(qf_h5 *f, qf_err *e) {
     }
     f->file = -1;
     h5_free(f);
-    quiet_off(&q);
+    h5_quiet_end(&q);
     return rc;
 }
 
@@ -360,9 +352,9 @@ int qf_h5_has(qf_h5 *f, const char *group, const char *name) {
     char p[1024];
     if (join_path(p, sizeof p, group, name) < 0) return 0;
     h5_quiet q;
-    quiet_on(&q);
+    h5_quiet_begin(&q);
     int r = path_exists(f->file, p);
-    quiet_off(&q);
+    h5_quiet_end(&q);
     return r;
 }
 
@@ -386,7 +378,7 @@ int qf_h5_shape(qf_h5 *f, const char *group, const char *name, int *ndim, int64_
     if (join_path(p, sizeof p, group, name) < 0)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: dataset name too long", f->path);
     h5_quiet q;
-    quiet_on(&q);
+    h5_quiet_begin(&q);
     int rc = 0;
     hid_t d = open_dataset(f, p, e), s = -1, t = -1;
     if (d < 0) {
@@ -415,7 +407,7 @@ done:
     if (t >= 0) H5Tclose(t);
     if (s >= 0) H5Sclose(s);
     if (d >= 0) H5Dclose(d);
-    quiet_off(&q);
+    h5_quiet_end(&q);
     return rc;
 }
 
@@ -458,7 +450,7 @@ int qf_h5_write_f32(qf_h5 *f, const char *group, const char *name, int ndim, con
                           (long long)off, (long long)(off + n), (long long)numel);
     hid_t ft = file_type(f, dt);
     h5_quiet q;
-    quiet_on(&q);
+    h5_quiet_begin(&q);
     int rc = 0;
     hid_t d = -1, fs = -1, ms = -1;
     void *buf = NULL;
@@ -552,7 +544,7 @@ done:
     if (ms >= 0) H5Sclose(ms);
     if (fs >= 0) H5Sclose(fs);
     if (d >= 0) H5Dclose(d);
-    quiet_off(&q);
+    h5_quiet_end(&q);
     return rc;
 }
 
@@ -561,7 +553,7 @@ int qf_h5_read_f32(qf_h5 *f, const char *group, const char *name, int64_t off, i
     if (join_path(p, sizeof p, group, name) < 0)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: dataset name too long", f->path);
     h5_quiet q;
-    quiet_on(&q);
+    h5_quiet_begin(&q);
     int rc = 0;
     hid_t d = open_dataset(f, p, e), fs = -1, t = -1;
     uint16_t *buf = NULL;
@@ -608,7 +600,7 @@ done:
     if (t >= 0) H5Tclose(t);
     if (fs >= 0) H5Sclose(fs);
     if (d >= 0) H5Dclose(d);
-    quiet_off(&q);
+    h5_quiet_end(&q);
     return rc;
 }
 
@@ -620,7 +612,7 @@ static int attr_write(qf_h5 *f, const char *group, const char *key, hid_t t, hid
     if (join_path(gp, sizeof gp, group, NULL) < 0)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: group name too long", f->path);
     h5_quiet q;
-    quiet_on(&q);
+    h5_quiet_begin(&q);
     int rc = 0;
     char det[300] = "";
     hid_t g = open_group(f, gp, 1), a = -1;
@@ -638,7 +630,7 @@ static int attr_write(qf_h5 *f, const char *group, const char *key, hid_t t, hid
 done:
     if (a >= 0) H5Aclose(a);
     if (g >= 0) H5Gclose(g);
-    quiet_off(&q);
+    h5_quiet_end(&q);
     int who = f->writable ? agree(f, rc != 0) : -1;
     if (who >= 0 && !rc)
         rc = qf_err_set(e, QF_EXIT_RUNTIME, "%s: writing attribute %s of %s failed on rank %d", f->path, key, gp, who);
@@ -686,7 +678,7 @@ int qf_h5_attr_has(qf_h5 *f, const char *group, const char *key) {
     char gp[1024];
     if (join_path(gp, sizeof gp, group, NULL) < 0) return 0;
     h5_quiet q;
-    quiet_on(&q);
+    h5_quiet_begin(&q);
     int r = 0;
     if (path_exists(f->file, gp)) {
         hid_t g = H5Oopen(f->file, gp, H5P_DEFAULT);
@@ -695,7 +687,7 @@ int qf_h5_attr_has(qf_h5 *f, const char *group, const char *key) {
             H5Oclose(g);
         }
     }
-    quiet_off(&q);
+    h5_quiet_end(&q);
     return r;
 }
 
@@ -727,7 +719,7 @@ static hid_t attr_open(qf_h5 *f, const char *group, const char *key, hid_t *obj,
 static int attr_read_num(qf_h5 *f, const char *group, const char *key, hid_t mt, H5T_class_t want, void *v,
                          qf_err *e) {
     h5_quiet q;
-    quiet_on(&q);
+    h5_quiet_begin(&q);
     hid_t obj, a = attr_open(f, group, key, &obj, e), t = -1, s = -1;
     int rc = 0;
     if (a < 0) {
@@ -749,7 +741,7 @@ done:
     if (t >= 0) H5Tclose(t);
     if (a >= 0) H5Aclose(a);
     if (obj >= 0) H5Oclose(obj);
-    quiet_off(&q);
+    h5_quiet_end(&q);
     return rc;
 }
 
@@ -763,7 +755,7 @@ int qf_h5_attr_read_f64(qf_h5 *f, const char *group, const char *key, double *v,
 
 int qf_h5_attr_read_str(qf_h5 *f, const char *group, const char *key, char *v, size_t cap, qf_err *e) {
     h5_quiet q;
-    quiet_on(&q);
+    h5_quiet_begin(&q);
     hid_t obj, a = attr_open(f, group, key, &obj, e), t = -1, s = -1, mt = -1;
     int rc = 0;
     if (a < 0) {
@@ -811,13 +803,13 @@ done:
     if (t >= 0) H5Tclose(t);
     if (a >= 0) H5Aclose(a);
     if (obj >= 0) H5Oclose(obj);
-    quiet_off(&q);
+    h5_quiet_end(&q);
     return rc;
 }
 
 int qf_h5_attr_read_blob(qf_h5 *f, const char *group, const char *key, void *p, size_t n, qf_err *e) {
     h5_quiet q;
-    quiet_on(&q);
+    h5_quiet_begin(&q);
     hid_t obj, a = attr_open(f, group, key, &obj, e), t = -1, s = -1;
     int rc = 0;
     if (a < 0) {
@@ -840,7 +832,7 @@ done:
     if (t >= 0) H5Tclose(t);
     if (a >= 0) H5Aclose(a);
     if (obj >= 0) H5Oclose(obj);
-    quiet_off(&q);
+    h5_quiet_end(&q);
     return rc;
 }
 

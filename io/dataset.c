@@ -14,27 +14,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "h5util.h"
+
 #define DS_FORMAT "qwen-ft-packed"
 #define DS_FORMAT_VERSION 1
 #define DS_CHUNK ((int64_t)1 << 20) /* elements per chunk, and per staged write */
 
-/* ---- HDF5 helpers -------------------------------------------------------------------------------------------- */
-
-/* Saved automatic error handler, restored by h5_quiet_end. */
-typedef struct h5_quiet {
-    H5E_auto2_t fn;
-    void *data;
-} h5_quiet;
-static void h5_quiet_begin(h5_quiet *q) {
-    H5Eget_auto2(H5E_DEFAULT, &q->fn, &q->data);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-}
-static void h5_quiet_end(const h5_quiet *q) { H5Eset_auto2(H5E_DEFAULT, q->fn, q->data); }
-
-static void h5_close_id(hid_t *id, herr_t (*close)(hid_t)) {
-    if (*id >= 0) close(*id);
-    *id = -1;
-}
+/* ---- HDF5 helpers (quiet mode and h5_close_id: h5util.h) ----------------------------------------------------- */
 
 /* A short human name of an HDF5 datatype ("uint32", "int64", "float32", "string", ...). */
 static void h5_type_name(hid_t t, char *buf, size_t cap) {

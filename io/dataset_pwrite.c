@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "dataset.h"
+#include "h5util.h"
 
 struct qf_dsp {
     MPI_Comm comm;
@@ -34,10 +35,8 @@ int qf_dsp_create(const char *path, MPI_Comm comm, int64_t n_tokens, int64_t n_d
     w->file = w->dtok = w->dmask = w->doff = w->dxpl = -1;
     w->n_tokens = n_tokens;
     w->n_docs = n_docs;
-    H5E_auto2_t fn;
-    void *fd;
-    H5Eget_auto2(H5E_DEFAULT, &fn, &fd);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    h5_quiet q;
+    h5_quiet_begin(&q);
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     int ok = fapl >= 0 && H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL) >= 0;
     if (ok) w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
@@ -51,7 +50,7 @@ int qf_dsp_create(const char *path, MPI_Comm comm, int64_t n_tokens, int64_t n_d
         ok = w->dtok >= 0 && w->dmask >= 0 && w->doff >= 0 && w->dxpl >= 0 &&
              H5Pset_dxpl_mpio(w->dxpl, H5FD_MPIO_COLLECTIVE) >= 0;
     }
-    H5Eset_auto2(H5E_DEFAULT, fn, fd);
+    h5_quiet_end(&q);
     if (dsp_agree(comm, ok)) {
         qf_err_set(e, QF_EXIT_INPUT, "%s: cannot create an HDF5 file (no directory, no permission, disk full?)",
                    w->tmp);
@@ -83,25 +82,21 @@ static int dsp_range(qf_dsp *w, hid_t d, hid_t memtype, int64_t off, int64_t n, 
 }
 
 int qf_dsp_write_tokens(qf_dsp *w, int64_t off, int64_t n, const uint32_t *tok, const uint8_t *mask, qf_err *e) {
-    H5E_auto2_t fn;
-    void *fd;
-    H5Eget_auto2(H5E_DEFAULT, &fn, &fd);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    h5_quiet q;
+    h5_quiet_begin(&q);
     int ok = dsp_range(w, w->dtok, H5T_NATIVE_UINT32, off, n, tok) == 0;
     ok &= dsp_range(w, w->dmask, H5T_NATIVE_UINT8, off, n, mask) == 0;
-    H5Eset_auto2(H5E_DEFAULT, fn, fd);
+    h5_quiet_end(&q);
     if (dsp_agree(w->comm, ok))
         return qf_err_set(e, QF_EXIT_INPUT, "%s: writing /tokens failed (disk full?)", w->tmp);
     return 0;
 }
 
 int qf_dsp_write_offsets(qf_dsp *w, int64_t off, int64_t n, const uint64_t *v, qf_err *e) {
-    H5E_auto2_t fn;
-    void *fd;
-    H5Eget_auto2(H5E_DEFAULT, &fn, &fd);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    h5_quiet q;
+    h5_quiet_begin(&q);
     int ok = dsp_range(w, w->doff, H5T_NATIVE_UINT64, off, n, v) == 0;
-    H5Eset_auto2(H5E_DEFAULT, fn, fd);
+    h5_quiet_end(&q);
     if (dsp_agree(w->comm, ok))
         return qf_err_set(e, QF_EXIT_INPUT, "%s: writing /doc_offsets failed (disk full?)", w->tmp);
     return 0;
@@ -110,15 +105,9 @@ int qf_dsp_write_offsets(qf_dsp *w, int64_t off, int64_t n, const uint64_t *v, q
 static void dsp_close(qf_dsp *w, int *ok) {
     hid_t *ids[] = {&w->dtok, &w->dmask, &w->doff};
     for (int i = 0; i < 3; i++)
-        if (*ids[i] >= 0) {
-            if (H5Dclose(*ids[i]) < 0) *ok = 0;
-            *ids[i] = -1;
-        }
-    if (w->dxpl >= 0) H5Pclose(w->dxpl), w->dxpl = -1;
-    if (w->file >= 0) {
-        if (H5Fclose(w->file) < 0) *ok = 0;
-        w->file = -1;
-    }
+        if (h5_close_id(ids[i], H5Dclose) < 0) *ok = 0;
+    h5_close_id(&w->dxpl, H5Pclose);
+    if (h5_close_id(&w->file, H5Fclose) < 0) *ok = 0;
 }
 
 static void dsp_free(qf_dsp *w) {
@@ -129,14 +118,12 @@ static void dsp_free(qf_dsp *w) {
 
 int qf_dsp_finish(qf_dsp *w, int64_t vocab_size, int64_t max_token, int64_t eos_id, int64_t pad_id,
                   const char *tokenizer, const char *source, qf_err *e) {
-    H5E_auto2_t fn;
-    void *fd;
-    H5Eget_auto2(H5E_DEFAULT, &fn, &fd);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    h5_quiet q;
+    h5_quiet_begin(&q);
     int ok = qf_dataset_h5_attrs(w->file, w->n_docs, w->n_tokens, vocab_size, max_token, eos_id, pad_id, tokenizer,
                                  source) == 0;
     dsp_close(w, &ok);
-    H5Eset_auto2(H5E_DEFAULT, fn, fd);
+    h5_quiet_end(&q);
     int rc = 0;
     if (dsp_agree(w->comm, ok)) {
         rc = qf_err_set(e, QF_EXIT_INPUT, "%s: writing the attributes or closing failed (disk full?)", w->tmp);
@@ -158,12 +145,10 @@ int qf_dsp_finish(qf_dsp *w, int64_t vocab_size, int64_t max_token, int64_t eos_
 void qf_dsp_abort(qf_dsp *w) {
     if (!w) return;
     int ok = 1;
-    H5E_auto2_t fn;
-    void *fd;
-    H5Eget_auto2(H5E_DEFAULT, &fn, &fd);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    h5_quiet q;
+    h5_quiet_begin(&q);
     dsp_close(w, &ok);
-    H5Eset_auto2(H5E_DEFAULT, fn, fd);
+    h5_quiet_end(&q);
     MPI_Barrier(w->comm);
     if (w->rank == 0) unlink(w->tmp);
     dsp_free(w);

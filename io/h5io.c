@@ -13,8 +13,9 @@
  * (H5S_SELECT_OR) of at most 2*ndim-1 rectangular blocks (3 for a 2-D tensor: partial first row, whole middle
  * rows, partial last row). Selected elements are transferred in row-major file order, which is the flat order.
  *
- * HDF5's own error stack printing is switched off inside every call here (and restored on return): failures are
- * reported through qf_err naming the file and the dataset or attribute, with HDF5's innermost message appended. */
+ * HDF5's own error stack printing is switched off inside every call here (and restored on return: h5util.h's quiet
+ * mode): failures are reported through qf_err naming the file and the dataset or attribute, with HDF5's innermost
+ * message appended. */
 #include "h5io.h"
 
 #include <errno.h>
@@ -23,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include "h5util.h"
 
 /* Elements moved per H5Dwrite/H5Dread call: keeps every MPI-IO request under 2 GiB and bounds the
  * conversion buffer (64 Mi elements = 256 MiB of fp32). */
@@ -56,17 +59,6 @@ static int agree(const qf_h5 *f, int bad) {
 void qf_h5_fail_writes(qf_h5 *f) { f->fail_writes = 1; }
 
 /* ---- error stack ---------------------------------------------------------------------------------------- */
-
-typedef struct h5_quiet {
-    H5E_auto2_t fn;
-    void *data;
-} h5_quiet;
-
-static void quiet_on(h5_quiet *q) {
-    H5Eget_auto2(H5E_DEFAULT, &q->fn, &q->data);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-}
-static void quiet_off(const h5_quiet *q) { H5Eset_auto2(H5E_DEFAULT, q->fn, q->data); }
 
 typedef struct h5_errbuf {
     char msg[256];
@@ -214,26 +206,32 @@ static hid_t make_fapl(MPI_Comm comm) {
     return fapl;
 }
 
-int qf_h5_create(const char *path, MPI_Comm comm, qf_h5 **out, qf_err *e) {
-    *out = NULL;
-    h5_quiet q;
-    quiet_on(&q);
+/* A new handle on path through MPI-IO: created (truncating) when create != 0, else opened read-write when
+ * write != 0, read-only otherwise. NULL when HDF5 refuses, with its detail (" (HDF5: ...)") in det[cap]. Quiet
+ * mode is the caller's. */
+static qf_h5 *h5_file_open(const char *path, MPI_Comm comm, int create, int write, char *det, size_t cap) {
     qf_h5 *f = h5_new(path, comm);
-    f->writable = 1;
+    f->writable = create || write;
     hid_t fapl = make_fapl(comm);
-    if (fapl >= 0) f->file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
-    if (f->file < 0) {
-        char d[300];
-        h5_detail(d, sizeof d);
-        if (fapl >= 0) H5Pclose(fapl);
-        h5_free(f);
-        quiet_off(&q);
+    if (fapl >= 0)
+        f->file = create ? H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl)
+                         : H5Fopen(path, write ? H5F_ACC_RDWR : H5F_ACC_RDONLY, fapl);
+    if (f->file < 0) h5_detail(det, cap);
+    h5_close_id(&fapl, H5Pclose);
+    if (f->file >= 0) return f;
+    h5_free(f);
+    return NULL;
+}
+
+int qf_h5_create(const char *path, MPI_Comm comm, qf_h5 **out, qf_err *e) {
+    h5_quiet q;
+    h5_quiet_begin(&q);
+    char d[300];
+    *out = h5_file_open(path, comm, 1, 1, d, sizeof d);
+    h5_quiet_end(&q);
+    if (!*out)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: cannot create HDF5 file (missing directory or no permission?)%s",
                           path, d);
-    }
-    H5Pclose(fapl);
-    quiet_off(&q);
-    *out = f;
     return 0;
 }
 
@@ -244,35 +242,24 @@ int qf_h5_open(const char *path, MPI_Comm comm, int write, qf_h5 **out, qf_err *
         return qf_err_set(e, QF_EXIT_INPUT, "%s: cannot open: %s", path, strerror(errno));
     if (!S_ISREG(sb.st_mode)) return qf_err_set(e, QF_EXIT_INPUT, "%s: not a regular file", path);
     h5_quiet q;
-    quiet_on(&q);
+    h5_quiet_begin(&q);
     htri_t is = H5Fis_hdf5(path);
     if (is <= 0) {
-        quiet_off(&q);
+        h5_quiet_end(&q);
         if (is == 0) return qf_err_set(e, QF_EXIT_INPUT, "%s: not an HDF5 file", path);
         return qf_err_set(e, QF_EXIT_INPUT, "%s: cannot read (not an HDF5 file?)", path);
     }
-    qf_h5 *f = h5_new(path, comm);
-    f->writable = write != 0;
-    hid_t fapl = make_fapl(comm);
-    if (fapl >= 0) f->file = H5Fopen(path, write ? H5F_ACC_RDWR : H5F_ACC_RDONLY, fapl);
-    if (f->file < 0) {
-        char d[300];
-        h5_detail(d, sizeof d);
-        if (fapl >= 0) H5Pclose(fapl);
-        h5_free(f);
-        quiet_off(&q);
-        return qf_err_set(e, QF_EXIT_INPUT, "%s: cannot open HDF5 file (truncated or damaged?)%s", path, d);
-    }
-    H5Pclose(fapl);
-    quiet_off(&q);
-    *out = f;
+    char d[300];
+    *out = h5_file_open(path, comm, 0, write, d, sizeof d);
+    h5_quiet_end(&q);
+    if (!*out) return qf_err_set(e, QF_EXIT_INPUT, "%s: cannot open HDF5 file (truncated or damaged?)%s", path, d);
     return 0;
 }
 
 int qf_h5_close(qf_h5 *f, qf_err *e) {
     if (!f) return 0;
     h5_quiet q;
-    quiet_on(&q);
+    h5_quiet_begin(&q);
     int rc = 0;
     char d[300] = "";
     if (f->writable && H5Fflush(f->file, H5F_SCOPE_GLOBAL) < 0) {
@@ -285,7 +272,7 @@ int qf_h5_close(qf_h5 *f, qf_err *e) {
     }
     f->file = -1;
     h5_free(f);
-    quiet_off(&q);
+    h5_quiet_end(&q);
     return rc;
 }
 
@@ -356,67 +343,93 @@ static hid_t mem_space(int64_t n) {
 
 /* ---- datasets ------------------------------------------------------------------------------------------------ */
 
-int qf_h5_has(qf_h5 *f, const char *group, const char *name) {
+/* 1 if group/name (name NULL: the group itself) exists in f and, when key is not NULL, has attribute key; 0
+ * otherwise, and for a path too long. HDF5 is quiet meanwhile. */
+static int link_exists(qf_h5 *f, const char *group, const char *name, const char *key) {
     char p[1024];
     if (join_path(p, sizeof p, group, name) < 0) return 0;
     h5_quiet q;
-    quiet_on(&q);
+    h5_quiet_begin(&q);
     int r = path_exists(f->file, p);
-    quiet_off(&q);
+    if (r && key) {
+        hid_t o = H5Oopen(f->file, p, H5P_DEFAULT);
+        r = o >= 0 && H5Aexists(o, key) > 0;
+        h5_close_id(&o, H5Oclose);
+    }
+    h5_quiet_end(&q);
     return r;
 }
 
-/* Opens dataset p or sets an exit-2 error naming the file and dataset. */
-static hid_t open_dataset(qf_h5 *f, const char *p, qf_err *e) {
-    if (!path_exists(f->file, p)) {
-        qf_err_set(e, QF_EXIT_INPUT, "%s: dataset %s not found", f->path, p);
-        return -1;
-    }
-    hid_t d = H5Dopen2(f->file, p, H5P_DEFAULT);
-    if (d < 0) {
+int qf_h5_has(qf_h5 *f, const char *group, const char *name) { return link_exists(f, group, name, NULL); }
+
+/* A dataset or attribute opened for reading (dset_open, attr_open): the item id with its close function, its
+ * datatype t and dataspace s, and for an attribute the object obj it is on (-1 where not open). HDF5 is quiet from
+ * the open to item_close. */
+typedef struct h5_item {
+    h5_quiet q;
+    hid_t obj, id, t, s;
+    herr_t (*close)(hid_t); /* H5Dclose or H5Aclose */
+} h5_item;
+
+/* Switches HDF5 quiet and marks every id of *h not open. */
+static void item_begin(h5_item *h, herr_t (*close)(hid_t)) {
+    h5_quiet_begin(&h->q);
+    h->obj = h->id = h->t = h->s = -1;
+    h->close = close;
+}
+
+/* Closes what the open opened, restores HDF5's error printing and returns rc. */
+static int item_close(h5_item *h, int rc) {
+    h5_close_id(&h->t, H5Tclose);
+    h5_close_id(&h->s, H5Sclose);
+    h5_close_id(&h->id, h->close);
+    h5_close_id(&h->obj, H5Oclose);
+    h5_quiet_end(&h->q);
+    return rc;
+}
+
+/* Switches HDF5 quiet and opens dataset p of f into *h. Returns 0, or the code of an exit-2 error naming the file
+ * and dataset; item_close ends both cases. */
+static int dset_open(qf_h5 *f, const char *p, h5_item *h, qf_err *e) {
+    item_begin(h, H5Dclose);
+    if (!path_exists(f->file, p)) return qf_err_set(e, QF_EXIT_INPUT, "%s: dataset %s not found", f->path, p);
+    h->id = H5Dopen2(f->file, p, H5P_DEFAULT);
+    if (h->id < 0) {
         char det[300];
         h5_detail(det, sizeof det);
-        qf_err_set(e, QF_EXIT_INPUT, "%s: %s is not a readable dataset%s", f->path, p, det);
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: %s is not a readable dataset%s", f->path, p, det);
     }
-    return d;
+    h->s = H5Dget_space(h->id);
+    h->t = H5Dget_type(h->id);
+    return 0;
+}
+
+/* The element type of open dataset p into *dt, or the code of an exit-2 error when it is none we store. */
+static int dset_dtype(const qf_h5 *f, const char *p, const h5_item *h, qf_dtype *dt, qf_err *e) {
+    if (classify_type(h->t, dt) == 0) return 0;
+    return qf_err_set(e, QF_EXIT_INPUT, "%s: dataset %s has an unsupported type (expected bf16, fp16 or fp32 float)",
+                      f->path, p);
 }
 
 int qf_h5_shape(qf_h5 *f, const char *group, const char *name, int *ndim, int64_t *shape, qf_dtype *dt, qf_err *e) {
     char p[1024];
     if (join_path(p, sizeof p, group, name) < 0)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: dataset name too long", f->path);
-    h5_quiet q;
-    quiet_on(&q);
-    int rc = 0;
-    hid_t d = open_dataset(f, p, e), s = -1, t = -1;
-    if (d < 0) {
-        rc = e->code;
-        goto done;
-    }
-    s = H5Dget_space(d);
-    t = H5Dget_type(d);
-    int nd = H5Sget_simple_extent_ndims(s);
-    if (nd < 0 || nd > 4) {
-        rc = qf_err_set(e, QF_EXIT_INPUT, "%s: dataset %s has %d dimensions (at most 4 supported)", f->path, p, nd);
-        goto done;
-    }
+    h5_item h;
+    int rc = dset_open(f, p, &h, e);
+    if (rc) return item_close(&h, rc);
+    int nd = H5Sget_simple_extent_ndims(h.s);
+    if (nd < 0 || nd > 4)
+        return item_close(&h, qf_err_set(e, QF_EXIT_INPUT, "%s: dataset %s has %d dimensions (at most 4 supported)",
+                                         f->path, p, nd));
     hsize_t dims[4];
-    H5Sget_simple_extent_dims(s, dims, NULL);
+    H5Sget_simple_extent_dims(h.s, dims, NULL);
     *ndim = nd;
     for (int i = 0; i < nd; i++) shape[i] = (int64_t)dims[i];
     qf_dtype got;
-    if (classify_type(t, &got) < 0) {
-        rc = qf_err_set(e, QF_EXIT_INPUT, "%s: dataset %s has an unsupported type (expected bf16, fp16 or fp32 float)",
-                        f->path, p);
-        goto done;
-    }
-    if (dt) *dt = got;
-done:
-    if (t >= 0) H5Tclose(t);
-    if (s >= 0) H5Sclose(s);
-    if (d >= 0) H5Dclose(d);
-    quiet_off(&q);
-    return rc;
+    rc = dset_dtype(f, p, &h, &got, e);
+    if (!rc && dt) *dt = got;
+    return item_close(&h, rc);
 }
 
 static void shape_str(char *buf, size_t cap, int nd, const int64_t *s) {
@@ -458,7 +471,7 @@ int qf_h5_write_f32(qf_h5 *f, const char *group, const char *name, int ndim, con
                           (long long)off, (long long)(off + n), (long long)numel);
     hid_t ft = file_type(f, dt);
     h5_quiet q;
-    quiet_on(&q);
+    h5_quiet_begin(&q);
     int rc = 0;
     hid_t d = -1, fs = -1, ms = -1;
     void *buf = NULL;
@@ -552,7 +565,7 @@ done:
     if (ms >= 0) H5Sclose(ms);
     if (fs >= 0) H5Sclose(fs);
     if (d >= 0) H5Dclose(d);
-    quiet_off(&q);
+    h5_quiet_end(&q);
     return rc;
 }
 
@@ -560,25 +573,14 @@ int qf_h5_read_f32(qf_h5 *f, const char *group, const char *name, int64_t off, i
     char p[1024];
     if (join_path(p, sizeof p, group, name) < 0)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: dataset name too long", f->path);
-    h5_quiet q;
-    quiet_on(&q);
-    int rc = 0;
-    hid_t d = open_dataset(f, p, e), fs = -1, t = -1;
+    h5_item h;
     uint16_t *buf = NULL;
     char det[300] = "";
-    if (d < 0) {
-        rc = e->code;
-        goto done;
-    }
-    fs = H5Dget_space(d);
-    t = H5Dget_type(d);
-    int64_t numel = space_numel(fs);
+    int rc = dset_open(f, p, &h, e);
+    if (rc) goto done;
+    int64_t numel = space_numel(h.s);
     qf_dtype dt;
-    if (classify_type(t, &dt) < 0) {
-        rc = qf_err_set(e, QF_EXIT_INPUT, "%s: dataset %s has an unsupported type (expected bf16, fp16 or fp32 float)",
-                        f->path, p);
-        goto done;
-    }
+    if ((rc = dset_dtype(f, p, &h, &dt, e))) goto done;
     if (off < 0 || n < 0 || off + n > numel) {
         rc = qf_err_set(e, QF_EXIT_INPUT, "%s: dataset %s has %lld elements, range [%lld, %lld) requested", f->path,
                         p, (long long)numel, (long long)off, (long long)(off + n));
@@ -589,8 +591,8 @@ int qf_h5_read_f32(qf_h5 *f, const char *group, const char *name, int64_t off, i
     for (int64_t a = 0; a < n; a += QF_H5_CHUNK) { /* reads are independent: n = 0 reads nothing */
         int64_t m = n - a < QF_H5_CHUNK ? n - a : QF_H5_CHUNK;
         hid_t ms = mem_space(m);
-        herr_t st = select_flat(fs, off + a, m);
-        if (st >= 0) st = H5Dread(d, mt, ms, fs, H5P_DEFAULT, dt == QF_DT_F32 ? (void *)(data + a) : (void *)buf);
+        herr_t st = select_flat(h.s, off + a, m);
+        if (st >= 0) st = H5Dread(h.id, mt, ms, h.s, H5P_DEFAULT, dt == QF_DT_F32 ? (void *)(data + a) : (void *)buf);
         H5Sclose(ms);
         if (st < 0) {
             h5_detail(det, sizeof det);
@@ -605,11 +607,7 @@ int qf_h5_read_f32(qf_h5 *f, const char *group, const char *name, int64_t off, i
     }
 done:
     free(buf);
-    if (t >= 0) H5Tclose(t);
-    if (fs >= 0) H5Sclose(fs);
-    if (d >= 0) H5Dclose(d);
-    quiet_off(&q);
-    return rc;
+    return item_close(&h, rc);
 }
 
 /* ---- attributes ---------------------------------------------------------------------------------------------- */
@@ -620,7 +618,7 @@ static int attr_write(qf_h5 *f, const char *group, const char *key, hid_t t, hid
     if (join_path(gp, sizeof gp, group, NULL) < 0)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: group name too long", f->path);
     h5_quiet q;
-    quiet_on(&q);
+    h5_quiet_begin(&q);
     int rc = 0;
     char det[300] = "";
     hid_t g = open_group(f, gp, 1), a = -1;
@@ -638,25 +636,27 @@ static int attr_write(qf_h5 *f, const char *group, const char *key, hid_t t, hid
 done:
     if (a >= 0) H5Aclose(a);
     if (g >= 0) H5Gclose(g);
-    quiet_off(&q);
+    h5_quiet_end(&q);
     int who = f->writable ? agree(f, rc != 0) : -1;
     if (who >= 0 && !rc)
         rc = qf_err_set(e, QF_EXIT_RUNTIME, "%s: writing attribute %s of %s failed on rank %d", f->path, key, gp, who);
     return rc;
 }
 
-int qf_h5_attr_write_i64(qf_h5 *f, const char *group, const char *key, int64_t v, qf_err *e) {
+/* attr_write of one element of type t at v (a scalar dataspace). */
+static int attr_write_scalar(qf_h5 *f, const char *group, const char *key, hid_t t, const void *v, qf_err *e) {
     hid_t s = H5Screate(H5S_SCALAR);
-    int rc = attr_write(f, group, key, H5T_STD_I64LE, s, &v, e);
+    int rc = attr_write(f, group, key, t, s, v, e);
     H5Sclose(s);
     return rc;
 }
 
+int qf_h5_attr_write_i64(qf_h5 *f, const char *group, const char *key, int64_t v, qf_err *e) {
+    return attr_write_scalar(f, group, key, H5T_STD_I64LE, &v, e);
+}
+
 int qf_h5_attr_write_f64(qf_h5 *f, const char *group, const char *key, double v, qf_err *e) {
-    hid_t s = H5Screate(H5S_SCALAR);
-    int rc = attr_write(f, group, key, H5T_IEEE_F64LE, s, &v, e);
-    H5Sclose(s);
-    return rc;
+    return attr_write_scalar(f, group, key, H5T_IEEE_F64LE, &v, e);
 }
 
 int qf_h5_attr_write_str(qf_h5 *f, const char *group, const char *key, const char *v, qf_err *e) {
@@ -665,10 +665,8 @@ int qf_h5_attr_write_str(qf_h5 *f, const char *group, const char *key, const cha
     H5Tset_size(t, n > 0 ? n : 1);
     H5Tset_strpad(t, H5T_STR_NULLPAD);
     H5Tset_cset(t, H5T_CSET_UTF8);
-    hid_t s = H5Screate(H5S_SCALAR);
     char one[1] = {0};
-    int rc = attr_write(f, group, key, t, s, n > 0 ? v : one, e);
-    H5Sclose(s);
+    int rc = attr_write_scalar(f, group, key, t, n > 0 ? v : one, e);
     H5Tclose(t);
     return rc;
 }
@@ -682,75 +680,57 @@ int qf_h5_attr_write_blob(qf_h5 *f, const char *group, const char *key, const vo
     return rc;
 }
 
-int qf_h5_attr_has(qf_h5 *f, const char *group, const char *key) {
+int qf_h5_attr_has(qf_h5 *f, const char *group, const char *key) { return link_exists(f, group, NULL, key); }
+
+/* Switches HDF5 quiet and opens attribute key of object group into *h. Returns 0, or the code of an exit-2 error
+ * naming the file and attribute; item_close ends both cases. */
+static int attr_open(qf_h5 *f, const char *group, const char *key, h5_item *h, qf_err *e) {
+    item_begin(h, H5Aclose);
     char gp[1024];
-    if (join_path(gp, sizeof gp, group, NULL) < 0) return 0;
-    h5_quiet q;
-    quiet_on(&q);
-    int r = 0;
-    if (path_exists(f->file, gp)) {
-        hid_t g = H5Oopen(f->file, gp, H5P_DEFAULT);
-        if (g >= 0) {
-            r = H5Aexists(g, key) > 0;
-            H5Oclose(g);
-        }
+    if (join_path(gp, sizeof gp, group, NULL) < 0)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: group name too long", f->path);
+    if (!path_exists(f->file, gp) || (h->obj = H5Oopen(f->file, gp, H5P_DEFAULT)) < 0)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: attribute %s: group %s not found", f->path, key, gp);
+    if (H5Aexists(h->obj, key) <= 0) {
+        if (strcmp(gp, "/") == 0) return qf_err_set(e, QF_EXIT_INPUT, "%s: attribute %s not found", f->path, key);
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: attribute %s not found on %s", f->path, key, gp);
     }
-    quiet_off(&q);
-    return r;
+    h->id = H5Aopen(h->obj, key, H5P_DEFAULT);
+    if (h->id < 0) return qf_err_set(e, QF_EXIT_INPUT, "%s: attribute %s of %s cannot be opened", f->path, key, gp);
+    h->t = H5Aget_type(h->id);
+    h->s = H5Aget_space(h->id);
+    return 0;
 }
 
-/* Opens attribute key on object group, or sets an exit-2 error naming the file and attribute. Quiet mode is the
- * caller's. *obj receives the object to close. */
-static hid_t attr_open(qf_h5 *f, const char *group, const char *key, hid_t *obj, qf_err *e) {
-    char gp[1024];
-    *obj = -1;
-    if (join_path(gp, sizeof gp, group, NULL) < 0) {
-        qf_err_set(e, QF_EXIT_INPUT, "%s: group name too long", f->path);
-        return -1;
-    }
-    if (!path_exists(f->file, gp) || (*obj = H5Oopen(f->file, gp, H5P_DEFAULT)) < 0) {
-        qf_err_set(e, QF_EXIT_INPUT, "%s: attribute %s: group %s not found", f->path, key, gp);
-        return -1;
-    }
-    if (H5Aexists(*obj, key) <= 0) {
-        if (strcmp(gp, "/") == 0) qf_err_set(e, QF_EXIT_INPUT, "%s: attribute %s not found", f->path, key);
-        else qf_err_set(e, QF_EXIT_INPUT, "%s: attribute %s not found on %s", f->path, key, gp);
-        return -1;
-    }
-    hid_t a = H5Aopen(*obj, key, H5P_DEFAULT);
-    if (a < 0) qf_err_set(e, QF_EXIT_INPUT, "%s: attribute %s of %s cannot be opened", f->path, key, gp);
-    return a;
+/* The exit-2 error of an attribute that is there but cannot be read. */
+static int attr_unreadable(const qf_h5 *f, const char *key, qf_err *e) {
+    return qf_err_set(e, QF_EXIT_INPUT, "%s: attribute %s cannot be read", f->path, key);
+}
+
+/* Copies the string sv into v[cap], or sets the exit-2 error of an attribute string longer than cap-1. */
+static int attr_copy_str(const qf_h5 *f, const char *key, const char *sv, char *v, size_t cap, qf_err *e) {
+    size_t n = strlen(sv);
+    if (n >= cap)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: attribute %s is longer than %zu characters", f->path, key, cap - 1);
+    memcpy(v, sv, n + 1);
+    return 0;
 }
 
 /* Reads a one-element numeric attribute as memory type mt (class checked against want: H5T_INTEGER accepts
  * integers only, H5T_FLOAT accepts integers and floats). */
 static int attr_read_num(qf_h5 *f, const char *group, const char *key, hid_t mt, H5T_class_t want, void *v,
                          qf_err *e) {
-    h5_quiet q;
-    quiet_on(&q);
-    hid_t obj, a = attr_open(f, group, key, &obj, e), t = -1, s = -1;
-    int rc = 0;
-    if (a < 0) {
-        rc = e->code;
-        goto done;
-    }
-    t = H5Aget_type(a);
-    s = H5Aget_space(a);
-    H5T_class_t c = H5Tget_class(t);
+    h5_item h;
+    int rc = attr_open(f, group, key, &h, e);
+    if (rc) return item_close(&h, rc);
+    H5T_class_t c = H5Tget_class(h.t);
     int ok = c == H5T_INTEGER || (want == H5T_FLOAT && c == H5T_FLOAT);
-    if (!ok || H5Sget_simple_extent_npoints(s) != 1) {
+    if (!ok || H5Sget_simple_extent_npoints(h.s) != 1)
         rc = qf_err_set(e, QF_EXIT_INPUT, "%s: attribute %s is not a single %s", f->path, key,
                         want == H5T_INTEGER ? "integer" : "number");
-        goto done;
-    }
-    if (H5Aread(a, mt, v) < 0) rc = qf_err_set(e, QF_EXIT_INPUT, "%s: attribute %s cannot be read", f->path, key);
-done:
-    if (s >= 0) H5Sclose(s);
-    if (t >= 0) H5Tclose(t);
-    if (a >= 0) H5Aclose(a);
-    if (obj >= 0) H5Oclose(obj);
-    quiet_off(&q);
-    return rc;
+    else if (H5Aread(h.id, mt, v) < 0)
+        rc = attr_unreadable(f, key, e);
+    return item_close(&h, rc);
 }
 
 int qf_h5_attr_read_i64(qf_h5 *f, const char *group, const char *key, int64_t *v, qf_err *e) {
@@ -762,86 +742,47 @@ int qf_h5_attr_read_f64(qf_h5 *f, const char *group, const char *key, double *v,
 }
 
 int qf_h5_attr_read_str(qf_h5 *f, const char *group, const char *key, char *v, size_t cap, qf_err *e) {
-    h5_quiet q;
-    quiet_on(&q);
-    hid_t obj, a = attr_open(f, group, key, &obj, e), t = -1, s = -1, mt = -1;
-    int rc = 0;
-    if (a < 0) {
-        rc = e->code;
-        goto done;
-    }
-    t = H5Aget_type(a);
-    s = H5Aget_space(a);
-    if (H5Tget_class(t) != H5T_STRING || H5Sget_simple_extent_npoints(s) != 1) {
-        rc = qf_err_set(e, QF_EXIT_INPUT, "%s: attribute %s is not a string", f->path, key);
-        goto done;
-    }
-    if (H5Tis_variable_str(t) > 0) { /* as h5py writes str attributes */
-        mt = H5Tcopy(H5T_C_S1);
+    h5_item h;
+    int rc = attr_open(f, group, key, &h, e);
+    if (rc) return item_close(&h, rc);
+    if (H5Tget_class(h.t) != H5T_STRING || H5Sget_simple_extent_npoints(h.s) != 1)
+        return item_close(&h, qf_err_set(e, QF_EXIT_INPUT, "%s: attribute %s is not a string", f->path, key));
+    hid_t mt = H5Tcopy(H5T_C_S1);
+    if (H5Tis_variable_str(h.t) > 0) { /* as h5py writes str attributes */
         H5Tset_size(mt, H5T_VARIABLE);
-        H5Tset_cset(mt, H5Tget_cset(t)); /* HDF5 does not convert between character sets */
+        H5Tset_cset(mt, H5Tget_cset(h.t)); /* HDF5 does not convert between character sets */
         char *sv = NULL;
-        if (H5Aread(a, mt, &sv) < 0 || !sv) {
-            rc = qf_err_set(e, QF_EXIT_INPUT, "%s: attribute %s cannot be read", f->path, key);
-            goto done;
+        if (H5Aread(h.id, mt, &sv) < 0 || !sv) {
+            rc = attr_unreadable(f, key, e);
+        } else {
+            rc = attr_copy_str(f, key, sv, v, cap, e);
+            H5free_memory(sv);
         }
-        if (strlen(sv) >= cap)
-            rc = qf_err_set(e, QF_EXIT_INPUT, "%s: attribute %s is longer than %zu characters", f->path, key, cap - 1);
-        else memcpy(v, sv, strlen(sv) + 1);
-        H5free_memory(sv);
     } else {
-        size_t n = H5Tget_size(t);
-        mt = H5Tcopy(H5T_C_S1);
+        size_t n = H5Tget_size(h.t);
         H5Tset_size(mt, n);
         H5Tset_strpad(mt, H5T_STR_NULLPAD);
-        H5Tset_cset(mt, H5Tget_cset(t));
+        H5Tset_cset(mt, H5Tget_cset(h.t));
         char *tmp = qf_calloc(n + 1, 1);
-        if (H5Aread(a, mt, tmp) < 0) {
-            rc = qf_err_set(e, QF_EXIT_INPUT, "%s: attribute %s cannot be read", f->path, key);
-        } else if (strlen(tmp) >= cap) {
-            rc = qf_err_set(e, QF_EXIT_INPUT, "%s: attribute %s is longer than %zu characters", f->path, key, cap - 1);
-        } else {
-            memcpy(v, tmp, strlen(tmp) + 1);
-        }
+        rc = H5Aread(h.id, mt, tmp) < 0 ? attr_unreadable(f, key, e) : attr_copy_str(f, key, tmp, v, cap, e);
         free(tmp);
     }
-done:
-    if (mt >= 0) H5Tclose(mt);
-    if (s >= 0) H5Sclose(s);
-    if (t >= 0) H5Tclose(t);
-    if (a >= 0) H5Aclose(a);
-    if (obj >= 0) H5Oclose(obj);
-    quiet_off(&q);
-    return rc;
+    h5_close_id(&mt, H5Tclose);
+    return item_close(&h, rc);
 }
 
 int qf_h5_attr_read_blob(qf_h5 *f, const char *group, const char *key, void *p, size_t n, qf_err *e) {
-    h5_quiet q;
-    quiet_on(&q);
-    hid_t obj, a = attr_open(f, group, key, &obj, e), t = -1, s = -1;
-    int rc = 0;
-    if (a < 0) {
-        rc = e->code;
-        goto done;
-    }
-    t = H5Aget_type(a);
-    s = H5Aget_space(a);
-    H5S_class_t sc = H5Sget_simple_extent_type(s);
-    hssize_t np = sc == H5S_NULL ? 0 : H5Sget_simple_extent_npoints(s);
-    if (H5Tget_class(t) != H5T_INTEGER || H5Tget_size(t) != 1 || np != (hssize_t)n) {
+    h5_item h;
+    int rc = attr_open(f, group, key, &h, e);
+    if (rc) return item_close(&h, rc);
+    H5S_class_t sc = H5Sget_simple_extent_type(h.s);
+    hssize_t np = sc == H5S_NULL ? 0 : H5Sget_simple_extent_npoints(h.s);
+    if (H5Tget_class(h.t) != H5T_INTEGER || H5Tget_size(h.t) != 1 || np != (hssize_t)n)
         rc = qf_err_set(e, QF_EXIT_INPUT, "%s: attribute %s is not a %zu-byte blob (found %lld elements of %zu bytes)",
-                        f->path, key, n, (long long)np, H5Tget_size(t));
-        goto done;
-    }
-    if (n > 0 && H5Aread(a, H5T_NATIVE_UCHAR, p) < 0)
-        rc = qf_err_set(e, QF_EXIT_INPUT, "%s: attribute %s cannot be read", f->path, key);
-done:
-    if (s >= 0) H5Sclose(s);
-    if (t >= 0) H5Tclose(t);
-    if (a >= 0) H5Aclose(a);
-    if (obj >= 0) H5Oclose(obj);
-    quiet_off(&q);
-    return rc;
+                        f->path, key, n, (long long)np, H5Tget_size(h.t));
+    else if (n > 0 && H5Aread(h.id, H5T_NATIVE_UCHAR, p) < 0)
+        rc = attr_unreadable(f, key, e);
+    return item_close(&h, rc);
 }
 
 /* ---- model config ---------------------------------------------------------------------------------------------- */

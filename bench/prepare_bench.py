@@ -16,7 +16,7 @@
 Needs `tokenizers` (pip install tokenizers)."""
 import glob, json, os, sys, time
 
-QWEN_PAT = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "reference"))
 
 
 def sources():
@@ -30,18 +30,8 @@ def sources():
 
 
 def bpe(out):
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
-    tok = Tokenizer(models.BPE(unk_token=None, fuse_unk=False, byte_fallback=False))
-    tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(QWEN_PAT), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)])
-    tok.decoder = decoders.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)
-    trainer = trainers.BpeTrainer(vocab_size=151643, min_frequency=1, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(sources(), trainer=trainer)
-    tok.add_special_tokens([AddedToken(s, special=True, normalized=False)
-                            for s in ("<|endoftext|>", "<|im_start|>", "<|im_end|>")])
+    from qwen2_bpe import qwen2_bpe_train  # tests/reference/qwen2_bpe.py: Qwen2's configuration, as the fixtures
+    tok = qwen2_bpe_train(sources(), vocab_size=151643, min_frequency=1)
     os.makedirs(out, exist_ok=True)
     tok.save(os.path.join(out, "tokenizer.json"))
     print("vocabulary", tok.get_vocab_size(with_added_tokens=True))

@@ -21,7 +21,9 @@ Writes
 import argparse, base64, hashlib, json, os, unicodedata
 
 import tiktoken, tokenizers, transformers
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+
+from qwen2_bpe import QWEN_PAT, SPECIALS, qwen2_bpe_train
 
 here = os.path.dirname(os.path.abspath(__file__))
 ap = argparse.ArgumentParser()
@@ -29,8 +31,6 @@ ap.add_argument("--out", default=os.path.join(here, "fixtures", "tokenizer"))
 a = ap.parse_args()
 os.makedirs(a.out, exist_ok=True)
 
-QWEN_PAT = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
-SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 V1_SPECIALS = SPECIALS + [f"<|extra_{i}|>" for i in range(205)]
 
 
@@ -84,16 +84,7 @@ def corpus():
 
 
 # ---- tokenizer.json, Qwen2's configuration -------------------------------------------------------------------------
-tok = Tokenizer(models.BPE(unk_token=None, fuse_unk=False, byte_fallback=False))
-tok.normalizer = normalizers.NFC()
-tok.pre_tokenizer = pre_tokenizers.Sequence([
-    pre_tokenizers.Split(Regex(QWEN_PAT), behavior="isolated", invert=False),
-    pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)])
-tok.decoder = decoders.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)
-trainer = trainers.BpeTrainer(vocab_size=2000, min_frequency=2, show_progress=False,
-                              initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-tok.train_from_iterator(corpus(), trainer=trainer)
-tok.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in SPECIALS])
+tok = qwen2_bpe_train(corpus(), vocab_size=2000, min_frequency=2)
 j = json.loads(tok.to_str())
 j["decoder"] = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
 j["post_processor"] = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}

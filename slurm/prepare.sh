@@ -16,13 +16,10 @@
 #SBATCH --output=%x-%j.out
 set -eo pipefail
 
-# ---- environment: the batch shell may not have inherited the `module` function -------------------------------
-if ! command -v module > /dev/null 2>&1; then
-  for init in /usr/share/lmod/lmod/init/bash /etc/profile.d/lmod.sh /etc/profile.d/modules.sh; do
-    # shellcheck source=/dev/null
-    if [ -r "$init" ]; then . "$init"; break; fi
-  done
-fi
+# ---- environment: `module` (the batch shell may not have inherited it), qwen-ft ------------------------------
+# shellcheck source=/dev/null
+command -v module > /dev/null 2>&1 || for init in /usr/share/lmod/lmod/init/bash /etc/profile.d/{lmod,modules}.sh; do
+  if [ -r "$init" ]; then . "$init"; break; fi; done
 module load qwen-ft
 if [ $# -eq 0 ]; then
   echo "usage: sbatch prepare.sh --in F.jsonl --out D.h5 [qwen-ft prepare options]" >&2

@@ -27,46 +27,15 @@
 #SBATCH --output=%x-%j.out
 set -eo pipefail
 
-# ---- signals: forward to the training step; requeue after a time-limit stop (same block in every script) -------
-stop=''
-srun_pid=''
-# shellcheck disable=SC2317  # called by the traps below
-forward() { # forward SIG: srun passes the signal on to every task (rank) of the step
-  stop=$1
-  echo "qwen-ft job: SIG$1 received at $(date +%T): asking the ranks to checkpoint and stop"
-  if [ -n "$srun_pid" ]; then kill -s "$1" "$srun_pid" 2> /dev/null || true; fi
-}
-# a signal before training started (while data was prepared, say): nothing to checkpoint; requeue on SIGUSR1
-not_yet() {
-  if [ -n "$stop" ]; then
-    echo "qwen-ft job: SIG$stop before training started"
-    if [ "$stop" = USR1 ]; then scontrol requeue "${SLURM_JOB_ID}"; fi
-    exit 0
-  fi
-}
-wait_step() { # wait for srun; a trapped signal interrupts `wait` (status > 128) while the step goes on
-  local rc r
-  while :; do
-    rc=0; wait "$1" || rc=$?
-    if [ "$rc" -gt 128 ] && kill -0 "$1" 2> /dev/null; then continue; fi
-    if [ "$rc" -gt 128 ]; then # srun ended just as the signal came: its own status, if bash still has it
-      r=0; wait "$1" 2> /dev/null || r=$?
-      [ "$r" -eq 127 ] || rc=$r
-    fi
-    return "$rc"
-  done
-}
-trap 'forward USR1' USR1
-trap 'forward TERM' TERM
+unset stop; trap 'stop=USR1' USR1; trap 'stop=TERM' TERM # held from the start; qwen-ft-job.sh forwards them
 
-# ---- environment: the batch shell may not have inherited the `module` function -------------------------------
-if ! command -v module > /dev/null 2>&1; then
-  for init in /usr/share/lmod/lmod/init/bash /etc/profile.d/lmod.sh /etc/profile.d/modules.sh; do
-    # shellcheck source=/dev/null
-    if [ -r "$init" ]; then . "$init"; break; fi
-  done
-fi
+# ---- environment: `module` (a batch shell may lack it), qwen-ft, and qwen-ft-job.sh (signals, requeue) -------
+# shellcheck source=/dev/null
+command -v module > /dev/null 2>&1 || for init in /usr/share/lmod/lmod/init/bash /etc/profile.d/{lmod,modules}.sh; do
+  if [ -r "$init" ]; then . "$init"; break; fi; done
 module load qwen-ft
+# shellcheck source-path=SCRIPTDIR source=qwen-ft-job.sh disable=SC1091
+. "${QWENFT_SHARE:?module load qwen-ft did not set QWENFT_SHARE}/slurm/qwen-ft-job.sh"
 DECK=${1:-$QWENFT_SHARE/inputs/4090.cfg}
 [ $# -gt 0 ] && shift
 export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}
@@ -74,10 +43,4 @@ echo "qwen-ft job ${SLURM_JOB_ID} (restart ${SLURM_RESTART_COUNT:-0}) on ${SLURM
 not_yet
 srun --mpi=pmix --nodes=1 --ntasks-per-node=8 --gpus-per-node=8 --gpu-bind=none \
      --cpus-per-task="${SLURM_CPUS_PER_TASK:-1}" qwen-ft train "$DECK" "$@" &
-srun_pid=$!
-rc=0; wait_step "$srun_pid" || rc=$?
-if [ "$stop" = USR1 ] && [ "$rc" -eq 0 ]; then
-  echo "qwen-ft job: checkpoint written; requeueing job ${SLURM_JOB_ID} to resume"
-  scontrol requeue "${SLURM_JOB_ID}"
-fi
-exit "$rc"
+finish_step "$!"

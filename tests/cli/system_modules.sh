@@ -22,7 +22,7 @@ module load qwen-ft
 [ "$(command -v qwen-ft)" = "$WORK/prefix/bin/qwen-ft" ] || fail "qwen-ft on PATH is '$(command -v qwen-ft)'"
 [ "$(qwen-ft --version | head -n 1)" = "qwen-ft $version" ] || fail "qwen-ft --version says '$(qwen-ft --version)'"
 [ "$QWENFT_ROOT" = "$WORK/prefix" ] || fail "QWENFT_ROOT=$QWENFT_ROOT"
-for d in inputs/demo.cfg inputs/4090.cfg inputs/a100.cfg inputs/h200.cfg slurm/demo_cpu.sh slurm/qwen14b_8x4090.sh docs/hpc.md; do
+for d in inputs/demo.cfg inputs/4090.cfg inputs/a100.cfg inputs/h200.cfg slurm/demo_cpu.sh slurm/qwen14b_8x4090.sh slurm/qwen-ft-job.sh docs/hpc.md; do
   [ -e "$QWENFT_SHARE/$d" ] || fail "\$QWENFT_SHARE/$d is missing"
 done
 module whatis qwen-ft 2>&1 | grep -q "Version: $version" || fail "module whatis"

@@ -7,7 +7,7 @@ import json, sys, time
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-PRESETS = {  # vocab, hidden, ffn, layers, heads, kv heads, tied, rope theta, rms eps (src/model_config.c)
+PRESETS = {  # vocab, hidden, ffn, layers, heads, kv heads, tied, rope theta, rms eps (io/model_config.c)
     "qwen2.5-0.5b": (151936, 896, 4864, 24, 14, 2, True, 1e6, 1e-6),
     "qwen2.5-1.5b": (151936, 1536, 8960, 28, 12, 2, True, 1e6, 1e-6),
     "qwen2.5-7b": (152064, 3584, 18944, 28, 28, 4, False, 1e6, 1e-6),

@@ -39,7 +39,7 @@ typedef struct qf_dataset_scan_result {
     int bad_mask_value;
 } qf_dataset_scan_result;
 /* Reads /tokens and /loss_mask over [begin, end) in bounded pieces (the stored max_token_id is a claim; this is
- * the check of it: src/run.c splits the file across ranks and compares). */
+ * the check of it: src/train/run.c splits the file across ranks and compares). */
 int qf_dataset_scan(const qf_dataset *ds, int64_t begin, int64_t end, qf_dataset_scan_result *r, qf_err *e);
 /* Reads tokens [off, off+n) and their loss mask (either output may be NULL). */
 int qf_dataset_read(const qf_dataset *ds, int64_t off, int64_t n, uint32_t *tokens, uint8_t *mask, qf_err *e);

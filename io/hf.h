@@ -41,7 +41,7 @@ int qf_hf_read_param_range(const qf_hf *hf, const char *name, int64_t off, int64
 /* 1 if dir looks like an HF model directory (has config.json). */
 int qf_hf_is_dir(const char *dir);
 
-/* The canonical parameter list of a config, in the flat layout order the model uses (see src/model.h):
+/* The canonical parameter list of a config, in the flat layout order the model uses (see src/model/model.h):
  * embed, then per layer [input_layernorm, q.w, q.b, k.w, k.b, v.w, v.b, q_norm, k_norm, o.w,
  * post_attention_layernorm, gate, up, down], then norm, then lm_head (if untied). */
 typedef struct qf_param_spec {

@@ -149,7 +149,7 @@ void qf_cuda_versions(char *buf, int cap);
  *   qf_ops_cuda_f32(): act = fp32, the same kernels in fp32 (GEMMs without TF32): for exact comparisons.
  *   qf_ops_cuda_f16(): act = IEEE fp16 (act_bytes 2), fp32 accumulation, the same kernels (fp16 cuBLASLt GEMMs,
  *                      tensor-core attention): the fp16.enabled table. Values beyond 65504 become inf; the caller
- *                      keeps fp32 master weights and applies DeepSpeed's dynamic loss scaling (src/loss_scale.c).
+ *                      keeps fp32 master weights and applies DeepSpeed's dynamic loss scaling (src/train/loss_scale.c).
  * All share one context: one compute stream (every op and copy is ordered on it; nothing syncs the device on the
  * hot path), one cuBLASLt handle. copy_d2h and the ops returning host values (sumsq, nonfinite, classifier's
  * loss_sum) sync the stream; sync() = stream sync. copy_h2d's host source may be reused on return. alloc/free

@@ -8,7 +8,7 @@
  * 1 - b2 and b2^t match torch's (1 - 0.999f differs from 1 - 0.999 by 1.3e-5 relative), each float is widened
  * to the double of its shortest round-trip decimal form: 0.999f -> 0.999. A value that came from a double
  * computation (a scheduled lr) gets a double within half a float ulp of it, as good as any. */
-#include "cpu_internal.h"
+#include "cpu_impl.h"
 #include "ops.h"
 #include "util.h"
 #include <math.h>

@@ -7,7 +7,7 @@
  *   dq_t = scale sum_s ds_ts k_s,  dk_s = scale sum_(h,t) ds_ts q_t,  dv_s = sum_(h,t) p_ts dout_t.
  * Parallel over (b, kv head): a thread owns the dk, dv rows of its kv head and all dq rows of the query heads
  * that use it, so there are no races and every sum runs in a fixed order (query head, then t, ascending). */
-#include "cpu_internal.h"
+#include "cpu_impl.h"
 #include "ops.h"
 #include "util.h"
 #include <math.h>

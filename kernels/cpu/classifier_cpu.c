@@ -4,7 +4,7 @@
  * double), loss = -(logit[target] - lse); the logits block is then overwritten with
  * dlogits = grad_scale * (softmax - onehot) (zero rows for ignored targets), and dW += dlogits^T x,
  * dx = dlogits W. Token losses are summed in token order in double. */
-#include "cpu_internal.h"
+#include "cpu_impl.h"
 #include "ops.h"
 #include "util.h"
 #include <math.h>

@@ -5,7 +5,7 @@
  * positions 0 .. start[b]+i: scores, max subtraction, exp, sum in double, weighted sum of v rows. Each output
  * element is a sum in position order, so a row's result does not depend on B, Tq or the thread count (batched
  * and one-prompt decoding agree bit for bit). */
-#include "cpu_internal.h"
+#include "cpu_impl.h"
 #include "ops.h"
 #include "util.h"
 #include <math.h>

@@ -1,5 +1,5 @@
 /* elementwise_cpu.c — embedding, SwiGLU, residual add, flat-buffer reductions and the (identity) act casts. */
-#include "cpu_internal.h"
+#include "cpu_impl.h"
 #include "ops.h"
 #include "util.h"
 #include <math.h>

@@ -5,7 +5,7 @@
  * (chosen at run time; both round identically).
  * Edge tiles use a scalar kernel with the same order, so every output element is the same sequential sum
  * wherever it falls and however many threads run: results are bitwise reproducible. */
-#include "cpu_internal.h"
+#include "cpu_impl.h"
 #include "ops.h"
 #include "util.h"
 #include <omp.h>

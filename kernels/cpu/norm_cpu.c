@@ -1,5 +1,5 @@
 /* norm_cpu.c — RMSNorm and rotary position embedding (rotate-half), as HF transformers computes them in fp32. */
-#include "cpu_internal.h"
+#include "cpu_impl.h"
 #include "ops.h"
 #include "util.h"
 #include <math.h>

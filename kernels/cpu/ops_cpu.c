@@ -1,5 +1,5 @@
 /* ops_cpu.c — the CPU op table (fp32, OpenMP): host memory, act = float, kernels in the other files of kernels/cpu. */
-#include "cpu_internal.h"
+#include "cpu_impl.h"
 #include "ops.h"
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* topology_cuda.h — what the CUDA runtime says about the GPUs this process sees, for src/topology.c (the run
+/* topology_cuda.h — what the CUDA runtime says about the GPUs this process sees, for src/parallel/topology.c (the run
  * header, `qwen-ft report` and the NCCL environment policy). Plain C interface; implemented in topology_cuda.cu.
  * Every function degrades to "nothing" (0 devices, -1) when there is no driver or no GPU. */
 #ifndef QF_TOPOLOGY_CUDA_H

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# generate on the CUDA tables (src/decode.c over the same op table as training + attention_decode):
+# generate on the CUDA tables (src/generate/decode.c over the same op table as training + attention_decode):
 #   - fp32 table: the HF fixtures' greedy continuations equal transformers' (tests/reference/fixtures/generate.json),
 #     one prompt at a time and batched (--prompts), and equal the CPU table's ids;
 #   - a batch of text/chat prompts on the widened fixture model (unit_generate_batch.sh's): CUDA fp32 == CPU, ids

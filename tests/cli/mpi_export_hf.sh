@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# checkpoint.export_hf = true (src/export_sharded.c): every checkpoint also writes checkpoint.dir/step-N-hf from the
+# checkpoint.export_hf = true (src/store/export_sharded.c): every checkpoint also writes checkpoint.dir/step-N-hf from the
 # ZeRO shards, each rank writing its own part of every tensor with MPI-IO. On 1 rank (stage 0), 2 ranks (stage 3)
 # and 3 ranks (stage 2, optimizer offload) every tensor of every HF directory equals, byte for byte, what
 # `qwen-ft export --from step-N.h5` writes from that checkpoint; config.json and generation_config.json are

@@ -74,7 +74,7 @@ sk = [s["step"] for s in steps if s["skipped"]]
 # n/a on CPU ranks)
 nf = [s["step"] for s in steps if s.get("nonfinite") and all(s[k] is None for k in s["nonfinite"])
       and set(s["nonfinite"]) <= {"loss", "grad_norm"}]
-# ("mfu" is null by design where the device has no known peak: src/peak.c, CPU ranks)
+# ("mfu" is null by design where the device has no known peak: src/util/peak.c, CPU ranks)
 nf += [s["step"] for s in steps if None in [v for k, v in s.items() if k != "mfu"] and not s.get("nonfinite")]
 ok = sk == [3] and nf == [3] and len(steps) == 5
 print(f"3b. on_nonfinite=skip: skipped steps {sk} of {len(steps)}, null + nonfinite at {nf}", "ok" if ok else "FAIL")

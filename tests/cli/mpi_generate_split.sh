@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# generate with the decoder layers split across CPU ranks (src/decode.c): a model trained for 5 steps (3 layers,
+# generate with the decoder layers split across CPU ranks (src/generate/decode.c): a model trained for 5 steps (3 layers,
 # Qwen3 q/k-norm, GQA, tied embeddings: the last rank holds the embedding again for the head) generates a batch of
 # prompts of different lengths on 1, 2 and 3 ranks (splits 3 | 1+2 | 1+1+1) with the same ids, greedy and sampled
 # (temperature, top-k, top-p, repetition penalty, seed); 4 ranks for 3 layers is exit 2 naming the split; the HF
@@ -22,7 +22,7 @@ for mode in greedy sampled; do
     gen $np $mode.$np "${args[@]}"
     cmp -s $mode.1 $mode.$np || { echo "FAIL: $mode on $np ranks differs from 1 rank:"; diff $mode.1 $mode.$np; exit 1; }
   done
-  # the layers streamed from host memory through two device slots (src/decode_units.c): the same ids
+  # the layers streamed from host memory through two device slots (src/generate/decode_units.c): the same ids
   for np in 1 2 3; do
     gen $np $mode.s$np "${args[@]}" --stream-weights
     cmp -s $mode.1 $mode.s$np || { echo "FAIL: $mode --stream-weights on $np ranks differs:"; diff $mode.1 $mode.s$np; exit 1; }

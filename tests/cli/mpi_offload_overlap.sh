@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The overlapped offload step (src/zero_offload.c: host AdamW unit by unit while the next forward runs) gives the
+# The overlapped offload step (src/zero/zero_offload.c: host AdamW unit by unit while the next forward runs) gives the
 # trajectory of the step completed in place (QWENFT_OFFLOAD_OVERLAP=0) and of the same layout without offload, bit
 # for bit on CPU ranks: per-step losses and gradient norms equal as printed (%.10g), and the final checkpoints'
 # master weights and Adam moments identical (h5diff). Checkpoints and evaluations every 2 steps land while a step

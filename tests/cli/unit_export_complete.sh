@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# export writes a complete HF directory (src/export_tokenizer.c): import records the HF directory's tokenizer
+# export writes a complete HF directory (src/store/export_tokenizer.c): import records the HF directory's tokenizer
 # (root attributes tokenizer / tokenizer_dir), export of the model and of a checkpoint trained from it (found
 # through the checkpoint's deck: model.from) copies tokenizer.json byte for byte, writes tokenizer_config.json
 # (ChatML template, eos/pad) and generation_config.json (eos = <|im_end|> and <|endoftext|>, pad), with the

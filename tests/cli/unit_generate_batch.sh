@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# generate's prompt forms, stop conditions and checks (src/gen_prompts.c, src/decode.c, src/cmd_generate.c) on a
+# generate's prompt forms, stop conditions and checks (src/generate/gen_prompts.c, src/generate/decode.c, src/cli/cmd_generate.c) on a
 # fixture model widened to the fixture tokenizer's 2003 ids (qwen2_gqa_untied with 2048 vocabulary rows, so ChatML and
 # text prompts are in its vocabulary):
 #   --prompts FILE.jsonl ({"prompt"}, {"messages"}, {"prompt_ids"}) gives one line per prompt in input order, each

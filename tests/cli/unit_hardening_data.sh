@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 14 D1, D2 and the dataset items of D15: a dataset is checked against the model once, when a run opens it
-# (src/run.c open_data): eos/pad ids, every token (a scan that also checks the stored max_token_id) and the
+# (src/train/run.c open_data): eos/pad ids, every token (a scan that also checks the stored max_token_id) and the
 # loss_mask values; each defect is exit 2 naming the file, the attribute or the element, before any step.
 . "$SRC/tests/hardening_common.sh"
 # D1: prepare's defaults without --vocab-size store eos = pad = 151643; a 320-token model must refuse it

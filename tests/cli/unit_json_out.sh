@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every JSON qwen-ft writes goes through jansson (src/json_out.c) and parses: metrics.jsonl lines all carry "type"
+# Every JSON qwen-ft writes goes through jansson (src/util/json_out.c) and parses: metrics.jsonl lines all carry "type"
 # and a UTC "time", train lines SPEC's keys, eval lines step/valid_loss/valid_ppl/valid_tokens, memory only in
 # *_gib keys; `qwen-ft eval` on a validation set without a trained target prints null (not nan) and flags it in
 # "nonfinite"; estimate --json carries the table's numbers; report --json parses.

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# The layer rule is enforced by the build (docs/architecture.md): base (src/base) <- kernels <- io <- engine (src).
-# With each layer's real compile command (compile_commands.json), a probe file in that layer that includes a
-# header of a higher layer (or of a sibling) does not compile, and one that includes a header it may use does;
-# base and kernels cannot even see <mpi.h>. No quoted include climbs out of its directory ("../"), so the include
-# paths are the only way between layers.
+# The layer rule is enforced by the build (docs/architecture.md): base (kernels/base) <- kernels | io <- the engine's
+# folders (src/*/, each a library that sees only the folders it links) <- qwen-ft.
+# 1. With each library's real compile command (compile_commands.json), a probe file in that library that includes
+#    a header of a higher layer, of a sibling, or of an engine folder it does not build on does not compile, and one
+#    that includes a header it may use does; base and kernels cannot even see <mpi.h>; prepare/ cannot see zero/.
+#    (A probe lives outside the folders, so it names every engine header with its folder.)
+# 2. No quoted include climbs out of its directory ("../"), so the include paths are the only way between layers.
+# 3. No circle of files across modules: from the built objects (nm), file A -> file B when A uses a symbol B
+#    defines; every strongly connected component of more than one file is a failure.
 set -uo pipefail
 rm -rf "$WORK"; mkdir -p "$WORK"; cd "$WORK"
 cc_json=$BUILD/compile_commands.json
@@ -16,15 +20,35 @@ python3 - "$cc_json" "$SRC" "$WORK" <<'PY' || fails=1
 import json, os, shlex, subprocess, sys
 cc, src, work = sys.argv[1:4]
 cmds = {os.path.relpath(e["file"], src): e for e in json.load(open(cc))}
-# layer: (a file of it, headers it may include, headers it must not see)
+# library: (a file of it, headers it may include, headers it must not see)
 layers = {
-    "base":    ("src/base/util.c", ["util.h", "dtype.h", "model_config.h"],
-                ["ops.h", "h5io.h", "tokenizer.h", "deck.h", "run.h", "mpi.h"]),
-    "kernels": ("kernels/cpu/norm_cpu.c", ["util.h", "dtype.h", "ops.h"],
-                ["h5io.h", "dataset.h", "tokenizer.h", "deck.h", "zero.h", "mpi.h"]),
-    "io":      ("io/safetensors.c", ["util.h", "model_config.h", "h5io.h", "tokenizer.h", "mpi.h"],
-                ["ops.h", "deck.h", "model.h", "run.h", "comm.h"]),
-    "engine":  ("src/deck.c", ["util.h", "ops.h", "h5io.h", "tokenizer.h", "deck.h", "run.h", "mpi.h"], []),
+    "base":     ("kernels/base/util.c", ["util.h", "dtype.h"],
+                 ["model_config.h", "ops.h", "h5io.h", "tokenizer.h", "deck/deck.h", "train/run.h", "mpi.h"]),
+    "kernels":  ("kernels/cpu/norm_cpu.c", ["util.h", "dtype.h", "ops.h"],
+                 ["model_config.h", "h5io.h", "dataset.h", "tokenizer.h", "deck/deck.h", "zero/zero.h", "mpi.h"]),
+    "io":       ("io/safetensors.c", ["util.h", "model_config.h", "h5io.h", "tokenizer.h", "mpi.h"],
+                 ["ops.h", "deck/deck.h", "model/model.h", "train/run.h", "parallel/comm.h"]),
+    "util":     ("src/util/json_out.c", ["util.h", "util/rng.h"],
+                 ["ops.h", "h5io.h", "deck/deck.h", "parallel/comm.h", "model/model.h", "mpi.h"]),
+    "deck":     ("src/deck/deck.c", ["util.h", "model_config.h", "deck/deck_keys.h", "deck/ds_config.h"],
+                 ["ops.h", "util/json_out.h", "parallel/comm.h", "model/model.h", "zero/zero.h", "train/run.h"]),
+    "parallel": ("src/parallel/comm.c", ["ops.h", "util/json_out.h", "parallel/topology.h", "mpi.h"],
+                 ["h5io.h", "deck/deck.h", "model/model.h", "zero/zero.h", "train/run.h"]),
+    "model":    ("src/model/model.c", ["ops.h", "h5io.h", "deck/deck.h", "util/rng.h", "model/backend.h"],
+                 ["parallel/comm.h", "zero/zero.h", "store/checkpoint.h", "generate/decode.h", "train/run.h"]),
+    "zero":     ("src/zero/zero.c", ["model/model.h", "parallel/comm.h", "zero/zero_impl.h"],
+                 ["store/checkpoint.h", "prepare/prep.h", "generate/decode.h", "plan/estimate.h", "train/run.h"]),
+    "store":    ("src/store/checkpoint.c", ["zero/zero.h", "h5io.h", "store/export_hf.h"],
+                 ["prepare/prep.h", "generate/decode.h", "plan/estimate.h", "train/run.h", "cli/options.h"]),
+    # the folder rule of the data side: prepare/ builds on io/ alone; it never calls the model or ZeRO
+    "prepare":  ("src/prepare/prep_chat.c", ["tokenizer.h", "chatml.h", "dataset_pwrite.h", "mpi.h"],
+                 ["ops.h", "deck/deck.h", "model/model.h", "zero/zero.h", "store/checkpoint.h", "train/run.h"]),
+    "generate": ("src/generate/decode.c", ["model/model.h", "prepare/prep.h", "store/model_io.h"],
+                 ["plan/estimate.h", "train/run.h", "cli/options.h"]),
+    "plan":     ("src/plan/estimate.c", ["zero/zero.h", "generate/decode.h"], ["train/run.h", "cli/options.h"]),
+    "train":    ("src/train/train.c", ["plan/estimate.h", "store/checkpoint.h", "train/run.h"],
+                 ["cli/options.h", "cli/commands.h"]),
+    "cli":      ("src/cli/cmd_train.c", ["train/train.h", "generate/decode.h", "prepare/prep.h", "cli/options.h"], []),
 }
 bad = 0
 for name, (f, ok, no) in layers.items():
@@ -47,5 +71,46 @@ for name, (f, ok, no) in layers.items():
                   f"{'to compile' if want else 'to fail'}\n{r.stderr[:400]}")
     print(f"{name}: may include {', '.join(ok)}; cannot see {', '.join(no) or '-'}")
 sys.exit(1 if bad else 0)
+PY
+python3 - "$BUILD" <<'PY' || fails=1
+import collections, glob, subprocess, sys
+build = sys.argv[1]
+objs = glob.glob(build + "/CMakeFiles/qf*.dir/**/*.o", recursive=True)
+if len(objs) < 50:
+    print(f"FAIL: only {len(objs)} objects under {build}/CMakeFiles/qf*.dir"); sys.exit(1)
+name = lambda o: o.split(".dir/", 1)[1][:-2]
+defs, uses = {}, collections.defaultdict(set)
+for o in objs:
+    for l in subprocess.run(["nm", o], capture_output=True, text=True).stdout.splitlines():
+        p = l.split()
+        if len(p) == 3 and p[1] in "TDRB": defs[p[2]] = name(o)
+        elif len(p) == 2 and p[0] == "U": uses[name(o)].add(p[1])
+g = {f: {defs[s] for s in us if s in defs and defs[s] != f} for f, us in uses.items()}
+# Tarjan's strongly connected components, iteratively
+index, low, stack, on, comps, counter = {}, {}, [], set(), [], 0
+for root in list(g):
+    if root in index: continue
+    work = [(root, iter(g.get(root, ())))]
+    index[root] = low[root] = counter; counter += 1; stack.append(root); on.add(root)
+    while work:
+        v, it = work[-1]
+        w = next(it, None)
+        if w is not None:
+            if w not in index:
+                index[w] = low[w] = counter; counter += 1; stack.append(w); on.add(w)
+                work.append((w, iter(g.get(w, ()))))
+            elif w in on: low[v] = min(low[v], index[w])
+            continue
+        work.pop()
+        if work: low[work[-1][0]] = min(low[work[-1][0]], low[v])
+        if low[v] == index[v]:
+            c = []
+            while True:
+                x = stack.pop(); on.discard(x); c.append(x)
+                if x == v: break
+            if len(c) > 1: comps.append(sorted(c))
+for c in comps: print("FAIL: files that call each other:", " <-> ".join(c))
+print(f"circles: {len(comps)} among {len(objs)} objects")
+sys.exit(1 if comps else 0)
 PY
 [ "$fails" -eq 0 ] && echo "unit_layers: all checks passed" || { echo "unit_layers: FAIL"; exit 1; }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The option layer (src/options.c) through the real binary: every command explains itself (--help and `help CMD`
+# The option layer (src/cli/options.c) through the real binary: every command explains itself (--help and `help CMD`
 # give the same text, listing the command's options), takes GNU syntax (--opt=value = --opt value), and refuses a
 # bad option or value with exit 2 and a message naming it, before MPI starts; under mpirun --help and errors print
 # once; --version names the source, the build type and the CUDA state; --man is a man page and --completion bash a

@@ -1,7 +1,7 @@
 /* fuzz_deck.c — the deck parser (libconfig + the key table + every consistency check): qf_deck_load on arbitrary
  * bytes must return 0 or exit code 2 with a message, never crash. */
 #include <string.h>
-#include "deck.h"
+#include "deck/deck.h"
 #include "fuzz_common.h"
 #include "model_config.h"
 

@@ -3,7 +3,7 @@
  * removed after each input). */
 #include <mpi.h>
 #include <string.h>
-#include "commands.h"
+#include "cli/commands.h"
 #include "fuzz_common.h"
 
 static char tok[1024];

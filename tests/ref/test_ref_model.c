@@ -11,9 +11,10 @@
 #include <unistd.h>
 #include "dataset.h"
 #include "hf.h"
-#include "loader.h"
-#include "model.h"
+#include "model/loader.h"
+#include "model/model.h"
 #include "safetensors.h"
+#include "store/model_io.h"
 
 #define TOL 1e-4
 

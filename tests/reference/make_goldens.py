@@ -18,7 +18,7 @@ For every case it writes fixtures/<case>/:
 and fixtures/schedules.json (DeepSpeed LR schedules, k = 0..24, for the C scheduler test).
 
 The training semantics reproduced here are exactly the ones qwen-ft implements (SPEC.md "Semantics that must
-match the references", src/loader.h "Packing"); each piece is commented where it is computed.
+match the references", src/model/loader.h "Packing"); each piece is commented where it is computed.
 """
 import argparse
 import json
@@ -307,7 +307,7 @@ def case_data(seed, vocab):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Packing (src/loader.h), shuffle off
+# Packing (src/model/loader.h), shuffle off
 # ----------------------------------------------------------------------------------------------------------------
 def pack(docs, T):
     """Documents in input order, concatenated into one stream, cut into rows of T tokens; the last row padded with

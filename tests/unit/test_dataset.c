@@ -1,4 +1,4 @@
-/* test_dataset.c — io/dataset.c and src/cmd_prepare.c: builder -> atomic write -> open -> read round trips
+/* test_dataset.c — io/dataset.c and src/cli/cmd_prepare.c: builder -> atomic write -> open -> read round trips
  * (whole and subset), every malformed-file case reported as exit 2 naming the file, and the prepare command
  * end to end (pre-tokenized records with labels / loss_mask, bad lines, --skip-bad, the validation split, text
  * records needing the tokenizer). */
@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "dataset.h"
-#include "commands.h"
+#include "cli/commands.h"
 #include "qf_test.h"
 
 

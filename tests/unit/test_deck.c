@@ -8,8 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "deck.h"
-#include "deck_keys.h"
+#include "deck/deck.h"
+#include "deck/deck_keys.h"
 #include "model_config.h"
 #include "qf_test.h"
 

@@ -11,8 +11,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "deck.h"
-#include "deck_keys.h"
+#include "deck/deck.h"
+#include "deck/deck_keys.h"
 
 static int g_fail, g_checks;
 
@@ -86,8 +86,9 @@ static void add_file(const char *path) {
 static int load_sources(const char *src) {
     g_code = calloc(1, 1);
     g_len = 0;
-    static const char *const pats[] = {"src/*.c", "src/*.h", "io/*.c", "io/*.h", "kernels/*.h", "kernels/cpu/*.c",
-                                       "kernels/cuda/*.cu", "kernels/cuda/*.cuh", NULL};
+    static const char *const pats[] = {"src/*/*.c",       "src/*/*.h",        "io/*.c",
+                                       "io/*.h",          "kernels/*.h",      "kernels/base/*.h",
+                                       "kernels/cpu/*.c", "kernels/cuda/*.cu", "kernels/cuda/*.cuh", NULL};
     char pat[1024];
     int files = 0;
     for (int i = 0; pats[i]; i++) {

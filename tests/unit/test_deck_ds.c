@@ -9,8 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "deck.h"
-#include "deck_keys.h"
+#include "deck/deck.h"
+#include "deck/deck_keys.h"
 
 static int g_fail, g_checks;
 static char g_dir[256];

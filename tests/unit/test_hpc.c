@@ -1,7 +1,7 @@
 /* test_hpc.c — the cluster-citizen pieces that need no cluster: CRC-32C and TFRecord framing of the TensorBoard
- * writer (src/tensorboard.c; tests/cli/system_tensorboard.sh reads the files back with TensorBoard itself), the
- * signal flag and the step-boundary agreement (src/signals.c; mpi_signals.sh covers real ranks), and the topology
- * helpers and NCCL environment policy (src/topology.c) on hand-made topologies. */
+ * writer (src/util/tensorboard.c; tests/cli/system_tensorboard.sh reads the files back with TensorBoard itself), the
+ * signal flag and the step-boundary agreement (src/train/signals.c; mpi_signals.sh covers real ranks), and the topology
+ * helpers and NCCL environment policy (src/parallel/topology.c) on hand-made topologies. */
 #include <math.h>
 #include <mpi.h>
 #include <signal.h>
@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "signals.h"
-#include "tensorboard.h"
-#include "topology.h"
+#include "train/signals.h"
+#include "util/tensorboard.h"
+#include "parallel/topology.h"
 #include "qf_test.h"
 
 

@@ -1,4 +1,4 @@
-/* test_loader.c — src/loader.c against the packing semantics of loader.h / docs/formats.md ("Packing"):
+/* test_loader.c — src/model/loader.c against the packing semantics of loader.h / docs/formats.md ("Packing"):
  * the hand-computed example of docs/formats.md, a long document split across rows, loss_mask zeros, padding
  * and rows past the end, shuffling (order changes with the epoch, every token covered once), statelessness
  * (same (epoch, row) gives the same row whatever was read before), and a brute-force reference that
@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "dataset.h"
-#include "loader.h"
-#include "rng.h"
+#include "model/loader.h"
+#include "util/rng.h"
 #include "qf_test.h"
 
 

@@ -11,7 +11,7 @@
  * (fp32 rounding over sums of at most ~50 terms), and thread-count / accumulation invariance is checked bit for bit.
  * Prints one line per check; exits 1 if any fails. */
 #include "ops.h"
-#include "cpu/cpu_internal.h"
+#include "cpu/cpu_impl.h"
 #include "util.h"
 #include <math.h>
 #include <omp.h>

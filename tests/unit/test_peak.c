@@ -1,7 +1,7 @@
-/* test_peak.c — the GPU peak table behind MFU (src/peak.c): NVML / CUDA device names map to SPEC's dense
+/* test_peak.c — the GPU peak table behind MFU (src/util/peak.c): NVML / CUDA device names map to SPEC's dense
  * bf16/fp16 peaks, the more specific name winning (L40S over L40, H100 PCIe over H100), unknown names to 0. */
 #include <string.h>
-#include "peak.h"
+#include "util/peak.h"
 #include "qf_test.h"
 
 static void expect(const char *name, double flops, const char *row) {

@@ -1,11 +1,11 @@
-/* test_rng.c — src/rng.c: reference values of splitmix64 and xoshiro256** (Vigna's reference outputs), our
+/* test_rng.c — src/util/rng.c: reference values of splitmix64 and xoshiro256** (Vigna's reference outputs), our
  * seeding and derived values (cross-checked against an independent Python transcription), determinism,
  * distribution sanity, unbiased bounded integers, and permutations. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "rng.h"
+#include "util/rng.h"
 #include "qf_test.h"
 
 

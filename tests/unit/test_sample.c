@@ -1,4 +1,4 @@
-/* test_sample.c — src/sample.c against direct restatements of transformers' logits processors: greedy argmax;
+/* test_sample.c — src/generate/sample.c against direct restatements of transformers' logits processors: greedy argmax;
  * repetition penalty (each distinct seen id once, l/p or l*p); top-k keeps ties with the k-th largest; top-p keeps
  * the smallest most-likely prefix reaching p; the empirical distribution of many draws matches the renormalised
  * softmax; top-k 1 and a tiny top-p are greedy; and at Qwen's vocabulary (152k) top-p without top-k takes
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "sample.h"
+#include "generate/sample.h"
 #include "qf_test.h"
 
 

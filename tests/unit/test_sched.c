@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "deck.h"
-#include "lr_sched.h"
+#include "deck/deck.h"
+#include "train/sched.h"
 
 static double num(json_t *o, const char *k, double dflt) {
     json_t *v = json_object_get(o, k);

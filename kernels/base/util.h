@@ -1,0 +1,86 @@
+/* util.h — the base layer (kernels/base): errors, exit codes, checked allocation, conversions, small helpers shared by
+ * every layer. Knows no MPI, no files beyond mkdir/stat: kernels/, io/ and the engine (src/) all build on it.
+ * No global mutable state but the fatal hook: errors travel in a qf_err the caller owns. */
+#ifndef QF_UTIL_H
+#define QF_UTIL_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define QF_EXIT_OK 0
+#define QF_EXIT_INPUT 2   /* bad deck, data, model file, command line */
+#define QF_EXIT_RUNTIME 3 /* OOM, MPI/NCCL error, lost rank */
+
+/* An error travelling up to the command that reports it. code is an exit code (0 = none). */
+typedef struct qf_err {
+    int code;
+    char msg[2048];
+} qf_err;
+
+/* Sets e (if e->code is still 0) and returns code; printf-style message. */
+int qf_err_set(qf_err *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Internal invariant broken or allocation failed: hands "file:line: msg" to the fatal hook, which the engine
+ * installs once MPI is up (it prints the message with the rank and stops every rank: src/parallel/comm.c); without a hook,
+ * or when the hook returns, prints "qwen-ft: file:line: msg" and exits with code 3. */
+void qf_fatal_at(const char *file, int line, const char *fmt, ...) __attribute__((noreturn, format(printf, 3, 4)));
+typedef void (*qf_fatal_hook)(const char *where_and_msg);
+/* Installs the hook (NULL: none); call once, before other threads start. */
+void qf_fatal_set_hook(qf_fatal_hook hook);
+#define QF_FATAL(...) qf_fatal_at(__FILE__, __LINE__, __VA_ARGS__)
+#define QF_CHECK(cond)                                                \
+    do {                                                              \
+        if (!(cond)) qf_fatal_at(__FILE__, __LINE__, "check failed: %s", #cond); \
+    } while (0)
+
+void *qf_malloc_at(size_t n, const char *file, int line);
+void *qf_calloc_at(size_t n, size_t sz, const char *file, int line);
+void *qf_realloc_at(void *p, size_t n, const char *file, int line);
+char *qf_strdup_at(const char *s, const char *file, int line);
+#define qf_malloc(n) qf_malloc_at((n), __FILE__, __LINE__)
+#define qf_calloc(n, s) qf_calloc_at((n), (s), __FILE__, __LINE__)
+#define qf_realloc(p, n) qf_realloc_at((p), (n), __FILE__, __LINE__)
+#define qf_strdup(s) qf_strdup_at((s), __FILE__, __LINE__)
+
+/* A list of strings in order (a repeatable option's values, --set overrides); v[0..n-1] are borrowed. */
+typedef struct qf_strlist {
+    const char **v;
+    int n;
+} qf_strlist;
+
+/* Wall clock in seconds (monotonic). */
+double qf_now(void);
+
+/* Levenshtein distance, for "did you mean". */
+int qf_edit_distance(const char *a, const char *b);
+
+/* bf16 <-> fp32 (round to nearest even; NaN stays NaN). */
+uint16_t qf_f32_to_bf16(float f);
+float qf_bf16_to_f32(uint16_t h);
+uint16_t qf_f32_to_f16(float f);
+float qf_f16_to_f32(uint16_t h);
+
+/* The double a float hyper-parameter stands for: the double of its shortest round-trip decimal form
+ * (0.999f -> 0.999), as torch holds Python-float hyper-parameters. Shared by the CPU and CUDA AdamW so both form
+ * their scalars identically. */
+double qf_float_widen(float f);
+
+/* Input size limits (docs/reliability.md): one JSONL line (a prepare record, a metrics line), a tokenizer file. */
+#define QF_MAX_LINE_BYTES ((size_t)1 << 24)      /* 16 MiB */
+#define QF_MAX_TOKENIZER_BYTES ((size_t)1 << 26) /* 64 MiB (Qwen's tokenizer.json: 7 MB) */
+/* getline with a bound: reads one line (with its '\n') into *line (grown as getline grows it), NUL-terminated.
+ * Returns its length, -1 at end of file (or on a read error: check ferror), or -2 when the line is longer than
+ * max bytes (the rest of it is left unread; memory stays O(max)). */
+long long qf_getline_max(char **line, size_t *cap, FILE *f, size_t max);
+
+/* Flushes f and stops every rank (QF_FATAL, exit 3) when anything written to it was lost (disk full, quota, I/O
+ * error): a log that silently stays empty is a defect (docs/reliability.md). what names the file in the message. */
+void qf_flush_or_die_at(FILE *f, const char *what, const char *file, int line);
+#define qf_flush_or_die(f, what) qf_flush_or_die_at((f), (what), __FILE__, __LINE__)
+
+/* Creates every directory of path (like mkdir -p). 0 on success. */
+int qf_mkdirs(const char *path);
+/* 1 if path exists. */
+int qf_exists(const char *path);
+
+#endif

@@ -1,0 +1,188 @@
+/* cmd_estimate.c — `qwen-ft estimate DECK.cfg [--ranks N] [--ranks-per-node G] [--device cpu|gpu] [--set k=v]...`:
+ * memory per rank and per node for the deck's model at every ZeRO stage and offload choice, before any
+ * allocation (formulas in src/plan/estimate.c and docs/zero.md). The deck's own choice is marked with '*'. */
+#include <mpi.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "commands.h"
+#include "deck/deck.h"
+#include "plan/estimate.h"
+#include "util/json_out.h"
+#include "plan/estimate_generate.h"
+#include "model/model.h"
+#include "store/model_io.h"
+
+typedef struct est_opts {
+    const char *deck;
+    qf_strlist sets;
+    int ranks, ranks_per_node; /* 0: the MPI world size; min(ranks, 8) */
+    const char *device, *preset;
+    int json;
+} est_opts;
+
+static const qf_opt EST_OPTS[] = {
+    {.name = "ranks", .type = QF_OPT_INT, .off = offsetof(est_opts, ranks), .meta = "N", .lo = 1, .hi = 1e7,
+     .help = "data-parallel ranks to plan for (default: the MPI world size)"},
+    {.name = "ranks-per-node", .type = QF_OPT_INT, .off = offsetof(est_opts, ranks_per_node), .meta = "G", .lo = 1,
+     .hi = 1e5, .help = "ranks (GPUs) per node (default: min(ranks, 8))"},
+    {.name = "device", .type = QF_OPT_CHOICE, .off = offsetof(est_opts, device), .def = "cpu", .choices = "cpu|gpu",
+     .help = "gpu counts bf16/fp16 parameters, gradients and activations at 2 bytes (the deck's precision), cpu at "
+             "4 (CPU ranks compute in fp32)"},
+    {.name = "preset", .type = QF_OPT_STR, .off = offsetof(est_opts, preset), .meta = "NAME",
+     .help = "plan for a published architecture (qwen2.5-14b, qwen3-8b, ...) instead of model.from, so that no "
+             "weights file is needed; explicit model.* dimensions of the deck still apply"},
+    {.name = "json", .type = QF_OPT_FLAG, .off = offsetof(est_opts, json),
+     .help = "print one JSON object (sizes in GiB) instead of the table"},
+    {.name = "set", .type = QF_OPT_LIST, .off = offsetof(est_opts, sets), .meta = "KEY=VALUE",
+     .help = "override a deck entry (repeatable)"},
+};
+
+static const char *const OFFLOADS[] = {"none", "optimizer", "optimizer+param"};
+
+/* the deck's model, from --preset, model.from, or the deck's preset / dimensions */
+static int est_model(const est_opts *o, qf_deck *d, qf_model_config *c, qf_err *e) {
+    if (o->preset) {
+        if (qf_preset_lookup(o->preset, c) != 0) {
+            char names[1024] = "";
+            for (const char *const *n = qf_preset_names(); *n; n++)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? ", " : "", *n);
+            return qf_err_set(e, QF_EXIT_INPUT, "--preset=%s: unknown preset (known: %s)", o->preset, names);
+        }
+        d->model_from[0] = 0;
+        snprintf(d->model_preset, sizeof d->model_preset, "%s", o->preset);
+    }
+    if (d->model_from[0]) {
+        if (!qf_exists(d->model_from))
+            return qf_err_set(e, QF_EXIT_INPUT, "%s: model.from: %s does not exist (estimate --preset=NAME plans for a "
+                              "published architecture without the weights)", d->path, d->model_from);
+        char resolved[QF_PATH_MAX + 64];
+        return qf_model_source_config(d->model_from, c, resolved, sizeof resolved, e);
+    }
+    char msg[512];
+    if (qf_deck_model_config(d, c, msg, sizeof msg)) return qf_err_set(e, QF_EXIT_INPUT, "%s: model: %s", d->path, msg);
+    return 0;
+}
+
+static json_t *est_row_json(int stage, int k, const qf_mem_estimate *m, int mine) {
+    json_t *r = json_object();
+    json_object_set_new(r, "stage", json_integer(stage));
+    json_object_set_new(r, "offload", json_string(OFFLOADS[k]));
+    qf_json_set_num(r, "params_gib", QF_GIB(m->params));
+    qf_json_set_num(r, "grads_gib", QF_GIB(m->grads));
+    qf_json_set_num(r, "optimizer_gib", QF_GIB(m->optimizer));
+    qf_json_set_num(r, "activations_gib", QF_GIB(m->activations));
+    qf_json_set_num(r, "device_per_rank_gib", QF_GIB(m->device_total));
+    qf_json_set_num(r, "host_per_rank_gib", QF_GIB(m->host_per_rank));
+    qf_json_set_num(r, "host_per_node_gib", QF_GIB(m->host_per_node));
+    json_object_set_new(r, "deck_choice", json_boolean(mine));
+    return r;
+}
+
+static int estimate_run(const void *opts) {
+    const est_opts *o = opts;
+    int rank = 0, world = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    int W = o->ranks ? o->ranks : world, G = o->ranks_per_node;
+    const char *deck = o->deck;
+    if (G == 0) G = W < 8 ? W : 8;
+    qf_deck d;
+    qf_err e = {0};
+    qf_model_config c;
+    memset(&c, 0, sizeof c);
+    if (qf_deck_load(deck, o->sets.n, (char *const *)o->sets.v, W, &d, &e) == 0) est_model(o, &d, &c, &e);
+    char why[256];
+    if (!e.code && qf_model_check_batch(d.train_micro_batch_size_per_gpu, d.seq_len, why, sizeof why))
+        qf_err_set(&e, QF_EXIT_INPUT, "%s: %s", deck, why);
+    if (e.code) {
+        if (rank == 0) fprintf(stderr, "qwen-ft: %s\n", e.msg);
+        return e.code;
+    }
+    qf_deck_resolve_auto(&d, c.hidden_size);
+    int gpu = !strcmp(o->device, "gpu");
+    int64_t ab = gpu && (d.bf16 || d.fp16) ? 2 : 4;
+    if (rank != 0) return 0;
+    const char *ackpt = d.activation_checkpointing == QF_ACKPT_NONE   ? "off"
+                        : d.activation_checkpointing == QF_ACKPT_FULL ? "full"
+                                                                      : "selective";
+    json_t *js = NULL, *rows = NULL;
+    if (o->json) {
+        js = json_pack("{s:s, s:s, s:I, s:i, s:i, s:i, s:i, s:s, s:i, s:s}", "deck", deck, "arch", c.arch, "params",
+                       (json_int_t)qf_model_num_params(&c), "ranks", W, "ranks_per_node", G, "micro_batch",
+                       d.train_micro_batch_size_per_gpu, "seq_len", d.seq_len, "activation_checkpointing", ackpt,
+                       "bytes_per_value", (int)ab, "device", gpu ? "gpu" : "cpu");
+        rows = json_array();
+        json_object_set_new(js, "plans", rows);
+    } else {
+        printf("qwen-ft estimate: %s: %s, %.3f B parameters, %d ranks (%d per node), micro batch %d x seq %d, "
+               "activation checkpointing %s, %d-byte parameters/activations (%s)\n",
+               deck, c.arch, (double)qf_model_num_params(&c) / 1e9, W, G, d.train_micro_batch_size_per_gpu, d.seq_len,
+               ackpt, (int)ab, gpu ? "gpu" : "cpu ranks");
+        printf("%-6s %-16s %10s %10s %10s %10s %12s %14s %14s\n", "stage", "offload", "params", "grads", "optim",
+               "activ", "device/rank", "host/rank", "host/node");
+    }
+    for (int s = 0; s <= 3; s++)
+        for (int k = 0; k < 3; k++) {
+            if ((s == 0 && k > 0) || (k == 2 && s != 3)) continue; /* DeepSpeed: offload needs stage >= 1, params stage 3 */
+            qf_deck v = d;
+            v.zero_stage = s;
+            v.offload_optimizer = k >= 1 ? QF_OFFLOAD_CPU : QF_OFFLOAD_NONE;
+            v.offload_param = k == 2 ? QF_OFFLOAD_CPU : QF_OFFLOAD_NONE;
+            qf_mem_estimate m;
+            qf_estimate(&c, &v, W, G, ab, &m);
+            int mine = s == d.zero_stage && v.offload_optimizer == d.offload_optimizer && v.offload_param == d.offload_param;
+            if (o->json) {
+                json_array_append_new(rows, est_row_json(s, k, &m, mine));
+                continue;
+            }
+            printf("%-6d %-16s %9.2fG %9.2fG %9.2fG %9.2fG %11.2fG %13.2fG %13.2fG %s\n", s, OFFLOADS[k],
+                   QF_GIB(m.params), QF_GIB(m.grads), QF_GIB(m.optimizer), QF_GIB(m.activations),
+                   QF_GIB(m.device_total), QF_GIB(m.host_per_rank), QF_GIB(m.host_per_node), mine ? "*" : "");
+        }
+    if (o->json) return qf_json_print(js, stdout) ? QF_EXIT_RUNTIME : 0;
+    printf("(GiB; * = the deck's choice; formulas: docs/zero.md)\n");
+    /* qwen-ft generate: the whole model on one device, or its layers split across the ranks */
+    int ctx = c.max_position_embeddings > 0 && c.max_position_embeddings < d.seq_len ? (int)c.max_position_embeddings : d.seq_len;
+    double cap = d.gpu_memory_limit_gb;
+    if (cap > 0) printf("generate (KV cache of %d positions per prompt; device: gpu_memory_limit_gb = %g):\n", ctx, cap);
+    else printf("generate (KV cache of %d positions per prompt; set gpu_memory_limit_gb for the mode):\n", ctx);
+    for (int bi = 0; bi < 2; bi++) {
+        int B = bi ? 32 : 1;
+        qf_gen_estimate g;
+        qf_estimate_generate(&c, B, ctx, W, ab, &g);
+        int Wl = W > c.num_layers ? c.num_layers : W;
+        char mode[200];
+        if (cap <= 0) snprintf(mode, sizeof mode, "%s", "");
+        else if (QF_GIB(g.one_rank) <= cap) snprintf(mode, sizeof mode, " -> fits one device (1 rank)");
+        else if (Wl > 1 && QF_GIB(g.split_worst) <= cap) snprintf(mode, sizeof mode, " -> layer split across %d ranks", Wl);
+        else if (QF_GIB(g.stream_worst) <= cap)
+            snprintf(mode, sizeof mode, " -> layers streamed from host memory (%.2fG per rank on %d rank%s)",
+                     QF_GIB(g.stream_worst), Wl, Wl == 1 ? "" : "s");
+        else snprintf(mode, sizeof mode, " -> does not fit %d rank%s, even with the layers streamed from host memory",
+                      Wl, Wl == 1 ? "" : "s");
+        printf("  batch %2d: 1 rank %.2fG (weights %.2fG, KV cache %.2fG); layer split over %d rank%s %.2fG on the "
+               "fullest rank%s\n", B, QF_GIB(g.one_rank), QF_GIB(g.weights), QF_GIB(g.kv), Wl, Wl == 1 ? "" : "s",
+               QF_GIB(g.split_worst), mode);
+    }
+    return 0;
+}
+
+const qf_cmd qf_cmd_estimate = {
+    .name = "estimate",
+    .synopsis = "DECK.cfg [--ranks=N] [--ranks-per-node=G] [--device=cpu|gpu] [--preset=NAME] [--json] "
+                "[--set KEY=VALUE]...",
+    .summary = "memory per rank and per node for the deck, by ZeRO stage and offload, before any allocation",
+    .about = "Memory per rank and per node for the deck's model at ZeRO stages 0-3 with and without offload\n"
+             "(formulas: docs/zero.md); the deck's own choice is marked with '*'.",
+    .opts = EST_OPTS,
+    .nopts = QF_NOPTS(EST_OPTS),
+    .pos_meta = "DECK.cfg",
+    .pos_min = 1,
+    .pos_max = 1,
+    .pos_off = offsetof(est_opts, deck),
+    .size = sizeof(est_opts),
+    .run = estimate_run,
+    .uses_deck = 1,
+};

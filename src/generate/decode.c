@@ -1,0 +1,260 @@
+/* decode.c — see decode.h. */
+#include "decode.h"
+#include <stdlib.h>
+#include <string.h>
+#include "decode_units.h"
+#include "model/model.h"
+#include "util/rng.h"
+
+#define QF_DECODE_CHUNK_TOKENS 4096 /* tokens of one prefill call (all rows together) */
+
+int qf_decode_chunk(int B, int maxn) {
+    int t = QF_DECODE_CHUNK_TOKENS / (B > 0 ? B : 1);
+    if (t < 1) t = 1;
+    return t < maxn ? t : maxn;
+}
+
+void qf_decode_split(int L, int W, int r, int *l0, int *l1) {
+    *l0 = (int)((int64_t)r * L / W);
+    *l1 = (int)((int64_t)(r + 1) * L / W);
+}
+
+/* every rank's error: the first rank's code and message with the highest code (collective) */
+static int decode_agree(MPI_Comm comm, qf_err *e) {
+    int mine = e->code, worst = 0, rank;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Allreduce(&mine, &worst, 1, MPI_INT, MPI_MAX, comm);
+    if (!worst) return 0;
+    int who = mine == worst ? rank : 1 << 30, first;
+    MPI_Allreduce(&who, &first, 1, MPI_INT, MPI_MIN, comm);
+    MPI_Bcast(e->msg, (int)sizeof e->msg, MPI_CHAR, first, comm);
+    e->code = worst;
+    return worst;
+}
+
+/* the prompts of rank 0 on every rank: lengths, then the ids */
+static void decode_bcast_prompts(const qf_gen_prompts *in, qf_gen_prompts *out, MPI_Comm comm) {
+    int rank, B = in ? in->n : 0;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Bcast(&B, 1, MPI_INT, 0, comm);
+    memset(out, 0, sizeof *out);
+    out->v = qf_calloc((size_t)B, sizeof *out->v);
+    out->n = out->cap = B;
+    for (int b = 0; b < B; b++) {
+        out->v[b].n = rank == 0 ? in->v[b].n : 0;
+        MPI_Bcast(&out->v[b].n, 1, MPI_INT, 0, comm);
+        out->v[b].ids = qf_malloc((size_t)out->v[b].n * sizeof(int32_t));
+        if (rank == 0) memcpy(out->v[b].ids, in->v[b].ids, (size_t)out->v[b].n * sizeof(int32_t));
+        MPI_Bcast(out->v[b].ids, out->v[b].n, MPI_INT32_T, 0, comm);
+    }
+}
+
+/* the per-row state on rank 0 */
+typedef struct decode_rows {
+    int B, max_new;
+    int32_t **ids;   /* [B][prompt + max_new]: prompt, then generated (for the penalty) */
+    int *plen, *n, *done, *finish;
+    float *logits;   /* [B, V] the latest logits of every row */
+    qf_rng *rng;
+    qf_sampler smp;
+} decode_rows;
+
+/* 1 when needle[k] occurs in hay[n] */
+static int decode_contains(const char *hay, size_t n, const char *needle, size_t k) {
+    for (size_t i = 0; k <= n && i + k <= n; i++)
+        if (!memcmp(hay + i, needle, k)) return 1;
+    return 0;
+}
+
+/* 1 when row b's decoded tail contains a stop string (each token decodes to >= 1 byte, so the last k tokens
+ * cover any stop string of k bytes that the newest token completed) */
+static int decode_stop_string(const qf_decode_opts *o, const decode_rows *r, int b) {
+    for (int s = 0; s < o->nstop_strs; s++) {
+        size_t k = strlen(o->stop_strs[s]);
+        int n = r->n[b], take = (int)(k < (size_t)n ? k : (size_t)n);
+        qf_err de = {0};
+        size_t len = 0;
+        char *text = qf_tok_decode(o->tok, r->ids[b] + r->plen[b] + n - take, (size_t)take, &len, &de);
+        int hit = text && k > 0 && decode_contains(text, len, o->stop_strs[s], k);
+        free(text);
+        if (hit) return 1;
+    }
+    return 0;
+}
+
+/* rank 0: the next token of every unfinished row; marks finished rows */
+static void decode_pick(const qf_decode_opts *o, decode_rows *r, int32_t *next) {
+    int64_t V = o->cfg->vocab_size;
+    for (int b = 0; b < r->B; b++) {
+        if (r->done[b]) {
+            next[b] = r->ids[b][r->plen[b] + r->n[b] - 1];
+            continue;
+        }
+        int32_t t = qf_sample_pick(&r->smp, &o->sample, r->logits + (size_t)b * V, r->ids[b],
+                                   (size_t)(r->plen[b] + r->n[b]), &r->rng[b]);
+        r->ids[b][r->plen[b] + r->n[b]++] = t;
+        next[b] = t;
+        if (o->on_token) o->on_token(o->on_token_ctx, b, t);
+        for (int i = 0; i < o->nstop_ids; i++)
+            if (t == o->stop_ids[i]) r->done[b] = 1, r->finish[b] = QF_FINISH_STOP_ID;
+        if (!r->done[b] && o->nstop_strs && o->tok && decode_stop_string(o, r, b))
+            r->done[b] = 1, r->finish[b] = QF_FINISH_STOP_STRING;
+        if (r->n[b] == r->max_new) r->done[b] = 1;
+    }
+}
+
+/* one call through the split: Tq tokens per row at start[b]; the last rank's logits of rows with last[b] >= 0
+ * land in logits (rank 0) */
+typedef struct decode_ctx {
+    qf_model *m;
+    MPI_Comm comm;
+    int rank, W, l0, l1;
+    void *stage;     /* host staging of the residual [B*Tcap, C] act */
+    float *lg;       /* [B, V] host logits from the last rank */
+} decode_ctx;
+
+static void decode_call(decode_ctx *c, const int32_t *tokens, const int32_t *start, int Tq, const int32_t *last,
+                        int want_logits, float *logits) {
+    qf_model *m = c->m;
+    const qf_ops *o = m->ops;
+    int B = m->B, C = m->cfg.hidden_size;
+    int64_t V = m->cfg.vocab_size;
+    size_t rbytes = (size_t)B * Tq * C * o->act_bytes;
+    QF_CHECK(rbytes <= (size_t)INT32_MAX);
+    qf_model_decode_begin(m, tokens, start, Tq, c->rank == 0);
+    if (c->rank > 0) {
+        MPI_Recv(c->stage, (int)rbytes, MPI_BYTE, c->rank - 1, 1, c->comm, MPI_STATUS_IGNORE);
+        o->copy_h2d(qf_model_decode_residual(m, c->l0), c->stage, rbytes);
+    }
+    qf_model_decode_layers(m, c->l0, c->l1);
+    if (c->rank < c->W - 1) {
+        o->copy_d2h(c->stage, qf_model_decode_residual(m, c->l1), rbytes);
+        MPI_Send(c->stage, (int)rbytes, MPI_BYTE, c->rank + 1, 1, c->comm);
+    }
+    if (!want_logits) return;
+    QF_CHECK((size_t)B * V <= (size_t)INT32_MAX);
+    if (c->rank == c->W - 1) {
+        qf_model_decode_logits(m, last, c->lg);
+        if (c->W > 1) MPI_Send(c->lg, (int)(B * V), MPI_FLOAT, 0, 2, c->comm);
+    }
+    if (c->rank == 0) {
+        if (c->W > 1) MPI_Recv(c->lg, (int)(B * V), MPI_FLOAT, c->W - 1, 2, c->comm, MPI_STATUS_IGNORE);
+        for (int b = 0; b < B; b++)
+            if (last[b] >= 0) memcpy(logits + (size_t)b * V, c->lg + (size_t)b * V, (size_t)V * sizeof(float));
+    }
+}
+
+int qf_decode_run(const qf_decode_opts *o, const qf_gen_prompts *prompts_in, MPI_Comm comm, qf_decode_out *out,
+                  qf_err *e) {
+    decode_ctx c = {.comm = comm};
+    MPI_Comm_rank(comm, &c.rank);
+    MPI_Comm_size(comm, &c.W);
+    memset(out, 0, sizeof *out);
+    qf_gen_prompts P;
+    decode_bcast_prompts(c.rank == 0 ? prompts_in : NULL, &P, comm);
+    int B = P.n, maxn = 0, L = o->cfg->num_layers;
+    for (int b = 0; b < B; b++) maxn = P.v[b].n > maxn ? P.v[b].n : maxn;
+    int64_t V = o->cfg->vocab_size;
+    int S = maxn + o->max_new, Tcap = qf_decode_chunk(B, maxn);
+    qf_decode_split(L, c.W, c.rank, &c.l0, &c.l1);
+    int first = c.rank == 0, lastr = c.rank == c.W - 1;
+
+    qf_model m;
+    qf_decode_units du = {0};
+    if (qf_model_create(&m, o->cfg, o->ops, 0, e) == 0) {
+        c.m = &m;
+        if (qf_decode_units_load(&du, &m, o->model, c.l0, c.l1, first, lastr, o->stream, e) == 0)
+            qf_model_alloc_decode(&m, B, Tcap, S, c.l0, c.l1, lastr, e);
+    }
+    if (decode_agree(comm, e)) goto done;
+    c.stage = qf_malloc((size_t)B * Tcap * o->cfg->hidden_size * o->ops->act_bytes);
+    c.lg = (first || lastr) ? qf_malloc((size_t)B * V * sizeof(float)) : NULL;
+
+    decode_rows r = {.B = B, .max_new = o->max_new};
+    if (first) {
+        r.ids = qf_calloc((size_t)B, sizeof *r.ids);
+        r.plen = qf_calloc((size_t)B, sizeof(int));
+        r.n = qf_calloc((size_t)B, sizeof(int));
+        r.done = qf_calloc((size_t)B, sizeof(int));
+        r.finish = qf_calloc((size_t)B, sizeof(int));
+        r.rng = qf_calloc((size_t)B, sizeof *r.rng);
+        r.logits = qf_malloc((size_t)B * V * sizeof(float));
+        qf_sampler_init(&r.smp, V);
+        for (int b = 0; b < B; b++) {
+            r.plen[b] = P.v[b].n;
+            r.ids[b] = qf_malloc((size_t)(P.v[b].n + o->max_new) * sizeof(int32_t));
+            memcpy(r.ids[b], P.v[b].ids, (size_t)P.v[b].n * sizeof(int32_t));
+            qf_rng_seed2(&r.rng[b], o->seed, (uint64_t)b);
+        }
+    }
+    int32_t *tok = qf_malloc((size_t)B * Tcap * sizeof *tok), *start = qf_malloc((size_t)B * sizeof *start);
+    int32_t *last = qf_malloc((size_t)B * sizeof *last);
+
+    /* prefill: chunks of Tcap positions; a row past its prompt computes padding that no later query reads
+     * (its decoding steps overwrite those cache positions before attending them) */
+    double t0 = MPI_Wtime();
+    for (int c0 = 0; c0 < maxn; c0 += Tcap) {
+        int Tq = maxn - c0 < Tcap ? maxn - c0 : Tcap, any = 0;
+        for (int b = 0; b < B; b++) {
+            const qf_gen_prompt *p = &P.v[b];
+            for (int i = 0; i < Tq; i++) tok[b * Tq + i] = c0 + i < p->n ? p->ids[c0 + i] : p->ids[p->n - 1];
+            start[b] = c0;
+            last[b] = p->n - 1 >= c0 && p->n - 1 < c0 + Tq ? p->n - 1 - c0 : -1;
+            any |= last[b] >= 0;
+        }
+        decode_call(&c, tok, start, Tq, last, any, r.logits);
+    }
+    double t1 = MPI_Wtime();
+    /* decoding: one token per row per step; rank 0 picks, everyone gets the tokens */
+    for (int s = 0; s < o->max_new; s++) {
+        int alldone = 0;
+        if (first) {
+            decode_pick(o, &r, tok);
+            alldone = 1;
+            for (int b = 0; b < B; b++) alldone &= r.done[b];
+        }
+        MPI_Bcast(&alldone, 1, MPI_INT, 0, comm);
+        if (alldone || s + 1 == o->max_new) break;
+        MPI_Bcast(tok, B, MPI_INT32_T, 0, comm);
+        for (int b = 0; b < B; b++) start[b] = P.v[b].n + s, last[b] = 0;
+        decode_call(&c, tok, start, 1, last, 1, r.logits);
+    }
+    double t2 = MPI_Wtime();
+    if (first) {
+        out->B = B;
+        out->ids = qf_calloc((size_t)B, sizeof *out->ids);
+        out->n = r.n;
+        out->finish = r.finish;
+        for (int b = 0; b < B; b++) {
+            out->ids[b] = qf_malloc((size_t)(r.n[b] + 1) * sizeof(int32_t));
+            memcpy(out->ids[b], r.ids[b] + r.plen[b], (size_t)r.n[b] * sizeof(int32_t));
+            free(r.ids[b]);
+        }
+        out->prefill_s = t1 - t0;
+        out->decode_s = t2 - t1;
+        free(r.ids);
+        free(r.plen);
+        free(r.done);
+        free(r.rng);
+        free(r.logits);
+        qf_sampler_free(&r.smp);
+    }
+    free(tok);
+    free(start);
+    free(last);
+    free(c.stage);
+    free(c.lg);
+done:
+    qf_decode_units_free(&du);
+    if (c.m) qf_model_free(&m);
+    qf_gen_prompts_free(&P);
+    return e->code;
+}
+
+void qf_decode_out_free(qf_decode_out *out) {
+    for (int b = 0; b < out->B; b++) free(out->ids[b]);
+    free(out->ids);
+    free(out->n);
+    free(out->finish);
+    memset(out, 0, sizeof *out);
+}

@@ -1,0 +1,166 @@
+/* gen_prompts.c — see gen_prompts.h. */
+#include "gen_prompts.h"
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "prepare/prep.h"
+
+static void gen_push(qf_gen_prompts *p, int32_t *ids, int n) {
+    if (p->n == p->cap) p->v = qf_realloc(p->v, (size_t)(p->cap = p->cap ? 2 * p->cap : 8) * sizeof *p->v);
+    p->v[p->n++] = (qf_gen_prompt){ids, n};
+}
+
+void qf_gen_prompts_free(qf_gen_prompts *p) {
+    for (int i = 0; i < p->n; i++) free(p->v[i].ids);
+    free(p->v);
+    memset(p, 0, sizeof *p);
+}
+
+/* a conversation record (json: {"messages": ...} or {"conversations": ...}) -> ChatML ids ending with the
+ * assistant's header; why[cap] on failure */
+static int gen_chat(const qf_gen_src *src, json_t *rec, qf_gen_prompts *out, char *why, size_t cap) {
+    if (!src->tok)
+        return snprintf(why, cap, "a chat prompt needs a tokenizer: pass --tokenizer (tokenizer.json, qwen.tiktoken "
+                                  "or an HF model directory)"), 1;
+    if (!src->chatml) return snprintf(why, cap, "a chat prompt: %s", src->chatml_why), 1;
+    prep_opts po;
+    memset(&po, 0, sizeof po);
+    po.tok = src->tok;
+    po.chatml = src->chatml;
+    po.system = src->system;
+    po.mask = QF_CHAT_MASK_QWEN;
+    prep_doc d = {0};
+    int rc = prep_chat(&po, rec, &d, why, cap);
+    if (rc == PREP_OK) {
+        const qf_ids *head = &src->chatml->role[QF_CHAT_ASSISTANT], *nl = &src->chatml->nl;
+        int n = (int)(d.n + head->n + nl->n);
+        int32_t *ids = qf_malloc((size_t)n * sizeof *ids);
+        for (int64_t i = 0; i < d.n; i++) ids[i] = (int32_t)d.tok[i];
+        memcpy(ids + d.n, head->v, head->n * sizeof *ids);
+        memcpy(ids + d.n + head->n, nl->v, nl->n * sizeof *ids);
+        gen_push(out, ids, n);
+    }
+    free(d.tok);
+    free(d.mask);
+    return rc != PREP_OK;
+}
+
+/* text -> ids, or with chat a user turn; why[cap] on failure */
+static int gen_text(const qf_gen_src *src, const char *text, size_t len, qf_gen_prompts *out, char *why, size_t cap) {
+    if (src->chat) {
+        json_t *rec = json_pack("{s:[{s:s,s:s%}]}", "messages", "role", "user", "content", text, len);
+        int rc = gen_chat(src, rec, out, why, cap);
+        json_decref(rec);
+        return rc;
+    }
+    if (!src->tok)
+        return snprintf(why, cap, "a text prompt needs a tokenizer: pass --tokenizer (tokenizer.json, qwen.tiktoken "
+                                  "or an HF model directory)"), 1;
+    qf_ids a = {0};
+    qf_err te = {0};
+    if (qf_tok_encode(src->tok, text, len, &a, &te)) {
+        free(a.v);
+        return snprintf(why, cap, "%s", te.msg), 1;
+    }
+    if (a.n == 0) {
+        free(a.v);
+        return snprintf(why, cap, "encodes to no tokens"), 1;
+    }
+    gen_push(out, a.v, (int)a.n);
+    return 0;
+}
+
+int qf_gen_prompt_text(const qf_gen_src *src, const char *text, qf_gen_prompts *out, const char *what, qf_err *e) {
+    char why[2200];
+    if (gen_text(src, text, strlen(text), out, why, sizeof why))
+        return qf_err_set(e, QF_EXIT_INPUT, "generate: %s: %s", what, why);
+    return 0;
+}
+
+int qf_gen_prompt_idlist(const char *list, qf_gen_prompts *out, qf_err *e) {
+    int cap = 16, n = 0;
+    int32_t *ids = qf_malloc((size_t)cap * sizeof *ids);
+    for (const char *s = list; *s;) {
+        char *end;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 0 || v > INT32_MAX || errno) {
+            free(ids);
+            return qf_err_set(e, QF_EXIT_INPUT, "generate: --prompt-ids: '%s' is not a list of token ids", list);
+        }
+        if (n == cap) ids = qf_realloc(ids, (size_t)(cap *= 2) * sizeof *ids);
+        ids[n++] = (int32_t)v;
+        if (*end && *end != ',') {
+            free(ids);
+            return qf_err_set(e, QF_EXIT_INPUT, "generate: --prompt-ids: unexpected '%c'", *end);
+        }
+        s = *end == ',' ? end + 1 : end;
+    }
+    if (n == 0) {
+        free(ids);
+        return qf_err_set(e, QF_EXIT_INPUT, "generate: --prompt-ids is empty");
+    }
+    gen_push(out, ids, n);
+    return 0;
+}
+
+/* {"prompt_ids": [...]} -> ids; why[cap] on failure */
+static int gen_ids_record(json_t *a, qf_gen_prompts *out, char *why, size_t cap) {
+    if (!json_is_array(a) || json_array_size(a) == 0)
+        return snprintf(why, cap, "prompt_ids is %s, expected a non-empty array of token ids",
+                        json_is_array(a) ? "empty" : prep_json_type(a)), 1;
+    size_t n = json_array_size(a);
+    int32_t *ids = qf_malloc(n * sizeof *ids);
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_array_get(a, i);
+        json_int_t x = json_is_integer(v) ? json_integer_value(v) : -1;
+        if (x < 0 || x > INT32_MAX) {
+            free(ids);
+            return snprintf(why, cap, "prompt_ids[%zu] is not a token id (an integer >= 0)", i), 1;
+        }
+        ids[i] = (int32_t)x;
+    }
+    gen_push(out, ids, (int)n);
+    return 0;
+}
+
+int qf_gen_prompts_read(const char *path, const qf_gen_src *src, qf_gen_prompts *out, qf_err *e) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return qf_err_set(e, QF_EXIT_INPUT, "generate: --prompts %s: cannot open: %s", path, strerror(errno));
+    char *line = NULL, why[2200];
+    size_t lcap = 0;
+    ssize_t len;
+    long lineno = 0;
+    int before = out->n;
+    while (!e->code && (len = getline(&line, &lcap, f)) >= 0) {
+        lineno++;
+        size_t k = (size_t)len;
+        while (k > 0 && (line[k - 1] == '\n' || line[k - 1] == '\r' || line[k - 1] == ' ' || line[k - 1] == '\t')) k--;
+        if (k == 0) continue; /* blank lines are allowed */
+        json_error_t je;
+        json_t *rec = json_loadb(line, k, 0, &je);
+        int bad = 0;
+        if (!rec) bad = snprintf(why, sizeof why, "not valid JSON (column %d): %s", je.column, je.text) > 0;
+        else if (!json_is_object(rec)) bad = snprintf(why, sizeof why, "%s, expected an object", prep_json_type(rec)) > 0;
+        else {
+            json_t *p = prep_get(rec, "prompt"), *ids = prep_get(rec, "prompt_ids");
+            int chat = prep_get(rec, "messages") || prep_get(rec, "conversations");
+            if ((p != NULL) + (ids != NULL) + chat != 1)
+                bad = snprintf(why, sizeof why, "expected exactly one of \"prompt\", \"messages\" (or "
+                                                "\"conversations\") and \"prompt_ids\"") > 0;
+            else if (p && !json_is_string(p))
+                bad = snprintf(why, sizeof why, "prompt is %s, expected a string", prep_json_type(p)) > 0;
+            else if (p) bad = gen_text(src, json_string_value(p), json_string_length(p), out, why, sizeof why);
+            else if (ids) bad = gen_ids_record(ids, out, why, sizeof why);
+            else bad = gen_chat(src, rec, out, why, sizeof why);
+        }
+        json_decref(rec);
+        if (bad) qf_err_set(e, QF_EXIT_INPUT, "%s:%ld: %s", path, lineno, why);
+    }
+    free(line);
+    fclose(f);
+    if (!e->code && out->n == before) qf_err_set(e, QF_EXIT_INPUT, "generate: --prompts %s holds no prompt", path);
+    return e->code;
+}

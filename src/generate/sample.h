@@ -1,0 +1,38 @@
+/* sample.h — the next token from a row of logits, as transformers' generate picks it: repetition penalty, then
+ * greedy argmax, or temperature -> top-k -> top-p -> a draw from the renormalised softmax.
+ *
+ * Cost per token over a vocabulary of V: O(V) for greedy, temperature-only and top-k (the k-th largest logit by
+ * quickselect, no sort); top-p sorts once, and only the tokens above a weight threshold that already holds the
+ * mass (found in a few O(V) passes): O(V + m log m), m << V in practice (2 ms at V = 152k).
+ * No global state: the caller owns the scratch and the rng. */
+#ifndef QF_SAMPLE_H
+#define QF_SAMPLE_H
+#include <stddef.h>
+#include <stdint.h>
+#include "util/rng.h"
+
+typedef struct qf_sample_opts {
+    int greedy;                /* 1: argmax (after the repetition penalty) */
+    int top_k;                 /* 0 = off; keeps every token whose logit >= the k-th largest (HF: ties kept) */
+    double temperature;        /* > 0; logits / temperature before top-k / top-p */
+    double top_p;              /* (0, 1]; 1 = off; the smallest prefix (by probability) whose mass reaches top_p */
+    double repetition_penalty; /* 1 = off; > 0: a seen token's logit l becomes l / p (l > 0) or l * p (HF) */
+} qf_sample_opts;
+
+typedef struct qf_sampler {
+    int64_t V;
+    float *val;   /* [V] scratch */
+    int32_t *idx; /* [V] candidate ids */
+    double *p;    /* [V] their weights */
+    uint8_t *seen;/* [V] marks for the repetition penalty */
+    void *cand;   /* [V] (weight, id) pairs for the top-p sort */
+} qf_sampler;
+
+void qf_sampler_init(qf_sampler *s, int64_t V);
+void qf_sampler_free(qf_sampler *s);
+/* The next token from logits[V] (modified: the penalty and temperature are applied in place). seen[nseen]: the
+ * ids the penalty applies to (prompt + generated so far; duplicates count once). rng: used only when sampling. */
+int32_t qf_sample_pick(qf_sampler *s, const qf_sample_opts *o, float *logits, const int32_t *seen, size_t nseen,
+                       qf_rng *rng);
+
+#endif

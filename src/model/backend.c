@@ -1,0 +1,85 @@
+/* backend.c — see backend.h. */
+#include "backend.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef QWENFT_HAVE_CUDA
+#include <cuda_runtime_api.h> /* the qf_cuda_* and qf_ops_cuda* functions are declared in ops.h */
+#endif
+
+int qf_backend_select(const qf_deck *d, int local_rank, const qf_ops **ops, char *info, size_t n, qf_err *e) {
+    const char *want = getenv("QWENFT_BACKEND");
+    if (want && strcmp(want, "cpu") && strcmp(want, "cuda"))
+        return qf_err_set(e, QF_EXIT_INPUT, "QWENFT_BACKEND=%s: expected cpu or cuda", want);
+    *ops = qf_ops_cpu();
+    snprintf(info, n, "cpu (fp32, OpenMP)");
+#ifdef QWENFT_HAVE_CUDA
+    if (!want || !strcmp(want, "cuda")) {
+        int ndev = qf_cuda_device_count();
+        if (ndev > 0) {
+            /* one GPU per local rank; every GPU of the node stays visible so NCCL sees the whole topology */
+            int dev = local_rank % ndev;
+            if (cudaSetDevice(dev) != cudaSuccess)
+                return qf_err_set(e, QF_EXIT_RUNTIME, "cannot select GPU %d for local rank %d", dev, local_rank);
+            /* bf16 and fp16 keep fp32 master weights and Adam moments (src/zero/zero.c); fp16 adds DeepSpeed's dynamic loss
+             * scaling (src/train/loss_scale.c: an overflowing step is skipped and the scale lowered) */
+            const qf_ops *o = d->fp16 ? qf_ops_cuda_f16() : d->bf16 ? qf_ops_cuda() : qf_ops_cuda_f32();
+            if (o) {
+                *ops = o;
+                if (d->gpu_memory_limit_gb > 0) qf_cuda_set_memory_limit((size_t)(d->gpu_memory_limit_gb * 1073741824.0));
+                const char *prec = d->fp16   ? "fp16 with fp32 master, dynamic loss scaling"
+                                   : d->bf16 ? "bf16 with fp32 master"
+                                             : "fp32";
+                char attn[160];
+                qf_cuda_attention_describe(attn, (int)sizeof attn);
+                snprintf(info, n, "cuda (GPU %d of %d, %s%s; attention: %s)", dev, ndev, prec,
+                         d->gpu_memory_limit_gb > 0 ? ", gpu_memory_limit_gb set" : "", attn);
+                return 0;
+            }
+        }
+    }
+#endif
+    if (want && !strcmp(want, "cuda")) return qf_err_set(e, QF_EXIT_RUNTIME, "QWENFT_BACKEND=cuda but no usable GPU");
+    return 0;
+}
+
+/* the CUDA allocator's peak (peak 1) or current bytes on a CUDA table; 0 on the CPU table */
+static size_t backend_cuda_bytes(const qf_ops *ops, int peak) {
+#ifdef QWENFT_HAVE_CUDA
+    if (!strncmp(ops->name, "cuda", 4)) return peak ? qf_cuda_peak_bytes() : qf_cuda_current_bytes();
+#endif
+    (void)ops;
+    (void)peak;
+    return 0;
+}
+
+size_t qf_backend_peak_bytes(const qf_ops *ops) { return backend_cuda_bytes(ops, 1); }
+
+size_t qf_backend_current_bytes(const qf_ops *ops) { return backend_cuda_bytes(ops, 0); }
+
+int qf_backend_pin(const qf_ops *ops, void *p, size_t bytes, const char **why) {
+    *why = "CPU ranks need no pinning";
+#ifdef QWENFT_HAVE_CUDA
+    if (!strncmp(ops->name, "cuda", 4) && p && bytes) {
+        cudaError_t r = cudaHostRegister(p, bytes, cudaHostRegisterPortable);
+        if (r == cudaSuccess) return 1;
+        (void)cudaGetLastError();
+        *why = cudaGetErrorString(r);
+    }
+#endif
+    (void)ops;
+    (void)p;
+    (void)bytes;
+    return 0;
+}
+
+void qf_backend_unpin(const qf_ops *ops, void *p) {
+#ifdef QWENFT_HAVE_CUDA
+    if (!strncmp(ops->name, "cuda", 4) && p) {
+        if (cudaHostUnregister(p) != cudaSuccess) (void)cudaGetLastError();
+    }
+#endif
+    (void)ops;
+    (void)p;
+}

@@ -1,0 +1,132 @@
+/* model.h — the Qwen decoder (Qwen2 / Qwen3 dense; Qwen v1 and 1.5 map onto Qwen2) on flat buffers.
+ *
+ * Parameters live in ONE flat buffer in the order of qf_param_specs() (io/hf.h). The buffer is cut into units,
+ * each contiguous: unit 0 = embedding, units 1..L = decoder layers, unit L+1 = final norm (+ lm_head when untied).
+ * A unit is what ZeRO all-gathers, reduce-scatters, offloads and checkpoints as one piece; the model reaches a
+ * unit's parameters and gradients only through the hooks below, so ZeRO-3 can hand it a gathered buffer.
+ * Activations (N = B*T tokens) are allocated once. ackpt (qf_ackpt): NONE keeps every layer's activations; FULL
+ * keeps only the residual stream at each layer input and recomputes a layer just before its backward;
+ * SELECTIVE keeps everything but the MLP intermediates (gate, up, silu(gate)*up: 3 N F per layer, the largest part)
+ * and recomputes those two matmuls in the backward. */
+#ifndef QF_MODEL_H
+#define QF_MODEL_H
+#include <stdint.h>
+#include "hf.h"
+#include "ops.h"
+#include "deck/deck.h"
+#include "loader.h"
+#include "model_config.h"
+#include "profile.h"
+
+/* Where the model finds unit u's parameters / gradients (base of the unit, act dtype). Default: the flat buffers. */
+typedef struct qf_model_hooks {
+    void *ctx;
+    void *(*unit_params)(void *ctx, int unit);
+    void *(*unit_grads)(void *ctx, int unit);
+    /* called when the backward will no longer touch unit u's gradients of this micro-batch */
+    void (*unit_grads_done)(void *ctx, int unit);
+    /* called before the forward / backward first needs unit u's parameters (prefetch point) */
+    void (*unit_will_use)(void *ctx, int unit, int backward);
+} qf_model_hooks;
+
+typedef struct qf_layer_ix { /* indices into specs, -1 when absent */
+    int ln1, qw, qb, kw, kb, vw, vb, qn, kn, ow, ln2, gate, up, down;
+} qf_layer_ix;
+
+typedef struct qf_layer_acts {
+    void *ln1;      /* [N,C] */
+    float *rstd1;   /* [N] */
+    void *q, *k, *v;/* [N,H*D], [N,KV*D], [N,KV*D]: after bias, q/k-norm and RoPE */
+    void *qraw, *kraw; /* [N,H*D], [N,KV*D] before q/k-norm (qk_norm only) */
+    float *rstdq, *rstdk; /* [N*H], [N*KV] */
+    void *att;      /* [N,H*D] */
+    float *lse;     /* [B,H,T] */
+    void *mid;      /* [N,C] residual after attention */
+    void *ln2;      /* [N,C] */
+    float *rstd2;   /* [N] */
+    void *gate, *up, *swi; /* [N,F] */
+} qf_layer_acts;
+
+typedef struct qf_model {
+    qf_model_config cfg;
+    const qf_ops *ops;
+    int nspecs;
+    qf_param_spec *specs;
+    int64_t *offset;          /* [nspecs] element offset of each parameter in the flat buffer */
+    int nunits;               /* L + 2 */
+    int64_t *unit_off;        /* [nunits+1] flat range of each unit */
+    int *spec_unit;           /* [nspecs] */
+    qf_layer_ix *lix;         /* [L] */
+    int ix_embed, ix_norm, ix_head; /* ix_head = ix_embed when tied */
+    int64_t n_params;
+    void *params, *grads;     /* act [n_params]; grads may be NULL (eval-only) */
+    qf_model_hooks hooks;
+
+    /* activations for micro-batches of B rows of T tokens */
+    int B, T, ackpt;          /* ackpt: qf_ackpt (deck.h) */
+    qf_profile *prof;         /* log.wall_clock_breakdown: phase marks and recomputation (NULL: off) */
+    void **res;               /* [L+1] each [N,C]: input of layer l; res[L] = final residual */
+    qf_layer_acts *la;        /* [L], or [1] scratch with activation checkpointing */
+    void *lnf; float *rstdf;  /* [N,C], [N] */
+    void *sel_gate, *sel_up, *sel_swi; /* [N,F] shared MLP intermediates under selective recomputation */
+    void *dres, *dq, *dk, *dv, *datt, *dgate, *dup, *dswi, *dln; /* backward scratch */
+    int32_t *d_tokens, *d_targets, *d_seg, *d_pos; /* [N] backend copies of the batch */
+    size_t act_bytes;         /* bytes of activations + scratch */
+
+    /* KV-cache mode (qf_model_alloc_decode; S = 0 in training mode). The same layer_forward runs, with
+     * attention_decode against the caches instead of attention_fwd; res[l] aliases resbuf[l % 2]. */
+    int S, Tcap;              /* cache positions per row; most new tokens per row in one call */
+    void **kc, **vc;          /* [L] each [B, S, KV, D]; NULL for layers this rank does not hold */
+    void *resbuf[2];          /* [B*Tcap, C] each */
+    int32_t *d_start;         /* [B] cache position of each row's first new token */
+    void *dec_x, *dec_logits; /* [B, C]: the rows whose logits are wanted; [B, V] act */
+    float *dec_logits_f32;    /* [B, V] */
+} qf_model;
+
+/* Lays out parameters for cfg; flags: QF_MODEL_PARAMS / QF_MODEL_GRADS allocate flat parameter / gradient buffers
+ * on the backend (tests and simple tools); the ZeRO engine passes 0 and serves units through the hooks. */
+#define QF_MODEL_PARAMS 1
+#define QF_MODEL_GRADS 2
+int qf_model_create(qf_model *m, const qf_model_config *cfg, const qf_ops *ops, int flags, qf_err *e);
+/* Allocates activations for micro-batches of B x T. */
+int qf_model_alloc_acts(qf_model *m, int B, int T, int ackpt, qf_err *e);
+/* What qf_model_alloc_acts allocates, for ab bytes per act element (estimate, memory plan). */
+int64_t qf_model_act_bytes(const qf_model_config *c, int B, int T, int ackpt, int64_t ab);
+void qf_model_free(qf_model *m);
+
+/* HF initialisation: every 2-D weight ~ N(0, initializer_range), biases 0, norm weights 1. Counter-based
+ * (element j of parameter i depends only on seed, i, j), so any rank computes any range [b, e) of the flat
+ * parameter space on its own, identically for every world size: out[e-b] (host fp32). */
+void qf_model_init_random_range(const qf_model *m, uint64_t seed, int64_t b, int64_t e, float *out);
+/* The same into the model's own flat buffer (QF_MODEL_PARAMS). Reading parameters from files is
+ * store/model_io.h. */
+void qf_model_init_random(qf_model *m, uint64_t seed);
+
+/* Forward of one micro-batch; returns the summed token loss over its targets. When backward != 0, also runs the
+ * backward and ACCUMULATES into the gradients d(sum loss)/dθ * grad_scale. */
+double qf_model_step(qf_model *m, const qf_rows *r, float grad_scale, int backward);
+/* Logits of a micro-batch to host memory [B*T, V] (tests). */
+void qf_model_logits(qf_model *m, const qf_rows *r, float *out);
+
+/* ---- KV-cache mode (qwen-ft generate; src/generate/decode.c drives it) ----
+ * Allocates activations for B rows of at most Tcap new tokens per call, caches of S positions for layers
+ * [l0, l1) and, when head != 0, the classifier's [B, V] logits. No gradients, no backward. */
+int qf_model_alloc_decode(qf_model *m, int B, int Tcap, int S, int l0, int l1, int head, qf_err *e);
+/* What qf_model_alloc_decode allocates for nlayers cached layers, ab bytes per act element. */
+int64_t qf_model_decode_bytes(const qf_model_config *c, int B, int Tcap, int S, int nlayers, int head, int64_t ab);
+/* Starts a call of Tq <= Tcap new tokens per row: row b's tokens tokens[b*Tq + i] (host) sit at positions
+ * start[b] + i (host, start[b] + Tq <= S). When embed != 0, embeds them into the residual of layer 0. */
+void qf_model_decode_begin(qf_model *m, const int32_t *tokens, const int32_t *start, int Tq, int embed);
+/* Residual stream at the input of layer l (l = L: the output of the last layer), [B*Tq, C] act, backend memory:
+ * where a layer-split rank receives its input and sends its output. */
+void *qf_model_decode_residual(qf_model *m, int l);
+/* Layers [l0, l1) of the current call: residual(l0) -> residual(l1), k/v appended to their caches. */
+void qf_model_decode_layers(qf_model *m, int l0, int l1);
+/* Final norm and lm_head on row b's new token last[b] (0 <= last[b] < Tq; -1: row not wanted, its logits are
+ * those of token 0): out[B, V] host fp32. */
+void qf_model_decode_logits(qf_model *m, const int32_t *last, float *out);
+
+/* Element range of parameter i within the flat buffer, its pointer given the unit base. */
+static inline int64_t qf_model_param_off(const qf_model *m, int i) { return m->offset[i]; }
+
+#endif

@@ -1,0 +1,93 @@
+/* estimate.c — see estimate.h. n = parameters, S = largest shard ceil(n/W), ab = bytes per act element:
+ *   parameters   stage 0-2: ab*n   stage 3: gathered units (the prefetch window, simulated over the units), plus
+ *                ab*S with offload_optimizer (training without it rounds the pieces from the device master)
+ *                offload_param: only the gathered units on the device; ab*n once per node in host shared memory
+ *   gradients    stage 0-1: ab*n   stage 2-3: ab*S + unit gradient buffers in flight (also with offload)
+ *   optimizer    12 bytes (fp32 master, m, v) per element of the optimizer range: n at stage 0, S otherwise;
+ *                offload_optimizer: on the host, plus, without offload_param, the step's host act buffer of the
+ *                range (gradients down, parameters up: zero_offload.c; with offload_param the node copy is it)
+ *   activations  what the model allocates for one micro-batch (qf_model_act_bytes) */
+#include "estimate.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "hf.h"
+#include "model/model.h"
+#include "zero/zero.h"
+
+/* unit sizes in the model's layout: 0 = embedding, 1..L = layers, L+1 = final norm (+ untied head) */
+static int64_t *unit_sizes(const qf_model_config *c, int *nunits) {
+    qf_param_spec *specs = NULL;
+    int ns = qf_param_specs(c, &specs), L = c->num_layers;
+    int64_t *u = calloc((size_t)L + 2, sizeof *u);
+    for (int i = 0; i < ns; i++) u[specs[i].layer >= 0 ? specs[i].layer + 1 : (i == 0 ? 0 : L + 1)] += specs[i].numel;
+    free(specs);
+    *nunits = L + 2;
+    return u;
+}
+
+/* the largest set of gathered units the engine keeps (zero.c hk_will_use), in either direction of travel */
+static int64_t live_window(const int64_t *u, int U, const qf_deck *d, int tied) {
+    int64_t persist = 0, worst = 0;
+    for (int v = 0; v < U; v++)
+        if (u[v] < d->stage3_param_persistence_threshold) persist += u[v];
+    for (int dir = -1; dir <= 1; dir += 2)
+        for (int s = 0; s < U; s++) {
+            int64_t live = u[s] < d->stage3_param_persistence_threshold ? 0 : u[s];
+            int64_t inflight = 0, win = u[s];
+            for (int v = s + dir; v >= 0 && v < U; v += dir) {
+                if (u[v] < d->stage3_param_persistence_threshold) continue;
+                if (inflight >= d->stage3_prefetch_bucket_size || win + u[v] > d->stage3_max_live_parameters) break;
+                inflight += u[v];
+                win += u[v];
+                live += u[v];
+            }
+            /* tied embeddings: the head gathers unit 0 on demand while the last unit is live */
+            if (tied && s == U - 1 && u[0] >= d->stage3_param_persistence_threshold) live += u[0];
+            if (live > worst) worst = live;
+        }
+    return worst + persist;
+}
+
+void qf_estimate(const qf_model_config *c, const qf_deck *d, int W, int G, int64_t ab, qf_mem_estimate *o) {
+    memset(o, 0, sizeof *o);
+    int64_t n = qf_model_num_params(c), S = (n + W - 1) / W;
+    int U = 0;
+    int64_t *u = unit_sizes(c, &U), umax = 0;
+    for (int v = 0; v < U; v++) umax = u[v] > umax ? u[v] : umax;
+    int stage = d->zero_stage, off_opt = d->offload_optimizer == QF_OFFLOAD_CPU,
+        off_par = d->offload_param == QF_OFFLOAD_CPU && stage == 3;
+    if (stage < 3) {
+        o->params = ab * n;
+    } else {
+        o->params_live = ab * live_window(u, U, d, c->tie_word_embeddings);
+        o->params = (off_par || !off_opt ? 0 : ab * S) + o->params_live;
+    }
+    if (stage < 2) {
+        o->grads = ab * n;
+    } else {
+        /* unit gradient buffers (zero.c hk_grads / hk_grads_done): with overlap_comm a unit's reduce-scatter is
+         * left in flight until more than reduce_bucket_size elements wait, so up to max(bucket, umax) + umax
+         * elements of sent buffers are alive; without it, one unit. Each in-flight reduce-scatter also holds the
+         * rank's received piece (its shard's part of the unit: all in-flight pieces together at most S). The tied head keeps unit 0's buffer for the whole
+         * backward, and the last unit (final norm) is alive while the first layer is reduced. */
+        int64_t sends = umax;
+        if (d->overlap_comm) sends = (d->reduce_bucket_size > umax ? d->reduce_bucket_size : umax) + umax;
+        if (sends > n) sends = n;
+        int64_t live = sends + (sends < S ? sends : S) + (c->tie_word_embeddings ? u[0] : 0) + u[U - 1];
+        o->grads_live = ab * live;
+        o->grads = ab * S + o->grads_live;
+    }
+    /* offload_optimizer.ratio: the host's share of the range (zero.c rounds it the same way) */
+    int64_t opt = stage == 0 ? n : S;
+    int64_t hopt = off_opt ? opt - (int64_t)llround((1.0 - d->offload_optimizer_ratio) * (double)opt) : 0;
+    int64_t dopt = opt - hopt, chunk = dopt < QF_ZERO_OFFLOAD_CHUNK ? dopt : QF_ZERO_OFFLOAD_CHUNK;
+    if (off_par && dopt > 0) o->params += ab * chunk; /* the device staging chunk of updated parameters */
+    o->optimizer = 12 * dopt;
+    if (off_opt) o->host_per_rank = 12 * hopt + (off_par ? 0 : ab * hopt);
+    o->activations = qf_model_act_bytes(c, d->train_micro_batch_size_per_gpu, d->seq_len,
+                                        d->activation_checkpointing, ab);
+    o->device_total = o->params + o->grads + o->optimizer + o->activations;
+    o->host_per_node = o->host_per_rank * G + (off_par ? ab * n : 0);
+    free(u);
+}

@@ -1,0 +1,25 @@
+/* estimate.h — memory per rank and per node for a model under a ZeRO stage and offload choice, before any
+ * allocation (qwen-ft estimate, the run header's memory plan). The formulas follow the ZeRO engine's
+ * allocations one for one (docs/zero.md, "Memory"); the mpi tests check a CPU run's engine count against them. */
+#ifndef QF_ESTIMATE_H
+#define QF_ESTIMATE_H
+#include <stdint.h>
+#include "deck/deck.h"
+#include "model_config.h"
+
+typedef struct qf_mem_estimate {
+    /* per rank, on the compute device (host memory for CPU ranks) */
+    int64_t params, grads, optimizer, activations;
+    int64_t params_live, grads_live; /* of which: gathered units / unit gradient buffers in flight (stage 2-3) */
+    int64_t device_total;
+    /* host memory */
+    int64_t host_per_rank;   /* offloaded optimizer state and fp32 gradient shard */
+    int64_t host_per_node;   /* host_per_rank x ranks per node + the node-shared parameter copy */
+} qf_mem_estimate;
+
+/* world ranks, ranks_per_node, act_bytes (4 on CPU ranks / fp32, 2 for bf16 and fp16 on GPUs); the deck
+ * provides stage, offload, buckets, micro batch, seq_len and activation checkpointing. */
+void qf_estimate(const qf_model_config *c, const qf_deck *d, int world, int ranks_per_node, int64_t act_bytes,
+                 qf_mem_estimate *out);
+
+#endif

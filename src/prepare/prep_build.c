@@ -1,0 +1,218 @@
+/* prep_build.c — the whole of `qwen-ft prepare` once its options are complete: the tokenizer (loaded once per
+ * rank) and the ids it decides, then the phases of prep_run.h on every rank (read, split, summary, write) and the
+ * atomic publication of the dataset(s). The output does not depend on the number of ranks. */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "dataset.h"
+#include "prep.h"
+#include "prep_run.h"
+#include "util.h"
+
+#define PREP_DEFAULT_EOS 151643 /* <|endoftext|> of the Qwen tokenizers */
+
+/* A value the tokenizer contradicts (--vocab-size, --eos-id, --pad-id): the message as a bad option value reads
+ * (src/cli/options.c's qf_opts_bad), exit 2. */
+static int prep_bad_value(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "qwen-ft prepare: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (qwen-ft prepare --help lists the options)\n");
+    va_end(ap);
+    return QF_EXIT_INPUT;
+}
+
+/* 0 if the directory that will hold path is writable (message printed by rank 0 otherwise). */
+static int prep_check_writable(const prep_opts *o, const char *path) {
+    char *dir = qf_strdup(path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        strcpy(dir, ".");
+    else if (slash == dir)
+        dir[1] = 0;
+    else
+        *slash = 0;
+    int rc = 0;
+    if (access(dir, W_OK) != 0) {
+        if (o->rank == 0) fprintf(stderr, "qwen-ft prepare: %s: cannot write into %s: %s\n", path, dir, strerror(errno));
+        rc = QF_EXIT_INPUT;
+    }
+    free(dir);
+    return rc;
+}
+
+/* OUT with .h5 replaced by .valid.h5, or --valid-out */
+static char *prep_valid_path(const prep_opts *o) {
+    if (o->valid_out) return qf_strdup(o->valid_out);
+    size_t n = strlen(o->out);
+    char *v = qf_malloc(n + 16);
+    memcpy(v, o->out, n + 1);
+    if (n >= 3 && !strcmp(o->out + n - 3, ".h5")) v[n - 3] = 0;
+    strcat(v, ".valid.h5");
+    return v;
+}
+
+/* the `source` attribute: the input files, one per line */
+static char *prep_source(const prep_plan *plan) {
+    size_t n = 1;
+    for (int i = 0; i < plan->n_in; i++) n += strlen(plan->in[i].path) + 1;
+    char *s = qf_calloc(n, 1);
+    for (int i = 0; i < plan->n_in; i++) {
+        if (i) strcat(s, "\n");
+        strcat(s, plan->in[i].path);
+    }
+    return s;
+}
+
+/* Reads every input (this rank's share) and writes the dataset(s); o is complete (tokenizer loaded, ids
+ * resolved). Collective; every rank returns the same code. */
+static int prep_build(const prep_opts *o) {
+    MPI_Comm comm = MPI_COMM_WORLD;
+    double t0 = qf_now();
+    char *valid_path = !o->check && o->valid_fraction > 0 ? prep_valid_path(o) : NULL;
+    if (valid_path && !strcmp(valid_path, o->out)) {
+        if (o->rank == 0) fprintf(stderr, "qwen-ft prepare: --valid-out %s is the same file as --out\n", valid_path);
+        free(valid_path);
+        return QF_EXIT_INPUT;
+    }
+    if (!o->check && (prep_check_writable(o, o->out) || (valid_path && prep_check_writable(o, valid_path)))) {
+        free(valid_path);
+        return QF_EXIT_INPUT;
+    }
+    prep_plan plan;
+    qf_err e = {0};
+    if (prep_inputs_plan(o, &plan, &e)) {
+        if (o->rank == 0) fprintf(stderr, "qwen-ft prepare: %s\n", e.msg);
+        prep_plan_free(&plan);
+        free(valid_path);
+        return e.code;
+    }
+    char *source = prep_source(&plan);
+    prep_pass pass;
+    int rc = prep_read_pass(o, &plan, o->check ? NULL : o->out, &pass, comm);
+    int64_t docs = pass.sum.docs; /* rank 0's total */
+    MPI_Bcast(&docs, 1, MPI_INT64_T, 0, comm);
+    if (rc == 0 && docs == 0 && !o->check) {
+        if (o->rank == 0)
+            fprintf(stderr, "qwen-ft prepare: no documents in the input (%lld lines skipped); nothing written\n",
+                    (long long)pass.sum.broken);
+        rc = QF_EXIT_INPUT;
+    }
+    uint8_t *flags = NULL;
+    prep_dup_stats dup;
+    memset(&dup, 0, sizeof dup);
+    if (rc == 0) {
+        flags = qf_malloc((size_t)(pass.n ? pass.n : 1));
+        prep_split_decide(o, &pass, flags, &dup, comm);
+        if (o->rank == 0 && o->valid_fraction > 0 && dup.valid_disabled)
+            fprintf(stderr, "qwen-ft prepare: warning: %lld distinct record(s): no validation file written\n",
+                    (long long)(dup.train_docs - dup.dup_records + (o->dedup ? dup.dropped : 0)));
+    }
+    if (rc == 0 && !o->check) {
+        int with_valid = valid_path && dup.valid_docs > 0;
+        if (with_valid) rc = prep_write_side(o, &pass, flags, 1, valid_path, source, comm);
+        if (rc == 0) {
+            rc = prep_write_side(o, &pass, flags, 0, o->out, source, comm);
+            if (rc && with_valid && o->rank == 0) unlink(valid_path); /* no half result */
+        }
+        if (rc == 0 && o->rank == 0) {
+            printf("prepare: wrote %s: %lld documents, %lld tokens\n", o->out, (long long)dup.train_docs,
+                   (long long)dup.train_tokens);
+            if (with_valid)
+                printf("prepare: wrote %s: %lld documents, %lld tokens (validation, content hash, seed %llu)\n",
+                       valid_path, (long long)dup.valid_docs, (long long)dup.valid_tokens,
+                       (unsigned long long)o->seed);
+        }
+    }
+    if (rc == 0 && o->rank == 0) {
+        prep_summary_print(stdout, o, &plan, &pass, &dup, qf_now() - t0);
+        if (!o->check) {
+            const prep_summary *s = &pass.sum;
+            printf("prepare: done: %lld documents, %lld tokens, %lld trained tokens, skipped %lld bad line%s",
+                   (long long)s->docs, (long long)s->tokens, (long long)s->trained, (long long)s->broken,
+                   s->broken == 1 ? "" : "s");
+            for (int i = 0; i < pass.n_broken_shown; i++)
+                printf("%s%s:%lld", i ? ", " : " (", plan.in[pass.broken[i].file].path, (long long)pass.broken[i].line);
+            if (s->broken > pass.n_broken_shown) printf(", ...");
+            printf("%s; %d rank%s, %.1f s\n", pass.n_broken_shown ? ")" : "", o->size, o->size == 1 ? "" : "s",
+                   qf_now() - t0);
+        }
+        fflush(stdout);
+    }
+    /* --check: broken lines are an error unless --skip-bad */
+    if (rc == 0 && o->check && !o->skip_bad) {
+        int64_t broken = pass.sum.broken;
+        MPI_Bcast(&broken, 1, MPI_INT64_T, 0, comm);
+        if (broken) {
+            if (o->rank == 0)
+                fprintf(stderr, "qwen-ft prepare: --check: %lld broken line%s (--skip-bad accepts them)\n",
+                        (long long)broken, broken == 1 ? "" : "s");
+            rc = QF_EXIT_INPUT;
+        }
+    }
+    free(flags);
+    prep_pass_free(&pass);
+    prep_plan_free(&plan);
+    free(source);
+    free(valid_path);
+    return rc;
+}
+
+/* Resolves the defaults that depend on the tokenizer: vocab size, eos and pad ids. 0 or exit 2 (printed). */
+static int prep_resolve_ids(prep_opts *o) {
+    if (o->tok) {
+        int64_t tv = qf_tok_vocab_size(o->tok);
+        if (o->vocab_size == 0)
+            o->vocab_size = tv;
+        else if (o->vocab_size < tv)
+            return o->rank ? QF_EXIT_INPUT : prep_bad_value("--vocab-size %lld is smaller than the vocabulary of the tokenizer %s (%lld ids)",
+                                  (long long)o->vocab_size, o->tokenizer, (long long)tv);
+        if (o->eos_id < 0) o->eos_id = qf_tok_special(o->tok, "<|endoftext|>");
+        if (o->eos_id < 0)
+            return o->rank ? QF_EXIT_INPUT : prep_bad_value("the tokenizer %s has no <|endoftext|>: pass --eos-id", o->tokenizer);
+    }
+    if (o->eos_id < 0) o->eos_id = PREP_DEFAULT_EOS;
+    if (o->pad_id < 0) o->pad_id = o->eos_id;
+    if (o->vocab_size > 0 && o->eos_id >= o->vocab_size)
+        return o->rank ? QF_EXIT_INPUT : prep_bad_value("the eos id %lld is >= the vocabulary size %lld (--eos-id, --vocab-size)",
+                              (long long)o->eos_id, (long long)o->vocab_size);
+    if (o->vocab_size > 0 && o->pad_id >= o->vocab_size)
+        return o->rank ? QF_EXIT_INPUT : prep_bad_value("the pad id %lld is >= the vocabulary size %lld (--pad-id, --vocab-size)",
+                              (long long)o->pad_id, (long long)o->vocab_size);
+    return 0;
+}
+
+/* Loads the tokenizer (once per rank) and its ChatML pieces, resolves the ids, builds; frees what it loaded. */
+int prep_run(prep_opts *o) {
+    qf_tokenizer *tok = NULL;
+    qf_chatml cm;
+    memset(&cm, 0, sizeof cm);
+    qf_err e = {0};
+    if (o->tokenizer) {
+        if (qf_tok_load(o->tokenizer, &tok, &e)) {
+            if (o->rank == 0) fprintf(stderr, "qwen-ft prepare: --tokenizer %s: %s\n", o->tokenizer, e.msg);
+            return e.code;
+        }
+        o->tok = tok;
+        /* a tokenizer without the ChatML tokens still serves text records; conversations then say why not */
+        if (qf_chatml_init(&cm, tok, &e) == 0)
+            o->chatml = &cm;
+        else
+            snprintf(o->chatml_why, sizeof o->chatml_why, "%.400s", e.msg);
+    }
+    int rc = prep_resolve_ids(o);
+    if (rc == 0) rc = prep_build(o);
+    qf_chatml_free(&cm);
+    if (tok) qf_tok_free(tok);
+    o->tok = NULL;
+    o->chatml = NULL;
+    return rc;
+}

@@ -1,0 +1,76 @@
+/* header.c — the run header: versions and topology (parallel/report.c), model, precision, data, the memory plan
+ * and the resolved deck. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include "plan/estimate.h"
+#include "header.h"
+#include "parallel/report.h"
+#include "parallel/topology.h"
+
+static double gb(double b) { return b / 1073741824.0; } /* GiB, as everywhere */
+
+void qf_run_header(qf_run *r, FILE *f, const char *what) {
+    const qf_model_config *c = &r->model.cfg;
+    const qf_deck *d = &r->deck;
+    qf_report_versions(f);
+    qf_report_ranks(f, &r->comm);
+#ifdef QF_RUN_HAS_TOPOLOGY
+    qf_report_launcher(f);
+    qf_topology_print(&r->topo, f, 0, r->nccl_line);
+#endif
+    fprintf(f, "%s: deck %s\n", what, d->path);
+    fprintf(f, "model: %s (%s) V=%lld C=%d F=%d L=%d H=%d KV=%d D=%d tied=%d bias=%d qk_norm=%d theta=%g | %.3f M "
+               "params\n",
+            c->arch, c->family, (long long)c->vocab_size, c->hidden_size, c->intermediate_size, c->num_layers,
+            c->num_heads, c->num_kv_heads, c->head_dim, c->tie_word_embeddings, c->attention_bias, c->qk_norm,
+            c->rope_theta, (double)r->model.n_params / 1e6);
+    fprintf(f, "parameters from: %s%s\n", r->source[0] ? r->source : d->model_from, r->resumed ? " (resuming)" : "");
+    if (r->resumed)
+        fprintf(f, "resuming at step %lld (data epoch %lld, row %lld)\n", (long long)r->st.step,
+                (long long)r->st.data_epoch, (long long)r->st.data_row);
+    const int act = r->ops->act_dtype;
+    fprintf(f, "precision: the %s backend %s%s\n", r->ops->name,
+            act == QF_DT_BF16  ? "stores bf16 parameters and activations, accumulates in fp32 (fp32 master weights)"
+            : act == QF_DT_F16 ? "stores fp16 parameters and activations, accumulates in fp32 (fp32 master weights, "
+                                  "dynamic loss scaling)"
+                                : "computes in fp32",
+            (d->bf16 || d->fp16) && !strcmp(r->ops->name, "cpu") ? " (bf16/fp16 apply on GPUs; fp16 loss scaling still runs)" : "");
+    if (d->offload_optimizer == QF_OFFLOAD_CPU) { /* the host AdamW runs on this rank's OpenMP threads */
+        int threads = r->zero.off.threads;
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        fprintf(f, "offload: host AdamW on %d thread(s) per rank (%ld cores online, %d ranks on this node; "
+                   "OMP_NUM_THREADS overrides), %s\n", threads, cores, r->comm.local_size,
+                r->zero.off.overlap ? "overlapped with the next forward unit by unit"
+                                    : "completed inside each step (QWENFT_OFFLOAD_OVERLAP=0, or updated shards travel "
+                                      "by MPI: stages 1-2 on several ranks, parameter offload across nodes)");
+        if (threads == 1 && cores >= 2L * r->comm.local_size)
+            fprintf(f, "warning: each rank has one host thread for the offloaded optimizer (bound to one core?): with "
+                       "mpirun use --bind-to none -x OMP_NUM_THREADS=%ld, with srun --cpus-per-task\n",
+                    cores / r->comm.local_size);
+    }
+    if (r->have_train)
+        fprintf(f, "data: %s: %lld docs, %lld tokens -> %lld rows of %d per epoch, %lld steps per epoch; %lld steps\n",
+                d->data_train, (long long)r->train_ds.n_docs, (long long)r->train_ds.n_tokens,
+                (long long)r->train_ld.rows_per_epoch, d->seq_len, (long long)r->steps_per_epoch,
+                (long long)r->total_steps);
+    if (r->have_valid)
+        fprintf(f, "valid: %s: %lld docs, %lld tokens\n", d->data_valid, (long long)r->valid_ds.n_docs,
+                (long long)r->valid_ds.n_tokens);
+    /* the memory plan: the estimate's formulas (docs/zero.md) for this deck, ranks and backend */
+    qf_mem_estimate est;
+    qf_estimate(&r->model.cfg, d, r->comm.world_size, r->comm.local_size, (int64_t)r->ops->act_bytes, &est);
+    fprintf(f, "memory plan per rank (ZeRO stage %d): parameters %.3f GiB, gradients %.3f GiB, "
+               "optimizer %.3f GiB (+ %.3f GiB on the host), activations %.3f GiB; host per node %.3f GiB\n",
+            d->zero_stage, gb((double)est.params), gb((double)est.grads), gb((double)est.optimizer),
+            gb((double)est.host_per_rank), gb((double)est.activations), gb((double)est.host_per_node));
+    fprintf(f, "---- resolved deck ----\n");
+    qf_deck_print(d, f);
+    fprintf(f, "-----------------------\n");
+    qf_deck_print_sources(d, f); /* where the keys came from; what is accepted but has no effect here */
+    fflush(f);
+}

@@ -1,0 +1,65 @@
+/* run.h — the run context: everything a train or eval run holds, created once from the deck. This is the only
+ * "global" state of a run, and it is passed explicitly. */
+#ifndef QF_RUN_H
+#define QF_RUN_H
+#include <stdio.h>
+#include "store/checkpoint.h"
+#include "parallel/comm.h"
+#include "dataset.h"
+#include "deck/deck.h"
+#include "model/loader.h"
+#include "model/model.h"
+#include "signals.h"
+#include "util/tensorboard.h"
+#include "parallel/topology.h"
+#include "zero/zero.h"
+#include "store/ckpt_lock.h"
+
+typedef struct qf_run {
+    qf_deck deck;
+    char *deck_text;            /* resolved deck (stored in checkpoints) */
+    const qf_ops *ops;
+    qf_comm comm;
+    qf_model model;
+    qf_zero zero;
+    qf_dataset train_ds, valid_ds;
+    int have_train, have_valid;
+    qf_loader train_ld, valid_ld;
+    qf_rows *rows;              /* [nrows] micro-batches of this rank (gradient_accumulation_steps when training) */
+    int nrows;
+    qf_train_state st;
+    int64_t total_steps, steps_per_epoch;
+    char source[QF_PATH_MAX + 64]; /* where the parameters came from */
+    int resumed;
+    qf_ckpt_lock lock;          /* train: checkpoint.dir held for the whole run (src/store/ckpt_lock.h) */
+    FILE *metrics;              /* rank 0 */
+    qf_tb *tb;                  /* rank 0 with log.tensorboard: TensorBoard events in log.dir */
+    qf_signals *sig;            /* train: SIGUSR1/SIGTERM/SIGINT and max_hours (installed by qf_train_command) */
+    qf_topology topo;           /* nodes, GPUs, P2P, InfiniBand (docs/hpc.md) */
+    char nccl_line[512];        /* what the NCCL environment policy did (run header) */
+    double flops_per_token, peak_flops; /* peak_flops 0: no peak known (MFU n/a) */
+    char backend_info[384];     /* which op table, which GPU, which attention path */
+    int64_t rss_base;           /* resident bytes before the model state and activations were allocated */
+    /* fault injection for the failure tests (QWENFT_INJECT_FAULT="rank:step:nan|fail", docs/testing.md) */
+    int fault_rank;
+    int64_t fault_step;
+    char fault_kind[8];
+    qf_profile prof;            /* log.wall_clock_breakdown (profile.h) */
+} qf_run;
+
+#define QF_RUN_HAS_TOPOLOGY 1 /* header.c prints r->topo and r->nccl_line */
+
+/* What a command needs: train (optimizer + data) or eval (parameters + valid data). */
+enum { QF_RUN_TRAIN = 1, QF_RUN_EVAL = 2 };
+
+/* The command line of train and eval (cmd_train.c): DECK.cfg [--set key.path=value]... */
+typedef struct qf_run_args {
+    const char *deck;
+    qf_strlist sets;
+} qf_run_args;
+
+/* Loads everything the deck names; 0 or an exit code (message printed by rank 0). */
+int qf_run_setup(qf_run *r, const qf_run_args *a, int mode);
+void qf_run_free(qf_run *r);
+
+#endif

@@ -1,0 +1,372 @@
+/* train.c — the training loop: global batches -> micro-batches -> ZeRO reduce -> clip -> AdamW; evaluation,
+ * early stopping, checkpoints, metrics.jsonl and the progress line. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "loss_scale.h"
+#include "eval.h"
+#include "header.h"
+#include "train.h"
+#include "store/export_sharded.h"
+#include "sched.h"
+#include "model/backend.h"
+#include "plan/estimate.h"
+#include "util/json_out.h"
+#include "util/host_mem.h"
+#include "util/metrics.h"
+
+/* Loads this rank's micro-batches of the global batch at the state's data position. Rank r takes rows
+ * [r*micro*ga, (r+1)*micro*ga) of the batch, micro-batch j the j-th micro of those. */
+static int64_t load_batch(qf_run *r) {
+    const qf_deck *d = &r->deck;
+    int mb = d->train_micro_batch_size_per_gpu, ga = d->gradient_accumulation_steps;
+    int64_t n = 0;
+    for (int j = 0; j < ga; j++) {
+        int64_t row0 = r->st.data_row + ((int64_t)r->comm.rank * ga + j) * mb;
+        qf_err e = {0};
+        if (qf_loader_rows(&r->train_ld, r->st.data_epoch, row0, &r->rows[j], &e)) QF_FATAL("data: %s", e.msg);
+        n += r->rows[j].n_targets;
+    }
+    return n;
+}
+
+static void advance_data(qf_run *r) {
+    r->st.data_row += r->deck.train_batch_size;
+    if (r->st.data_row + r->deck.train_batch_size > r->train_ld.rows_per_epoch) {
+        r->st.data_epoch++;
+        r->st.data_row = 0;
+    }
+}
+
+/* The documents of this step's global batch, on rank 0's stderr (for non-finite reports). */
+static void report_docs(qf_run *r, int64_t step) {
+    enum { MAXD = 32 };
+    int64_t mine[MAXD];
+    int n = 0;
+    for (int j = 0; j < r->deck.gradient_accumulation_steps; j++) {
+        const qf_rows *rw = &r->rows[j];
+        for (int t = 0; t < rw->B * rw->T && n < MAXD; t++) {
+            int64_t doc = rw->doc[t];
+            int seen = doc < 0;
+            for (int k = 0; k < n && !seen; k++) seen = mine[k] == doc;
+            if (!seen) mine[n++] = doc;
+        }
+    }
+    for (int k = n; k < MAXD; k++) mine[k] = -1;
+    int W = r->comm.world_size;
+    int64_t *all = r->comm.rank == 0 ? qf_malloc((size_t)W * MAXD * sizeof(int64_t)) : NULL;
+    MPI_Gather(mine, MAXD, MPI_INT64_T, all, MAXD, MPI_INT64_T, 0, r->comm.world);
+    if (r->comm.rank == 0) {
+        fprintf(stderr, "qwen-ft: step %lld: non-finite loss or gradient norm; documents of the batch (0-based, in %s):",
+                (long long)step, r->deck.data_train);
+        for (int i = 0; i < W * MAXD; i++)
+            if (all[i] >= 0) fprintf(stderr, " %lld", (long long)all[i]);
+        fprintf(stderr, "\n");
+        free(all);
+    }
+}
+
+static double mib(int64_t b) { return (double)b / (1024.0 * 1024.0); }
+
+static void fmt_eta(double s, char *buf, size_t n) {
+    if (!(s >= 0) || s > 1e8) s = 0;
+    long long t = (long long)s;
+    snprintf(buf, n, "%02lld:%02lld:%02lld", t / 3600, (t / 60) % 60, t % 60);
+}
+
+static void log_eval(qf_run *r, int64_t step, qf_eval_result ev) {
+    if (r->comm.rank != 0) return;
+    printf("eval  step %lld | valid_loss %.6f | valid_ppl %.4f | tokens %lld\n", (long long)step, ev.loss, ev.ppl,
+           (long long)ev.tokens);
+    fflush(stdout);
+    if (r->metrics) {
+        qf_metrics_rec m;
+        qf_metrics_begin(&m, "eval");
+        qf_metrics_add_int(&m, "step", step);
+        qf_metrics_add_num(&m, "valid_loss", ev.loss);
+        qf_metrics_add_num(&m, "valid_ppl", ev.ppl);
+        qf_metrics_add_int(&m, "valid_tokens", ev.tokens);
+        qf_metrics_write(&m, r->metrics);
+        qf_flush_or_die(r->metrics, "log.dir/metrics.jsonl");
+    }
+    qf_tb_eval(r->tb, step, ev.loss, ev.ppl);
+}
+
+/* Evaluates and updates the early-stopping state; returns 1 when patience is exhausted. */
+static int eval_and_check(qf_run *r, int64_t step) {
+    qf_eval_result ev = qf_eval_run(r);
+    log_eval(r, step, ev);
+    const qf_deck *d = &r->deck;
+    if (ev.loss < r->st.best_valid - d->early_stopping_threshold) {
+        r->st.best_valid = ev.loss;
+        r->st.bad_evals = 0;
+    } else {
+        r->st.bad_evals++;
+    }
+    return d->early_stopping_patience > 0 && r->st.bad_evals >= d->early_stopping_patience;
+}
+
+static int save(qf_run *r) {
+    qf_err e = {0};
+    double t0 = qf_now();
+    qf_zero_sync(&r->zero); /* an overlapped offload step completes first */
+    char path[QF_PATH_MAX + 64];
+    qf_ckpt_path(r->deck.checkpoint_dir, r->st.step, path, sizeof path);
+    /* checkpoint.export_hf: the HF directory of the checkpoint just published, from the shards in memory */
+    if (qf_ckpt_save(r->deck.checkpoint_dir, &r->zero, &r->st, r->deck_text, r->deck.checkpoint_keep, &e) ||
+        (r->deck.checkpoint_export_hf &&
+         qf_export_hf_sharded(&r->zero, r->deck.checkpoint_dir, path, r->st.step, &e))) {
+        if (r->comm.rank == 0) fprintf(stderr, "qwen-ft: %s\n", e.msg);
+        return e.code;
+    }
+    if (r->comm.rank == 0) {
+        printf("checkpoint: %s (%.1f s)\n", path, qf_now() - t0);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+static int open_metrics(qf_run *r) {
+    if (r->comm.rank != 0) return 0;
+    if (qf_mkdirs(r->deck.log_dir) != 0) {
+        fprintf(stderr, "qwen-ft: %s: key 'log.dir': cannot create %s\n", r->deck.path, r->deck.log_dir);
+        return QF_EXIT_INPUT;
+    }
+    char p[QF_PATH_MAX + 32];
+    snprintf(p, sizeof p, "%s/metrics.jsonl", r->deck.log_dir);
+    r->metrics = fopen(p, "a"); /* a resumed run appends */
+    if (!r->metrics) {
+        fprintf(stderr, "qwen-ft: cannot open %s for appending\n", p);
+        return QF_EXIT_INPUT;
+    }
+    if (r->deck.tensorboard) {
+        qf_err e = {0};
+        const qf_deck *d = &r->deck; /* DeepSpeed's tensorboard.output_path/job_name, else log.dir */
+        char tbdir[sizeof d->tensorboard_output_path + sizeof d->tensorboard_job_name + 1];
+        snprintf(tbdir, sizeof tbdir, "%s%s%s", d->tensorboard_output_path[0] ? d->tensorboard_output_path : d->log_dir,
+                 d->tensorboard_job_name[0] ? "/" : "", d->tensorboard_job_name);
+        r->tb = qf_tb_open(tbdir, &e);
+        if (!r->tb) {
+            fprintf(stderr, "qwen-ft: %s: key 'log.tensorboard': %s\n", r->deck.path, e.msg);
+            return QF_EXIT_INPUT;
+        }
+    }
+    return 0;
+}
+
+/* *stopped = 1 when a signal or max_hours ended the run early (after its checkpoint) */
+static int train_loop(qf_run *r, int *stopped) {
+    qf_deck *d = &r->deck;
+    qf_train_state *st = &r->st;
+    int rank0 = r->comm.rank == 0;
+    double t_start = qf_now();
+    int64_t first_step = st->step;
+    int stop_early = 0;
+    /* stop on a signal or before max_hours (docs/hpc.md): longest step so far, last checkpoint write time */
+    int stop = QF_STOP_NONE;
+    int64_t saved_step = -1;
+    double step_max_s = 0;
+    double ckpt_h = qf_signals_ckpt_estimate_hours((double)r->model.n_params * (double)(r->ops->act_bytes + 12));
+    while (st->step < r->total_steps && !stop_early) {
+        double t0 = qf_now();
+        int64_t step = st->step + 1; /* 1-based step being taken */
+        qf_profile *prof = r->model.prof;
+        qf_profile_step_begin(prof);
+        int64_t local_targets = load_batch(r);
+        int64_t targets = qf_comm_sum_i64(&r->comm, local_targets);
+        qf_profile_lap(prof, QF_PH_DATA);
+        float grad_scale = targets ? (float)(st->loss_scale / (double)targets) : 0.0f;
+        qf_zero_zero_grads(&r->zero);
+        double loss_sum = 0;
+        for (int j = 0; j < d->gradient_accumulation_steps; j++) {
+            loss_sum += qf_model_step(&r->model, &r->rows[j], grad_scale, 1);
+            qf_profile_lap(prof, QF_PH_BACKWARD);
+        }
+        qf_zero_reduce(&r->zero);
+        qf_profile_lap(prof, QF_PH_REDUCE);
+        if (r->comm.rank == r->fault_rank && step == r->fault_step) {
+            if (!strcmp(r->fault_kind, "nan")) qf_zero_poison_grads(&r->zero);
+            else QF_FATAL("injected failure at step %lld (QWENFT_INJECT_FAULT)", (long long)step);
+        }
+        double norm = qf_zero_grad_norm(&r->zero, 1.0 / st->loss_scale);
+        double loss = targets ? qf_comm_sum_f64(&r->comm, loss_sum) / (double)targets : 0.0;
+        /* every rank must take the same branch (a local NaN would otherwise desynchronise the collectives) */
+        int nonfinite = qf_comm_any(&r->comm, !isfinite(norm) || !isfinite(loss));
+        qf_profile_lap(prof, QF_PH_NORM);
+        double lr = qf_sched_lr(d, st->sched_step, r->total_steps);
+        int skipped = 0;
+        if (nonfinite && d->fp16) {
+            skipped = 1; /* DeepSpeed: overflow -> skip, lower the scale, scheduler holds */
+            qf_loss_scale_update(d, st, 1);
+        } else if (nonfinite) {
+            report_docs(r, step);
+            if (d->on_nonfinite == QF_NONFINITE_STOP) {
+                if (rank0) fprintf(stderr, "qwen-ft: stopping (on_nonfinite = \"stop\"); checkpointing the last good state "
+                                           "(step %lld)\n", (long long)st->step);
+                save(r);
+                return QF_EXIT_RUNTIME;
+            }
+            skipped = 1;
+        } else {
+            float gscale = (float)(1.0 / st->loss_scale);
+            if (d->gradient_clipping > 0) {
+                double coef = d->gradient_clipping / (norm + 1e-6);
+                if (coef < 1.0) gscale = (float)((double)gscale * coef);
+            }
+            qf_zero_update(&r->zero, lr, gscale);
+            st->sched_step++;
+            if (d->fp16) qf_loss_scale_update(d, st, 0);
+        }
+        qf_profile_lap(prof, QF_PH_UPDATE);
+        if (prof) { /* the offloaded host AdamW finished during this step's window, and what the trainer waited */
+            prof->offload_adamw = r->zero.off.adam_s;
+            prof->offload_wait = r->zero.off.wait_s;
+        }
+        r->zero.off.adam_s = r->zero.off.wait_s = 0;
+        st->skipped += skipped;
+        st->step = step;
+        st->tokens_seen += skipped ? 0 : targets;
+        advance_data(r);
+        double dt = qf_now() - t0;
+        double tok_s = (double)d->train_batch_size * d->seq_len / dt;
+        /* no peak (CPU ranks without peak_tflops): n/a, null in metrics.jsonl */
+        double mfu = r->peak_flops > 0 ? tok_s * r->flops_per_token / (r->peak_flops * r->comm.world_size) : -1;
+        double mem_gib = QF_GIB(qf_mem_peak());
+        double gpu_gib = QF_GIB(qf_backend_peak_bytes(r->ops));
+        if (rank0 && r->metrics) {
+            qf_metrics_rec m;
+            qf_metrics_begin(&m, "train");
+            qf_metrics_add_int(&m, "step", step);
+            qf_metrics_add_num(&m, "loss", loss);
+            qf_metrics_add_num(&m, "lr", lr);
+            qf_metrics_add_num(&m, "grad_norm", norm);
+            qf_metrics_add_int(&m, "tokens", targets);
+            qf_metrics_add_num(&m, "tokens_per_s", tok_s);
+            if (mfu >= 0) qf_metrics_add_num(&m, "mfu", mfu);
+            else qf_metrics_add_null(&m, "mfu");
+            qf_metrics_add_bool(&m, "skipped", skipped);
+            qf_metrics_add_num(&m, "loss_scale", st->loss_scale);
+            qf_metrics_add_int(&m, "epoch", st->data_epoch);
+            qf_metrics_add_num(&m, "step_time_s", dt);
+            qf_metrics_add_num(&m, "peak_host_mem_gib", mem_gib);
+            qf_metrics_add_num(&m, "peak_gpu_mem_gib", gpu_gib);
+            if (prof) json_object_set_new(m.o, "breakdown", qf_profile_json(prof)); /* log.wall_clock_breakdown */
+            qf_metrics_write(&m, r->metrics);
+        qf_flush_or_die(r->metrics, "log.dir/metrics.jsonl");
+        }
+        if (gpu_gib > 0) qf_tb_scalar(r->tb, "perf/peak_gpu_mem_gib", step, gpu_gib);
+        qf_tb_train_step(r->tb, step, loss, lr, norm, st->loss_scale, tok_s, mfu >= 0 ? mfu : NAN, mem_gib); /* flushes */
+        if (gpu_gib > 0) mem_gib = gpu_gib; /* the progress line shows the device's peak on GPU ranks */
+        if (rank0 && (step % d->steps_per_print == 0 || step == r->total_steps || step == first_step + 1)) {
+            char eta[32];
+            double per = (qf_now() - t_start) / (double)(step - first_step);
+            fmt_eta(per * (double)(r->total_steps - step), eta, sizeof eta);
+            char mfu_s[16] = "n/a";
+            if (mfu >= 0) snprintf(mfu_s, sizeof mfu_s, "%.1f%%", 100 * mfu);
+            printf("step %lld/%lld | loss %.4f | lr %.3e | grad_norm %.4f | %.0f tok/s | MFU %s | mem %.2f GiB | "
+                   "ETA %s%s\n",
+                   (long long)step, (long long)r->total_steps, loss, lr, norm, tok_s, mfu_s, mem_gib, eta,
+                   skipped ? " | skipped" : "");
+            qf_profile_print(prof, stdout);
+            fflush(stdout);
+        }
+        if (r->have_valid && d->eval_every_steps > 0 && step % d->eval_every_steps == 0 && step < r->total_steps) {
+            stop_early = eval_and_check(r, step);
+            if (stop_early && rank0)
+                printf("early stopping: valid_loss did not improve for %d evaluations\n", d->early_stopping_patience);
+        }
+        if (d->checkpoint_every_steps > 0 && step % d->checkpoint_every_steps == 0 && step < r->total_steps &&
+            !stop_early) {
+            double t_ck = qf_now();
+            int rc = save(r);
+            if (rc) return rc;
+            ckpt_h = (qf_now() - t_ck) / 3600.0;
+            saved_step = step;
+        }
+        if (dt > step_max_s) step_max_s = dt;
+        if (!stop_early && st->step < r->total_steps &&
+            (stop = qf_signals_stop_requested(r->sig, &r->comm, qf_signals_elapsed_hours(r->sig), d->max_hours,
+                                              step_max_s / 3600.0, ckpt_h)))
+            break;
+    }
+    if (stop) { /* every rank agreed: checkpoint (unless this step just wrote one) and exit 0 */
+        char why[256];
+        qf_signals_describe(r->sig, stop, d->max_hours, why, sizeof why);
+        if (rank0) {
+            printf("stopping at step %lld/%lld: %s; writing a checkpoint\n", (long long)st->step,
+                   (long long)r->total_steps, why);
+            fflush(stdout);
+        }
+        int rc = saved_step == st->step ? 0 : save(r);
+        if (!rc && rank0) {
+            printf("stopped: checkpoint at step %lld of %lld; run the same command (or requeue the job) to resume\n",
+                   (long long)st->step, (long long)r->total_steps);
+            fflush(stdout);
+        }
+        *stopped = 1;
+        return rc;
+    }
+    /* the end: evaluation (unless it just ran) and a checkpoint (unless checkpoint.at_end = false) */
+    int evaluated_now = stop_early;
+    if (r->have_valid && !evaluated_now) eval_and_check(r, st->step);
+    return d->checkpoint_at_end ? save(r) : 0;
+}
+
+int qf_train_command(const qf_run_args *a) {
+    qf_signals sig; /* installed first: a signal while loading stops at the first step boundary */
+    qf_signals_install(&sig);
+    qf_run r;
+    int rc = qf_run_setup(&r, a, QF_RUN_TRAIN), stopped = 0;
+    r.sig = &sig;
+    if (!rc) rc = open_metrics(&r);
+    if (!rc && r.deck.wall_clock_breakdown) { /* the model computes through the timing wrappers (profile.h) */
+        r.model.ops = qf_profile_wrap(&r.prof, r.ops);
+        r.model.prof = &r.prof;
+    }
+    rc = qf_comm_sum_i64(&r.comm, rc) ? (rc ? rc : QF_EXIT_INPUT) : 0;
+    if (!rc) {
+        qf_mem_estimate est;
+        qf_estimate(&r.model.cfg, &r.deck, r.comm.world_size, r.comm.local_size, (int64_t)r.ops->act_bytes, &est);
+        if (r.comm.rank == 0) {
+            qf_run_header(&r, stdout, "train");
+            if (r.peak_flops > 0) printf("backend: %s; MFU against %.0f TFLOP/s\n", r.backend_info, r.peak_flops / 1e12);
+            else printf("backend: %s; MFU n/a (no peak for this device: set peak_tflops)\n", r.backend_info);
+        }
+        rc = train_loop(&r, &stopped);
+        if (!rc && r.comm.rank == 0 && !stopped) {
+            /* what this rank really held: the engine's own count of model state, and resident-set growth */
+            printf("memory: rank 0 model state peak %.1f MiB (estimate %.1f; sharded part %.1f, estimate %.1f), "
+                   "activations %.1f MiB (estimate %.1f), resident growth %.1f MiB\n",
+                   mib(r.zero.peak_state_bytes), mib(est.params + est.grads + est.optimizer + est.host_per_rank),
+                   mib(r.zero.sharded_state_bytes),
+                   mib(est.params + est.grads + est.optimizer + est.host_per_rank - est.params_live - est.grads_live),
+                   mib((int64_t)r.model.act_bytes), mib(est.activations), mib(qf_mem_peak() - r.rss_base));
+            if (r.zero.stage == 3) /* gathers the GPU waited for vs. those started ahead (hk_will_use's window) */
+                printf("zero: rank 0 unit gathers %lld, of them prefetched %lld\n",
+                       (long long)(r.zero.gathers + r.zero.prefetches), (long long)r.zero.prefetches);
+            printf("done: %lld steps\n", (long long)r.st.step);
+        }
+    }
+    qf_profile_unwrap(&r.prof);
+    qf_run_free(&r);
+    qf_signals_restore(&sig);
+    return rc;
+}
+
+int qf_eval_command(const qf_run_args *a) {
+    qf_run r;
+    int rc = qf_run_setup(&r, a, QF_RUN_EVAL);
+    if (!rc) {
+        if (r.comm.rank == 0) qf_run_header(&r, stderr, "eval");
+        qf_eval_result ev = qf_eval_run(&r);
+        if (r.comm.rank == 0) { /* SPEC: {"valid_loss": x, "valid_ppl": y, "tokens": n} */
+            json_t *o = json_object();
+            qf_json_set_num(o, "valid_loss", ev.loss);
+            qf_json_set_num(o, "valid_ppl", ev.ppl);
+            json_object_set_new(o, "tokens", json_integer((json_int_t)ev.tokens));
+            qf_json_print(o, stdout);
+        }
+    }
+    qf_run_free(&r);
+    return rc;
+}

@@ -1,0 +1,163 @@
+/* zero.h — the ZeRO engine (DeepSpeed semantics) over the model's flat parameter space.
+ *
+ * The flat space [0, n_params) is partitioned into world_size contiguous shards of any sizes (rank r owns
+ * [r*n/W, (r+1)*n/W)); units (model.h) are the pieces that move.
+ *   stage 0: full parameters, full gradients (all-reduced), full fp32 master + Adam moments on every rank
+ *   stage 1: + master and moments sharded; updated parameter shards all-gathered
+ *   stage 2: + gradients sharded: each unit's gradients are reduce-scattered as soon as its backward is done
+ *            (non-blocking with overlap_comm) into this rank's shard, then the unit buffer is freed
+ *   stage 3: + parameters sharded: a unit is all-gathered just before use (prefetching the next ones while
+ *            fewer than stage3_prefetch_bucket_size elements are in flight, within stage3_max_live_parameters),
+ *            freed after; units smaller than stage3_param_persistence_threshold stay gathered. Training with the
+ *            master weights on the device keeps no bf16 shard: each rank's piece of a unit is rounded from its fp32
+ *            master straight into the gather buffer (the same values, 2 bytes per parameter less).
+ * offload_optimizer = cpu: master and moments live in host memory and AdamW runs there (SIMD, on host threads);
+ *   the gradients stay on the device (stages 2-3: this rank's shard) and stream down chunk by chunk at the update,
+ *   double-buffered through page-locked buffers so the copies overlap the host AdamW; the updated parameters go
+ *   back up the same way (or, with offload_param, straight into the node's host copy).
+ * offload_param = cpu (stage 3): ONE copy of the parameters per node in MPI-3 shared memory
+ *   (MPI_Win_allocate_shared); units are copied from it on use; after the update every rank writes its shard
+ *   into the node copy and the node leaders exchange the shards of other nodes.
+ * Per optimizer step the trainer calls: qf_zero_zero_grads -> micro-batches (qf_model_step; the engine's hooks
+ * serve parameters and take gradients) -> qf_zero_reduce -> qf_zero_grad_norm -> qf_zero_update. */
+#ifndef QF_ZERO_H
+#define QF_ZERO_H
+#include <mpi.h>
+#include <pthread.h>
+#include <stdint.h>
+#include "parallel/comm.h"
+#include "deck/deck.h"
+#include "model/model.h"
+
+/* offload streams the optimizer range through staging buffers of this many elements */
+#define QF_ZERO_OFFLOAD_CHUNK ((int64_t)1 << 24)
+
+#define QF_ZERO_POOL 8 /* transient unit buffers kept for reuse */
+
+typedef struct qf_zero_pending { /* a non-blocking reduce-scatter of one unit's gradients */
+    qf_comm_req req;
+    void *send, *recv;
+    int64_t lo, n;  /* flat range received by this rank */
+    int64_t n_send; /* elements of the unit sent */
+} qf_zero_pending;
+
+/* offload_optimizer: the step's host AdamW (src/zero/zero_offload.c). The gradients of the optimizer range come down
+ * into hbuf (host act [opt range]) on the copy engine, a host thread runs the fused AdamW over them chunk by chunk
+ * in the order the next forward needs the units and rounds the updated parameters into hbuf in place, publishing
+ * its progress; with `overlap` the trainer goes on meanwhile and every unit waits only for its own parameters. */
+#define QF_ZOFF_MAX_CHUNKS 40
+typedef struct qf_zero_offload {
+    void *hbuf;                         /* host act [opt range]: the node copy's range (offload_param) or own, pinned */
+    int own_hbuf;                       /* hbuf was allocated here (not the node copy) */
+    int overlap;                        /* the step overlaps the next forward (else it completes inside update) */
+    int threads;                        /* host AdamW threads */
+    int64_t chunk;                      /* elements per gradient download / progress step */
+    int nchunks, reaped, running;
+    int ticket[QF_ZOFF_MAX_CHUNKS];
+    _Atomic int64_t *prog;              /* this rank's progress: version*(n+1) + flat index updated so far */
+    _Atomic int64_t *node_prog;         /* offload_param: [local_size] every node rank's progress (shared window) */
+    MPI_Win prog_win;
+    int64_t *uver;                      /* [nunits] no offload_param: version of the unit's device parameters */
+    int *node_world;                    /* offload_param: [local_size] world rank of each node rank */
+    int64_t version;                    /* steps started by this process (0: none) */
+    double lr;                          /* the step in flight */
+    float gscale;
+    double adam_s, wait_s;              /* breakdown: the host AdamW thread's time; the trainer's waits for it */
+    pthread_t th;                       /* the host AdamW thread of the step in flight */
+} qf_zero_offload;
+
+typedef struct qf_zero {
+    qf_model *m;
+    qf_comm *comm;
+    const qf_deck *d;
+    const qf_ops *ops;
+    int stage, offload_opt, offload_param, with_opt;
+    int64_t n;                          /* parameters */
+    int64_t *shard_count, *shard_displ; /* [world] partition of the flat space */
+    int64_t shard_begin, shard_end;     /* this rank's shard */
+    int64_t opt_begin, opt_end;         /* range whose optimizer state this rank keeps (stage 0: all) */
+
+    /* parameters */
+    void *pfull;                        /* stages 0-2: act [n] */
+    void *pshard;                       /* stage 3 without param offload, unless pfrom_master: act [shard] */
+    int pfrom_master;                   /* stage 3 training, master on the device: pieces rounded from master */
+    MPI_Win pwin;                       /* offload_param: node-shared act [n] (host) */
+    void *pnode;
+    int *leader_of;                     /* [world] index in comm->leaders of each rank's node leader */
+    int **ucount, **udispl;             /* [nunits][world] each rank's piece of each unit (MPI counts) */
+    void **ucache;                      /* stage 3: gathered unit buffers [nunits] */
+    qf_comm_req *ureq;                  /* [nunits] pending prefetch */
+    int *uticket;                       /* [nunits] offload_param: pending host->device copy ticket, or -1 */
+    int *upersist;                      /* [nunits] kept gathered */
+    int64_t live;                       /* gathered elements (non-persistent) */
+    int64_t gathers, prefetches;        /* counters (tests, wall_clock_breakdown) */
+
+    /* gradients */
+    void *gfull;                        /* stages 0-1: act [n] */
+    void *gshard;                       /* stages 2-3: act [shard], accumulated over micro-batches */
+    void **gunit;                       /* stages 2-3: [nunits] per-unit gradient buffers during the backward */
+    qf_zero_pending *pend;
+    int npend;
+    void *pool[QF_ZERO_POOL];           /* transient unit buffers waiting for reuse */
+    size_t pool_bytes[QF_ZERO_POOL];
+    int npool;
+
+    /* optimizer (fp32): [opt_begin, opt_dev_end) on the backend, [opt_dev_end, opt_end) on the host. Without
+     * offload_optimizer all of it is on the backend; with it, offload_optimizer.ratio of it (from the end) is on
+     * the host (ratio 1: all; DeepSpeed's ZeRO-Offload++ ratio) */
+    int64_t opt_dev_end;
+    float *master, *adam_m, *adam_v;    /* backend [opt_dev_end - opt_begin] */
+    float *hmaster, *hadam_m, *hadam_v; /* host [opt_end - opt_dev_end] */
+    qf_zero_offload off;                /* offload_optimizer: the host step */
+    void *pstage;                       /* offload_param without offload_optimizer: device act chunk */
+    int64_t adam_t;
+    int64_t peak_state_bytes;           /* high-water mark of the state this rank holds (params+grads+optimizer) */
+    int64_t cur_state_bytes;
+    int64_t sharded_state_bytes;
+    void *pinned[2];                    /* host buffers page-locked for pin_memory (GPU ranks): hbuf, pnode */
+    int pin_warned;
+    int grads_stale;                    /* the gradient buffer is zeroed at its first use in the step (grads_ready) */
+} qf_zero;
+
+/* with_optimizer = 0 (eval): parameters only, no gradients, master or moments */
+int qf_zero_init(qf_zero *z, qf_model *m, qf_comm *c, const qf_deck *d, int with_optimizer, qf_err *e);
+void qf_zero_free(qf_zero *z);
+
+/* Parameters from host fp32 values of the flat range [b, e), a piece of qf_zero_load_range's range (call it
+ * piece by piece to bound host memory); also sets the master weights inside it. Then, on every rank,
+ * qf_zero_params_commit (collective: the node exchange of parameter offload). */
+void qf_zero_set_params(qf_zero *z, int64_t b, int64_t e, const float *host);
+void qf_zero_params_commit(qf_zero *z);
+/* pieces of this many elements bound the host buffers of loading and checkpointing (256 MiB of fp32) */
+#define QF_ZERO_IO_CHUNK ((int64_t)1 << 26)
+/* The flat range this rank must be given by qf_zero_set_params: all of it, or its shard at stage 3. */
+void qf_zero_load_range(const qf_zero *z, int64_t *b, int64_t *e);
+/* fp32 host copy of the parameters [b, e), which must lie inside what this rank holds (its shard always does). */
+void qf_zero_get_params(qf_zero *z, int64_t b, int64_t e, float *host);
+
+void qf_zero_zero_grads(qf_zero *z);
+/* completes the gradient reduction of the step (all-reduce at stages 0-1; pending reduce-scatters at 2-3) */
+void qf_zero_reduce(qf_zero *z);
+/* global L2 norm of the reduced gradients, times unscale */
+double qf_zero_grad_norm(qf_zero *z, double unscale);
+/* AdamW on this rank's optimizer range with gradients times gscale and learning rate lr; parameters refreshed
+ * everywhere (all-gather / node exchange) */
+void qf_zero_update(qf_zero *z, double lr, float gscale);
+
+/* fp32 host copy of optimizer state `which` (0 master, 1 adam_m, 2 adam_v) for flat elements [lo, lo+n) of the
+ * optimizer range, wherever they live; qf_zero_opt_set writes them. (Checkpoints.) */
+void qf_zero_opt_get(qf_zero *z, int which, int64_t lo, int64_t n, float *out);
+void qf_zero_opt_set(qf_zero *z, int which, int64_t lo, int64_t n, const float *in);
+
+/* Completes an optimizer step still in flight (offload_optimizer with overlap): its host AdamW, uploads and node
+ * exchange. Every qf_zero_* entry point that reads or writes the optimizer state does it first; the trainer calls it
+ * before checkpoints. */
+void qf_zero_sync(qf_zero *z);
+
+/* Test hook: makes this rank's first reduced gradient element NaN (non-finite / fp16 overflow tests). */
+void qf_zero_poison_grads(qf_zero *z);
+
+/* Bytes of model state (parameters, gradients, master, moments) this rank holds now, by the engine's count. */
+int64_t qf_zero_state_bytes(const qf_zero *z);
+
+#endif

@@ -7,7 +7,9 @@
 #    (A probe lives outside the folders, so it names every engine header with its folder.)
 # 2. No quoted include climbs out of its directory ("../"), so the include paths are the only way between layers.
 # 3. No circle of files across modules: from the built objects (nm), file A -> file B when A uses a symbol B
-#    defines; every strongly connected component of more than one file is a failure.
+#    defines; every strongly connected component of more than one file is a failure. Every call between folders
+#    follows the libraries' declared links (build/qf_layers.txt), and docs/dependencies.txt, the picture of them in
+#    docs/architecture.md, is that file.
 set -uo pipefail
 rm -rf "$WORK"; mkdir -p "$WORK"; cd "$WORK"
 cc_json=$BUILD/compile_commands.json
@@ -72,6 +74,8 @@ for name, (f, ok, no) in layers.items():
     print(f"{name}: may include {', '.join(ok)}; cannot see {', '.join(no) or '-'}")
 sys.exit(1 if bad else 0)
 PY
+diff -u "$SRC/docs/dependencies.txt" "$BUILD/qf_layers.txt" ||
+  { echo "FAIL: docs/dependencies.txt is not the build's qf_layers.txt (bash docs/dependencies.sh BUILD)"; fails=1; }
 python3 - "$BUILD" <<'PY' || fails=1
 import collections, glob, subprocess, sys
 build = sys.argv[1]
@@ -111,6 +115,25 @@ for root in list(g):
             if len(c) > 1: comps.append(sorted(c))
 for c in comps: print("FAIL: files that call each other:", " <-> ".join(c))
 print(f"circles: {len(comps)} among {len(objs)} objects")
-sys.exit(1 if comps else 0)
+# the libraries' declared links, closed transitively; a file's library from its folder
+links = {}
+for l in open(build + "/qf_layers.txt"):
+    lib, _, deps = l.partition(":")
+    links[lib.strip()] = deps.split()
+def below(lib, seen=None):
+    seen = set() if seen is None else seen
+    for d in links.get(lib, ()):
+        if d not in seen: seen.add(d); below(d, seen)
+    return seen
+def lib_of(f):
+    parts = f.split("/")
+    if parts[0] == "src": return "qf_" + parts[1]
+    if parts[0] == "io": return "qf_io"
+    return "qf_base" if parts[1] == "base" else "qf_kernels"
+upward = sorted({(lib_of(a), lib_of(b), a, b) for a, bs in g.items() for b in bs
+                 if lib_of(a) != lib_of(b) and lib_of(b) not in below(lib_of(a))})
+for la, lb, a, b in upward: print(f"FAIL: {a} ({la}) calls {b} ({lb}), which {la} does not build on")
+print(f"calls between libraries outside the declared links: {len(upward)}")
+sys.exit(1 if comps or upward else 0)
 PY
 [ "$fails" -eq 0 ] && echo "unit_layers: all checks passed" || { echo "unit_layers: FAIL"; exit 1; }

@@ -32,6 +32,12 @@ static int deck_check_zero(const deck_ctx *c) {
         return deck_fail(c, deck_src(c, "zero_optimization.offload_optimizer.device"),
                          "zero_optimization.offload_optimizer.device",
                          "optimizer offload needs zero_optimization.stage >= 1, got stage %d", d->zero_stage);
+    if (d->offload_optimizer != QF_OFFLOAD_CPU && d->offload_optimizer_ratio < 1)
+        return deck_fail(c, deck_src(c, "zero_optimization.offload_optimizer.ratio"),
+                         "zero_optimization.offload_optimizer.ratio",
+                         "%g (the host's share of the optimizer) needs zero_optimization.offload_optimizer.device = "
+                         "\"cpu\", got \"%s\"", d->offload_optimizer_ratio,
+                         c->keys[deck_idx("zero_optimization.offload_optimizer.device")].choices[d->offload_optimizer]);
     if (d->offload_param == QF_OFFLOAD_CPU && d->zero_stage != 3)
         return deck_fail(c, deck_src(c, "zero_optimization.offload_param.device"),
                          "zero_optimization.offload_param.device",

@@ -309,11 +309,9 @@ int qf_zero_init(qf_zero *z, qf_model *m, qf_comm *c, const qf_deck *d, int with
     z->with_opt = with_optimizer;
     z->offload_opt = d->offload_optimizer == QF_OFFLOAD_CPU;
     z->offload_param = d->offload_param == QF_OFFLOAD_CPU;
-    if (z->offload_param && z->stage != 3)
-        return qf_err_set(e, QF_EXIT_INPUT, "%s: zero_optimization.offload_param needs stage 3", d->path);
-    if (!z->offload_opt && d->offload_optimizer_ratio < 1)
-        return qf_err_set(e, QF_EXIT_INPUT, "%s: zero_optimization.offload_optimizer.ratio = %g needs "
-                          "offload_optimizer.device = \"cpu\"", d->path, d->offload_optimizer_ratio);
+    /* an invariant, not an input check: the deck refuses offload_param below stage 3 naming file, line and key
+     * (src/deck/deck_check.c), and only stage 3 builds the node copy (pnode) that offload_param reads */
+    QF_CHECK(!z->offload_param || z->stage == 3);
     int W = c->world_size, U = m->nunits;
     z->n = m->n_params;
     z->shard_count = qf_calloc((size_t)W, sizeof(int64_t));

@@ -28,6 +28,23 @@ expect2 "bf16 and fp16" "bf16|fp16" "$QWENFT" train good.cfg --set bf16.enabled=
 expect2 "unknown --set key" "--set.*optimizer.params.lrr" "$QWENFT" train good.cfg --set optimizer.params.lrr=1
 expect2 "batch rule" "train_batch_size" "$QWENFT" train good.cfg --set gradient_accumulation_steps=3
 expect2 "missing deck" "nope.cfg" "$QWENFT" train nope.cfg
+# offload across keys: refused while the deck loads, so `train` starts nothing and `deck --from-ds` (which loads the
+# JSON as a deck before translating it) refuses it too, naming the JSON's line
+expect2 "offload_param below stage 3" \
+  "--set 'zero_optimization.offload_param.device=cpu': key 'zero_optimization.offload_param.device': parameter offload needs zero_optimization.stage 3, got stage 0" \
+  "$QWENFT" train good.cfg --set zero_optimization.offload_param.device=cpu
+expect2 "offload_optimizer.ratio without the offload" \
+  "--set 'zero_optimization.offload_optimizer.ratio=0.4': key 'zero_optimization.offload_optimizer.ratio': 0.4 .*needs zero_optimization.offload_optimizer.device = \"cpu\", got \"none\"" \
+  "$QWENFT" train good.cfg --set zero_optimization.offload_optimizer.ratio=0.4
+printf '{\n  "zero_optimization": {\n    "stage": 2,\n    "offload_param": { "device": "cpu" }\n  }\n}\n' > offp.json
+expect2 "deck --from-ds: offload_param below stage 3" \
+  "^qwen-ft deck: offp.json:4: key 'zero_optimization.offload_param.device': parameter offload needs zero_optimization.stage 3, got stage 2" \
+  "$QWENFT" deck --from-ds offp.json
+printf '{\n  "zero_optimization": {\n    "stage": 2,\n    "offload_optimizer": { "ratio": 0.4 }\n  }\n}\n' > ratio.json
+expect2 "deck --from-ds: offload_optimizer.ratio without the offload" \
+  "^qwen-ft deck: ratio.json:4: key 'zero_optimization.offload_optimizer.ratio': 0.4 .*device = \"cpu\", got \"none\"" \
+  "$QWENFT" deck --from-ds ratio.json
+[ -s out.txt ] && { echo "FAIL: deck --from-ds printed a translation of a refused JSON"; fail=1; }
 expect2 "unknown option" "--frobnicate" "$QWENFT" train good.cfg --frobnicate
 # data and model files
 echo "not hdf5" > fake.h5

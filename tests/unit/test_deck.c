@@ -459,8 +459,10 @@ static void test_model(void) {
 
 static void test_errors(void) {
     char path[512];
+    qf_deck d;
     char set_bad[] = "zero_optimization.stag=2", set_type[] = "zero_optimization.stage=three";
-    char *sets1[] = {set_bad}, *sets2[] = {set_type};
+    char set_ratio[] = "zero_optimization.offload_optimizer.ratio=0.5", set_model[] = "model.preset=qwen2.5-0.5b";
+    char *sets1[] = {set_bad}, *sets2[] = {set_type}, *sets3[] = {set_model, set_ratio};
 
     bad_deck("e-unknown.cfg", "train_batch_size = 4;\nzero_optimization = { stag = 2; };\n", path, sizeof path);
     expect_fail("unknown key", path, 0, NULL, 1, "e-unknown.cfg:3", "unknown key 'zero_optimization.stag'",
@@ -521,7 +523,22 @@ static void test_errors(void) {
     bad_deck("e-offp.cfg", "zero_optimization = { stage = 2; offload_param = { device = \"cpu\"; }; };\n", path,
              sizeof path);
     expect_fail("offload_param below stage 3", path, 0, NULL, 1, "e-offp.cfg:2",
-                "key 'zero_optimization.offload_param.device'", "stage 3", NULL);
+                "key 'zero_optimization.offload_param.device'",
+                "parameter offload needs zero_optimization.stage 3, got stage 2", NULL);
+    bad_deck("e-ratio.cfg", "zero_optimization = { stage = 2;\n  offload_optimizer = { ratio = 0.4; }; };\n", path,
+             sizeof path);
+    expect_fail("offload_optimizer.ratio without the offload", path, 0, NULL, 1, "e-ratio.cfg:3",
+                "key 'zero_optimization.offload_optimizer.ratio'",
+                "0.4 (the host's share of the optimizer) needs zero_optimization.offload_optimizer.device = \"cpu\", "
+                "got \"none\"", NULL);
+    expect_fail("offload_optimizer.ratio without the offload (--set)", NULL, 2, sets3, 1,
+                "--set 'zero_optimization.offload_optimizer.ratio=0.5': "
+                "key 'zero_optimization.offload_optimizer.ratio'", "device = \"cpu\"", NULL);
+    load_ok("ratio with the offload", "ratio.cfg",
+            "model = { preset = \"qwen2.5-0.5b\"; };\n"
+            "zero_optimization = { stage = 2; offload_optimizer = { device = \"cpu\"; ratio = 0.4; }; };\n",
+            0, NULL, 1, &d, path, sizeof path);
+    CHECK(d.offload_optimizer_ratio == 0.4);
     bad_deck("e-group.cfg", "bf16 = true;\n", path, sizeof path);
     expect_fail("scalar for a group", path, 0, NULL, 1, "e-group.cfg:2", "key 'bf16'", "group", NULL);
     bad_deck("e-adamw.cfg", "optimizer = { type = \"AdamW\"; params = { adam_w_mode = false; }; };\n", path,

@@ -28,8 +28,9 @@ static int g_fail, g_checks;
     } while (0)
 
 /* The deck layer: files that parse, resolve, print or translate the deck. A read there is not the engine's. */
-static const char *const k_deck_layer[] = {"deck.c", "deck_keys.c", "deck_sources.c", "ds_config.c", "cmd_deck.c",
-                                           "header.c", "deck.h", "deck_keys.h", "ds_config.h", NULL};
+static const char *const k_deck_layer[] = {"deck.c", "deck_parse.c", "deck_set.c", "deck_check.c", "deck_msg.c",
+                                           "deck_print.c", "deck_keys.c", "deck_sources.c", "ds_config.c", "cmd_deck.c",
+                                           "header.c", "deck.h", "deck_impl.h", "deck_keys.h", "ds_config.h", NULL};
 
 /* ---- the engine's sources, comments and string literals blanked ---- */
 

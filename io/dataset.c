@@ -216,13 +216,10 @@ static hid_t dataset_open_1d(const char *path, hid_t fid, const char *name, size
 
 /* ---- open / validate ----------------------------------------------------------------------------------------- */
 
-static int dataset_validate(qf_dataset *ds, qf_err *e) {
-    const char *path = ds->path;
-    hid_t fid = (hid_t)ds->h5file;
+/* The root attributes format = DATASET_FORMAT and format_version = DATASET_FORMAT_VERSION. */
+static int dataset_check_format(const char *path, hid_t fid, qf_err *e) {
     char why[256], fmt[64];
     int present;
-
-    /* format identity */
     if (h5_attr_str(fid, "format", fmt, sizeof fmt, &present, why, sizeof why) < 0)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: root attribute format %s", path, why);
     if (!present)
@@ -239,8 +236,37 @@ static int dataset_validate(qf_dataset *ds, qf_err *e) {
     if (ver != DATASET_FORMAT_VERSION)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: format_version %lld is not supported (this qwen-ft reads %d)",
                           path, (long long)ver, DATASET_FORMAT_VERSION);
+    return 0;
+}
 
-    /* datasets */
+/* doc_offsets o[noff] (read as int64 when the dataset is signed): none negative, o[0] = 0, monotone, ending at
+ * ntok. */
+static int dataset_check_offsets(const char *path, const uint64_t *o, int64_t noff, int off_signed, int64_t ntok,
+                                 qf_err *e) {
+    if (off_signed)
+        for (int64_t i = 0; i < noff; i++)
+            if ((int64_t)o[i] < 0)
+                return qf_err_set(e, QF_EXIT_INPUT, "%s: /doc_offsets[%lld] = %lld is negative", path, (long long)i,
+                                  (long long)(int64_t)o[i]);
+    if (o[0] != 0)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: /doc_offsets[0] = %llu, must be 0", path, (unsigned long long)o[0]);
+    for (int64_t i = 1; i < noff; i++)
+        if (o[i] < o[i - 1])
+            return qf_err_set(e, QF_EXIT_INPUT,
+                              "%s: /doc_offsets is not monotone: doc_offsets[%lld] = %llu < doc_offsets[%lld] = %llu",
+                              path, (long long)i, (unsigned long long)o[i], (long long)(i - 1),
+                              (unsigned long long)o[i - 1]);
+    if (o[noff - 1] != (uint64_t)ntok)
+        return qf_err_set(e, QF_EXIT_INPUT,
+                          "%s: /doc_offsets ends at %llu but /tokens has %lld tokens (the last offset must equal "
+                          "n_tokens)", path, (unsigned long long)o[noff - 1], (long long)ntok);
+    return 0;
+}
+
+/* Opens /tokens and /loss_mask (kept open in ds), checks their types and lengths, and reads and checks
+ * /doc_offsets into ds->doc_offsets [n_docs+1]; sets n_tokens and n_docs. */
+static int dataset_open_arrays(qf_dataset *ds, hid_t fid, qf_err *e) {
+    const char *path = ds->path;
     int64_t ntok = 0, nmask = 0, noff = 0;
     int off_signed = 0;
     hid_t dt = dataset_open_1d(path, fid, "/tokens", 4, 1, "uint32", &ntok, NULL, e);
@@ -264,39 +290,34 @@ static int dataset_validate(qf_dataset *ds, qf_err *e) {
     herr_t r = h5_range_io(doff, 0, off_signed ? H5T_NATIVE_INT64 : H5T_NATIVE_UINT64, 0, noff, ds->doc_offsets);
     H5Dclose(doff);
     if (r < 0) return qf_err_set(e, QF_EXIT_INPUT, "%s: cannot read /doc_offsets (file damaged?)", path);
-    const uint64_t *o = ds->doc_offsets;
-    if (off_signed)
-        for (int64_t i = 0; i < noff; i++)
-            if ((int64_t)o[i] < 0)
-                return qf_err_set(e, QF_EXIT_INPUT, "%s: /doc_offsets[%lld] = %lld is negative", path, (long long)i,
-                                  (long long)(int64_t)o[i]);
-    if (o[0] != 0)
-        return qf_err_set(e, QF_EXIT_INPUT, "%s: /doc_offsets[0] = %llu, must be 0", path, (unsigned long long)o[0]);
-    for (int64_t i = 1; i < noff; i++)
-        if (o[i] < o[i - 1])
-            return qf_err_set(e, QF_EXIT_INPUT,
-                              "%s: /doc_offsets is not monotone: doc_offsets[%lld] = %llu < doc_offsets[%lld] = %llu",
-                              path, (long long)i, (unsigned long long)o[i], (long long)(i - 1),
-                              (unsigned long long)o[i - 1]);
-    if (o[noff - 1] != (uint64_t)ntok)
-        return qf_err_set(e, QF_EXIT_INPUT,
-                          "%s: /doc_offsets ends at %llu but /tokens has %lld tokens (the last offset must equal "
-                          "n_tokens)", path, (unsigned long long)o[noff - 1], (long long)ntok);
+    return dataset_check_offsets(path, ds->doc_offsets, noff, off_signed, ntok, e);
+}
 
-    /* counts, when stored, must agree */
+/* The root attributes n_tokens and n_docs, when stored, agree with the datasets. */
+static int dataset_check_counts(const qf_dataset *ds, hid_t fid, qf_err *e) {
+    const char *path = ds->path;
+    char why[256];
+    int present;
     int64_t v = 0;
     if (h5_attr_i64(fid, "n_tokens", &v, &present, why, sizeof why) < 0)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: root attribute n_tokens %s", path, why);
-    if (present && v != ntok)
+    if (present && v != ds->n_tokens)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: attribute n_tokens = %lld but /tokens has %lld", path,
-                          (long long)v, (long long)ntok);
+                          (long long)v, (long long)ds->n_tokens);
     if (h5_attr_i64(fid, "n_docs", &v, &present, why, sizeof why) < 0)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: root attribute n_docs %s", path, why);
     if (present && v != ds->n_docs)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: attribute n_docs = %lld but /doc_offsets describes %lld documents",
                           path, (long long)v, (long long)ds->n_docs);
+    return 0;
+}
 
-    /* optional identity attributes */
+/* The optional identity attributes vocab_size (default 0), eos_token_id, pad_token_id (default -1) and
+ * tokenizer (default ""). */
+static int dataset_read_identity(qf_dataset *ds, hid_t fid, qf_err *e) {
+    const char *path = ds->path;
+    char why[256];
+    int present;
     ds->vocab_size = 0;
     if (h5_attr_i64(fid, "vocab_size", &ds->vocab_size, &present, why, sizeof why) < 0)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: root attribute vocab_size %s", path, why);
@@ -310,25 +331,36 @@ static int dataset_validate(qf_dataset *ds, qf_err *e) {
         return qf_err_set(e, QF_EXIT_INPUT, "%s: root attribute pad_token_id %s", path, why);
     if (h5_attr_str(fid, "tokenizer", ds->tokenizer, sizeof ds->tokenizer, &present, why, sizeof why) < 0)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: root attribute tokenizer %s", path, why);
+    return 0;
+}
 
-    /* token range: the stored max, or a scan when the file was made without it */
+/* ds->max_token: the stored max_token_id, or a scan of /tokens when the file was made without it. */
+static int dataset_read_max_token(qf_dataset *ds, hid_t fid, qf_err *e) {
+    const char *path = ds->path;
+    char why[256];
+    int present;
     if (h5_attr_i64(fid, "max_token_id", &ds->max_token, &present, why, sizeof why) < 0)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: root attribute max_token_id %s", path, why);
-    if (!present) {
-        int64_t mx = -1;
-        uint32_t *buf = qf_malloc((size_t)(ntok < DATASET_CHUNK ? (ntok ? ntok : 1) : DATASET_CHUNK) * sizeof *buf);
-        for (int64_t off = 0; off < ntok; off += DATASET_CHUNK) {
-            int64_t n = ntok - off < DATASET_CHUNK ? ntok - off : DATASET_CHUNK;
-            if (h5_range_io(dt, 0, H5T_NATIVE_UINT32, off, n, buf) < 0) {
-                free(buf);
-                return qf_err_set(e, QF_EXIT_INPUT, "%s: cannot read /tokens (file damaged?)", path);
-            }
-            for (int64_t i = 0; i < n; i++)
-                if ((int64_t)buf[i] > mx) mx = buf[i];
+    if (present) return 0;
+    int64_t ntok = ds->n_tokens, mx = -1;
+    uint32_t *buf = qf_malloc((size_t)(ntok < DATASET_CHUNK ? (ntok ? ntok : 1) : DATASET_CHUNK) * sizeof *buf);
+    for (int64_t off = 0; off < ntok; off += DATASET_CHUNK) {
+        int64_t n = ntok - off < DATASET_CHUNK ? ntok - off : DATASET_CHUNK;
+        if (h5_range_io((hid_t)ds->h5tokens, 0, H5T_NATIVE_UINT32, off, n, buf) < 0) {
+            free(buf);
+            return qf_err_set(e, QF_EXIT_INPUT, "%s: cannot read /tokens (file damaged?)", path);
         }
-        free(buf);
-        ds->max_token = mx;
+        for (int64_t i = 0; i < n; i++)
+            if ((int64_t)buf[i] > mx) mx = buf[i];
     }
+    free(buf);
+    ds->max_token = mx;
+    return 0;
+}
+
+/* The token ids (max_token, eos, pad) fit their types and vocab_size. */
+static int dataset_check_ids(const qf_dataset *ds, qf_err *e) {
+    const char *path = ds->path;
     if (ds->vocab_size > 0 && ds->max_token >= ds->vocab_size)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: token id %lld >= vocab_size %lld (max_token_id)", path,
                           (long long)ds->max_token, (long long)ds->vocab_size);
@@ -349,6 +381,19 @@ static int dataset_validate(qf_dataset *ds, qf_err *e) {
         return qf_err_set(e, QF_EXIT_INPUT, "%s: pad_token_id %lld >= vocab_size %lld", path,
                           (long long)ds->pad_token_id, (long long)ds->vocab_size);
     return 0;
+}
+
+/* Every check of dataset.h's qf_dataset_open, in the order a reader meets the file: identity, arrays, counts,
+ * optional attributes, token range. The first failure is the error. */
+static int dataset_validate(qf_dataset *ds, qf_err *e) {
+    hid_t fid = (hid_t)ds->h5file;
+    int rc = dataset_check_format(ds->path, fid, e);
+    if (!rc) rc = dataset_open_arrays(ds, fid, e);
+    if (!rc) rc = dataset_check_counts(ds, fid, e);
+    if (!rc) rc = dataset_read_identity(ds, fid, e);
+    if (!rc) rc = dataset_read_max_token(ds, fid, e);
+    if (!rc) rc = dataset_check_ids(ds, e);
+    return rc;
 }
 
 int qf_dataset_open(const char *path, qf_dataset *ds, qf_err *e) {

@@ -5,9 +5,12 @@
  *   tok_vocab.c     the store the loaders fill: decoded bytes per id, added tokens, the byte tokens
  *   tok_hf.c        tokenizer.json        tok_tiktoken.c   qwen.tiktoken
  *   tok_export.c    a qwen.tiktoken written as an equivalent tokenizer.json
+ *   tok_ids.c       qf_ids_push, the id array of tokenizer.h
  *   tokenizer.c     loading by path, encode (added tokens -> normalize -> pre-tokenize -> BPE), decode
- * Calls go one way: tokenizer.c -> tok_hf.c / tok_tiktoken.c -> tok_vocab.c, tok_map.c, tok_text.c; tok_bpe.c
- * serves tokenizer.c. */
+ * Calls go one way, no file calling back into one that calls it: tokenizer.c -> tok_hf.c / tok_tiktoken.c ->
+ * tok_vocab.c, tok_map.c, tok_text.c; tokenizer.c -> tok_bpe.c -> tok_map.c, tok_ids.c; tok_export.c (called
+ * from src/) -> tok_tiktoken.c's pattern, tok_map.c, tok_text.c. tok_ids.c, tok_map.c and tok_text.c call no
+ * other part. */
 #ifndef QF_TOK_IMPL_H
 #define QF_TOK_IMPL_H
 #define PCRE2_CODE_UNIT_WIDTH 8

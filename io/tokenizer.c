@@ -17,14 +17,6 @@
 
 #include "tok_impl.h"
 
-void qf_ids_push(qf_ids *a, int32_t id) {
-    if (a->n == a->cap) {
-        a->cap = a->cap ? 2 * a->cap : 256;
-        a->v = qf_realloc(a->v, a->cap * sizeof *a->v);
-    }
-    a->v[a->n++] = id;
-}
-
 /* ---- loading ------------------------------------------------------------------------------------------------- */
 
 static char *read_file(const char *path, size_t *len, qf_err *e) {

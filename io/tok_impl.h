@@ -125,13 +125,12 @@ pcre2_code *qf_tok_regex_compile(const char *pattern, size_t len, int literal, c
 
 /* ---- tok_bpe.c ---------------------------------------------------------------------------------------------- */
 
-/* Per-call scratch of the encoder (the tokenizer itself stays read-only, so threads may share it). */
+/* Per-call scratch of the merge loop (the tokenizer itself stays read-only, so threads may share it). */
 typedef struct qf_tok_scratch {
     struct qf_tok_sym *sym;
     size_t sym_cap;
     struct qf_tok_cand *heap;
     size_t heap_n, heap_cap;
-    pcre2_match_data *md;
 } qf_tok_scratch;
 /* Appends the ids of one pre-token p[n] (n >= 1). */
 void qf_tok_bpe(const qf_tokenizer *t, qf_tok_scratch *s, const char *p, size_t n, qf_ids *out);

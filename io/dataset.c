@@ -15,13 +15,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "h5util.h"
+#include "h5_impl.h"
 
 #define DATASET_FORMAT "qwen-ft-packed"
 #define DATASET_FORMAT_VERSION 1
 #define DATASET_CHUNK ((int64_t)1 << 20) /* elements per chunk, and per staged write */
 
-/* ---- HDF5 helpers (quiet mode and h5_close_id: h5util.h) ----------------------------------------------------- */
+/* ---- HDF5 helpers (quiet mode and h5_close_id: h5_impl.h) ---------------------------------------------------- */
 
 /* A short human name of an HDF5 datatype ("uint32", "int64", "float32", "string", ...). */
 static void h5_type_name(hid_t t, char *buf, size_t cap) {

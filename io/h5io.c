@@ -13,7 +13,7 @@
  * (H5S_SELECT_OR) of at most 2*ndim-1 rectangular blocks (3 for a 2-D tensor: partial first row, whole middle
  * rows, partial last row). Selected elements are transferred in row-major file order, which is the flat order.
  *
- * HDF5's own error stack printing is switched off inside every call here (and restored on return: h5util.h's quiet
+ * HDF5's own error stack printing is switched off inside every call here (and restored on return: h5_impl.h's quiet
  * mode): failures are reported through qf_err naming the file and the dataset or attribute, with HDF5's innermost
  * message appended. */
 #include "h5io.h"
@@ -25,7 +25,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "h5util.h"
+#include "h5_impl.h"
 
 /* Elements moved per H5Dwrite/H5Dread call: keeps every MPI-IO request under 2 GiB and bounds the
  * conversion buffer (64 Mi elements = 256 MiB of fp32). */

@@ -4,7 +4,8 @@
  * every rank and written by rank 0 alone, so MPI-IO buys nothing here. Datasets are chunked (1M elements) and
  * not compressed: the loader reads T-token ranges at random places, and with a filter every such read would
  * decompress a whole chunk. HDF5's automatic error printing is switched off around every call we make; each
- * failure is reported once, through qf_err, naming the file and what is wrong. */
+ * failure is reported once, through qf_err, naming the file and what is wrong. Static helpers are dataset_* and
+ * h5_* (ds_ is src/ds_config.c's DeepSpeed prefix). */
 #include "dataset.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -14,13 +15,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "h5util.h"
+#include "h5_impl.h"
 
-#define DS_FORMAT "qwen-ft-packed"
-#define DS_FORMAT_VERSION 1
-#define DS_CHUNK ((int64_t)1 << 20) /* elements per chunk, and per staged write */
+#define DATASET_FORMAT "qwen-ft-packed"
+#define DATASET_FORMAT_VERSION 1
+#define DATASET_CHUNK ((int64_t)1 << 20) /* elements per chunk, and per staged write */
 
-/* ---- HDF5 helpers (quiet mode and h5_close_id: h5util.h) ----------------------------------------------------- */
+/* ---- HDF5 helpers (quiet mode and h5_close_id: h5_impl.h) ---------------------------------------------------- */
 
 /* A short human name of an HDF5 datatype ("uint32", "int64", "float32", "string", ...). */
 static void h5_type_name(hid_t t, char *buf, size_t cap) {
@@ -158,8 +159,8 @@ static herr_t h5_range_io(hid_t d, int write, hid_t memtype, int64_t off, int64_
 
 /* Opens 1-D dataset `name`, checks its integer type (size bytes; want_unsigned: 1 = must be unsigned,
  * 0 = either sign); returns the id and its length, or -1 with an error naming the file. *is_signed gets the sign. */
-static hid_t ds_open_1d(const char *path, hid_t fid, const char *name, size_t size, int want_unsigned,
-                        const char *want, int64_t *len, int *is_signed, qf_err *e) {
+static hid_t dataset_open_1d(const char *path, hid_t fid, const char *name, size_t size, int want_unsigned,
+                             const char *want, int64_t *len, int *is_signed, qf_err *e) {
     if (H5Lexists(fid, name, H5P_DEFAULT) <= 0) {
         qf_err_set(e, QF_EXIT_INPUT, "%s: not a packed dataset: missing dataset %s", path, name);
         return -1;
@@ -215,55 +216,33 @@ static hid_t ds_open_1d(const char *path, hid_t fid, const char *name, size_t si
 
 /* ---- open / validate ----------------------------------------------------------------------------------------- */
 
-static int ds_validate(qf_dataset *ds, qf_err *e) {
-    const char *path = ds->path;
-    hid_t fid = (hid_t)ds->h5file;
+/* The root attributes format = DATASET_FORMAT and format_version = DATASET_FORMAT_VERSION. */
+static int dataset_check_format(const char *path, hid_t fid, qf_err *e) {
     char why[256], fmt[64];
     int present;
-
-    /* format identity */
     if (h5_attr_str(fid, "format", fmt, sizeof fmt, &present, why, sizeof why) < 0)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: root attribute format %s", path, why);
     if (!present)
         return qf_err_set(e, QF_EXIT_INPUT,
                           "%s: not a qwen-ft packed dataset: missing root attribute format (expected \"%s\"; "
-                          "make one with `qwen-ft prepare`)", path, DS_FORMAT);
-    if (strcmp(fmt, DS_FORMAT) != 0)
+                          "make one with `qwen-ft prepare`)", path, DATASET_FORMAT);
+    if (strcmp(fmt, DATASET_FORMAT) != 0)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: root attribute format is \"%s\", expected \"%s\"", path, fmt,
-                          DS_FORMAT);
+                          DATASET_FORMAT);
     int64_t ver = 0;
     if (h5_attr_i64(fid, "format_version", &ver, &present, why, sizeof why) < 0)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: root attribute format_version %s", path, why);
     if (!present) return qf_err_set(e, QF_EXIT_INPUT, "%s: missing root attribute format_version", path);
-    if (ver != DS_FORMAT_VERSION)
+    if (ver != DATASET_FORMAT_VERSION)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: format_version %lld is not supported (this qwen-ft reads %d)",
-                          path, (long long)ver, DS_FORMAT_VERSION);
+                          path, (long long)ver, DATASET_FORMAT_VERSION);
+    return 0;
+}
 
-    /* datasets */
-    int64_t ntok = 0, nmask = 0, noff = 0;
-    int off_signed = 0;
-    hid_t dt = ds_open_1d(path, fid, "/tokens", 4, 1, "uint32", &ntok, NULL, e);
-    if (dt < 0) return e->code;
-    ds->h5tokens = dt;
-    hid_t dm = ds_open_1d(path, fid, "/loss_mask", 1, 0, "uint8", &nmask, NULL, e);
-    if (dm < 0) return e->code;
-    ds->h5mask = dm;
-    if (nmask != ntok)
-        return qf_err_set(e, QF_EXIT_INPUT, "%s: /loss_mask has %lld elements but /tokens has %lld", path,
-                          (long long)nmask, (long long)ntok);
-    hid_t doff = ds_open_1d(path, fid, "/doc_offsets", 8, 0, "uint64", &noff, &off_signed, e);
-    if (doff < 0) return e->code;
-    if (noff < 1) {
-        H5Dclose(doff);
-        return qf_err_set(e, QF_EXIT_INPUT, "%s: /doc_offsets is empty (it holds n_docs+1 offsets, first 0)", path);
-    }
-    ds->n_tokens = ntok;
-    ds->n_docs = noff - 1;
-    ds->doc_offsets = qf_malloc((size_t)noff * sizeof(uint64_t));
-    herr_t r = h5_range_io(doff, 0, off_signed ? H5T_NATIVE_INT64 : H5T_NATIVE_UINT64, 0, noff, ds->doc_offsets);
-    H5Dclose(doff);
-    if (r < 0) return qf_err_set(e, QF_EXIT_INPUT, "%s: cannot read /doc_offsets (file damaged?)", path);
-    const uint64_t *o = ds->doc_offsets;
+/* doc_offsets o[noff] (read as int64 when the dataset is signed): none negative, o[0] = 0, monotone, ending at
+ * ntok. */
+static int dataset_check_offsets(const char *path, const uint64_t *o, int64_t noff, int off_signed, int64_t ntok,
+                                 qf_err *e) {
     if (off_signed)
         for (int64_t i = 0; i < noff; i++)
             if ((int64_t)o[i] < 0)
@@ -281,21 +260,64 @@ static int ds_validate(qf_dataset *ds, qf_err *e) {
         return qf_err_set(e, QF_EXIT_INPUT,
                           "%s: /doc_offsets ends at %llu but /tokens has %lld tokens (the last offset must equal "
                           "n_tokens)", path, (unsigned long long)o[noff - 1], (long long)ntok);
+    return 0;
+}
 
-    /* counts, when stored, must agree */
+/* Opens /tokens and /loss_mask (kept open in ds), checks their types and lengths, and reads and checks
+ * /doc_offsets into ds->doc_offsets [n_docs+1]; sets n_tokens and n_docs. */
+static int dataset_open_arrays(qf_dataset *ds, hid_t fid, qf_err *e) {
+    const char *path = ds->path;
+    int64_t ntok = 0, nmask = 0, noff = 0;
+    int off_signed = 0;
+    hid_t dt = dataset_open_1d(path, fid, "/tokens", 4, 1, "uint32", &ntok, NULL, e);
+    if (dt < 0) return e->code;
+    ds->h5tokens = dt;
+    hid_t dm = dataset_open_1d(path, fid, "/loss_mask", 1, 0, "uint8", &nmask, NULL, e);
+    if (dm < 0) return e->code;
+    ds->h5mask = dm;
+    if (nmask != ntok)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: /loss_mask has %lld elements but /tokens has %lld", path,
+                          (long long)nmask, (long long)ntok);
+    hid_t doff = dataset_open_1d(path, fid, "/doc_offsets", 8, 0, "uint64", &noff, &off_signed, e);
+    if (doff < 0) return e->code;
+    if (noff < 1) {
+        H5Dclose(doff);
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: /doc_offsets is empty (it holds n_docs+1 offsets, first 0)", path);
+    }
+    ds->n_tokens = ntok;
+    ds->n_docs = noff - 1;
+    ds->doc_offsets = qf_malloc((size_t)noff * sizeof(uint64_t));
+    herr_t r = h5_range_io(doff, 0, off_signed ? H5T_NATIVE_INT64 : H5T_NATIVE_UINT64, 0, noff, ds->doc_offsets);
+    H5Dclose(doff);
+    if (r < 0) return qf_err_set(e, QF_EXIT_INPUT, "%s: cannot read /doc_offsets (file damaged?)", path);
+    return dataset_check_offsets(path, ds->doc_offsets, noff, off_signed, ntok, e);
+}
+
+/* The root attributes n_tokens and n_docs, when stored, agree with the datasets. */
+static int dataset_check_counts(const qf_dataset *ds, hid_t fid, qf_err *e) {
+    const char *path = ds->path;
+    char why[256];
+    int present;
     int64_t v = 0;
     if (h5_attr_i64(fid, "n_tokens", &v, &present, why, sizeof why) < 0)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: root attribute n_tokens %s", path, why);
-    if (present && v != ntok)
+    if (present && v != ds->n_tokens)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: attribute n_tokens = %lld but /tokens has %lld", path,
-                          (long long)v, (long long)ntok);
+                          (long long)v, (long long)ds->n_tokens);
     if (h5_attr_i64(fid, "n_docs", &v, &present, why, sizeof why) < 0)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: root attribute n_docs %s", path, why);
     if (present && v != ds->n_docs)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: attribute n_docs = %lld but /doc_offsets describes %lld documents",
                           path, (long long)v, (long long)ds->n_docs);
+    return 0;
+}
 
-    /* optional identity attributes */
+/* The optional identity attributes vocab_size (default 0), eos_token_id, pad_token_id (default -1) and
+ * tokenizer (default ""). */
+static int dataset_read_identity(qf_dataset *ds, hid_t fid, qf_err *e) {
+    const char *path = ds->path;
+    char why[256];
+    int present;
     ds->vocab_size = 0;
     if (h5_attr_i64(fid, "vocab_size", &ds->vocab_size, &present, why, sizeof why) < 0)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: root attribute vocab_size %s", path, why);
@@ -309,25 +331,36 @@ static int ds_validate(qf_dataset *ds, qf_err *e) {
         return qf_err_set(e, QF_EXIT_INPUT, "%s: root attribute pad_token_id %s", path, why);
     if (h5_attr_str(fid, "tokenizer", ds->tokenizer, sizeof ds->tokenizer, &present, why, sizeof why) < 0)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: root attribute tokenizer %s", path, why);
+    return 0;
+}
 
-    /* token range: the stored max, or a scan when the file was made without it */
+/* ds->max_token: the stored max_token_id, or a scan of /tokens when the file was made without it. */
+static int dataset_read_max_token(qf_dataset *ds, hid_t fid, qf_err *e) {
+    const char *path = ds->path;
+    char why[256];
+    int present;
     if (h5_attr_i64(fid, "max_token_id", &ds->max_token, &present, why, sizeof why) < 0)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: root attribute max_token_id %s", path, why);
-    if (!present) {
-        int64_t mx = -1;
-        uint32_t *buf = qf_malloc((size_t)(ntok < DS_CHUNK ? (ntok ? ntok : 1) : DS_CHUNK) * sizeof *buf);
-        for (int64_t off = 0; off < ntok; off += DS_CHUNK) {
-            int64_t n = ntok - off < DS_CHUNK ? ntok - off : DS_CHUNK;
-            if (h5_range_io(dt, 0, H5T_NATIVE_UINT32, off, n, buf) < 0) {
-                free(buf);
-                return qf_err_set(e, QF_EXIT_INPUT, "%s: cannot read /tokens (file damaged?)", path);
-            }
-            for (int64_t i = 0; i < n; i++)
-                if ((int64_t)buf[i] > mx) mx = buf[i];
+    if (present) return 0;
+    int64_t ntok = ds->n_tokens, mx = -1;
+    uint32_t *buf = qf_malloc((size_t)(ntok < DATASET_CHUNK ? (ntok ? ntok : 1) : DATASET_CHUNK) * sizeof *buf);
+    for (int64_t off = 0; off < ntok; off += DATASET_CHUNK) {
+        int64_t n = ntok - off < DATASET_CHUNK ? ntok - off : DATASET_CHUNK;
+        if (h5_range_io((hid_t)ds->h5tokens, 0, H5T_NATIVE_UINT32, off, n, buf) < 0) {
+            free(buf);
+            return qf_err_set(e, QF_EXIT_INPUT, "%s: cannot read /tokens (file damaged?)", path);
         }
-        free(buf);
-        ds->max_token = mx;
+        for (int64_t i = 0; i < n; i++)
+            if ((int64_t)buf[i] > mx) mx = buf[i];
     }
+    free(buf);
+    ds->max_token = mx;
+    return 0;
+}
+
+/* The token ids (max_token, eos, pad) fit their types and vocab_size. */
+static int dataset_check_ids(const qf_dataset *ds, qf_err *e) {
+    const char *path = ds->path;
     if (ds->vocab_size > 0 && ds->max_token >= ds->vocab_size)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: token id %lld >= vocab_size %lld (max_token_id)", path,
                           (long long)ds->max_token, (long long)ds->vocab_size);
@@ -348,6 +381,19 @@ static int ds_validate(qf_dataset *ds, qf_err *e) {
         return qf_err_set(e, QF_EXIT_INPUT, "%s: pad_token_id %lld >= vocab_size %lld", path,
                           (long long)ds->pad_token_id, (long long)ds->vocab_size);
     return 0;
+}
+
+/* Every check of dataset.h's qf_dataset_open, in the order a reader meets the file: identity, arrays, counts,
+ * optional attributes, token range. The first failure is the error. */
+static int dataset_validate(qf_dataset *ds, qf_err *e) {
+    hid_t fid = (hid_t)ds->h5file;
+    int rc = dataset_check_format(ds->path, fid, e);
+    if (!rc) rc = dataset_open_arrays(ds, fid, e);
+    if (!rc) rc = dataset_check_counts(ds, fid, e);
+    if (!rc) rc = dataset_read_identity(ds, fid, e);
+    if (!rc) rc = dataset_read_max_token(ds, fid, e);
+    if (!rc) rc = dataset_check_ids(ds, e);
+    return rc;
 }
 
 int qf_dataset_open(const char *path, qf_dataset *ds, qf_err *e) {
@@ -371,7 +417,7 @@ int qf_dataset_open(const char *path, qf_dataset *ds, qf_err *e) {
             rc = qf_err_set(e, QF_EXIT_INPUT, "%s: cannot open as HDF5 (damaged, or locked by a writer?)", path);
         else {
             ds->h5file = fid;
-            rc = ds_validate(ds, e);
+            rc = dataset_validate(ds, e);
         }
     }
     h5_quiet_end(&q);
@@ -418,12 +464,12 @@ int qf_dataset_scan(const qf_dataset *ds, int64_t begin, int64_t end, qf_dataset
     if (begin < 0 || end > ds->n_tokens || begin > end)
         return qf_err_set(e, QF_EXIT_RUNTIME, "%s: scan of tokens [%lld, %lld) outside [0, %lld)", ds->path,
                           (long long)begin, (long long)end, (long long)ds->n_tokens);
-    int64_t cap = end - begin < DS_CHUNK ? (end - begin ? end - begin : 1) : DS_CHUNK;
+    int64_t cap = end - begin < DATASET_CHUNK ? (end - begin ? end - begin : 1) : DATASET_CHUNK;
     uint32_t *tok = qf_malloc((size_t)cap * sizeof *tok);
     uint8_t *mask = qf_malloc((size_t)cap);
     int rc = 0;
-    for (int64_t off = begin; off < end && !rc; off += DS_CHUNK) {
-        int64_t n = end - off < DS_CHUNK ? end - off : DS_CHUNK;
+    for (int64_t off = begin; off < end && !rc; off += DATASET_CHUNK) {
+        int64_t n = end - off < DATASET_CHUNK ? end - off : DATASET_CHUNK;
         if ((rc = qf_dataset_read(ds, off, n, tok, mask, e))) break;
         for (int64_t i = 0; i < n; i++) {
             if ((int64_t)tok[i] > r->max_token) {
@@ -485,17 +531,17 @@ void qf_dsb_free(qf_dataset_builder *b) {
 
 /* ---- write --------------------------------------------------------------------------------------------------- */
 
-/* Tokens and masks are copied into a staging buffer of DS_CHUNK elements and written one full buffer at a time,
- * so a subset of scattered documents costs one H5Dwrite per million tokens, not one per document. */
-typedef struct ds_stage {
+/* Tokens and masks are copied into a staging buffer of DATASET_CHUNK elements and written one full buffer at a
+ * time, so a subset of scattered documents costs one H5Dwrite per million tokens, not one per document. */
+typedef struct dataset_stage {
     hid_t dtok, dmask;
     uint32_t *tok; /* [cap] */
     uint8_t *mask; /* [cap] */
     int64_t fill, cap, written;
     int64_t max_token;
-} ds_stage;
+} dataset_stage;
 
-static int ds_stage_flush(ds_stage *s) {
+static int dataset_stage_flush(dataset_stage *s) {
     if (s->fill == 0) return 0;
     if (h5_range_io(s->dtok, 1, H5T_NATIVE_UINT32, s->written, s->fill, s->tok) < 0) return -1;
     if (h5_range_io(s->dmask, 1, H5T_NATIVE_UINT8, s->written, s->fill, s->mask) < 0) return -1;
@@ -504,7 +550,7 @@ static int ds_stage_flush(ds_stage *s) {
     return 0;
 }
 
-static int ds_stage_add(ds_stage *s, const uint32_t *t, const uint8_t *m, int64_t n) {
+static int dataset_stage_add(dataset_stage *s, const uint32_t *t, const uint8_t *m, int64_t n) {
     while (n > 0) {
         int64_t k = s->cap - s->fill < n ? s->cap - s->fill : n;
         memcpy(s->tok + s->fill, t, (size_t)k * sizeof *t);
@@ -515,18 +561,18 @@ static int ds_stage_add(ds_stage *s, const uint32_t *t, const uint8_t *m, int64_
         t += k;
         m += k;
         n -= k;
-        if (s->fill == s->cap && ds_stage_flush(s) < 0) return -1;
+        if (s->fill == s->cap && dataset_stage_flush(s) < 0) return -1;
     }
     return 0;
 }
 
-/* Creates a 1-D dataset of n elements of file type ft: chunked (min(n, DS_CHUNK)) unless empty. */
-static hid_t ds_create_1d(hid_t fid, const char *name, hid_t ft, int64_t n) {
+/* Creates a 1-D dataset of n elements of file type ft: chunked (min(n, DATASET_CHUNK)) unless empty. */
+static hid_t dataset_create_1d(hid_t fid, const char *name, hid_t ft, int64_t n) {
     hsize_t dim = (hsize_t)n;
     hid_t s = H5Screate_simple(1, &dim, NULL);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     if (n > 0) {
-        hsize_t chunk = (hsize_t)(n < DS_CHUNK ? n : DS_CHUNK);
+        hsize_t chunk = (hsize_t)(n < DATASET_CHUNK ? n : DATASET_CHUNK);
         H5Pset_chunk(dcpl, 1, &chunk);
     }
     hid_t d = H5Dcreate2(fid, name, ft, s, H5P_DEFAULT, dcpl, H5P_DEFAULT);
@@ -539,8 +585,8 @@ int qf_dataset_h5_attrs(int64_t file, int64_t n_docs, int64_t n_tokens, int64_t 
                         int64_t eos_id, int64_t pad_id, const char *tokenizer, const char *source) {
     hid_t fid = (hid_t)file;
     herr_t r = 0;
-    r |= h5_attr_write_str(fid, "format", DS_FORMAT);
-    r |= h5_attr_write_i64(fid, "format_version", DS_FORMAT_VERSION);
+    r |= h5_attr_write_str(fid, "format", DATASET_FORMAT);
+    r |= h5_attr_write_i64(fid, "format_version", DATASET_FORMAT_VERSION);
     r |= h5_attr_write_i64(fid, "n_docs", n_docs);
     r |= h5_attr_write_i64(fid, "n_tokens", n_tokens);
     r |= h5_attr_write_i64(fid, "vocab_size", vocab_size);
@@ -554,12 +600,12 @@ int qf_dataset_h5_attrs(int64_t file, int64_t n_docs, int64_t n_tokens, int64_t 
 
 int64_t qf_dataset_h5_create_1d(int64_t file, const char *name, int elem_bytes, int64_t n) {
     hid_t ft = elem_bytes == 4 ? H5T_STD_U32LE : elem_bytes == 1 ? H5T_STD_U8LE : H5T_STD_U64LE;
-    return (int64_t)ds_create_1d((hid_t)file, name, ft, n);
+    return (int64_t)dataset_create_1d((hid_t)file, name, ft, n);
 }
 
-static int ds_write_file(hid_t fid, const char *path, const qf_dataset_builder *b, const int64_t *docs, int64_t nd,
-                         int64_t vocab_size, int64_t eos_id, int64_t pad_id, const char *tokenizer,
-                         const char *source, qf_err *e) {
+static int dataset_write_file(hid_t fid, const char *path, const qf_dataset_builder *b, const int64_t *docs,
+                              int64_t nd, int64_t vocab_size, int64_t eos_id, int64_t pad_id, const char *tokenizer,
+                              const char *source, qf_err *e) {
     /* output offsets [nd+1] */
     uint64_t *off = qf_malloc((size_t)(nd + 1) * sizeof *off);
     off[0] = 0;
@@ -569,12 +615,13 @@ static int ds_write_file(hid_t fid, const char *path, const qf_dataset_builder *
         off[i + 1] = off[i] + (b->offsets[d + 1] - b->offsets[d]);
     }
     int64_t ntok = (int64_t)off[nd];
-    ds_stage s = {.dtok = -1, .dmask = -1, .cap = ntok < DS_CHUNK ? (ntok ? ntok : 1) : DS_CHUNK, .max_token = -1};
+    dataset_stage s = {.dtok = -1, .dmask = -1, .cap = ntok < DATASET_CHUNK ? (ntok ? ntok : 1) : DATASET_CHUNK,
+                       .max_token = -1};
     hid_t doff = -1;
     int rc = 0;
-    s.dtok = ds_create_1d(fid, "/tokens", H5T_STD_U32LE, ntok);
-    s.dmask = ds_create_1d(fid, "/loss_mask", H5T_STD_U8LE, ntok);
-    doff = ds_create_1d(fid, "/doc_offsets", H5T_STD_U64LE, nd + 1);
+    s.dtok = dataset_create_1d(fid, "/tokens", H5T_STD_U32LE, ntok);
+    s.dmask = dataset_create_1d(fid, "/loss_mask", H5T_STD_U8LE, ntok);
+    doff = dataset_create_1d(fid, "/doc_offsets", H5T_STD_U64LE, nd + 1);
     if (s.dtok < 0 || s.dmask < 0 || doff < 0) {
         rc = qf_err_set(e, QF_EXIT_INPUT, "%s: cannot create the datasets (disk full?)", path);
         goto done;
@@ -584,10 +631,10 @@ static int ds_write_file(hid_t fid, const char *path, const qf_dataset_builder *
     for (int64_t i = 0; i < nd && rc == 0; i++) {
         int64_t d = docs ? docs[i] : i;
         int64_t o0 = (int64_t)b->offsets[d], n = (int64_t)(b->offsets[d + 1] - b->offsets[d]);
-        if (ds_stage_add(&s, b->tokens + o0, b->mask + o0, n) < 0)
+        if (dataset_stage_add(&s, b->tokens + o0, b->mask + o0, n) < 0)
             rc = qf_err_set(e, QF_EXIT_INPUT, "%s: writing /tokens failed (disk full?)", path);
     }
-    if (rc == 0 && ds_stage_flush(&s) < 0)
+    if (rc == 0 && dataset_stage_flush(&s) < 0)
         rc = qf_err_set(e, QF_EXIT_INPUT, "%s: writing /tokens failed (disk full?)", path);
     if (rc == 0 && h5_range_io(doff, 1, H5T_NATIVE_UINT64, 0, nd + 1, off) < 0)
         rc = qf_err_set(e, QF_EXIT_INPUT, "%s: writing /doc_offsets failed (disk full?)", path);
@@ -625,8 +672,8 @@ int qf_dataset_write(const char *path, const qf_dataset_builder *b, const int64_
     if (fid < 0) {
         rc = qf_err_set(e, QF_EXIT_INPUT, "%s: cannot create an HDF5 file", tmp);
     } else {
-        rc = ds_write_file(fid, path, b, docs, docs ? ndocs : b->n_docs, vocab_size, eos_id, pad_id, tokenizer,
-                           source, e);
+        rc = dataset_write_file(fid, path, b, docs, docs ? ndocs : b->n_docs, vocab_size, eos_id, pad_id, tokenizer,
+                                source, e);
         if (H5Fclose(fid) < 0 && rc == 0) rc = qf_err_set(e, QF_EXIT_INPUT, "%s: closing failed (disk full?)", tmp);
     }
     h5_quiet_end(&q);

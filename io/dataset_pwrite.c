@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "dataset.h"
-#include "h5util.h"
+#include "h5_impl.h"
 
 struct qf_dsp {
     MPI_Comm comm;

@@ -13,7 +13,7 @@
  * (H5S_SELECT_OR) of at most 2*ndim-1 rectangular blocks (3 for a 2-D tensor: partial first row, whole middle
  * rows, partial last row). Selected elements are transferred in row-major file order, which is the flat order.
  *
- * HDF5's own error stack printing is switched off inside every call here (and restored on return: h5util.h's quiet
+ * HDF5's own error stack printing is switched off inside every call here (and restored on return: h5_impl.h's quiet
  * mode): failures are reported through qf_err naming the file and the dataset or attribute, with HDF5's innermost
  * message appended. */
 #include "h5io.h"
@@ -25,7 +25,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "h5util.h"
+#include "h5_impl.h"
 
 /* Elements moved per H5Dwrite/H5Dread call: keeps every MPI-IO request under 2 GiB and bounds the
  * conversion buffer (64 Mi elements = 256 MiB of fp32). */
@@ -453,13 +453,11 @@ int qf_h5_check_shape(qf_h5 *f, const char *group, const char *name, int ndim, c
                       b);
 }
 
-int qf_h5_write_f32(qf_h5 *f, const char *group, const char *name, int ndim, const int64_t *shape, qf_dtype dt,
-                    int64_t off, int64_t n, const float *data, qf_err *e) {
-    char p[1024];
-    if (join_path(p, sizeof p, group, name) < 0)
-        return qf_err_set(e, QF_EXIT_INPUT, "%s: dataset name too long", f->path);
+/* dims[ndim] of a write's dataset from shape; an error naming the dataset when the rank or a dimension is bad or
+ * [off, off+n) is outside its elements. */
+static int write_check_range(const qf_h5 *f, const char *p, int ndim, const int64_t *shape, int64_t off, int64_t n,
+                             hsize_t *dims, qf_err *e) {
     if (ndim < 0 || ndim > 32) return qf_err_set(e, QF_EXIT_INPUT, "%s: %s: bad rank %d", f->path, p, ndim);
-    hsize_t dims[32];
     int64_t numel = 1;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0) return qf_err_set(e, QF_EXIT_INPUT, "%s: %s: negative dimension", f->path, p);
@@ -469,101 +467,129 @@ int qf_h5_write_f32(qf_h5 *f, const char *group, const char *name, int ndim, con
     if (off < 0 || n < 0 || off + n > numel)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: %s: range [%lld, %lld) outside its %lld elements", f->path, p,
                           (long long)off, (long long)(off + n), (long long)numel);
-    hid_t ft = file_type(f, dt);
-    h5_quiet q;
-    h5_quiet_begin(&q);
-    int rc = 0;
-    hid_t d = -1, fs = -1, ms = -1;
-    void *buf = NULL;
-    float dummy = 0; /* a non-NULL buffer for ranks that write nothing */
+    return 0;
+}
+
+/* Opens existing dataset p into *d (a later range of it) when it has dims[ndim] and file type ft; an error
+ * otherwise (*d may then be open: the caller closes it). */
+static int dset_reuse(const qf_h5 *f, const char *p, int ndim, const hsize_t *dims, hid_t ft, hid_t *d, qf_err *e) {
+    *d = H5Dopen2(f->file, p, H5P_DEFAULT);
+    if (*d < 0) {
+        char det[300] = "";
+        h5_detail(det, sizeof det);
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: %s exists and is not a dataset%s", f->path, p, det);
+    }
+    hid_t s = H5Dget_space(*d), t = H5Dget_type(*d);
+    int same = H5Sget_simple_extent_ndims(s) == ndim && H5Tequal(t, ft) > 0;
+    if (same) {
+        hsize_t have[32];
+        H5Sget_simple_extent_dims(s, have, NULL);
+        for (int i = 0; i < ndim; i++) same &= have[i] == dims[i];
+    }
+    H5Sclose(s);
+    H5Tclose(t);
+    if (!same) return qf_err_set(e, QF_EXIT_INPUT, "%s: dataset %s exists with another shape or type", f->path, p);
+    return 0;
+}
+
+/* Creates dataset p [dims[ndim]] of file type ft into *d, with its intermediate groups, allocated at once and
+ * never filled (every element is written by some rank). */
+static int dset_create(const qf_h5 *f, const char *p, int ndim, const hsize_t *dims, hid_t ft, hid_t *d, qf_err *e) {
     char det[300] = "";
+    hid_t s = H5Screate_simple(ndim, dims, NULL);
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_create_intermediate_group(lcpl, 1);
+    H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
+    H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY);
+    *d = H5Dcreate2(f->file, p, ft, s, lcpl, dcpl, H5P_DEFAULT);
+    if (*d < 0) h5_detail(det, sizeof det);
+    H5Pclose(dcpl);
+    H5Pclose(lcpl);
+    H5Sclose(s);
+    if (*d < 0) return qf_err_set(e, QF_EXIT_RUNTIME, "%s: cannot create dataset %s%s", f->path, p, det);
+    return 0;
+}
 
-    /* create, or reuse an existing dataset of the same shape and type (a later range of it) */
-    if (path_exists(f->file, p)) {
-        d = H5Dopen2(f->file, p, H5P_DEFAULT);
-        if (d < 0) {
-            h5_detail(det, sizeof det);
-            rc = qf_err_set(e, QF_EXIT_INPUT, "%s: %s exists and is not a dataset%s", f->path, p, det);
-            goto done_open;
-        }
-        hid_t s = H5Dget_space(d), t = H5Dget_type(d);
-        int same = H5Sget_simple_extent_ndims(s) == ndim && H5Tequal(t, ft) > 0;
-        if (same) {
-            hsize_t have[32];
-            H5Sget_simple_extent_dims(s, have, NULL);
-            for (int i = 0; i < ndim; i++) same &= have[i] == dims[i];
-        }
-        H5Sclose(s);
-        H5Tclose(t);
-        if (!same) {
-            rc = qf_err_set(e, QF_EXIT_INPUT, "%s: dataset %s exists with another shape or type", f->path, p);
-            goto done_open;
-        }
-    } else {
-        hid_t s = H5Screate_simple(ndim, dims, NULL);
-        hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
-        hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-        H5Pset_create_intermediate_group(lcpl, 1);
-        H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER); /* every element is written by some rank */
-        H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY);
-        d = H5Dcreate2(f->file, p, ft, s, lcpl, dcpl, H5P_DEFAULT);
-        if (d < 0) h5_detail(det, sizeof det);
-        H5Pclose(dcpl);
-        H5Pclose(lcpl);
-        H5Sclose(s);
-        if (d < 0) {
-            rc = qf_err_set(e, QF_EXIT_RUNTIME, "%s: cannot create dataset %s%s", f->path, p, det);
-            goto done_open;
-        }
+/* data[m] in the memory type of dt: the bf16 or fp16 conversion in buf[m], or data itself for fp32. */
+static const void *write_convert(qf_dtype dt, const float *data, int64_t m, uint16_t *buf) {
+    if (dt == QF_DT_BF16) {
+        for (int64_t i = 0; i < m; i++) buf[i] = qf_f32_to_bf16(data[i]);
+        return buf;
     }
+    if (dt == QF_DT_F16) {
+        for (int64_t i = 0; i < m; i++) buf[i] = qf_f32_to_f16(data[i]);
+        return buf;
+    }
+    return data;
+}
 
-done_open:; /* (a label needs a statement before the declaration: C11) */
-    int who = agree(f, rc != 0);
-    if (who >= 0) {
-        if (!rc) rc = qf_err_set(e, QF_EXIT_RUNTIME, "%s: creating dataset %s failed on rank %d", f->path, p, who);
-        goto done;
+/* One collective H5Dwrite of src[m] (file type ft) to flat range [at, at+m) of d (dataspace fs). < 0 on failure,
+ * with the reason in det[cap]. */
+static herr_t write_round(const qf_h5 *f, hid_t d, hid_t fs, hid_t ft, const void *src, int64_t at, int64_t m,
+                          char *det, size_t cap) {
+    float dummy = 0; /* a non-NULL buffer for ranks that write nothing */
+    hid_t ms = mem_space(m);
+    herr_t st = select_flat(fs, at, m);
+    if (st >= 0) st = H5Dwrite(d, ft, ms, fs, f->dxpl_coll, m ? src : (const void *)&dummy);
+    H5Sclose(ms);
+    if (st >= 0 && f->fail_writes) {
+        st = -1;
+        snprintf(det, cap, " (injected fault: h5write)");
+    } else if (st < 0) {
+        h5_detail(det, cap);
+        if (!det[0]) snprintf(det, cap, " (no space left on the device, a quota, or an I/O error)");
     }
-    /* Collective rounds of at most QF_H5_CHUNK elements per rank; every rank does the same number. */
+    return st;
+}
+
+/* data[n] to flat range [off, off+n) of dataset p (open as d) in collective rounds of at most QF_H5_CHUNK
+ * elements per rank; every rank does the same number, and every rank stops at a round that failed on any. */
+static int write_rounds(const qf_h5 *f, const char *p, hid_t d, hid_t ft, qf_dtype dt, int64_t off, int64_t n,
+                        const float *data, qf_err *e) {
     int64_t rounds = (n + QF_H5_CHUNK - 1) / QF_H5_CHUNK, maxr = 0;
     MPI_Allreduce(&rounds, &maxr, 1, MPI_INT64_T, MPI_MAX, f->comm);
+    uint16_t *buf = NULL;
     if (dt != QF_DT_F32) buf = qf_malloc((size_t)(n < QF_H5_CHUNK ? n : QF_H5_CHUNK) * sizeof(uint16_t));
-    fs = H5Dget_space(d);
+    hid_t fs = H5Dget_space(d);
+    char det[300] = "";
+    int rc = 0;
     for (int64_t r = 0; r < maxr; r++) {
         int64_t a = r * QF_H5_CHUNK < n ? r * QF_H5_CHUNK : n;
         int64_t m = n - a < QF_H5_CHUNK ? n - a : QF_H5_CHUNK;
-        const void *src = data + a;
-        if (dt == QF_DT_BF16) {
-            uint16_t *h = buf;
-            for (int64_t i = 0; i < m; i++) h[i] = qf_f32_to_bf16(data[a + i]);
-            src = h;
-        } else if (dt == QF_DT_F16) {
-            uint16_t *h = buf;
-            for (int64_t i = 0; i < m; i++) h[i] = qf_f32_to_f16(data[a + i]);
-            src = h;
-        }
-        ms = mem_space(m);
-        herr_t st = select_flat(fs, off + a, m);
-        if (st >= 0) st = H5Dwrite(d, ft, ms, fs, f->dxpl_coll, m ? src : (const void *)&dummy);
-        H5Sclose(ms);
-        ms = -1;
-        if (st >= 0 && f->fail_writes) {
-            st = -1;
-            snprintf(det, sizeof det, " (injected fault: h5write)");
-        } else if (st < 0) {
-            h5_detail(det, sizeof det);
-            if (!det[0]) snprintf(det, sizeof det, " (no space left on the device, a quota, or an I/O error)");
-        }
+        herr_t st = write_round(f, d, fs, ft, write_convert(dt, data + a, m, buf), off + a, m, det, sizeof det);
         if (st < 0) rc = qf_err_set(e, QF_EXIT_RUNTIME, "%s: writing dataset %s failed%s", f->path, p, det);
-        int who = agree(f, st < 0); /* every rank stops at this round, whichever failed */
+        int who = agree(f, st < 0);
         if (who >= 0) {
             if (!rc) rc = qf_err_set(e, QF_EXIT_RUNTIME, "%s: writing dataset %s failed on rank %d", f->path, p, who);
-            goto done;
+            break;
         }
     }
-done:
     free(buf);
-    if (ms >= 0) H5Sclose(ms);
     if (fs >= 0) H5Sclose(fs);
+    return rc;
+}
+
+int qf_h5_write_f32(qf_h5 *f, const char *group, const char *name, int ndim, const int64_t *shape, qf_dtype dt,
+                    int64_t off, int64_t n, const float *data, qf_err *e) {
+    char p[1024];
+    if (join_path(p, sizeof p, group, name) < 0)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: dataset name too long", f->path);
+    hsize_t dims[32];
+    int rc = write_check_range(f, p, ndim, shape, off, n, dims, e);
+    if (rc) return rc;
+    hid_t ft = file_type(f, dt);
+    h5_quiet q;
+    h5_quiet_begin(&q);
+    hid_t d = -1;
+    /* create, or reuse an existing dataset of the same shape and type (a later range of it) */
+    rc = path_exists(f->file, p) ? dset_reuse(f, p, ndim, dims, ft, &d, e) : dset_create(f, p, ndim, dims, ft, &d, e);
+    int who = agree(f, rc != 0);
+    if (who >= 0) {
+        if (!rc) rc = qf_err_set(e, QF_EXIT_RUNTIME, "%s: creating dataset %s failed on rank %d", f->path, p, who);
+    } else {
+        rc = write_rounds(f, p, d, ft, dt, off, n, data, e);
+    }
     if (d >= 0) H5Dclose(d);
     h5_quiet_end(&q);
     return rc;

@@ -82,8 +82,9 @@ static int st_check_overlap(const qf_st *st, int fi, const char *path, qf_err *e
     return rc;
 }
 
-/* Maps path and appends its tensors to st (file index = st->nfiles). */
-static int st_add_file(qf_st *st, const char *path, qf_err *e) {
+/* Maps path read-only into *map[*len]; an error naming the file when it cannot be opened or is shorter than the
+ * 8-byte header length. */
+static int st_map_file(const char *path, void **map, size_t *len, qf_err *e) {
     int fd = open(path, O_RDONLY);
     if (fd < 0) return qf_err_set(e, QF_EXIT_INPUT, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
@@ -92,17 +93,21 @@ static int st_add_file(qf_st *st, const char *path, qf_err *e) {
         close(fd);
         return qf_err_set(e, QF_EXIT_INPUT, "%s: cannot stat: %s", path, strerror(err));
     }
-    size_t len = (size_t)sb.st_size;
-    if (len < 8) {
+    *len = (size_t)sb.st_size;
+    if (*len < 8) {
         close(fd);
         return qf_err_set(e, QF_EXIT_INPUT, "%s: not a safetensors file (%zu bytes, shorter than the 8-byte header "
-                          "length)", path, len);
+                          "length)", path, *len);
     }
-    void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    *map = mmap(NULL, *len, PROT_READ, MAP_PRIVATE, fd, 0);
     int err = errno;
     close(fd);
-    if (map == MAP_FAILED) return qf_err_set(e, QF_EXIT_INPUT, "%s: cannot map: %s", path, strerror(err));
+    if (*map == MAP_FAILED) return qf_err_set(e, QF_EXIT_INPUT, "%s: cannot map: %s", path, strerror(err));
+    return 0;
+}
 
+/* Records mapped file path as st's next file (qf_st_close unmaps it); returns its index. */
+static int st_push_file(qf_st *st, const char *path, void *map, size_t len) {
     int fi = st->nfiles++;
     st->files = qf_realloc(st->files, (size_t)st->nfiles * sizeof *st->files);
     st->maps = qf_realloc(st->maps, (size_t)st->nfiles * sizeof *st->maps);
@@ -110,7 +115,71 @@ static int st_add_file(qf_st *st, const char *path, qf_err *e) {
     st->files[fi] = qf_strdup(path);
     st->maps[fi] = map;
     st->map_len[fi] = len;
+    return fi;
+}
 
+/* t->shape [t->ndim] and t->numel from the JSON array js; -1 when a dimension is not an integer in 0..2^40 or
+ * the product exceeds 2^44 (checked before multiplying). */
+static int st_parse_shape(const json_t *js, qf_st_tensor *t) {
+    t->ndim = (int)json_array_size(js);
+    t->numel = 1;
+    for (int i = 0; i < t->ndim; i++) {
+        int64_t d;
+        if (json_i64(json_array_get(js, (size_t)i), &d) < 0 || d < 0 || d > ((int64_t)1 << 40) ||
+            (d > 0 && t->numel > (((int64_t)1 << 44) / d)))
+            return -1;
+        t->shape[i] = d;
+        t->numel *= d;
+    }
+    return 0;
+}
+
+/* Header entry key: val into *t (all but name and file): dtype, shape, and data_offsets within the data region
+ * data[dlen], whose byte count must match shape and dtype when the dtype is known. */
+static int st_parse_tensor(const char *path, const char *key, const json_t *val, const uint8_t *data,
+                           uint64_t dlen, qf_st_tensor *t, qf_err *e) {
+    json_t *jd = json_object_get(val, "dtype"), *js = json_object_get(val, "shape"),
+           *jo = json_object_get(val, "data_offsets");
+    if (!json_is_object(val) || !json_is_string(jd) || !json_is_array(js) || !json_is_array(jo) ||
+        json_array_size(jo) != 2)
+        return qf_err_set(e, QF_EXIT_INPUT,
+                          "%s: tensor %s: header entry needs \"dtype\" (string), \"shape\" (array) and "
+                          "\"data_offsets\" ([begin, end])", path, key);
+    memset(t, 0, sizeof *t);
+    const char *ds = json_string_value(jd);
+    snprintf(t->dtype, sizeof t->dtype, "%s", ds);
+    if (strlen(ds) >= sizeof t->dtype) snprintf(t->dtype, sizeof t->dtype, "?");
+    size_t nd = json_array_size(js);
+    if (nd > 8) return qf_err_set(e, QF_EXIT_INPUT, "%s: tensor %s has %zu dimensions (at most 8)", path, key, nd);
+    if (st_parse_shape(js, t) < 0)
+        return qf_err_set(e, QF_EXIT_INPUT,
+                          "%s: tensor %s: bad shape (each dimension an integer in 0..2^40, at most 2^44 elements in "
+                          "all)", path, key);
+    int64_t begin, end;
+    if (json_i64(json_array_get(jo, 0), &begin) < 0 || json_i64(json_array_get(jo, 1), &end) < 0 || begin < 0 ||
+        end < begin)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: tensor %s: bad data_offsets", path, key);
+    if ((uint64_t)end > dlen)
+        return qf_err_set(e, QF_EXIT_INPUT,
+                          "%s: tensor %s: data_offsets [%lld, %lld] run past the end of the data (%llu bytes): "
+                          "truncated file?", path, key, (long long)begin, (long long)end, (unsigned long long)dlen);
+    int es = dtype_size(t->dtype);
+    if (es && end - begin != t->numel * es)
+        return qf_err_set(e, QF_EXIT_INPUT,
+                          "%s: tensor %s: %lld bytes in data_offsets but shape and dtype %s need %lld", path, key,
+                          (long long)(end - begin), t->dtype, (long long)(t->numel * es));
+    t->data = data + begin;
+    t->nbytes = end - begin;
+    return 0;
+}
+
+/* Maps path and appends its tensors to st (file index = st->nfiles). */
+static int st_add_file(qf_st *st, const char *path, qf_err *e) {
+    void *map = NULL;
+    size_t len = 0;
+    int rc = st_map_file(path, &map, &len, e);
+    if (rc) return rc;
+    int fi = st_push_file(st, path, map, len);
     const uint8_t *b = map;
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | b[i];
@@ -128,71 +197,14 @@ static int st_add_file(qf_st *st, const char *path, qf_err *e) {
         json_decref(root);
         return qf_err_set(e, QF_EXIT_INPUT, "%s: header is not a JSON object", path);
     }
-    int rc = 0;
     const char *key;
     json_t *val;
     json_object_foreach(root, key, val) {
         if (strcmp(key, "__metadata__") == 0) continue;
-        json_t *jd = json_object_get(val, "dtype"), *js = json_object_get(val, "shape"),
-               *jo = json_object_get(val, "data_offsets");
-        if (!json_is_object(val) || !json_is_string(jd) || !json_is_array(js) || !json_is_array(jo) ||
-            json_array_size(jo) != 2) {
-            rc = qf_err_set(e, QF_EXIT_INPUT,
-                            "%s: tensor %s: header entry needs \"dtype\" (string), \"shape\" (array) and "
-                            "\"data_offsets\" ([begin, end])", path, key);
-            break;
-        }
         qf_st_tensor t;
-        memset(&t, 0, sizeof t);
-        const char *ds = json_string_value(jd);
-        snprintf(t.dtype, sizeof t.dtype, "%s", ds);
-        if (strlen(ds) >= sizeof t.dtype) snprintf(t.dtype, sizeof t.dtype, "?");
-        size_t nd = json_array_size(js);
-        if (nd > 8) {
-            rc = qf_err_set(e, QF_EXIT_INPUT, "%s: tensor %s has %zu dimensions (at most 8)", path, key, nd);
-            break;
-        }
-        t.ndim = (int)nd;
-        t.numel = 1;
-        int bad = 0;
-        for (size_t i = 0; i < nd; i++) {
-            int64_t d;
-            /* each dimension and the product at most 2^44, checked before multiplying */
-            if (json_i64(json_array_get(js, i), &d) < 0 || d < 0 || d > ((int64_t)1 << 40) ||
-                (d > 0 && t.numel > (((int64_t)1 << 44) / d))) {
-                bad = 1;
-                break;
-            }
-            t.shape[i] = d;
-            t.numel *= d;
-        }
-        if (bad) {
-            rc = qf_err_set(e, QF_EXIT_INPUT, "%s: tensor %s: bad shape (each dimension an integer in 0..2^40, at most 2^44 elements in all)", path, key);
-            break;
-        }
-        int64_t begin, end;
-        if (json_i64(json_array_get(jo, 0), &begin) < 0 || json_i64(json_array_get(jo, 1), &end) < 0 || begin < 0 ||
-            end < begin) {
-            rc = qf_err_set(e, QF_EXIT_INPUT, "%s: tensor %s: bad data_offsets", path, key);
-            break;
-        }
-        if ((uint64_t)end > dlen) {
-            rc = qf_err_set(e, QF_EXIT_INPUT,
-                            "%s: tensor %s: data_offsets [%lld, %lld] run past the end of the data (%llu bytes): "
-                            "truncated file?", path, key, (long long)begin, (long long)end, (unsigned long long)dlen);
-            break;
-        }
-        int es = dtype_size(t.dtype);
-        if (es && end - begin != t.numel * es) {
-            rc = qf_err_set(e, QF_EXIT_INPUT,
-                            "%s: tensor %s: %lld bytes in data_offsets but shape and dtype %s need %lld", path, key,
-                            (long long)(end - begin), t.dtype, (long long)(t.numel * es));
-            break;
-        }
+        if ((rc = st_parse_tensor(path, key, val, data, dlen, &t, e))) break;
         t.name = qf_strdup(key);
         t.file = fi;
-        t.data = data + begin;
-        t.nbytes = end - begin;
         st->t = qf_realloc(st->t, (size_t)(st->ntensors + 1) * sizeof *st->t);
         st->t[st->ntensors++] = t;
     }

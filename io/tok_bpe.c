@@ -156,10 +156,8 @@ void qf_tok_bpe(const qf_tokenizer *t, qf_tok_scratch *s, const char *p, size_t 
 void qf_tok_scratch_free(qf_tok_scratch *s) {
     free(s->sym);
     free(s->heap);
-    if (s->md) pcre2_match_data_free(s->md);
     s->sym = NULL;
     s->heap = NULL;
-    s->md = NULL;
 }
 
 void qf_tok_bpe_memo(qf_tokenizer *t) {

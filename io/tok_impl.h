@@ -5,9 +5,12 @@
  *   tok_vocab.c     the store the loaders fill: decoded bytes per id, added tokens, the byte tokens
  *   tok_hf.c        tokenizer.json        tok_tiktoken.c   qwen.tiktoken
  *   tok_export.c    a qwen.tiktoken written as an equivalent tokenizer.json
+ *   tok_ids.c       qf_ids_push, the id array of tokenizer.h
  *   tokenizer.c     loading by path, encode (added tokens -> normalize -> pre-tokenize -> BPE), decode
- * Calls go one way: tokenizer.c -> tok_hf.c / tok_tiktoken.c -> tok_vocab.c, tok_map.c, tok_text.c; tok_bpe.c
- * serves tokenizer.c. */
+ * Calls go one way, no file calling back into one that calls it: tokenizer.c -> tok_hf.c / tok_tiktoken.c ->
+ * tok_vocab.c, tok_map.c, tok_text.c; tokenizer.c -> tok_bpe.c -> tok_map.c, tok_ids.c; tok_export.c (called
+ * from src/) -> tok_tiktoken.c's pattern, tok_map.c, tok_text.c. tok_ids.c, tok_map.c and tok_text.c call no
+ * other part. */
 #ifndef QF_TOK_IMPL_H
 #define QF_TOK_IMPL_H
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -122,13 +125,12 @@ pcre2_code *qf_tok_regex_compile(const char *pattern, size_t len, int literal, c
 
 /* ---- tok_bpe.c ---------------------------------------------------------------------------------------------- */
 
-/* Per-call scratch of the encoder (the tokenizer itself stays read-only, so threads may share it). */
+/* Per-call scratch of the merge loop (the tokenizer itself stays read-only, so threads may share it). */
 typedef struct qf_tok_scratch {
     struct qf_tok_sym *sym;
     size_t sym_cap;
     struct qf_tok_cand *heap;
     size_t heap_n, heap_cap;
-    pcre2_match_data *md;
 } qf_tok_scratch;
 /* Appends the ids of one pre-token p[n] (n >= 1). */
 void qf_tok_bpe(const qf_tokenizer *t, qf_tok_scratch *s, const char *p, size_t n, qf_ids *out);

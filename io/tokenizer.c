@@ -17,14 +17,6 @@
 
 #include "tok_impl.h"
 
-void qf_ids_push(qf_ids *a, int32_t id) {
-    if (a->n == a->cap) {
-        a->cap = a->cap ? 2 * a->cap : 256;
-        a->v = qf_realloc(a->v, a->cap * sizeof *a->v);
-    }
-    a->v[a->n++] = id;
-}
-
 /* ---- loading ------------------------------------------------------------------------------------------------- */
 
 static char *read_file(const char *path, size_t *len, qf_err *e) {
@@ -129,7 +121,8 @@ void qf_tok_free(qf_tokenizer *t) {
 
 typedef struct enc_ctx {
     const qf_tokenizer *t;
-    qf_tok_scratch s;
+    qf_tok_scratch s;      /* tok_bpe.c's */
+    pcre2_match_data *md;  /* the pre-tokenizer's matches */
     qf_ids *out;
     qf_err *e;
 } enc_ctx;
@@ -143,9 +136,9 @@ static int pre_tokenize(enc_ctx *c, const char *p, size_t n, int k) {
     }
     size_t pos = 0, gap = 0;
     while (pos < n) {
-        int rc = pcre2_match(c->t->re[k], (PCRE2_SPTR)p, n, pos, PCRE2_NO_UTF_CHECK, c->s.md, NULL);
+        int rc = pcre2_match(c->t->re[k], (PCRE2_SPTR)p, n, pos, PCRE2_NO_UTF_CHECK, c->md, NULL);
         if (rc == PCRE2_ERROR_JIT_STACKLIMIT) /* the interpreter keeps its backtracking on the heap */
-            rc = pcre2_match(c->t->re[k], (PCRE2_SPTR)p, n, pos, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, c->s.md, NULL);
+            rc = pcre2_match(c->t->re[k], (PCRE2_SPTR)p, n, pos, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, c->md, NULL);
         if (rc == PCRE2_ERROR_NOMATCH) break;
         if (rc < 0) {
             PCRE2_UCHAR msg[256];
@@ -153,7 +146,7 @@ static int pre_tokenize(enc_ctx *c, const char *p, size_t n, int k) {
             return qf_err_set(c->e, QF_EXIT_INPUT, "tokenizer: pre-tokenizer pattern failed on a %zu-byte piece: %s",
                               n, (const char *)msg);
         }
-        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(c->s.md);
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(c->md);
         size_t a = ov[0], b = ov[1];
         if (a == b) { /* an empty match splits nothing: go on after the next character */
             pos = a + 1;
@@ -208,9 +201,8 @@ int qf_tok_encode(const qf_tokenizer *t, const char *utf8, size_t len, qf_ids *o
     size_t bad = qf_tok_utf8_check(utf8, len);
     if (bad < len) return qf_err_set(e, QF_EXIT_INPUT, "tokenizer: the text is not valid UTF-8 at byte offset %zu", bad);
     if (!len) return 0;
-    enc_ctx c = {t, {0}, out, e};
-    c.s.md = pcre2_match_data_create(1, NULL);
-    if (!c.s.md) QF_FATAL("out of memory");
+    enc_ctx c = {t, {0}, pcre2_match_data_create(1, NULL), out, e};
+    if (!c.md) QF_FATAL("out of memory");
     const char *text = utf8;
     size_t n = len;
     if (t->nfc_whole) {
@@ -220,6 +212,7 @@ int qf_tok_encode(const qf_tokenizer *t, const char *utf8, size_t len, qf_ids *o
     int rc = split_added(&c, text, n, 0);
     if (text != utf8) free((char *)text);
     qf_tok_scratch_free(&c.s);
+    pcre2_match_data_free(c.md);
     return rc;
 }
 

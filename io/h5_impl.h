@@ -1,11 +1,11 @@
-/* h5util.h — the HDF5 helpers io/h5io.c, io/dataset.c and io/dataset_pwrite.c share (not for callers outside
- * io/: use h5io.h, dataset.h).
+/* h5_impl.h — the HDF5 helpers io/h5io.c, io/dataset.c and io/dataset_pwrite.c share (not for callers outside
+ * io/: use h5io.h, dataset.h). io/'s private headers end in _impl.h: this one and tok_impl.h.
  *
  * Quiet mode: HDF5 prints its error stack on stderr by default; qwen-ft reports every failure once, through
  * qf_err, so each call into HDF5 runs between h5_quiet_begin and h5_quiet_end, which save and restore the
  * caller's automatic error handler (nesting is fine: the inner pair restores "quiet"). */
-#ifndef QF_H5UTIL_H
-#define QF_H5UTIL_H
+#ifndef QF_H5_IMPL_H
+#define QF_H5_IMPL_H
 #include <hdf5.h>
 
 /* The automatic error handler of the default stack, as saved by h5_quiet_begin. */

@@ -7,12 +7,15 @@
 //     mma.sync m16n8k16 (bf16 or fp16 in, fp32 accumulate) with ldmatrix fragments and cp.async double-buffered
 //     K/V tiles. The kernels are templates on the 16-bit element type E; E changes only the mma instruction and
 //     the fp32 -> 16-bit packing (P and dS as mma operands, the outputs), not the algorithm.
-//       forward : one block = 64 queries of one (batch, head), 4 warps x 16 rows; loops over 64-key tiles with an
-//                 online softmax in fp32 (exp2 domain); saves lse = m*scale + log(l) per row.
+//       forward : one block = 128 queries of one (batch, head), 4 warps x 32 rows (two 16-row m-tiles sharing
+//                 every K/V fragment); loops over 64-key tiles with an online softmax in fp32 (exp2 domain); saves
+//                 lse = m*scale + log(l) per row.
 //       backward: delta = rowsum(dout * out) (fp32), then two kernels that recompute P from lse:
-//                 dK/dV: one block = 64 keys of one (batch, kv head), 4 warps x 16 keys; loops over the query
-//                        heads of the group (GQA without copying K/V) and the query tiles that can see the keys;
-//                 dQ   : one block = 64 queries, loops over key tiles like the forward.
+//                 dK/dV: one block = 64 keys of one (batch, query head), 4 warps x 16 keys; loops over the query
+//                        tiles that can see the keys. GQA without copying K/V: with H > KV each query head writes
+//                        fp32 partials, which a reduction kernel sums over the group in head order (one block per
+//                        query head, not per kv head looping over the group, balances the causal work);
+//                 dQ   : one block = 128 queries (32 rows per warp), loops over 32-key tiles like the forward.
 //                 Separate dQ and dK/dV passes cost one extra recomputation of S and dP but need no atomics:
 //                 the backward is deterministic (bitwise the same every run).
 //   * generic (fp32 table, any other head_dim <= 256, unaligned tensors): one warp per query row (forward, dQ)
@@ -302,426 +305,6 @@ __device__ __forceinline__ void load_rows(E *dst, const E *src, size_t stride, i
 }
 } // namespace tc
 
-template <int D> struct fwd_cfg {
-    static constexpr int BR = 64, BC = 64, LD = D + 8;
-    static constexpr size_t smem = (size_t)(BR + 4 * BC) * LD * 2 /* 16-bit elements */;
-};
-
-template <typename E, int D>
-__global__ void __launch_bounds__(128)
-    attn_fwd_tc(E *__restrict__ out, float *__restrict__ lse, const E *__restrict__ q, const E *__restrict__ k,
-                const E *__restrict__ v, const int32_t *__restrict__ seg, int Tn, int H, int KV, float scale) {
-    using namespace tc;
-    constexpr int BR = fwd_cfg<D>::BR, BC = fwd_cfg<D>::BC, LD = fwd_cfg<D>::LD;
-    extern __shared__ __align__(128) unsigned char smem_raw[];
-    E *Qs = reinterpret_cast<E *>(smem_raw);
-    E *Ks = Qs + BR * LD; // [2][BC][LD]
-    E *Vs = Ks + 2 * BC * LD;
-    const int qt = gridDim.x - 1 - blockIdx.x; // long (late) query tiles first
-    const int h = blockIdx.y, b = blockIdx.z, g = h / (H / KV);
-    const int q0 = qt * BR;
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const size_t qst = (size_t)H * D, kst = (size_t)KV * D;
-    const E *qb = q + (size_t)b * Tn * qst + (size_t)h * D;
-    const E *kb = k + (size_t)b * Tn * kst + (size_t)g * D;
-    const E *vb = v + (size_t)b * Tn * kst + (size_t)g * D;
-    const int32_t *sb = seg + (size_t)b * Tn;
-    const int qlast = min(q0 + BR, Tn) - 1;
-    const int j0 = sb[q0] / BC, j1 = qlast / BC;
-    const int seg_last = sb[qlast];
-
-    load_rows<D, LD, BR, 128>(Qs, qb, qst, q0, Tn, tid);
-    load_rows<D, LD, BC, 128>(Ks, kb, kst, j0 * BC, Tn, tid);
-    load_rows<D, LD, BC, 128>(Vs, vb, kst, j0 * BC, Tn, tid);
-    cp_commit();
-
-    const int gq = lane >> 2, tq = lane & 3;
-    const int r0 = q0 + warp * 16 + gq, r1 = r0 + 8;
-    const int ss0 = r0 < Tn ? sb[r0] : 0, ss1 = r1 < Tn ? sb[r1] : 0;
-    const float sl2 = scale * LOG2E_F;
-    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
-    float o[D / 8][4];
-#pragma unroll
-    for (int i = 0; i < D / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-    uint32_t qf[D / 16][4];
-
-    for (int j = j0; j <= j1; ++j) {
-        const int buf = (j - j0) & 1;
-        if (j < j1) {
-            load_rows<D, LD, BC, 128>(Ks + (buf ^ 1) * BC * LD, kb, kst, (j + 1) * BC, Tn, tid);
-            load_rows<D, LD, BC, 128>(Vs + (buf ^ 1) * BC * LD, vb, kst, (j + 1) * BC, Tn, tid);
-            cp_commit();
-            cp_wait<1>();
-        } else {
-            cp_wait<0>();
-        }
-        __syncthreads();
-        if (j == j0) {
-#pragma unroll
-            for (int kk = 0; kk < D / 16; ++kk) ldsm_x4(qf[kk], a_addr<LD>(Qs, warp * 16, kk * 16, lane));
-        }
-        const E *Kt = Ks + buf * BC * LD, *Vt = Vs + buf * BC * LD;
-        float s[BC / 8][4];
-#pragma unroll
-        for (int i = 0; i < BC / 8; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-#pragma unroll
-            for (int np = 0; np < BC / 16; ++np) {
-                uint32_t bb[4];
-                ldsm_x4(bb, bnk_addr<LD>(Kt, np * 16, kk * 16, lane));
-                mma<E>(s[2 * np], qf[kk], bb[0], bb[1]);
-                mma<E>(s[2 * np + 1], qf[kk], bb[2], bb[3]);
-            }
-        }
-        const int kv0 = j * BC;
-        if (kv0 + BC - 1 > q0 || kv0 < seg_last) {
-#pragma unroll
-            for (int nb = 0; nb < BC / 8; ++nb)
-#pragma unroll
-                for (int c = 0; c < 4; ++c) {
-                    const int key = kv0 + nb * 8 + 2 * tq + (c & 1);
-                    const int row = c < 2 ? r0 : r1, ss = c < 2 ? ss0 : ss1;
-                    if (key > row || key < ss) s[nb][c] = -INFINITY;
-                }
-        }
-        float mx0 = m0, mx1 = m1;
-#pragma unroll
-        for (int nb = 0; nb < BC / 8; ++nb) {
-            mx0 = fmaxf(mx0, fmaxf(s[nb][0], s[nb][1]));
-            mx1 = fmaxf(mx1, fmaxf(s[nb][2], s[nb][3]));
-        }
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-        const float ms0 = mx0 == -INFINITY ? 0.0f : mx0 * sl2, ms1 = mx1 == -INFINITY ? 0.0f : mx1 * sl2;
-        const float a0 = exp2f(m0 * sl2 - ms0), a1 = exp2f(m1 * sl2 - ms1);
-        m0 = mx0, m1 = mx1;
-        float rs0 = 0.0f, rs1 = 0.0f;
-#pragma unroll
-        for (int nb = 0; nb < BC / 8; ++nb) {
-            s[nb][0] = exp2f(fmaf(s[nb][0], sl2, -ms0));
-            s[nb][1] = exp2f(fmaf(s[nb][1], sl2, -ms0));
-            s[nb][2] = exp2f(fmaf(s[nb][2], sl2, -ms1));
-            s[nb][3] = exp2f(fmaf(s[nb][3], sl2, -ms1));
-            rs0 += s[nb][0] + s[nb][1];
-            rs1 += s[nb][2] + s[nb][3];
-        }
-        l0 = l0 * a0 + rs0;
-        l1 = l1 * a1 + rs1;
-#pragma unroll
-        for (int i = 0; i < D / 8; i++) o[i][0] *= a0, o[i][1] *= a0, o[i][2] *= a1, o[i][3] *= a1;
-#pragma unroll
-        for (int kk = 0; kk < BC / 16; ++kk) {
-            uint32_t pa[4];
-            acc_to_a<E>(pa, s[2 * kk], s[2 * kk + 1]);
-#pragma unroll
-            for (int dp = 0; dp < D / 16; ++dp) {
-                uint32_t bb[4];
-                ldsm_x4_t(bb, bkn_addr<LD>(Vt, kk * 16, dp * 16, lane));
-                mma<E>(o[2 * dp], pa, bb[0], bb[1]);
-                mma<E>(o[2 * dp + 1], pa, bb[2], bb[3]);
-            }
-        }
-        __syncthreads(); // the buffer is refilled by the next iteration's prefetch
-    }
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-    const float i0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, i1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
-    E *ob = out + (size_t)b * Tn * qst + (size_t)h * D;
-#pragma unroll
-    for (int nd = 0; nd < D / 8; ++nd) {
-        const int d = nd * 8 + 2 * tq;
-        if (r0 < Tn)
-            store2<E>(ob + (size_t)r0 * qst + d, o[nd][0] * i0, o[nd][1] * i0);
-        if (r1 < Tn)
-            store2<E>(ob + (size_t)r1 * qst + d, o[nd][2] * i1, o[nd][3] * i1);
-    }
-    if (tq == 0) {
-        float *lb = lse + ((size_t)b * H + h) * Tn;
-        if (r0 < Tn) lb[r0] = m0 * scale + logf(l0);
-        if (r1 < Tn) lb[r1] = m1 * scale + logf(l1);
-    }
-}
-
-// ---- backward: dQ (one block = 64 queries; loops over key tiles) ------------------------------------------------
-template <int D> struct dq_cfg {
-    static constexpr int BR = 64, BC = 64, LD = D + 8;
-    static constexpr size_t smem = (size_t)(2 * BR + 4 * BC) * LD * 2 /* 16-bit elements */;
-};
-
-template <typename E, int D>
-__global__ void __launch_bounds__(128)
-    attn_dq_tc(E *__restrict__ dq, const E *__restrict__ dout, const float *__restrict__ lse,
-               const float *__restrict__ delta, const E *__restrict__ q, const E *__restrict__ k,
-               const E *__restrict__ v, const int32_t *__restrict__ seg, int Tn, int H, int KV, float scale) {
-    using namespace tc;
-    constexpr int BR = dq_cfg<D>::BR, BC = dq_cfg<D>::BC, LD = dq_cfg<D>::LD;
-    extern __shared__ __align__(128) unsigned char smem_raw[];
-    E *Qs = reinterpret_cast<E *>(smem_raw);
-    E *Gs = Qs + BR * LD;     // dout tile
-    E *Ks = Gs + BR * LD;     // [2][BC][LD]
-    E *Vs = Ks + 2 * BC * LD; // [2][BC][LD]
-    const int qt = gridDim.x - 1 - blockIdx.x;
-    const int h = blockIdx.y, b = blockIdx.z, g = h / (H / KV);
-    const int q0 = qt * BR;
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const size_t qst = (size_t)H * D, kst = (size_t)KV * D;
-    const E *qb = q + (size_t)b * Tn * qst + (size_t)h * D;
-    const E *gb = dout + (size_t)b * Tn * qst + (size_t)h * D;
-    const E *kb = k + (size_t)b * Tn * kst + (size_t)g * D;
-    const E *vb = v + (size_t)b * Tn * kst + (size_t)g * D;
-    const int32_t *sb = seg + (size_t)b * Tn;
-    const int qlast = min(q0 + BR, Tn) - 1;
-    const int j0 = sb[q0] / BC, j1 = qlast / BC;
-    const int seg_last = sb[qlast];
-
-    load_rows<D, LD, BR, 128>(Qs, qb, qst, q0, Tn, tid);
-    load_rows<D, LD, BR, 128>(Gs, gb, qst, q0, Tn, tid);
-    load_rows<D, LD, BC, 128>(Ks, kb, kst, j0 * BC, Tn, tid);
-    load_rows<D, LD, BC, 128>(Vs, vb, kst, j0 * BC, Tn, tid);
-    cp_commit();
-
-    const int gq = lane >> 2, tq = lane & 3;
-    const int r0 = q0 + warp * 16 + gq, r1 = r0 + 8;
-    const int ss0 = r0 < Tn ? sb[r0] : 0, ss1 = r1 < Tn ? sb[r1] : 0;
-    const float *Lb = lse + ((size_t)b * H + h) * Tn, *Db = delta + ((size_t)b * H + h) * Tn;
-    const float L0 = r0 < Tn ? Lb[r0] * LOG2E_F : INFINITY, L1 = r1 < Tn ? Lb[r1] * LOG2E_F : INFINITY;
-    const float dl0 = r0 < Tn ? Db[r0] : 0.0f, dl1 = r1 < Tn ? Db[r1] : 0.0f;
-    const float sl2 = scale * LOG2E_F;
-    float acc[D / 8][4];
-#pragma unroll
-    for (int i = 0; i < D / 8; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
-
-    for (int j = j0; j <= j1; ++j) {
-        const int buf = (j - j0) & 1;
-        if (j < j1) {
-            load_rows<D, LD, BC, 128>(Ks + (buf ^ 1) * BC * LD, kb, kst, (j + 1) * BC, Tn, tid);
-            load_rows<D, LD, BC, 128>(Vs + (buf ^ 1) * BC * LD, vb, kst, (j + 1) * BC, Tn, tid);
-            cp_commit();
-            cp_wait<1>();
-        } else {
-            cp_wait<0>();
-        }
-        __syncthreads();
-        const E *Kt = Ks + buf * BC * LD, *Vt = Vs + buf * BC * LD;
-        float s[BC / 8][4], dp[BC / 8][4];
-#pragma unroll
-        for (int i = 0; i < BC / 8; i++)
-            s[i][0] = s[i][1] = s[i][2] = s[i][3] = dp[i][0] = dp[i][1] = dp[i][2] = dp[i][3] = 0.0f;
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-            uint32_t qa[4], ga[4];
-            ldsm_x4(qa, a_addr<LD>(Qs, warp * 16, kk * 16, lane));
-            ldsm_x4(ga, a_addr<LD>(Gs, warp * 16, kk * 16, lane));
-#pragma unroll
-            for (int np = 0; np < BC / 16; ++np) {
-                uint32_t bk[4], bv[4];
-                ldsm_x4(bk, bnk_addr<LD>(Kt, np * 16, kk * 16, lane));
-                ldsm_x4(bv, bnk_addr<LD>(Vt, np * 16, kk * 16, lane));
-                mma<E>(s[2 * np], qa, bk[0], bk[1]);
-                mma<E>(s[2 * np + 1], qa, bk[2], bk[3]);
-                mma<E>(dp[2 * np], ga, bv[0], bv[1]);
-                mma<E>(dp[2 * np + 1], ga, bv[2], bv[3]);
-            }
-        }
-        const int kv0 = j * BC;
-        const bool need_mask = kv0 + BC - 1 > q0 || kv0 < seg_last;
-#pragma unroll
-        for (int nb = 0; nb < BC / 8; ++nb)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) {
-                const bool hi = c >= 2;
-                float p = exp2f(fmaf(s[nb][c], sl2, hi ? -L1 : -L0));
-                if (need_mask) {
-                    const int key = kv0 + nb * 8 + 2 * tq + (c & 1);
-                    if (key > (hi ? r1 : r0) || key < (hi ? ss1 : ss0)) p = 0.0f;
-                }
-                s[nb][c] = p * (dp[nb][c] - (hi ? dl1 : dl0)); // dS
-            }
-#pragma unroll
-        for (int kk = 0; kk < BC / 16; ++kk) {
-            uint32_t da[4];
-            acc_to_a<E>(da, s[2 * kk], s[2 * kk + 1]);
-#pragma unroll
-            for (int dd = 0; dd < D / 16; ++dd) {
-                uint32_t bb[4];
-                ldsm_x4_t(bb, bkn_addr<LD>(Kt, kk * 16, dd * 16, lane));
-                mma<E>(acc[2 * dd], da, bb[0], bb[1]);
-                mma<E>(acc[2 * dd + 1], da, bb[2], bb[3]);
-            }
-        }
-        __syncthreads();
-    }
-    E *ob = dq + (size_t)b * Tn * qst + (size_t)h * D;
-#pragma unroll
-    for (int nd = 0; nd < D / 8; ++nd) {
-        const int d = nd * 8 + 2 * tq;
-        if (r0 < Tn)
-            store2<E>(ob + (size_t)r0 * qst + d, acc[nd][0] * scale, acc[nd][1] * scale);
-        if (r1 < Tn)
-            store2<E>(ob + (size_t)r1 * qst + d, acc[nd][2] * scale, acc[nd][3] * scale);
-    }
-}
-
-// ---- backward: dK, dV (one block = 64 keys of one kv head; loops over the group's query heads x query tiles) ------
-template <int D> struct dkdv_cfg {
-    static constexpr int BC = 64, BQ = D <= 64 ? 64 : 32, LD = D + 8;
-    static constexpr size_t smem = (size_t)(2 * BC + 4 * BQ) * LD * 2 /* 16-bit elements */ + (size_t)2 * BQ * 3 * 4;
-};
-
-template <typename E, int D>
-__global__ void __launch_bounds__(128)
-    attn_dkdv_tc(E *__restrict__ dk, E *__restrict__ dv, const E *__restrict__ dout,
-                 const float *__restrict__ lse, const float *__restrict__ delta, const E *__restrict__ q,
-                 const E *__restrict__ k, const E *__restrict__ v, const int32_t *__restrict__ seg, int Tn, int H,
-                 int KV, float scale) {
-    using namespace tc;
-    constexpr int BC = dkdv_cfg<D>::BC, BQ = dkdv_cfg<D>::BQ, LD = dkdv_cfg<D>::LD;
-    extern __shared__ __align__(128) unsigned char smem_raw[];
-    E *Ks = reinterpret_cast<E *>(smem_raw);
-    E *Vs = Ks + BC * LD;
-    E *Qs = Vs + BC * LD;      // [2][BQ][LD]
-    E *Gs = Qs + 2 * BQ * LD;  // [2][BQ][LD]
-    float *Ls = reinterpret_cast<float *>(Gs + 2 * BQ * LD); // [2][BQ] lse * log2(e), +inf past T
-    float *Ds = Ls + 2 * BQ;                                  // [2][BQ] delta
-    int *Ss = reinterpret_cast<int *>(Ds + 2 * BQ);           // [2][BQ] seg_start, INT_MAX past T
-    const int kt = blockIdx.x, g = blockIdx.y, b = blockIdx.z; // early key tiles (most queries) first
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const int rep = H / KV;
-    const size_t qst = (size_t)H * D, kst = (size_t)KV * D;
-    const int32_t *sb = seg + (size_t)b * Tn;
-    const int kv0 = kt * BC, kvlast = min(kv0 + BC, Tn) - 1;
-    // last query that can see a key of this tile: the last t with seg_start[t] <= kvlast (binary search)
-    int lo = kvlast, hi = Tn - 1;
-    while (lo < hi) {
-        const int mid = (lo + hi + 1) >> 1;
-        if (sb[mid] <= kvlast) lo = mid;
-        else hi = mid - 1;
-    }
-    const int it0 = kv0 / BQ, nq = lo / BQ - it0 + 1, nsteps = rep * nq;
-
-    const E *kb = k + (size_t)b * Tn * kst + (size_t)g * D, *vb = v + (size_t)b * Tn * kst + (size_t)g * D;
-    auto load_step = [&](int st, int buf) {
-        const int h = g * rep + st / nq, t0 = (it0 + st % nq) * BQ;
-        const E *qb = q + (size_t)b * Tn * qst + (size_t)h * D, *gb = dout + (size_t)b * Tn * qst + (size_t)h * D;
-        load_rows<D, LD, BQ, 128>(Qs + buf * BQ * LD, qb, qst, t0, Tn, tid);
-        load_rows<D, LD, BQ, 128>(Gs + buf * BQ * LD, gb, qst, t0, Tn, tid);
-        for (int i = tid; i < BQ; i += 128) {
-            const int t = t0 + i;
-            const bool ok = t < Tn;
-            Ls[buf * BQ + i] = ok ? lse[((size_t)b * H + h) * Tn + t] * LOG2E_F : INFINITY;
-            Ds[buf * BQ + i] = ok ? delta[((size_t)b * H + h) * Tn + t] : 0.0f;
-            Ss[buf * BQ + i] = ok ? sb[t] : 0x7fffffff;
-        }
-    };
-    load_rows<D, LD, BC, 128>(Ks, kb, kst, kv0, Tn, tid);
-    load_rows<D, LD, BC, 128>(Vs, vb, kst, kv0, Tn, tid);
-    load_step(0, 0);
-    cp_commit();
-
-    const int gq = lane >> 2, tq = lane & 3;
-    const int kr = warp * 16, key0 = kv0 + kr + gq, key1 = key0 + 8;
-    const float sl2 = scale * LOG2E_F;
-    float dka[D / 8][4], dva[D / 8][4];
-#pragma unroll
-    for (int i = 0; i < D / 8; i++)
-        dka[i][0] = dka[i][1] = dka[i][2] = dka[i][3] = dva[i][0] = dva[i][1] = dva[i][2] = dva[i][3] = 0.0f;
-
-    for (int st = 0; st < nsteps; ++st) {
-        const int buf = st & 1;
-        if (st + 1 < nsteps) {
-            load_step(st + 1, buf ^ 1);
-            cp_commit();
-            cp_wait<1>();
-        } else {
-            cp_wait<0>();
-        }
-        __syncthreads();
-        const E *Qt = Qs + buf * BQ * LD, *Gt = Gs + buf * BQ * LD;
-        const float *Lt = Ls + buf * BQ, *Dt = Ds + buf * BQ;
-        const int *St = Ss + buf * BQ;
-        const int t0 = (it0 + st % nq) * BQ;
-        // S^T = K Q^T and dP^T = V dO^T (16 keys x BQ queries per warp)
-        float sT[BQ / 8][4], pT[BQ / 8][4];
-#pragma unroll
-        for (int i = 0; i < BQ / 8; i++)
-            sT[i][0] = sT[i][1] = sT[i][2] = sT[i][3] = pT[i][0] = pT[i][1] = pT[i][2] = pT[i][3] = 0.0f;
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-            uint32_t ka[4], va[4];
-            ldsm_x4(ka, a_addr<LD>(Ks, kr, kk * 16, lane));
-            ldsm_x4(va, a_addr<LD>(Vs, kr, kk * 16, lane));
-#pragma unroll
-            for (int np = 0; np < BQ / 16; ++np) {
-                uint32_t bq[4], bg[4];
-                ldsm_x4(bq, bnk_addr<LD>(Qt, np * 16, kk * 16, lane));
-                ldsm_x4(bg, bnk_addr<LD>(Gt, np * 16, kk * 16, lane));
-                mma<E>(sT[2 * np], ka, bq[0], bq[1]);
-                mma<E>(sT[2 * np + 1], ka, bq[2], bq[3]);
-                mma<E>(pT[2 * np], va, bg[0], bg[1]);
-                mma<E>(pT[2 * np + 1], va, bg[2], bg[3]);
-            }
-        }
-        const bool need_mask = kv0 + BC - 1 > t0 || St[BQ - 1] > kv0;
-        // P^T (kept in sT) and dS^T (in pT)
-#pragma unroll
-        for (int nb = 0; nb < BQ / 8; ++nb)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) {
-                const int ql = nb * 8 + 2 * tq + (c & 1);
-                float p = exp2f(fmaf(sT[nb][c], sl2, -Lt[ql]));
-                if (need_mask) {
-                    const int key = c < 2 ? key0 : key1;
-                    if (key > t0 + ql || key < St[ql]) p = 0.0f;
-                }
-                sT[nb][c] = p;
-                pT[nb][c] = p * (pT[nb][c] - Dt[ql]);
-            }
-        // dV += P^T dO ; dK += dS^T Q   (k = queries)
-#pragma unroll
-        for (int kq = 0; kq < BQ / 16; ++kq) {
-            uint32_t pa[4], da[4];
-            acc_to_a<E>(pa, sT[2 * kq], sT[2 * kq + 1]);
-            acc_to_a<E>(da, pT[2 * kq], pT[2 * kq + 1]);
-#pragma unroll
-            for (int dd = 0; dd < D / 16; ++dd) {
-                uint32_t bg[4], bq[4];
-                ldsm_x4_t(bg, bkn_addr<LD>(Gt, kq * 16, dd * 16, lane));
-                ldsm_x4_t(bq, bkn_addr<LD>(Qt, kq * 16, dd * 16, lane));
-                mma<E>(dva[2 * dd], pa, bg[0], bg[1]);
-                mma<E>(dva[2 * dd + 1], pa, bg[2], bg[3]);
-                mma<E>(dka[2 * dd], da, bq[0], bq[1]);
-                mma<E>(dka[2 * dd + 1], da, bq[2], bq[3]);
-            }
-        }
-        __syncthreads();
-    }
-    E *dkb = dk + (size_t)b * Tn * kst + (size_t)g * D, *dvb = dv + (size_t)b * Tn * kst + (size_t)g * D;
-#pragma unroll
-    for (int nd = 0; nd < D / 8; ++nd) {
-        const int d = nd * 8 + 2 * tq;
-        if (key0 < Tn) {
-            store2<E>(dkb + (size_t)key0 * kst + d, dka[nd][0] * scale, dka[nd][1] * scale);
-            store2<E>(dvb + (size_t)key0 * kst + d, dva[nd][0], dva[nd][1]);
-        }
-        if (key1 < Tn) {
-            store2<E>(dkb + (size_t)key1 * kst + d, dka[nd][2] * scale, dka[nd][3] * scale);
-            store2<E>(dvb + (size_t)key1 * kst + d, dva[nd][2], dva[nd][3]);
-        }
-    }
-}
-
-// ================================================================================================================
-// v2 tensor-core kernels (default): 32 query rows per warp (two 16-row m-tiles sharing every K/V fragment), 128-row
-// query tiles — half the shared-memory and L2 traffic per FLOP of v1 — and a dK/dV pass split per query head
-// (GQA: 1 block per (key tile, query head) instead of one per (key tile, kv head) looping over the group, which
-// balances the causal work), its per-head fp32 partials summed in head order by a reduction kernel: deterministic.
-// v1 above stays selectable (qf_cuda_set_attention_variant(1)) as the reference of the fast path.
-// ================================================================================================================
 template <int D, int BC_> struct fwd2_cfg {
     static constexpr int MT = 2, NW = 4, BR = 16 * MT * NW, BC = BC_, LD = D + 8;
     static constexpr size_t smem = (size_t)(BR + 4 * BC) * LD * 2 /* 16-bit elements */;
@@ -898,7 +481,7 @@ __global__ void __launch_bounds__(128, 1)
     }
 }
 
-// ---- v2 backward: dQ with 32 rows per warp (128-row tiles), 32-key tiles -------------------------------------------
+// ---- backward: dQ with 32 rows per warp (128-row tiles), 32-key tiles ----------------------------------------------
 template <int D> struct dq2_cfg {
     static constexpr int MT = 2, NW = 4, BR = 16 * MT * NW, BC = 32, LD = D + 8;
     static constexpr size_t smem = (size_t)(2 * BR + 4 * BC) * LD * 2 /* 16-bit elements */;
@@ -1047,7 +630,7 @@ __global__ void __launch_bounds__(128, 1)
         }
 }
 
-// ---- v2 backward: dK, dV per (key tile, query head); GQA partials in fp32, reduced over the group in head order ----
+// ---- backward: dK, dV per (key tile, query head); GQA partials in fp32, reduced over the group in head order -------
 template <int D> struct dkdv2_cfg {
     static constexpr int BC = 64, BQ = D <= 64 ? 64 : 32, LD = D + 8;
     static constexpr size_t smem = (size_t)(2 * BC + 4 * BQ) * LD * 2 /* 16-bit elements */ + (size_t)2 * BQ * 3 * 4;
@@ -1242,15 +825,8 @@ template <typename K> static void set_smem(K kern, size_t bytes) {
     CHECK_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
 }
 template <typename E> static void attention_init_smem() {
-    set_smem(attn_fwd_tc<E, 64>, fwd_cfg<64>::smem);
-    set_smem(attn_fwd_tc<E, 128>, fwd_cfg<128>::smem);
-    set_smem(attn_dq_tc<E, 64>, dq_cfg<64>::smem);
-    set_smem(attn_dq_tc<E, 128>, dq_cfg<128>::smem);
-    set_smem(attn_dkdv_tc<E, 64>, dkdv_cfg<64>::smem);
-    set_smem(attn_dkdv_tc<E, 128>, dkdv_cfg<128>::smem);
     set_smem(attn_fwd_tc2<E, 64, 64>, fwd2_cfg<64, 64>::smem);
     set_smem(attn_fwd_tc2<E, 128, 64>, fwd2_cfg<128, 64>::smem);
-    set_smem(attn_fwd_tc2<E, 128, 32>, fwd2_cfg<128, 32>::smem);
     set_smem(attn_dq_tc2<E, 64>, dq2_cfg<64>::smem);
     set_smem(attn_dq_tc2<E, 128>, dq2_cfg<128>::smem);
     set_smem(attn_dkdv_tc2<E, 64>, dkdv2_cfg<64>::smem);
@@ -1259,7 +835,6 @@ template <typename E> static void attention_init_smem() {
 void qfc_attention_init() {
     attention_init_smem<bf16>();
     attention_init_smem<f16>();
-    qfc().attn_variant = 2;
 }
 
 // attention_cudnn.cu: cuDNN's fused attention when the path choice (QWENFT_ATTN, see there) and the shape allow it;
@@ -1295,27 +870,14 @@ void cu_attention_fwd(void *out, float *lse, const void *q, const void *k, const
         if (use_tc(D, {out, q, k, v})) {
             const T *q_ = (const T *)q, *k_ = (const T *)k, *v_ = (const T *)v;
             T *o_ = (T *)out;
-            if (qfc().attn_variant != 1) {
-                constexpr int BR = fwd2_cfg<64, 64>::BR;
-                dim3 grid((unsigned)((T_ + BR - 1) / BR), (unsigned)H, (unsigned)B);
-                if (D == 64)
-                    attn_fwd_tc2<T, 64, 64><<<grid, 128, fwd2_cfg<64, 64>::smem, st>>>(o_, lse, q_, k_, v_, seg_start,
-                                                                                       T_, H, KV, scale);
-                else if (qfc().attn_variant == 3)
-                    attn_fwd_tc2<T, 128, 32><<<grid, 128, fwd2_cfg<128, 32>::smem, st>>>(o_, lse, q_, k_, v_,
-                                                                                         seg_start, T_, H, KV, scale);
-                else
-                    attn_fwd_tc2<T, 128, 64><<<grid, 128, fwd2_cfg<128, 64>::smem, st>>>(o_, lse, q_, k_, v_,
-                                                                                         seg_start, T_, H, KV, scale);
-                CHECK_LAUNCH();
-                return;
-            }
-            dim3 grid((unsigned)((T_ + 63) / 64), (unsigned)H, (unsigned)B);
+            constexpr int BR = fwd2_cfg<64, 64>::BR;
+            dim3 grid((unsigned)((T_ + BR - 1) / BR), (unsigned)H, (unsigned)B);
             if (D == 64)
-                attn_fwd_tc<T, 64><<<grid, 128, fwd_cfg<64>::smem, st>>>(o_, lse, q_, k_, v_, seg_start, T_, H, KV, scale);
+                attn_fwd_tc2<T, 64, 64><<<grid, 128, fwd2_cfg<64, 64>::smem, st>>>(o_, lse, q_, k_, v_, seg_start, T_,
+                                                                                   H, KV, scale);
             else
-                attn_fwd_tc<T, 128><<<grid, 128, fwd_cfg<128>::smem, st>>>(o_, lse, q_, k_, v_, seg_start, T_, H, KV,
-                                                                           scale);
+                attn_fwd_tc2<T, 128, 64><<<grid, 128, fwd2_cfg<128, 64>::smem, st>>>(o_, lse, q_, k_, v_, seg_start,
+                                                                                     T_, H, KV, scale);
             CHECK_LAUNCH();
             return;
         }
@@ -1341,7 +903,7 @@ void cu_attention_bwd(void *dq, void *dk, void *dv, const void *dout, const void
             return;
     const bool tc = sizeof(T) == 2 && use_tc(D, {dq, dk, dv, dout, q, k, v});
     qfc_attention_note_path(tc ? "mma" : "generic");
-    const bool v2 = tc && qfc().attn_variant != 1, gqa_part = v2 && H / KV > 1;
+    const bool gqa_part = tc && H / KV > 1;
     const size_t dbytes = qf_align_up((size_t)B * H * T_ * sizeof(float), 256);
     const size_t pbytes = gqa_part ? (size_t)B * H * T_ * D * sizeof(float) : 0;
     char *scr = (char *)qfc_scratch(dbytes + 2 * pbytes);
@@ -1353,7 +915,7 @@ void cu_attention_bwd(void *dq, void *dk, void *dv, const void *dout, const void
     if constexpr (sizeof(T) == 2) { // bf16 or f16: the tensor-core kernels for E = T
         const T *q_ = (const T *)q, *k_ = (const T *)k, *v_ = (const T *)v, *g_ = (const T *)dout;
         T *dq_ = (T *)dq, *dk_ = (T *)dk, *dv_ = (T *)dv;
-        if (v2) {
+        if (tc) {
             dim3 gk((unsigned)((T_ + 63) / 64), (unsigned)H, (unsigned)B);
             dim3 gq((unsigned)((T_ + dq2_cfg<64>::BR - 1) / dq2_cfg<64>::BR), (unsigned)H, (unsigned)B);
             if (D == 64)
@@ -1375,25 +937,6 @@ void cu_attention_bwd(void *dq, void *dk, void *dv, const void *dout, const void
             else
                 attn_dq_tc2<T, 128><<<gq, 128, dq2_cfg<128>::smem, st>>>(dq_, g_, lse, delta, q_, k_, v_, seg_start, T_,
                                                                          H, KV, scale);
-            CHECK_LAUNCH();
-            return;
-        }
-        if (tc) {
-            dim3 gq((unsigned)((T_ + 63) / 64), (unsigned)H, (unsigned)B), gk((unsigned)((T_ + 63) / 64), (unsigned)KV,
-                                                                              (unsigned)B);
-            if (D == 64) {
-                attn_dkdv_tc<T, 64><<<gk, 128, dkdv_cfg<64>::smem, st>>>(dk_, dv_, g_, lse, delta, q_, k_, v_, seg_start,
-                                                                         T_, H, KV, scale);
-                CHECK_LAUNCH();
-                attn_dq_tc<T, 64><<<gq, 128, dq_cfg<64>::smem, st>>>(dq_, g_, lse, delta, q_, k_, v_, seg_start, T_, H,
-                                                                     KV, scale);
-            } else {
-                attn_dkdv_tc<T, 128><<<gk, 128, dkdv_cfg<128>::smem, st>>>(dk_, dv_, g_, lse, delta, q_, k_, v_,
-                                                                           seg_start, T_, H, KV, scale);
-                CHECK_LAUNCH();
-                attn_dq_tc<T, 128><<<gq, 128, dq_cfg<128>::smem, st>>>(dq_, g_, lse, delta, q_, k_, v_, seg_start, T_, H,
-                                                                       KV, scale);
-            }
             CHECK_LAUNCH();
             return;
         }

@@ -1,0 +1,610 @@
+// attention_mma.cu — the tensor-core attention kernels (bf16 and fp16 tables, head_dim 64 or 128, 16-byte aligned
+// tensors) and their launchers: FA2-style kernels on mma.sync m16n8k16 (bf16 or fp16 in, fp32 accumulate) with
+// ldmatrix fragments and cp.async double-buffered tiles (the device helpers: attention_tile.cuh). The kernels are
+// templates on the 16-bit element type E; E changes only the mma instruction and the fp32 -> 16-bit packing (P and
+// dS as mma operands, the outputs), not the algorithm.
+//   forward : one block = 128 queries of one (batch, head), 4 warps x 32 rows (two 16-row m-tiles sharing every K/V
+//             fragment); loops over 64-key tiles with an online softmax in fp32 (exp2 domain); saves
+//             lse = m*scale + log(l) per row.
+//   backward: after delta = rowsum(dout * out) (attention_generic.cu), two kernels that recompute P from lse:
+//             dK/dV: one block = 64 keys of one (batch, query head), 4 warps x 16 keys; loops over the query tiles
+//                    that can see the keys. GQA without copying K/V: with H > KV each query head writes fp32
+//                    partials, which attn_gqa_reduce_kernel sums over the group in head order (one block per query
+//                    head, not per kv head looping over the group, balances the causal work);
+//             dQ   : one block = 128 queries (32 rows per warp), loops over 32-key tiles like the forward.
+//             Separate dQ and dK/dV passes cost one extra recomputation of S and dP but need no atomics: the
+//             backward is deterministic (bitwise the same every run).
+// fp16 range (max 65504): nothing that is only an intermediate is stored in a 16-bit type except P (in [0, 1]) and
+// dS = P (dP - delta) as mma operands, exactly as FlashAttention-2 does in fp16; S, the online-softmax state, lse,
+// delta and every accumulator are fp32, the 1/sqrt(D) of dQ/dK is applied to the fp32 accumulator before the one
+// rounding on store, and the GQA partials are summed in fp32. A dS (or an output) beyond 65504 means the gradients
+// themselves overflow fp16: it becomes inf, and the trainer's overflow check skips the step and lowers the loss scale.
+// Segments: seg_start is non-decreasing along a row (documents are contiguous), so a query tile [q0, q1] needs
+// only keys [seg_start[q0], q1]: whole key tiles before the tile's first segment start are skipped, and the
+// element mask (key > query or key < seg_start[query]) is applied only on tiles that straddle a boundary or the
+// diagonal. Likewise a key tile is seen by queries up to the last t with seg_start[t] <= its last key.
+#include "attention_impl.cuh"
+#include "attention_tile.cuh"
+#include <math.h>
+
+// ---- forward: 32 rows per warp (128-row query tiles), 64-key tiles -------------------------------------------------
+template <int D> struct mma_fwd_cfg {
+    static constexpr int MT = 2, NW = 4, BR = 16 * MT * NW, BC = 64, LD = D + 8;
+    static constexpr size_t smem = (size_t)(BR + 4 * BC) * LD * 2 /* 16-bit elements */;
+};
+
+template <typename E, int D>
+__global__ void __launch_bounds__(128, 1)
+    attn_fwd_mma(E *__restrict__ out, float *__restrict__ lse, const E *__restrict__ q, const E *__restrict__ k,
+                 const E *__restrict__ v, const int32_t *__restrict__ seg, int Tn, int H, int KV, float scale) {
+    using namespace tc;
+    using cfg = mma_fwd_cfg<D>;
+    constexpr int MT = cfg::MT, BR = cfg::BR, BC = cfg::BC, LD = cfg::LD;
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    E *Qs = reinterpret_cast<E *>(smem_raw);
+    E *Ks = Qs + BR * LD; // [2][BC][LD]
+    E *Vs = Ks + 2 * BC * LD;
+    const int qt = gridDim.x - 1 - blockIdx.x;
+    const int h = blockIdx.y, b = blockIdx.z, g = h / (H / KV);
+    const int q0 = qt * BR;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const size_t qst = (size_t)H * D, kst = (size_t)KV * D;
+    const E *qb = q + (size_t)b * Tn * qst + (size_t)h * D;
+    const E *kb = k + (size_t)b * Tn * kst + (size_t)g * D;
+    const E *vb = v + (size_t)b * Tn * kst + (size_t)g * D;
+    const int32_t *sb = seg + (size_t)b * Tn;
+    const int qlast = min(q0 + BR, Tn) - 1;
+    const int j0 = sb[q0] / BC, j1 = qlast / BC;
+    const int seg_last = sb[qlast];
+
+    load_rows<D, LD, BR, 128>(Qs, qb, qst, q0, Tn, tid);
+    load_rows<D, LD, BC, 128>(Ks, kb, kst, j0 * BC, Tn, tid);
+    load_rows<D, LD, BC, 128>(Vs, vb, kst, j0 * BC, Tn, tid);
+    cp_commit();
+
+    const int gq = lane >> 2, tq = lane & 3;
+    const int wr = warp * 16 * MT; // first local row of this warp
+    int rr[MT][2], ss[MT][2];
+    float m[MT][2], l[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int hf = 0; hf < 2; hf++) {
+            const int r = q0 + wr + mt * 16 + gq + 8 * hf;
+            rr[mt][hf] = r;
+            ss[mt][hf] = r < Tn ? sb[r] : 0;
+            m[mt][hf] = -INFINITY;
+            l[mt][hf] = 0.0f;
+        }
+    const float sl2 = scale * LOG2E_F;
+    float o[MT][D / 8][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int i = 0; i < D / 8; i++) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.0f;
+
+    for (int j = j0; j <= j1; ++j) {
+        const int buf = (j - j0) & 1;
+        if (j < j1) {
+            load_rows<D, LD, BC, 128>(Ks + (buf ^ 1) * BC * LD, kb, kst, (j + 1) * BC, Tn, tid);
+            load_rows<D, LD, BC, 128>(Vs + (buf ^ 1) * BC * LD, vb, kst, (j + 1) * BC, Tn, tid);
+            cp_commit();
+            cp_wait<1>();
+        } else {
+            cp_wait<0>();
+        }
+        __syncthreads();
+        const E *Kt = Ks + buf * BC * LD, *Vt = Vs + buf * BC * LD;
+        float s[MT][BC / 8][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int i = 0; i < BC / 8; i++) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            uint32_t qa[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) ldsm_x4(qa[mt], a_addr<LD>(Qs, wr + mt * 16, kk * 16, lane));
+#pragma unroll
+            for (int np = 0; np < BC / 16; ++np) {
+                uint32_t bb[4];
+                ldsm_x4(bb, bnk_addr<LD>(Kt, np * 16, kk * 16, lane));
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    mma<E>(s[mt][2 * np], qa[mt], bb[0], bb[1]);
+                    mma<E>(s[mt][2 * np + 1], qa[mt], bb[2], bb[3]);
+                }
+            }
+        }
+        const int kv0 = j * BC;
+        if (kv0 + BC - 1 > q0 || kv0 < seg_last) {
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int nb = 0; nb < BC / 8; ++nb)
+#pragma unroll
+                    for (int c = 0; c < 4; ++c) {
+                        const int key = kv0 + nb * 8 + 2 * tq + (c & 1);
+                        if (key > rr[mt][c >> 1] || key < ss[mt][c >> 1]) s[mt][nb][c] = -INFINITY;
+                    }
+        }
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+            float mx0 = m[mt][0], mx1 = m[mt][1];
+#pragma unroll
+            for (int nb = 0; nb < BC / 8; ++nb) {
+                mx0 = fmaxf(mx0, fmaxf(s[mt][nb][0], s[mt][nb][1]));
+                mx1 = fmaxf(mx1, fmaxf(s[mt][nb][2], s[mt][nb][3]));
+            }
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+            const float ms0 = mx0 == -INFINITY ? 0.0f : mx0 * sl2, ms1 = mx1 == -INFINITY ? 0.0f : mx1 * sl2;
+            const float a0 = exp2f(m[mt][0] * sl2 - ms0), a1 = exp2f(m[mt][1] * sl2 - ms1);
+            m[mt][0] = mx0, m[mt][1] = mx1;
+            float rs0 = 0.0f, rs1 = 0.0f;
+#pragma unroll
+            for (int nb = 0; nb < BC / 8; ++nb) {
+                s[mt][nb][0] = exp2f(fmaf(s[mt][nb][0], sl2, -ms0));
+                s[mt][nb][1] = exp2f(fmaf(s[mt][nb][1], sl2, -ms0));
+                s[mt][nb][2] = exp2f(fmaf(s[mt][nb][2], sl2, -ms1));
+                s[mt][nb][3] = exp2f(fmaf(s[mt][nb][3], sl2, -ms1));
+                rs0 += s[mt][nb][0] + s[mt][nb][1];
+                rs1 += s[mt][nb][2] + s[mt][nb][3];
+            }
+            l[mt][0] = l[mt][0] * a0 + rs0;
+            l[mt][1] = l[mt][1] * a1 + rs1;
+#pragma unroll
+            for (int i = 0; i < D / 8; i++) o[mt][i][0] *= a0, o[mt][i][1] *= a0, o[mt][i][2] *= a1, o[mt][i][3] *= a1;
+        }
+#pragma unroll
+        for (int kk = 0; kk < BC / 16; ++kk) {
+            uint32_t pa[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) acc_to_a<E>(pa[mt], s[mt][2 * kk], s[mt][2 * kk + 1]);
+#pragma unroll
+            for (int dp = 0; dp < D / 16; ++dp) {
+                uint32_t bb[4];
+                ldsm_x4_t(bb, bkn_addr<LD>(Vt, kk * 16, dp * 16, lane));
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    mma<E>(o[mt][2 * dp], pa[mt], bb[0], bb[1]);
+                    mma<E>(o[mt][2 * dp + 1], pa[mt], bb[2], bb[3]);
+                }
+            }
+        }
+        __syncthreads();
+    }
+    E *ob = out + (size_t)b * Tn * qst + (size_t)h * D;
+    float *lb = lse + ((size_t)b * H + h) * Tn;
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+        float inv[2];
+#pragma unroll
+        for (int hf = 0; hf < 2; hf++) {
+            float lv = l[mt][hf];
+            lv += __shfl_xor_sync(0xffffffffu, lv, 1);
+            lv += __shfl_xor_sync(0xffffffffu, lv, 2);
+            l[mt][hf] = lv;
+            inv[hf] = lv > 0.0f ? 1.0f / lv : 0.0f;
+        }
+#pragma unroll
+        for (int nd = 0; nd < D / 8; ++nd) {
+            const int d = nd * 8 + 2 * tq;
+#pragma unroll
+            for (int hf = 0; hf < 2; hf++)
+                if (rr[mt][hf] < Tn)
+                    store2<E>(ob + (size_t)rr[mt][hf] * qst + d, o[mt][nd][2 * hf] * inv[hf], o[mt][nd][2 * hf + 1] * inv[hf]);
+        }
+        if (tq == 0)
+#pragma unroll
+            for (int hf = 0; hf < 2; hf++)
+                if (rr[mt][hf] < Tn) lb[rr[mt][hf]] = m[mt][hf] * scale + logf(l[mt][hf]);
+    }
+}
+
+// ---- backward: dQ with 32 rows per warp (128-row tiles), 32-key tiles ----------------------------------------------
+template <int D> struct mma_dq_cfg {
+    static constexpr int MT = 2, NW = 4, BR = 16 * MT * NW, BC = 32, LD = D + 8;
+    static constexpr size_t smem = (size_t)(2 * BR + 4 * BC) * LD * 2 /* 16-bit elements */;
+};
+
+template <typename E, int D>
+__global__ void __launch_bounds__(128, 1)
+    attn_dq_mma(E *__restrict__ dq, const E *__restrict__ dout, const float *__restrict__ lse,
+                const float *__restrict__ delta, const E *__restrict__ q, const E *__restrict__ k,
+                const E *__restrict__ v, const int32_t *__restrict__ seg, int Tn, int H, int KV, float scale) {
+    using namespace tc;
+    constexpr int MT = mma_dq_cfg<D>::MT, BR = mma_dq_cfg<D>::BR, BC = mma_dq_cfg<D>::BC, LD = mma_dq_cfg<D>::LD;
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    E *Qs = reinterpret_cast<E *>(smem_raw);
+    E *Gs = Qs + BR * LD;
+    E *Ks = Gs + BR * LD;     // [2][BC][LD]
+    E *Vs = Ks + 2 * BC * LD; // [2][BC][LD]
+    const int qt = gridDim.x - 1 - blockIdx.x;
+    const int h = blockIdx.y, b = blockIdx.z, g = h / (H / KV);
+    const int q0 = qt * BR;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const size_t qst = (size_t)H * D, kst = (size_t)KV * D;
+    const E *qb = q + (size_t)b * Tn * qst + (size_t)h * D;
+    const E *gb = dout + (size_t)b * Tn * qst + (size_t)h * D;
+    const E *kb = k + (size_t)b * Tn * kst + (size_t)g * D;
+    const E *vb = v + (size_t)b * Tn * kst + (size_t)g * D;
+    const int32_t *sb = seg + (size_t)b * Tn;
+    const int qlast = min(q0 + BR, Tn) - 1;
+    const int j0 = sb[q0] / BC, j1 = qlast / BC;
+    const int seg_last = sb[qlast];
+
+    load_rows<D, LD, BR, 128>(Qs, qb, qst, q0, Tn, tid);
+    load_rows<D, LD, BR, 128>(Gs, gb, qst, q0, Tn, tid);
+    load_rows<D, LD, BC, 128>(Ks, kb, kst, j0 * BC, Tn, tid);
+    load_rows<D, LD, BC, 128>(Vs, vb, kst, j0 * BC, Tn, tid);
+    cp_commit();
+
+    const int gq = lane >> 2, tq = lane & 3;
+    const int wr = warp * 16 * MT;
+    const float *Lb = lse + ((size_t)b * H + h) * Tn, *Db = delta + ((size_t)b * H + h) * Tn;
+    int rr[MT][2], ss[MT][2];
+    float L2[MT][2], DL[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int hf = 0; hf < 2; hf++) {
+            const int r = q0 + wr + mt * 16 + gq + 8 * hf;
+            const bool ok = r < Tn;
+            rr[mt][hf] = r;
+            ss[mt][hf] = ok ? sb[r] : 0;
+            L2[mt][hf] = ok ? Lb[r] * LOG2E_F : INFINITY;
+            DL[mt][hf] = ok ? Db[r] : 0.0f;
+        }
+    const float sl2 = scale * LOG2E_F;
+    float acc[MT][D / 8][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int i = 0; i < D / 8; i++) acc[mt][i][0] = acc[mt][i][1] = acc[mt][i][2] = acc[mt][i][3] = 0.0f;
+
+    for (int j = j0; j <= j1; ++j) {
+        const int buf = (j - j0) & 1;
+        if (j < j1) {
+            load_rows<D, LD, BC, 128>(Ks + (buf ^ 1) * BC * LD, kb, kst, (j + 1) * BC, Tn, tid);
+            load_rows<D, LD, BC, 128>(Vs + (buf ^ 1) * BC * LD, vb, kst, (j + 1) * BC, Tn, tid);
+            cp_commit();
+            cp_wait<1>();
+        } else {
+            cp_wait<0>();
+        }
+        __syncthreads();
+        const E *Kt = Ks + buf * BC * LD, *Vt = Vs + buf * BC * LD;
+        float s[MT][BC / 8][4], dp[MT][BC / 8][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int i = 0; i < BC / 8; i++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) s[mt][i][c] = dp[mt][i][c] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            uint32_t qa[MT][4], ga[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                ldsm_x4(qa[mt], a_addr<LD>(Qs, wr + mt * 16, kk * 16, lane));
+                ldsm_x4(ga[mt], a_addr<LD>(Gs, wr + mt * 16, kk * 16, lane));
+            }
+#pragma unroll
+            for (int np = 0; np < BC / 16; ++np) {
+                uint32_t bk[4], bv[4];
+                ldsm_x4(bk, bnk_addr<LD>(Kt, np * 16, kk * 16, lane));
+                ldsm_x4(bv, bnk_addr<LD>(Vt, np * 16, kk * 16, lane));
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    mma<E>(s[mt][2 * np], qa[mt], bk[0], bk[1]);
+                    mma<E>(s[mt][2 * np + 1], qa[mt], bk[2], bk[3]);
+                    mma<E>(dp[mt][2 * np], ga[mt], bv[0], bv[1]);
+                    mma<E>(dp[mt][2 * np + 1], ga[mt], bv[2], bv[3]);
+                }
+            }
+        }
+        const int kv0 = j * BC;
+        const bool need_mask = kv0 + BC - 1 > q0 || kv0 < seg_last;
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int nb = 0; nb < BC / 8; ++nb)
+#pragma unroll
+                for (int c = 0; c < 4; ++c) {
+                    const int hf = c >> 1;
+                    float p = exp2f(fmaf(s[mt][nb][c], sl2, -L2[mt][hf]));
+                    if (need_mask) {
+                        const int key = kv0 + nb * 8 + 2 * tq + (c & 1);
+                        if (key > rr[mt][hf] || key < ss[mt][hf]) p = 0.0f;
+                    }
+                    s[mt][nb][c] = p * (dp[mt][nb][c] - DL[mt][hf]); // dS
+                }
+#pragma unroll
+        for (int kk = 0; kk < BC / 16; ++kk) {
+            uint32_t da[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) acc_to_a<E>(da[mt], s[mt][2 * kk], s[mt][2 * kk + 1]);
+#pragma unroll
+            for (int dd = 0; dd < D / 16; ++dd) {
+                uint32_t bb[4];
+                ldsm_x4_t(bb, bkn_addr<LD>(Kt, kk * 16, dd * 16, lane));
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    mma<E>(acc[mt][2 * dd], da[mt], bb[0], bb[1]);
+                    mma<E>(acc[mt][2 * dd + 1], da[mt], bb[2], bb[3]);
+                }
+            }
+        }
+        __syncthreads();
+    }
+    E *ob = dq + (size_t)b * Tn * qst + (size_t)h * D;
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int nd = 0; nd < D / 8; ++nd) {
+            const int d = nd * 8 + 2 * tq;
+#pragma unroll
+            for (int hf = 0; hf < 2; hf++)
+                if (rr[mt][hf] < Tn)
+                    store2<E>(ob + (size_t)rr[mt][hf] * qst + d, acc[mt][nd][2 * hf] * scale, acc[mt][nd][2 * hf + 1] * scale);
+        }
+}
+
+// ---- backward: dK, dV per (key tile, query head); GQA partials in fp32, reduced over the group in head order -------
+template <int D> struct mma_dkdv_cfg {
+    static constexpr int BC = 64, BQ = D <= 64 ? 64 : 32, LD = D + 8;
+    static constexpr size_t smem = (size_t)(2 * BC + 4 * BQ) * LD * 2 /* 16-bit elements */ + (size_t)2 * BQ * 3 * 4;
+};
+
+// part == NULL (no GQA sharing): writes dk, dv (E = the table's 16-bit type, dk scaled). Otherwise writes the head's unscaled fp32
+// partials to part_k/part_v [B, H, T, D].
+template <typename E, int D>
+__global__ void __launch_bounds__(128)
+    attn_dkdv_mma(E *__restrict__ dk, E *__restrict__ dv, float *__restrict__ part_k, float *__restrict__ part_v,
+                  const E *__restrict__ dout, const float *__restrict__ lse, const float *__restrict__ delta,
+                  const E *__restrict__ q, const E *__restrict__ k, const E *__restrict__ v,
+                  const int32_t *__restrict__ seg, int Tn, int H, int KV, float scale) {
+    using namespace tc;
+    constexpr int BC = mma_dkdv_cfg<D>::BC, BQ = mma_dkdv_cfg<D>::BQ, LD = mma_dkdv_cfg<D>::LD;
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    E *Ks = reinterpret_cast<E *>(smem_raw);
+    E *Vs = Ks + BC * LD;
+    E *Qs = Vs + BC * LD;     // [2][BQ][LD]
+    E *Gs = Qs + 2 * BQ * LD; // [2][BQ][LD]
+    float *Ls = reinterpret_cast<float *>(Gs + 2 * BQ * LD);
+    float *Ds = Ls + 2 * BQ;
+    int *Ss = reinterpret_cast<int *>(Ds + 2 * BQ);
+    const int kt = blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h / (H / KV);
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const size_t qst = (size_t)H * D, kst = (size_t)KV * D;
+    const int32_t *sb = seg + (size_t)b * Tn;
+    const int kv0 = kt * BC, kvlast = min(kv0 + BC, Tn) - 1;
+    int lo = kvlast, hi = Tn - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (sb[mid] <= kvlast) lo = mid;
+        else hi = mid - 1;
+    }
+    const int it0 = kv0 / BQ, nsteps = lo / BQ - it0 + 1;
+
+    const E *kb = k + (size_t)b * Tn * kst + (size_t)g * D, *vb = v + (size_t)b * Tn * kst + (size_t)g * D;
+    const E *qb = q + (size_t)b * Tn * qst + (size_t)h * D, *gb = dout + (size_t)b * Tn * qst + (size_t)h * D;
+    const float *Lh = lse + ((size_t)b * H + h) * Tn, *Dh = delta + ((size_t)b * H + h) * Tn;
+    auto load_step = [&](int st, int buf) {
+        const int t0 = (it0 + st) * BQ;
+        load_rows<D, LD, BQ, 128>(Qs + buf * BQ * LD, qb, qst, t0, Tn, tid);
+        load_rows<D, LD, BQ, 128>(Gs + buf * BQ * LD, gb, qst, t0, Tn, tid);
+        for (int i = tid; i < BQ; i += 128) {
+            const int t = t0 + i;
+            const bool ok = t < Tn;
+            Ls[buf * BQ + i] = ok ? Lh[t] * LOG2E_F : INFINITY;
+            Ds[buf * BQ + i] = ok ? Dh[t] : 0.0f;
+            Ss[buf * BQ + i] = ok ? sb[t] : 0x7fffffff;
+        }
+    };
+    load_rows<D, LD, BC, 128>(Ks, kb, kst, kv0, Tn, tid);
+    load_rows<D, LD, BC, 128>(Vs, vb, kst, kv0, Tn, tid);
+    load_step(0, 0);
+    cp_commit();
+
+    const int gq = lane >> 2, tq = lane & 3;
+    const int kr = warp * 16, key0 = kv0 + kr + gq, key1 = key0 + 8;
+    const float sl2 = scale * LOG2E_F;
+    float dka[D / 8][4], dva[D / 8][4];
+#pragma unroll
+    for (int i = 0; i < D / 8; i++)
+        dka[i][0] = dka[i][1] = dka[i][2] = dka[i][3] = dva[i][0] = dva[i][1] = dva[i][2] = dva[i][3] = 0.0f;
+
+    for (int st = 0; st < nsteps; ++st) {
+        const int buf = st & 1;
+        if (st + 1 < nsteps) {
+            load_step(st + 1, buf ^ 1);
+            cp_commit();
+            cp_wait<1>();
+        } else {
+            cp_wait<0>();
+        }
+        __syncthreads();
+        const E *Qt = Qs + buf * BQ * LD, *Gt = Gs + buf * BQ * LD;
+        const float *Lt = Ls + buf * BQ, *Dt = Ds + buf * BQ;
+        const int *St = Ss + buf * BQ;
+        const int t0 = (it0 + st) * BQ;
+        float sT[BQ / 8][4], pT[BQ / 8][4];
+#pragma unroll
+        for (int i = 0; i < BQ / 8; i++)
+            sT[i][0] = sT[i][1] = sT[i][2] = sT[i][3] = pT[i][0] = pT[i][1] = pT[i][2] = pT[i][3] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            uint32_t ka[4], va[4];
+            ldsm_x4(ka, a_addr<LD>(Ks, kr, kk * 16, lane));
+            ldsm_x4(va, a_addr<LD>(Vs, kr, kk * 16, lane));
+#pragma unroll
+            for (int np = 0; np < BQ / 16; ++np) {
+                uint32_t bq[4], bg[4];
+                ldsm_x4(bq, bnk_addr<LD>(Qt, np * 16, kk * 16, lane));
+                ldsm_x4(bg, bnk_addr<LD>(Gt, np * 16, kk * 16, lane));
+                mma<E>(sT[2 * np], ka, bq[0], bq[1]);
+                mma<E>(sT[2 * np + 1], ka, bq[2], bq[3]);
+                mma<E>(pT[2 * np], va, bg[0], bg[1]);
+                mma<E>(pT[2 * np + 1], va, bg[2], bg[3]);
+            }
+        }
+        const bool need_mask = kv0 + BC - 1 > t0 || St[BQ - 1] > kv0;
+#pragma unroll
+        for (int nb = 0; nb < BQ / 8; ++nb)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                const int ql = nb * 8 + 2 * tq + (c & 1);
+                float p = exp2f(fmaf(sT[nb][c], sl2, -Lt[ql]));
+                if (need_mask) {
+                    const int key = c < 2 ? key0 : key1;
+                    if (key > t0 + ql || key < St[ql]) p = 0.0f;
+                }
+                sT[nb][c] = p;
+                pT[nb][c] = p * (pT[nb][c] - Dt[ql]);
+            }
+#pragma unroll
+        for (int kq = 0; kq < BQ / 16; ++kq) {
+            uint32_t pa[4], da[4];
+            acc_to_a<E>(pa, sT[2 * kq], sT[2 * kq + 1]);
+            acc_to_a<E>(da, pT[2 * kq], pT[2 * kq + 1]);
+#pragma unroll
+            for (int dd = 0; dd < D / 16; ++dd) {
+                uint32_t bg[4], bq[4];
+                ldsm_x4_t(bg, bkn_addr<LD>(Gt, kq * 16, dd * 16, lane));
+                ldsm_x4_t(bq, bkn_addr<LD>(Qt, kq * 16, dd * 16, lane));
+                mma<E>(dva[2 * dd], pa, bg[0], bg[1]);
+                mma<E>(dva[2 * dd + 1], pa, bg[2], bg[3]);
+                mma<E>(dka[2 * dd], da, bq[0], bq[1]);
+                mma<E>(dka[2 * dd + 1], da, bq[2], bq[3]);
+            }
+        }
+        __syncthreads();
+    }
+    if (part_k) {
+        float *pk = part_k + ((size_t)b * H + h) * Tn * D, *pv = part_v + ((size_t)b * H + h) * Tn * D;
+#pragma unroll
+        for (int nd = 0; nd < D / 8; ++nd) {
+            const int d = nd * 8 + 2 * tq;
+            if (key0 < Tn) {
+                *reinterpret_cast<float2 *>(pk + (size_t)key0 * D + d) = make_float2(dka[nd][0], dka[nd][1]);
+                *reinterpret_cast<float2 *>(pv + (size_t)key0 * D + d) = make_float2(dva[nd][0], dva[nd][1]);
+            }
+            if (key1 < Tn) {
+                *reinterpret_cast<float2 *>(pk + (size_t)key1 * D + d) = make_float2(dka[nd][2], dka[nd][3]);
+                *reinterpret_cast<float2 *>(pv + (size_t)key1 * D + d) = make_float2(dva[nd][2], dva[nd][3]);
+            }
+        }
+        return;
+    }
+    E *dkb = dk + (size_t)b * Tn * kst + (size_t)g * D, *dvb = dv + (size_t)b * Tn * kst + (size_t)g * D;
+#pragma unroll
+    for (int nd = 0; nd < D / 8; ++nd) {
+        const int d = nd * 8 + 2 * tq;
+        if (key0 < Tn) {
+            store2<E>(dkb + (size_t)key0 * kst + d, dka[nd][0] * scale, dka[nd][1] * scale);
+            store2<E>(dvb + (size_t)key0 * kst + d, dva[nd][0], dva[nd][1]);
+        }
+        if (key1 < Tn) {
+            store2<E>(dkb + (size_t)key1 * kst + d, dka[nd][2] * scale, dka[nd][3] * scale);
+            store2<E>(dvb + (size_t)key1 * kst + d, dva[nd][2], dva[nd][3]);
+        }
+    }
+}
+
+// dk[b, s, g, :] = scale * sum_{h in group g, in order} part_k[b, h, s, :]; dv likewise (unscaled). 4 dims/thread.
+template <typename E>
+__global__ void attn_gqa_reduce_kernel(E *__restrict__ dk, E *__restrict__ dv, const float *__restrict__ part_k,
+                                       const float *__restrict__ part_v, int B, int Tn, int H, int KV, int D,
+                                       float scale) {
+    const int rep = H / KV, D4 = D / 4;
+    const size_t total = (size_t)B * Tn * KV * D4;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        const int d = (int)(i % D4) * 4;
+        const int g = (int)(i / D4 % KV), s = (int)(i / D4 / KV % Tn), b = (int)(i / D4 / KV / Tn);
+        float4 ak = make_float4(0, 0, 0, 0), av = ak;
+        for (int h = g * rep; h < (g + 1) * rep; h++) {
+            const size_t o = (((size_t)b * H + h) * Tn + s) * D + d;
+            const float4 x = *reinterpret_cast<const float4 *>(part_k + o), y = *reinterpret_cast<const float4 *>(part_v + o);
+            ak.x += x.x, ak.y += x.y, ak.z += x.z, ak.w += x.w;
+            av.x += y.x, av.y += y.y, av.z += y.z, av.w += y.w;
+        }
+        const size_t od = ((size_t)b * Tn + s) * KV * D + (size_t)g * D + d;
+        tc::store2<E>(dk + od, ak.x * scale, ak.y * scale);
+        tc::store2<E>(dk + od + 2, ak.z * scale, ak.w * scale);
+        tc::store2<E>(dv + od, av.x, av.y);
+        tc::store2<E>(dv + od + 2, av.z, av.w);
+    }
+}
+
+// ---- launchers ---------------------------------------------------------------------------------------------------
+template <typename K> static void set_smem(K kern, size_t bytes) {
+    QF_CHECK(bytes <= qfc().smem_optin);
+    CHECK_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+}
+template <typename E> static void init_smem() {
+    set_smem(attn_fwd_mma<E, 64>, mma_fwd_cfg<64>::smem);
+    set_smem(attn_fwd_mma<E, 128>, mma_fwd_cfg<128>::smem);
+    set_smem(attn_dq_mma<E, 64>, mma_dq_cfg<64>::smem);
+    set_smem(attn_dq_mma<E, 128>, mma_dq_cfg<128>::smem);
+    set_smem(attn_dkdv_mma<E, 64>, mma_dkdv_cfg<64>::smem);
+    set_smem(attn_dkdv_mma<E, 128>, mma_dkdv_cfg<128>::smem);
+}
+void attention_mma_init() {
+    init_smem<bf16>();
+    init_smem<f16>();
+}
+
+template <typename E>
+void attention_mma_fwd(E *out, float *lse, const E *q, const E *k, const E *v, const int32_t *seg, int B, int Tn,
+                       int H, int KV, int D, float scale) {
+    cudaStream_t st = qfc_stream();
+    constexpr int BR = mma_fwd_cfg<64>::BR;
+    dim3 grid((unsigned)((Tn + BR - 1) / BR), (unsigned)H, (unsigned)B);
+    if (D == 64)
+        attn_fwd_mma<E, 64><<<grid, 128, mma_fwd_cfg<64>::smem, st>>>(out, lse, q, k, v, seg, Tn, H, KV, scale);
+    else
+        attn_fwd_mma<E, 128><<<grid, 128, mma_fwd_cfg<128>::smem, st>>>(out, lse, q, k, v, seg, Tn, H, KV, scale);
+    CHECK_LAUNCH();
+}
+
+// dK/dV (then, with GQA, the reduction of the partials), then dQ
+template <typename E>
+void attention_mma_bwd(E *dq, E *dk, E *dv, float *part_k, float *part_v, const E *dout, const float *lse,
+                       const float *delta, const E *q, const E *k, const E *v, const int32_t *seg, int B, int Tn,
+                       int H, int KV, int D, float scale) {
+    cudaStream_t st = qfc_stream();
+    dim3 gk((unsigned)((Tn + 63) / 64), (unsigned)H, (unsigned)B);
+    dim3 gq((unsigned)((Tn + mma_dq_cfg<64>::BR - 1) / mma_dq_cfg<64>::BR), (unsigned)H, (unsigned)B);
+    if (D == 64)
+        attn_dkdv_mma<E, 64><<<gk, 128, mma_dkdv_cfg<64>::smem, st>>>(dk, dv, part_k, part_v, dout, lse, delta, q, k, v,
+                                                                       seg, Tn, H, KV, scale);
+    else
+        attn_dkdv_mma<E, 128><<<gk, 128, mma_dkdv_cfg<128>::smem, st>>>(dk, dv, part_k, part_v, dout, lse, delta, q, k,
+                                                                         v, seg, Tn, H, KV, scale);
+    CHECK_LAUNCH();
+    if (part_k) {
+        const size_t total = (size_t)B * Tn * KV * (D / 4);
+        attn_gqa_reduce_kernel<E><<<qf_blocks(total, 256, (unsigned)qfc().num_sms * 8u), 256, 0, st>>>(
+            dk, dv, part_k, part_v, B, Tn, H, KV, D, scale);
+        CHECK_LAUNCH();
+    }
+    if (D == 64)
+        attn_dq_mma<E, 64><<<gq, 128, mma_dq_cfg<64>::smem, st>>>(dq, dout, lse, delta, q, k, v, seg, Tn, H, KV, scale);
+    else
+        attn_dq_mma<E, 128><<<gq, 128, mma_dq_cfg<128>::smem, st>>>(dq, dout, lse, delta, q, k, v, seg, Tn, H, KV,
+                                                                     scale);
+    CHECK_LAUNCH();
+}
+
+#define INST(E)                                                                                                      \
+    template void attention_mma_fwd<E>(E *, float *, const E *, const E *, const E *, const int32_t *, int, int, int, \
+                                       int, int, float);                                                             \
+    template void attention_mma_bwd<E>(E *, E *, E *, float *, float *, const E *, const float *, const float *,      \
+                                       const E *, const E *, const E *, const int32_t *, int, int, int, int, int,    \
+                                       float);
+INST(bf16)
+INST(f16)

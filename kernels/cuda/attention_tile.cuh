@@ -1,0 +1,102 @@
+// attention_tile.cuh — the device helpers of the tensor-core attention kernels (attention_mma.cu), written once:
+// cp.async copies and the tile loader, ldmatrix fragment loads and their lane addressing, the mma.sync m16n8k16
+// wrapper and the fp32 -> 16-bit packing and stores for E = bf16 or f16. Device code only, no state.
+#ifndef QF_ATTENTION_TILE_CUH
+#define QF_ATTENTION_TILE_CUH
+
+#include "cuda_common.cuh"
+
+#define LOG2E_F 1.4426950408889634f
+
+namespace tc {
+__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+// 16 bytes global -> shared, asynchronous; pred false zero-fills the destination
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool pred) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(pred ? 16 : 0)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_u32(p))
+                 : "memory");
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_u32(p))
+                 : "memory");
+}
+// The element type E (bf16 or f16) decides only the mma instruction, how fp32 values are packed into 16-bit pairs
+// and how output pairs are stored; ldmatrix and cp.async move 16-bit elements whatever they are.
+// c[16x8] += a[16x16] b[16x8], E in, fp32 accumulate
+template <typename E> __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
+template <>
+__device__ __forceinline__ void mma<bf16>(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <>
+__device__ __forceinline__ void mma<f16>(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// (lo, hi) rounded to nearest E, as one 32-bit register (lo in the low half)
+template <typename E> __device__ __forceinline__ uint32_t pack(float lo, float hi);
+template <> __device__ __forceinline__ uint32_t pack<bf16>(float lo, float hi) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&h);
+}
+template <> __device__ __forceinline__ uint32_t pack<f16>(float lo, float hi) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&h);
+}
+// p[0] = lo, p[1] = hi rounded to nearest E (p 4-byte aligned)
+template <typename E> __device__ __forceinline__ void store2(E *p, float lo, float hi);
+template <> __device__ __forceinline__ void store2<bf16>(bf16 *p, float lo, float hi) {
+    *reinterpret_cast<__nv_bfloat162 *>(p) = __floats2bfloat162_rn(lo, hi);
+}
+template <> __device__ __forceinline__ void store2<f16>(f16 *p, float lo, float hi) {
+    *reinterpret_cast<__half2 *>(p) = __floats2half2_rn(lo, hi);
+}
+// Fragment addressing (lane l) in a row-major shared tile with row stride LD elements:
+//  A operand 16x16 at (row0, col0):                         ldsm_x4 at  (row0 + (l & 15), col0 + (l >> 4) * 8)
+//  B operand, two 8-wide n-blocks, tile stored [n][k]:       ldsm_x4 at  (n0 + (l & 7) + (l >> 4) * 8, k0 + ((l >> 3) & 1) * 8)
+//  B operand, two 8-wide n-blocks, tile stored [k][n]:       ldsm_x4_t at (k0 + (l & 7) + ((l >> 3) & 1) * 8, n0 + (l >> 4) * 8)
+//  both B forms give {r0, r1} = fragment of n-block n0, {r2, r3} = n-block n0 + 8.
+template <int LD, typename E> __device__ __forceinline__ const E *a_addr(const E *t, int row0, int col0, int l) {
+    return t + (row0 + (l & 15)) * LD + col0 + ((l >> 4) << 3);
+}
+template <int LD, typename E> __device__ __forceinline__ const E *bnk_addr(const E *t, int n0, int k0, int l) {
+    return t + (n0 + (l & 7) + ((l >> 4) << 3)) * LD + k0 + (((l >> 3) & 1) << 3);
+}
+template <int LD, typename E> __device__ __forceinline__ const E *bkn_addr(const E *t, int k0, int n0, int l) {
+    return t + (k0 + (l & 7) + (((l >> 3) & 1) << 3)) * LD + n0 + ((l >> 4) << 3);
+}
+// accumulator tile (16 x 2*8 columns at n-blocks 2kk, 2kk+1) -> E A fragment over those 16 columns
+template <typename E>
+__device__ __forceinline__ void acc_to_a(uint32_t (&a)[4], const float (&c0)[4], const float (&c1)[4]) {
+    a[0] = pack<E>(c0[0], c0[1]);
+    a[1] = pack<E>(c0[2], c0[3]);
+    a[2] = pack<E>(c1[0], c1[1]);
+    a[3] = pack<E>(c1[2], c1[3]);
+}
+// rows [r0, r0+ROWS) of a [T, stride] 16-bit tensor (columns 0..D) -> shared tile, zero rows at or past Tn
+template <int D, int LD, int ROWS, int NT, typename E>
+__device__ __forceinline__ void load_rows(E *dst, const E *src, size_t stride, int r0, int Tn, int tid) {
+    constexpr int CPR = D / 8;
+#pragma unroll
+    for (int i = tid; i < ROWS * CPR; i += NT) {
+        const int r = i / CPR, c = (i % CPR) * 8, t = r0 + r;
+        cp_async16(dst + r * LD + c, src + (size_t)(t < Tn ? t : 0) * stride + c, t < Tn);
+    }
+}
+} // namespace tc
+
+#endif

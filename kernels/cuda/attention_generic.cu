@@ -16,6 +16,20 @@ __device__ __forceinline__ float dot_sm_g(const float *a_sm, const T *b, int D) 
     for (int d = 0; d < D; d++) s += a_sm[d] * tof<T>(b[d]);
     return s;
 }
+// acc (dims lane + 32 j) += sum over jj < cnt of w_jj * row t0 + jj of x (row stride `stride`), w_jj: lane jj's w
+template <typename T>
+__device__ __forceinline__ void acc_rows(float (&acc)[GEN_DPL], float w, const T *x, size_t stride, int t0, int cnt,
+                                         int lane, int D) {
+    for (int jj = 0; jj < cnt; jj++) {
+        const float wj = __shfl_sync(0xffffffffu, w, jj);
+        const T *xr = x + (size_t)(t0 + jj) * stride;
+#pragma unroll
+        for (int j = 0; j < GEN_DPL; j++) {
+            const int d = lane + 32 * j;
+            if (d < D) acc[j] += wj * tof<T>(xr[d]);
+        }
+    }
+}
 
 template <typename T>
 __global__ void __launch_bounds__(GEN_WARPS * 32)
@@ -45,16 +59,7 @@ __global__ void __launch_bounds__(GEN_WARPS * 32)
         l = l * alpha + warp_sum(p);
 #pragma unroll
         for (int j = 0; j < GEN_DPL; j++) acc[j] *= alpha;
-        const int cnt = min(32, t - base + 1);
-        for (int jj = 0; jj < cnt; jj++) {
-            const float pj = __shfl_sync(0xffffffffu, p, jj);
-            const T *vr = vb + (size_t)(base + jj) * kst;
-#pragma unroll
-            for (int j = 0; j < GEN_DPL; j++) {
-                const int d = lane + 32 * j;
-                if (d < D) acc[j] += pj * tof<T>(vr[d]);
-            }
-        }
+        acc_rows<T>(acc, p, vb, kst, base, min(32, t - base + 1), lane, D);
         m = mnew;
     }
     T *orow = out + ((size_t)b * Tn + t) * H * D + (size_t)h * D;
@@ -108,16 +113,7 @@ __global__ void __launch_bounds__(GEN_WARPS * 32)
             const float p = expf(dot_sm_g<T>(qs[warp], kb + (size_t)s * kst, D) * scale - L);
             ds = p * (dot_sm_g<T>(gs[warp], vb + (size_t)s * kst, D) - dl);
         }
-        const int cnt = min(32, t - base + 1);
-        for (int jj = 0; jj < cnt; jj++) {
-            const float dsj = __shfl_sync(0xffffffffu, ds, jj);
-            const T *kr = kb + (size_t)(base + jj) * kst;
-#pragma unroll
-            for (int j = 0; j < GEN_DPL; j++) {
-                const int d = lane + 32 * j;
-                if (d < D) acc[j] += dsj * tof<T>(kr[d]);
-            }
-        }
+        acc_rows<T>(acc, ds, kb, kst, base, min(32, t - base + 1), lane, D);
     }
 #pragma unroll
     for (int j = 0; j < GEN_DPL; j++) {

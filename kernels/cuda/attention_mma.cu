@@ -27,6 +27,33 @@
 #include "attention_tile.cuh"
 #include <math.h>
 
+// ---- the query tile of a forward or dQ block ------------------------------------------------------------------------
+// BR queries from q0 of (batch b, head h), which attend to kv head g = h / (H / KV); late (long) tiles run first.
+// With the segments the block visits key tiles j0..j1 of BC keys (whole tiles before its first query's segment start
+// are skipped); seg_last is its last query's segment start.
+template <int D, int BR, int BC> struct q_block {
+    int b, h, g, q0, j0, j1, seg_last, Tn;
+    size_t qst, kst;   // token strides of the query-side tensors (q, out, dout, dq) and of k, v
+    const int32_t *sb; // seg_start of row b
+    __device__ __forceinline__ q_block(const int32_t *seg, int Tn_, int H, int KV) {
+        const int qt = gridDim.x - 1 - blockIdx.x;
+        h = blockIdx.y, b = blockIdx.z, g = h / (H / KV);
+        q0 = qt * BR;
+        Tn = Tn_;
+        qst = (size_t)H * D, kst = (size_t)KV * D;
+        sb = seg + (size_t)b * Tn;
+        const int qlast = min(q0 + BR, Tn) - 1;
+        j0 = sb[q0] / BC, j1 = qlast / BC;
+        seg_last = sb[qlast];
+    }
+    template <typename E> __device__ __forceinline__ const E *qrows(const E *x) const {
+        return x + (size_t)b * Tn * qst + (size_t)h * D;
+    }
+    template <typename E> __device__ __forceinline__ const E *krows(const E *x) const {
+        return x + (size_t)b * Tn * kst + (size_t)g * D;
+    }
+};
+
 // ---- forward: 32 rows per warp (128-row query tiles), 64-key tiles -------------------------------------------------
 template <int D> struct mma_fwd_cfg {
     static constexpr int MT = 2, NW = 4, BR = 16 * MT * NW, BC = 64, LD = D + 8;
@@ -44,22 +71,15 @@ __global__ void __launch_bounds__(128, 1)
     E *Qs = reinterpret_cast<E *>(smem_raw);
     E *Ks = Qs + BR * LD; // [2][BC][LD]
     E *Vs = Ks + 2 * BC * LD;
-    const int qt = gridDim.x - 1 - blockIdx.x;
-    const int h = blockIdx.y, b = blockIdx.z, g = h / (H / KV);
-    const int q0 = qt * BR;
+    const q_block<D, BR, BC> blk(seg, Tn, H, KV);
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const size_t qst = (size_t)H * D, kst = (size_t)KV * D;
-    const E *qb = q + (size_t)b * Tn * qst + (size_t)h * D;
-    const E *kb = k + (size_t)b * Tn * kst + (size_t)g * D;
-    const E *vb = v + (size_t)b * Tn * kst + (size_t)g * D;
-    const int32_t *sb = seg + (size_t)b * Tn;
-    const int qlast = min(q0 + BR, Tn) - 1;
-    const int j0 = sb[q0] / BC, j1 = qlast / BC;
-    const int seg_last = sb[qlast];
+    const int h = blk.h, b = blk.b, q0 = blk.q0, j0 = blk.j0, j1 = blk.j1, seg_last = blk.seg_last;
+    const size_t qst = blk.qst, kst = blk.kst;
+    const int32_t *sb = blk.sb;
+    const E *qb = blk.qrows(q), *kb = blk.krows(k), *vb = blk.krows(v);
 
     load_rows<D, LD, BR, 128>(Qs, qb, qst, q0, Tn, tid);
-    load_rows<D, LD, BC, 128>(Ks, kb, kst, j0 * BC, Tn, tid);
-    load_rows<D, LD, BC, 128>(Vs, vb, kst, j0 * BC, Tn, tid);
+    load_kv<D, LD, BC>(Ks, Vs, kb, vb, kst, j0, 0, Tn, tid);
     cp_commit();
 
     const int gq = lane >> 2, tq = lane & 3;
@@ -85,15 +105,7 @@ __global__ void __launch_bounds__(128, 1)
 
     for (int j = j0; j <= j1; ++j) {
         const int buf = (j - j0) & 1;
-        if (j < j1) {
-            load_rows<D, LD, BC, 128>(Ks + (buf ^ 1) * BC * LD, kb, kst, (j + 1) * BC, Tn, tid);
-            load_rows<D, LD, BC, 128>(Vs + (buf ^ 1) * BC * LD, vb, kst, (j + 1) * BC, Tn, tid);
-            cp_commit();
-            cp_wait<1>();
-        } else {
-            cp_wait<0>();
-        }
-        __syncthreads();
+        cp_step(j < j1, [&] { load_kv<D, LD, BC>(Ks, Vs, kb, vb, kst, j + 1, buf ^ 1, Tn, tid); });
         const E *Kt = Ks + buf * BC * LD, *Vt = Vs + buf * BC * LD;
         float s[MT][BC / 8][4];
 #pragma unroll
@@ -110,10 +122,7 @@ __global__ void __launch_bounds__(128, 1)
                 uint32_t bb[4];
                 ldsm_x4(bb, bnk_addr<LD>(Kt, np * 16, kk * 16, lane));
 #pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    mma<E>(s[mt][2 * np], qa[mt], bb[0], bb[1]);
-                    mma<E>(s[mt][2 * np + 1], qa[mt], bb[2], bb[3]);
-                }
+                for (int mt = 0; mt < MT; mt++) mma_x16<E>(s[mt][2 * np], s[mt][2 * np + 1], qa[mt], bb);
             }
         }
         const int kv0 = j * BC;
@@ -168,10 +177,7 @@ __global__ void __launch_bounds__(128, 1)
                 uint32_t bb[4];
                 ldsm_x4_t(bb, bkn_addr<LD>(Vt, kk * 16, dp * 16, lane));
 #pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    mma<E>(o[mt][2 * dp], pa[mt], bb[0], bb[1]);
-                    mma<E>(o[mt][2 * dp + 1], pa[mt], bb[2], bb[3]);
-                }
+                for (int mt = 0; mt < MT; mt++) mma_x16<E>(o[mt][2 * dp], o[mt][2 * dp + 1], pa[mt], bb);
             }
         }
         __syncthreads();
@@ -222,24 +228,16 @@ __global__ void __launch_bounds__(128, 1)
     E *Gs = Qs + BR * LD;
     E *Ks = Gs + BR * LD;     // [2][BC][LD]
     E *Vs = Ks + 2 * BC * LD; // [2][BC][LD]
-    const int qt = gridDim.x - 1 - blockIdx.x;
-    const int h = blockIdx.y, b = blockIdx.z, g = h / (H / KV);
-    const int q0 = qt * BR;
+    const q_block<D, BR, BC> blk(seg, Tn, H, KV);
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const size_t qst = (size_t)H * D, kst = (size_t)KV * D;
-    const E *qb = q + (size_t)b * Tn * qst + (size_t)h * D;
-    const E *gb = dout + (size_t)b * Tn * qst + (size_t)h * D;
-    const E *kb = k + (size_t)b * Tn * kst + (size_t)g * D;
-    const E *vb = v + (size_t)b * Tn * kst + (size_t)g * D;
-    const int32_t *sb = seg + (size_t)b * Tn;
-    const int qlast = min(q0 + BR, Tn) - 1;
-    const int j0 = sb[q0] / BC, j1 = qlast / BC;
-    const int seg_last = sb[qlast];
+    const int h = blk.h, b = blk.b, q0 = blk.q0, j0 = blk.j0, j1 = blk.j1, seg_last = blk.seg_last;
+    const size_t qst = blk.qst, kst = blk.kst;
+    const int32_t *sb = blk.sb;
+    const E *qb = blk.qrows(q), *gb = blk.qrows(dout), *kb = blk.krows(k), *vb = blk.krows(v);
 
     load_rows<D, LD, BR, 128>(Qs, qb, qst, q0, Tn, tid);
     load_rows<D, LD, BR, 128>(Gs, gb, qst, q0, Tn, tid);
-    load_rows<D, LD, BC, 128>(Ks, kb, kst, j0 * BC, Tn, tid);
-    load_rows<D, LD, BC, 128>(Vs, vb, kst, j0 * BC, Tn, tid);
+    load_kv<D, LD, BC>(Ks, Vs, kb, vb, kst, j0, 0, Tn, tid);
     cp_commit();
 
     const int gq = lane >> 2, tq = lane & 3;
@@ -267,15 +265,7 @@ __global__ void __launch_bounds__(128, 1)
 
     for (int j = j0; j <= j1; ++j) {
         const int buf = (j - j0) & 1;
-        if (j < j1) {
-            load_rows<D, LD, BC, 128>(Ks + (buf ^ 1) * BC * LD, kb, kst, (j + 1) * BC, Tn, tid);
-            load_rows<D, LD, BC, 128>(Vs + (buf ^ 1) * BC * LD, vb, kst, (j + 1) * BC, Tn, tid);
-            cp_commit();
-            cp_wait<1>();
-        } else {
-            cp_wait<0>();
-        }
-        __syncthreads();
+        cp_step(j < j1, [&] { load_kv<D, LD, BC>(Ks, Vs, kb, vb, kst, j + 1, buf ^ 1, Tn, tid); });
         const E *Kt = Ks + buf * BC * LD, *Vt = Vs + buf * BC * LD;
         float s[MT][BC / 8][4], dp[MT][BC / 8][4];
 #pragma unroll
@@ -299,10 +289,8 @@ __global__ void __launch_bounds__(128, 1)
                 ldsm_x4(bv, bnk_addr<LD>(Vt, np * 16, kk * 16, lane));
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
-                    mma<E>(s[mt][2 * np], qa[mt], bk[0], bk[1]);
-                    mma<E>(s[mt][2 * np + 1], qa[mt], bk[2], bk[3]);
-                    mma<E>(dp[mt][2 * np], ga[mt], bv[0], bv[1]);
-                    mma<E>(dp[mt][2 * np + 1], ga[mt], bv[2], bv[3]);
+                    mma_x16<E>(s[mt][2 * np], s[mt][2 * np + 1], qa[mt], bk);
+                    mma_x16<E>(dp[mt][2 * np], dp[mt][2 * np + 1], ga[mt], bv);
                 }
             }
         }
@@ -332,10 +320,7 @@ __global__ void __launch_bounds__(128, 1)
                 uint32_t bb[4];
                 ldsm_x4_t(bb, bkn_addr<LD>(Kt, kk * 16, dd * 16, lane));
 #pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    mma<E>(acc[mt][2 * dd], da[mt], bb[0], bb[1]);
-                    mma<E>(acc[mt][2 * dd + 1], da[mt], bb[2], bb[3]);
-                }
+                for (int mt = 0; mt < MT; mt++) mma_x16<E>(acc[mt][2 * dd], acc[mt][2 * dd + 1], da[mt], bb);
             }
         }
         __syncthreads();
@@ -420,14 +405,7 @@ __global__ void __launch_bounds__(128)
 
     for (int st = 0; st < nsteps; ++st) {
         const int buf = st & 1;
-        if (st + 1 < nsteps) {
-            load_step(st + 1, buf ^ 1);
-            cp_commit();
-            cp_wait<1>();
-        } else {
-            cp_wait<0>();
-        }
-        __syncthreads();
+        cp_step(st + 1 < nsteps, [&] { load_step(st + 1, buf ^ 1); });
         const E *Qt = Qs + buf * BQ * LD, *Gt = Gs + buf * BQ * LD;
         const float *Lt = Ls + buf * BQ, *Dt = Ds + buf * BQ;
         const int *St = Ss + buf * BQ;
@@ -446,10 +424,8 @@ __global__ void __launch_bounds__(128)
                 uint32_t bq[4], bg[4];
                 ldsm_x4(bq, bnk_addr<LD>(Qt, np * 16, kk * 16, lane));
                 ldsm_x4(bg, bnk_addr<LD>(Gt, np * 16, kk * 16, lane));
-                mma<E>(sT[2 * np], ka, bq[0], bq[1]);
-                mma<E>(sT[2 * np + 1], ka, bq[2], bq[3]);
-                mma<E>(pT[2 * np], va, bg[0], bg[1]);
-                mma<E>(pT[2 * np + 1], va, bg[2], bg[3]);
+                mma_x16<E>(sT[2 * np], sT[2 * np + 1], ka, bq);
+                mma_x16<E>(pT[2 * np], pT[2 * np + 1], va, bg);
             }
         }
         const bool need_mask = kv0 + BC - 1 > t0 || St[BQ - 1] > kv0;
@@ -476,10 +452,8 @@ __global__ void __launch_bounds__(128)
                 uint32_t bg[4], bq[4];
                 ldsm_x4_t(bg, bkn_addr<LD>(Gt, kq * 16, dd * 16, lane));
                 ldsm_x4_t(bq, bkn_addr<LD>(Qt, kq * 16, dd * 16, lane));
-                mma<E>(dva[2 * dd], pa, bg[0], bg[1]);
-                mma<E>(dva[2 * dd + 1], pa, bg[2], bg[3]);
-                mma<E>(dka[2 * dd], da, bq[0], bq[1]);
-                mma<E>(dka[2 * dd + 1], da, bq[2], bq[3]);
+                mma_x16<E>(dva[2 * dd], dva[2 * dd + 1], pa, bg);
+                mma_x16<E>(dka[2 * dd], dka[2 * dd + 1], da, bq);
             }
         }
         __syncthreads();

@@ -1,10 +1,11 @@
 // attention_tile.cuh — the device helpers of the tensor-core attention kernels (attention_mma.cu), written once:
-// cp.async copies and the tile loader, ldmatrix fragment loads and their lane addressing, the mma.sync m16n8k16
-// wrapper and the fp32 -> 16-bit packing and stores for E = bf16 or f16. Device code only, no state.
+// cp.async copies, the tile loaders and the double-buffer step, ldmatrix fragment loads and their lane addressing,
+// the mma.sync m16n8k16 wrapper and the fp32 -> 16-bit packing and stores for E = bf16 or f16. Device code only.
 #ifndef QF_ATTENTION_TILE_CUH
 #define QF_ATTENTION_TILE_CUH
 
 #include "cuda_common.cuh"
+#include <type_traits>
 
 #define LOG2E_F 1.4426950408889634f
 
@@ -31,21 +32,26 @@ __device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const void *p) {
 }
 // The element type E (bf16 or f16) decides only the mma instruction, how fp32 values are packed into 16-bit pairs
 // and how output pairs are stored; ldmatrix and cp.async move 16-bit elements whatever they are.
-// c[16x8] += a[16x16] b[16x8], E in, fp32 accumulate
-template <typename E> __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
-template <>
-__device__ __forceinline__ void mma<bf16>(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+// c[16x8] += a[16x16] b[16x8], E in, fp32 accumulate; TY is E's name in the instruction
+#define TC_MMA_M16N8K16(TY, c, a, b0, b1)                                                                         \
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." TY "." TY ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, " \
+                 "{%0,%1,%2,%3};\n"                                                                               \
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                                 \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+template <typename E>
+__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    static_assert(std::is_same<E, bf16>::value || std::is_same<E, f16>::value, "E: bf16 or f16");
+    if constexpr (std::is_same<E, bf16>::value) TC_MMA_M16N8K16("bf16", c, a, b0, b1);
+    else TC_MMA_M16N8K16("f16", c, a, b0, b1);
 }
-template <>
-__device__ __forceinline__ void mma<f16>(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#undef TC_MMA_M16N8K16
+// c0, c1 (n-blocks n0, n0 + 8 of a 16 x 16 output) += a (16 x 16) b, b = {b0, b1, b2, b3} as one ldsm_x4 B load
+// gives them (see the fragment addressing below)
+template <typename E>
+__device__ __forceinline__ void mma_x16(float (&c0)[4], float (&c1)[4], const uint32_t (&a)[4],
+                                        const uint32_t (&b)[4]) {
+    mma<E>(c0, a, b[0], b[1]);
+    mma<E>(c1, a, b[2], b[3]);
 }
 // (lo, hi) rounded to nearest E, as one 32-bit register (lo in the low half)
 template <typename E> __device__ __forceinline__ uint32_t pack(float lo, float hi);
@@ -96,6 +102,26 @@ __device__ __forceinline__ void load_rows(E *dst, const E *src, size_t stride, i
         const int r = i / CPR, c = (i % CPR) * 8, t = r0 + r;
         cp_async16(dst + r * LD + c, src + (size_t)(t < Tn ? t : 0) * stride + c, t < Tn);
     }
+}
+// a step of a double-buffered loop: starts prefetch() (the next step's copies into the other buffer) where there is
+// a next step, then waits for this step's copies and for the whole block
+template <typename F> __device__ __forceinline__ void cp_step(bool more, F prefetch) {
+    if (more) {
+        prefetch();
+        cp_commit();
+        cp_wait<1>();
+    } else {
+        cp_wait<0>();
+    }
+    __syncthreads();
+}
+// key tile j of K and V (BC rows each from kb, vb, token stride kst) -> buffer buf of the double-buffered shared
+// tiles Ks, Vs ([2][BC][LD] each); asynchronous, the caller commits
+template <int D, int LD, int BC, typename E>
+__device__ __forceinline__ void load_kv(E *Ks, E *Vs, const E *kb, const E *vb, size_t kst, int j, int buf, int Tn,
+                                        int tid) {
+    load_rows<D, LD, BC, 128>(Ks + buf * BC * LD, kb, kst, j * BC, Tn, tid);
+    load_rows<D, LD, BC, 128>(Vs + buf * BC * LD, vb, kst, j * BC, Tn, tid);
 }
 } // namespace tc
 

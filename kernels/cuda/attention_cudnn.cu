@@ -18,14 +18,14 @@
 // reused; the stats (logsumexp) of the ragged graph live in a [seqs, H, max_len] buffer and are scattered into / out
 // of the op table's lse[B, H, T] by two small kernels.
 // Plans are built once per (direction, dtype, layout, shape) and cached; a shape cuDNN rejects is remembered, said
-// once on stderr, and runs on the mma.sync kernels (attention_cuda.cu). Workspaces and fp32 accumulators come from
+// once on stderr, and runs on the mma.sync kernels (attention_mma.cu). Workspaces and fp32 accumulators come from
 // the backend's stream-ordered allocator (the table's alloc/free: cudaMallocAsync pool, zero-filled).
 // cuDNN's backward accumulates dQ with fp32 atomics: unlike the mma path it is not bitwise deterministic.
 //
 // Path choice (qfc_attention_path): env QWENFT_ATTN = auto (default) | cudnn | mma, or the test hook
 // qf_cuda_set_attention_path(0 auto | 1 mma | 2 cudnn). auto = cuDNN on sm_90 and newer when the build has it,
 // mma.sync elsewhere (sm_80 / sm_89, where it is the tuned path) and whenever cuDNN is absent or rejects a shape.
-#include "cuda_common.cuh"
+#include "attention_impl.cuh"
 #include <initializer_list>
 #include <math.h>
 #include <stdio.h>

@@ -178,9 +178,6 @@ extern "C" void qf_cuda_set_memory_limit(size_t bytes) { g_ctx.limit = bytes; }
 extern "C" size_t qf_cuda_peak_bytes(void) { return g_ctx.peak; }
 extern "C" size_t qf_cuda_current_bytes(void) { return g_ctx.cur; }
 extern "C" void *qf_cuda_stream(void) { return g_ctx.state == 1 ? (void *)g_ctx.stream : NULL; }
-// test/benchmark hook (not in ops.h): which tensor-core attention kernels run: 2 (default), 3 (as 2 with 32-key
-// forward tiles at head_dim 128) or 1 (the first version)
-extern "C" void qf_cuda_set_attention_variant(int v) { g_ctx.attn_variant = v >= 1 && v <= 3 ? v : 2; }
 
 // ---- memory ops -------------------------------------------------------------------------------------------------
 // Stream-ordered pool (cudaMallocAsync on the compute stream, release threshold "never"): a freed buffer returns to

@@ -95,7 +95,6 @@ struct qf_cuda_ctx {
     // cuBLASLt plan cache (matmul_cuda.cu)
     qf_lt_plan *plans;
     int nplans, plan_next;
-    int attn_variant; // tensor-core attention kernels: 2 (default), 3, or 1 (the first version, kept as a reference)
 };
 
 qf_cuda_ctx &qfc();                       // the context (initialised)

@@ -1,7 +1,7 @@
 /* test_attn_cuda.c — every attention path of the CUDA backend, forced one at a time, against the CPU op.
  *
  * Paths (qf_cuda_set_attention_path, the hook behind env QWENFT_ATTN): "mma" (the mma.sync kernels of
- * attention_cuda.cu) and "cudnn" (cuDNN's fused attention, attention_cudnn.cu: the dense graph when every row is one
+ * attention_mma.cu) and "cudnn" (cuDNN's fused attention, attention_cudnn.cu: the dense graph when every row is one
  * document and T % 128 == 0, the ragged graph with one cuDNN sequence per document otherwise). Each case: causal,
  * GQA (and one H == KV case), packed rows with several documents, head_dim 64 and 128, on the bf16 and fp16 tables.
  * Checks, with test_ops_cuda's tolerances (max-norm relative error; outputs poisoned with NaN first): forward out and

@@ -25,10 +25,9 @@
 #define QF_GPU_TEST_SEED 0x2545F4914F6CDD1Dull
 #include "qf_gpu_test.h"
 
-/* test hooks of kernels/cuda (not in ops.h): tensor-core attention kernels 2 (default), 3, or 1; the attention path
- * (0 auto, 1 mma, 2 cudnn): the attention checks and benchmark here are the mma.sync kernels' (forced); every path
- * is checked by test_attn_cuda and timed by bench/attn_bench */
-void qf_cuda_set_attention_variant(int v);
+/* test hook of kernels/cuda (not in ops.h): the attention path (0 auto, 1 mma, 2 cudnn): the attention checks and
+ * benchmark here are the mma.sync kernels' (forced); every path is checked by test_attn_cuda and timed by
+ * bench/attn_bench */
 void qf_cuda_set_attention_path(int p);
 
 /* Tolerances of the 16-bit tables, {bf16, fp16}; the fp32 table always gets TOL_F32. With u the unit roundoff of
@@ -304,19 +303,10 @@ static void test_attention_seg(int B, int T, int H, int KV, int D, const int32_t
     for (size_t i = 0; i < nq; i++) outr[i] = both(out[i]);
     cpu->attention_bwd(dq, dk, dv, dout, outr, lse, q, k, v, seg, B, T, H, KV, D);
     qf_cuda_set_attention_path(1); /* the mma.sync kernels (cuDNN's path: test_attn_cuda) */
-    /* the bf16 and fp16 tables run each tensor-core variant (2 = default, 3, 1); the fp32 table the generic kernels */
-    static const int variants[3] = {2, 3, 1};
-    const char *what0 = what;
-    for (int run = 0; run < 3 * ngpu; run++) {
-        const int gi = run / 3, var = variants[run % 3];
+    /* the bf16 and fp16 tables run the tensor-core kernels at D = 64 and 128, the generic ones otherwise; the fp32
+     * table the generic kernels */
+    for (int gi = 0; gi < ngpu; gi++) {
         const qf_ops *g = gpus[gi];
-        if (g->act_bytes == 4 && var != 2) continue;                            /* generic kernel: no variants */
-        if (g->act_bytes == 2 && !(D == 64 || D == 128) && var != 2) continue; /* generic kernel: no variants */
-        if (var == 3 && D != 128) continue;                                     /* v3 differs from v2 at D=128 only */
-        qf_cuda_set_attention_variant(var);
-        char what2[96];
-        snprintf(what2, sizeof what2, "%s%s", what0, g->act_bytes == 2 && var != 2 ? (var == 3 ? " [v3]" : " [v1]") : "");
-        what = what2;
         float *nq_nan = fnan(nq), *nk_nan = fnan(nk);
         void *dQ = up(g, q, nq), *dK = up(g, k, nk), *dV = up(g, v, nk), *dG = up(g, dout, nq);
         void *dO = up(g, nq_nan, nq);
@@ -344,7 +334,6 @@ static void test_attention_seg(int B, int T, int H, int KV, int D, const int32_t
         g->free(ddk), g->free(ddv), g->free(dOr);
         free(nq_nan), free(nk_nan);
     }
-    qf_cuda_set_attention_variant(2);
     qf_cuda_set_attention_path(0);
     free(q), free(k), free(v), free(dout), free(out), free(lse), free(dq), free(dk), free(dv), free(outr);
 }
@@ -794,22 +783,11 @@ static int bench(void) {
     bench_matmul(g, "7B lm_head", 4096, 3584, 152064);
     bench_matmul(g, "0.5B mlp 16k tok", 16384, 896, 4864);
     qf_cuda_set_attention_path(1); /* the mma.sync kernels; cuDNN's path: bench/attn_bench */
-    for (int var = 2; var >= 1; var--) { /* default kernels, then the first version for comparison */
-        qf_cuda_set_attention_variant(var);
-        printf("attention kernels: variant %d%s\n", var, var == 2 ? " (default)" : "");
-        bench_attention(g, 1, 4096, 28, 4, 128, 1);
-        bench_attention(g, 1, 4096, 28, 4, 128, 4);
-        bench_attention(g, 1, 4096, 14, 2, 64, 1);
-        bench_attention(g, 4, 4096, 14, 2, 64, 1);
-        bench_attention(g, 1, 4096, 32, 32, 128, 1); /* no GQA */
-        if (var == 2) {
-            qf_cuda_set_attention_variant(3);
-            printf("attention kernels: variant 3 (32-key forward tiles at D=128)\n");
-            bench_attention(g, 1, 4096, 28, 4, 128, 1);
-            bench_attention(g, 1, 4096, 32, 32, 128, 1);
-        }
-    }
-    qf_cuda_set_attention_variant(2);
+    bench_attention(g, 1, 4096, 28, 4, 128, 1);
+    bench_attention(g, 1, 4096, 28, 4, 128, 4);
+    bench_attention(g, 1, 4096, 14, 2, 64, 1);
+    bench_attention(g, 4, 4096, 14, 2, 64, 1);
+    bench_attention(g, 1, 4096, 32, 32, 128, 1); /* no GQA */
     qf_cuda_set_attention_path(0);
     bench_classifier(g, 4096, 3584, 152064);
     bench_bandwidth(g);

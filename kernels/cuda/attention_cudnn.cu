@@ -637,7 +637,7 @@ struct Call {
 };
 static void release(Call &c) {
     if (c.vp) cudnnBackendDestroyDescriptor(c.vp);
-    if (c.buf) qf_ops_cuda()->free(c.buf);
+    if (c.buf) cu_free(c.buf);
     c.vp = nullptr, c.buf = nullptr, c.p = nullptr;
 }
 static void say_exec_failure(Plan *p, const char *err) {
@@ -831,7 +831,7 @@ bool qfc_cudnn_attention_fwd(int dt, void *out, float *lse, const void *q, const
         if (!c.p->ok) return false;
         const size_t wsb = qf_align_up((size_t)c.p->ws, 256);
         const size_t stb = c.ragged ? (size_t)c.nb * H * c.s * 4 : 0;
-        c.buf = (char *)qf_ops_cuda()->alloc(wsb + stb + 256);
+        c.buf = (char *)cu_alloc(wsb + stb + 256);
         if (!c.buf) return false;
         c.stats = c.ragged ? (float *)(c.buf + wsb) : lse;
         c.scale = (float)(1.0 / sqrt((double)D));
@@ -865,7 +865,7 @@ bool qfc_cudnn_attention_bwd(int dt, void *dq, void *dk, void *dv, const void *d
         const size_t stb = c.ragged ? qf_align_up(rows * 4, 256) : 0;      // stats in the graph's layout
         const size_t ssb = qf_align_up(rows * 4, 256);                     // softmax_sum
         const size_t acb = c.ragged ? (size_t)N * H * D * 4 : rows * D * 4; // dQ accumulator (zeroed by alloc)
-        c.buf = (char *)qf_ops_cuda()->alloc(wsb + stb + ssb + acb);
+        c.buf = (char *)cu_alloc(wsb + stb + ssb + acb);
         if (!c.buf) return false;
         c.stats = c.ragged ? (float *)(c.buf + wsb) : (float *)lse;
         float *ssum = (float *)(c.buf + wsb + stb), *acc = (float *)(c.buf + wsb + stb + ssb);

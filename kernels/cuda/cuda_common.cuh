@@ -98,6 +98,17 @@ struct qf_cuda_ctx {
 };
 
 qf_cuda_ctx &qfc();                       // the context (initialised)
+// cuda_context.cu: the context's first use sets up device, stream, cuBLASLt, pool, and calls first() once; 1 when a
+// usable GPU (sm_80+) is there, else 0 (and stays 0)
+int qfc_context_init(void (*first)(void));
+// the op table's memory and copy entries (cuda_context.cu), on the compute stream
+void *cu_alloc(size_t bytes);
+void cu_free(void *p);
+void cu_copy_h2d(void *dst, const void *src, size_t bytes);
+void cu_copy_d2h(void *dst, const void *src, size_t bytes);
+void cu_copy_d2d(void *dst, const void *src, size_t bytes);
+void cu_zero(void *p, size_t bytes);
+void cu_sync(void);
 void *qfc_scratch(size_t bytes);          // device scratch of at least `bytes` (256-aligned); valid until the next call
 static inline cudaStream_t qfc_stream() { return qfc().stream; }
 void qfc_device_malloc(void **p, size_t bytes); // internal buffers: cudaMalloc + accounting, fatal on failure

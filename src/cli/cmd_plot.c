@@ -436,38 +436,35 @@ static const qf_opt PLOT_OPTS[] = {
     {.name = "set", .type = QF_OPT_IGNORED, .meta = "KEY=VALUE", .help = "plot reads no deck"},
 };
 
-static int plot(const plot_opts *o, qf_err *e) {
-    const char *const *files = o->files.v, *out = o->out, *keys = o->keys;
-    int nfiles = o->files.n, keys_given = qf_opts_given(&qf_cmd_plot, o, "keys");
+/* 1 for OUT.svg, 0 for OUT.png (either case); -1 for any other name */
+static int output_is_svg(const char *out) {
     size_t ol = strlen(out);
-    int svg = ol > 4 && !strcasecmp(out + ol - 4, ".svg");
-    if (!svg && !(ol > 4 && !strcasecmp(out + ol - 4, ".png")))
-        return qf_err_set(e, QF_EXIT_INPUT, "%s: the output must end in .svg or .png", out);
+    if (ol > 4 && !strcasecmp(out + ol - 4, ".svg")) return 1;
+    return ol > 4 && !strcasecmp(out + ol - 4, ".png") ? 0 : -1;
+}
 
-    panel *p = qf_calloc(PLOT_MAX_KEYS, sizeof *p);
-    int np = 0;
-    for (const char *k = keys; *k && np <= PLOT_MAX_KEYS;) {
+/* --keys "k1,k2,...": one panel each into p[PLOT_MAX_KEYS] (empty names skipped; valid_* drawn as points) */
+static int parse_keys(const char *keys, panel *p, int *np, qf_err *e) {
+    for (const char *k = keys; *k && *np <= PLOT_MAX_KEYS;) {
         size_t n = strcspn(k, ",");
-        if (n > 0 && np == PLOT_MAX_KEYS) {
-            free(p);
+        if (n > 0 && *np == PLOT_MAX_KEYS)
             return qf_err_set(e, QF_EXIT_INPUT, "--keys: at most %d keys", PLOT_MAX_KEYS);
-        }
-        if (n >= sizeof p[0].key) {
-            free(p);
-            return qf_err_set(e, QF_EXIT_INPUT, "--keys: key '%.*s' is too long", (int)n, k);
-        }
+        if (n >= sizeof p[0].key) return qf_err_set(e, QF_EXIT_INPUT, "--keys: key '%.*s' is too long", (int)n, k);
         if (n > 0) {
-            memcpy(p[np].key, k, n);
-            p[np].key[n] = 0;
-            p[np].points = !strncmp(p[np].key, "valid_", 6);
-            np++;
+            panel *q = &p[(*np)++];
+            memcpy(q->key, k, n);
+            q->key[n] = 0;
+            q->points = !strncmp(q->key, "valid_", 6);
         }
         k += n + (k[n] == ',');
     }
-    int rc = 0;
-    for (int i = 0; i < nfiles && !rc; i++) rc = read_metrics(files[i], i, p, np, e);
-    /* an evaluation key goes over its training key's panel (valid_loss over loss) when both are plotted */
-    for (int k = 0; k < np && !rc; k++) {
+    return 0;
+}
+
+/* an evaluation key goes over its training key's panel (valid_loss over loss) when both are plotted; the
+ * evaluation panel is left without key and series */
+static void merge_eval_panels(panel *p, int np) {
+    for (int k = 0; k < np; k++) {
         if (!p[k].points) continue;
         for (int t = 0; t < np; t++)
             if (!p[t].points && !p[t].over_key[0] && !strcmp(p[t].key, p[k].key + 6)) {
@@ -478,25 +475,32 @@ static int plot(const plot_opts *o, qf_err *e) {
                 break;
             }
     }
-    /* panels with data, their y ranges, and the one x range they share */
-    xrange xr = {INFINITY, -INFINITY};
+}
+
+/* q's y range and number of values; widens the shared x range */
+static void panel_range(panel *q, int nfiles, xrange *xr) {
+    q->ymin = INFINITY;
+    q->ymax = -INFINITY;
+    for (int i = 0; i < nfiles; i++)
+        for (int o = 0; o < 2; o++) {
+            const series *sr = o ? &q->over[i] : &q->s[i];
+            for (size_t j = 0; j < sr->n; j++) {
+                xr->xmin = fmin(xr->xmin, sr->x[j]);
+                xr->xmax = fmax(xr->xmax, sr->x[j]);
+                q->ymin = fmin(q->ymin, sr->y[j]);
+                q->ymax = fmax(q->ymax, sr->y[j]);
+                q->total++;
+            }
+        }
+}
+
+/* The panels with data first, in their order (returns how many); their y ranges and the x range they share. */
+static int keep_panels_with_data(panel *p, int np, int nfiles, int keys_given, xrange *xr) {
     int kept = 0;
-    for (int k = 0; k < np && !rc; k++) {
+    for (int k = 0; k < np; k++) {
         panel *q = &p[k];
         if (!q->key[0]) continue;
-        q->ymin = INFINITY;
-        q->ymax = -INFINITY;
-        for (int i = 0; i < nfiles; i++)
-            for (int o = 0; o < 2; o++) {
-                const series *sr = o ? &q->over[i] : &q->s[i];
-                for (size_t j = 0; j < sr->n; j++) {
-                    xr.xmin = fmin(xr.xmin, sr->x[j]);
-                    xr.xmax = fmax(xr.xmax, sr->x[j]);
-                    q->ymin = fmin(q->ymin, sr->y[j]);
-                    q->ymax = fmax(q->ymax, sr->y[j]);
-                    q->total++;
-                }
-            }
+        panel_range(q, nfiles, xr);
         if (!q->total) {
             if (keys_given) fprintf(stderr, "qwen-ft plot: no values of '%s' in the input; panel left out\n", q->key);
             continue; /* freed with the others at the end */
@@ -508,46 +512,87 @@ static int plot(const plot_opts *o, qf_err *e) {
         }
         kept++;
     }
-    if (xr.xmax <= xr.xmin) {
-        xr.xmin -= 1;
-        xr.xmax += 1;
+    return kept;
+}
+
+static void pad_xrange(xrange *xr) {
+    if (xr->xmax <= xr->xmin) {
+        xr->xmin -= 1;
+        xr->xmax += 1;
     } else { /* points on the frame would be cut in half */
-        double pad = 0.03 * (xr.xmax - xr.xmin);
-        xr.xmin -= pad;
-        xr.xmax += pad;
+        double pad = 0.03 * (xr->xmax - xr->xmin);
+        xr->xmin -= pad;
+        xr->xmax += pad;
     }
-    if (!rc && !kept) rc = qf_err_set(e, QF_EXIT_INPUT, "none of the keys (%s) has a value in %s%s", keys, files[0],
-                                      nfiles > 1 ? " and the other files" : "");
-    if (!rc) {
-        canvas c = {.svg = svg, .w = W, .h = TOP + kept * PANEL_H + 10, .scale = 2};
-        if (svg) {
-            c.f = fopen(out, "w");
-            if (!c.f) {
-                rc = qf_err_set(e, QF_EXIT_RUNTIME, "cannot write %s: %s", out, strerror(errno));
-            } else {
-                fprintf(c.f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-                             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
-                             "font-family=\"DejaVu Sans Mono, monospace\" font-size=\"12\">\n",
-                        c.w, c.h, c.w, c.h);
-                draw_all(&c, p, kept, &xr, files, nfiles);
-                fprintf(c.f, "</svg>\n");
-                if (fclose(c.f) != 0) rc = qf_err_set(e, QF_EXIT_RUNTIME, "writing %s failed", out);
-            }
-        } else {
-            c.px = qf_malloc((size_t)c.w * c.h * 3);
-            draw_all(&c, p, kept, &xr, files, nfiles);
-            if (write_png(out, &c) != 0) rc = qf_err_set(e, QF_EXIT_RUNTIME, "cannot write %s: %s", out, strerror(errno));
-            free(c.px);
-        }
-        if (!rc) {
-            printf("plot: %s (%d panel%s:", out, kept, kept == 1 ? "" : "s");
-            for (int k = 0; k < kept; k++) printf(" %s%s%s", p[k].key, p[k].over_key[0] ? "+" : "", p[k].over_key);
-            printf(")\n");
-        }
-    }
-    for (int k = 0; k < np; k++) /* kept, empty and merged panels alike (merged ones hold no series) */
+}
+
+/* the panels as SVG text into out */
+static int render_svg(const char *out, canvas *c, const panel *p, int kept, const xrange *xr,
+                      const char *const *files, int nfiles, qf_err *e) {
+    c->f = fopen(out, "w");
+    if (!c->f) return qf_err_set(e, QF_EXIT_RUNTIME, "cannot write %s: %s", out, strerror(errno));
+    fprintf(c->f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                  "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+                  "font-family=\"DejaVu Sans Mono, monospace\" font-size=\"12\">\n",
+            c->w, c->h, c->w, c->h);
+    draw_all(c, p, kept, xr, files, nfiles);
+    fprintf(c->f, "</svg>\n");
+    if (fclose(c->f) != 0) return qf_err_set(e, QF_EXIT_RUNTIME, "writing %s failed", out);
+    return 0;
+}
+
+/* the panels rasterised, into out as PNG */
+static int render_png(const char *out, canvas *c, const panel *p, int kept, const xrange *xr,
+                      const char *const *files, int nfiles, qf_err *e) {
+    int rc = 0;
+    c->px = qf_malloc((size_t)c->w * c->h * 3);
+    draw_all(c, p, kept, xr, files, nfiles);
+    if (write_png(out, c) != 0) rc = qf_err_set(e, QF_EXIT_RUNTIME, "cannot write %s: %s", out, strerror(errno));
+    free(c->px);
+    return rc;
+}
+
+/* "plot: OUT (N panels: k1 k2+valid_k2 ...)" */
+static void print_summary(const char *out, const panel *p, int kept) {
+    printf("plot: %s (%d panel%s:", out, kept, kept == 1 ? "" : "s");
+    for (int k = 0; k < kept; k++) printf(" %s%s%s", p[k].key, p[k].over_key[0] ? "+" : "", p[k].over_key);
+    printf(")\n");
+}
+
+/* The read panels merged, laid out and written to o->out. */
+static int draw_panels(const plot_opts *o, int svg, panel *p, int np, qf_err *e) {
+    const char *const *files = o->files.v;
+    int nfiles = o->files.n;
+    merge_eval_panels(p, np);
+    xrange xr = {INFINITY, -INFINITY};
+    int kept = keep_panels_with_data(p, np, nfiles, qf_opts_given(&qf_cmd_plot, o, "keys"), &xr);
+    pad_xrange(&xr);
+    if (!kept)
+        return qf_err_set(e, QF_EXIT_INPUT, "none of the keys (%s) has a value in %s%s", o->keys, files[0],
+                          nfiles > 1 ? " and the other files" : "");
+    canvas c = {.svg = svg, .w = W, .h = TOP + kept * PANEL_H + 10, .scale = 2};
+    int rc = svg ? render_svg(o->out, &c, p, kept, &xr, files, nfiles, e)
+                 : render_png(o->out, &c, p, kept, &xr, files, nfiles, e);
+    if (!rc) print_summary(o->out, p, kept);
+    return rc;
+}
+
+/* kept, empty and merged panels alike (merged ones hold no series) */
+static void free_panels(panel *p, int np, int nfiles) {
+    for (int k = 0; k < np; k++)
         for (int i = 0; i < nfiles; i++) free(p[k].s[i].x), free(p[k].s[i].y), free(p[k].over[i].x), free(p[k].over[i].y);
     free(p);
+}
+
+static int plot(const plot_opts *o, qf_err *e) {
+    int svg = output_is_svg(o->out);
+    if (svg < 0) return qf_err_set(e, QF_EXIT_INPUT, "%s: the output must end in .svg or .png", o->out);
+    panel *p = qf_calloc(PLOT_MAX_KEYS, sizeof *p);
+    int np = 0;
+    int rc = parse_keys(o->keys, p, &np, e);
+    for (int i = 0; i < o->files.n && !rc; i++) rc = read_metrics(o->files.v[i], i, p, np, e);
+    if (!rc) rc = draw_panels(o, svg, p, np, e);
+    free_panels(p, np, o->files.n);
     return rc;
 }
 

@@ -144,6 +144,150 @@ static void decode_call(decode_ctx *c, const int32_t *tokens, const int32_t *sta
     }
 }
 
+/* the longest prompt */
+static int decode_max_len(const qf_gen_prompts *P) {
+    int maxn = 0;
+    for (int b = 0; b < P->n; b++) maxn = P->v[b].n > maxn ? P->v[b].n : maxn;
+    return maxn;
+}
+
+/* This rank's model: created, its layers' units loaded and the decode activations (B rows, Tcap positions a call,
+ * a cache of S) allocated; c->m is set once the model exists. Errors in e (not yet agreed over the ranks). */
+static void decode_load(const qf_decode_opts *o, decode_ctx *c, qf_model *m, qf_decode_units *du, int B, int Tcap,
+                        int S, qf_err *e) {
+    int first = c->rank == 0, lastr = c->rank == c->W - 1;
+    if (qf_model_create(m, o->cfg, o->ops, 0, e) != 0) return;
+    c->m = m;
+    if (qf_decode_units_load(du, m, o->model, c->l0, c->l1, first, lastr, o->stream, e) == 0)
+        qf_model_alloc_decode(m, B, Tcap, S, c->l0, c->l1, lastr, e);
+}
+
+/* rank 0: every row's prompt copied ahead of room for max_new tokens, its sampler state and its seeded stream */
+static void decode_rows_init(decode_rows *r, const qf_decode_opts *o, const qf_gen_prompts *P) {
+    int B = r->B;
+    int64_t V = o->cfg->vocab_size;
+    r->ids = qf_calloc((size_t)B, sizeof *r->ids);
+    r->plen = qf_calloc((size_t)B, sizeof(int));
+    r->n = qf_calloc((size_t)B, sizeof(int));
+    r->done = qf_calloc((size_t)B, sizeof(int));
+    r->finish = qf_calloc((size_t)B, sizeof(int));
+    r->rng = qf_calloc((size_t)B, sizeof *r->rng);
+    r->logits = qf_malloc((size_t)B * V * sizeof(float));
+    qf_sampler_init(&r->smp, V);
+    for (int b = 0; b < B; b++) {
+        r->plen[b] = P->v[b].n;
+        r->ids[b] = qf_malloc((size_t)(P->v[b].n + o->max_new) * sizeof(int32_t));
+        memcpy(r->ids[b], P->v[b].ids, (size_t)P->v[b].n * sizeof(int32_t));
+        qf_rng_seed2(&r->rng[b], o->seed, (uint64_t)b);
+    }
+}
+
+/* rank 0: the generated tokens into out (which takes n and finish), the rest of the rows freed */
+static void decode_rows_out(decode_rows *r, qf_decode_out *out) {
+    int B = r->B;
+    out->B = B;
+    out->ids = qf_calloc((size_t)B, sizeof *out->ids);
+    out->n = r->n;
+    out->finish = r->finish;
+    for (int b = 0; b < B; b++) {
+        out->ids[b] = qf_malloc((size_t)(r->n[b] + 1) * sizeof(int32_t));
+        memcpy(out->ids[b], r->ids[b] + r->plen[b], (size_t)r->n[b] * sizeof(int32_t));
+        free(r->ids[b]);
+    }
+}
+
+static void decode_rows_free(decode_rows *r) {
+    free(r->ids);
+    free(r->plen);
+    free(r->done);
+    free(r->rng);
+    free(r->logits);
+    qf_sampler_free(&r->smp);
+}
+
+/* one call's input: tok [B*Tq], start [B] (the first position), last [B] (the position whose logits are wanted,
+ * -1: none) */
+typedef struct decode_feed {
+    int32_t *tok, *start, *last;
+} decode_feed;
+
+static decode_feed decode_feed_alloc(int B, int Tcap) {
+    decode_feed f;
+    f.tok = qf_malloc((size_t)B * Tcap * sizeof *f.tok);
+    f.start = qf_malloc((size_t)B * sizeof *f.start);
+    f.last = qf_malloc((size_t)B * sizeof *f.last);
+    return f;
+}
+
+static void decode_feed_free(decode_feed *f) {
+    free(f->tok);
+    free(f->start);
+    free(f->last);
+}
+
+/* prefill: chunks of Tcap positions; a row past its prompt computes padding that no later query reads
+ * (its decoding steps overwrite those cache positions before attending them) */
+static void decode_prefill(decode_ctx *c, const qf_gen_prompts *P, int maxn, int Tcap, decode_feed *f,
+                           float *logits) {
+    int B = P->n;
+    for (int c0 = 0; c0 < maxn; c0 += Tcap) {
+        int Tq = maxn - c0 < Tcap ? maxn - c0 : Tcap, any = 0;
+        for (int b = 0; b < B; b++) {
+            const qf_gen_prompt *p = &P->v[b];
+            for (int i = 0; i < Tq; i++) f->tok[b * Tq + i] = c0 + i < p->n ? p->ids[c0 + i] : p->ids[p->n - 1];
+            f->start[b] = c0;
+            f->last[b] = p->n - 1 >= c0 && p->n - 1 < c0 + Tq ? p->n - 1 - c0 : -1;
+            any |= f->last[b] >= 0;
+        }
+        decode_call(c, f->tok, f->start, Tq, f->last, any, logits);
+    }
+}
+
+/* decoding: one token per row per step; rank 0 picks, everyone gets the tokens */
+static void decode_steps(const qf_decode_opts *o, decode_ctx *c, const qf_gen_prompts *P, decode_rows *r,
+                         decode_feed *f) {
+    int B = P->n;
+    for (int s = 0; s < o->max_new; s++) {
+        int alldone = 0;
+        if (c->rank == 0) {
+            decode_pick(o, r, f->tok);
+            alldone = 1;
+            for (int b = 0; b < B; b++) alldone &= r->done[b];
+        }
+        MPI_Bcast(&alldone, 1, MPI_INT, 0, c->comm);
+        if (alldone || s + 1 == o->max_new) break;
+        MPI_Bcast(f->tok, B, MPI_INT32_T, 0, c->comm);
+        for (int b = 0; b < B; b++) f->start[b] = P->v[b].n + s, f->last[b] = 0;
+        decode_call(c, f->tok, f->start, 1, f->last, 1, r->logits);
+    }
+}
+
+/* With every rank's model loaded: the buffers, prefill, decoding, and on rank 0 the output and its timings. */
+static void decode_generate(const qf_decode_opts *o, const qf_gen_prompts *P, decode_ctx *c, int Tcap,
+                            qf_decode_out *out) {
+    int B = P->n, maxn = decode_max_len(P), first = c->rank == 0, lastr = c->rank == c->W - 1;
+    int64_t V = o->cfg->vocab_size;
+    c->stage = qf_malloc((size_t)B * Tcap * o->cfg->hidden_size * o->ops->act_bytes);
+    c->lg = (first || lastr) ? qf_malloc((size_t)B * V * sizeof(float)) : NULL;
+    decode_rows r = {.B = B, .max_new = o->max_new};
+    if (first) decode_rows_init(&r, o, P);
+    decode_feed f = decode_feed_alloc(B, Tcap);
+    double t0 = MPI_Wtime();
+    decode_prefill(c, P, maxn, Tcap, &f, r.logits);
+    double t1 = MPI_Wtime();
+    decode_steps(o, c, P, &r, &f);
+    double t2 = MPI_Wtime();
+    if (first) {
+        decode_rows_out(&r, out);
+        out->prefill_s = t1 - t0;
+        out->decode_s = t2 - t1;
+        decode_rows_free(&r);
+    }
+    decode_feed_free(&f);
+    free(c->stage);
+    free(c->lg);
+}
+
 int qf_decode_run(const qf_decode_opts *o, const qf_gen_prompts *prompts_in, MPI_Comm comm, qf_decode_out *out,
                   qf_err *e) {
     decode_ctx c = {.comm = comm};
@@ -152,99 +296,13 @@ int qf_decode_run(const qf_decode_opts *o, const qf_gen_prompts *prompts_in, MPI
     memset(out, 0, sizeof *out);
     qf_gen_prompts P;
     decode_bcast_prompts(c.rank == 0 ? prompts_in : NULL, &P, comm);
-    int B = P.n, maxn = 0, L = o->cfg->num_layers;
-    for (int b = 0; b < B; b++) maxn = P.v[b].n > maxn ? P.v[b].n : maxn;
-    int64_t V = o->cfg->vocab_size;
+    int B = P.n, maxn = decode_max_len(&P);
     int S = maxn + o->max_new, Tcap = qf_decode_chunk(B, maxn);
-    qf_decode_split(L, c.W, c.rank, &c.l0, &c.l1);
-    int first = c.rank == 0, lastr = c.rank == c.W - 1;
-
+    qf_decode_split(o->cfg->num_layers, c.W, c.rank, &c.l0, &c.l1);
     qf_model m;
     qf_decode_units du = {0};
-    if (qf_model_create(&m, o->cfg, o->ops, 0, e) == 0) {
-        c.m = &m;
-        if (qf_decode_units_load(&du, &m, o->model, c.l0, c.l1, first, lastr, o->stream, e) == 0)
-            qf_model_alloc_decode(&m, B, Tcap, S, c.l0, c.l1, lastr, e);
-    }
-    if (decode_agree(comm, e)) goto done;
-    c.stage = qf_malloc((size_t)B * Tcap * o->cfg->hidden_size * o->ops->act_bytes);
-    c.lg = (first || lastr) ? qf_malloc((size_t)B * V * sizeof(float)) : NULL;
-
-    decode_rows r = {.B = B, .max_new = o->max_new};
-    if (first) {
-        r.ids = qf_calloc((size_t)B, sizeof *r.ids);
-        r.plen = qf_calloc((size_t)B, sizeof(int));
-        r.n = qf_calloc((size_t)B, sizeof(int));
-        r.done = qf_calloc((size_t)B, sizeof(int));
-        r.finish = qf_calloc((size_t)B, sizeof(int));
-        r.rng = qf_calloc((size_t)B, sizeof *r.rng);
-        r.logits = qf_malloc((size_t)B * V * sizeof(float));
-        qf_sampler_init(&r.smp, V);
-        for (int b = 0; b < B; b++) {
-            r.plen[b] = P.v[b].n;
-            r.ids[b] = qf_malloc((size_t)(P.v[b].n + o->max_new) * sizeof(int32_t));
-            memcpy(r.ids[b], P.v[b].ids, (size_t)P.v[b].n * sizeof(int32_t));
-            qf_rng_seed2(&r.rng[b], o->seed, (uint64_t)b);
-        }
-    }
-    int32_t *tok = qf_malloc((size_t)B * Tcap * sizeof *tok), *start = qf_malloc((size_t)B * sizeof *start);
-    int32_t *last = qf_malloc((size_t)B * sizeof *last);
-
-    /* prefill: chunks of Tcap positions; a row past its prompt computes padding that no later query reads
-     * (its decoding steps overwrite those cache positions before attending them) */
-    double t0 = MPI_Wtime();
-    for (int c0 = 0; c0 < maxn; c0 += Tcap) {
-        int Tq = maxn - c0 < Tcap ? maxn - c0 : Tcap, any = 0;
-        for (int b = 0; b < B; b++) {
-            const qf_gen_prompt *p = &P.v[b];
-            for (int i = 0; i < Tq; i++) tok[b * Tq + i] = c0 + i < p->n ? p->ids[c0 + i] : p->ids[p->n - 1];
-            start[b] = c0;
-            last[b] = p->n - 1 >= c0 && p->n - 1 < c0 + Tq ? p->n - 1 - c0 : -1;
-            any |= last[b] >= 0;
-        }
-        decode_call(&c, tok, start, Tq, last, any, r.logits);
-    }
-    double t1 = MPI_Wtime();
-    /* decoding: one token per row per step; rank 0 picks, everyone gets the tokens */
-    for (int s = 0; s < o->max_new; s++) {
-        int alldone = 0;
-        if (first) {
-            decode_pick(o, &r, tok);
-            alldone = 1;
-            for (int b = 0; b < B; b++) alldone &= r.done[b];
-        }
-        MPI_Bcast(&alldone, 1, MPI_INT, 0, comm);
-        if (alldone || s + 1 == o->max_new) break;
-        MPI_Bcast(tok, B, MPI_INT32_T, 0, comm);
-        for (int b = 0; b < B; b++) start[b] = P.v[b].n + s, last[b] = 0;
-        decode_call(&c, tok, start, 1, last, 1, r.logits);
-    }
-    double t2 = MPI_Wtime();
-    if (first) {
-        out->B = B;
-        out->ids = qf_calloc((size_t)B, sizeof *out->ids);
-        out->n = r.n;
-        out->finish = r.finish;
-        for (int b = 0; b < B; b++) {
-            out->ids[b] = qf_malloc((size_t)(r.n[b] + 1) * sizeof(int32_t));
-            memcpy(out->ids[b], r.ids[b] + r.plen[b], (size_t)r.n[b] * sizeof(int32_t));
-            free(r.ids[b]);
-        }
-        out->prefill_s = t1 - t0;
-        out->decode_s = t2 - t1;
-        free(r.ids);
-        free(r.plen);
-        free(r.done);
-        free(r.rng);
-        free(r.logits);
-        qf_sampler_free(&r.smp);
-    }
-    free(tok);
-    free(start);
-    free(last);
-    free(c.stage);
-    free(c.lg);
-done:
+    decode_load(o, &c, &m, &du, B, Tcap, S, e);
+    if (!decode_agree(comm, e)) decode_generate(o, &P, &c, Tcap, out);
     qf_decode_units_free(&du);
     if (c.m) qf_model_free(&m);
     qf_gen_prompts_free(&P);

@@ -154,162 +154,267 @@ static int open_metrics(qf_run *r) {
     return 0;
 }
 
+/* One optimizer step, as the logs see it. */
+typedef struct {
+    int64_t step;           /* 1-based step taken */
+    int64_t targets;        /* target tokens of the global batch */
+    double loss, norm, lr;  /* mean loss over the targets, unscaled gradient norm, the step's learning rate */
+    int skipped;            /* no update: a non-finite step */
+    double dt, tok_s, mfu;  /* seconds, tokens per second, MFU (< 0: no peak known) */
+    double mem_gib, gpu_gib; /* peak host memory; the backend's peak (0 on CPU ranks) */
+} train_step;
+
+/* The loop's clocks: the ETA's origin, and what stopping before max_hours needs (docs/hpc.md). */
+typedef struct {
+    double t_start;     /* the loop's start */
+    int64_t first_step; /* the state's step then (a resumed run's) */
+    double step_max_s;  /* the longest step so far */
+    double ckpt_h;      /* the last checkpoint's write time in hours; before the first, an estimate */
+    int64_t saved_step; /* the step this loop last checkpointed, -1: none */
+} train_clock;
+
+static train_clock clock_start(const qf_run *r) {
+    train_clock k = {.t_start = qf_now(), .first_step = r->st.step, .saved_step = -1};
+    k.ckpt_h = qf_signals_ckpt_estimate_hours((double)r->model.n_params * (double)(r->ops->act_bytes + 12));
+    return k;
+}
+
+/* Loads the step's batch and runs its micro-batches forward and backward with the gradients scaled by
+ * loss_scale / targets, then reduces them over the ranks. Sets s->targets; returns this rank's loss sum. */
+static double accumulate_grads(qf_run *r, train_step *s) {
+    qf_profile *prof = r->model.prof;
+    qf_profile_step_begin(prof);
+    int64_t local_targets = load_batch(r);
+    s->targets = qf_comm_sum_i64(&r->comm, local_targets);
+    qf_profile_lap(prof, QF_PH_DATA);
+    float grad_scale = s->targets ? (float)(r->st.loss_scale / (double)s->targets) : 0.0f;
+    qf_zero_zero_grads(&r->zero);
+    double loss_sum = 0;
+    for (int j = 0; j < r->deck.gradient_accumulation_steps; j++) {
+        loss_sum += qf_model_step(&r->model, &r->rows[j], grad_scale, 1);
+        qf_profile_lap(prof, QF_PH_BACKWARD);
+    }
+    qf_zero_reduce(&r->zero);
+    qf_profile_lap(prof, QF_PH_REDUCE);
+    return loss_sum;
+}
+
+/* QWENFT_INJECT_FAULT: NaN gradients, or a crash, on one rank at one step */
+static void inject_fault(qf_run *r, int64_t step) {
+    if (r->comm.rank != r->fault_rank || step != r->fault_step) return;
+    if (!strcmp(r->fault_kind, "nan")) qf_zero_poison_grads(&r->zero);
+    else QF_FATAL("injected failure at step %lld (QWENFT_INJECT_FAULT)", (long long)step);
+}
+
+/* The gradient norm, the mean loss and the step's learning rate; returns 1 on every rank when the norm or the
+ * loss is not finite on any. */
+static int measure_step(qf_run *r, train_step *s, double loss_sum) {
+    s->norm = qf_zero_grad_norm(&r->zero, 1.0 / r->st.loss_scale);
+    s->loss = s->targets ? qf_comm_sum_f64(&r->comm, loss_sum) / (double)s->targets : 0.0;
+    /* every rank must take the same branch (a local NaN would otherwise desynchronise the collectives) */
+    int nonfinite = qf_comm_any(&r->comm, !isfinite(s->norm) || !isfinite(s->loss));
+    qf_profile_lap(r->model.prof, QF_PH_NORM);
+    s->lr = qf_sched_lr(&r->deck, r->st.sched_step, r->total_steps);
+    return nonfinite;
+}
+
+/* AdamW at lr on the unscaled gradients, clipped to gradient_clipping; the scheduler (and fp16's scale) move on. */
+static void clip_and_update(qf_run *r, double norm, double lr) {
+    const qf_deck *d = &r->deck;
+    float gscale = (float)(1.0 / r->st.loss_scale);
+    if (d->gradient_clipping > 0) {
+        double coef = d->gradient_clipping / (norm + 1e-6);
+        if (coef < 1.0) gscale = (float)((double)gscale * coef);
+    }
+    qf_zero_update(&r->zero, lr, gscale);
+    r->st.sched_step++;
+    if (d->fp16) qf_loss_scale_update(d, &r->st, 0);
+}
+
+/* on_nonfinite = "stop": the last good state's checkpoint, then the run's exit code */
+static int stop_nonfinite(qf_run *r) {
+    if (r->comm.rank == 0)
+        fprintf(stderr, "qwen-ft: stopping (on_nonfinite = \"stop\"); checkpointing the last good state (step %lld)\n",
+                (long long)r->st.step);
+    save(r);
+    return QF_EXIT_RUNTIME;
+}
+
+/* Updates, or skips a non-finite step: fp16 lowers the loss scale (DeepSpeed: the scheduler holds); otherwise
+ * the batch's documents are reported and on_nonfinite says skip or stop. Non-zero: the run ends with it. */
+static int update_or_skip(qf_run *r, train_step *s, int nonfinite) {
+    const qf_deck *d = &r->deck;
+    s->skipped = 0;
+    if (nonfinite && d->fp16) {
+        s->skipped = 1;
+        qf_loss_scale_update(d, &r->st, 1);
+    } else if (nonfinite) {
+        report_docs(r, s->step);
+        if (d->on_nonfinite == QF_NONFINITE_STOP) return stop_nonfinite(r);
+        s->skipped = 1;
+    } else {
+        clip_and_update(r, s->norm, s->lr);
+    }
+    return 0;
+}
+
+/* After the update: the offload's timings into the profile, the state's counters and data position, the step's
+ * speed and the memory peaks. */
+static void end_step(qf_run *r, train_step *s, double t0) {
+    qf_profile *prof = r->model.prof;
+    qf_profile_lap(prof, QF_PH_UPDATE);
+    if (prof) { /* the offloaded host AdamW finished during this step's window, and what the trainer waited */
+        prof->offload_adamw = r->zero.off.adam_s;
+        prof->offload_wait = r->zero.off.wait_s;
+    }
+    r->zero.off.adam_s = r->zero.off.wait_s = 0;
+    r->st.skipped += s->skipped;
+    r->st.step = s->step;
+    r->st.tokens_seen += s->skipped ? 0 : s->targets;
+    advance_data(r);
+    s->dt = qf_now() - t0;
+    s->tok_s = (double)r->deck.train_batch_size * r->deck.seq_len / s->dt;
+    /* no peak (CPU ranks without peak_tflops): n/a, null in metrics.jsonl */
+    s->mfu = r->peak_flops > 0 ? s->tok_s * r->flops_per_token / (r->peak_flops * r->comm.world_size) : -1;
+    s->mem_gib = QF_GIB(qf_mem_peak());
+    s->gpu_gib = QF_GIB(qf_backend_peak_bytes(r->ops));
+}
+
+/* One step: micro-batches, reduce, norm, update or skip. Fills *s; non-zero: the run ends with that code. */
+static int take_step(qf_run *r, train_step *s) {
+    double t0 = qf_now();
+    s->step = r->st.step + 1;
+    double loss_sum = accumulate_grads(r, s);
+    inject_fault(r, s->step);
+    int nonfinite = measure_step(r, s, loss_sum);
+    int rc = update_or_skip(r, s, nonfinite);
+    if (rc) return rc;
+    end_step(r, s, t0);
+    return 0;
+}
+
+/* rank 0: the step's "train" line of metrics.jsonl */
+static void write_train_record(qf_run *r, const train_step *s) {
+    qf_metrics_rec m;
+    qf_metrics_begin(&m, "train");
+    qf_metrics_add_int(&m, "step", s->step);
+    qf_metrics_add_num(&m, "loss", s->loss);
+    qf_metrics_add_num(&m, "lr", s->lr);
+    qf_metrics_add_num(&m, "grad_norm", s->norm);
+    qf_metrics_add_int(&m, "tokens", s->targets);
+    qf_metrics_add_num(&m, "tokens_per_s", s->tok_s);
+    if (s->mfu >= 0) qf_metrics_add_num(&m, "mfu", s->mfu);
+    else qf_metrics_add_null(&m, "mfu");
+    qf_metrics_add_bool(&m, "skipped", s->skipped);
+    qf_metrics_add_num(&m, "loss_scale", r->st.loss_scale);
+    qf_metrics_add_int(&m, "epoch", r->st.data_epoch);
+    qf_metrics_add_num(&m, "step_time_s", s->dt);
+    qf_metrics_add_num(&m, "peak_host_mem_gib", s->mem_gib);
+    qf_metrics_add_num(&m, "peak_gpu_mem_gib", s->gpu_gib);
+    if (r->model.prof) /* log.wall_clock_breakdown */
+        json_object_set_new(m.o, "breakdown", qf_profile_json(r->model.prof));
+    qf_metrics_write(&m, r->metrics);
+    qf_flush_or_die(r->metrics, "log.dir/metrics.jsonl");
+}
+
+/* rank 0: the progress line, every steps_per_print steps, at the last step and at this run's first */
+static void print_progress(const qf_run *r, const train_step *s, const train_clock *k) {
+    int64_t step = s->step;
+    if (!(step % r->deck.steps_per_print == 0 || step == r->total_steps || step == k->first_step + 1)) return;
+    char eta[32];
+    double per = (qf_now() - k->t_start) / (double)(step - k->first_step);
+    fmt_eta(per * (double)(r->total_steps - step), eta, sizeof eta);
+    char mfu_s[16] = "n/a";
+    if (s->mfu >= 0) snprintf(mfu_s, sizeof mfu_s, "%.1f%%", 100 * s->mfu);
+    double mem_gib = s->gpu_gib > 0 ? s->gpu_gib : s->mem_gib; /* the device's peak on GPU ranks */
+    printf("step %lld/%lld | loss %.4f | lr %.3e | grad_norm %.4f | %.0f tok/s | MFU %s | mem %.2f GiB | ETA %s%s\n",
+           (long long)step, (long long)r->total_steps, s->loss, s->lr, s->norm, s->tok_s, mfu_s, mem_gib, eta,
+           s->skipped ? " | skipped" : "");
+    qf_profile_print(r->model.prof, stdout);
+    fflush(stdout);
+}
+
+/* The step into metrics.jsonl, TensorBoard and the progress line. */
+static void log_step(qf_run *r, const train_step *s, const train_clock *k) {
+    int rank0 = r->comm.rank == 0;
+    if (rank0 && r->metrics) write_train_record(r, s);
+    if (s->gpu_gib > 0) qf_tb_scalar(r->tb, "perf/peak_gpu_mem_gib", s->step, s->gpu_gib);
+    qf_tb_train_step(r->tb, s->step, s->loss, s->lr, s->norm, r->st.loss_scale, s->tok_s, s->mfu >= 0 ? s->mfu : NAN,
+                     s->mem_gib); /* flushes */
+    if (rank0) print_progress(r, s, k);
+}
+
+/* eval_every_steps (not at the last step: the end evaluates); returns 1 when early stopping ends the run */
+static int eval_if_due(qf_run *r, int64_t step) {
+    const qf_deck *d = &r->deck;
+    if (!(r->have_valid && d->eval_every_steps > 0 && step % d->eval_every_steps == 0 && step < r->total_steps))
+        return 0;
+    int stop_early = eval_and_check(r, step);
+    if (stop_early && r->comm.rank == 0)
+        printf("early stopping: valid_loss did not improve for %d evaluations\n", d->early_stopping_patience);
+    return stop_early;
+}
+
+/* checkpoint_every_steps (not at the last step, nor when early stopping: the end checkpoints), timed for the
+ * max_hours margin. 0 or the exit code of a failed save. */
+static int checkpoint_if_due(qf_run *r, int64_t step, int stop_early, train_clock *k) {
+    const qf_deck *d = &r->deck;
+    if (!(d->checkpoint_every_steps > 0 && step % d->checkpoint_every_steps == 0 && step < r->total_steps &&
+          !stop_early))
+        return 0;
+    double t_ck = qf_now();
+    int rc = save(r);
+    if (rc) return rc;
+    k->ckpt_h = (qf_now() - t_ck) / 3600.0;
+    k->saved_step = step;
+    return 0;
+}
+
+/* Every rank agreed to stop (a signal or max_hours): a checkpoint unless this step just wrote one. */
+static int stop_and_save(qf_run *r, int stop, const train_clock *k) {
+    const qf_train_state *st = &r->st;
+    int rank0 = r->comm.rank == 0;
+    char why[256];
+    qf_signals_describe(r->sig, stop, r->deck.max_hours, why, sizeof why);
+    if (rank0) {
+        printf("stopping at step %lld/%lld: %s; writing a checkpoint\n", (long long)st->step, (long long)r->total_steps,
+               why);
+        fflush(stdout);
+    }
+    int rc = k->saved_step == st->step ? 0 : save(r);
+    if (!rc && rank0) {
+        printf("stopped: checkpoint at step %lld of %lld; run the same command (or requeue the job) to resume\n",
+               (long long)st->step, (long long)r->total_steps);
+        fflush(stdout);
+    }
+    return rc;
+}
+
 /* *stopped = 1 when a signal or max_hours ended the run early (after its checkpoint) */
 static int train_loop(qf_run *r, int *stopped) {
-    qf_deck *d = &r->deck;
     qf_train_state *st = &r->st;
-    int rank0 = r->comm.rank == 0;
-    double t_start = qf_now();
-    int64_t first_step = st->step;
-    int stop_early = 0;
-    /* stop on a signal or before max_hours (docs/hpc.md): longest step so far, last checkpoint write time */
-    int stop = QF_STOP_NONE;
-    int64_t saved_step = -1;
-    double step_max_s = 0;
-    double ckpt_h = qf_signals_ckpt_estimate_hours((double)r->model.n_params * (double)(r->ops->act_bytes + 12));
+    train_clock k = clock_start(r);
+    int stop_early = 0, stop = QF_STOP_NONE;
     while (st->step < r->total_steps && !stop_early) {
-        double t0 = qf_now();
-        int64_t step = st->step + 1; /* 1-based step being taken */
-        qf_profile *prof = r->model.prof;
-        qf_profile_step_begin(prof);
-        int64_t local_targets = load_batch(r);
-        int64_t targets = qf_comm_sum_i64(&r->comm, local_targets);
-        qf_profile_lap(prof, QF_PH_DATA);
-        float grad_scale = targets ? (float)(st->loss_scale / (double)targets) : 0.0f;
-        qf_zero_zero_grads(&r->zero);
-        double loss_sum = 0;
-        for (int j = 0; j < d->gradient_accumulation_steps; j++) {
-            loss_sum += qf_model_step(&r->model, &r->rows[j], grad_scale, 1);
-            qf_profile_lap(prof, QF_PH_BACKWARD);
-        }
-        qf_zero_reduce(&r->zero);
-        qf_profile_lap(prof, QF_PH_REDUCE);
-        if (r->comm.rank == r->fault_rank && step == r->fault_step) {
-            if (!strcmp(r->fault_kind, "nan")) qf_zero_poison_grads(&r->zero);
-            else QF_FATAL("injected failure at step %lld (QWENFT_INJECT_FAULT)", (long long)step);
-        }
-        double norm = qf_zero_grad_norm(&r->zero, 1.0 / st->loss_scale);
-        double loss = targets ? qf_comm_sum_f64(&r->comm, loss_sum) / (double)targets : 0.0;
-        /* every rank must take the same branch (a local NaN would otherwise desynchronise the collectives) */
-        int nonfinite = qf_comm_any(&r->comm, !isfinite(norm) || !isfinite(loss));
-        qf_profile_lap(prof, QF_PH_NORM);
-        double lr = qf_sched_lr(d, st->sched_step, r->total_steps);
-        int skipped = 0;
-        if (nonfinite && d->fp16) {
-            skipped = 1; /* DeepSpeed: overflow -> skip, lower the scale, scheduler holds */
-            qf_loss_scale_update(d, st, 1);
-        } else if (nonfinite) {
-            report_docs(r, step);
-            if (d->on_nonfinite == QF_NONFINITE_STOP) {
-                if (rank0) fprintf(stderr, "qwen-ft: stopping (on_nonfinite = \"stop\"); checkpointing the last good state "
-                                           "(step %lld)\n", (long long)st->step);
-                save(r);
-                return QF_EXIT_RUNTIME;
-            }
-            skipped = 1;
-        } else {
-            float gscale = (float)(1.0 / st->loss_scale);
-            if (d->gradient_clipping > 0) {
-                double coef = d->gradient_clipping / (norm + 1e-6);
-                if (coef < 1.0) gscale = (float)((double)gscale * coef);
-            }
-            qf_zero_update(&r->zero, lr, gscale);
-            st->sched_step++;
-            if (d->fp16) qf_loss_scale_update(d, st, 0);
-        }
-        qf_profile_lap(prof, QF_PH_UPDATE);
-        if (prof) { /* the offloaded host AdamW finished during this step's window, and what the trainer waited */
-            prof->offload_adamw = r->zero.off.adam_s;
-            prof->offload_wait = r->zero.off.wait_s;
-        }
-        r->zero.off.adam_s = r->zero.off.wait_s = 0;
-        st->skipped += skipped;
-        st->step = step;
-        st->tokens_seen += skipped ? 0 : targets;
-        advance_data(r);
-        double dt = qf_now() - t0;
-        double tok_s = (double)d->train_batch_size * d->seq_len / dt;
-        /* no peak (CPU ranks without peak_tflops): n/a, null in metrics.jsonl */
-        double mfu = r->peak_flops > 0 ? tok_s * r->flops_per_token / (r->peak_flops * r->comm.world_size) : -1;
-        double mem_gib = QF_GIB(qf_mem_peak());
-        double gpu_gib = QF_GIB(qf_backend_peak_bytes(r->ops));
-        if (rank0 && r->metrics) {
-            qf_metrics_rec m;
-            qf_metrics_begin(&m, "train");
-            qf_metrics_add_int(&m, "step", step);
-            qf_metrics_add_num(&m, "loss", loss);
-            qf_metrics_add_num(&m, "lr", lr);
-            qf_metrics_add_num(&m, "grad_norm", norm);
-            qf_metrics_add_int(&m, "tokens", targets);
-            qf_metrics_add_num(&m, "tokens_per_s", tok_s);
-            if (mfu >= 0) qf_metrics_add_num(&m, "mfu", mfu);
-            else qf_metrics_add_null(&m, "mfu");
-            qf_metrics_add_bool(&m, "skipped", skipped);
-            qf_metrics_add_num(&m, "loss_scale", st->loss_scale);
-            qf_metrics_add_int(&m, "epoch", st->data_epoch);
-            qf_metrics_add_num(&m, "step_time_s", dt);
-            qf_metrics_add_num(&m, "peak_host_mem_gib", mem_gib);
-            qf_metrics_add_num(&m, "peak_gpu_mem_gib", gpu_gib);
-            if (prof) json_object_set_new(m.o, "breakdown", qf_profile_json(prof)); /* log.wall_clock_breakdown */
-            qf_metrics_write(&m, r->metrics);
-        qf_flush_or_die(r->metrics, "log.dir/metrics.jsonl");
-        }
-        if (gpu_gib > 0) qf_tb_scalar(r->tb, "perf/peak_gpu_mem_gib", step, gpu_gib);
-        qf_tb_train_step(r->tb, step, loss, lr, norm, st->loss_scale, tok_s, mfu >= 0 ? mfu : NAN, mem_gib); /* flushes */
-        if (gpu_gib > 0) mem_gib = gpu_gib; /* the progress line shows the device's peak on GPU ranks */
-        if (rank0 && (step % d->steps_per_print == 0 || step == r->total_steps || step == first_step + 1)) {
-            char eta[32];
-            double per = (qf_now() - t_start) / (double)(step - first_step);
-            fmt_eta(per * (double)(r->total_steps - step), eta, sizeof eta);
-            char mfu_s[16] = "n/a";
-            if (mfu >= 0) snprintf(mfu_s, sizeof mfu_s, "%.1f%%", 100 * mfu);
-            printf("step %lld/%lld | loss %.4f | lr %.3e | grad_norm %.4f | %.0f tok/s | MFU %s | mem %.2f GiB | "
-                   "ETA %s%s\n",
-                   (long long)step, (long long)r->total_steps, loss, lr, norm, tok_s, mfu_s, mem_gib, eta,
-                   skipped ? " | skipped" : "");
-            qf_profile_print(prof, stdout);
-            fflush(stdout);
-        }
-        if (r->have_valid && d->eval_every_steps > 0 && step % d->eval_every_steps == 0 && step < r->total_steps) {
-            stop_early = eval_and_check(r, step);
-            if (stop_early && rank0)
-                printf("early stopping: valid_loss did not improve for %d evaluations\n", d->early_stopping_patience);
-        }
-        if (d->checkpoint_every_steps > 0 && step % d->checkpoint_every_steps == 0 && step < r->total_steps &&
-            !stop_early) {
-            double t_ck = qf_now();
-            int rc = save(r);
-            if (rc) return rc;
-            ckpt_h = (qf_now() - t_ck) / 3600.0;
-            saved_step = step;
-        }
-        if (dt > step_max_s) step_max_s = dt;
+        train_step s;
+        int rc = take_step(r, &s);
+        if (rc) return rc;
+        log_step(r, &s, &k);
+        stop_early = eval_if_due(r, s.step);
+        if ((rc = checkpoint_if_due(r, s.step, stop_early, &k))) return rc;
+        if (s.dt > k.step_max_s) k.step_max_s = s.dt;
         if (!stop_early && st->step < r->total_steps &&
-            (stop = qf_signals_stop_requested(r->sig, &r->comm, qf_signals_elapsed_hours(r->sig), d->max_hours,
-                                              step_max_s / 3600.0, ckpt_h)))
+            (stop = qf_signals_stop_requested(r->sig, &r->comm, qf_signals_elapsed_hours(r->sig), r->deck.max_hours,
+                                              k.step_max_s / 3600.0, k.ckpt_h)))
             break;
     }
-    if (stop) { /* every rank agreed: checkpoint (unless this step just wrote one) and exit 0 */
-        char why[256];
-        qf_signals_describe(r->sig, stop, d->max_hours, why, sizeof why);
-        if (rank0) {
-            printf("stopping at step %lld/%lld: %s; writing a checkpoint\n", (long long)st->step,
-                   (long long)r->total_steps, why);
-            fflush(stdout);
-        }
-        int rc = saved_step == st->step ? 0 : save(r);
-        if (!rc && rank0) {
-            printf("stopped: checkpoint at step %lld of %lld; run the same command (or requeue the job) to resume\n",
-                   (long long)st->step, (long long)r->total_steps);
-            fflush(stdout);
-        }
+    if (stop) {
         *stopped = 1;
-        return rc;
+        return stop_and_save(r, stop, &k);
     }
     /* the end: evaluation (unless it just ran) and a checkpoint (unless checkpoint.at_end = false) */
-    int evaluated_now = stop_early;
-    if (r->have_valid && !evaluated_now) eval_and_check(r, st->step);
-    return d->checkpoint_at_end ? save(r) : 0;
+    if (r->have_valid && !stop_early) eval_and_check(r, st->step);
+    return r->deck.checkpoint_at_end ? save(r) : 0;
 }
 
 int qf_train_command(const qf_run_args *a) {

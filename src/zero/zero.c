@@ -299,7 +299,8 @@ static int pin(qf_zero *z, void *p, size_t bytes) {
     return 0;
 }
 
-int qf_zero_init(qf_zero *z, qf_model *m, qf_comm *c, const qf_deck *d, int with_optimizer, qf_err *e) {
+/* The engine's settings from the deck (which has checked them: src/deck/deck_check.c). */
+static void init_options(qf_zero *z, qf_model *m, qf_comm *c, const qf_deck *d, int with_optimizer) {
     memset(z, 0, sizeof *z);
     z->m = m;
     z->comm = c;
@@ -312,8 +313,12 @@ int qf_zero_init(qf_zero *z, qf_model *m, qf_comm *c, const qf_deck *d, int with
     /* an invariant, not an input check: the deck refuses offload_param below stage 3 naming file, line and key
      * (src/deck/deck_check.c), and only stage 3 builds the node copy (pnode) that offload_param reads */
     QF_CHECK(!z->offload_param || z->stage == 3);
-    int W = c->world_size, U = m->nunits;
-    z->n = m->n_params;
+}
+
+/* Rank r's shard: elements [n*r/W, n*(r+1)/W) of the flat parameters; the optimizer range (all at stage 0). */
+static void partition_shards(qf_zero *z) {
+    int W = z->comm->world_size;
+    z->n = z->m->n_params;
     z->shard_count = qf_calloc((size_t)W, sizeof(int64_t));
     z->shard_displ = qf_calloc((size_t)W, sizeof(int64_t));
     for (int r = 0; r < W; r++) {
@@ -321,10 +326,15 @@ int qf_zero_init(qf_zero *z, qf_model *m, qf_comm *c, const qf_deck *d, int with
         z->shard_displ[r] = b;
         z->shard_count[r] = en - b;
     }
-    z->shard_begin = z->shard_displ[c->rank];
-    z->shard_end = z->shard_begin + z->shard_count[c->rank];
+    z->shard_begin = z->shard_displ[z->comm->rank];
+    z->shard_end = z->shard_begin + z->shard_count[z->comm->rank];
     z->opt_begin = z->stage == 0 ? 0 : z->shard_begin;
     z->opt_end = z->stage == 0 ? z->n : z->shard_end;
+}
+
+/* Every unit's piece on every rank: ucount[u][r] elements at udispl[u][r] within the unit (MPI's int counts). */
+static int partition_units(qf_zero *z, qf_err *e) {
+    int W = z->comm->world_size, U = z->m->nunits;
     z->ucount = qf_calloc((size_t)U, sizeof(int *));
     z->udispl = qf_calloc((size_t)U, sizeof(int *));
     for (int u = 0; u < U; u++) {
@@ -339,27 +349,38 @@ int qf_zero_init(qf_zero *z, qf_model *m, qf_comm *c, const qf_deck *d, int with
             z->udispl[u][r] = hi > lo ? (int)(lo - ub(z, u)) : 0;
         }
     }
-    if (!with_optimizer) z->opt_end = z->opt_begin; /* eval: no optimizer state */
-    int64_t shard = z->shard_end - z->shard_begin, opt = z->opt_end - z->opt_begin;
-    /* parameters */
-    z->pfrom_master = z->stage == 3 && !z->offload_param && !z->offload_opt && with_optimizer;
+    return 0;
+}
+
+/* offload_param: the node's shared copy of all parameters (a window on the node's first rank), and the leader
+ * rank of every rank's node */
+static void open_node_copy(qf_zero *z) {
+    qf_comm *c = z->comm;
+    MPI_Aint bytes = c->local_rank == 0 ? (MPI_Aint)((size_t)z->n * AB(z)) : 0;
+    void *base = NULL;
+    MPI_Win_allocate_shared(bytes, (int)AB(z), MPI_INFO_NULL, c->node, &base, &z->pwin);
+    MPI_Aint qsize;
+    int qdisp;
+    MPI_Win_shared_query(z->pwin, 0, &qsize, &qdisp, &z->pnode);
+    MPI_Win_lock_all(MPI_MODE_NOCHECK, z->pwin);
+    z->leader_of = qf_calloc((size_t)c->world_size, sizeof(int));
+    int mine = -1;
+    if (c->leaders != MPI_COMM_NULL) MPI_Comm_rank(c->leaders, &mine);
+    MPI_Bcast(&mine, 1, MPI_INT, 0, c->node);
+    MPI_Allgather(&mine, 1, MPI_INT, z->leader_of, 1, MPI_INT, c->world);
+}
+
+/* Parameters: all of them below stage 3; at stage 3 the shard (none when the update writes them from the master
+ * weights), or the node's copy with offload_param. Then the per-unit gather state. */
+static void alloc_params(qf_zero *z, int64_t shard) {
+    int U = z->m->nunits;
+    z->pfrom_master = z->stage == 3 && !z->offload_param && !z->offload_opt && z->with_opt;
     if (z->stage < 3) {
         z->pfull = dev_alloc(z, z->n, AB(z));
     } else if (!z->offload_param) {
         if (!z->pfrom_master) z->pshard = dev_alloc(z, shard, AB(z));
     } else {
-        MPI_Aint bytes = c->local_rank == 0 ? (MPI_Aint)((size_t)z->n * AB(z)) : 0;
-        void *base = NULL;
-        MPI_Win_allocate_shared(bytes, (int)AB(z), MPI_INFO_NULL, c->node, &base, &z->pwin);
-        MPI_Aint qsize;
-        int qdisp;
-        MPI_Win_shared_query(z->pwin, 0, &qsize, &qdisp, &z->pnode);
-        MPI_Win_lock_all(MPI_MODE_NOCHECK, z->pwin);
-        z->leader_of = qf_calloc((size_t)W, sizeof(int));
-        int mine = -1;
-        if (c->leaders != MPI_COMM_NULL) MPI_Comm_rank(c->leaders, &mine);
-        MPI_Bcast(&mine, 1, MPI_INT, 0, c->node);
-        MPI_Allgather(&mine, 1, MPI_INT, z->leader_of, 1, MPI_INT, c->world);
+        open_node_copy(z);
     }
     z->ucache = qf_calloc((size_t)U, sizeof(void *));
     z->ureq = qf_calloc((size_t)U, sizeof(qf_comm_req));
@@ -367,22 +388,31 @@ int qf_zero_init(qf_zero *z, qf_model *m, qf_comm *c, const qf_deck *d, int with
     for (int u = 0; u < U; u++) z->uticket[u] = -1;
     z->upersist = qf_calloc((size_t)U, sizeof(int));
     for (int u = 0; u < U; u++) {
-        z->upersist[u] = (ue(z, u) - ub(z, u)) < d->stage3_param_persistence_threshold;
+        z->upersist[u] = (ue(z, u) - ub(z, u)) < z->d->stage3_param_persistence_threshold;
     }
-    /* gradients (on the device also with offload_optimizer: they stream down at the update) */
-    if (with_optimizer && z->stage < 2) z->gfull = dev_alloc(z, z->n, AB(z));
-    else if (with_optimizer) z->gshard = dev_alloc(z, shard, AB(z));
+}
+
+/* Gradients (on the device also with offload_optimizer: they stream down at the update): all below stage 2,
+ * else the shard; then the per-unit handles and the reduce-scatter table. */
+static void alloc_grads(qf_zero *z, int64_t shard) {
+    int U = z->m->nunits;
+    if (z->with_opt && z->stage < 2) z->gfull = dev_alloc(z, z->n, AB(z));
+    else if (z->with_opt) z->gshard = dev_alloc(z, shard, AB(z));
     z->gunit = qf_calloc((size_t)U, sizeof(void *));
     z->pend = qf_calloc((size_t)U + 1, sizeof *z->pend);
-    /* optimizer */
-    /* offload_optimizer.ratio: the share of the optimizer range whose state and step are on the host (its end);
-     * the rest (its start: the units the next forward needs first) stays on the backend */
+}
+
+/* The optimizer range's master weights and Adam moments. offload_optimizer.ratio: the share of the range whose
+ * state and step are on the host (its end); the rest (its start: the units the next forward needs first) stays
+ * on the backend. */
+static int alloc_optimizer(qf_zero *z, qf_err *e) {
+    int64_t opt = z->opt_end - z->opt_begin;
     z->opt_dev_end = z->opt_end;
     if (z->offload_opt)
-        z->opt_dev_end = z->opt_begin + (int64_t)llround((1.0 - d->offload_optimizer_ratio) * (double)opt);
+        z->opt_dev_end = z->opt_begin + (int64_t)llround((1.0 - z->d->offload_optimizer_ratio) * (double)opt);
     int64_t dopt = z->opt_dev_end - z->opt_begin, hopt = z->opt_end - z->opt_dev_end;
     int64_t chunk = dopt < QF_ZERO_OFFLOAD_CHUNK ? dopt : QF_ZERO_OFFLOAD_CHUNK;
-    if (with_optimizer && z->offload_param && dopt > 0) z->pstage = dev_alloc(z, chunk, AB(z));
+    if (z->with_opt && z->offload_param && dopt > 0) z->pstage = dev_alloc(z, chunk, AB(z));
     z->master = dev_alloc(z, dopt, 4);
     z->adam_m = dev_alloc(z, dopt, 4);
     z->adam_v = dev_alloc(z, dopt, 4);
@@ -393,17 +423,40 @@ int qf_zero_init(qf_zero *z, qf_model *m, qf_comm *c, const qf_deck *d, int with
         if (qf_zoff_init(z, e)) return e->code;
         if (z->off.own_hbuf) track(z, hopt * (int64_t)AB(z));
     }
-    /* pin_memory: page-lock the host buffers the GPU copies to and from (on GPU ranks; nothing to do on CPU ranks) */
+    return 0;
+}
+
+/* pin_memory: page-lock the host buffers the GPU copies to and from (on GPU ranks; nothing to do on CPU ranks) */
+static void pin_host_buffers(qf_zero *z) {
+    const qf_deck *d = z->d;
+    int64_t hopt = z->opt_end - z->opt_dev_end;
     if (z->offload_opt && z->off.own_hbuf && d->offload_optimizer_pin_memory &&
         pin(z, z->off.hbuf, (size_t)(hopt ? hopt : 1) * AB(z)))
         z->pinned[0] = z->off.hbuf;
     if (z->offload_param && d->offload_param_pin_memory && pin(z, z->pnode, (size_t)z->n * AB(z))) z->pinned[1] = z->pnode;
-    z->sharded_state_bytes = z->cur_state_bytes;
+}
+
+static void install_hooks(qf_zero *z, qf_model *m) {
     m->hooks.ctx = z;
     m->hooks.unit_params = hk_params;
     m->hooks.unit_grads = hk_grads;
     m->hooks.unit_grads_done = hk_grads_done;
     m->hooks.unit_will_use = hk_will_use;
+}
+
+int qf_zero_init(qf_zero *z, qf_model *m, qf_comm *c, const qf_deck *d, int with_optimizer, qf_err *e) {
+    init_options(z, m, c, d, with_optimizer);
+    partition_shards(z);
+    int rc = partition_units(z, e);
+    if (rc) return rc;
+    if (!with_optimizer) z->opt_end = z->opt_begin; /* eval: no optimizer state */
+    int64_t shard = z->shard_end - z->shard_begin;
+    alloc_params(z, shard);
+    alloc_grads(z, shard);
+    if ((rc = alloc_optimizer(z, e))) return rc;
+    pin_host_buffers(z);
+    z->sharded_state_bytes = z->cur_state_bytes;
+    install_hooks(z, m);
     return 0;
 }
 

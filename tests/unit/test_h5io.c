@@ -375,8 +375,9 @@ int main(void) {
     int all = 0;
     MPI_Allreduce(&qf_test_failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) {
-        if (all == 0) qf_test_remove_dir(dir);
-        printf("test_h5io (%d rank%s): %s (%d failures)\n", nranks, nranks > 1 ? "s" : "", all ? "FAIL" : "ok", all);
+        char label[64];
+        snprintf(label, sizeof label, "test_h5io (%d rank%s)", nranks, nranks > 1 ? "s" : "");
+        qf_test_verdict(label, all, dir);
     }
     MPI_Finalize();
     return all ? 1 : 0;

@@ -527,8 +527,7 @@ int main(void) {
     test_qwen3();
     test_qwen1();
     test_config_errors();
-    if (qf_test_failures == 0) qf_test_remove_dir(root);
-    printf("test_hf: %s (%d failures)\n", qf_test_failures ? "FAIL" : "ok", qf_test_failures);
+    int rc = qf_test_verdict("test_hf", qf_test_failures, root);
     MPI_Finalize();
-    return qf_test_failures ? 1 : 0;
+    return rc;
 }

@@ -317,21 +317,12 @@ static void test_shuffle_and_statelessness(void) {
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
-    snprintf(dir, sizeof dir, "/tmp/qf_test_loader.XXXXXX");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (qf_test_mkdtemp(dir, sizeof dir, "/tmp/qf_test_loader.XXXXXX")) return 1;
     test_worked_example();
     test_long_document();
     test_against_reference();
     test_shuffle_and_statelessness();
-    if (!qf_test_failures) qf_test_remove_dir(dir);
+    int rc = qf_test_end("test_loader", dir);
     MPI_Finalize();
-    if (qf_test_failures) {
-        fprintf(stderr, "test_loader: %d check(s) failed (files kept in %s)\n", qf_test_failures, dir);
-        return 1;
-    }
-    printf("test_loader: all checks passed\n");
-    return 0;
+    return rc;
 }

@@ -273,8 +273,7 @@ int main(void) {
     test_roundtrip();
     test_malformed();
     test_sharded();
-    if (qf_test_failures == 0) qf_test_remove_dir(dir);
-    printf("test_safetensors: %s (%d failures)\n", qf_test_failures ? "FAIL" : "ok", qf_test_failures);
+    int rc = qf_test_verdict("test_safetensors", qf_test_failures, dir);
     MPI_Finalize();
-    return qf_test_failures ? 1 : 0;
+    return rc;
 }

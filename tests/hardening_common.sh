@@ -13,8 +13,8 @@ expect() { # expect CODE "what" "ERE in stderr+stdout" cmd...
   if ! cat err.txt out.txt | grep -qE -- "$pat"; then echo "FAIL: $what: output lacks /$pat/:"; tail -5 err.txt; fail=1; return 1; fi
   echo "ok: $what -> exit $rc: $(grep -hE -- "$pat" err.txt out.txt | head -1 | head -c 200)"
 }
-head -n 200 "$SRC/inputs/demo/train.jsonl" > t.jsonl
-"$QWENFT" prepare --in t.jsonl --out g.h5 --vocab-size 320 --eos-id 256 > /dev/null || { echo "FAIL: prepare"; exit 1; }
+. "$SRC/tests/unit_common.sh"
+demo_h5 200 t.jsonl g.h5
 cat > d.cfg <<'DECK'
 model = { vocab_size = 320; hidden_size = 32; intermediate_size = 64; num_hidden_layers = 1; num_attention_heads = 4; };
 data = { train = "g.h5"; valid = "g.h5"; seq_len = 32; };

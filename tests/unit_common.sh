@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# tests/unit_common.sh — sourced by tests/cli/unit_*.sh and gpu_*.sh that run the binary in one process; defines,
-# and runs nothing:
+# tests/unit_common.sh — sourced by tests/cli/unit_*.sh and gpu_*.sh that run the binary in one process, and by
+# tests/hardening_common.sh; defines, and runs nothing:
 #   demo_h5 LINES JSONL H5 [SPLIT]: the first LINES lines of inputs/demo/SPLIT.jsonl (train) copied to JSONL and
 #     prepared into H5 (vocab 320, eos 256); a failed prepare is "FAIL: prepare", exit 1.
 #   fixture_prologue: QWENFT/WORK/SRC required, mpirun allowed as root, a fresh $WORK as the working

@@ -21,30 +21,16 @@ IN="$FIX/chat/input.jsonl"
 # check FILE.h5 RUN: the three datasets (dumped raw with h5dump -b) and the attributes against golden run RUN
 check() {
     local h5=$1 name=$2
-    for d in tokens loss_mask doc_offsets; do
-        h5dump -d "/$d" -b LE -o "$h5.$d.bin" "$h5" > /dev/null || fail "h5dump of /$d in $h5"
-    done
+    dump_packed "$h5"
     h5dump -A "$h5" > "$h5.attrs.txt"
-    python3 - "$GOLD" "$name" "$h5" <<'PY' || fail "$h5 differs from golden run '$name'"
-import json, re, struct, sys
+    PYTHONPATH="$SRC/tests/reference" python3 - "$GOLD" "$name" "$h5" <<'PY' || fail "$h5 differs from golden run '$name'"
+import json, re, sys
+from packed_golden import mismatches, read_dumped
 gold, name, h5 = sys.argv[1], sys.argv[2], sys.argv[3]
 g = json.load(open(gold, encoding="utf-8"))
 docs = g["runs"][name]["docs"]
-def raw(d, fmt, size):
-    b = open(f"{h5}.{d}.bin", "rb").read()
-    return list(struct.unpack(f"<{len(b) // size}{fmt}", b))
-tok, mask, off = raw("tokens", "I", 4), raw("loss_mask", "B", 1), raw("doc_offsets", "Q", 8)
-want_off = [0]
-for d in docs: want_off.append(want_off[-1] + len(d["ids"]))
-bad = 0
-if off != want_off:
-    print(f"doc_offsets {off} != {want_off}"); bad += 1
-for i, d in enumerate(docs):
-    a, b = want_off[i], want_off[i + 1]
-    if tok[a:b] != d["ids"]:
-        print(f"document {i}: tokens\n  ours {tok[a:b]}\n  gold {d['ids']}"); bad += 1
-    if mask[a:b] != d["loss_mask"]:
-        print(f"document {i}: loss_mask\n  ours {mask[a:b]}\n  gold {d['loss_mask']}"); bad += 1
+tok, mask, off = read_dumped(h5)
+bad = mismatches(docs, tok, mask, off)
 attrs = open(f"{h5}.attrs.txt", encoding="utf-8").read()
 def attr(k):
     m = re.search(r'ATTRIBUTE "%s" \{.*?DATA \{\s*\(0\): ("?)(.*?)\1\s*\}' % k, attrs, re.S)

@@ -19,24 +19,14 @@ GOLD="$FIX/golden.json"
 # check FILE.h5 RUN [REPEAT]: the datasets equal golden run RUN's documents (REPEAT times over)
 check() {
     local h5=$1 name=$2 rep=${3:-1}
-    for d in tokens loss_mask doc_offsets; do
-        h5dump -d "/$d" -b LE -o "$h5.$d.bin" "$h5" > /dev/null || fail "h5dump of /$d in $h5"
-    done
-    python3 - "$GOLD" "$name" "$h5" "$rep" <<'PY' || fail "$h5 differs from golden run '$name'"
-import json, struct, sys
+    dump_packed "$h5"
+    PYTHONPATH="$SRC/tests/reference" python3 - "$GOLD" "$name" "$h5" "$rep" <<'PY' || fail "$h5 differs from golden run '$name'"
+import json, sys
+from packed_golden import mismatches, read_dumped
 gold, name, h5, rep = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 docs = json.load(open(gold, encoding="utf-8"))["runs"][name]["docs"] * rep
-def raw(d, fmt, size):
-    b = open(f"{h5}.{d}.bin", "rb").read()
-    return list(struct.unpack(f"<{len(b) // size}{fmt}", b))
-tok, mask, off = raw("tokens", "I", 4), raw("loss_mask", "B", 1), raw("doc_offsets", "Q", 8)
-want = [0]
-for d in docs: want.append(want[-1] + len(d["ids"]))
-bad = 0 if off == want else print(f"doc_offsets {off} != {want}") or 1
-for i, d in enumerate(docs):
-    a, b = want[i], want[i + 1]
-    if tok[a:b] != d["ids"]: print(f"document {i}: tokens\n  ours {tok[a:b]}\n  gold {d['ids']}"); bad += 1
-    if mask[a:b] != d["loss_mask"]: print(f"document {i}: loss_mask\n  ours {mask[a:b]}\n  gold {d['loss_mask']}"); bad += 1
+tok, mask, off = read_dumped(h5)
+bad = mismatches(docs, tok, mask, off)
 print(f"{h5}: {len(docs)} documents vs golden '{name}': " + ("equal" if not bad else f"{bad} mismatches"))
 sys.exit(1 if bad else 0)
 PY

@@ -15,10 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     const char *p = fuzz_file(data + 1, n - 1, data[0] & 1 ? ".tiktoken" : ".json");
     qf_tokenizer *t = NULL;
     qf_err e = {0};
-    if (qf_tok_load(p, &t, &e) != 0) {
-        if (e.code != 2) abort();
-        return 0;
-    }
+    if (fuzz_refused(qf_tok_load(p, &t, &e), &e)) return 0;
     static const char text[] = "Hello, world! <|im_start|>user\n\xe4\xbd\xa0\xe5\xa5\xbd 123  \r\n";
     qf_ids ids = {0};
     qf_err ee = {0};

@@ -395,20 +395,11 @@ static void test_prepare(void) {
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
-    snprintf(dir, sizeof dir, "/tmp/qf_test_dataset.XXXXXX");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (qf_test_mkdtemp(dir, sizeof dir, "/tmp/qf_test_dataset.XXXXXX")) return 1;
     test_round_trip();
     test_malformed();
     test_prepare();
-    if (!qf_test_failures) qf_test_remove_dir(dir);
+    int rc = qf_test_end("test_dataset", dir);
     MPI_Finalize();
-    if (qf_test_failures) {
-        fprintf(stderr, "test_dataset: %d check(s) failed (files kept in %s)\n", qf_test_failures, dir);
-        return 1;
-    }
-    printf("test_dataset: all checks passed\n");
-    return 0;
+    return rc;
 }

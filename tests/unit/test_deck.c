@@ -45,18 +45,8 @@ static void expect_fail(const char *label, const char *path, int nset, char **se
     int rc = load(path, nset, sets, world, &d, &e), ok = rc == QF_EXIT_INPUT && e.code == QF_EXIT_INPUT;
     va_list ap;
     va_start(ap, world);
-    for (const char *needle; (needle = va_arg(ap, const char *));)
-        if (!strstr(e.msg, needle)) {
-            fprintf(stderr, "%s: message lacks \"%s\"\n", label, needle);
-            ok = 0;
-        }
+    qf_test_expect_msg(label, 40, ok, rc, e.msg, ap);
     va_end(ap);
-    qf_test_checks++;
-    if (!ok) {
-        qf_test_failures++;
-        fprintf(stderr, "FAIL %s: rc=%d msg=\"%s\"\n", label, rc, e.msg);
-    } else if (getenv("QF_TEST_VERBOSE"))
-        printf("%-40s %s\n", label, e.msg);
 }
 
 /* An error deck: line 1 names a model, then the given lines; returns its path. */
@@ -559,11 +549,7 @@ static void test_errors(void) {
 static void cleanup(void) { qf_test_remove_dir(g_dir); }
 
 int main(void) {
-    snprintf(g_dir, sizeof g_dir, "/tmp/qf-test-deck-%d", (int)getpid());
-    if (mkdir(g_dir, 0755) != 0) {
-        perror(g_dir);
-        return 1;
-    }
+    if (qf_test_mkdir_pid(g_dir, sizeof g_dir, "/tmp/qf-test-deck")) return 1;
     test_table();
     test_defaults();
     test_full_deck();

@@ -11,28 +11,13 @@
 #include <unistd.h>
 #include "deck/deck.h"
 #include "deck/deck_keys.h"
+#include "qf_test.h"
 
-static int g_fail, g_checks;
 static char g_dir[256];
-
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        g_checks++;                                                                   \
-        if (!(cond)) {                                                                \
-            g_fail++;                                                                 \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                             \
-    } while (0)
 
 static void write_file(const char *name, const char *text, char *path, size_t n) {
     snprintf(path, n, "%s/%s", g_dir, name);
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        perror(path);
-        exit(1);
-    }
-    fputs(text, f);
-    fclose(f);
+    qf_test_write_text(path, text);
 }
 
 static int load(const char *path, int nset, char **sets, qf_deck *d, qf_err *e) {
@@ -71,18 +56,8 @@ static void expect_fail(const char *label, const char *json, ...) {
     write_file("bad.cfg", "model = { preset = \"qwen3-0.6b\"; };\ndeepspeed = \"bad.json\";\n", dp, sizeof dp);
     int rc = load(dp, 0, NULL, &d, &e), ok = rc == QF_EXIT_INPUT;
     va_start(ap, json);
-    for (const char *needle; (needle = va_arg(ap, const char *));)
-        if (!strstr(e.msg, needle)) {
-            fprintf(stderr, "%s: message lacks \"%s\"\n", label, needle);
-            ok = 0;
-        }
+    qf_test_expect_msg(label, 36, ok, rc, e.msg, ap);
     va_end(ap);
-    g_checks++;
-    if (!ok) {
-        g_fail++;
-        fprintf(stderr, "FAIL %s: rc=%d msg=\"%s\"\n", label, rc, e.msg);
-    } else if (getenv("QF_TEST_VERBOSE"))
-        printf("%-36s %s\n", label, e.msg);
 }
 
 /* Each guide config, next to a deck that names only the model and data, equals its translation. */
@@ -319,19 +294,13 @@ static void test_listed_keys(const char *qwenft) {
 
 int main(void) {
     const char *src = getenv("SRC"), *qwenft = getenv("QWENFT");
-    snprintf(g_dir, sizeof g_dir, "/tmp/qf-test-ds-%d", (int)getpid());
-    if (mkdir(g_dir, 0755) != 0) {
-        perror(g_dir);
-        return 1;
-    }
+    if (qf_test_mkdir_pid(g_dir, sizeof g_dir, "/tmp/qf-test-ds")) return 1;
     test_deck_wins();
     test_errors();
     test_ackpt_group();
     if (src && *src && qwenft && *qwenft) test_guides(src, qwenft), test_listed_keys(qwenft);
     else printf("test_deck_ds: SRC or QWENFT not set: the guide configs were not checked\n");
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (!g_fail && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
-    printf("test_deck_ds: %d checks, %d failed\n", g_checks, g_fail);
-    return g_fail ? 1 : 0;
+    if (!qf_test_failures) qf_test_remove_dir(g_dir);
+    printf("test_deck_ds: %d checks, %d failed\n", qf_test_checks, qf_test_failures);
+    return qf_test_failures ? 1 : 0;
 }

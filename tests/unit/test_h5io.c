@@ -39,12 +39,18 @@ static void my_part(int64_t n, int64_t *a, int64_t *b) {
     *b = rank == nranks - 1 ? n : *a + per;
 }
 
+/* Creates dir/name collectively (path, of 512 bytes, gets its name): the file, or NULL after a failed check. */
+static qf_h5 *create_scratch(const char *name, char *path, qf_err *e) {
+    qf_h5 *f = NULL;
+    snprintf(path, 512, "%s/%s", dir, name);
+    CHECK(qf_h5_create(path, MPI_COMM_WORLD, &f, e) == 0, "%s", e->msg);
+    return f;
+}
+
 static void test_ranges(void) {
     char path[512];
-    snprintf(path, sizeof path, "%s/ranges.h5", dir);
     qf_err e = {0};
-    qf_h5 *f;
-    CHECK(qf_h5_create(path, MPI_COMM_WORLD, &f, &e) == 0, "%s", e.msg);
+    qf_h5 *f = create_scratch("ranges.h5", path, &e);
     if (!f) return;
     int64_t shape2[2] = {5, 7}, shape3[3] = {3, 4, 5}, shape1[1] = {11};
     float src[60];
@@ -148,9 +154,7 @@ static void test_ranges(void) {
 /* bf16/fp16 rounding: what comes back is exactly util.h's round-to-nearest-even of the source. */
 static void test_rounding(void) {
     char path[512];
-    snprintf(path, sizeof path, "%s/round.h5", dir);
     qf_err e = {0};
-    qf_h5 *f;
     enum { N = 1000 };
     float src[N], out[N];
     for (int i = 0; i < N; i++) src[i] = rough_val(i);
@@ -160,7 +164,7 @@ static void test_rounding(void) {
     src[3] = 3.0e38f;
     src[4] = 1e-40f; /* fp32 subnormal */
     int64_t shape[2] = {40, 25};
-    CHECK(qf_h5_create(path, MPI_COMM_WORLD, &f, &e) == 0, "%s", e.msg);
+    qf_h5 *f = create_scratch("round.h5", path, &e);
     if (!f) return;
     int64_t a = 0, b = N;
     my_part(N, &a, &b);
@@ -189,10 +193,8 @@ static void test_rounding(void) {
 
 static void test_attrs_config(void) {
     char path[512];
-    snprintf(path, sizeof path, "%s/attrs.h5", dir);
     qf_err e = {0};
-    qf_h5 *f;
-    CHECK(qf_h5_create(path, MPI_COMM_WORLD, &f, &e) == 0, "%s", e.msg);
+    qf_h5 *f = create_scratch("attrs.h5", path, &e);
     if (!f) return;
     qf_model_config c;
     memset(&c, 0, sizeof c);
@@ -275,8 +277,7 @@ static void test_attrs_config(void) {
     CHECK(qf_h5_close(f, &e) == 0, "%s", e.msg);
 
     /* a file without the config: read_config names the missing attribute */
-    snprintf(path, sizeof path, "%s/noconf.h5", dir);
-    CHECK(qf_h5_create(path, MPI_COMM_WORLD, &f, &e) == 0, "%s", e.msg);
+    f = create_scratch("noconf.h5", path, &e);
     if (!f) return;
     CHECK(qf_h5_attr_write_str(f, "/", "arch", "qwen2", &e) == 0, "%s", e.msg);
     CHECK(qf_h5_close(f, &e) == 0, "%s", e.msg);
@@ -309,9 +310,8 @@ static void test_bad_files(void) {
     CHECK(strstr(e.msg, path) && strstr(e.msg, "not an HDF5"), "message: %s", e.msg);
     /* a truncated HDF5 file: the first part of a real one */
     char good[512];
-    snprintf(good, sizeof good, "%s/full.h5", dir);
     snprintf(path, sizeof path, "%s/truncated.h5", dir);
-    CHECK(qf_h5_create(good, MPI_COMM_WORLD, &f, &e) == 0, "%s", e.msg);
+    f = create_scratch("full.h5", good, &e);
     if (!f) return;
     enum { N = 20000 };
     float *big = calloc(N, sizeof *big);
@@ -375,8 +375,9 @@ int main(void) {
     int all = 0;
     MPI_Allreduce(&qf_test_failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) {
-        if (all == 0) qf_test_remove_dir(dir);
-        printf("test_h5io (%d rank%s): %s (%d failures)\n", nranks, nranks > 1 ? "s" : "", all ? "FAIL" : "ok", all);
+        char label[64];
+        snprintf(label, sizeof label, "test_h5io (%d rank%s)", nranks, nranks > 1 ? "s" : "");
+        qf_test_verdict(label, all, dir);
     }
     MPI_Finalize();
     return all ? 1 : 0;

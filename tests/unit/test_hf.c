@@ -67,6 +67,14 @@ static void make_dir(const char *dir, const char *config, const tensor_list *l, 
     }
 }
 
+/* make_dir, then the directory opened into hf: 0, or -1 after a failed check. */
+static int make_open(const char *dir, const char *config, const tensor_list *l, const char *dtype, qf_hf *hf) {
+    make_dir(dir, config, l, dtype);
+    qf_err e = {0};
+    CHECK(qf_hf_open(dir, hf, &e) == 0, "%s", e.msg);
+    return e.code ? -1 : 0;
+}
+
 /* Canonical Qwen2/3 tensors. */
 static void qwen23_tensors(tensor_list *l, int V, int C, int F, int L, int H, int KV, int D, int bias, int qkn,
                            int head) {
@@ -206,11 +214,9 @@ static void test_qwen2(void) {
     qwen23_tensors(&l, 50, 16, 24, 2, 4, 2, 4, 1, 0, 1);
     char cfg[2048];
     snprintf(cfg, sizeof cfg, QWEN2_CFG, "false");
-    make_dir(dir, cfg, &l, "F32");
     qf_hf hf;
+    if (make_open(dir, cfg, &l, "F32", &hf)) return;
     qf_err e = {0};
-    CHECK(qf_hf_open(dir, &hf, &e) == 0, "%s", e.msg);
-    if (e.code) return;
     const qf_model_config *c = &hf.cfg;
     CHECK(!strcmp(c->arch, "qwen2") && !strcmp(c->family, "qwen2"), "arch %s family %s", c->arch, c->family);
     CHECK(c->vocab_size == 50 && c->hidden_size == 16 && c->intermediate_size == 24 && c->num_layers == 2 &&
@@ -274,10 +280,7 @@ static void test_qwen2(void) {
     /* tied: lm_head absent */
     snprintf(dir, sizeof dir, "%s/qwen2_tied", root);
     snprintf(cfg, sizeof cfg, QWEN2_CFG, "true");
-    make_dir(dir, cfg, &l2, "BF16");
-    memset(&e, 0, sizeof e);
-    CHECK(qf_hf_open(dir, &hf, &e) == 0, "%s", e.msg);
-    if (!e.code) {
+    if (!make_open(dir, cfg, &l2, "BF16", &hf)) {
         CHECK(hf.cfg.tie_word_embeddings == 1 && !strcmp(hf.cfg.dtype, "bf16"), "tied, stored as bf16 (%s)",
               hf.cfg.dtype);
         n = qf_param_specs(&hf.cfg, &sp);
@@ -289,10 +292,7 @@ static void test_qwen2(void) {
     }
     /* tied with an lm_head present: ignored */
     snprintf(dir, sizeof dir, "%s/qwen2_tied_head", root);
-    make_dir(dir, cfg, &l, "F32");
-    memset(&e, 0, sizeof e);
-    CHECK(qf_hf_open(dir, &hf, &e) == 0, "%s", e.msg);
-    if (!e.code) {
+    if (!make_open(dir, cfg, &l, "F32", &hf)) {
         check_import(dir, &hf, NULL, "qwen2 tied with lm_head");
         qf_hf_close(&hf);
     }
@@ -326,11 +326,8 @@ static void test_qwen3(void) {
     snprintf(dir, sizeof dir, "%s/qwen3", root);
     tensor_list l = {0};
     qwen23_tensors(&l, 40, 16, 20, 2, 4, 2, 8, 0, 1, 0);
-    make_dir(dir, QWEN3_CFG, &l, "BF16");
     qf_hf hf;
-    qf_err e = {0};
-    CHECK(qf_hf_open(dir, &hf, &e) == 0, "%s", e.msg);
-    if (e.code) return;
+    if (make_open(dir, QWEN3_CFG, &l, "BF16", &hf)) return;
     const qf_model_config *c = &hf.cfg;
     CHECK(!strcmp(c->arch, "qwen3") && !strcmp(c->family, "qwen3"), "arch");
     CHECK(c->head_dim == 8 && c->num_heads == 4 && c->num_kv_heads == 2 && c->hidden_size == 16, "head_dim");
@@ -381,11 +378,9 @@ static void test_qwen1(void) {
     }
     add(&l, "transformer.ln_f.weight", C, 0);
     add(&l, "lm_head.weight", V, C);
-    make_dir(dir, QWEN1_CFG, &l, "BF16");
     qf_hf hf;
+    if (make_open(dir, QWEN1_CFG, &l, "BF16", &hf)) return;
     qf_err e = {0};
-    CHECK(qf_hf_open(dir, &hf, &e) == 0, "%s", e.msg);
-    if (e.code) return;
     const qf_model_config *c = &hf.cfg;
     CHECK(!strcmp(c->arch, "qwen2") && !strcmp(c->family, "qwen"), "arch %s family %s", c->arch, c->family);
     CHECK(c->intermediate_size == 24 && c->head_dim == 4 && c->num_kv_heads == 4 && c->num_heads == 4, "dims");
@@ -527,8 +522,7 @@ int main(void) {
     test_qwen3();
     test_qwen1();
     test_config_errors();
-    if (qf_test_failures == 0) qf_test_remove_dir(root);
-    printf("test_hf: %s (%d failures)\n", qf_test_failures ? "FAIL" : "ok", qf_test_failures);
+    int rc = qf_test_verdict("test_hf", qf_test_failures, root);
     MPI_Finalize();
-    return qf_test_failures ? 1 : 0;
+    return rc;
 }

@@ -30,6 +30,23 @@ static void make_ds(const char *name, qf_dataset_builder *b, int64_t eos, int64_
 static int eq32(const int32_t *a, const int32_t *b, int n) { return memcmp(a, b, (size_t)n * sizeof *a) == 0; }
 static int eq64(const int64_t *a, const int64_t *b, int n) { return memcmp(a, b, (size_t)n * sizeof *a) == 0; }
 
+/* The builder b written as dir/name with the given eos and pad ids: the last two tokens of its row 2 at T = 4
+ * (padding, for the 10 tokens of the worked example below) in pad[2]. */
+static void padding_of(const char *name, qf_dataset_builder *b, int64_t eos, int64_t pad_id, int32_t pad[2]) {
+    qf_dataset ds;
+    qf_loader l;
+    qf_rows r;
+    qf_err e = {0};
+    make_ds(name, b, eos, pad_id, &ds);
+    qf_loader_init(&l, &ds, 4, 0, 42);
+    qf_rows_alloc(&r, 1, 4);
+    qf_loader_rows(&l, 0, 2, &r, &e);
+    pad[0] = r.tokens[2], pad[1] = r.tokens[3];
+    qf_rows_free(&r);
+    qf_loader_free(&l);
+    qf_dataset_close(&ds);
+}
+
 /* docs of lengths 3, 5, 2 and T = 4 (the worked example of docs/formats.md) */
 static void test_worked_example(void) {
     qf_dataset_builder b;
@@ -78,22 +95,11 @@ static void test_worked_example(void) {
     qf_dataset_close(&ds);
 
     /* pad id unknown: eos; both unknown: 0 */
-    make_ds("example_nopad.h5", &b, 7, -1, &ds);
-    qf_loader_init(&l, &ds, 4, 0, 42);
-    qf_rows_alloc(&r, 1, 4);
-    qf_loader_rows(&l, 0, 2, &r, &e);
-    CHECK(r.tokens[2] == 7 && r.tokens[3] == 7, "pad falls back to eos: %d", r.tokens[3]);
-    qf_rows_free(&r);
-    qf_loader_free(&l);
-    qf_dataset_close(&ds);
-    make_ds("example_noids.h5", &b, -1, -1, &ds);
-    qf_loader_init(&l, &ds, 4, 0, 42);
-    qf_rows_alloc(&r, 1, 4);
-    qf_loader_rows(&l, 0, 2, &r, &e);
-    CHECK(r.tokens[2] == 0 && r.tokens[3] == 0, "pad falls back to 0: %d", r.tokens[3]);
-    qf_rows_free(&r);
-    qf_loader_free(&l);
-    qf_dataset_close(&ds);
+    int32_t pad[2];
+    padding_of("example_nopad.h5", &b, 7, -1, pad);
+    CHECK(pad[0] == 7 && pad[1] == 7, "pad falls back to eos: %d", pad[1]);
+    padding_of("example_noids.h5", &b, -1, -1, pad);
+    CHECK(pad[0] == 0 && pad[1] == 0, "pad falls back to 0: %d", pad[1]);
     qf_dsb_free(&b);
 }
 
@@ -317,21 +323,12 @@ static void test_shuffle_and_statelessness(void) {
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
-    snprintf(dir, sizeof dir, "/tmp/qf_test_loader.XXXXXX");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (qf_test_mkdtemp(dir, sizeof dir, "/tmp/qf_test_loader.XXXXXX")) return 1;
     test_worked_example();
     test_long_document();
     test_against_reference();
     test_shuffle_and_statelessness();
-    if (!qf_test_failures) qf_test_remove_dir(dir);
+    int rc = qf_test_end("test_loader", dir);
     MPI_Finalize();
-    if (qf_test_failures) {
-        fprintf(stderr, "test_loader: %d check(s) failed (files kept in %s)\n", qf_test_failures, dir);
-        return 1;
-    }
-    printf("test_loader: all checks passed\n");
-    return 0;
+    return rc;
 }

@@ -392,17 +392,25 @@ static void att_ref(double *out, double *lse, const float *q, const float *k, co
     free(S);
 }
 
+/* c (seg and sizes set) gets random q, k, v and R, and out and lse of their forward; ro and rl the naive ones */
+static void att_setup(att_ctx *c, double **ro, double **rl) {
+    const size_t nq = (size_t)c->B * c->T * c->H * c->D, nk = (size_t)c->B * c->T * c->KV * c->D,
+                 nl = (size_t)c->B * c->H * c->T;
+    c->q = frand(nq, 1.5), c->k = frand(nk, 1.5), c->v = frand(nk, 1), c->R = frand(nq, 1);
+    c->out = qf_malloc(nq * sizeof(float)), c->lse = qf_malloc(nl * sizeof(float));
+    att_loss(c);
+    *ro = qf_malloc(nq * sizeof(double)), *rl = qf_malloc(nl * sizeof(double));
+    att_ref(*ro, *rl, c->q, c->k, c->v, c->seg, c->B, c->T, c->H, c->KV, c->D);
+}
+
 static void test_attention(void) {
     /* row 0: one document of 7 tokens; row 1: documents [0,4) and [4,7) */
     static const int32_t seg[14] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4};
     const int B = 2, T = 7, H = 4, KV = 2, D = 8;
     const size_t nq = (size_t)B * T * H * D, nk = (size_t)B * T * KV * D, nl = (size_t)B * H * T;
     att_ctx c = {.seg = seg, .B = B, .T = T, .H = H, .KV = KV, .D = D};
-    c.q = frand(nq, 1.5), c.k = frand(nk, 1.5), c.v = frand(nk, 1), c.R = frand(nq, 1);
-    c.out = qf_malloc(nq * sizeof(float)), c.lse = qf_malloc(nl * sizeof(float));
-    att_loss(&c);
-    double *ro = qf_malloc(nq * sizeof(double)), *rl = qf_malloc(nl * sizeof(double));
-    att_ref(ro, rl, c.q, c.k, c.v, seg, B, T, H, KV, D);
+    double *ro, *rl;
+    att_setup(&c, &ro, &rl);
     report("attention_fwd out vs naive masked softmax (GQA 4/2, 2 docs)", relerr_fd(c.out, ro, nq), FWD_TOL);
     report("attention_fwd lse vs naive", relerr_fd(c.lse, rl, nl), FWD_TOL);
     /* the first token of a document sees only itself: out = its v exactly */
@@ -455,11 +463,8 @@ static void test_attention_odd(void) {
     const int B = 1, T = 6, H = 3, KV = 1, D = 12;
     const size_t nq = (size_t)B * T * H * D, nk = (size_t)B * T * KV * D, nl = (size_t)B * H * T;
     att_ctx c = {.seg = seg, .B = B, .T = T, .H = H, .KV = KV, .D = D};
-    c.q = frand(nq, 1.5), c.k = frand(nk, 1.5), c.v = frand(nk, 1), c.R = frand(nq, 1);
-    c.out = qf_malloc(nq * sizeof(float)), c.lse = qf_malloc(nl * sizeof(float));
-    att_loss(&c);
-    double *ro = qf_malloc(nq * sizeof(double)), *rl = qf_malloc(nl * sizeof(double));
-    att_ref(ro, rl, c.q, c.k, c.v, seg, B, T, H, KV, D);
+    double *ro, *rl;
+    att_setup(&c, &ro, &rl);
     report("attention_fwd D=12, H=3, KV=1: out and lse vs naive",
            fmax(relerr_fd(c.out, ro, nq), relerr_fd(c.lse, rl, nl)), FWD_TOL);
     float *dq = frand(nq, 9), *dk = frand(nk, 9), *dv = frand(nk, 9);

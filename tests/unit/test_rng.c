@@ -188,10 +188,5 @@ int main(void) {
     test_determinism();
     test_distributions();
     test_permutation();
-    if (qf_test_failures) {
-        fprintf(stderr, "test_rng: %d check(s) failed\n", qf_test_failures);
-        return 1;
-    }
-    printf("test_rng: all checks passed\n");
-    return 0;
+    return qf_test_end("test_rng", NULL);
 }

@@ -199,6 +199,21 @@ static void test_malformed(void) {
     expect_error("missing file", path, NULL);
 }
 
+/* sd/name written as a safetensors file of the n tensors s, stored as dtype (a check) */
+static void write_shard(const char *sd, const char *name, const qf_st_out *s, int n, const char *dtype) {
+    char path[512];
+    qf_err e = {0};
+    snprintf(path, sizeof path, "%s/%s", sd, name);
+    CHECK(qf_st_write(path, s, n, dtype, &e) == 0, "%s", e.msg);
+}
+
+/* sd/model.safetensors.index.json holding json */
+static void write_index(const char *sd, const char *json) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", sd);
+    qf_test_write_text(path, json);
+}
+
 static void test_sharded(void) {
     char sd[400], path[512];
     snprintf(sd, sizeof sd, "%s/sharded", dir);
@@ -206,14 +221,11 @@ static void test_sharded(void) {
     float a[4] = {1, 2, 3, 4}, b[3] = {5, 6, 7}, c[2] = {8, 9};
     qf_st_out s1[2] = {{"a", 2, {2, 2}, a}, {"b", 1, {3}, b}}, s2[1] = {{"c", 1, {2}, c}};
     qf_err e = {0};
-    snprintf(path, sizeof path, "%s/model-00001-of-00002.safetensors", sd);
-    CHECK(qf_st_write(path, s1, 2, "F32", &e) == 0, "%s", e.msg);
-    snprintf(path, sizeof path, "%s/model-00002-of-00002.safetensors", sd);
-    CHECK(qf_st_write(path, s2, 1, "BF16", &e) == 0, "%s", e.msg);
-    snprintf(path, sizeof path, "%s/model.safetensors.index.json", sd);
+    write_shard(sd, "model-00001-of-00002.safetensors", s1, 2, "F32");
+    write_shard(sd, "model-00002-of-00002.safetensors", s2, 1, "BF16");
     const char *idx = "{\"metadata\": {\"total_size\": 32}, \"weight_map\": {\"a\": \"model-00001-of-00002.safetensors\", "
                       "\"c\": \"model-00002-of-00002.safetensors\", \"b\": \"model-00001-of-00002.safetensors\"}}";
-    qf_test_write(path, idx, strlen(idx));
+    write_index(sd, idx);
     qf_st st;
     CHECK(qf_st_open_dir(sd, &st, &e) == 0, "%s", e.msg);
     if (e.code == 0) {
@@ -232,25 +244,20 @@ static void test_sharded(void) {
     char sd2[400];
     snprintf(sd2, sizeof sd2, "%s/sharded_missing", dir);
     qf_mkdirs(sd2);
-    snprintf(path, sizeof path, "%s/model-00001-of-00002.safetensors", sd2);
-    CHECK(qf_st_write(path, s1, 2, "F32", &e) == 0, "%s", e.msg);
-    snprintf(path, sizeof path, "%s/model.safetensors.index.json", sd2);
-    qf_test_write(path, idx, strlen(idx));
+    write_shard(sd2, "model-00001-of-00002.safetensors", s1, 2, "F32");
+    write_index(sd2, idx);
     qf_err e2 = {0};
     CHECK(qf_st_open_dir(sd2, &st, &e2) == QF_EXIT_INPUT, "missing shard");
     CHECK(strstr(e2.msg, "model-00002-of-00002.safetensors") && strstr(e2.msg, sd2), "message names the shard: %s",
           e2.msg);
     /* the index maps a tensor to the wrong shard */
-    snprintf(path, sizeof path, "%s/model-00002-of-00002.safetensors", sd2);
-    CHECK(qf_st_write(path, s2, 1, "F32", &e) == 0, "%s", e.msg);
-    snprintf(path, sizeof path, "%s/model.safetensors.index.json", sd2);
-    const char *idx2 = "{\"weight_map\": {\"a\": \"model-00002-of-00002.safetensors\", \"c\": "
-                       "\"model-00002-of-00002.safetensors\", \"b\": \"model-00001-of-00002.safetensors\"}}";
-    qf_test_write(path, idx2, strlen(idx2));
+    write_shard(sd2, "model-00002-of-00002.safetensors", s2, 1, "F32");
+    write_index(sd2, "{\"weight_map\": {\"a\": \"model-00002-of-00002.safetensors\", \"c\": "
+                     "\"model-00002-of-00002.safetensors\", \"b\": \"model-00001-of-00002.safetensors\"}}");
     memset(&e2, 0, sizeof e2);
     CHECK(qf_st_open_dir(sd2, &st, &e2) == QF_EXIT_INPUT && strstr(e2.msg, "tensor a"), "wrong shard: %s", e2.msg);
     /* invalid index JSON */
-    qf_test_write(path, "{\"weight_map\": ", 15);
+    write_index(sd2, "{\"weight_map\": ");
     memset(&e2, 0, sizeof e2);
     CHECK(qf_st_open_dir(sd2, &st, &e2) == QF_EXIT_INPUT && strstr(e2.msg, "index.json"), "bad index: %s", e2.msg);
     /* a directory with neither */
@@ -259,9 +266,7 @@ static void test_sharded(void) {
     /* single-file directory */
     snprintf(path, sizeof path, "%s/single", dir);
     qf_mkdirs(path);
-    char p2[600];
-    snprintf(p2, sizeof p2, "%s/model.safetensors", path);
-    CHECK(qf_st_write(p2, s1, 2, "F16", &e) == 0, "%s", e.msg);
+    write_shard(path, "model.safetensors", s1, 2, "F16");
     CHECK(qf_st_open_dir(path, &st, &e) == 0 && st.ntensors == 2, "single file dir: %s", e.msg);
     if (e.code == 0) qf_st_close(&st);
 }
@@ -273,8 +278,7 @@ int main(void) {
     test_roundtrip();
     test_malformed();
     test_sharded();
-    if (qf_test_failures == 0) qf_test_remove_dir(dir);
-    printf("test_safetensors: %s (%d failures)\n", qf_test_failures ? "FAIL" : "ok", qf_test_failures);
+    int rc = qf_test_verdict("test_safetensors", qf_test_failures, dir);
     MPI_Finalize();
-    return qf_test_failures ? 1 : 0;
+    return rc;
 }

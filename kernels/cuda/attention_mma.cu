@@ -46,11 +46,24 @@ template <int D, int BR, int BC> struct q_block {
         j0 = sb[q0] / BC, j1 = qlast / BC;
         seg_last = sb[qlast];
     }
-    template <typename E> __device__ __forceinline__ const E *qrows(const E *x) const {
+    // this (batch, head)'s first row of a query-side tensor, of k or v
+    template <typename T> __device__ __forceinline__ T *qrows(T *x) const {
         return x + (size_t)b * Tn * qst + (size_t)h * D;
     }
-    template <typename E> __device__ __forceinline__ const E *krows(const E *x) const {
+    template <typename T> __device__ __forceinline__ T *krows(T *x) const {
         return x + (size_t)b * Tn * kst + (size_t)g * D;
+    }
+    // the rows of the accumulator tiles (MT m-tiles from the warp's first row wr) that lane (gq, tq) holds, and their
+    // segment starts (0 at or past Tn)
+    template <int MT> __device__ __forceinline__ void rows(int (&rr)[MT][2], int (&ss)[MT][2], int wr, int gq) const {
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int hf = 0; hf < 2; hf++) {
+                const int r = q0 + wr + mt * 16 + gq + 8 * hf;
+                rr[mt][hf] = r;
+                ss[mt][hf] = r < Tn ? sb[r] : 0;
+            }
     }
 };
 
@@ -85,57 +98,26 @@ __global__ void __launch_bounds__(128, 1)
     const int gq = lane >> 2, tq = lane & 3;
     const int wr = warp * 16 * MT; // first local row of this warp
     int rr[MT][2], ss[MT][2];
-    float m[MT][2], l[MT][2];
+    blk.rows(rr, ss, wr, gq);
+    float m[MT][2], l[MT][2]; // online-softmax state: row maximum (of the raw scores), sum of exp
 #pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int hf = 0; hf < 2; hf++) {
-            const int r = q0 + wr + mt * 16 + gq + 8 * hf;
-            rr[mt][hf] = r;
-            ss[mt][hf] = r < Tn ? sb[r] : 0;
-            m[mt][hf] = -INFINITY;
-            l[mt][hf] = 0.0f;
-        }
+    for (int mt = 0; mt < MT; mt++) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.0f;
     const float sl2 = scale * LOG2E_F;
     float o[MT][D / 8][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int i = 0; i < D / 8; i++) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.0f;
+    acc_zero(o);
 
-    for (int j = j0; j <= j1; ++j) {
-        const int buf = (j - j0) & 1;
-        cp_step(j < j1, [&] { load_kv<D, LD, BC>(Ks, Vs, kb, vb, kst, j + 1, buf ^ 1, Tn, tid); });
-        const E *Kt = Ks + buf * BC * LD, *Vt = Vs + buf * BC * LD;
+    kv_loop<D, LD, BC>(Ks, Vs, kb, vb, kst, j0, j1, Tn, tid, [&](int j, const E *Kt, const E *Vt) {
         float s[MT][BC / 8][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-            for (int i = 0; i < BC / 8; i++) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.0f;
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-            uint32_t qa[MT][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) ldsm_x4(qa[mt], a_addr<LD>(Qs, wr + mt * 16, kk * 16, lane));
-#pragma unroll
-            for (int np = 0; np < BC / 16; ++np) {
-                uint32_t bb[4];
-                ldsm_x4(bb, bnk_addr<LD>(Kt, np * 16, kk * 16, lane));
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++) mma_x16<E>(s[mt][2 * np], s[mt][2 * np + 1], qa[mt], bb);
-            }
-        }
+        acc_zero(s);
+        warp_mma<E, D / 16>(a_rows<LD>(wr, lane, Qs), b_nk<LD>(lane, Kt), s); // S = Q K^T
         const int kv0 = j * BC;
         if (kv0 + BC - 1 > q0 || kv0 < seg_last) {
 #pragma unroll
-            for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                for (int nb = 0; nb < BC / 8; ++nb)
-#pragma unroll
-                    for (int c = 0; c < 4; ++c) {
-                        const int key = kv0 + nb * 8 + 2 * tq + (c & 1);
-                        if (key > rr[mt][c >> 1] || key < ss[mt][c >> 1]) s[mt][nb][c] = -INFINITY;
-                    }
+            for (int i = 0; i < MT * BC / 2; ++i) { // every element (mt, nb, c) of s
+                const int mt = i / (BC / 2), nb = i / 4 % (BC / 8), c = i % 4;
+                const int key = kv0 + nb * 8 + 2 * tq + (c & 1);
+                if (key > rr[mt][c >> 1] || key < ss[mt][c >> 1]) s[mt][nb][c] = -INFINITY;
+            }
         }
 #pragma unroll
         for (int mt = 0; mt < MT; mt++) {
@@ -167,43 +149,24 @@ __global__ void __launch_bounds__(128, 1)
 #pragma unroll
             for (int i = 0; i < D / 8; i++) o[mt][i][0] *= a0, o[mt][i][1] *= a0, o[mt][i][2] *= a1, o[mt][i][3] *= a1;
         }
+        warp_mma<E, BC / 16>(a_acc<E>(s), b_kn<LD>(lane, Vt), o); // O += P V
+    });
+    float inv[MT][2];
 #pragma unroll
-        for (int kk = 0; kk < BC / 16; ++kk) {
-            uint32_t pa[MT][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) acc_to_a<E>(pa[mt], s[mt][2 * kk], s[mt][2 * kk + 1]);
-#pragma unroll
-            for (int dp = 0; dp < D / 16; ++dp) {
-                uint32_t bb[4];
-                ldsm_x4_t(bb, bkn_addr<LD>(Vt, kk * 16, dp * 16, lane));
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++) mma_x16<E>(o[mt][2 * dp], o[mt][2 * dp + 1], pa[mt], bb);
-            }
-        }
-        __syncthreads();
-    }
-    E *ob = out + (size_t)b * Tn * qst + (size_t)h * D;
-    float *lb = lse + ((size_t)b * H + h) * Tn;
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++) {
-        float inv[2];
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int hf = 0; hf < 2; hf++) {
             float lv = l[mt][hf];
             lv += __shfl_xor_sync(0xffffffffu, lv, 1);
             lv += __shfl_xor_sync(0xffffffffu, lv, 2);
             l[mt][hf] = lv;
-            inv[hf] = lv > 0.0f ? 1.0f / lv : 0.0f;
+            inv[mt][hf] = lv > 0.0f ? 1.0f / lv : 0.0f;
         }
+    acc_store_rows<E>(blk.qrows(out), qst, rr, Tn, tq, o, inv);
+    if (tq == 0) {
+        float *lb = lse + ((size_t)b * H + h) * Tn;
 #pragma unroll
-        for (int nd = 0; nd < D / 8; ++nd) {
-            const int d = nd * 8 + 2 * tq;
-#pragma unroll
-            for (int hf = 0; hf < 2; hf++)
-                if (rr[mt][hf] < Tn)
-                    store2<E>(ob + (size_t)rr[mt][hf] * qst + d, o[mt][nd][2 * hf] * inv[hf], o[mt][nd][2 * hf + 1] * inv[hf]);
-        }
-        if (tq == 0)
+        for (int mt = 0; mt < MT; mt++)
 #pragma unroll
             for (int hf = 0; hf < 2; hf++)
                 if (rr[mt][hf] < Tn) lb[rr[mt][hf]] = m[mt][hf] * scale + logf(l[mt][hf]);
@@ -244,56 +207,25 @@ __global__ void __launch_bounds__(128, 1)
     const int wr = warp * 16 * MT;
     const float *Lb = lse + ((size_t)b * H + h) * Tn, *Db = delta + ((size_t)b * H + h) * Tn;
     int rr[MT][2], ss[MT][2];
-    float L2[MT][2], DL[MT][2];
+    blk.rows(rr, ss, wr, gq);
+    float L2[MT][2], DL[MT][2]; // the rows' lse * log2(e) and delta
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int hf = 0; hf < 2; hf++) {
-            const int r = q0 + wr + mt * 16 + gq + 8 * hf;
-            const bool ok = r < Tn;
-            rr[mt][hf] = r;
-            ss[mt][hf] = ok ? sb[r] : 0;
-            L2[mt][hf] = ok ? Lb[r] * LOG2E_F : INFINITY;
-            DL[mt][hf] = ok ? Db[r] : 0.0f;
+            const bool ok = rr[mt][hf] < Tn;
+            L2[mt][hf] = ok ? Lb[rr[mt][hf]] * LOG2E_F : INFINITY;
+            DL[mt][hf] = ok ? Db[rr[mt][hf]] : 0.0f;
         }
     const float sl2 = scale * LOG2E_F;
     float acc[MT][D / 8][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int i = 0; i < D / 8; i++) acc[mt][i][0] = acc[mt][i][1] = acc[mt][i][2] = acc[mt][i][3] = 0.0f;
+    acc_zero(acc);
 
-    for (int j = j0; j <= j1; ++j) {
-        const int buf = (j - j0) & 1;
-        cp_step(j < j1, [&] { load_kv<D, LD, BC>(Ks, Vs, kb, vb, kst, j + 1, buf ^ 1, Tn, tid); });
-        const E *Kt = Ks + buf * BC * LD, *Vt = Vs + buf * BC * LD;
+    kv_loop<D, LD, BC>(Ks, Vs, kb, vb, kst, j0, j1, Tn, tid, [&](int j, const E *Kt, const E *Vt) {
         float s[MT][BC / 8][4], dp[MT][BC / 8][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-            for (int i = 0; i < BC / 8; i++)
-#pragma unroll
-                for (int c = 0; c < 4; c++) s[mt][i][c] = dp[mt][i][c] = 0.0f;
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-            uint32_t qa[MT][4], ga[MT][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) {
-                ldsm_x4(qa[mt], a_addr<LD>(Qs, wr + mt * 16, kk * 16, lane));
-                ldsm_x4(ga[mt], a_addr<LD>(Gs, wr + mt * 16, kk * 16, lane));
-            }
-#pragma unroll
-            for (int np = 0; np < BC / 16; ++np) {
-                uint32_t bk[4], bv[4];
-                ldsm_x4(bk, bnk_addr<LD>(Kt, np * 16, kk * 16, lane));
-                ldsm_x4(bv, bnk_addr<LD>(Vt, np * 16, kk * 16, lane));
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    mma_x16<E>(s[mt][2 * np], s[mt][2 * np + 1], qa[mt], bk);
-                    mma_x16<E>(dp[mt][2 * np], dp[mt][2 * np + 1], ga[mt], bv);
-                }
-            }
-        }
+        acc_zero(s);
+        acc_zero(dp);
+        warp_mma<E, D / 16>(a_rows<LD>(wr, lane, Qs, Gs), b_nk<LD>(lane, Kt, Vt), s, dp); // S = Q K^T, dP = dO V^T
         const int kv0 = j * BC;
         const bool need_mask = kv0 + BC - 1 > q0 || kv0 < seg_last;
 #pragma unroll
@@ -310,32 +242,12 @@ __global__ void __launch_bounds__(128, 1)
                     }
                     s[mt][nb][c] = p * (dp[mt][nb][c] - DL[mt][hf]); // dS
                 }
+        warp_mma<E, BC / 16>(a_acc<E>(s), b_kn<LD>(lane, Kt), acc); // dQ += dS K (scaled on store)
+    });
+    float f[MT][2];
 #pragma unroll
-        for (int kk = 0; kk < BC / 16; ++kk) {
-            uint32_t da[MT][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) acc_to_a<E>(da[mt], s[mt][2 * kk], s[mt][2 * kk + 1]);
-#pragma unroll
-            for (int dd = 0; dd < D / 16; ++dd) {
-                uint32_t bb[4];
-                ldsm_x4_t(bb, bkn_addr<LD>(Kt, kk * 16, dd * 16, lane));
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++) mma_x16<E>(acc[mt][2 * dd], acc[mt][2 * dd + 1], da[mt], bb);
-            }
-        }
-        __syncthreads();
-    }
-    E *ob = dq + (size_t)b * Tn * qst + (size_t)h * D;
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int nd = 0; nd < D / 8; ++nd) {
-            const int d = nd * 8 + 2 * tq;
-#pragma unroll
-            for (int hf = 0; hf < 2; hf++)
-                if (rr[mt][hf] < Tn)
-                    store2<E>(ob + (size_t)rr[mt][hf] * qst + d, acc[mt][nd][2 * hf] * scale, acc[mt][nd][2 * hf + 1] * scale);
-        }
+    for (int mt = 0; mt < MT; mt++) f[mt][0] = f[mt][1] = scale;
+    acc_store_rows<E>(blk.qrows(dq), qst, rr, Tn, tq, acc, f);
 }
 
 // ---- backward: dK, dV per (key tile, query head); GQA partials in fp32, reduced over the group in head order -------
@@ -398,10 +310,9 @@ __global__ void __launch_bounds__(128)
     const int gq = lane >> 2, tq = lane & 3;
     const int kr = warp * 16, key0 = kv0 + kr + gq, key1 = key0 + 8;
     const float sl2 = scale * LOG2E_F;
-    float dka[D / 8][4], dva[D / 8][4];
-#pragma unroll
-    for (int i = 0; i < D / 8; i++)
-        dka[i][0] = dka[i][1] = dka[i][2] = dka[i][3] = dva[i][0] = dva[i][1] = dva[i][2] = dva[i][3] = 0.0f;
+    float dka[1][D / 8][4], dva[1][D / 8][4]; // one m-tile per warp: its 16 keys
+    acc_zero(dka);
+    acc_zero(dva);
 
     for (int st = 0; st < nsteps; ++st) {
         const int buf = st & 1;
@@ -410,52 +321,26 @@ __global__ void __launch_bounds__(128)
         const float *Lt = Ls + buf * BQ, *Dt = Ds + buf * BQ;
         const int *St = Ss + buf * BQ;
         const int t0 = (it0 + st) * BQ;
-        float sT[BQ / 8][4], pT[BQ / 8][4];
-#pragma unroll
-        for (int i = 0; i < BQ / 8; i++)
-            sT[i][0] = sT[i][1] = sT[i][2] = sT[i][3] = pT[i][0] = pT[i][1] = pT[i][2] = pT[i][3] = 0.0f;
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-            uint32_t ka[4], va[4];
-            ldsm_x4(ka, a_addr<LD>(Ks, kr, kk * 16, lane));
-            ldsm_x4(va, a_addr<LD>(Vs, kr, kk * 16, lane));
-#pragma unroll
-            for (int np = 0; np < BQ / 16; ++np) {
-                uint32_t bq[4], bg[4];
-                ldsm_x4(bq, bnk_addr<LD>(Qt, np * 16, kk * 16, lane));
-                ldsm_x4(bg, bnk_addr<LD>(Gt, np * 16, kk * 16, lane));
-                mma_x16<E>(sT[2 * np], sT[2 * np + 1], ka, bq);
-                mma_x16<E>(pT[2 * np], pT[2 * np + 1], va, bg);
-            }
-        }
+        // S^T = K Q^T and dP^T = V dO^T (16 keys x BQ queries per warp)
+        float sT[1][BQ / 8][4], pT[1][BQ / 8][4];
+        acc_zero(sT);
+        acc_zero(pT);
+        warp_mma<E, D / 16>(a_rows<LD>(kr, lane, Ks, Vs), b_nk<LD>(lane, Qt, Gt), sT, pT);
         const bool need_mask = kv0 + BC - 1 > t0 || St[BQ - 1] > kv0;
+        // P^T (kept in sT) and dS^T (in pT)
 #pragma unroll
-        for (int nb = 0; nb < BQ / 8; ++nb)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) {
-                const int ql = nb * 8 + 2 * tq + (c & 1);
-                float p = exp2f(fmaf(sT[nb][c], sl2, -Lt[ql]));
-                if (need_mask) {
-                    const int key = c < 2 ? key0 : key1;
-                    if (key > t0 + ql || key < St[ql]) p = 0.0f;
-                }
-                sT[nb][c] = p;
-                pT[nb][c] = p * (pT[nb][c] - Dt[ql]);
+        for (int i = 0; i < BQ / 2; ++i) { // every element (nb, c) of sT
+            const int nb = i / 4, c = i % 4, ql = nb * 8 + 2 * tq + (c & 1);
+            float p = exp2f(fmaf(sT[0][nb][c], sl2, -Lt[ql]));
+            if (need_mask) {
+                const int key = c < 2 ? key0 : key1;
+                if (key > t0 + ql || key < St[ql]) p = 0.0f;
             }
-#pragma unroll
-        for (int kq = 0; kq < BQ / 16; ++kq) {
-            uint32_t pa[4], da[4];
-            acc_to_a<E>(pa, sT[2 * kq], sT[2 * kq + 1]);
-            acc_to_a<E>(da, pT[2 * kq], pT[2 * kq + 1]);
-#pragma unroll
-            for (int dd = 0; dd < D / 16; ++dd) {
-                uint32_t bg[4], bq[4];
-                ldsm_x4_t(bg, bkn_addr<LD>(Gt, kq * 16, dd * 16, lane));
-                ldsm_x4_t(bq, bkn_addr<LD>(Qt, kq * 16, dd * 16, lane));
-                mma_x16<E>(dva[2 * dd], dva[2 * dd + 1], pa, bg);
-                mma_x16<E>(dka[2 * dd], dka[2 * dd + 1], da, bq);
-            }
+            sT[0][nb][c] = p;
+            pT[0][nb][c] = p * (pT[0][nb][c] - Dt[ql]);
         }
+        // dV += P^T dO, dK += dS^T Q (k = queries)
+        warp_mma<E, BQ / 16>(a_acc<E>(sT, pT), b_kn<LD>(lane, Gt, Qt), dva, dka);
         __syncthreads();
     }
     if (part_k) {
@@ -464,12 +349,12 @@ __global__ void __launch_bounds__(128)
         for (int nd = 0; nd < D / 8; ++nd) {
             const int d = nd * 8 + 2 * tq;
             if (key0 < Tn) {
-                *reinterpret_cast<float2 *>(pk + (size_t)key0 * D + d) = make_float2(dka[nd][0], dka[nd][1]);
-                *reinterpret_cast<float2 *>(pv + (size_t)key0 * D + d) = make_float2(dva[nd][0], dva[nd][1]);
+                *reinterpret_cast<float2 *>(pk + (size_t)key0 * D + d) = make_float2(dka[0][nd][0], dka[0][nd][1]);
+                *reinterpret_cast<float2 *>(pv + (size_t)key0 * D + d) = make_float2(dva[0][nd][0], dva[0][nd][1]);
             }
             if (key1 < Tn) {
-                *reinterpret_cast<float2 *>(pk + (size_t)key1 * D + d) = make_float2(dka[nd][2], dka[nd][3]);
-                *reinterpret_cast<float2 *>(pv + (size_t)key1 * D + d) = make_float2(dva[nd][2], dva[nd][3]);
+                *reinterpret_cast<float2 *>(pk + (size_t)key1 * D + d) = make_float2(dka[0][nd][2], dka[0][nd][3]);
+                *reinterpret_cast<float2 *>(pv + (size_t)key1 * D + d) = make_float2(dva[0][nd][2], dva[0][nd][3]);
             }
         }
         return;
@@ -479,12 +364,12 @@ __global__ void __launch_bounds__(128)
     for (int nd = 0; nd < D / 8; ++nd) {
         const int d = nd * 8 + 2 * tq;
         if (key0 < Tn) {
-            store2<E>(dkb + (size_t)key0 * kst + d, dka[nd][0] * scale, dka[nd][1] * scale);
-            store2<E>(dvb + (size_t)key0 * kst + d, dva[nd][0], dva[nd][1]);
+            store2<E>(dkb + (size_t)key0 * kst + d, dka[0][nd][0] * scale, dka[0][nd][1] * scale);
+            store2<E>(dvb + (size_t)key0 * kst + d, dva[0][nd][0], dva[0][nd][1]);
         }
         if (key1 < Tn) {
-            store2<E>(dkb + (size_t)key1 * kst + d, dka[nd][2] * scale, dka[nd][3] * scale);
-            store2<E>(dvb + (size_t)key1 * kst + d, dva[nd][2], dva[nd][3]);
+            store2<E>(dkb + (size_t)key1 * kst + d, dka[0][nd][2] * scale, dka[0][nd][3] * scale);
+            store2<E>(dvb + (size_t)key1 * kst + d, dva[0][nd][2], dva[0][nd][3]);
         }
     }
 }

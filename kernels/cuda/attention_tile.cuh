@@ -1,6 +1,7 @@
 // attention_tile.cuh — the device helpers of the tensor-core attention kernels (attention_mma.cu), written once:
 // cp.async copies, the tile loaders and the double-buffer step, ldmatrix fragment loads and their lane addressing,
-// the mma.sync m16n8k16 wrapper and the fp32 -> 16-bit packing and stores for E = bf16 or f16. Device code only.
+// the mma.sync m16n8k16 wrapper, the fp32 -> 16-bit packing and stores for E = bf16 or f16, and the warp-level
+// products, zeroing and stores of accumulator tiles (warp_mma). Device code only.
 #ifndef QF_ATTENTION_TILE_CUH
 #define QF_ATTENTION_TILE_CUH
 
@@ -122,6 +123,97 @@ __device__ __forceinline__ void load_kv(E *Ks, E *Vs, const E *kb, const E *vb, 
                                         int tid) {
     load_rows<D, LD, BC, 128>(Ks + buf * BC * LD, kb, kst, j * BC, Tn, tid);
     load_rows<D, LD, BC, 128>(Vs + buf * BC * LD, vb, kst, j * BC, Tn, tid);
+}
+// body(j, K tile, V tile) for the key tiles j0..j1 of a block (tile j0 loaded into buffer 0 before): tile j + 1
+// loads into the other buffer while tile j is in use; the block syncs after each tile, before the next prefetch
+// overwrites its buffer
+template <int D, int LD, int BC, typename E, typename F>
+__device__ __forceinline__ void kv_loop(E *Ks, E *Vs, const E *kb, const E *vb, size_t kst, int j0, int j1, int Tn,
+                                        int tid, F body) {
+    for (int j = j0; j <= j1; ++j) {
+        const int buf = (j - j0) & 1;
+        cp_step(j < j1, [&] { load_kv<D, LD, BC>(Ks, Vs, kb, vb, kst, j + 1, buf ^ 1, Tn, tid); });
+        body(j, (const E *)Ks + buf * BC * LD, (const E *)Vs + buf * BC * LD);
+        __syncthreads();
+    }
+}
+
+// ---- warp-level products on accumulator tiles ------------------------------------------------------------------
+// A warp's accumulator tile: MT m-tiles of 16 rows x N n-blocks of 8 columns, fp32, c[mt][nb][4] as mma.sync holds
+// it: lane (gq, tq) = (lane / 4, lane % 4) has rows gq (elements 0, 1) and gq + 8 (2, 3), columns 8 nb + 2 tq (+ 1).
+template <int MT, int N> __device__ __forceinline__ void acc_zero(float (&c)[MT][N][4]) {
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int nb = 0; nb < N; nb++) c[mt][nb][0] = c[mt][nb][1] = c[mt][nb][2] = c[mt][nb][3] = 0.0f;
+}
+// f(0, x0), f(1, x1), ... in order
+template <typename F, typename... X> __device__ __forceinline__ void each_indexed(F f, X &&...xs) {
+    int i = 0;
+    (f(i++, xs), ...);
+}
+// c0[mt] += A0[mt] B0 (and c1[mt] += A1[mt] B1, ...: the products of one pass, their fragment loads interleaved)
+// over NK k-steps of 16. fa(kk, mt, a) loads the A fragments a[p] (16 x 16) of m-tile mt at step kk, fb(kk, np, b)
+// the B fragments b[p] of n-blocks 2 np and 2 np + 1: a_rows, a_acc, b_nk, b_kn below.
+template <typename E, int NK, typename FA, typename FB, int MT, int N, typename... C>
+__device__ __forceinline__ void warp_mma(FA fa, FB fb, float (&c0)[MT][N][4], C &...cs) {
+    constexpr int P = 1 + sizeof...(C);
+#pragma unroll
+    for (int kk = 0; kk < NK; ++kk) {
+        uint32_t a[MT][P][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) fa(kk, mt, a[mt]);
+#pragma unroll
+        for (int np = 0; np < N / 2; ++np) {
+            uint32_t b[P][4];
+            fb(kk, np, b);
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+                each_indexed([&](int p, auto &c) { mma_x16<E>(c[mt][2 * np], c[mt][2 * np + 1], a[mt][p], b[p]); },
+                             c0, cs...);
+        }
+    }
+}
+// A fragments of shared tiles xs... stored [m][k] (row stride LD), m-tile mt at rows r0 + 16 mt: Q in Q K^T
+template <int LD, typename... X> __device__ __forceinline__ auto a_rows(int r0, int lane, X... xs) {
+    return [=](int kk, int mt, auto &a) {
+        each_indexed([&](int p, auto x) { ldsm_x4(a[p], a_addr<LD>(x, r0 + mt * 16, kk * 16, lane)); }, xs...);
+    };
+}
+// A fragments of accumulator tiles xs... (k = their columns), rounded to E: P in P V, dS in dS K
+template <typename E, typename... X> __device__ __forceinline__ auto a_acc(const X &...xs) {
+    return [&](int kk, int mt, auto &a) {
+        each_indexed([&](int p, const auto &x) { acc_to_a<E>(a[p], x[mt][2 * kk], x[mt][2 * kk + 1]); }, xs...);
+    };
+}
+// B fragments of shared tiles xs... stored [n][k] (row stride LD): K in Q K^T
+template <int LD, typename... X> __device__ __forceinline__ auto b_nk(int lane, X... xs) {
+    return [=](int kk, int np, auto &b) {
+        each_indexed([&](int p, auto x) { ldsm_x4(b[p], bnk_addr<LD>(x, np * 16, kk * 16, lane)); }, xs...);
+    };
+}
+// B fragments of shared tiles xs... stored [k][n] (row stride LD; transposing loads): V in P V
+template <int LD, typename... X> __device__ __forceinline__ auto b_kn(int lane, X... xs) {
+    return [=](int kk, int np, auto &b) {
+        each_indexed([&](int p, auto x) { ldsm_x4_t(b[p], bkn_addr<LD>(x, kk * 16, np * 16, lane)); }, xs...);
+    };
+}
+// rows rr[mt][hf] (those < Tn) of a [T, stride] E tensor at ob <- acc[mt] times f[mt][hf], rounded once (hf = 0:
+// the lane's row gq of the m-tile, 1: row gq + 8)
+template <typename E, int MT, int ND>
+__device__ __forceinline__ void acc_store_rows(E *ob, size_t stride, const int (&rr)[MT][2], int Tn, int tq,
+                                               const float (&acc)[MT][ND][4], const float (&f)[MT][2]) {
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int nd = 0; nd < ND; ++nd) {
+            const int d = nd * 8 + 2 * tq;
+#pragma unroll
+            for (int hf = 0; hf < 2; hf++)
+                if (rr[mt][hf] < Tn)
+                    store2<E>(ob + (size_t)rr[mt][hf] * stride + d, acc[mt][nd][2 * hf] * f[mt][hf],
+                              acc[mt][nd][2 * hf + 1] * f[mt][hf]);
+        }
 }
 } // namespace tc
 

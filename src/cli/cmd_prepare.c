@@ -10,20 +10,14 @@
  * document, in input order (prep_record.c dispatches it on its first known key). With --tokenizer (loaded once):
  * --vocab-size defaults to the tokenizer's, --eos-id to its <|endoftext|>, and the dataset's `tokenizer` attribute
  * is the tokenizer's identity. */
-#include <errno.h>
-#include <jansson.h>
-#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-#include "dataset.h"
 #include "commands.h"
 #include "options.h"
 #include "prepare/prep.h"
-#include "prepare/prep_run.h"
 #include "util.h"
 
 

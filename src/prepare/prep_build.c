@@ -2,8 +2,6 @@
  * rank) and the ids it decides, then the phases of prep_run.h on every rank (read, split, summary, write) and the
  * atomic publication of the dataset(s). The output does not depend on the number of ranks. */
 #include <errno.h>
-#include <jansson.h>
-#include <math.h>
 #include <mpi.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -140,6 +140,14 @@ const qf_ops *qf_ops_cpu(void);
  * float operations as qf_ops_cpu()->adamw after act_to_f32, so the results are bitwise those of that sequence. */
 void qf_cpu_adamw_act(float *p, void *pact, const void *g, int act_dtype, float *m, float *v, size_t n, float gscale,
                       float lr, float beta1, float beta2, float eps, float wd, int t, int threads);
+/* Flat act buffers in host memory (kernels/cpu/host_act_cpu.c; the offload engine's host gradients): sum of
+ * squares (as the CPU table's sumsq: the same chunks, so fp32 results are the same bits), y[n] += x[n] (fp32 math,
+ * rounded to act to nearest even), fp32 -> act, and one element set to NaN (fault injection). threads <= 0: the
+ * default. */
+double qf_cpu_act_sumsq(const void *g, int act_dtype, size_t n, int threads);
+void qf_cpu_act_add(void *y, const void *x, int act_dtype, size_t n, int threads);
+void qf_cpu_act_from_f32(void *dst, const float *src, int act_dtype, size_t n, int threads);
+void qf_cpu_act_set_nan(void *p, int act_dtype, size_t i);
 #ifdef QWENFT_HAVE_CUDA
 /* kernels/cuda: devices visible to this process, and "CUDA runtime x.y | cuBLASLt n | NCCL n" */
 int qf_cuda_device_count(void);

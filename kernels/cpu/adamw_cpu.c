@@ -104,98 +104,118 @@ void cpu_adamw(float *p, void *p_act, const void *g_, float *m, float *v, size_t
 /* Elements per block: the block's fp32 gradients and parameters stay in L1 between the three steps. */
 enum { ADAMW_ACT_BLOCK = 512 };
 
+/* The conversions, inlined into each ISA's slice function below so that the compiler vectorises them with that
+ * function's instructions. bf16 widens exactly (a shift) and narrows to nearest even, branch-free (NaN stays a
+ * quiet NaN), as qf_f32_to_bf16. fp16 goes through F16C / AVX-512F where the slice is compiled for them (widening
+ * exact; narrowing to nearest even as qf_f32_to_f16, subnormals included), else qf_f16_to_f32 / qf_f32_to_f16. */
+static inline __attribute__((always_inline)) void bf16_widen(float *restrict dst, const uint16_t *restrict s, size_t n) {
+    uint32_t *d = (uint32_t *)dst;
+    for (size_t i = 0; i < n; i++) d[i] = (uint32_t)s[i] << 16;
+}
+static inline __attribute__((always_inline)) void bf16_narrow(uint16_t *restrict d, const float *restrict src,
+                                                              size_t n) {
+    const uint32_t *s = (const uint32_t *)src;
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t u = s[i];
+        const uint16_t rounded = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+        const uint16_t qnan = (uint16_t)((u >> 16) | 0x40u);
+        d[i] = (u & 0x7fffffffu) > 0x7f800000u ? qnan : rounded;
+    }
+}
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
 #include <immintrin.h>
-/* fp16 <-> fp32 by F16C, 8 at a time: widening is exact, narrowing rounds to nearest even as qf_f32_to_f16 does
- * (subnormals included); NaNs stay NaN */
-__attribute__((target("avx2,f16c"))) static void f16_to_f32_f16c(float *dst, const uint16_t *src, size_t n) {
+#define QF_X86 1
+#else
+#define QF_X86 0
+#endif
+
+/* One slice, block by block: widen the gradients, the elementwise update, round the parameters into pact (may
+ * alias g: each block is read before it is written). Compiled once per ISA with the conversion of that ISA. */
+#define ACT_SLICE(NAME, ATTR, ADAMW, F16_WIDEN, F16_NARROW)                                                          \
+    ATTR static void NAME(float *p, void *pact, const void *g, int dt, float *m, float *v, size_t n,                \
+                          const adamw_consts *k) {                                                                   \
+        float gb[ADAMW_ACT_BLOCK];                                                                                   \
+        const size_t ab = dt == QF_DT_F32 ? 4 : 2;                                                                   \
+        for (size_t b = 0; b < n; b += ADAMW_ACT_BLOCK) {                                                            \
+            const size_t nb = n - b < ADAMW_ACT_BLOCK ? n - b : ADAMW_ACT_BLOCK;                                     \
+            const void *gs = (const char *)g + b * ab;                                                               \
+            if (dt == QF_DT_F32) memcpy(gb, gs, nb * 4);                                                             \
+            else if (dt == QF_DT_BF16) bf16_widen(gb, gs, nb);                                                       \
+            else F16_WIDEN(gb, gs, nb);                                                                              \
+            ADAMW(p + b, NULL, gb, m + b, v + b, nb, k);                                                             \
+            if (!pact) continue;                                                                                     \
+            void *pd = (char *)pact + b * ab;                                                                        \
+            if (dt == QF_DT_F32) memcpy(pd, p + b, nb * 4);                                                          \
+            else if (dt == QF_DT_BF16) bf16_narrow(pd, p + b, nb);                                                   \
+            else F16_NARROW(pd, p + b, nb);                                                                          \
+        }                                                                                                            \
+    }
+
+static inline __attribute__((always_inline)) void f16_widen_c(float *restrict d, const uint16_t *restrict s, size_t n) {
+    for (size_t i = 0; i < n; i++) d[i] = qf_f16_to_f32(s[i]);
+}
+static inline __attribute__((always_inline)) void f16_narrow_c(uint16_t *restrict d, const float *restrict s, size_t n) {
+    for (size_t i = 0; i < n; i++) d[i] = qf_f32_to_f16(s[i]);
+}
+ACT_SLICE(act_slice_base, , adamw_base, f16_widen_c, f16_narrow_c)
+
+#if QF_X86
+#define F16C_ATTR __attribute__((target("avx2,f16c"), always_inline)) static inline
+F16C_ATTR void f16_widen_f16c(float *restrict d, const uint16_t *restrict s, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
+    for (; i < n; i++) d[i] = qf_f16_to_f32(s[i]);
+}
+F16C_ATTR void f16_narrow_f16c(uint16_t *restrict d, const float *restrict s, size_t n) {
     size_t i = 0;
     for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
-    for (; i < n; i++) dst[i] = qf_f16_to_f32(src[i]);
+        _mm_storeu_si128((__m128i *)(d + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    for (; i < n; i++) d[i] = qf_f32_to_f16(s[i]);
 }
-__attribute__((target("avx2,f16c"))) static void f32_to_f16_f16c(uint16_t *dst, const float *src, size_t n) {
+#define AVX512_ATTR __attribute__((target("avx512f,avx2,f16c"), always_inline)) static inline
+AVX512_ATTR void f16_widen_avx512(float *restrict d, const uint16_t *restrict s, size_t n) {
     size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm_storeu_si128((__m128i *)(dst + i),
-                         _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    for (; i < n; i++) dst[i] = qf_f32_to_f16(src[i]);
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(d + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + i))));
+    f16_widen_f16c(d + i, s + i, n - i);
 }
-/* F16C by CPUID.1:ECX[29] (clang 14's __builtin_cpu_supports does not know "f16c"; gcc's does) */
-static int have_f16c(void) {
+AVX512_ATTR void f16_narrow_avx512(uint16_t *restrict d, const float *restrict s, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(d + i),
+                            _mm512_cvtps_ph(_mm512_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    f16_narrow_f16c(d + i, s + i, n - i);
+}
+ACT_SLICE(act_slice_avx2, __attribute__((target("avx2,f16c"))), adamw_avx2, f16_widen_f16c, f16_narrow_f16c)
+ACT_SLICE(act_slice_avx512, __attribute__((target("avx512f,avx2,f16c"))), adamw_avx512, f16_widen_avx512,
+          f16_narrow_avx512)
+#endif
+
+typedef void (*act_slice_fn)(float *, void *, const void *, int, float *, float *, size_t, const adamw_consts *);
+
+/* Whether this CPU converts fp16 by F16C (CPUID.1:ECX[29]; clang 14's __builtin_cpu_supports does not know
+ * "f16c"). Asked once per call of the offload AdamW, not per block: CPUID costs microseconds in a virtual machine. */
+int cpu_have_f16c(void) {
+#if QF_X86
     unsigned a, b, c, d;
-    return __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1u) && __builtin_cpu_supports("avx2");
-}
+    return __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1u);
+#else
+    return 0;
 #endif
-
-/* act[n] -> fp32[n]: bf16 and fp16 widen exactly (fp16 by F16C where the CPU has it, the same values) */
-static void act_block_to_f32(float *restrict dst, const void *restrict src, int dt, size_t n) {
-    if (dt == QF_DT_F32) {
-        memcpy(dst, src, n * sizeof(float));
-    } else if (dt == QF_DT_BF16) {
-        const uint16_t *s = src;
-        uint32_t *d = (uint32_t *)dst;
-        for (size_t i = 0; i < n; i++) d[i] = (uint32_t)s[i] << 16;
-    } else {
-        const uint16_t *s = src;
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-        if (have_f16c()) {
-            f16_to_f32_f16c(dst, s, n);
-            return;
-        }
-#endif
-        for (size_t i = 0; i < n; i++) dst[i] = qf_f16_to_f32(s[i]);
-    }
-}
-/* fp32[n] -> act[n], rounding to nearest even as qf_f32_to_bf16 / qf_f32_to_f16 (branch-free for bf16) */
-static void act_block_from_f32(void *restrict dst, const float *restrict src, int dt, size_t n) {
-    if (dt == QF_DT_F32) {
-        memcpy(dst, src, n * sizeof(float));
-    } else if (dt == QF_DT_BF16) {
-        const uint32_t *s = (const uint32_t *)src;
-        uint16_t *d = dst;
-        for (size_t i = 0; i < n; i++) {
-            const uint32_t u = s[i];
-            const uint16_t rounded = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-            const uint16_t qnan = (uint16_t)((u >> 16) | 0x40u);
-            d[i] = (u & 0x7fffffffu) > 0x7f800000u ? qnan : rounded;
-        }
-    } else {
-        uint16_t *d = dst;
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-        if (have_f16c()) {
-            f32_to_f16_f16c(d, src, n);
-            return;
-        }
-#endif
-        for (size_t i = 0; i < n; i++) d[i] = qf_f32_to_f16(src[i]);
-    }
 }
 
-/* One thread's slice, block by block: widen the gradients, the elementwise update (the ISA variant chosen once),
- * round the parameters into pact. pact may alias g (each block is read before it is written). */
-static void adamw_act_slice(int isa, float *p, void *pact, const void *g, int dt, float *m, float *v, size_t n,
-                            const adamw_consts *k) {
-    const size_t ab = dt == QF_DT_F32 ? 4 : 2;
-    float gb[ADAMW_ACT_BLOCK];
-    for (size_t b = 0; b < n; b += ADAMW_ACT_BLOCK) {
-        const size_t nb = n - b < ADAMW_ACT_BLOCK ? n - b : ADAMW_ACT_BLOCK;
-        act_block_to_f32(gb, (const char *)g + b * ab, dt, nb);
-        adamw_fn fn = adamw_base;
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-        if (isa == 2) fn = adamw_avx512;
-        else if (isa == 1) fn = adamw_avx2;
+void cpu_adamw_act_variant(int isa, float *p, void *pact, const void *g, int act_dtype, float *m, float *v, size_t n,
+                           const adamw_consts *k, int threads) {
+    act_slice_fn fn = act_slice_base;
+#if QF_X86
+    if (isa == 2) fn = act_slice_avx512;
+    else if (isa == 1) fn = act_slice_avx2;
+#else
+    (void)isa;
 #endif
-        fn(p + b, NULL, gb, m + b, v + b, nb, k);
-        if (pact) act_block_from_f32((char *)pact + b * ab, p + b, dt, nb);
-    }
-}
-
-void qf_cpu_adamw_act(float *p, void *pact, const void *g, int act_dtype, float *m, float *v, size_t n, float gscale,
-                      float lr, float beta1, float beta2, float eps, float wd, int t, int threads) {
-    const adamw_consts k = adamw_consts_make(gscale, lr, beta1, beta2, eps, wd, t);
-    const int isa = cpu_adamw_best_isa();
     const size_t ab = act_dtype == QF_DT_F32 ? 4 : 2;
     if (threads < 1) threads = omp_get_max_threads();
     /* slices of whole blocks per thread (a block never straddles two threads) */
@@ -206,7 +226,15 @@ void qf_cpu_adamw_act(float *p, void *pact, const void *g, int act_dtype, float 
         size_t lo = nblk * i / T * ADAMW_ACT_BLOCK, hi = nblk * (i + 1) / T * ADAMW_ACT_BLOCK;
         if (hi > n) hi = n;
         if (hi > lo)
-            adamw_act_slice(isa, p + lo, pact ? (char *)pact + lo * ab : NULL, (const char *)g + lo * ab, act_dtype,
-                            m + lo, v + lo, hi - lo, &k);
+            fn(p + lo, pact ? (char *)pact + lo * ab : NULL, (const char *)g + lo * ab, act_dtype, m + lo, v + lo,
+               hi - lo, k);
     }
+}
+
+/* The AVX2 and AVX-512 slices convert fp16 by F16C: a CPU without it takes the baseline slice (the same bits). */
+void qf_cpu_adamw_act(float *p, void *pact, const void *g, int act_dtype, float *m, float *v, size_t n, float gscale,
+                      float lr, float beta1, float beta2, float eps, float wd, int t, int threads) {
+    const adamw_consts k = adamw_consts_make(gscale, lr, beta1, beta2, eps, wd, t);
+    const int isa = cpu_have_f16c() ? cpu_adamw_best_isa() : 0;
+    cpu_adamw_act_variant(isa, p, pact, g, act_dtype, m, v, n, &k, threads);
 }

@@ -69,5 +69,10 @@ typedef struct adamw_consts {
 int cpu_adamw_best_isa(void);
 void cpu_adamw_variant(int isa, float *p, float *pa, const float *g, float *m, float *v, size_t n,
                        const adamw_consts *k);
+/* the offload AdamW (qf_cpu_adamw_act) with a given ISA's slice (0 baseline, 1 AVX2+F16C, 2 AVX-512F+F16C: at
+ * most cpu_adamw_best_isa(), and 0 unless cpu_have_f16c()); every variant gives the same bits */
+int cpu_have_f16c(void);
+void cpu_adamw_act_variant(int isa, float *p, void *pact, const void *g, int act_dtype, float *m, float *v, size_t n,
+                           const adamw_consts *k, int threads);
 
 #endif

@@ -130,19 +130,27 @@ static int estimate_run(const void *opts) {
             v.zero_stage = s;
             v.offload_optimizer = k >= 1 ? QF_OFFLOAD_CPU : QF_OFFLOAD_NONE;
             v.offload_param = k == 2 ? QF_OFFLOAD_CPU : QF_OFFLOAD_NONE;
+            /* offload_optimizer.gradients = auto against the card the deck rehearses (gpu_memory_limit_gb) */
+            char gwhy[256];
+            qf_plan_grads_home(&v, &c, W, G, ab, gpu ? (int64_t)(d.gpu_memory_limit_gb * 1073741824.0) : 0, gwhy,
+                               sizeof gwhy);
+            const int ghost = qf_estimate_grads_on_host(&v);
             qf_mem_estimate m;
             qf_estimate(&c, &v, W, G, ab, &m);
             int mine = s == d.zero_stage && v.offload_optimizer == d.offload_optimizer && v.offload_param == d.offload_param;
             if (o->json) {
-                json_array_append_new(rows, est_row_json(s, k, &m, mine));
+                json_t *row = est_row_json(s, k, &m, mine);
+                json_object_set_new(row, "grads_on_host", json_boolean(ghost));
+                json_array_append_new(rows, row);
                 continue;
             }
-            printf("%-6d %-16s %9.2fG %9.2fG %9.2fG %9.2fG %11.2fG %13.2fG %13.2fG %s\n", s, OFFLOADS[k],
-                   QF_GIB(m.params), QF_GIB(m.grads), QF_GIB(m.optimizer), QF_GIB(m.activations),
+            printf("%-6d %-16s %9.2fG %9.2fG%c %8.2fG %9.2fG %11.2fG %13.2fG %13.2fG %s\n", s, OFFLOADS[k],
+                   QF_GIB(m.params), QF_GIB(m.grads), ghost ? 'h' : ' ', QF_GIB(m.optimizer), QF_GIB(m.activations),
                    QF_GIB(m.device_total), QF_GIB(m.host_per_rank), QF_GIB(m.host_per_node), mine ? "*" : "");
         }
     if (o->json) return qf_json_print(js, stdout) ? QF_EXIT_RUNTIME : 0;
-    printf("(GiB; * = the deck's choice; formulas: docs/zero.md)\n");
+    printf("(GiB; * = the deck's choice; h = the gradient shard in host memory (offload_optimizer.gradients: host, or "
+           "auto where the device shard would not fit gpu_memory_limit_gb); formulas: docs/zero.md)\n");
     /* qwen-ft generate: the whole model on one device, or its layers split across the ranks */
     int ctx = c.max_position_embeddings > 0 && c.max_position_embeddings < d.seq_len ? (int)c.max_position_embeddings : d.seq_len;
     double cap = d.gpu_memory_limit_gb;

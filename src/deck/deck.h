@@ -23,6 +23,8 @@ enum {
 typedef enum { QF_SCHED_NONE = 0, QF_SCHED_WARMUP_LR, QF_SCHED_WARMUP_DECAY_LR, QF_SCHED_WARMUP_COSINE_LR } qf_sched_type;
 typedef enum { QF_WARMUP_LOG = 0, QF_WARMUP_LINEAR } qf_warmup_type;
 typedef enum { QF_OFFLOAD_NONE = 0, QF_OFFLOAD_CPU } qf_offload_device;
+/* where the reduced gradient shard lives with offload_optimizer (auto: the run decides by its memory plan) */
+typedef enum { QF_GRADS_AUTO = 0, QF_GRADS_DEVICE, QF_GRADS_HOST } qf_grads_home;
 typedef enum { QF_NONFINITE_SKIP = 0, QF_NONFINITE_STOP } qf_nonfinite_action;
 typedef enum { QF_ACKPT_NONE = 0, QF_ACKPT_FULL, QF_ACKPT_SELECTIVE } qf_ackpt;
 
@@ -99,6 +101,7 @@ typedef struct qf_deck {
     qf_offload_device offload_optimizer, offload_param;
     int offload_optimizer_pin_memory, offload_param_pin_memory;
     double offload_optimizer_ratio; /* share of the optimizer state and step on the host (ZeRO-Offload++) */
+    qf_grads_home offload_optimizer_gradients; /* resolved from auto by the run (train/run.c) before the engine starts */
     int overlap_comm, contiguous_gradients, reduce_scatter;
     int64_t reduce_bucket_size, allgather_bucket_size;
     int64_t stage3_prefetch_bucket_size, stage3_param_persistence_threshold, stage3_max_live_parameters;

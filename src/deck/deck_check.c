@@ -38,6 +38,14 @@ static int deck_check_zero(const deck_ctx *c) {
                          "%g (the host's share of the optimizer) needs zero_optimization.offload_optimizer.device = "
                          "\"cpu\", got \"%s\"", d->offload_optimizer_ratio,
                          c->keys[deck_idx("zero_optimization.offload_optimizer.device")].choices[d->offload_optimizer]);
+    if (d->offload_optimizer_gradients == QF_GRADS_HOST &&
+        (d->offload_optimizer != QF_OFFLOAD_CPU || d->zero_stage < 2 || d->offload_optimizer_ratio < 1))
+        return deck_fail(c, deck_src(c, "zero_optimization.offload_optimizer.gradients"),
+                         "zero_optimization.offload_optimizer.gradients",
+                         "\"host\" needs zero_optimization.offload_optimizer.device = \"cpu\", stage >= 2 and "
+                         "offload_optimizer.ratio = 1 (got device \"%s\", stage %d, ratio %g)",
+                         c->keys[deck_idx("zero_optimization.offload_optimizer.device")].choices[d->offload_optimizer],
+                         d->zero_stage, d->offload_optimizer_ratio);
     if (d->offload_param == QF_OFFLOAD_CPU && d->zero_stage != 3)
         return deck_fail(c, deck_src(c, "zero_optimization.offload_param.device"),
                          "zero_optimization.offload_param.device",

@@ -33,6 +33,7 @@ static const char *const k_opt[] = {"AdamW", "Adam", NULL};
 static const char *const k_sched[] = {"none", "WarmupLR", "WarmupDecayLR", "WarmupCosineLR", NULL};
 static const char *const k_warmup[] = {"log", "linear", NULL};
 static const char *const k_offload[] = {"none", "cpu", NULL};
+static const char *const k_grads[] = {"auto", "device", "host", NULL};
 static const char *const k_nonfinite[] = {"skip", "stop", NULL};
 static const char *const k_dtype[] = {"fp32", "fp16", "bf16", NULL};
 static const char *const k_tagval[] = {"Ignore", "Warn", "Fail", NULL};
@@ -276,6 +277,13 @@ static const qf_deck_key k_keys[] = {
      .def = "1", RANGE(0, 1), .ds = "`zero_optimization.offload_optimizer.ratio` (ZeRO-Offload++)",
      .help = "share of the optimizer states and step on the host (the end of each rank's range); the rest stays "
              "on the GPU and is updated there first, so the next forward starts at once (device = cpu)"},
+    {.path = "zero_optimization.offload_optimizer.gradients", .type = QF_KT_ENUM, OFF(offload_optimizer_gradients),
+     .def = "auto", .choices = k_grads, .ds = "qwen-ft only (DeepSpeed streams gradients to the host with offload)",
+     .help = "where the reduced gradient shard lives with offload_optimizer at stage 2-3: \"device\" (on the GPU "
+             "until the step), \"host\" (each unit's reduced gradients stream to pinned host memory during the "
+             "backward, so the GPU holds only the units in flight; needs ratio = 1), or \"auto\": host where the "
+             "memory plan with the shard on the GPU exceeds the GPU (or gpu_memory_limit_gb), else device; the run "
+             "header says which"},
     {.path = "zero_optimization.offload_optimizer.buffer_count", .type = QF_KT_INT64,
      OFF(offload_optimizer_buffer_count), .def = "4", NONNEG_I64,
      .ds = "`zero_optimization.offload_optimizer.buffer_count`", NVME_ONLY,

@@ -58,6 +58,23 @@ size_t qf_backend_peak_bytes(const qf_ops *ops) { return backend_cuda_bytes(ops,
 
 size_t qf_backend_current_bytes(const qf_ops *ops) { return backend_cuda_bytes(ops, 0); }
 
+size_t qf_backend_device_budget(const qf_ops *ops, const qf_deck *d) {
+#ifdef QWENFT_HAVE_CUDA
+    if (!strncmp(ops->name, "cuda", 4)) {
+        if (d->gpu_memory_limit_gb > 0) return (size_t)(d->gpu_memory_limit_gb * 1073741824.0);
+        size_t fr = 0, total = 0;
+        if (cudaMemGetInfo(&fr, &total) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return 0;
+        }
+        return fr + qf_cuda_current_bytes(); /* what this process may still take, plus what it holds */
+    }
+#endif
+    (void)ops;
+    (void)d;
+    return 0;
+}
+
 int qf_backend_pin(const qf_ops *ops, void *p, size_t bytes, const char **why) {
     *why = "CPU ranks need no pinning";
 #ifdef QWENFT_HAVE_CUDA

@@ -19,5 +19,8 @@ void qf_backend_unpin(const qf_ops *ops, void *p);
 
 /* Bytes the backend's allocator holds now (GPU), or 0 on the CPU backend. */
 size_t qf_backend_current_bytes(const qf_ops *ops);
+/* The device memory a run may plan with: gpu_memory_limit_gb when set, else the GPU's free memory plus what the
+ * backend holds; 0 on the CPU backend (no device budget). */
+size_t qf_backend_device_budget(const qf_ops *ops, const qf_deck *d);
 
 #endif

@@ -2,7 +2,8 @@
  *   parameters   stage 0-2: ab*n   stage 3: gathered units (the prefetch window, simulated over the units), plus
  *                ab*S with offload_optimizer (training without it rounds the pieces from the device master)
  *                offload_param: only the gathered units on the device; ab*n once per node in host shared memory
- *   gradients    stage 0-1: ab*n   stage 2-3: ab*S + unit gradient buffers in flight (also with offload)
+ *   gradients    stage 0-1: ab*n   stage 2-3: ab*S + unit gradient buffers in flight (also with offload);
+ *                offload_optimizer.gradients = host: the buffers in flight and QF_ZHG_INFLIGHT pieces downloading
  *   optimizer    12 bytes (fp32 master, m, v) per element of the optimizer range: n at stage 0, S otherwise;
  *                offload_optimizer: on the host, plus, without offload_param, the step's host act buffer of the
  *                range (gradients down, parameters up: zero_offload.c; with offload_param the node copy is it)
@@ -49,6 +50,11 @@ static int64_t live_window(const int64_t *u, int U, const qf_deck *d, int tied) 
     return worst + persist;
 }
 
+int qf_estimate_grads_on_host(const qf_deck *d) {
+    return d->offload_optimizer_gradients == QF_GRADS_HOST && d->offload_optimizer == QF_OFFLOAD_CPU &&
+           d->zero_stage >= 2 && d->offload_optimizer_ratio >= 1;
+}
+
 void qf_estimate(const qf_model_config *c, const qf_deck *d, int W, int G, int64_t ab, qf_mem_estimate *o) {
     memset(o, 0, sizeof *o);
     int64_t n = qf_model_num_params(c), S = (n + W - 1) / W;
@@ -76,7 +82,10 @@ void qf_estimate(const qf_model_config *c, const qf_deck *d, int W, int G, int64
         if (sends > n) sends = n;
         int64_t live = sends + (sends < S ? sends : S) + (c->tie_word_embeddings ? u[0] : 0) + u[U - 1];
         o->grads_live = ab * live;
-        o->grads = ab * S + o->grads_live;
+        /* offload_optimizer.gradients = host (zero_hgrad.c): no device shard; up to QF_ZHG_INFLIGHT received
+         * pieces wait for their download */
+        if (qf_estimate_grads_on_host(d)) o->grads = o->grads_live + ab * QF_ZHG_INFLIGHT * (umax < S ? umax : S);
+        else o->grads = ab * S + o->grads_live;
     }
     /* offload_optimizer.ratio: the host's share of the range (zero.c rounds it the same way) */
     int64_t opt = stage == 0 ? n : S;
@@ -85,6 +94,12 @@ void qf_estimate(const qf_model_config *c, const qf_deck *d, int W, int G, int64
     if (off_par && dopt > 0) o->params += ab * chunk; /* the device staging chunk of updated parameters */
     o->optimizer = 12 * dopt;
     if (off_opt) o->host_per_rank = 12 * hopt + (off_par ? 0 : ab * hopt);
+    /* host gradients: the step's host buffer is the shard (no second copy), except with offload_param and
+     * accumulation (a buffer of its own); a staging piece for accumulation */
+    if (qf_estimate_grads_on_host(d)) {
+        if (off_par && d->gradient_accumulation_steps > 1) o->host_per_rank += ab * S;
+        o->host_per_rank += ab * (umax < S ? umax : S < QF_ZERO_OFFLOAD_CHUNK ? S : QF_ZERO_OFFLOAD_CHUNK);
+    }
     o->activations = qf_model_act_bytes(c, d->train_micro_batch_size_per_gpu, d->seq_len,
                                         d->activation_checkpointing, ab);
     o->device_total = o->params + o->grads + o->optimizer + o->activations;

@@ -48,6 +48,13 @@ void qf_run_header(qf_run *r, FILE *f, const char *what) {
                 r->zero.off.overlap ? "overlapped with the next forward unit by unit"
                                     : "completed inside each step (QWENFT_OFFLOAD_OVERLAP=0, or updated shards travel "
                                       "by MPI: stages 1-2 on several ranks, parameter offload across nodes)");
+        if (d->zero_stage >= 2)
+            fprintf(f, "offload: the reduced gradient shard lives %s (offload_optimizer.gradients; %s)\n",
+                    r->zero.hgrads ? (r->zero.hg.alias_node ? "in host memory, in the node copy's range until the step"
+                                      : r->zero.hg.own ? "in host memory, a pinned buffer of its own"
+                                                       : "in host memory, in the step's host buffer")
+                                   : "on the device until the step",
+                    r->grads_why);
         if (threads == 1 && cores >= 2L * r->comm.local_size)
             fprintf(f, "warning: each rank has one host thread for the offloaded optimizer (bound to one core?): with "
                        "mpirun use --bind-to none -x OMP_NUM_THREADS=%ld, with srun --cpus-per-task\n",

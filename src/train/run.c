@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "model/backend.h"
+#include "plan/estimate.h"
 #include "util/host_mem.h"
 #include "h5io.h"
 #include "loss_scale.h"
@@ -138,6 +139,8 @@ static int setup(qf_run *r, const qf_run_args *a, int mode, qf_err *e) {
     if (strcmp(r->ops->name, "cpu") && qf_comm_init_nccl(&r->comm, e)) return e->code;
     if (resolve_model(r, e)) return e->code;
     qf_deck_resolve_auto(d, r->model.cfg.hidden_size);
+    qf_plan_grads_home(d, &r->model.cfg, r->comm.world_size, r->comm.local_size, (int64_t)r->ops->act_bytes,
+                       (int64_t)qf_backend_device_budget(r->ops, d), r->grads_why, sizeof r->grads_why);
     if (mode == QF_RUN_TRAIN) {
         if (!d->data_train[0]) return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'data.train' is required to train", d->path);
         if (open_data(r, d->data_train, &r->train_ds, "data.train", e)) return e->code;

@@ -39,6 +39,7 @@ typedef struct qf_run {
     char nccl_line[512];        /* what the NCCL environment policy did (run header) */
     double flops_per_token, peak_flops; /* peak_flops 0: no peak known (MFU n/a) */
     char backend_info[384];     /* which op table, which GPU, which attention path */
+    char grads_why[256];        /* why offload_optimizer.gradients is what it is (plan/grads_home.c) */
     int64_t rss_base;           /* resident bytes before the model state and activations were allocated */
     /* fault injection for the failure tests (QWENFT_INJECT_FAULT="rank:step:nan|fail", docs/testing.md) */
     int fault_rank;

@@ -245,6 +245,7 @@ static int stop_nonfinite(qf_run *r) {
 static int update_or_skip(qf_run *r, train_step *s, int nonfinite) {
     const qf_deck *d = &r->deck;
     s->skipped = 0;
+    if (nonfinite) qf_zero_discard_grads(&r->zero); /* the node copy holds parameters again before anything reads it */
     if (nonfinite && d->fp16) {
         s->skipped = 1;
         qf_loss_scale_update(d, &r->st, 1);

@@ -6,65 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- accounting and allocation ----------------------------------------------------------------------------- */
+/* ---- host state ---------------------------------------------------------------------------------------- */
 
-static void track(qf_zero *z, int64_t delta) {
-    z->cur_state_bytes += delta;
-    if (z->cur_state_bytes > z->peak_state_bytes) z->peak_state_bytes = z->cur_state_bytes;
-}
 static size_t AB(const qf_zero *z) { return z->ops->act_bytes; }
-/* a backend buffer, or a fatal error that says how much the backend already holds */
-static void *dev_tmp(qf_zero *z, size_t b) {
-    void *p = z->ops->alloc(b ? b : 1);
-    if (!p)
-        QF_FATAL("out of %s memory on rank %d: %zu bytes requested, %.2f GiB held by the backend (gpu_memory_limit_gb "
-                 "= %g)", z->ops->name, z->comm->rank, b, (double)qf_backend_current_bytes(z->ops) / 1073741824.0,
-                 z->d->gpu_memory_limit_gb);
-    return p;
-}
-
-static void *dev_alloc(qf_zero *z, int64_t elems, size_t esize) {
-    size_t b = (size_t)elems * esize;
-    void *p = dev_tmp(z, b);
-    track(z, (int64_t)b);
-    return p;
-}
-static void dev_free(qf_zero *z, void *p, int64_t elems, size_t esize) {
-    if (!p) return;
-    z->ops->free(p);
-    track(z, -(int64_t)((size_t)elems * esize));
-}
-/* Transient unit buffers (gathered parameters, unit gradients, received pieces) come from a small pool, so that a
- * step does not allocate and free (on GPUs: cudaFree, a device-wide sync) once per layer. Freed buffers wait in the
- * pool; a request of another size first releases the pool's buffers of other sizes, so the pool never holds more
- * than what was live together before. */
-static void *buf_get(qf_zero *z, int64_t elems, int zero) {
-    size_t bytes = (size_t)elems * AB(z);
-    for (int i = 0; i < z->npool; i++)
-        if (z->pool_bytes[i] == bytes) {
-            void *p = z->pool[i];
-            z->pool[i] = z->pool[--z->npool];
-            z->pool_bytes[i] = z->pool_bytes[z->npool];
-            if (zero) z->ops->zero(p, bytes);
-            return p;
-        }
-    for (int i = 0; i < z->npool; i++) dev_free(z, z->pool[i], (int64_t)z->pool_bytes[i], 1);
-    z->npool = 0;
-    return dev_alloc(z, elems, AB(z)); /* zero-filled */
-}
-static void buf_put(qf_zero *z, void *p, int64_t elems) {
-    if (!p) return;
-    if (z->npool == QF_ZERO_POOL) {
-        dev_free(z, z->pool[0], (int64_t)z->pool_bytes[0], 1);
-        z->pool[0] = z->pool[--z->npool];
-        z->pool_bytes[0] = z->pool_bytes[z->npool];
-    }
-    z->pool[z->npool] = p;
-    z->pool_bytes[z->npool++] = (size_t)elems * AB(z);
-}
-
 static float *host_alloc(qf_zero *z, int64_t elems) {
-    track(z, elems * 4);
+    zi_track(z, elems * 4);
     return qf_calloc((size_t)(elems ? elems : 1), 4);
 }
 /* host-resident act values (the gradient shard with offload_optimizer at stages 2-3): fp32, bf16 or fp16 */
@@ -122,7 +68,7 @@ static void gather_start(qf_zero *z, int u, int blocking) {
         else param_refresh(z, u);
         qf_zoff_reap(z);
     }
-    z->ucache[u] = buf_get(z, n, 0);
+    z->ucache[u] = zi_buf_get(z, n, 0);
     if (!z->upersist[u]) z->live += n;
     if (z->offload_param) { /* the node's shared host copy -> this rank's (device) buffer, on the copy engine */
         z->uticket[u] = z->ops->copy_start(z->ucache[u], at(z, z->pnode, ub(z, u)), (size_t)n * AB(z), QF_COPY_H2D);
@@ -155,7 +101,7 @@ static void unit_release(qf_zero *z, int u) {
     if (!z->ucache[u]) return;
     gather_wait(z, u);
     int64_t n = ue(z, u) - ub(z, u);
-    buf_put(z, z->ucache[u], n);
+    zi_buf_put(z, z->ucache[u], n);
     z->ucache[u] = NULL;
     if (!z->upersist[u]) z->live -= n;
 }
@@ -218,7 +164,8 @@ static void units_invalidate(qf_zero *z) {
 static void grads_ready(qf_zero *z) {
     if (!z->grads_stale) return;
     qf_zoff_join(z);
-    if (z->stage < 2) z->ops->zero(z->gfull, (size_t)z->n * AB(z));
+    if (z->hgrads) qf_zhg_clear(z); /* the host shard is written piece by piece: nothing to zero */
+    else if (z->stage < 2) z->ops->zero(z->gfull, (size_t)z->n * AB(z));
     else z->ops->zero(z->gshard, (size_t)(z->shard_end - z->shard_begin) * AB(z));
     z->grads_stale = 0;
 }
@@ -227,7 +174,7 @@ static void *hk_grads(void *ctx, int u) {
     qf_zero *z = ctx;
     grads_ready(z);
     if (z->stage < 2) return at(z, z->gfull, ub(z, u));
-    if (!z->gunit[u]) z->gunit[u] = buf_get(z, ue(z, u) - ub(z, u), 1);
+    if (!z->gunit[u]) z->gunit[u] = zi_buf_get(z, ue(z, u) - ub(z, u), 1);
     return z->gunit[u];
 }
 
@@ -236,9 +183,10 @@ static void pending_complete(qf_zero *z, int keep) {
     while (z->npend > keep) {
         qf_zero_pending *p = &z->pend[0];
         qf_comm_wait(z->comm, &p->req);
-        if (p->n) z->ops->add_inplace(at(z, z->gshard, p->lo - z->shard_begin), p->recv, (size_t)p->n);
-        buf_put(z, p->send, p->n_send);
-        buf_put(z, p->recv, p->n);
+        if (p->n && z->hgrads) qf_zhg_take(z, p); /* to the host; takes p->recv */
+        else if (p->n) z->ops->add_inplace(at(z, z->gshard, p->lo - z->shard_begin), p->recv, (size_t)p->n);
+        zi_buf_put(z, p->send, p->n_send);
+        zi_buf_put(z, p->recv, p->n);
         memmove(&z->pend[0], &z->pend[1], (size_t)(z->npend - 1) * sizeof *z->pend);
         z->npend--;
     }
@@ -256,7 +204,8 @@ static void hk_grads_done(void *ctx, int u) {
     p->n = z->ucount[u][r];
     p->n_send = ue(z, u) - ub(z, u);
     p->send = z->gunit[u];
-    p->recv = buf_get(z, p->n, 0);
+    p->unit = u;
+    p->recv = zi_buf_get(z, p->n, 0);
     z->gunit[u] = NULL;
     qf_comm_ireduce_scatterv_act(z->comm, p->send, p->recv, z->ucount[u], z->udispl[u], &p->req);
     /* without overlap_comm each reduce-scatter completes at once; with it, at most reduce_bucket_size elements
@@ -310,6 +259,9 @@ static void init_options(qf_zero *z, qf_model *m, qf_comm *c, const qf_deck *d, 
     z->with_opt = with_optimizer;
     z->offload_opt = d->offload_optimizer == QF_OFFLOAD_CPU;
     z->offload_param = d->offload_param == QF_OFFLOAD_CPU;
+    /* auto is resolved by the run before the engine starts (train/run.c); an engine started without it (eval,
+     * export) keeps the shard on the device */
+    z->hgrads = with_optimizer && d->offload_optimizer_gradients == QF_GRADS_HOST;
     /* an invariant, not an input check: the deck refuses offload_param below stage 3 naming file, line and key
      * (src/deck/deck_check.c), and only stage 3 builds the node copy (pnode) that offload_param reads */
     QF_CHECK(!z->offload_param || z->stage == 3);
@@ -376,9 +328,9 @@ static void alloc_params(qf_zero *z, int64_t shard) {
     int U = z->m->nunits;
     z->pfrom_master = z->stage == 3 && !z->offload_param && !z->offload_opt && z->with_opt;
     if (z->stage < 3) {
-        z->pfull = dev_alloc(z, z->n, AB(z));
+        z->pfull = zi_dev_alloc(z, z->n, AB(z));
     } else if (!z->offload_param) {
-        if (!z->pfrom_master) z->pshard = dev_alloc(z, shard, AB(z));
+        if (!z->pfrom_master) z->pshard = zi_dev_alloc(z, shard, AB(z));
     } else {
         open_node_copy(z);
     }
@@ -396,8 +348,8 @@ static void alloc_params(qf_zero *z, int64_t shard) {
  * else the shard; then the per-unit handles and the reduce-scatter table. */
 static void alloc_grads(qf_zero *z, int64_t shard) {
     int U = z->m->nunits;
-    if (z->with_opt && z->stage < 2) z->gfull = dev_alloc(z, z->n, AB(z));
-    else if (z->with_opt) z->gshard = dev_alloc(z, shard, AB(z));
+    if (z->with_opt && z->stage < 2) z->gfull = zi_dev_alloc(z, z->n, AB(z));
+    else if (z->with_opt && !z->hgrads) z->gshard = zi_dev_alloc(z, shard, AB(z));
     z->gunit = qf_calloc((size_t)U, sizeof(void *));
     z->pend = qf_calloc((size_t)U + 1, sizeof *z->pend);
 }
@@ -412,16 +364,18 @@ static int alloc_optimizer(qf_zero *z, qf_err *e) {
         z->opt_dev_end = z->opt_begin + (int64_t)llround((1.0 - z->d->offload_optimizer_ratio) * (double)opt);
     int64_t dopt = z->opt_dev_end - z->opt_begin, hopt = z->opt_end - z->opt_dev_end;
     int64_t chunk = dopt < QF_ZERO_OFFLOAD_CHUNK ? dopt : QF_ZERO_OFFLOAD_CHUNK;
-    if (z->with_opt && z->offload_param && dopt > 0) z->pstage = dev_alloc(z, chunk, AB(z));
-    z->master = dev_alloc(z, dopt, 4);
-    z->adam_m = dev_alloc(z, dopt, 4);
-    z->adam_v = dev_alloc(z, dopt, 4);
+    if (z->with_opt && z->offload_param && dopt > 0) z->pstage = zi_dev_alloc(z, chunk, AB(z));
+    z->master = zi_dev_alloc(z, dopt, 4);
+    z->adam_m = zi_dev_alloc(z, dopt, 4);
+    z->adam_v = zi_dev_alloc(z, dopt, 4);
     if (z->offload_opt) {
         z->hmaster = host_alloc(z, hopt);
         z->hadam_m = host_alloc(z, hopt);
         z->hadam_v = host_alloc(z, hopt);
         if (qf_zoff_init(z, e)) return e->code;
-        if (z->off.own_hbuf) track(z, hopt * (int64_t)AB(z));
+        if (z->off.own_hbuf) zi_track(z, hopt * (int64_t)AB(z));
+        if (z->hgrads && qf_zhg_init(z, e)) return e->code;
+        if (z->hg.own) zi_track(z, (z->shard_end - z->shard_begin) * (int64_t)AB(z));
     }
     return 0;
 }
@@ -470,28 +424,29 @@ void qf_zero_free(qf_zero *z) {
         units_invalidate(z);
     }
     int64_t shard = z->shard_end - z->shard_begin;
+    if (z->hgrads) qf_zhg_free(z);
     for (int i = 0; i < 2; i++) qf_backend_unpin(z->ops, z->pinned[i]);
     if (z->offload_opt) qf_zoff_free(z);
     for (int u = 0; u < U; u++) {
-        if (full && z->gunit[u]) buf_put(z, z->gunit[u], ue(z, u) - ub(z, u));
+        if (full && z->gunit[u]) zi_buf_put(z, z->gunit[u], ue(z, u) - ub(z, u));
         if (z->ucount) free(z->ucount[u]);
         if (z->udispl) free(z->udispl[u]);
     }
-    for (int i = 0; i < z->npool; i++) dev_free(z, z->pool[i], (int64_t)z->pool_bytes[i], 1);
+    for (int i = 0; i < z->npool; i++) zi_dev_free(z, z->pool[i], (int64_t)z->pool_bytes[i], 1);
     z->npool = 0;
-    dev_free(z, z->pfull, z->n, AB(z));
-    dev_free(z, z->pshard, shard, AB(z));
+    zi_dev_free(z, z->pfull, z->n, AB(z));
+    zi_dev_free(z, z->pshard, shard, AB(z));
     if (z->pnode) {
         MPI_Win_unlock_all(z->pwin);
         MPI_Win_free(&z->pwin);
     }
     int64_t dopt = z->opt_dev_end - z->opt_begin;
-    if (z->pstage) dev_free(z, z->pstage, dopt < QF_ZERO_OFFLOAD_CHUNK ? dopt : QF_ZERO_OFFLOAD_CHUNK, AB(z));
-    dev_free(z, z->gfull, z->n, AB(z));
-    dev_free(z, z->gshard, z->gshard ? shard : 0, AB(z));
-    dev_free(z, z->master, dopt, 4);
-    dev_free(z, z->adam_m, dopt, 4);
-    dev_free(z, z->adam_v, dopt, 4);
+    if (z->pstage) zi_dev_free(z, z->pstage, dopt < QF_ZERO_OFFLOAD_CHUNK ? dopt : QF_ZERO_OFFLOAD_CHUNK, AB(z));
+    zi_dev_free(z, z->gfull, z->n, AB(z));
+    zi_dev_free(z, z->gshard, z->gshard ? shard : 0, AB(z));
+    zi_dev_free(z, z->master, dopt, 4);
+    zi_dev_free(z, z->adam_m, dopt, 4);
+    zi_dev_free(z, z->adam_v, dopt, 4);
     free(z->hmaster);
     free(z->hadam_m);
     free(z->hadam_v);
@@ -527,13 +482,13 @@ static char *param_dev(qf_zero *z, int64_t elem) {
 
 /* fp32 host <-> act (backend) through a backend fp32 staging buffer */
 static void act_from_host(qf_zero *z, void *dst, const float *host, int64_t n) {
-    float *tmp = dev_tmp(z, (size_t)n * 4 + 4);
+    float *tmp = zi_dev_tmp(z, (size_t)n * 4 + 4);
     z->ops->copy_h2d(tmp, host, (size_t)n * 4);
     z->ops->act_from_f32(dst, tmp, (size_t)n);
     z->ops->free(tmp);
 }
 static void act_to_host(qf_zero *z, float *host, const void *src, int64_t n) {
-    float *tmp = dev_tmp(z, (size_t)n * 4 + 4);
+    float *tmp = zi_dev_tmp(z, (size_t)n * 4 + 4);
     z->ops->act_to_f32(tmp, src, (size_t)n);
     z->ops->copy_d2h(host, tmp, (size_t)n * 4);
     z->ops->free(tmp);
@@ -594,7 +549,7 @@ void qf_zero_get_params(qf_zero *z, int64_t b, int64_t e, float *host) {
             act_to_host(z, host + (cb - b), param_dev(z, cb), n);
             continue;
         }
-        void *tmp = dev_tmp(z, (size_t)n * AB(z)); /* the act values the model uses: the master, rounded */
+        void *tmp = zi_dev_tmp(z, (size_t)n * AB(z)); /* the act values the model uses: the master, rounded */
         z->ops->act_from_f32(tmp, z->master + (cb - z->opt_begin), (size_t)n);
         act_to_host(z, host + (cb - b), tmp, n);
         z->ops->free(tmp);
@@ -613,6 +568,7 @@ void qf_zero_reduce(qf_zero *z) {
     z->ops->range_push("zero.reduce");
     if (z->stage < 2) qf_comm_allreduce_act(z->comm, z->gfull, (size_t)z->n);
     else pending_complete(z, 0);
+    if (z->hgrads) qf_zhg_finish(z);
     z->ops->range_pop();
 }
 
@@ -625,6 +581,7 @@ double qf_zero_grad_norm(qf_zero *z, double unscale) {
     grads_ready(z);
     double ss;
     if (z->stage < 2) ss = z->ops->sumsq(z->gfull, (size_t)z->n);
+    else if (z->hgrads) ss = qf_comm_sum_f64(z->comm, qf_zhg_sumsq(z));
     else ss = qf_comm_sum_f64(z->comm, z->ops->sumsq(z->gshard, (size_t)(z->shard_end - z->shard_begin)));
     return sqrt(ss) * unscale;
 }
@@ -710,8 +667,16 @@ void qf_zero_update(qf_zero *z, double lr, float gscale) {
     z->ops->range_pop();
 }
 
+void qf_zero_discard_grads(qf_zero *z) {
+    if (z->hgrads) qf_zhg_discard(z);
+}
+
 void qf_zero_poison_grads(qf_zero *z) {
     grads_ready(z);
+    if (z->hgrads) {
+        qf_zhg_poison(z);
+        return;
+    }
     void *g = z->stage < 2 ? z->gfull : z->gshard;
     if (g) z->ops->scale(g, NAN, 1);
 }

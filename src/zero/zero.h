@@ -39,7 +39,31 @@ typedef struct qf_zero_pending { /* a non-blocking reduce-scatter of one unit's 
     void *send, *recv;
     int64_t lo, n;  /* flat range received by this rank */
     int64_t n_send; /* elements of the unit sent */
+    int unit;
 } qf_zero_pending;
+
+/* offload_optimizer.gradients = host (zero_hgrad.c): the reduced gradient shard lives in host memory. Each unit's
+ * reduced piece leaves the device as its reduce-scatter completes (copy engine; at most QF_ZHG_INFLIGHT pieces in
+ * flight, their device buffers returned to the pool as they land): the first contribution of a step is copied
+ * straight to its place, later ones (accumulation, a unit handed back twice) through a pinned staging buffer and
+ * added on the host. The host shard is the offload step's hbuf (no second copy): its own buffer without
+ * offload_param; the node copy's range with offload_param and one micro-batch per step (a unit's parameters are
+ * not read again in the step once every rank has reduced it; a skipped step rounds them back from the master);
+ * a buffer of its own with offload_param and accumulation. */
+#define QF_ZHG_INFLIGHT 2
+typedef struct qf_zero_hgrad {
+    void *g;                            /* host act [shard] */
+    int own, alias_node;                /* g allocated here; g is the node copy's range */
+    int pinned_g, pinned_stage;         /* page-locked here (pin_memory) */
+    unsigned char *filled;              /* [nunits] the unit's piece holds this step's gradients */
+    int ticket[QF_ZHG_INFLIGHT];        /* downloads in flight, oldest first */
+    void *dbuf[QF_ZHG_INFLIGHT];
+    int64_t dn[QF_ZHG_INFLIGHT];
+    int nq;
+    void *stage;                        /* pinned host act [stage_n] for accumulation */
+    int64_t stage_n;
+    int64_t bytes_down;                 /* cumulative bytes copied to the host (monitoring) */
+} qf_zero_hgrad;
 
 /* offload_optimizer: the step's host AdamW (src/zero/zero_offload.c). The gradients of the optimizer range come down
  * into hbuf (host act [opt range]) on the copy engine, a host thread runs the fused AdamW over them chunk by chunk
@@ -62,6 +86,7 @@ typedef struct qf_zero_offload {
     int64_t version;                    /* steps started by this process (0: none) */
     double lr;                          /* the step in flight */
     float gscale;
+    const void *gsrc;                   /* host gradients of the step (NULL: downloaded into hbuf) */
     double adam_s, wait_s;              /* breakdown: the host AdamW thread's time; the trainer's waits for it */
     pthread_t th;                       /* the host AdamW thread of the step in flight */
 } qf_zero_offload;
@@ -117,6 +142,8 @@ typedef struct qf_zero {
     void *pinned[2];                    /* host buffers page-locked for pin_memory (GPU ranks): hbuf, pnode */
     int pin_warned;
     int grads_stale;                    /* the gradient buffer is zeroed at its first use in the step (grads_ready) */
+    int hgrads;                         /* the gradient shard lives on the host (offload_optimizer.gradients) */
+    qf_zero_hgrad hg;
 } qf_zero;
 
 /* with_optimizer = 0 (eval): parameters only, no gradients, master or moments */
@@ -136,6 +163,9 @@ void qf_zero_load_range(const qf_zero *z, int64_t *b, int64_t *e);
 void qf_zero_get_params(qf_zero *z, int64_t b, int64_t e, float *host);
 
 void qf_zero_zero_grads(qf_zero *z);
+/* a skipped (non-finite) step, on every rank: what held gradients in place of parameters gets its parameters back
+ * (collective on the node with parameter offload) */
+void qf_zero_discard_grads(qf_zero *z);
 /* completes the gradient reduction of the step (all-reduce at stages 0-1; pending reduce-scatters at 2-3) */
 void qf_zero_reduce(qf_zero *z);
 /* global L2 norm of the reduced gradients, times unscale */

@@ -26,4 +26,25 @@ int qf_zoff_unit_ready(qf_zero *z, int u);
 void qf_zoff_unit_wait(qf_zero *z, int u);
 /* finishes the gradient download tickets whose chunks the host AdamW has consumed (main thread only) */
 void qf_zoff_reap(qf_zero *z);
+
+/* zero_pool.c: the state accounting and the device buffers (dev_tmp: a backend buffer or a fatal error that
+ * says how much the backend holds; dev_alloc/dev_free: tracked state; buf_get/buf_put: the pool of transient unit
+ * buffers, zero-filled on request) */
+void zi_track(qf_zero *z, int64_t delta);
+void *zi_dev_tmp(qf_zero *z, size_t bytes);
+void *zi_dev_alloc(qf_zero *z, int64_t elems, size_t esize);
+void zi_dev_free(qf_zero *z, void *p, int64_t elems, size_t esize);
+void *zi_buf_get(qf_zero *z, int64_t elems, int zero);
+void zi_buf_put(qf_zero *z, void *p, int64_t elems);
+
+/* zero_hgrad.c: the gradient shard in host memory (see qf_zero_hgrad in zero.h) */
+int qf_zhg_init(qf_zero *z, qf_err *e); /* after qf_zoff_init */
+void qf_zhg_free(qf_zero *z);
+void qf_zhg_clear(qf_zero *z);                      /* a new step: no piece holds gradients */
+void qf_zhg_take(qf_zero *z, qf_zero_pending *p);   /* a completed reduce-scatter's piece to the host */
+void qf_zhg_drain(qf_zero *z);                      /* downloads in flight done */
+void qf_zhg_finish(qf_zero *z);                     /* end of the backward: all done, unwritten pieces zero */
+double qf_zhg_sumsq(qf_zero *z);
+void qf_zhg_poison(qf_zero *z);
+void qf_zhg_discard(qf_zero *z);                    /* a skipped step (collective on the node: alias_node) */
 #endif

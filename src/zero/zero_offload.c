@@ -128,13 +128,14 @@ static void *adam_main(void *arg) {
     z->ops->range_push("offload.adamw");
     for (int k = 0; k < o->nchunks; k++) {
         int64_t cb = hb + (int64_t)k * o->chunk, ce = zi_min(oe, cb + o->chunk);
-        z->ops->copy_wait(o->ticket[k]);
+        if (o->ticket[k] >= 0) z->ops->copy_wait(o->ticket[k]);
         for (int i = 0; i < m->nspecs; i++) {
             int64_t lo = zi_max(m->offset[i], cb), hi = zi_min(m->offset[i] + m->specs[i].numel, ce);
             if (lo >= hi) continue;
             int64_t s = lo - hb;
             char *h = (char *)o->hbuf + (size_t)s * ab;
-            qf_cpu_adamw_act(z->hmaster + s, h, h, z->ops->act_dtype, z->hadam_m + s, z->hadam_v + s, (size_t)(hi - lo),
+            const char *gs = o->gsrc ? (const char *)o->gsrc + (size_t)s * ab : h; /* host gradients, or hbuf's */
+            qf_cpu_adamw_act(z->hmaster + s, h, gs, z->ops->act_dtype, z->hadam_m + s, z->hadam_v + s, (size_t)(hi - lo),
                              o->gscale, (float)o->lr, (float)d->beta1, (float)d->beta2, (float)d->eps,
                              m->specs[i].decay ? (float)d->weight_decay : 0.0f, (int)z->adam_t, o->threads);
         }
@@ -154,6 +155,10 @@ void qf_zoff_start(qf_zero *z, double lr, float gscale) {
     z->ops->range_push("offload.grads_d2h");
     for (int k = 0; k < o->nchunks; k++) {
         int64_t cb = hb + (int64_t)k * o->chunk, ce = zi_min(oe, cb + o->chunk);
+        if (o->gsrc) { /* the gradients are on the host already (zero_hgrad.c) */
+            o->ticket[k] = -1;
+            continue;
+        }
         o->ticket[k] = z->ops->copy_start(zi_at(z, o->hbuf, cb - hb), zi_at(z, (void *)g, cb - ob),
                                           (size_t)(ce - cb) * zi_ab(z), QF_COPY_D2H);
     }
@@ -176,7 +181,8 @@ void qf_zoff_reap(qf_zero *z) {
     while (o->reaped < o->nchunks) {
         int64_t ce = zi_min(z->opt_end, z->opt_dev_end + (int64_t)(o->reaped + 1) * o->chunk);
         if (o->running && p < base + ce) break;
-        z->ops->copy_finish(o->ticket[o->reaped++], 0);
+        int t = o->ticket[o->reaped++];
+        if (t >= 0) z->ops->copy_finish(t, 0);
     }
 }
 

@@ -10,6 +10,11 @@
 #   B  the same run with QWENFT_INJECT_FAULT="0:K:nan" at a step K after the overflow phase: step K is skipped (A's
 #      step K was not), the scale halves (the hysteresis was used up in the overflow phase), the lr holds, and the
 #      run goes on to exit 0.
+#   C  B's fault under ZeRO-3 with optimizer and parameter offload, the gradient shard on the device (C_dev) and in
+#      host memory (C_host: offload_optimizer.gradients = host, one micro-batch, so the reduced gradients land in
+#      the node copy's range): both skip exactly the overflow steps and K, and C_host's losses follow C_dev's
+#      (the gradient norm is summed on the host there: rounding-level differences only) — a skipped step whose
+#      node copy kept the gradients would train on them as parameters.
 # Skipped (77) without a GPU or with a binary built without the CUDA backend.
 set -euo pipefail
 if ! command -v nvidia-smi > /dev/null || ! nvidia-smi -L > /dev/null 2>&1; then echo "no GPU: skipped"; exit 77; fi
@@ -118,4 +123,21 @@ python3 checks.py a A ref
 K=$(cat K)
 QWENFT_INJECT_FAULT="0:$K:nan" run B
 python3 checks.py b B ref "$K"
+off=(--set zero_optimization.stage=3 --set zero_optimization.offload_optimizer.device=cpu
+     --set zero_optimization.offload_param.device=cpu --set train_micro_batch_size_per_gpu=16 --set max_steps=$((K + 10)))
+QWENFT_INJECT_FAULT="0:$K:nan" run C_dev "${off[@]}" --set zero_optimization.offload_optimizer.gradients=device
+QWENFT_INJECT_FAULT="0:$K:nan" run C_host "${off[@]}" --set zero_optimization.offload_optimizer.gradients=host
+grep -q "gradient shard lives in host memory, in the node copy's range" C_host.out ||
+  { echo "FAIL: C_host: gradients not in the node copy"; grep "gradient shard" C_host.out; exit 1; }
+python3 - "$K" <<'PY'
+import json, math, sys
+K = int(sys.argv[1])
+st = lambda n: [json.loads(l) for l in open(f"{n}/l/metrics.jsonl") if '"loss"' in l]
+d, h = st("C_dev"), st("C_host")
+sd, sh = [r["step"] for r in d if r["skipped"]], [r["step"] for r in h if r["skipped"]]
+worst = max(abs(a["loss"] - b["loss"]) / abs(a["loss"]) for a, b in zip(d, h))
+ok = sd == sh and K in sh and len(d) == len(h) == K + 10 and worst < 2e-2 and all(math.isfinite(r["loss"]) for r in h)
+print(f"C: skipped {sh} (device shard: {sd}); losses host vs device max rel diff {worst:.2e}")
+sys.exit(0 if ok else 1)
+PY
 echo PASS

@@ -821,6 +821,53 @@ static void test_adamw_act(void) {
     }
 }
 
+/* The offload AdamW's slice variants (baseline C conversions, AVX2 + F16C, AVX-512F: whichever this CPU has) give
+ * the same bits for every act type, fp16 subnormals, overflow to inf and rounding ties included */
+static void test_adamw_act_isa(void) {
+    const size_t n = 2053;
+    const int dts[3] = {QF_DT_F32, QF_DT_BF16, QF_DT_F16};
+    const adamw_consts k = {0.5f, 0.999f, 0.9f, 0.1f, 0.999f, 0.001f, 1e-3f, 0.03f, 1e-8f};
+    const int best = cpu_have_f16c() ? cpu_adamw_best_isa() : 0;
+    int same = 1, changed = 0;
+    for (int di = 0; di < 3; di++) {
+        const int dt = dts[di];
+        const size_t ab = dt == QF_DT_F32 ? 4 : 2;
+        float *st[3][3];
+        unsigned char *buf[3];
+        for (int isa = 0; isa <= best; isa++) {
+            for (int a = 0; a < 3; a++) st[isa][a] = malloc(n * 4);
+            buf[isa] = malloc(n * ab);
+            for (size_t i = 0; i < n; i++) {
+                st[isa][0][i] = (float)sin(0.37 * (double)i) * (i % 13 == 0 ? 7e4f : 1.0f); /* some overflow fp16 */
+                st[isa][1][i] = (float)sin(0.05 * (double)i) * 0.01f;
+                st[isa][2][i] = (float)(1e-4 * (1.0 + sin(0.3 * (double)i)));
+            }
+        }
+        for (int step = 1; step <= 3; step++)
+            for (int isa = 0; isa <= best; isa++) {
+                for (size_t i = 0; i < n; i++) {
+                    float gv = (float)cos(0.11 * (double)i + step) * (i % 7 == 0 ? 3e-6f : i % 11 == 0 ? 300.0f : 0.1f);
+                    if (dt == QF_DT_F32) ((float *)buf[isa])[i] = gv;
+                    else ((uint16_t *)buf[isa])[i] = dt == QF_DT_BF16 ? qf_f32_to_bf16(gv) : qf_f32_to_f16(gv);
+                }
+                cpu_adamw_act_variant(isa, st[isa][0], buf[isa], buf[isa], dt, st[isa][1], st[isa][2], n, &k, 2);
+            }
+        for (int isa = 1; isa <= best; isa++) {
+            for (int a = 0; a < 3; a++) same &= !memcmp(st[isa][a], st[0][a], n * 4);
+            same &= !memcmp(buf[isa], buf[0], n * ab);
+        }
+        changed |= st[0][0][1] != (float)sin(0.37);
+        for (int isa = 0; isa <= best; isa++) {
+            for (int a = 0; a < 3; a++) free(st[isa][a]);
+            free(buf[isa]);
+        }
+    }
+    char name[112];
+    snprintf(name, sizeof name, "offload adamw slices (fp32/bf16/fp16 act) up to %s: bitwise equal",
+             best == 2 ? "AVX-512F" : best == 1 ? "AVX2+F16C" : "baseline only");
+    report_bool(name, same && changed);
+}
+
 /* AdamW's SIMD variants (baseline, AVX2, AVX-512F: whichever this CPU has) give bitwise the same result */
 static void test_adamw_isa(void) {
     const size_t n = 1003; /* not a multiple of any vector width */
@@ -883,6 +930,7 @@ int main(void) {
     test_adamw();
     test_adamw_isa();
     test_adamw_act();
+    test_adamw_act_isa();
     test_reductions();
     test_determinism();
     printf("test_ops_cpu: %d checks, %d failed\n", n_checks, n_fail);

@@ -1,0 +1,127 @@
+/* zero_hgrad.c — the reduced gradient shard in host memory (offload_optimizer.gradients = host; see qf_zero_hgrad
+ * in zero.h). zero.c hands each completed reduce-scatter here (qf_zhg_take) instead of adding it into a device
+ * shard; the norm, the fault injection and the offload step read the host shard. */
+#include "zero_impl.h"
+#include "model/backend.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int64_t shard_n(const qf_zero *z) { return z->shard_end - z->shard_begin; }
+static char *host_at(const qf_zero *z, int64_t elem) { return zi_at(z, z->hg.g, elem - z->shard_begin); }
+
+int qf_zhg_init(qf_zero *z, qf_err *e) {
+    qf_zero_hgrad *h = &z->hg;
+    QF_CHECK(z->offload_opt && z->stage >= 2 && z->opt_dev_end == z->opt_begin); /* deck_check.c / run.c */
+    int U = z->m->nunits;
+    h->filled = qf_calloc((size_t)U, 1);
+    for (int i = 0; i < QF_ZHG_INFLIGHT; i++) h->ticket[i] = -1;
+    int64_t umax = 0;
+    for (int u = 0; u < U; u++) umax = zi_max(umax, z->ucount[u][z->comm->rank]);
+    h->stage_n = umax < QF_ZERO_OFFLOAD_CHUNK ? umax : QF_ZERO_OFFLOAD_CHUNK;
+    h->stage = qf_calloc((size_t)(h->stage_n ? h->stage_n : 1), zi_ab(z));
+    if (!z->offload_param || z->d->gradient_accumulation_steps == 1) {
+        h->g = z->off.hbuf; /* the step's host buffer: no second copy */
+        h->alias_node = z->offload_param;
+    } else {
+        h->g = qf_calloc((size_t)(shard_n(z) ? shard_n(z) : 1), zi_ab(z));
+        h->own = 1;
+    }
+    z->off.gsrc = h->g;
+    const char *why = NULL; /* unpinned: copies stay correct, slower (zero.c warns once for hbuf) */
+    if (z->d->offload_optimizer_pin_memory) {
+        h->pinned_g = h->own && qf_backend_pin(z->ops, h->g, (size_t)(shard_n(z) ? shard_n(z) : 1) * zi_ab(z), &why);
+        h->pinned_stage = qf_backend_pin(z->ops, h->stage, (size_t)(h->stage_n ? h->stage_n : 1) * zi_ab(z), &why);
+    }
+    (void)e;
+    return 0;
+}
+
+/* the oldest download done: its device buffer back to the pool */
+static void pop_oldest(qf_zero *z) {
+    qf_zero_hgrad *h = &z->hg;
+    z->ops->copy_finish(h->ticket[0], 1);
+    zi_buf_put(z, h->dbuf[0], h->dn[0]);
+    for (int i = 1; i < h->nq; i++) h->ticket[i - 1] = h->ticket[i], h->dbuf[i - 1] = h->dbuf[i], h->dn[i - 1] = h->dn[i];
+    h->nq--;
+}
+
+void qf_zhg_drain(qf_zero *z) {
+    while (z->hg.nq) pop_oldest(z);
+}
+
+void qf_zhg_free(qf_zero *z) {
+    qf_zero_hgrad *h = &z->hg;
+    if (!h->filled) return;
+    qf_zhg_drain(z);
+    if (h->pinned_stage) qf_backend_unpin(z->ops, h->stage);
+    free(h->stage);
+    if (h->pinned_g) qf_backend_unpin(z->ops, h->g);
+    if (h->own) free(h->g);
+    free(h->filled);
+    memset(h, 0, sizeof *h);
+}
+
+void qf_zhg_clear(qf_zero *z) {
+    qf_zhg_drain(z);
+    memset(z->hg.filled, 0, (size_t)z->m->nunits);
+}
+
+/* A completed reduce-scatter: p->recv (device act [p->n], this rank's piece of unit p->unit) to the host shard.
+ * Takes p->recv (returned to the pool once its download is done). */
+void qf_zhg_take(qf_zero *z, qf_zero_pending *p) {
+    qf_zero_hgrad *h = &z->hg;
+    size_t ab = zi_ab(z);
+    char *dst = host_at(z, p->lo);
+    if (!h->filled[p->unit]) { /* the step's first contribution: straight to its place, asynchronously */
+        if (h->nq == QF_ZHG_INFLIGHT) pop_oldest(z);
+        h->ticket[h->nq] = z->ops->copy_start(dst, p->recv, (size_t)p->n * ab, QF_COPY_D2H);
+        h->dbuf[h->nq] = p->recv;
+        h->dn[h->nq++] = p->n;
+        h->filled[p->unit] = 1;
+    } else { /* accumulate: earlier downloads land first, then through the staging buffer, added here */
+        qf_zhg_drain(z);
+        z->ops->range_push("zero.hgrad_accumulate");
+        for (int64_t o = 0; o < p->n; o += h->stage_n) {
+            int64_t k = zi_min(p->n - o, h->stage_n);
+            int t = z->ops->copy_start(h->stage, zi_at(z, p->recv, o), (size_t)k * ab, QF_COPY_D2H);
+            z->ops->copy_finish(t, 1);
+            qf_cpu_act_add(dst + (size_t)o * ab, h->stage, z->ops->act_dtype, (size_t)k, z->off.threads);
+        }
+        z->ops->range_pop();
+        zi_buf_put(z, p->recv, p->n);
+    }
+    h->bytes_down += p->n * (int64_t)ab;
+    p->recv = NULL;
+}
+
+/* End of the backward: every download done; a piece no unit wrote this step is zero. */
+void qf_zhg_finish(qf_zero *z) {
+    qf_zhg_drain(z);
+    int r = z->comm->rank;
+    for (int u = 0; u < z->m->nunits; u++) {
+        int64_t n = z->ucount[u][r];
+        if (n && !z->hg.filled[u]) {
+            memset(host_at(z, zi_ub(z, u) + z->udispl[u][r]), 0, (size_t)n * zi_ab(z));
+            z->hg.filled[u] = 1;
+        }
+    }
+}
+
+double qf_zhg_sumsq(qf_zero *z) {
+    return qf_cpu_act_sumsq(z->hg.g, z->ops->act_dtype, (size_t)shard_n(z), z->off.threads);
+}
+
+void qf_zhg_poison(qf_zero *z) {
+    if (shard_n(z)) qf_cpu_act_set_nan(z->hg.g, z->ops->act_dtype, 0);
+}
+
+/* A skipped step: with the node copy holding this rank's gradients, its parameters rounded back from the master
+ * (the values it held: the node copy is the master rounded), before any node rank reads it again. */
+void qf_zhg_discard(qf_zero *z) {
+    qf_zhg_finish(z);
+    if (!z->hg.alias_node) return;
+    qf_cpu_act_from_f32(z->hg.g, z->hmaster, z->ops->act_dtype, (size_t)shard_n(z), z->off.threads);
+    MPI_Win_sync(z->pwin);
+    MPI_Barrier(z->comm->node);
+}

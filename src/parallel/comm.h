@@ -20,6 +20,10 @@ typedef struct qf_comm {
     const qf_ops *ops;
     /* GPU ranks: NCCL communicator over the same ranks, its stream and the backend's compute stream */
     void *nccl, *nccl_stream, *compute_stream;
+    /* seconds the calling (trainer) thread spent inside the collectives and waits below, blocked on the other
+     * ranks or on the network: the monitor's exposed communication (src/train/monitor.c reads it per step). On
+     * GPU ranks the NCCL calls only queue work, so this is what the host waited, not the device. */
+    double wait_s;
 } qf_comm;
 
 /* A collective in flight. MPI: a request; NCCL: an event recorded on the NCCL stream after the collective. */

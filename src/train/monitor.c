@@ -107,6 +107,19 @@ void qf_monitor_progress(const qf_monitor *m, const qf_monitor_step *s, char *bu
              100 * s->exposed);
 }
 
+void qf_monitor_describe(const qf_monitor *m, char *buf, size_t cap) {
+    if (!m->gpu) {
+        snprintf(buf, cap, "CPU ranks: GPU utilisation n/a, no PCIe copies");
+        return;
+    }
+    char link[96] = "link rate not measured (no memory for the pinned test buffers)";
+    if (m->peak_gbs[QF_COPY_H2D] > 0 && m->peak_gbs[QF_COPY_D2H] > 0)
+        snprintf(link, sizeof link, "link %.1f GB/s host -> device, %.1f back (pinned copies)", m->peak_gbs[QF_COPY_H2D],
+                 m->peak_gbs[QF_COPY_D2H]);
+    snprintf(buf, cap, "GPU utilisation %s; %s",
+             m->nvml.lib ? "from NVML" : "n/a (libnvidia-ml.so.1 not loaded, or this GPU not found in it)", link);
+}
+
 void qf_monitor_warn(const qf_monitor *m, const qf_monitor_step *s, int64_t step, FILE *f) {
     const qf_watch_params *p = &m->params;
     if (s->events & QF_WATCH_UTIL_LOW)

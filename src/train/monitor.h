@@ -56,6 +56,9 @@ void qf_monitor_record(const qf_monitor *m, const qf_monitor_step *s, qf_metrics
 /* rank 0: " | GPU 97% (min 95%) | host 41.2 GiB (+0.02/99) | PCIe 3.1 GB/s of 25.0 | comm 12%" for the
  * progress line ("GPU n/a", "of n/a" where unknown) */
 void qf_monitor_progress(const qf_monitor *m, const qf_monitor_step *s, char *buf, size_t cap);
+/* What this rank knows for the run header: "GPU utilisation from NVML (the driver's samples); link 25.3 GB/s
+ * host -> device, 24.9 back (pinned copies of 256 MiB)", or what is not known and why. */
+void qf_monitor_describe(const qf_monitor *m, char *buf, size_t cap);
 /* rank 0: the step's warnings (s->events) as "warning: ..." lines */
 void qf_monitor_warn(const qf_monitor *m, const qf_monitor_step *s, int64_t step, FILE *f);
 void qf_monitor_free(qf_monitor *m);

@@ -445,6 +445,9 @@ int qf_train_command(const qf_run_args *a) {
             qf_run_header(&r, stdout, "train");
             if (r.peak_flops > 0) printf("backend: %s; MFU against %.0f TFLOP/s\n", r.backend_info, r.peak_flops / 1e12);
             else printf("backend: %s; MFU n/a (no peak for this device: set peak_tflops)\n", r.backend_info);
+            char mon[256];
+            qf_monitor_describe(&r.mon, mon, sizeof mon);
+            printf("monitor (rank 0): %s\n", mon);
         }
         rc = train_loop(&r, &stopped);
         if (!rc && r.comm.rank == 0 && !stopped) {

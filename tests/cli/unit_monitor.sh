@@ -4,7 +4,8 @@
 # moves, host memory is the node's (MemTotal - MemAvailable, plausible against /proc/meminfo), its change spans the
 # last up to 99 steps and equals used(step) - used(step - window) from the lines themselves (the 100-value ring),
 # the exposed communication share lies in [0, 1]; the progress line says "GPU n/a" and the same figures; with
-# optimizer offload (the offload waits count) the share is still in [0, 1]. The warning logic: tests/unit/test_monitor.c.
+# optimizer offload (the offload waits count) the share is still in [0, 1]; on 2 ranks (ZeRO-3) every step spends
+# some of it in MPI. The warning logic: tests/unit/test_monitor.c.
 set -uo pipefail
 . "$SRC/tests/unit_common.sh"
 rm -rf "$WORK"; mkdir -p "$WORK"; cd "$WORK"
@@ -20,6 +21,14 @@ DECK
 "$QWENFT" train m.cfg --set max_steps=12 --set log.dir=lg_off --set checkpoint.dir=ck_off \
   --set zero_optimization.stage=2 --set zero_optimization.offload_optimizer.device=cpu > off.out 2>&1 ||
   { echo "FAIL: train with offload_optimizer"; tail -20 off.out; exit 1; }
+grep -q "^monitor (rank 0): CPU ranks: GPU utilisation n/a, no PCIe copies$" train.out ||
+  { echo "FAIL: the run header's monitor line: $(grep '^monitor' train.out)"; exit 1; }
+# two ranks on one node (when mpirun is there): both ranks' shares are gathered, and the MPI collectives take time
+if [ -n "${MPIEXEC:-}" ]; then
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 timeout 300 "$MPIEXEC" -np 2 --oversubscribe \
+    "$QWENFT" train m.cfg --set max_steps=12 --set log.dir=lg_np2 --set checkpoint.dir=ck_np2 \
+    --set zero_optimization.stage=3 > np2.out 2>&1 || { echo "FAIL: train on 2 ranks"; tail -20 np2.out; exit 1; }
+fi
 python3 - <<'PY'
 import json, re, sys
 bad = 0
@@ -56,6 +65,13 @@ for o in rows:  # the change is the ring's: newest - oldest of the last min(step
     want = used[s] - used[s - w]
     if abs(o["host_mem_change_gib"] - want) > 1e-9: fail(f"step {s}: change {o['host_mem_change_gib']}, want {want} (window {w})")
 off = check_lines("lg_off/metrics.jsonl", 12)
+import os
+if os.path.exists("lg_np2/metrics.jsonl"):
+    np2 = check_lines("lg_np2/metrics.jsonl", 12)
+    if not all(o["comm_exposed"] > 0 for o in np2): fail(f"2 ranks, ZeRO-3: a step without any time in MPI: {np2}")
+    print(f"2 ranks: exposed {np2[-1]['comm_exposed']:.3f} (max {np2[-1]['comm_exposed_max']:.3f})")
+else:
+    print("SKIP (part): no mpirun (MPIEXEC unset): the 2-rank run")
 out = open("train.out").read()
 prog = [l for l in out.splitlines() if l.startswith("step ")]
 if [l.split()[1] for l in prog] != ["1/110", "50/110", "100/110", "110/110"]: fail(f"progress lines: {prog}")
@@ -64,7 +80,7 @@ for l in prog:
     m = re.search(pat, l)
     if not m: fail(f"progress line without the monitoring figures: {l}")
     elif int(m.group(1)) != min(int(l.split()[1].split("/")[0]) - 1, 99): fail(f"progress window: {l}")
-if "utilisation" in out: fail("a GPU utilisation warning on CPU ranks")
+if re.search(r"^warning: .*GPU utilisation", out, re.M): fail("a GPU utilisation warning on CPU ranks")
 print(f"monitor: {len(rows)} + {len(off)} train lines; host used {rows[-1]['host_mem_used_gib']:.2f} GiB "
       f"(change {rows[-1]['host_mem_change_gib']:+.4f} over {rows[-1]['host_mem_window_steps']} steps); exposed "
       f"{rows[-1]['comm_exposed']:.3f}, with offload {off[-1]['comm_exposed']:.3f}")

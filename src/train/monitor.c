@@ -72,6 +72,7 @@ void qf_monitor_end(qf_monitor *m, const qf_ops *ops, const qf_comm *c, double s
         s->host_change = qf_watch_ring_change(&m->host_used);
         s->host_window = m->host_used.n > 1 ? m->host_used.n - 1 : 0;
         s->events = qf_watch_step(&m->watch, &m->params, s->util_mean, &m->host_used);
+        s->util_source = m->nvml.last_source;
     }
     if (all != all_local) free(all);
 }
@@ -120,8 +121,16 @@ void qf_monitor_describe(const qf_monitor *m, char *buf, size_t cap) {
              m->nvml.lib ? "from NVML" : "n/a (libnvidia-ml.so.1 not loaded, or this GPU not found in it)", link);
 }
 
-void qf_monitor_warn(const qf_monitor *m, const qf_monitor_step *s, int64_t step, FILE *f) {
+void qf_monitor_warn(qf_monitor *m, const qf_monitor_step *s, int64_t step, FILE *f) {
     const qf_watch_params *p = &m->params;
+    if (s->util_source && !m->source_said) {
+        m->source_said = 1;
+        fprintf(f, "monitor: step %lld: rank 0's GPU utilisation %s\n", (long long)step,
+                s->util_source == 1 ? "averages NVML's samples in the step (nvmlDeviceGetSamples)"
+                                    : "is NVML's last sampling period (nvmlDeviceGetUtilizationRates): no sample fell "
+                                      "in the step");
+        fflush(f);
+    }
     if (s->events & QF_WATCH_UTIL_LOW)
         fprintf(f, "warning: step %lld: mean GPU utilisation of the node has been under %.0f%% for %d steps (now %.0f%%, "
                    "min %.0f%%): the GPUs wait (offload, communication, data); see docs/hpc.md, \"Monitoring a run\"\n",

@@ -27,6 +27,7 @@ typedef struct qf_monitor {
     qf_watch_ring host_used;
     qf_watch watch;
     qf_watch_params params;
+    int source_said;         /* rank 0 has said where its utilisation figure comes from */
 } qf_monitor;
 
 /* One step's figures (the node is rank 0's: those are the ones rank 0 writes). */
@@ -40,6 +41,7 @@ typedef struct qf_monitor_step {
     double pcie_gbs;            /* (both) / step time, GB/s */
     double exposed, exposed_max; /* waiting share of the step: mean and max over the node's ranks, in [0, 1] */
     unsigned events;            /* QF_WATCH_* warnings to print (rank 0) */
+    int util_source;            /* rank 0's own figure: 1 NVML's samples in the step, 2 its utilisation rate, 0 none */
 } qf_monitor_step;
 
 /* Every rank, after the backend and the model state are set up: GPU ranks open NVML and measure their link. */
@@ -59,8 +61,9 @@ void qf_monitor_progress(const qf_monitor *m, const qf_monitor_step *s, char *bu
 /* What this rank knows for the run header: "GPU utilisation from NVML (the driver's samples); link 25.3 GB/s
  * host -> device, 24.9 back (pinned copies of 256 MiB)", or what is not known and why. */
 void qf_monitor_describe(const qf_monitor *m, char *buf, size_t cap);
-/* rank 0: the step's warnings (s->events) as "warning: ..." lines */
-void qf_monitor_warn(const qf_monitor *m, const qf_monitor_step *s, int64_t step, FILE *f);
+/* rank 0: the step's warnings (s->events) as "warning: ..." lines, and once, at the first step with a figure,
+ * which NVML call rank 0's GPU utilisation came from */
+void qf_monitor_warn(qf_monitor *m, const qf_monitor_step *s, int64_t step, FILE *f);
 void qf_monitor_free(qf_monitor *m);
 
 #endif

@@ -43,6 +43,7 @@ void qf_nccl_allgather_act(qf_comm *c, void *buf, const int64_t *counts, const i
 void qf_nccl_pieces_act(qf_comm *c, const void *send, void *recv, const int *counts, const int *displs, int reduce,
                         qf_comm_req *r);
 void qf_nccl_wait(qf_comm *c, qf_comm_req *r);
+void qf_nccl_stall_collect(qf_comm *c);
 void qf_nccl_free(qf_comm *c);
 #define NCCL_ON(c) ((c)->nccl != NULL)
 #else
@@ -131,6 +132,17 @@ void qf_comm_wait(qf_comm *c, qf_comm_req *r) {
 }
 
 int qf_comm_pending(const qf_comm_req *r) { return r->kind != 0; }
+
+double qf_comm_gpu_stall_s(qf_comm *c) {
+#ifdef QWENFT_HAVE_CUDA
+    if (NCCL_ON(c)) {
+        qf_nccl_stall_collect(c);
+        return c->gpu_stall_s;
+    }
+#endif
+    (void)c;
+    return -1;
+}
 
 void qf_comm_allreduce_act(qf_comm *c, void *buf, size_t n) {
     if (c->world_size == 1) return;

@@ -26,34 +26,40 @@ void qf_monitor_init(qf_monitor *m, const qf_ops *ops) {
 #endif
 }
 
-void qf_monitor_begin(qf_monitor *m, const qf_ops *ops, const qf_comm *c) {
+void qf_monitor_begin(qf_monitor *m, const qf_ops *ops, qf_comm *c) {
     m->wall0 = wall_now();
     m->wait0 = c->wait_s;
+    m->stall0 = qf_comm_gpu_stall_s(c);
     ops->copy_bytes(m->bytes0);
 }
 
 static double clamp01(double x) { return x < 0 ? 0 : x > 1 ? 1 : x; }
 
-void qf_monitor_end(qf_monitor *m, const qf_ops *ops, const qf_comm *c, double step_s, double offload_wait_s,
+void qf_monitor_end(qf_monitor *m, const qf_ops *ops, qf_comm *c, double step_s, double offload_wait_s,
                     qf_monitor_step *s) {
     memset(s, 0, sizeof *s);
     s->util_min = s->util_mean = -1;
+    s->stall = s->stall_max = -1;
+    double stall = qf_comm_gpu_stall_s(c); /* -1: no NCCL on this rank */
     s->host_used = -1;
     uint64_t b[2];
     ops->copy_bytes(b);
     s->pcie[0] = b[0] - m->bytes0[0];
     s->pcie[1] = b[1] - m->bytes0[1];
     s->pcie_gbs = step_s > 0 ? (double)(s->pcie[0] + s->pcie[1]) / step_s / 1e9 : 0;
-    double mine[2] = {m->gpu ? qf_gpu_util_read(&m->nvml, m->wall0) : -1,
-                      step_s > 0 ? clamp01((c->wait_s - m->wait0 + offload_wait_s) / step_s) : 0};
+    enum { K = 3 }; /* per rank: utilisation, exposed share, stall share (< 0: unknown) */
+    double mine[K] = {m->gpu ? qf_gpu_util_read(&m->nvml, m->wall0) : -1,
+                      step_s > 0 ? clamp01((c->wait_s - m->wait0 + offload_wait_s) / step_s) : 0,
+                      stall >= 0 && m->stall0 >= 0 && step_s > 0 ? clamp01((stall - m->stall0) / step_s) : -1};
     if (c->node_id != 0) return; /* only rank 0's node is reported */
-    double all_local[2 * 64], *all = c->local_rank == 0 && c->local_size > 64
-                                         ? qf_malloc((size_t)c->local_size * 2 * sizeof(double)) : all_local;
-    MPI_Gather(mine, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, 0, c->node);
+    double all_local[K * 64], *all = c->local_rank == 0 && c->local_size > 64
+                                         ? qf_malloc((size_t)c->local_size * K * sizeof(double)) : all_local;
+    MPI_Gather(mine, K, MPI_DOUBLE, all, K, MPI_DOUBLE, 0, c->node);
     if (c->local_rank == 0) {
-        double usum = 0, esum = 0;
+        double usum = 0, esum = 0, ssum = 0;
+        int sranks = 0;
         for (int i = 0; i < c->local_size; i++) {
-            double u = all[2 * i], e = all[2 * i + 1];
+            double u = all[K * i], e = all[K * i + 1], st = all[K * i + 2];
             if (u >= 0) {
                 s->util_min = s->util_ranks == 0 || u < s->util_min ? u : s->util_min;
                 usum += u;
@@ -61,9 +67,15 @@ void qf_monitor_end(qf_monitor *m, const qf_ops *ops, const qf_comm *c, double s
             }
             esum += e;
             if (e > s->exposed_max) s->exposed_max = e;
+            if (st >= 0) {
+                ssum += st;
+                sranks++;
+                if (st > s->stall_max) s->stall_max = st;
+            }
         }
         if (s->util_ranks) s->util_mean = usum / s->util_ranks;
         s->exposed = esum / c->local_size;
+        if (sranks) s->stall = ssum / sranks;
         int64_t used = qf_mem_node_used(NULL);
         if (used >= 0) {
             s->host_used = (double)used;
@@ -95,6 +107,8 @@ void qf_monitor_record(const qf_monitor *m, const qf_monitor_step *s, qf_metrics
     add_or_null(rec, "pcie_peak_d2h_gbs", m->peak_gbs[QF_COPY_D2H], m->peak_gbs[QF_COPY_D2H] > 0);
     qf_metrics_add_num(rec, "comm_exposed", s->exposed);
     qf_metrics_add_num(rec, "comm_exposed_max", s->exposed_max);
+    add_or_null(rec, "comm_stall_gpu", s->stall, s->stall >= 0);
+    add_or_null(rec, "comm_stall_gpu_max", s->stall_max, s->stall >= 0);
 }
 
 void qf_monitor_progress(const qf_monitor *m, const qf_monitor_step *s, char *buf, size_t cap) {
@@ -104,8 +118,10 @@ void qf_monitor_progress(const qf_monitor *m, const qf_monitor_step *s, char *bu
         snprintf(host, sizeof host, "%.2f GiB (%+.2f/%d)", s->host_used / GIB, s->host_change / GIB, s->host_window);
     double p = m->peak_gbs[QF_COPY_H2D] > m->peak_gbs[QF_COPY_D2H] ? m->peak_gbs[QF_COPY_H2D] : m->peak_gbs[QF_COPY_D2H];
     if (p > 0) snprintf(peak, sizeof peak, "%.1f", p);
-    snprintf(buf, cap, " | GPU %s | host %s | PCIe %.2f GB/s of %s | comm %.0f%%", util, host, s->pcie_gbs, peak,
-             100 * s->exposed);
+    char stall[40] = "";
+    if (s->stall >= 0) snprintf(stall, sizeof stall, " (GPU stalled %.0f%%)", 100 * s->stall);
+    snprintf(buf, cap, " | GPU %s | host %s | PCIe %.2f GB/s of %s | comm %.0f%%%s", util, host, s->pcie_gbs, peak,
+             100 * s->exposed, stall);
 }
 
 void qf_monitor_describe(const qf_monitor *m, char *buf, size_t cap) {

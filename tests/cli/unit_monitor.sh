@@ -3,7 +3,8 @@
 # line of metrics.jsonl carries them; on CPU ranks the GPU utilisation and the link's peak are null, no PCIe byte
 # moves, host memory is the node's (MemTotal - MemAvailable, plausible against /proc/meminfo), its change spans the
 # last up to 99 steps and equals used(step) - used(step - window) from the lines themselves (the 100-value ring),
-# the exposed communication share lies in [0, 1]; the progress line says "GPU n/a" and the same figures; with
+# the exposed communication share lies in [0, 1] (the GPU stall share null: no NCCL); the progress line says
+# "GPU n/a" and the same figures; with
 # optimizer offload (the offload waits count) the share is still in [0, 1]; on 2 ranks (ZeRO-3) every step spends
 # some of it in MPI. The warning logic: tests/unit/test_monitor.c.
 set -uo pipefail
@@ -39,7 +40,7 @@ total_gib = mem["MemTotal"] / 2**30
 used_now_gib = (mem["MemTotal"] - mem["MemAvailable"]) / 2**30
 keys = ("gpu_util_min", "gpu_util_mean", "host_mem_used_gib", "host_mem_change_gib", "host_mem_window_steps",
         "pcie_h2d_bytes", "pcie_d2h_bytes", "pcie_gbs", "pcie_peak_h2d_gbs", "pcie_peak_d2h_gbs",
-        "comm_exposed", "comm_exposed_max")
+        "comm_exposed", "comm_exposed_max", "comm_stall_gpu", "comm_stall_gpu_max")
 def check_lines(path, n):
     rows = [json.loads(l) for l in open(path) if '"train"' in l]
     if len(rows) != n: fail(f"{path}: {len(rows)} train lines, want {n}")
@@ -48,6 +49,7 @@ def check_lines(path, n):
         if miss: fail(f"{path} step {o.get('step')}: no {miss}"); continue
         if o["gpu_util_min"] is not None or o["gpu_util_mean"] is not None: fail(f"CPU ranks have no GPU utilisation: {o}")
         if o["pcie_peak_h2d_gbs"] is not None or o["pcie_peak_d2h_gbs"] is not None: fail(f"CPU ranks have no link: {o}")
+        if o["comm_stall_gpu"] is not None or o["comm_stall_gpu_max"] is not None: fail(f"CPU ranks have no NCCL: {o}")
         if o["pcie_h2d_bytes"] != 0 or o["pcie_d2h_bytes"] != 0 or o["pcie_gbs"] != 0: fail(f"CPU ranks move no PCIe byte: {o}")
         if not (0 <= o["comm_exposed"] <= o["comm_exposed_max"] <= 1): fail(f"exposed share out of [0, 1]: {o}")
         u = o["host_mem_used_gib"]

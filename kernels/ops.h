@@ -129,6 +129,12 @@ typedef struct qf_ops {
      * on the CPU table. Pushes and pops nest per host thread. */
     void (*range_push)(const char *name);
     void (*range_pop)(void);
+
+    /* Bytes copied between host and device since the backend started, per direction: bytes[QF_COPY_H2D],
+     * bytes[QF_COPY_D2H], counted in copy_h2d, copy_d2h and copy_start (what crosses PCIe for the backend's own
+     * copies; NCCL's traffic is not in it). The training monitor's PCIe figure (src/train/monitor.c). The CPU
+     * table moves nothing: 0 and 0. */
+    void (*copy_bytes)(uint64_t bytes[2]);
 } qf_ops;
 enum { QF_COPY_H2D = 0, QF_COPY_D2H = 1, QF_COPY_TICKETS = 64 };
 
@@ -174,6 +180,10 @@ size_t qf_cuda_peak_bytes(void);
 void qf_cuda_attention_describe(char *buf, int cap);
 /* the compute stream (a cudaStream_t), for NCCL and for events; NULL before qf_ops_cuda() succeeded */
 void *qf_cuda_stream(void);
+/* The pinned host <-> device copy rate of this GPU's link in GB/s (1e9 bytes/s) each way: one timed copy of
+ * 256 MiB (64 or 16 MiB when that much cannot be allocated) each way on a stream of its own, after a warm-up;
+ * not counted in copy_bytes. 0, or -1 (both -1) when no buffer could be had. After qf_ops_cuda*() succeeded. */
+int qf_cuda_copy_peak(double *h2d_gbs, double *d2h_gbs);
 #endif
 
 #endif

@@ -26,6 +26,7 @@ static void cpu_copy_finish(int ticket, int host_wait) {
 static void cpu_copy_wait(int ticket) { (void)ticket; }
 static void cpu_range_push(const char *name) { (void)name; }
 static void cpu_range_pop(void) {}
+static void cpu_copy_bytes(uint64_t bytes[2]) { bytes[QF_COPY_H2D] = bytes[QF_COPY_D2H] = 0; } /* no link to cross */
 
 static const qf_ops cpu_ops = {
     .name = "cpu",
@@ -56,6 +57,7 @@ static const qf_ops cpu_ops = {
     .copy_wait = cpu_copy_wait,
     .range_push = cpu_range_push,
     .range_pop = cpu_range_pop,
+    .copy_bytes = cpu_copy_bytes,
     .swiglu_fwd = cpu_swiglu_fwd,
     .swiglu_bwd = cpu_swiglu_bwd,
     .add_inplace = cpu_add_inplace,

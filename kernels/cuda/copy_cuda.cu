@@ -15,6 +15,7 @@ int cu_copy_start(void *dst, const void *src, size_t bytes, int dir) {
     if (c.copy_busy[t % QF_COPY_TICKETS])
         QF_FATAL("CUDA backend: more than %d asynchronous copies outstanding", (int)QF_COPY_TICKETS);
     c.copy_busy[t % QF_COPY_TICKETS] = 1;
+    c.moved[dir == QF_COPY_H2D ? QF_COPY_H2D : QF_COPY_D2H] += bytes;
     CHECK_CUDA(cudaEventRecord(c.copy_order, c.stream));
     CHECK_CUDA(cudaStreamWaitEvent(c.copy_stream, c.copy_order, 0));
     if (bytes)
@@ -44,6 +45,49 @@ void cu_copy_wait(int ticket) {
 // NVTX ranges (header-only NVTX 3: nothing happens unless a tool such as nsys is attached)
 void cu_range_push(const char *name) { nvtxRangePushA(name); }
 void cu_range_pop() { nvtxRangePop(); }
+
+// The link's pinned-copy rate (ops.h qf_cuda_copy_peak): pinned host and device buffers of 256 MiB (else 64, else
+// 16), a 1 MiB warm-up each way, then one timed copy each way on a stream of its own. Not in moved[].
+extern "C" int qf_cuda_copy_peak(double *h2d_gbs, double *d2h_gbs) {
+    *h2d_gbs = *d2h_gbs = -1;
+    CHECK_CUDA(cudaSetDevice(qfc().device));
+    for (size_t mib = 256; mib >= 16; mib /= 4) {
+        const size_t bytes = mib << 20;
+        void *host = NULL, *dev = NULL;
+        if (cudaMallocHost(&host, bytes) != cudaSuccess) {
+            (void)cudaGetLastError();
+            continue;
+        }
+        if (cudaMalloc(&dev, bytes) != cudaSuccess) {
+            (void)cudaGetLastError();
+            CHECK_CUDA(cudaFreeHost(host));
+            continue;
+        }
+        cudaStream_t s;
+        cudaEvent_t ev[3];
+        CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+        for (int i = 0; i < 3; i++) CHECK_CUDA(cudaEventCreate(&ev[i]));
+        CHECK_CUDA(cudaMemcpyAsync(dev, host, 1u << 20, cudaMemcpyHostToDevice, s));
+        CHECK_CUDA(cudaMemcpyAsync(host, dev, 1u << 20, cudaMemcpyDeviceToHost, s));
+        CHECK_CUDA(cudaEventRecord(ev[0], s));
+        CHECK_CUDA(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, s));
+        CHECK_CUDA(cudaEventRecord(ev[1], s));
+        CHECK_CUDA(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, s));
+        CHECK_CUDA(cudaEventRecord(ev[2], s));
+        CHECK_CUDA(cudaEventSynchronize(ev[2]));
+        float ms_h2d = 0, ms_d2h = 0;
+        CHECK_CUDA(cudaEventElapsedTime(&ms_h2d, ev[0], ev[1]));
+        CHECK_CUDA(cudaEventElapsedTime(&ms_d2h, ev[1], ev[2]));
+        if (ms_h2d > 0) *h2d_gbs = (double)bytes / (ms_h2d * 1e-3) / 1e9;
+        if (ms_d2h > 0) *d2h_gbs = (double)bytes / (ms_d2h * 1e-3) / 1e9;
+        for (int i = 0; i < 3; i++) CHECK_CUDA(cudaEventDestroy(ev[i]));
+        CHECK_CUDA(cudaStreamDestroy(s));
+        CHECK_CUDA(cudaFree(dev));
+        CHECK_CUDA(cudaFreeHost(host));
+        return 0;
+    }
+    return -1;
+}
 
 void qfc_copy_init() {
     qf_cuda_ctx &c = qfc();

@@ -29,7 +29,7 @@ void cu_attention_decode(void *out, const void *q, const void *k, const void *v,
             cu_rmsnorm_bwd<T>, cu_matmul_fwd<T>, cu_matmul_bwd<T>, cu_rope_fwd<T>, cu_rope_bwd<T>,                   \
             cu_attention_fwd<T>, cu_attention_bwd<T>, cu_swiglu_fwd<T>, cu_swiglu_bwd<T>, cu_add_inplace<T>,         \
             cu_classifier<T>, cu_sumsq<T>, cu_scale<T>, cu_nonfinite<T>, cu_adamw<T>, cu_attention_decode<T>,          \
-            cu_copy_start, cu_copy_finish, cu_copy_wait, cu_range_push, cu_range_pop                                \
+            cu_copy_start, cu_copy_finish, cu_copy_wait, cu_range_push, cu_range_pop, cu_copy_bytes                 \
     }
 static const qf_ops cuda_ops_bf16 = QF_CUDA_TABLE("cuda", bf16, QF_DT_BF16);
 static const qf_ops cuda_ops_f32 = QF_CUDA_TABLE("cuda-f32", float, QF_DT_F32);

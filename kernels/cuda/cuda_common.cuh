@@ -90,6 +90,7 @@ struct qf_cuda_ctx {
     cudaEvent_t copy_order, copy_ev[QF_COPY_TICKETS];
     int copy_busy[QF_COPY_TICKETS];
     int copy_next;
+    uint64_t moved[2];         // bytes copied host -> device [QF_COPY_H2D] and back [QF_COPY_D2H] (ops.h copy_bytes)
     qf_cuda_alloc_entry *amap; // open-addressing table of alloc() pointers -> sizes
     size_t amap_cap, amap_used;
     // cuBLASLt plan cache (matmul_cuda.cu)
@@ -119,6 +120,7 @@ void cu_copy_wait(int ticket);
 void cu_range_push(const char *name);
 void cu_range_pop();
 void cu_copy_finish(int ticket, int host_wait);
+void cu_copy_bytes(uint64_t bytes[2]);     // the ctx's moved[] (cuda_context.cu)
 void qfc_attention_init();                // raises the dynamic shared-memory limits of the attention kernels
 void qfc_matmul_destroy_plans();
 

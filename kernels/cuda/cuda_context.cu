@@ -208,6 +208,7 @@ void cu_free(void *p) {
 }
 void cu_copy_h2d(void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
+    g_ctx.moved[QF_COPY_H2D] += bytes;
     if (bytes <= g_ctx.stage_bytes) {
         const int s = g_ctx.stage_next;
         g_ctx.stage_next = (s + 1) % qf_cuda_ctx::STAGE_SLOTS;
@@ -226,6 +227,7 @@ void cu_copy_h2d(void *dst, const void *src, size_t bytes) {
 }
 void cu_copy_d2h(void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
+    g_ctx.moved[QF_COPY_D2H] += bytes;
     CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, g_ctx.stream));
     CHECK_CUDA(cudaStreamSynchronize(g_ctx.stream));
 }
@@ -237,3 +239,7 @@ void cu_zero(void *p, size_t bytes) {
     if (bytes) CHECK_CUDA(cudaMemsetAsync(p, 0, bytes, g_ctx.stream));
 }
 void cu_sync(void) { CHECK_CUDA(cudaStreamSynchronize(g_ctx.stream)); }
+void cu_copy_bytes(uint64_t bytes[2]) {
+    bytes[QF_COPY_H2D] = g_ctx.moved[QF_COPY_H2D];
+    bytes[QF_COPY_D2H] = g_ctx.moved[QF_COPY_D2H];
+}

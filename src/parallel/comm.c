@@ -43,6 +43,7 @@ void qf_nccl_allgather_act(qf_comm *c, void *buf, const int64_t *counts, const i
 void qf_nccl_pieces_act(qf_comm *c, const void *send, void *recv, const int *counts, const int *displs, int reduce,
                         qf_comm_req *r);
 void qf_nccl_wait(qf_comm *c, qf_comm_req *r);
+void qf_nccl_stall_collect(qf_comm *c);
 void qf_nccl_free(qf_comm *c);
 #define NCCL_ON(c) ((c)->nccl != NULL)
 #else
@@ -121,20 +122,35 @@ void qf_comm_ireduce_scatterv_act(qf_comm *c, const void *send, void *recv, cons
 }
 
 void qf_comm_wait(qf_comm *c, qf_comm_req *r) {
+    double t0 = qf_now();
     if (r->kind == 1) MPI_Wait(&r->mpi, MPI_STATUS_IGNORE);
 #ifdef QWENFT_HAVE_CUDA
     else if (r->kind == 2) qf_nccl_wait(c, r);
 #endif
     r->kind = 0;
+    c->wait_s += qf_now() - t0;
 }
 
 int qf_comm_pending(const qf_comm_req *r) { return r->kind != 0; }
 
+double qf_comm_gpu_stall_s(qf_comm *c) {
+#ifdef QWENFT_HAVE_CUDA
+    if (NCCL_ON(c)) {
+        qf_nccl_stall_collect(c);
+        return c->gpu_stall_s;
+    }
+#endif
+    (void)c;
+    return -1;
+}
+
 void qf_comm_allreduce_act(qf_comm *c, void *buf, size_t n) {
     if (c->world_size == 1) return;
+    double t0 = qf_now();
 #ifdef QWENFT_HAVE_CUDA
     if (NCCL_ON(c)) {
         qf_nccl_allreduce_act(c, buf, n);
+        c->wait_s += qf_now() - t0;
         return;
     }
 #endif
@@ -143,15 +159,18 @@ void qf_comm_allreduce_act(qf_comm *c, void *buf, size_t n) {
         size_t k = n - o < (size_t)QF_MPI_CHUNK ? n - o : (size_t)QF_MPI_CHUNK;
         MPI_Allreduce(MPI_IN_PLACE, p + o * c->ops->act_bytes, (int)k, act_type(c), MPI_SUM, c->world);
     }
+    c->wait_s += qf_now() - t0;
 }
 
 void qf_comm_allgather_act(qf_comm *c, void *buf, const int64_t *counts, const int64_t *displs, int64_t bucket) {
     int W = c->world_size;
     if (W == 1) return;
     if (bucket <= 0 || bucket > QF_MPI_CHUNK) bucket = QF_MPI_CHUNK;
+    double t0 = qf_now();
 #ifdef QWENFT_HAVE_CUDA
     if (NCCL_ON(c)) {
         qf_nccl_allgather_act(c, buf, counts, displs, bucket);
+        c->wait_s += qf_now() - t0;
         return;
     }
 #endif
@@ -161,11 +180,15 @@ void qf_comm_allgather_act(qf_comm *c, void *buf, const int64_t *counts, const i
             int64_t k = counts[r] - o < bucket ? counts[r] - o : bucket;
             MPI_Bcast((char *)buf + (displs[r] + o) * eb, (int)k, act_type(c), r, c->world);
         }
+    c->wait_s += qf_now() - t0;
 }
 
 /* one value reduced over all ranks, in place (nothing to do on one rank) */
 static void comm_allreduce1(qf_comm *c, void *v, MPI_Datatype type, MPI_Op op) {
-    if (c->world_size > 1) MPI_Allreduce(MPI_IN_PLACE, v, 1, type, op, c->world);
+    if (c->world_size == 1) return;
+    double t0 = qf_now();
+    MPI_Allreduce(MPI_IN_PLACE, v, 1, type, op, c->world);
+    c->wait_s += qf_now() - t0;
 }
 double qf_comm_sum_f64(qf_comm *c, double v) {
     comm_allreduce1(c, &v, MPI_DOUBLE, MPI_SUM);
@@ -184,5 +207,8 @@ int qf_comm_any(qf_comm *c, int flag) {
     return flag;
 }
 void qf_comm_bcast(qf_comm *c, void *p, size_t bytes, int root) {
-    if (c->world_size > 1) MPI_Bcast(p, (int)bytes, MPI_BYTE, root, c->world);
+    if (c->world_size == 1) return;
+    double t0 = qf_now();
+    MPI_Bcast(p, (int)bytes, MPI_BYTE, root, c->world);
+    c->wait_s += qf_now() - t0;
 }

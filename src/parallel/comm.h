@@ -20,6 +20,15 @@ typedef struct qf_comm {
     const qf_ops *ops;
     /* GPU ranks: NCCL communicator over the same ranks, its stream and the backend's compute stream */
     void *nccl, *nccl_stream, *compute_stream;
+    /* seconds the calling (trainer) thread spent inside the collectives and waits below, blocked on the other
+     * ranks or on the network: the monitor's exposed communication (src/train/monitor.c reads it per step). On
+     * GPU ranks the NCCL calls only queue work, so this is what the host waited, not the device. */
+    double wait_s;
+    /* GPU ranks: seconds the compute stream stood still in the waits for NCCL collectives (qf_comm_wait and the
+     * blocking ones): comm_nccl.c records a timed event before each wait and one after, and reads the pairs the
+     * stream has passed (qf_comm_gpu_stall_s) */
+    double gpu_stall_s;
+    void *stall;         /* comm_nccl.c: the pairs not read yet */
 } qf_comm;
 
 /* A collective in flight. MPI: a request; NCCL: an event recorded on the NCCL stream after the collective. */
@@ -58,6 +67,9 @@ void qf_comm_ireduce_scatterv_act(qf_comm *c, const void *send, void *recv, cons
                                   qf_comm_req *r);
 void qf_comm_wait(qf_comm *c, qf_comm_req *r);
 int qf_comm_pending(const qf_comm_req *r);
+/* gpu_stall_s after reading every pair the compute stream has passed (so far; later ones count at a later call);
+ * -1 without NCCL (CPU ranks) */
+double qf_comm_gpu_stall_s(qf_comm *c);
 
 /* host scalars */
 double qf_comm_sum_f64(qf_comm *c, double v);

@@ -2,13 +2,16 @@
  * One communicator over MPI_COMM_WORLD, bootstrapped with an id from rank 0 broadcast over MPI. Collectives run on
  * their own stream: an event on the compute stream orders them after the kernels that produced the data, and
  * qf_comm_wait makes the compute stream wait on an event recorded after them — no host synchronisation. Uneven
- * ZeRO pieces are grouped broadcasts (all-gather) and reductions (reduce-scatter) in one ncclGroup. */
+ * ZeRO pieces are grouped broadcasts (all-gather) and reductions (reduce-scatter) in one ncclGroup. Each wait is
+ * timed on the compute stream (an event before it, one after: the time between is how long the stream stood still
+ * for the collective), for the monitor's gpu_stall_s. */
 #include "comm.h"
 #include "util.h"
 
 #ifdef QWENFT_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+#include <stdlib.h>
 
 void *qf_cuda_stream(void); /* kernels/cuda: the backend's compute stream */
 
@@ -34,6 +37,36 @@ static ncclComm_t NC(const qf_comm *c) { return (ncclComm_t)c->nccl; }
 static cudaStream_t CS(const qf_comm *c) { return (cudaStream_t)c->nccl_stream; }
 static cudaStream_t KS(const qf_comm *c) { return (cudaStream_t)c->compute_stream; }
 
+/* the timed pairs of waits not read yet: a ring, events created on first use and reused */
+enum { STALL_PAIRS = 4096 };
+typedef struct {
+    cudaEvent_t a[STALL_PAIRS], b[STALL_PAIRS]; /* before and after the wait, on the compute stream */
+    int head, n;
+} stall_ring;
+
+/* reads the oldest pairs the stream has passed into c->gpu_stall_s; block: the oldest one at least */
+static void stall_read(qf_comm *c, int block) {
+    stall_ring *s = c->stall;
+    while (s->n > 0) {
+        int i = s->head;
+        if (block) {
+            CHECK_CUDART(cudaEventSynchronize(s->b[i]));
+            block = 0;
+        } else {
+            cudaError_t q = cudaEventQuery(s->b[i]);
+            if (q == cudaErrorNotReady) break;
+            CHECK_CUDART(q);
+        }
+        float ms = 0;
+        CHECK_CUDART(cudaEventElapsedTime(&ms, s->a[i], s->b[i]));
+        c->gpu_stall_s += ms * 1e-3;
+        s->head = (i + 1) % STALL_PAIRS;
+        s->n--;
+    }
+}
+
+void qf_nccl_stall_collect(qf_comm *c) { stall_read(c, 0); }
+
 int qf_comm_init_nccl(qf_comm *c, qf_err *e) {
     ncclUniqueId id;
     if (c->rank == 0) CHECK_NCCL(ncclGetUniqueId(&id));
@@ -50,10 +83,20 @@ int qf_comm_init_nccl(qf_comm *c, qf_err *e) {
     c->nccl = comm;
     c->nccl_stream = s;
     c->compute_stream = qf_cuda_stream();
+    c->stall = calloc(1, sizeof(stall_ring));
+    if (!c->stall) QF_FATAL("out of memory");
     return 0;
 }
 
 void qf_nccl_free(qf_comm *c) {
+    stall_ring *s = c->stall;
+    for (int i = 0; s && i < STALL_PAIRS; i++) { /* created on first use, in order */
+        if (!s->a[i]) break;
+        cudaEventDestroy(s->a[i]);
+        cudaEventDestroy(s->b[i]);
+    }
+    free(s);
+    c->stall = NULL;
     ncclCommDestroy(NC(c));
     cudaStreamDestroy(CS(c));
     c->nccl = NULL;
@@ -77,7 +120,17 @@ static void finish(qf_comm *c, qf_comm_req *r) {
 
 void qf_nccl_wait(qf_comm *c, qf_comm_req *r) {
     cudaEvent_t ev = (cudaEvent_t)r->event;
+    stall_ring *s = c->stall;
+    if (s->n == STALL_PAIRS) stall_read(c, 1); /* full: the oldest pair, long passed, makes room */
+    int i = (s->head + s->n) % STALL_PAIRS;
+    if (!s->a[i]) { /* timing events (no cudaEventDisableTiming) */
+        CHECK_CUDART(cudaEventCreate(&s->a[i]));
+        CHECK_CUDART(cudaEventCreate(&s->b[i]));
+    }
+    CHECK_CUDART(cudaEventRecord(s->a[i], KS(c)));
     CHECK_CUDART(cudaStreamWaitEvent(KS(c), ev, 0));
+    CHECK_CUDART(cudaEventRecord(s->b[i], KS(c)));
+    s->n++;
     CHECK_CUDART(cudaEventDestroy(ev));
     r->event = NULL;
 }

@@ -14,6 +14,7 @@
 #include "parallel/topology.h"
 #include "zero/zero.h"
 #include "store/ckpt_lock.h"
+#include "monitor.h"
 
 typedef struct qf_run {
     qf_deck deck;
@@ -46,6 +47,7 @@ typedef struct qf_run {
     int64_t fault_step;
     char fault_kind[8];
     qf_profile prof;            /* log.wall_clock_breakdown (profile.h) */
+    qf_monitor mon;             /* train: the per-step monitoring figures (monitor.h) */
 } qf_run;
 
 #define QF_RUN_HAS_TOPOLOGY 1 /* header.c prints r->topo and r->nccl_line */

@@ -162,6 +162,7 @@ typedef struct {
     int skipped;            /* no update: a non-finite step */
     double dt, tok_s, mfu;  /* seconds, tokens per second, MFU (< 0: no peak known) */
     double mem_gib, gpu_gib; /* peak host memory; the backend's peak (0 on CPU ranks) */
+    qf_monitor_step mon;    /* GPU utilisation, node host memory, PCIe, exposed communication (monitor.h) */
 } train_step;
 
 /* The loop's clocks: the ETA's origin, and what stopping before max_hours needs (docs/hpc.md). */
@@ -268,6 +269,7 @@ static void end_step(qf_run *r, train_step *s, double t0) {
         prof->offload_adamw = r->zero.off.adam_s;
         prof->offload_wait = r->zero.off.wait_s;
     }
+    double offload_wait_s = r->zero.off.wait_s;
     r->zero.off.adam_s = r->zero.off.wait_s = 0;
     r->st.skipped += s->skipped;
     r->st.step = s->step;
@@ -279,11 +281,13 @@ static void end_step(qf_run *r, train_step *s, double t0) {
     s->mfu = r->peak_flops > 0 ? s->tok_s * r->flops_per_token / (r->peak_flops * r->comm.world_size) : -1;
     s->mem_gib = QF_GIB(qf_mem_peak());
     s->gpu_gib = QF_GIB(qf_backend_peak_bytes(r->ops));
+    qf_monitor_end(&r->mon, r->ops, &r->comm, s->dt, offload_wait_s, &s->mon);
 }
 
 /* One step: micro-batches, reduce, norm, update or skip. Fills *s; non-zero: the run ends with that code. */
 static int take_step(qf_run *r, train_step *s) {
     double t0 = qf_now();
+    qf_monitor_begin(&r->mon, r->ops, &r->comm);
     s->step = r->st.step + 1;
     double loss_sum = accumulate_grads(r, s);
     inject_fault(r, s->step);
@@ -312,6 +316,7 @@ static void write_train_record(qf_run *r, const train_step *s) {
     qf_metrics_add_num(&m, "step_time_s", s->dt);
     qf_metrics_add_num(&m, "peak_host_mem_gib", s->mem_gib);
     qf_metrics_add_num(&m, "peak_gpu_mem_gib", s->gpu_gib);
+    qf_monitor_record(&r->mon, &s->mon, &m);
     if (r->model.prof) /* log.wall_clock_breakdown */
         json_object_set_new(m.o, "breakdown", qf_profile_json(r->model.prof));
     qf_metrics_write(&m, r->metrics);
@@ -328,8 +333,10 @@ static void print_progress(const qf_run *r, const train_step *s, const train_clo
     char mfu_s[16] = "n/a";
     if (s->mfu >= 0) snprintf(mfu_s, sizeof mfu_s, "%.1f%%", 100 * s->mfu);
     double mem_gib = s->gpu_gib > 0 ? s->gpu_gib : s->mem_gib; /* the device's peak on GPU ranks */
-    printf("step %lld/%lld | loss %.4f | lr %.3e | grad_norm %.4f | %.0f tok/s | MFU %s | mem %.2f GiB | ETA %s%s\n",
-           (long long)step, (long long)r->total_steps, s->loss, s->lr, s->norm, s->tok_s, mfu_s, mem_gib, eta,
+    char mon[192];
+    qf_monitor_progress(&r->mon, &s->mon, mon, sizeof mon);
+    printf("step %lld/%lld | loss %.4f | lr %.3e | grad_norm %.4f | %.0f tok/s | MFU %s | mem %.2f GiB | ETA %s%s%s\n",
+           (long long)step, (long long)r->total_steps, s->loss, s->lr, s->norm, s->tok_s, mfu_s, mem_gib, eta, mon,
            s->skipped ? " | skipped" : "");
     qf_profile_print(r->model.prof, stdout);
     fflush(stdout);
@@ -343,6 +350,7 @@ static void log_step(qf_run *r, const train_step *s, const train_clock *k) {
     qf_tb_train_step(r->tb, s->step, s->loss, s->lr, s->norm, r->st.loss_scale, s->tok_s, s->mfu >= 0 ? s->mfu : NAN,
                      s->mem_gib); /* flushes */
     if (rank0) print_progress(r, s, k);
+    if (rank0) qf_monitor_warn(&r->mon, &s->mon, s->step, stdout);
 }
 
 /* eval_every_steps (not at the last step: the end evaluates); returns 1 when early stopping ends the run */
@@ -431,12 +439,16 @@ int qf_train_command(const qf_run_args *a) {
     }
     rc = qf_comm_sum_i64(&r.comm, rc) ? (rc ? rc : QF_EXIT_INPUT) : 0;
     if (!rc) {
+        qf_monitor_init(&r.mon, r.ops); /* GPU ranks: NVML, and their link's copy rate measured once */
         qf_mem_estimate est;
         qf_estimate(&r.model.cfg, &r.deck, r.comm.world_size, r.comm.local_size, (int64_t)r.ops->act_bytes, &est);
         if (r.comm.rank == 0) {
             qf_run_header(&r, stdout, "train");
             if (r.peak_flops > 0) printf("backend: %s; MFU against %.0f TFLOP/s\n", r.backend_info, r.peak_flops / 1e12);
             else printf("backend: %s; MFU n/a (no peak for this device: set peak_tflops)\n", r.backend_info);
+            char mon[256];
+            qf_monitor_describe(&r.mon, mon, sizeof mon);
+            printf("monitor (rank 0): %s\n", mon);
         }
         rc = train_loop(&r, &stopped);
         if (!rc && r.comm.rank == 0 && !stopped) {
@@ -454,6 +466,7 @@ int qf_train_command(const qf_run_args *a) {
         }
     }
     qf_profile_unwrap(&r.prof);
+    qf_monitor_free(&r.mon);
     qf_run_free(&r);
     qf_signals_restore(&sig);
     return rc;

@@ -41,7 +41,7 @@ DECK
   base=$(used)
   ( peak=$base; while sleep 0.5; do u=$(used); [ "$u" -gt "$peak" ] && peak=$u && echo "$peak" > "$work/peak"; done ) &
   sampler=$!
-  timeout "${TLIMIT:-300}" mpirun -np 1 --bind-to none -x NCCL_NVLS_ENABLE -x QWENFT_OFFLOAD_OVERLAP -x QWENFT_ATTN "$Q" train "$work/b.cfg" > "$work/q.out" 2>&1
+  timeout "${TLIMIT:-300}" mpirun -np 1 --bind-to none -x NCCL_NVLS_ENABLE -x QWENFT_OFFLOAD_OVERLAP -x QWENFT_ATTN ${OMP_NUM_THREADS:+-x OMP_NUM_THREADS} "$Q" train "$work/b.cfg" > "$work/q.out" 2>&1
   rc=$?
   kill $sampler 2>/dev/null; wait $sampler 2>/dev/null
   peak=$(cat "$work/peak" 2>/dev/null || echo "$base")

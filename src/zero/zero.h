@@ -62,7 +62,6 @@ typedef struct qf_zero_hgrad {
     int nq;
     void *stage;                        /* pinned host act [stage_n] for accumulation */
     int64_t stage_n;
-    int64_t bytes_down;                 /* cumulative bytes copied to the host (monitoring) */
 } qf_zero_hgrad;
 
 /* offload_optimizer: the step's host AdamW (src/zero/zero_offload.c). The gradients of the optimizer range come down

@@ -91,7 +91,6 @@ void qf_zhg_take(qf_zero *z, qf_zero_pending *p) {
         z->ops->range_pop();
         zi_buf_put(z, p->recv, p->n);
     }
-    h->bytes_down += p->n * (int64_t)ab;
     p->recv = NULL;
 }
 

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# The shipped cluster decks (inputs/4090.cfg, a100.cfg, h200.cfg) load and satisfy the batch rule at the world
-# size of their Slurm script, and plan memory that fits their GPUs (qwen-ft estimate; the Qwen-14B architecture
-# from the preset instead of the model file the decks name); the seed settings are what the issue asked for.
+# The shipped cluster decks (inputs/4090.cfg, 4090x1.cfg, a100.cfg, h200.cfg) load and satisfy the batch rule at
+# the world size of their Slurm script (and the consumer decks at 1, 2 and 8 cards), and plan memory that fits
+# their GPUs (qwen-ft estimate; the architecture from a preset instead of the model file the decks name); on one
+# and two 24 GB cards the 14B plan puts the gradient shard in host memory (estimate's 'h'), on eight it stays on the
+# GPU; the seed settings are what the issue asked for.
 set -euo pipefail
 rm -rf "$WORK"; mkdir -p "$WORK"; cd "$WORK"
 fails=0
-check() { # DECK RANKS GPU_GB
+check() { # DECK RANKS GPU_GB [PRESET [WANT_HOST_GRADS]]
   local out
-  if ! out=$("$QWENFT" estimate "$SRC/inputs/$1" --ranks "$2" --device gpu --set 'model.from=""' --set model.preset=qwen-14b 2>&1); then
+  if ! out=$("$QWENFT" estimate "$SRC/inputs/$1" --ranks "$2" --device gpu --set 'model.from=""' --set model.preset="${4:-qwen-14b}" 2>&1); then
     echo "FAIL: $1 at $2 ranks: $out"; fails=$((fails + 1)); return
   fi
   local dev; dev=$(echo "$out" | awk '/\*$/ {print $(NF-3)}' | tr -d G)
@@ -16,8 +18,17 @@ check() { # DECK RANKS GPU_GB
   else
     echo "FAIL: $1 at $2 ranks plans ${dev} GiB per GPU, more than $3"; fails=$((fails + 1))
   fi
+  if [ -n "${5:-}" ]; then
+    local h; h=$(echo "$out" | awk '/\*$/ {print ($4 ~ /h$/) ? 1 : 0}')
+    [ "$h" = "$5" ] || { echo "FAIL: $1 at $2 ranks: gradients on the host = $h, expected $5"; echo "$out"; fails=$((fails + 1)); }
+  fi
 }
-check 4090.cfg 8 22.5
+check 4090.cfg 8 22.5 qwen-14b 0
+check 4090.cfg 2 22.5 qwen-14b 1
+check 4090.cfg 1 22.5 qwen-14b 1
+check 4090x1.cfg 1 22.5 qwen2.5-7b 1
+check 4090x1.cfg 2 22.5 qwen2.5-7b 0
+check 4090x1.cfg 8 22.5 qwen2.5-7b 0
 check a100.cfg 4 76
 check h200.cfg 8 135
 check h200.cfg 32 135

@@ -25,6 +25,47 @@ static inline void act_set(void *p, int dt, size_t i, float v) {
  * in chunk order — the result does not depend on the thread count */
 enum { HOST_SUMSQ_CHUNK = 16384 };
 
+/* One chunk in double: fp32 in order (the CPU table's exact sequence: CPU runs keep their trajectory bit for bit);
+ * the 16-bit types (GPU ranks, where the device's own sum has another order anyway) widened a block at a time into
+ * fp32 and summed in 8 independent lanes, then the lanes in order, so the conversion and the sum vectorise instead
+ * of waiting on one chain of dependent additions. */
+static double sumsq_f32(const float *f, size_t n) {
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += (double)f[i] * f[i];
+    return s;
+}
+static double sumsq_lanes(const float *f, size_t n) {
+    double l[8] = {0};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) l[j] += (double)f[i + j] * f[i + j];
+    for (; i < n; i++) l[0] += (double)f[i] * f[i];
+    double s = 0.0;
+    for (int j = 0; j < 8; j++) s += l[j];
+    return s;
+}
+enum { WIDEN_BLOCK = 1024 };
+static double sumsq_bf16(const uint16_t *h, size_t n) {
+    uint32_t w[WIDEN_BLOCK];
+    double s = 0.0;
+    for (size_t b = 0; b < n; b += WIDEN_BLOCK) {
+        const size_t k = n - b < WIDEN_BLOCK ? n - b : WIDEN_BLOCK;
+        for (size_t i = 0; i < k; i++) w[i] = (uint32_t)h[b + i] << 16;
+        s += sumsq_lanes((const float *)(void *)w, k);
+    }
+    return s;
+}
+static double sumsq_f16(const uint16_t *h, size_t n) {
+    float w[WIDEN_BLOCK];
+    double s = 0.0;
+    for (size_t b = 0; b < n; b += WIDEN_BLOCK) {
+        const size_t k = n - b < WIDEN_BLOCK ? n - b : WIDEN_BLOCK;
+        for (size_t i = 0; i < k; i++) w[i] = qf_f16_to_f32(h[b + i]);
+        s += sumsq_lanes(w, k);
+    }
+    return s;
+}
+
 double qf_cpu_act_sumsq(const void *g, int act_dtype, size_t n, int threads) {
     if (n == 0) return 0.0;
     if (threads < 1) threads = omp_get_max_threads();
@@ -33,17 +74,9 @@ double qf_cpu_act_sumsq(const void *g, int act_dtype, size_t n, int threads) {
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (size_t ch = 0; ch < nch; ch++) {
         const size_t i0 = ch * HOST_SUMSQ_CHUNK, i1 = i0 + HOST_SUMSQ_CHUNK < n ? i0 + HOST_SUMSQ_CHUNK : n;
-        double s = 0.0;
-        if (act_dtype == QF_DT_F32) {
-            const float *f = g;
-            for (size_t i = i0; i < i1; i++) s += (double)f[i] * f[i];
-        } else {
-            for (size_t i = i0; i < i1; i++) {
-                const float v = act_get(g, act_dtype, i);
-                s += (double)v * v;
-            }
-        }
-        part[ch] = s;
+        part[ch] = act_dtype == QF_DT_F32 ? sumsq_f32((const float *)g + i0, i1 - i0)
+                   : act_dtype == QF_DT_BF16 ? sumsq_bf16((const uint16_t *)g + i0, i1 - i0)
+                                             : sumsq_f16((const uint16_t *)g + i0, i1 - i0);
     }
     double s = 0.0;
     for (size_t ch = 0; ch < nch; ch++) s += part[ch];

@@ -1,7 +1,8 @@
 // copy_cuda.cu — asynchronous host <-> device copies for offload (ops.h copy_start / copy_finish).
 //
-// Copies run on the context's copy stream (its own DMA queue, so they overlap the kernels of the compute stream
-// and the host work of the caller). copy_start orders a copy after everything queued on the compute stream so far
+// Copies run on the context's copy streams, one per direction (their own DMA queues, so they overlap the kernels
+// of the compute stream, the host work of the caller and each other: a gradient going down during the backward
+// does not hold up the next unit's parameters coming up). copy_start orders a copy after everything queued on the compute stream so far
 // (an event recorded there, waited on by the copy stream), then records the ticket's completion event. Tickets
 // are sequence numbers; ticket t uses event t % QF_COPY_TICKETS of a ring created with the context.
 #include "cuda_common.cuh"
@@ -16,12 +17,12 @@ int cu_copy_start(void *dst, const void *src, size_t bytes, int dir) {
         QF_FATAL("CUDA backend: more than %d asynchronous copies outstanding", (int)QF_COPY_TICKETS);
     c.copy_busy[t % QF_COPY_TICKETS] = 1;
     c.moved[dir == QF_COPY_H2D ? QF_COPY_H2D : QF_COPY_D2H] += bytes;
+    cudaStream_t s = dir == QF_COPY_H2D ? c.copy_stream : c.copy_stream_d2h;
     CHECK_CUDA(cudaEventRecord(c.copy_order, c.stream));
-    CHECK_CUDA(cudaStreamWaitEvent(c.copy_stream, c.copy_order, 0));
+    CHECK_CUDA(cudaStreamWaitEvent(s, c.copy_order, 0));
     if (bytes)
-        CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, dir == QF_COPY_H2D ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
-                                   c.copy_stream));
-    CHECK_CUDA(cudaEventRecord(done, c.copy_stream));
+        CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, dir == QF_COPY_H2D ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, s));
+    CHECK_CUDA(cudaEventRecord(done, s));
     return t;
 }
 
@@ -92,6 +93,7 @@ extern "C" int qf_cuda_copy_peak(double *h2d_gbs, double *d2h_gbs) {
 void qfc_copy_init() {
     qf_cuda_ctx &c = qfc();
     CHECK_CUDA(cudaStreamCreateWithFlags(&c.copy_stream, cudaStreamNonBlocking));
+    CHECK_CUDA(cudaStreamCreateWithFlags(&c.copy_stream_d2h, cudaStreamNonBlocking));
     CHECK_CUDA(cudaEventCreateWithFlags(&c.copy_order, cudaEventDisableTiming));
     for (int i = 0; i < QF_COPY_TICKETS; i++) CHECK_CUDA(cudaEventCreateWithFlags(&c.copy_ev[i], cudaEventDisableTiming));
 }

@@ -86,7 +86,8 @@ struct qf_cuda_ctx {
     size_t limit, cur, peak;
     cudaMemPool_t pool;        // the device's default pool: alloc()/free() are stream-ordered on `stream`
     // asynchronous copies (copy_cuda.cu): their own stream, an ordering event, a ring of completion events
-    cudaStream_t copy_stream;
+    cudaStream_t copy_stream;      // host -> device copies (copy_start)
+    cudaStream_t copy_stream_d2h;  // device -> host copies: their own queue, so both directions of the link run at once
     cudaEvent_t copy_order, copy_ev[QF_COPY_TICKETS];
     int copy_busy[QF_COPY_TICKETS];
     int copy_next;

@@ -56,7 +56,10 @@ typedef struct qf_zero_hgrad {
     int own, alias_node;                /* g allocated here; g is the node copy's range */
     int pinned_g, pinned_stage;         /* page-locked here (pin_memory) */
     unsigned char *filled;              /* [nunits] the unit's piece holds this step's gradients */
+    double *psq;                        /* [nunits] 16-bit types: the piece's sum of squares, taken as it landed */
+    unsigned char *psq_ok;              /* [nunits] psq is the piece's final value (no later contribution) */
     int ticket[QF_ZHG_INFLIGHT];        /* downloads in flight, oldest first */
+    int dunit[QF_ZHG_INFLIGHT];
     void *dbuf[QF_ZHG_INFLIGHT];
     int64_t dn[QF_ZHG_INFLIGHT];
     int nq;

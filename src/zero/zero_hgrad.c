@@ -15,6 +15,8 @@ int qf_zhg_init(qf_zero *z, qf_err *e) {
     QF_CHECK(z->offload_opt && z->stage >= 2 && z->opt_dev_end == z->opt_begin); /* deck_check.c / run.c */
     int U = z->m->nunits;
     h->filled = qf_calloc((size_t)U, 1);
+    h->psq = qf_calloc((size_t)U, sizeof *h->psq);
+    h->psq_ok = qf_calloc((size_t)U, 1);
     for (int i = 0; i < QF_ZHG_INFLIGHT; i++) h->ticket[i] = -1;
     int64_t umax = 0;
     for (int u = 0; u < U; u++) umax = zi_max(umax, z->ucount[u][z->comm->rank]);
@@ -37,12 +39,25 @@ int qf_zhg_init(qf_zero *z, qf_err *e) {
     return 0;
 }
 
-/* the oldest download done: its device buffer back to the pool */
+/* the host piece of unit u (this rank's part of it) */
+static char *piece(const qf_zero *z, int u) { return host_at(z, zi_ub(z, u) + z->udispl[u][z->comm->rank]); }
+static int64_t piece_n(const qf_zero *z, int u) { return z->ucount[u][z->comm->rank]; }
+
+/* The oldest download done: its device buffer back to the pool; with 16-bit gradients its sum of squares is taken
+ * now, while the GPU goes on with the backward, so that the norm after the backward is a sum over the units. (fp32
+ * — CPU ranks — sums the whole shard at the norm in the CPU table's chunks instead: the same bits as the device
+ * shard's norm.) */
 static void pop_oldest(qf_zero *z) {
     qf_zero_hgrad *h = &z->hg;
     z->ops->copy_finish(h->ticket[0], 1);
     zi_buf_put(z, h->dbuf[0], h->dn[0]);
-    for (int i = 1; i < h->nq; i++) h->ticket[i - 1] = h->ticket[i], h->dbuf[i - 1] = h->dbuf[i], h->dn[i - 1] = h->dn[i];
+    const int u = h->dunit[0];
+    if (z->ops->act_dtype != QF_DT_F32) {
+        h->psq[u] = qf_cpu_act_sumsq(piece(z, u), z->ops->act_dtype, (size_t)piece_n(z, u), z->off.threads);
+        h->psq_ok[u] = 1;
+    }
+    for (int i = 1; i < h->nq; i++)
+        h->ticket[i - 1] = h->ticket[i], h->dunit[i - 1] = h->dunit[i], h->dbuf[i - 1] = h->dbuf[i], h->dn[i - 1] = h->dn[i];
     h->nq--;
 }
 
@@ -59,12 +74,15 @@ void qf_zhg_free(qf_zero *z) {
     if (h->pinned_g) qf_backend_unpin(z->ops, h->g);
     if (h->own) free(h->g);
     free(h->filled);
+    free(h->psq);
+    free(h->psq_ok);
     memset(h, 0, sizeof *h);
 }
 
 void qf_zhg_clear(qf_zero *z) {
     qf_zhg_drain(z);
     memset(z->hg.filled, 0, (size_t)z->m->nunits);
+    memset(z->hg.psq_ok, 0, (size_t)z->m->nunits);
 }
 
 /* A completed reduce-scatter: p->recv (device act [p->n], this rank's piece of unit p->unit) to the host shard.
@@ -76,11 +94,13 @@ void qf_zhg_take(qf_zero *z, qf_zero_pending *p) {
     if (!h->filled[p->unit]) { /* the step's first contribution: straight to its place, asynchronously */
         if (h->nq == QF_ZHG_INFLIGHT) pop_oldest(z);
         h->ticket[h->nq] = z->ops->copy_start(dst, p->recv, (size_t)p->n * ab, QF_COPY_D2H);
+        h->dunit[h->nq] = p->unit;
         h->dbuf[h->nq] = p->recv;
         h->dn[h->nq++] = p->n;
         h->filled[p->unit] = 1;
     } else { /* accumulate: earlier downloads land first, then through the staging buffer, added here */
         qf_zhg_drain(z);
+        h->psq_ok[p->unit] = 0; /* summed again at the norm */
         z->ops->range_push("zero.hgrad_accumulate");
         for (int64_t o = 0; o < p->n; o += h->stage_n) {
             int64_t k = zi_min(p->n - o, h->stage_n);
@@ -103,16 +123,28 @@ void qf_zhg_finish(qf_zero *z) {
         if (n && !z->hg.filled[u]) {
             memset(host_at(z, zi_ub(z, u) + z->udispl[u][r]), 0, (size_t)n * zi_ab(z));
             z->hg.filled[u] = 1;
+            z->hg.psq[u] = 0.0;
+            z->hg.psq_ok[u] = 1;
         }
     }
 }
 
 double qf_zhg_sumsq(qf_zero *z) {
-    return qf_cpu_act_sumsq(z->hg.g, z->ops->act_dtype, (size_t)shard_n(z), z->off.threads);
+    const int dt = z->ops->act_dtype;
+    if (dt == QF_DT_F32) return qf_cpu_act_sumsq(z->hg.g, dt, (size_t)shard_n(z), z->off.threads);
+    double s = 0.0; /* the units in order: the pieces' sums taken as they landed, or now */
+    for (int u = 0; u < z->m->nunits; u++) {
+        if (!piece_n(z, u)) continue;
+        s += z->hg.psq_ok[u] ? z->hg.psq[u]
+                             : qf_cpu_act_sumsq(piece(z, u), dt, (size_t)piece_n(z, u), z->off.threads);
+    }
+    return s;
 }
 
 void qf_zhg_poison(qf_zero *z) {
-    if (shard_n(z)) qf_cpu_act_set_nan(z->hg.g, z->ops->act_dtype, 0);
+    if (!shard_n(z)) return;
+    qf_cpu_act_set_nan(z->hg.g, z->ops->act_dtype, 0);
+    memset(z->hg.psq_ok, 0, (size_t)z->m->nunits); /* summed again at the norm */
 }
 
 /* A skipped step: with the node copy holding this rank's gradients, its parameters rounded back from the master

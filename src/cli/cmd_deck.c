@@ -8,6 +8,7 @@
 #include "deck/deck.h"
 #include "deck/deck_keys.h"
 #include "deck/ds_config.h"
+#include "deck_placeholders.h"
 
 /* As DeepSpeed users write numbers: 2e8 stays 2e8 (not 200000000.0), 0.9 stays 0.9. */
 static void put_float(double v, FILE *f) {
@@ -115,15 +116,9 @@ static int from_ds(const char *json, const char *model, const char *train, const
     } else {
         fputs("# model = { from = \"MODEL.h5\"; };  # required: an HDF5 model, a checkpoint directory or an HF directory\n", f);
     }
-    if (train || valid) {
-        fputs("data = {", f);
-        if (train) fputs(" train = ", f), qf_deck_print_string(train, f), fputc(';', f);
-        if (valid) fputs(" valid = ", f), qf_deck_print_string(valid, f), fputc(';', f);
-        fputs(" };\n", f);
-    } else {
-        fputs("# data = { train = \"train.h5\"; valid = \"valid.h5\"; };  # required to train\n", f);
-    }
+    qf_deck_put_data(train, valid, &d, f);
     put_group(config_root_setting(&ds.cfg), "", 0, f);
+    qf_deck_put_placeholders(json, config_root_setting(&ds.cfg), &d, f);
     qf_ds_free(&ds);
     return 0;
 }

@@ -15,12 +15,14 @@ enum {
     QF_ORIGIN_DECK = 1,             /* the deck file (or an @include) */
     QF_ORIGIN_SET = 2,              /* --set */
     QF_ORIGIN_DS = 3,               /* the DeepSpeed JSON named by `deepspeed` */
+    QF_ORIGIN_HF = 4,               /* not given anywhere: the HF Trainer's default (deck_hf_defaults.c) */
     QF_ORIGIN_MASK = 0x0f,
     QF_ORIGIN_AUTO = 0x10,          /* given as "auto" */
     QF_ORIGIN_DS_OVERRIDDEN = 0x20  /* the JSON gave it too; the deck or --set won */
 };
 
-typedef enum { QF_SCHED_NONE = 0, QF_SCHED_WARMUP_LR, QF_SCHED_WARMUP_DECAY_LR, QF_SCHED_WARMUP_COSINE_LR } qf_sched_type;
+typedef enum { QF_SCHED_NONE = 0, QF_SCHED_WARMUP_LR, QF_SCHED_WARMUP_DECAY_LR, QF_SCHED_WARMUP_COSINE_LR,
+               QF_SCHED_LINEAR /* the HF Trainer's lr_scheduler_type "linear" */ } qf_sched_type;
 typedef enum { QF_WARMUP_LOG = 0, QF_WARMUP_LINEAR } qf_warmup_type;
 typedef enum { QF_OFFLOAD_NONE = 0, QF_OFFLOAD_CPU } qf_offload_device;
 typedef enum { QF_NONFINITE_SKIP = 0, QF_NONFINITE_STOP } qf_nonfinite_action;
@@ -167,6 +169,8 @@ void qf_deck_resolve_auto(qf_deck *d, int64_t hidden);
 
 /* Writes the resolved deck as libconfig text (the run header shows it; checkpoints store it). */
 void qf_deck_print(const qf_deck *d, FILE *f);
+/* The value of key ki (index in the key table) as deck text. */
+void qf_deck_print_value(const qf_deck *d, int ki, FILE *f);
 /* s as a libconfig string literal: in double quotes, with '"' and '\\' escaped. */
 void qf_deck_print_string(const char *s, FILE *f);
 
@@ -176,6 +180,9 @@ void qf_deck_print_sources(const qf_deck *d, FILE *f);
 /* Why the key (table index ki) has no effect in this deck, or NULL when it acts: a key accepted for DeepSpeed
  * decks that qwen-ft's design makes moot, or a key that another key switches off (fp16.* without fp16). */
 const char *qf_deck_key_moot(const qf_deck *d, int ki);
+/* The header's line(s) of the optimizer, scheduler and batch keys that nothing gave: "HF Trainer defaults ..." (decks
+ * with `deepspeed`, deck_hf_defaults.c) and "defaults ..." (the key table's); nothing when every one is given. */
+void qf_deck_print_defaults(const qf_deck *d, FILE *f);
 
 /* For the docs and --help: prints every key with type, default, meaning, DeepSpeed equivalent as markdown. */
 void qf_deck_print_keys_markdown(FILE *f);

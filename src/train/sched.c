@@ -5,6 +5,7 @@
  *   WarmupCosineLR: ratio = k < W ? r0 + (1 - r0) * gamma(k)
  *                          : max(0, c + (1 - c) * (1 + cos(pi * p)) / 2), p = min(1, (k - W + 1) / max(1, T - W));
  *                   lr = base_lr * ratio
+ *   linear (HF):    lr = base_lr * (k < Wl ? k / Wl : max(0, (T - k) / max(1, T - Wl))), Wl = warmup_num_steps unclamped
  * where W = max(2, warmup_num_steps) (DeepSpeed clamps it so in every schedule), T = total_num_steps, r0 = warmup_min_ratio, c = cos_min_ratio. */
 #include "sched.h"
 #include <math.h>
@@ -33,6 +34,12 @@ double qf_sched_lr(const qf_deck *d, int64_t k, int64_t total_steps) {
             if (g < 0) g = 0;
         }
         return d->warmup_min_lr + (d->warmup_max_lr - d->warmup_min_lr) * g;
+    }
+    case QF_SCHED_LINEAR: {
+        int64_t Wl = d->warmup_num_steps;
+        if (k < Wl) return d->lr * (double)k / (double)Wl;
+        double den = (double)(T - Wl) < 1.0 ? 1.0 : (double)(T - Wl), g = (double)(T - k) / den;
+        return d->lr * (g < 0 ? 0 : g);
     }
     case QF_SCHED_WARMUP_COSINE_LR: {
         double ratio;

@@ -92,7 +92,7 @@ static void test_guides(const char *src, const char *qwenft) {
         CHECK(a.lr == 5e-5 && a.warmup_max_lr == 5e-5 && a.warmup_min_lr == 0 && a.warmup_num_steps == 0);
         CHECK(a.beta1 == 0.9 && a.beta2 == 0.999 && a.eps == 1e-8 && a.weight_decay == 0);
         CHECK(a.gradient_clipping == 1.0 && !a.bf16 && !a.fp16 && a.sched == QF_SCHED_WARMUP_LR);
-        CHECK(a.train_micro_batch_size_per_gpu == 1 && a.gradient_accumulation_steps == 1 && a.train_batch_size == 8);
+        CHECK(a.train_micro_batch_size_per_gpu == 8 && a.gradient_accumulation_steps == 1 && a.train_batch_size == 64);
         CHECK(a.steps_per_print == 100 && !a.wall_clock_breakdown);
         qf_deck_resolve_auto(&a, 5120);
         if (i == 0) {

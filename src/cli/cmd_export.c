@@ -41,9 +41,9 @@ static const qf_opt EXPORT_OPTS[] = {
     {.name = "dtype", .type = QF_OPT_CHOICE, .off = offsetof(export_opts, dtype), .choices = "bf16|fp16|fp32",
      .help = "tensor dtype (default: the dtype the model was trained or imported in)"},
     {.name = "tokenizer", .type = QF_OPT_STR, .off = offsetof(export_opts, tokenizer), .meta = "T",
-     .help = "tokenizer.json, qwen.tiktoken or a directory to include (default: the tokenizer the model recorded "
-             "at import, or its checkpoint's model.from; checked against the identity the model and the training "
-             "data record)"},
+     .help = "tokenizer.json, qwen.tiktoken or a directory to include (default: the tokenizer files the model, "
+             "checkpoint or training data carries, or the directory recorded at import; checked against the identity "
+             "the model and the training data record; a recorded tokenizer that cannot be found is exit 2)"},
     {.name = "max-shard-size", .type = QF_OPT_STR, .off = offsetof(export_opts, max_shard_size), .meta = "S",
      .def = "5GiB", .help = "largest safetensors file: bytes, or with KB/MB/GB (10^3) or KiB/MiB/GiB (2^10); a "
                             "tensor larger than S gets a file of its own"},

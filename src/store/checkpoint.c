@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "h5io.h"
+#include "hf_files.h"
 
 static const char *const STATE_I64[] = {"step", "sched_step", "data_epoch", "data_row", "tokens_seen",
                                         "skipped", "ls_cur_iter", "ls_last_overflow", "ls_hysteresis",
@@ -113,7 +114,7 @@ void qf_ckpt_path(const char *dir, int64_t step, char *out, size_t cap) {
 }
 
 int qf_ckpt_save(const char *dir, qf_zero *z, const qf_train_state *sc, const char *deck_text, int keep,
-                 qf_err *e) {
+                 const qf_hf_files *carry, qf_err *e) {
     qf_comm *c = z->comm;
     qf_train_state s = *sc;
     char final[QF_PATH_MAX + 64], tmp[QF_PATH_MAX + 100];
@@ -133,6 +134,7 @@ int qf_ckpt_save(const char *dir, qf_zero *z, const qf_train_state *sc, const ch
         if (!e->code) qf_h5_write_config(f, &z->m->cfg, e);
         if (!e->code) write_tensors(f, z, e);
         if (!e->code) write_state(f, z, &s, deck_text, e);
+        if (!e->code) qf_hf_files_write(f, carry, e);
         qf_err ce = {0};
         qf_h5_close(f, &ce);
         if (!e->code && ce.code) *e = ce;

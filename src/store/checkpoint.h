@@ -25,7 +25,10 @@ typedef struct qf_train_state {
 /* Writes checkpoint dir/step-<step>.h5 (collective over z->comm). */
 /* The file of the checkpoint of step in dir: DIR/step-%08lld.h5 */
 void qf_ckpt_path(const char *dir, int64_t step, char *out, size_t cap);
-int qf_ckpt_save(const char *dir, qf_zero *z, const qf_train_state *s, const char *deck_text, int keep, qf_err *e);
+/* carry: the tokenizer files and generation_config.json stored in it (io/hf_files.h; NULL or empty: none). */
+struct qf_hf_files;
+int qf_ckpt_save(const char *dir, qf_zero *z, const qf_train_state *s, const char *deck_text, int keep,
+                 const struct qf_hf_files *carry, qf_err *e);
 /* If dir holds a checkpoint, writes its path into path and returns 1; 0 if none. A `latest` naming a missing
  * file is an error (exit 2). */
 int qf_ckpt_find_latest(const char *dir, char *path, size_t cap, qf_err *e);

@@ -201,6 +201,7 @@ static int setup(qf_run *r, const qf_run_args *a, int mode, qf_err *e) {
         qf_zero_params_commit(&r->zero);
     }
     r->deck_text = deck_to_text(d);
+    if (mode == QF_RUN_TRAIN) qf_run_carry_files(r);
     /* MFU: SPEC's flops per token against the deck's peak_tflops, else the GPU table (src/util/peak.c); CPU ranks have
      * no peak: MFU is n/a */
     const qf_model_config *c = &r->model.cfg;
@@ -257,6 +258,7 @@ void qf_run_free(qf_run *r) {
     fflush(stdout);
     if (r->comm.world_size > 1) MPI_Barrier(r->comm.world);
     if (r->metrics) fclose(r->metrics);
+    qf_hf_files_free(&r->carry);
     qf_tb_close(r->tb);
     qf_topology_free(&r->topo);
     if (r->rows) {

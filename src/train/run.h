@@ -14,6 +14,7 @@
 #include "parallel/topology.h"
 #include "zero/zero.h"
 #include "store/ckpt_lock.h"
+#include "hf_files.h"
 
 typedef struct qf_run {
     qf_deck deck;
@@ -45,6 +46,7 @@ typedef struct qf_run {
     int64_t fault_step;
     char fault_kind[8];
     qf_profile prof;            /* log.wall_clock_breakdown (profile.h) */
+    qf_hf_files carry;          /* tokenizer files + generation_config.json carried into checkpoints (run_carry.c) */
 } qf_run;
 
 #define QF_RUN_HAS_TOPOLOGY 1 /* header.c prints r->topo and r->nccl_line */
@@ -57,6 +59,9 @@ typedef struct qf_run_args {
     const char *deck;
     qf_strlist sets;
 } qf_run_args;
+
+/* Fills r->carry from the sources of the run (run_carry.c); after the parameters are loaded. */
+void qf_run_carry_files(qf_run *r);
 
 /* Loads everything the deck names; 0 or an exit code (message printed by rank 0). */
 int qf_run_setup(qf_run *r, const qf_run_args *a, int mode);

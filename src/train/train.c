@@ -113,7 +113,7 @@ static int save(qf_run *r) {
     char path[QF_PATH_MAX + 64];
     qf_ckpt_path(r->deck.checkpoint_dir, r->st.step, path, sizeof path);
     /* checkpoint.export_hf: the HF directory of the checkpoint just published, from the shards in memory */
-    if (qf_ckpt_save(r->deck.checkpoint_dir, &r->zero, &r->st, r->deck_text, r->deck.checkpoint_keep, &e) ||
+    if (qf_ckpt_save(r->deck.checkpoint_dir, &r->zero, &r->st, r->deck_text, r->deck.checkpoint_keep, &r->carry, &e) ||
         (r->deck.checkpoint_export_hf &&
          qf_export_hf_sharded(&r->zero, r->deck.checkpoint_dir, path, r->st.step, &e))) {
         if (r->comm.rank == 0) fprintf(stderr, "qwen-ft: %s\n", e.msg);

@@ -8,6 +8,7 @@
 
 #define QF_PATH_MAX 1024
 #define QF_DECK_KEYS_MAX 192 /* entries of the key table (deck_keys.c asserts it) */
+#define QF_DECK_PATH_KEYS 6  /* model.from, data.train, data.valid, checkpoint.dir, log.dir, tensorboard.output_path */
 
 /* Where a key's value came from (qf_deck.origin, per key of the table), and what happened to it. */
 enum {
@@ -153,6 +154,7 @@ typedef struct qf_deck {
     char deepspeed[QF_PATH_MAX];      /* `deepspeed`: the DeepSpeed JSON config read under the deck ("" = none) */
     char deepspeed_path[2 * QF_PATH_MAX + 8]; /* ... as opened (relative to the deck's directory) */
     unsigned char origin[QF_DECK_KEYS_MAX]; /* per key of the table: QF_ORIGIN_* */
+    char path_where[QF_DECK_PATH_KEYS][QF_PATH_MAX + 64]; /* "FILE:LINE" of each path key (deck_paths.c) */
 } qf_deck;
 
 /* Loads and validates path (with @include), applies the --set overrides (each "key.path=value"), resolves "auto"
@@ -166,6 +168,12 @@ void qf_deck_defaults(qf_deck *d);
 /* Fills the "auto" (-1) bucket sizes the way the HF Trainer does once the model's hidden size is known:
  * reduce_bucket_size = h^2, stage3_prefetch_bucket_size = 0.9 h^2, stage3_param_persistence_threshold = 10 h. */
 void qf_deck_resolve_auto(qf_deck *d, int64_t hidden);
+
+/* Paths (deck_paths.c): a relative path of the deck, its JSON or its @include is relative to the deck's directory
+ * (resolved while the deck loads), one given with --set to the working directory. qf_deck_path_where: where the
+ * path key came from ("run.cfg:7", "--set 'data.train=x'", "run.cfg (default of checkpoint.dir)"), for messages. */
+const char *const *qf_deck_path_keys(void);
+const char *qf_deck_path_where(const qf_deck *d, const char *key);
 
 /* Writes the resolved deck as libconfig text (the run header shows it; checkpoints store it). */
 void qf_deck_print(const qf_deck *d, FILE *f);
@@ -193,5 +201,9 @@ void qf_deck_print_keys_markdown(FILE *f);
  * inconsistent. qf_deck_load already ran it for such decks. */
 struct qf_model_config;
 int qf_deck_model_config(const qf_deck *d, struct qf_model_config *out, char *msg, int n);
+/* model.preset beside model.from names the architecture the file must have (so that `estimate` plans before the
+ * weights exist): 0 when there is no preset or the file's config (f) has the preset's architecture and dimensions,
+ * -1 with msg naming the first difference. */
+int qf_deck_preset_matches(const qf_deck *d, const struct qf_model_config *f, char *msg, int n);
 
 #endif

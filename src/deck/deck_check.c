@@ -156,9 +156,8 @@ static int deck_check_model(const deck_ctx *c) {
     qf_model_config m;
     char msg[512];
     int rc;
-    if (d->model_from[0] && d->model_preset[0])
-        return deck_fail(c, deck_src(c, "model.preset"), "model.preset",
-                         "give model.from (weights from a file) or model.preset (random init), not both");
+    /* both: the preset names model.from's architecture (checked against the file where the file is read) */
+    if (d->model_from[0] && d->model_preset[0]) return deck_check_preset(c);
     if (d->model_from[0] || (!c->has_file && !d->model_preset[0] && !deck_src(c, "model.hidden_size"))) return 0;
     if (d->model_preset[0] && (rc = deck_check_preset(c)) != 0) return rc;
     if (!d->model_preset[0] && (rc = deck_check_dims(c)) != 0) return rc;
@@ -214,7 +213,7 @@ static int deck_batch(deck_ctx *c, int w) {
 
 int deck_resolve(deck_ctx *c, int dp_world) {
     int rc;
-    if ((rc = deck_hf_defaults(c))) return rc;
+    if ((rc = deck_hf_defaults(c)) || (rc = deck_resolve_paths(c))) return rc;
     deck_resolve_autos(c);
     if ((rc = deck_check_precision(c)) || (rc = deck_check_zero(c)) || (rc = deck_check_sched(c)) ||
         (rc = deck_check_run(c)) || (rc = deck_check_model(c)))

@@ -83,6 +83,11 @@ int deck_resolve(deck_ctx *c, int dp_world);
  * nothing gives (marked QF_ORIGIN_HF); for every deck, scheduler "linear" without warmup_num_steps warms up 0 steps. */
 int deck_hf_defaults(deck_ctx *c);
 
+/* ---- deck_paths.c ---- */
+
+/* Makes the deck's relative paths relative to its directory; records where each path key came from. */
+int deck_resolve_paths(deck_ctx *c);
+
 /* ---- deck_msg.c ---- */
 
 /* The path of file (a setting's source file; NULL: the deck) as the user knows it: relative to the deck's dir. */

@@ -34,6 +34,10 @@ static int resolve_model(qf_run *r, qf_err *e) {
     memset(&c, 0, sizeof c);
     if (d->model_from[0]) {
         if (qf_model_source_config(d->model_from, &c, r->source, sizeof r->source, e)) return e->code;
+        char pm[256];
+        if (qf_deck_preset_matches(d, &c, pm, sizeof pm))
+            return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'model.preset' does not match model.from %s: %s",
+                              qf_deck_path_where(d, "model.from"), d->model_from, pm);
         /* explicit dimensions next to model.from must agree with it */
         if (check_same(d, "vocab_size", d->model_vocab_size, c.vocab_size, e) ||
             check_same(d, "hidden_size", d->model_hidden_size, c.hidden_size, e) ||
@@ -136,11 +140,13 @@ static int setup(qf_run *r, const qf_run_args *a, int mode, qf_err *e) {
     r->comm.ops = r->ops;
     /* GPU buffers travel by NCCL, also on one rank (ZeRO-3's gathers are collectives of one then) */
     if (strcmp(r->ops->name, "cpu") && qf_comm_init_nccl(&r->comm, e)) return e->code;
-    if (resolve_model(r, e)) return e->code;
+    if (qf_run_check_path(d, "model.from", d->model_from, e) || resolve_model(r, e)) return e->code;
     qf_deck_resolve_auto(d, r->model.cfg.hidden_size);
     if (mode == QF_RUN_TRAIN) {
         if (!d->data_train[0]) return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'data.train' is required to train", d->path);
-        if (open_data(r, d->data_train, &r->train_ds, "data.train", e)) return e->code;
+        if (qf_run_check_path(d, "data.train", d->data_train, e) ||
+            open_data(r, d->data_train, &r->train_ds, "data.train", e))
+            return e->code;
         r->have_train = 1;
         qf_loader_init(&r->train_ld, &r->train_ds, d->seq_len, d->shuffle, d->data_seed);
         r->steps_per_epoch = r->train_ld.rows_per_epoch / d->train_batch_size;
@@ -153,7 +159,9 @@ static int setup(qf_run *r, const qf_run_args *a, int mode, qf_err *e) {
                                           : (int64_t)ceil((d->epochs > 0 ? d->epochs : 1.0) * (double)r->steps_per_epoch);
     }
     if (d->data_valid[0]) {
-        if (open_data(r, d->data_valid, &r->valid_ds, "data.valid", e)) return e->code;
+        if (qf_run_check_path(d, "data.valid", d->data_valid, e) ||
+            open_data(r, d->data_valid, &r->valid_ds, "data.valid", e))
+            return e->code;
         r->have_valid = 1;
         qf_loader_init(&r->valid_ld, &r->valid_ds, d->seq_len, 0, d->data_seed);
     } else if (mode == QF_RUN_EVAL) {

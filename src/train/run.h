@@ -58,7 +58,12 @@ enum { QF_RUN_TRAIN = 1, QF_RUN_EVAL = 2 };
 typedef struct qf_run_args {
     const char *deck;
     qf_strlist sets;
+    int verbose;                /* eval --verbose: the whole run header on stderr */
 } qf_run_args;
+
+/* 0 when value (the deck's key, a path to read) exists or is empty; else exit 2 naming the deck's file and line
+ * (run_paths.c). */
+int qf_run_check_path(const qf_deck *d, const char *key, const char *value, qf_err *e);
 
 /* Fills r->carry from the sources of the run (run_carry.c); after the parameters are loaded. */
 void qf_run_carry_files(qf_run *r);

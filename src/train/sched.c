@@ -9,6 +9,7 @@
  * where W = max(2, warmup_num_steps) (DeepSpeed clamps it so in every schedule), T = total_num_steps, r0 = warmup_min_ratio, c = cos_min_ratio. */
 #include "sched.h"
 #include <math.h>
+#include <stdio.h>
 
 static double warmup_gamma(const qf_deck *d, int64_t k, int64_t W) {
     if (d->warmup_type == QF_WARMUP_LINEAR) return (double)k / (double)W;
@@ -56,4 +57,15 @@ double qf_sched_lr(const qf_deck *d, int64_t k, int64_t total_steps) {
     }
     }
     return d->lr;
+}
+
+int qf_sched_ends_early(const qf_deck *d, int64_t total_steps, char *msg, size_t n) {
+    int decays = d->sched == QF_SCHED_WARMUP_DECAY_LR || d->sched == QF_SCHED_WARMUP_COSINE_LR || d->sched == QF_SCHED_LINEAR;
+    if (!decays || d->total_num_steps <= 0 || d->total_num_steps >= total_steps) return 0;
+    double last = qf_sched_lr(d, total_steps - 1, total_steps);
+    snprintf(msg, n, "warning: scheduler.params.total_num_steps = %lld ends the schedule before the run's %lld steps: "
+             "steps %lld..%lld train at lr %g%s (set total_num_steps = \"auto\" for the run's length, or a larger "
+             "value)", (long long)d->total_num_steps, (long long)total_steps, (long long)d->total_num_steps + 1,
+             (long long)total_steps, last, last == 0 ? ", i.e. do not train" : "");
+    return 1;
 }

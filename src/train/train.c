@@ -462,7 +462,11 @@ int qf_eval_command(const qf_run_args *a) {
     qf_run r;
     int rc = qf_run_setup(&r, a, QF_RUN_EVAL);
     if (!rc) {
-        if (r.comm.rank == 0) qf_run_header(&r, stderr, "eval");
+        if (r.comm.rank == 0 && a->verbose) qf_run_header(&r, stderr, "eval");
+        else if (r.comm.rank == 0) /* one line; the JSON on stdout is the result */
+            fprintf(stderr, "eval: %s: parameters from %s; valid %s (%lld tokens); --verbose for the run header\n",
+                    r.deck.path, r.source[0] ? r.source : r.deck.model_from[0] ? r.deck.model_from : "random init",
+                    r.deck.data_valid, (long long)r.valid_ds.n_tokens);
         qf_eval_result ev = qf_eval_run(&r);
         if (r.comm.rank == 0) { /* SPEC: {"valid_loss": x, "valid_ppl": y, "tokens": n} */
             json_t *o = json_object();

@@ -131,7 +131,7 @@ static int deck_set_clash(deck_ctx *c, const char *key, const char *set) {
 /* Keys that exclude each other (deck_check.c refuses a deck with both): an override of one replaces the other, as
  * "every key can be overridden" promises (--set max_steps=100 on a deck with epochs). */
 static void deck_set_replace(deck_ctx *c, const char *key) {
-    static const char *const pairs[][2] = {{"max_steps", "epochs"}, {"model.from", "model.preset"}};
+    static const char *const pairs[][2] = {{"max_steps", "epochs"}};
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
         for (int j = 0; j < 2; j++) {
             if (strcmp(key, pairs[i][j]) != 0) continue;

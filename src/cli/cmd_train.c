@@ -8,6 +8,9 @@ static const qf_opt RUN_OPTS[] = {
     {.name = "set", .type = QF_OPT_LIST, .off = offsetof(qf_run_args, sets), .meta = "KEY=VALUE",
      .help = "override a deck entry, as if the deck said it (repeatable; the last one wins): "
              "--set optimizer.params.lr=1e-5 --set max_steps=200"},
+    {.name = "resume-from", .type = QF_OPT_STR, .off = offsetof(qf_run_args, resume_from), .meta = "best|step-N",
+     .help = "resume from that checkpoint of checkpoint.dir instead of its latest: best (checkpoint.keep_best), "
+             "latest, step-N or N; later checkpoints of the directory are overwritten as the run reaches them"},
 };
 
 static const qf_opt EVAL_OPTS[] = {

@@ -124,6 +124,7 @@ typedef struct qf_deck {
     int checkpoint_keep;              /* 3 */
     int checkpoint_at_end;            /* true: every run ends with a checkpoint */
     int checkpoint_export_hf;         /* false: each checkpoint also writes step-N-hf (src/store/export_sharded.c) */
+    int checkpoint_keep_best;         /* false: the best-validation checkpoint is kept outside the rotation */
 
     /* eval */
     int64_t eval_every_steps;         /* 0 = only at the end */

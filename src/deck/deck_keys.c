@@ -414,6 +414,11 @@ static const qf_deck_key k_keys[] = {
     {.path = "checkpoint.export_hf", .type = QF_KT_BOOL, OFF(checkpoint_export_hf), .def = "false",
      .ds = "qwen-ft only (like `stage3_gather_16bit_weights_on_model_save`)",
      .help = "each checkpoint also writes an HF directory step-N-hf beside it, from the sharded state, collectively"},
+    {.path = "checkpoint.keep_best", .type = QF_KT_BOOL, OFF(checkpoint_keep_best), .def = "false",
+     .ds = "qwen-ft only (HF `load_best_model_at_end`, which keeps the best checkpoint beyond save_total_limit)",
+     .help = "each evaluation that improves valid_loss (by more than eval.early_stopping_threshold) checkpoints its "
+             "step and names it in checkpoint.dir/best, outside the checkpoint.keep rotation (train --resume-from "
+             "best, export --step best)"},
     {.path = "eval.every_steps", .type = QF_KT_INT64, OFF(eval_every_steps), .def = "0", NONNEG_I64,
      .ds = "qwen-ft only (HF `eval_steps`)", .help = "validation period in steps; 0 = only at the end"},
     {.path = "eval.early_stopping_patience", .type = QF_KT_INT, OFF(early_stopping_patience), .def = "0",

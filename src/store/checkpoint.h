@@ -32,6 +32,17 @@ int qf_ckpt_save(const char *dir, qf_zero *z, const qf_train_state *s, const cha
 /* If dir holds a checkpoint, writes its path into path and returns 1; 0 if none. A `latest` naming a missing
  * file is an error (exit 2). */
 int qf_ckpt_find_latest(const char *dir, char *path, size_t cap, qf_err *e);
+/* Removes the checkpoints of dir beyond the `keep` newest (never the one `best` names), and pointer updates cut
+ * short. */
+void qf_ckpt_prune(const char *dir, int keep);
+/* checkpoint.keep_best (ckpt_best.c): names the checkpoint of step as dir/best (written atomically by rank 0,
+ * collective over c), then prunes with keep (the previous best may go). */
+struct qf_comm;
+int qf_ckpt_mark_best(const char *dir, int64_t step, int keep, struct qf_comm *c, qf_err *e);
+/* The checkpoint file `spec` names in dir: "best" (the `best` pointer), "latest", "step-N" or "N". 0 and path, or
+ * QF_EXIT_INPUT with a message naming what is there. */
+int qf_ckpt_resolve(const char *dir, const char *spec, char *path, size_t cap, qf_err *e);
+
 /* Loads the model parameters, this rank's shard of master/m/v, and the state. */
 int qf_ckpt_load(const char *path, qf_zero *z, qf_train_state *s, qf_err *e);
 

@@ -183,7 +183,14 @@ static int setup(qf_run *r, const qf_run_args *a, int mode, qf_err *e) {
     char ck[QF_PATH_MAX + 64];
     /* one run per checkpoint.dir: taken before `latest` is read, held until qf_run_free */
     if (mode == QF_RUN_TRAIN && qf_ckpt_lock_take(&r->lock, d->checkpoint_dir, &r->comm, e)) return e->code;
-    int found = qf_ckpt_find_latest(d->checkpoint_dir, ck, sizeof ck, e);
+    int found = a->resume_from ? qf_ckpt_resolve(d->checkpoint_dir, a->resume_from, ck, sizeof ck, e) == 0
+                               : qf_ckpt_find_latest(d->checkpoint_dir, ck, sizeof ck, e);
+    if (a->resume_from && !found) {
+        char why[sizeof e->msg];
+        snprintf(why, sizeof why, "%s", e->msg);
+        e->code = 0; /* the first error stands in qf_err: this one says which option it was */
+        return qf_err_set(e, QF_EXIT_INPUT, "train --resume-from %s: %s", a->resume_from, why);
+    }
     if (found < 0) return e->code;
     qf_loss_scale_init(d, &r->st);
     r->st.best_valid = INFINITY;
@@ -238,6 +245,7 @@ static void fault_parse(qf_run *r) {
 int qf_run_setup(qf_run *r, const qf_run_args *a, int mode) {
     memset(r, 0, sizeof *r);
     r->lock.fd = -1;
+    r->best_step = -1;
     fault_parse(r);
     r->ops = qf_ops_cpu();
     qf_comm_init(&r->comm, r->ops, 0);

@@ -46,6 +46,7 @@ typedef struct qf_run {
     int64_t fault_step;
     char fault_kind[8];
     qf_profile prof;            /* log.wall_clock_breakdown (profile.h) */
+    int64_t best_step;          /* the step of the last evaluation that improved valid_loss (-1: none yet) */
     qf_hf_files carry;          /* tokenizer files + generation_config.json carried into checkpoints (run_carry.c) */
 } qf_run;
 
@@ -59,6 +60,7 @@ typedef struct qf_run_args {
     const char *deck;
     qf_strlist sets;
     int verbose;                /* eval --verbose: the whole run header on stderr */
+    const char *resume_from;    /* train --resume-from best|latest|step-N: that checkpoint of checkpoint.dir */
 } qf_run_args;
 
 /* 0 when value (the deck's key, a path to read) exists or is empty; else exit 2 naming the deck's file and line

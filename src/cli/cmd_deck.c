@@ -155,7 +155,12 @@ static int deck_run(const void *opts) {
     }
     int rc = 0;
     if (o->keys) qf_deck_print_keys_markdown(f);
-    else rc = from_ds(o->from_ds, o->model, o->train, o->valid, f);
+    else {
+        char bm[QF_PATH_MAX + 4096], bt[QF_PATH_MAX + 4096], bv[QF_PATH_MAX + 4096];
+        rc = from_ds(o->from_ds, qf_deck_path_for_out(o->out, o->model, bm, sizeof bm),
+                     qf_deck_path_for_out(o->out, o->train, bt, sizeof bt),
+                     qf_deck_path_for_out(o->out, o->valid, bv, sizeof bv), f);
+    }
     if (o->out && fclose(f) != 0) {
         fprintf(stderr, "qwen-ft deck: writing %s failed\n", o->out);
         rc = QF_EXIT_RUNTIME;

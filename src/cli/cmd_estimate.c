@@ -66,6 +66,9 @@ static int est_model(const est_opts *o, qf_deck *d, qf_model_config *c, qf_err *
         return 0;
     }
     /* model.from not there yet: its architecture from model.preset beside it */
+    if (d->model_from[0])
+        fprintf(stderr, "estimate: model.from %s does not exist yet: planning with model.preset \"%s\" (%s)\n",
+                d->model_from, d->model_preset, qf_deck_path_where(d, "model.preset"));
     char msg[512];
     if (qf_deck_model_config(d, c, msg, sizeof msg)) return qf_err_set(e, QF_EXIT_INPUT, "%s: model: %s", d->path, msg);
     return 0;

@@ -2,6 +2,7 @@
  * deck that reads the JSON, so that the translation and the JSON resolve to one deck (tests/unit/test_deck_ds.c). */
 #include "deck_placeholders.h"
 #include <string.h>
+#include <unistd.h>
 #include "dataset.h"
 
 static int has(const config_setting_t *root, const char *name) { return config_setting_get_member(root, name) != NULL; }
@@ -56,4 +57,11 @@ void qf_deck_put_data(const char *train, const char *valid, const qf_deck *d, FI
     else if (rows < 0 && train)
         fprintf(f, "  # %s: not readable now (%s)", train, e.msg);
     fputc('\n', f);
+}
+
+const char *qf_deck_path_for_out(const char *out, const char *p, char *buf, size_t n) {
+    char cwd[4096];
+    if (!out || !p || p[0] == '/' || !strchr(out, '/') || !getcwd(cwd, sizeof cwd)) return p;
+    snprintf(buf, n, "%s/%s", cwd, p);
+    return buf;
 }

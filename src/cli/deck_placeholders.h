@@ -15,4 +15,9 @@ void qf_deck_put_placeholders(const char *json, const config_setting_t *root, co
  * placeholder without train. */
 void qf_deck_put_data(const char *train, const char *valid, const qf_deck *d, FILE *f);
 
+/* A path given on the command line (relative to the working directory) as the deck written to out reads it (relative
+ * to out's directory, docs/deck.md "Paths"): p itself when out is NULL or in the working directory, or p is absolute
+ * or NULL; else the absolute path, in buf. */
+const char *qf_deck_path_for_out(const char *out, const char *p, char *buf, size_t n);
+
 #endif

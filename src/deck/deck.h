@@ -155,7 +155,8 @@ typedef struct qf_deck {
     char deepspeed[QF_PATH_MAX];      /* `deepspeed`: the DeepSpeed JSON config read under the deck ("" = none) */
     char deepspeed_path[2 * QF_PATH_MAX + 8]; /* ... as opened (relative to the deck's directory) */
     unsigned char origin[QF_DECK_KEYS_MAX]; /* per key of the table: QF_ORIGIN_* */
-    char path_where[QF_DECK_PATH_KEYS][QF_PATH_MAX + 64]; /* "FILE:LINE" of each path key (deck_paths.c) */
+    char path_where[QF_DECK_PATH_KEYS + 1][QF_PATH_MAX + 64]; /* "FILE:LINE" of each path key, and of model.preset
+                                                               * (deck_paths.c) */
 } qf_deck;
 
 /* Loads and validates path (with @include), applies the --set overrides (each "key.path=value"), resolves "auto"

@@ -8,8 +8,8 @@
 #include <string.h>
 #include "deck_impl.h"
 
-static const char *const k_path_keys[QF_DECK_PATH_KEYS + 1] = {
-    "model.from", "data.train", "data.valid", "checkpoint.dir", "log.dir", "tensorboard.output_path", NULL};
+static const char *const k_path_keys[QF_DECK_PATH_KEYS + 2] = {
+    "model.from", "data.train", "data.valid", "checkpoint.dir", "log.dir", "tensorboard.output_path", "model.preset", NULL};
 
 const char *const *qf_deck_path_keys(void) { return k_path_keys; }
 
@@ -21,7 +21,7 @@ const char *qf_deck_path_where(const qf_deck *d, const char *key) {
 
 int deck_resolve_paths(deck_ctx *c) {
     qf_deck *d = c->d;
-    for (int i = 0; k_path_keys[i]; i++) {
+    for (int i = 0; i < QF_DECK_PATH_KEYS + 1; i++) {
         int ki = deck_idx(k_path_keys[i]);
         const qf_deck_key *k = &c->keys[ki];
         config_setting_t *s = c->src[ki];
@@ -29,6 +29,7 @@ int deck_resolve_paths(deck_ctx *c) {
         char joined[2 * QF_PATH_MAX + 8];
         if (s) deck_where(c, s, d->path_where[i], sizeof d->path_where[i]);
         else snprintf(d->path_where[i], sizeof d->path_where[i], "%s (default of %s)", c->path, k->path);
+        if (i == QF_DECK_PATH_KEYS) continue; /* model.preset: a name, kept for its where */
         if (!c->has_file || !v[0] || v[0] == '/' || strcmp(c->dir, ".") == 0) continue;
         if (s && c->layer[ki] == QF_ORIGIN_SET) continue;
         snprintf(joined, sizeof joined, "%s/%s", c->dir, v);

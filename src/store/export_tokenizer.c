@@ -57,7 +57,9 @@ static void trail_carried(tok_trail *tr, qf_h5 *f, const char *path) {
         return;
     }
     if (!tr->tmpdir[0]) {
-        char dir[64] = "/tmp/qwen-ft-carried-XXXXXX";
+        char dir[64];
+        const char *tmp = getenv("TMPDIR");
+        snprintf(dir, sizeof dir, "%s/qwen-ft-carried-XXXXXX", tmp && tmp[0] && strlen(tmp) < 36 ? tmp : "/tmp");
         if (!mkdtemp(dir)) {
             qf_hf_files_free(&hf);
             return;

@@ -71,4 +71,7 @@ timeout 300 "$QWENFT" train dsd.cfg --set max_steps=1 --set checkpoint.dir=tr/ck
 resolved() { sed -n '/^---- resolved deck ----$/,/^-----------------------$/p' "$1" | grep -v '^# qwen-ft deck, resolved' |
   sed -e 's#"tr/ck2*"#CK#' -e 's#"tr/l2*"#LOG#'; }
 diff <(resolved tr.out) <(resolved dsd.out) || fail "the translation and the fragment resolve to different decks"
+# -o in another directory: the data path, relative to here, is written as that deck reads it (absolute)
+mkdir -p out && "$QWENFT" deck --from-ds zero3.json --train demo.h5 -o out/tr.cfg || fail "deck -o out/tr.cfg"
+grep -q "^data = { train = \"$PWD/demo.h5\";" out/tr.cfg || fail "-o out/tr.cfg: $(grep ^data out/tr.cfg)"
 echo "PASS: HF Trainer defaults for a DeepSpeed fragment (lr per step $(python3 -c 'print(5e-5)')...), listed in the header; deck --from-ds placeholders train on the demo data"

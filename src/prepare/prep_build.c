@@ -151,6 +151,7 @@ static int prep_build(const prep_opts *o) {
         if (rc == 0) {
             rc = prep_write_side(o, &pass, flags, 0, o->out, source, comm);
             if (rc == 0) rc = prep_carry_tokenizer(o, o->out, comm);
+            if (rc == 0 && with_valid) rc = prep_carry_tokenizer(o, valid_path, comm);
             if (rc && with_valid && o->rank == 0) unlink(valid_path); /* no half result */
         }
         if (rc == 0 && o->rank == 0) {

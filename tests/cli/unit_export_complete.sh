@@ -105,6 +105,12 @@ for p in "the quick brown fox" "hello there, general kenobi" "caf\u00e9 123 456"
   b=$("$QWENFT" generate --model wide --tokenizer hfv1/tokenizer.json --prompt "$p" --max-new-tokens 8 --json)
   [ "$a" = "$b" ] || fail "v1: the converted tokenizer.json encodes '$p' differently: $a vs $b"
 done
+# a v1 directory with its qwen.tiktoken: import carries it, export needs no --tokenizer
+cp -r "$FIX/qwen_v1/hf" v1dir && cp "$FIX/tokenizer/qwen.tiktoken" v1dir/
+"$QWENFT" import --from v1dir --out v1c.h5 > /dev/null && rm -rf v1dir
+"$QWENFT" export --from v1c.h5 --out hfv1c > exportv1c.out
+grep -q "tokenizer: qwen.tiktoken (carried by v1c.h5, identity checked)" exportv1c.out && cmp -s "$FIX/tokenizer/qwen.tiktoken" hfv1c/qwen.tiktoken &&
+  cmp -s hfv1/tokenizer.json hfv1c/tokenizer.json || fail "v1 carried qwen.tiktoken: $(cat exportv1c.out; ls hfv1c)"
 echo "Qwen v1: qwen.tiktoken copied and converted to tokenizer.json (same encoding)"
 # 7. the files travel with the model, the data and the checkpoints: import carries the HF directory's
 # generation_config.json (sampling settings, eos list), every export writes it as it was; prepare --tokenizer

@@ -31,4 +31,11 @@ static inline herr_t h5_close_id(hid_t *id, herr_t (*close)(hid_t)) {
     return r;
 }
 
+/* The parts of an open qf_h5 (h5io.c) that other io/ files reach: the HDF5 file id, its communicator, its path. */
+#include <mpi.h>
+struct qf_h5;
+hid_t qf_h5_hid(const struct qf_h5 *f);
+MPI_Comm qf_h5_comm_of(const struct qf_h5 *f);
+const char *qf_h5_path_of(const struct qf_h5 *f);
+
 #endif

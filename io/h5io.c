@@ -58,6 +58,10 @@ static int agree(const qf_h5 *f, int bad) {
 
 void qf_h5_fail_writes(qf_h5 *f) { f->fail_writes = 1; }
 
+hid_t qf_h5_hid(const qf_h5 *f) { return f->file; }
+MPI_Comm qf_h5_comm_of(const qf_h5 *f) { return f->comm; }
+const char *qf_h5_path_of(const qf_h5 *f) { return f->path; }
+
 /* ---- error stack ---------------------------------------------------------------------------------------- */
 
 typedef struct h5_errbuf {

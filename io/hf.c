@@ -6,7 +6,8 @@
  *   Qwen3ForCausalLM / model_type "qwen3": q_norm/k_norm, attention_bias (default false), head_dim (default 128,
  *     as Qwen3Config).
  *   QWenLMHeadModel / model_type "qwen" (Qwen v1): kv_channels = head_dim, intermediate_size is twice the FFN
- *     width, rotary_emb_base, layer_norm_epsilon, seq_length; q/k/v biases; separate lm_head.
+ *     width, rotary_emb_base, layer_norm_epsilon, max_position_embeddings (else seq_length); q/k/v biases; separate
+ *     lm_head.
  * Anything that would change the math and is not implemented (RoPE scaling, sliding-window layers, another
  * activation, extra biases) is rejected naming the key rather than silently ignored.
  *
@@ -21,6 +22,7 @@
  *   lm_head.weight [V,C]                        -> lm_head.weight */
 #include "hf.h"
 #include "tokenizer.h"
+#include "hf_files.h"
 #include <limits.h>
 
 #include <jansson.h>
@@ -253,7 +255,10 @@ static int cfg_qwen1(cfg_ctx *c, qf_model_config *m) {
     if (cfg_num_in(c, c->root, "rotary_emb_base", "rotary_emb_base", 10000.0, &m->rope_theta) ||
         cfg_num_in(c, c->root, "layer_norm_epsilon", "layer_norm_epsilon", 1e-6, &m->rms_norm_eps))
         return c->e->code;
-    const char *mp = json_object_get(c->root, "seq_length") ? "seq_length" : "max_position_embeddings";
+    /* QWenConfig has both: max_position_embeddings (what a Qwen2 config.json names the same; Qwen-7B 32768, Qwen-14B
+     * 8192) and seq_length (the training context, for its dynamic-NTK and logn scaling); the former is the field, the
+     * latter stands in for configs that lack it (QWenConfig's default 8192 without either) */
+    const char *mp = json_object_get(c->root, "max_position_embeddings") ? "max_position_embeddings" : "seq_length";
     if (cfg_dim(c, mp, 0, 8192, &m->max_position_embeddings)) return c->e->code;
     return 0;
 }
@@ -578,6 +583,17 @@ int qf_hf_read_param(const qf_hf *hf, const char *name, float *out, qf_err *e) {
 
 /* ---- import ------------------------------------------------------------------------------------------------------- */
 
+/* The directory's tokenizer files and generation_config.json, carried in the model (io/hf_files.h). */
+static int hf_carry_files(qf_h5 *f, const char *dir, qf_err *e) {
+    qf_hf_files hf;
+    if (qf_hf_files_from_dir(dir, &hf, e)) return e->code;
+    int rc = qf_hf_files_write(f, &hf, e);
+    if (!rc && hf.n) printf("import: carries %d file%s of %s (tokenizer, generation_config.json)\n", hf.n,
+                            hf.n == 1 ? "" : "s", dir);
+    qf_hf_files_free(&hf);
+    return rc;
+}
+
 /* The HF directory's tokenizer, recorded for export (docs/formats.md): root attributes `tokenizer` (its identity,
  * "" when the directory holds none that loads) and `tokenizer_dir` (the directory's absolute path). */
 static int hf_record_tokenizer(qf_h5 *f, const char *dir, qf_err *e) {
@@ -598,7 +614,7 @@ static int hf_record_tokenizer(qf_h5 *f, const char *dir, qf_err *e) {
     }
     int rc = qf_h5_attr_write_str(f, "/", "tokenizer", ident, e) || qf_h5_attr_write_str(f, "/", "tokenizer_dir", abs, e);
     if (t) qf_tok_free(t);
-    return rc ? e->code : 0;
+    return rc ? e->code : hf_carry_files(f, dir, e);
 }
 
 int qf_hf_import(const char *dir, const char *out_h5, const char *dtype_or_null, qf_err *e) {

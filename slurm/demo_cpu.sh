@@ -37,7 +37,10 @@ for part in train valid; do
          --vocab-size 320 --eos-id 256 --pad-id 256
   fi
 done
-echo "qwen-ft job ${SLURM_JOB_ID} (restart ${SLURM_RESTART_COUNT:-0}): qwen-ft train $DEMO/demo.cfg $*"
+# the deck's paths (../demo-out/...) are relative to its directory: a copy in inputs/ here writes into ./demo-out
+mkdir -p inputs
+[ -e inputs/demo.cfg ] || cp "$DEMO/demo.cfg" inputs/demo.cfg
+echo "qwen-ft job ${SLURM_JOB_ID} (restart ${SLURM_RESTART_COUNT:-0}): qwen-ft train inputs/demo.cfg $*"
 not_yet
-srun --mpi=pmix --ntasks="${SLURM_NTASKS:-2}" qwen-ft train "$DEMO/demo.cfg" "$@" &
+srun --mpi=pmix --ntasks="${SLURM_NTASKS:-2}" qwen-ft train inputs/demo.cfg "$@" &
 finish_step "$!"

@@ -3,7 +3,7 @@
 # every node, the deck inputs/h200.cfg (ZeRO-3, bf16). Change --nodes (the batch rule: train_batch_size = micro x
 # accumulation x all ranks, so the deck gives micro and accumulation and the global batch follows the node count).
 #
-#   sbatch --nodes=N multinode.sh [DECK.cfg] [--set key=value ...]   (deck default: $QWENFT_SHARE/inputs/h200.cfg)
+#   sbatch --nodes=N multinode.sh [DECK.cfg] [--set key=value ...]   (deck default: ./h200.cfg, copied from $QWENFT_SHARE/inputs)
 #
 # qwen-ft's run header lists every node, its GPUs, NVLink and InfiniBand, and the NCCL settings in force; put
 # site settings (NCCL_IB_HCA, NCCL_SOCKET_IFNAME, ...) in the environment before srun: they always win.
@@ -33,8 +33,9 @@ command -v module > /dev/null 2>&1 || for init in /usr/share/lmod/lmod/init/bash
 module load qwen-ft
 # shellcheck source-path=SCRIPTDIR source=qwen-ft-job.sh disable=SC1091
 . "${QWENFT_SHARE:?module load qwen-ft did not set QWENFT_SHARE}/slurm/qwen-ft-job.sh"
-DECK=${1:-$QWENFT_SHARE/inputs/h200.cfg}
-[ $# -gt 0 ] && shift
+# the deck's relative paths are its directory's: without a DECK argument, a copy of the shipped one in the
+# directory you submit from (made once; edit it there)
+if [ $# -gt 0 ]; then DECK=$1; shift; else DECK=h200.cfg; [ -e "$DECK" ] || cp "$QWENFT_SHARE/inputs/h200.cfg" "$DECK"; fi
 export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}
 echo "qwen-ft job ${SLURM_JOB_ID} (restart ${SLURM_RESTART_COUNT:-0}) on ${SLURM_JOB_NUM_NODES} nodes (${SLURM_JOB_NODELIST}): qwen-ft train ${DECK} $*"
 not_yet

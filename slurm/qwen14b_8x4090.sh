@@ -3,9 +3,10 @@
 # InfiniBand): ZeRO-3 with optimizer and parameter offload to the CPU, fp16 (loss_scale_window 100), seq 512,
 # micro batch 16 x accumulation 16 (the deck inputs/4090.cfg).
 #
-#   sbatch qwen14b_8x4090.sh [DECK.cfg] [--set key=value ...]     (deck default: $QWENFT_SHARE/inputs/4090.cfg)
+#   sbatch qwen14b_8x4090.sh [DECK.cfg] [--set key=value ...]     (deck default: ./4090.cfg, copied from $QWENFT_SHARE/inputs)
 #
-# It runs in the directory you submit from (the deck's relative paths: qwen14b.h5, data/, ckpt/, logs/).
+# It runs in the directory you submit from; the deck's relative paths (qwen14b.h5, data/, ckpt/, logs/) are relative
+# to the deck's directory.
 # qwen-ft sees that RTX 4090s have no P2P and sets NCCL_P2P_DISABLE=1 and NCCL_IB_DISABLE=1 itself (the run
 # header says so); export your own values to override. Ten minutes before the time limit Slurm sends SIGUSR1 to
 # this script, which forwards it to the training step: the ranks agree at the next step boundary, write a
@@ -36,8 +37,9 @@ command -v module > /dev/null 2>&1 || for init in /usr/share/lmod/lmod/init/bash
 module load qwen-ft
 # shellcheck source-path=SCRIPTDIR source=qwen-ft-job.sh disable=SC1091
 . "${QWENFT_SHARE:?module load qwen-ft did not set QWENFT_SHARE}/slurm/qwen-ft-job.sh"
-DECK=${1:-$QWENFT_SHARE/inputs/4090.cfg}
-[ $# -gt 0 ] && shift
+# the deck's relative paths are its directory's: without a DECK argument, a copy of the shipped one in the
+# directory you submit from (made once; edit it there)
+if [ $# -gt 0 ]; then DECK=$1; shift; else DECK=4090.cfg; [ -e "$DECK" ] || cp "$QWENFT_SHARE/inputs/4090.cfg" "$DECK"; fi
 export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}
 echo "qwen-ft job ${SLURM_JOB_ID} (restart ${SLURM_RESTART_COUNT:-0}) on ${SLURM_JOB_NODELIST}: qwen-ft train ${DECK} $*"
 not_yet

@@ -2,7 +2,7 @@
 # sweep_lr.sh — a job array: one training per learning rate, each on its own 4 x A100 node, each with its own
 # checkpoint and log directories (so that each array task resumes on its own after a requeue).
 #
-#   sbatch sweep_lr.sh [DECK.cfg] [--set key=value ...]          (deck default: $QWENFT_SHARE/inputs/a100.cfg)
+#   sbatch sweep_lr.sh [DECK.cfg] [--set key=value ...]          (deck default: ./a100.cfg, copied from $QWENFT_SHARE/inputs)
 #   qwen-ft plot sweep/lr-*/logs/metrics.jsonl -o sweep.png     (afterwards: the curves side by side)
 #
 # Array task i trains with LRS[i]; %2 lets at most two run at once. Change LRS and --array together.
@@ -31,8 +31,9 @@ command -v module > /dev/null 2>&1 || for init in /usr/share/lmod/lmod/init/bash
 module load qwen-ft
 # shellcheck source-path=SCRIPTDIR source=qwen-ft-job.sh disable=SC1091
 . "${QWENFT_SHARE:?module load qwen-ft did not set QWENFT_SHARE}/slurm/qwen-ft-job.sh"
-DECK=${1:-$QWENFT_SHARE/inputs/a100.cfg}
-[ $# -gt 0 ] && shift
+# the deck's relative paths are its directory's: without a DECK argument, a copy of the shipped one in the
+# directory you submit from (made once; edit it there)
+if [ $# -gt 0 ]; then DECK=$1; shift; else DECK=a100.cfg; [ -e "$DECK" ] || cp "$QWENFT_SHARE/inputs/a100.cfg" "$DECK"; fi
 LR=${LRS[${SLURM_ARRAY_TASK_ID:-0}]}
 OUT=sweep/lr-${LR}
 export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}

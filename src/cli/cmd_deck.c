@@ -8,6 +8,7 @@
 #include "deck/deck.h"
 #include "deck/deck_keys.h"
 #include "deck/ds_config.h"
+#include "deck_placeholders.h"
 
 /* As DeepSpeed users write numbers: 2e8 stays 2e8 (not 200000000.0), 0.9 stays 0.9. */
 static void put_float(double v, FILE *f) {
@@ -115,15 +116,9 @@ static int from_ds(const char *json, const char *model, const char *train, const
     } else {
         fputs("# model = { from = \"MODEL.h5\"; };  # required: an HDF5 model, a checkpoint directory or an HF directory\n", f);
     }
-    if (train || valid) {
-        fputs("data = {", f);
-        if (train) fputs(" train = ", f), qf_deck_print_string(train, f), fputc(';', f);
-        if (valid) fputs(" valid = ", f), qf_deck_print_string(valid, f), fputc(';', f);
-        fputs(" };\n", f);
-    } else {
-        fputs("# data = { train = \"train.h5\"; valid = \"valid.h5\"; };  # required to train\n", f);
-    }
+    qf_deck_put_data(train, valid, &d, f);
     put_group(config_root_setting(&ds.cfg), "", 0, f);
+    qf_deck_put_placeholders(json, config_root_setting(&ds.cfg), &d, f);
     qf_ds_free(&ds);
     return 0;
 }
@@ -160,7 +155,12 @@ static int deck_run(const void *opts) {
     }
     int rc = 0;
     if (o->keys) qf_deck_print_keys_markdown(f);
-    else rc = from_ds(o->from_ds, o->model, o->train, o->valid, f);
+    else {
+        char bm[QF_PATH_MAX + 4096], bt[QF_PATH_MAX + 4096], bv[QF_PATH_MAX + 4096];
+        rc = from_ds(o->from_ds, qf_deck_path_for_out(o->out, o->model, bm, sizeof bm),
+                     qf_deck_path_for_out(o->out, o->train, bt, sizeof bt),
+                     qf_deck_path_for_out(o->out, o->valid, bv, sizeof bv), f);
+    }
     if (o->out && fclose(f) != 0) {
         fprintf(stderr, "qwen-ft deck: writing %s failed\n", o->out);
         rc = QF_EXIT_RUNTIME;

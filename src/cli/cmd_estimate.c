@@ -53,13 +53,22 @@ static int est_model(const est_opts *o, qf_deck *d, qf_model_config *c, qf_err *
         d->model_from[0] = 0;
         snprintf(d->model_preset, sizeof d->model_preset, "%s", o->preset);
     }
-    if (d->model_from[0]) {
+    if (d->model_from[0] && (qf_exists(d->model_from) || !d->model_preset[0])) {
         if (!qf_exists(d->model_from))
-            return qf_err_set(e, QF_EXIT_INPUT, "%s: model.from: %s does not exist (estimate --preset=NAME plans for a "
-                              "published architecture without the weights)", d->path, d->model_from);
-        char resolved[QF_PATH_MAX + 64];
-        return qf_model_source_config(d->model_from, c, resolved, sizeof resolved, e);
+            return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'model.from': %s does not exist (model.preset beside it, or "
+                              "estimate --preset=NAME, plans for a published architecture without the weights)",
+                              qf_deck_path_where(d, "model.from"), d->model_from);
+        char resolved[QF_PATH_MAX + 64], pm[256];
+        if (qf_model_source_config(d->model_from, c, resolved, sizeof resolved, e)) return e->code;
+        if (qf_deck_preset_matches(d, c, pm, sizeof pm))
+            return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'model.preset' does not match model.from %s: %s",
+                              qf_deck_path_where(d, "model.from"), d->model_from, pm);
+        return 0;
     }
+    /* model.from not there yet: its architecture from model.preset beside it */
+    if (d->model_from[0])
+        fprintf(stderr, "estimate: model.from %s does not exist yet: planning with model.preset \"%s\" (%s)\n",
+                d->model_from, d->model_preset, qf_deck_path_where(d, "model.preset"));
     char msg[512];
     if (qf_deck_model_config(d, c, msg, sizeof msg)) return qf_err_set(e, QF_EXIT_INPUT, "%s: model: %s", d->path, msg);
     return 0;

@@ -8,6 +8,8 @@
 
 #include "commands.h"
 #include "store/export_hf.h"
+#include "store/checkpoint.h"
+#include <sys/stat.h>
 
 /* "5GB" (10^9), "500MiB" (2^20), "123" (bytes), as transformers' max_shard_size; 0 or -1 */
 static int export_parse_size(const char *s, int64_t *out) {
@@ -30,7 +32,7 @@ static int export_parse_size(const char *s, int64_t *out) {
 }
 
 typedef struct export_opts {
-    const char *from, *out, *dtype, *tokenizer, *max_shard_size;
+    const char *from, *out, *dtype, *tokenizer, *max_shard_size, *step;
 } export_opts;
 
 static const qf_opt EXPORT_OPTS[] = {
@@ -41,12 +43,15 @@ static const qf_opt EXPORT_OPTS[] = {
     {.name = "dtype", .type = QF_OPT_CHOICE, .off = offsetof(export_opts, dtype), .choices = "bf16|fp16|fp32",
      .help = "tensor dtype (default: the dtype the model was trained or imported in)"},
     {.name = "tokenizer", .type = QF_OPT_STR, .off = offsetof(export_opts, tokenizer), .meta = "T",
-     .help = "tokenizer.json, qwen.tiktoken or a directory to include (default: the tokenizer the model recorded "
-             "at import, or its checkpoint's model.from; checked against the identity the model and the training "
-             "data record)"},
+     .help = "tokenizer.json, qwen.tiktoken or a directory to include (default: the tokenizer files the model, "
+             "checkpoint or training data carries, or the directory recorded at import; checked against the identity "
+             "the model and the training data record; a recorded tokenizer that cannot be found is exit 2)"},
     {.name = "max-shard-size", .type = QF_OPT_STR, .off = offsetof(export_opts, max_shard_size), .meta = "S",
      .def = "5GiB", .help = "largest safetensors file: bytes, or with KB/MB/GB (10^3) or KiB/MiB/GiB (2^10); a "
                             "tensor larger than S gets a file of its own"},
+    {.name = "step", .type = QF_OPT_STR, .off = offsetof(export_opts, step), .meta = "N|best",
+     .help = "with --from a checkpoint directory: its checkpoint of step N (step-N or N), best (checkpoint.keep_best) "
+             "or latest (the default)"},
     {.name = "set", .type = QF_OPT_IGNORED, .meta = "KEY=VALUE", .help = "export reads no deck"},
 };
 
@@ -59,13 +64,28 @@ static int export_main(const void *opts) {
         return QF_EXIT_INPUT;
     }
     qf_err e = {0};
-    if (qf_export_hf_file(o->from, o->out, o->dtype, o->tokenizer, shard_bytes, &e)) fprintf(stderr, "qwen-ft: %s\n", e.msg);
+    char picked[QF_PATH_MAX + 64];
+    const char *from = o->from;
+    if (o->step) {
+        struct stat st;
+        if (stat(o->from, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "qwen-ft export: --step %s needs --from a checkpoint directory; %s is not one\n", o->step,
+                    o->from);
+            return QF_EXIT_INPUT;
+        }
+        if (qf_ckpt_resolve(o->from, o->step, picked, sizeof picked, &e)) {
+            fprintf(stderr, "qwen-ft export: --step %s: %s\n", o->step, e.msg);
+            return e.code;
+        }
+        from = picked;
+    }
+    if (qf_export_hf_file(from, o->out, o->dtype, o->tokenizer, shard_bytes, &e)) fprintf(stderr, "qwen-ft: %s\n", e.msg);
     return e.code;
 }
 
 const qf_cmd qf_cmd_export = {
     .name = "export",
-    .synopsis = "--from=CKPT --out=HF_DIR [--dtype=bf16|fp16|fp32] [--tokenizer=T] [--max-shard-size=S]",
+    .synopsis = "--from=CKPT --out=HF_DIR [--step=N|best] [--dtype=bf16|fp16|fp32] [--tokenizer=T] [--max-shard-size=S]",
     .summary = "HDF5 model or checkpoint -> HF safetensors directory (transformers, vLLM)",
     .about = "Checkpoints export their fp32 master weights; Qwen v1 models export in the Qwen2 layout. Shards of at\n"
              "most --max-shard-size with model.safetensors.index.json, config.json, generation_config.json and the\n"

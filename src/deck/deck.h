@@ -8,6 +8,7 @@
 
 #define QF_PATH_MAX 1024
 #define QF_DECK_KEYS_MAX 192 /* entries of the key table (deck_keys.c asserts it) */
+#define QF_DECK_PATH_KEYS 6  /* model.from, data.train, data.valid, checkpoint.dir, log.dir, tensorboard.output_path */
 
 /* Where a key's value came from (qf_deck.origin, per key of the table), and what happened to it. */
 enum {
@@ -15,12 +16,14 @@ enum {
     QF_ORIGIN_DECK = 1,             /* the deck file (or an @include) */
     QF_ORIGIN_SET = 2,              /* --set */
     QF_ORIGIN_DS = 3,               /* the DeepSpeed JSON named by `deepspeed` */
+    QF_ORIGIN_HF = 4,               /* not given anywhere: the HF Trainer's default (deck_hf_defaults.c) */
     QF_ORIGIN_MASK = 0x0f,
     QF_ORIGIN_AUTO = 0x10,          /* given as "auto" */
     QF_ORIGIN_DS_OVERRIDDEN = 0x20  /* the JSON gave it too; the deck or --set won */
 };
 
-typedef enum { QF_SCHED_NONE = 0, QF_SCHED_WARMUP_LR, QF_SCHED_WARMUP_DECAY_LR, QF_SCHED_WARMUP_COSINE_LR } qf_sched_type;
+typedef enum { QF_SCHED_NONE = 0, QF_SCHED_WARMUP_LR, QF_SCHED_WARMUP_DECAY_LR, QF_SCHED_WARMUP_COSINE_LR,
+               QF_SCHED_LINEAR /* the HF Trainer's lr_scheduler_type "linear" */ } qf_sched_type;
 typedef enum { QF_WARMUP_LOG = 0, QF_WARMUP_LINEAR } qf_warmup_type;
 typedef enum { QF_OFFLOAD_NONE = 0, QF_OFFLOAD_CPU } qf_offload_device;
 /* where the reduced gradient shard lives with offload_optimizer (auto: the run decides by its memory plan) */
@@ -124,6 +127,7 @@ typedef struct qf_deck {
     int checkpoint_keep;              /* 3 */
     int checkpoint_at_end;            /* true: every run ends with a checkpoint */
     int checkpoint_export_hf;         /* false: each checkpoint also writes step-N-hf (src/store/export_sharded.c) */
+    int checkpoint_keep_best;         /* false: the best-validation checkpoint is kept outside the rotation */
 
     /* eval */
     int64_t eval_every_steps;         /* 0 = only at the end */
@@ -154,6 +158,8 @@ typedef struct qf_deck {
     char deepspeed[QF_PATH_MAX];      /* `deepspeed`: the DeepSpeed JSON config read under the deck ("" = none) */
     char deepspeed_path[2 * QF_PATH_MAX + 8]; /* ... as opened (relative to the deck's directory) */
     unsigned char origin[QF_DECK_KEYS_MAX]; /* per key of the table: QF_ORIGIN_* */
+    char path_where[QF_DECK_PATH_KEYS + 1][QF_PATH_MAX + 64]; /* "FILE:LINE" of each path key, and of model.preset
+                                                               * (deck_paths.c) */
 } qf_deck;
 
 /* Loads and validates path (with @include), applies the --set overrides (each "key.path=value"), resolves "auto"
@@ -168,8 +174,16 @@ void qf_deck_defaults(qf_deck *d);
  * reduce_bucket_size = h^2, stage3_prefetch_bucket_size = 0.9 h^2, stage3_param_persistence_threshold = 10 h. */
 void qf_deck_resolve_auto(qf_deck *d, int64_t hidden);
 
+/* Paths (deck_paths.c): a relative path of the deck, its JSON or its @include is relative to the deck's directory
+ * (resolved while the deck loads), one given with --set to the working directory. qf_deck_path_where: where the
+ * path key came from ("run.cfg:7", "--set 'data.train=x'", "run.cfg (default of checkpoint.dir)"), for messages. */
+const char *const *qf_deck_path_keys(void);
+const char *qf_deck_path_where(const qf_deck *d, const char *key);
+
 /* Writes the resolved deck as libconfig text (the run header shows it; checkpoints store it). */
 void qf_deck_print(const qf_deck *d, FILE *f);
+/* The value of key ki (index in the key table) as deck text. */
+void qf_deck_print_value(const qf_deck *d, int ki, FILE *f);
 /* s as a libconfig string literal: in double quotes, with '"' and '\\' escaped. */
 void qf_deck_print_string(const char *s, FILE *f);
 
@@ -179,6 +193,9 @@ void qf_deck_print_sources(const qf_deck *d, FILE *f);
 /* Why the key (table index ki) has no effect in this deck, or NULL when it acts: a key accepted for DeepSpeed
  * decks that qwen-ft's design makes moot, or a key that another key switches off (fp16.* without fp16). */
 const char *qf_deck_key_moot(const qf_deck *d, int ki);
+/* The header's line(s) of the optimizer, scheduler and batch keys that nothing gave: "HF Trainer defaults ..." (decks
+ * with `deepspeed`, deck_hf_defaults.c) and "defaults ..." (the key table's); nothing when every one is given. */
+void qf_deck_print_defaults(const qf_deck *d, FILE *f);
 
 /* For the docs and --help: prints every key with type, default, meaning, DeepSpeed equivalent as markdown. */
 void qf_deck_print_keys_markdown(FILE *f);
@@ -189,5 +206,9 @@ void qf_deck_print_keys_markdown(FILE *f);
  * inconsistent. qf_deck_load already ran it for such decks. */
 struct qf_model_config;
 int qf_deck_model_config(const qf_deck *d, struct qf_model_config *out, char *msg, int n);
+/* model.preset beside model.from names the architecture the file must have (so that `estimate` plans before the
+ * weights exist): 0 when there is no preset or the file's config (f) has the preset's architecture and dimensions,
+ * -1 with msg naming the first difference. */
+int qf_deck_preset_matches(const qf_deck *d, const struct qf_model_config *f, char *msg, int n);
 
 #endif

@@ -56,7 +56,7 @@ static int deck_check_zero(const deck_ctx *c) {
 static void deck_sched_names(const char *const *names, unsigned mask, char *buf, size_t n) {
     size_t len = 0;
     buf[0] = 0;
-    for (int t = 1; t < 4; t++)
+    for (int t = 1; t <= QF_SCHED_LINEAR; t++)
         if (mask & QF_SCHED_BIT(t)) {
             snprintf(buf + len, n - len, "%s%s", len ? ", " : "", names[t]);
             len = strlen(buf);
@@ -164,9 +164,8 @@ static int deck_check_model(const deck_ctx *c) {
     qf_model_config m;
     char msg[512];
     int rc;
-    if (d->model_from[0] && d->model_preset[0])
-        return deck_fail(c, deck_src(c, "model.preset"), "model.preset",
-                         "give model.from (weights from a file) or model.preset (random init), not both");
+    /* both: the preset names model.from's architecture (checked against the file where the file is read) */
+    if (d->model_from[0] && d->model_preset[0]) return deck_check_preset(c);
     if (d->model_from[0] || (!c->has_file && !d->model_preset[0] && !deck_src(c, "model.hidden_size"))) return 0;
     if (d->model_preset[0] && (rc = deck_check_preset(c)) != 0) return rc;
     if (!d->model_preset[0] && (rc = deck_check_dims(c)) != 0) return rc;
@@ -199,7 +198,8 @@ static int deck_batch(deck_ctx *c, int w) {
     qf_deck *d = c->d;
     int gb = deck_given(c, "train_batch_size"), gm = deck_given(c, "train_micro_batch_size_per_gpu");
     int ga = deck_given(c, "gradient_accumulation_steps");
-    int64_t tb = d->train_batch_size, m = gm ? d->train_micro_batch_size_per_gpu : 1;
+    int64_t tb = d->train_batch_size;
+    int64_t m = gm ? d->train_micro_batch_size_per_gpu : c->default_micro ? c->default_micro : 1;
     int64_t a = ga ? d->gradient_accumulation_steps : 1;
     if ((double)m * (double)a * w > DECK_INT_NOMAX) return deck_batch_fail(c, tb, m, a, w, "too large");
     if (!gb) tb = m * a * w;
@@ -221,6 +221,7 @@ static int deck_batch(deck_ctx *c, int w) {
 
 int deck_resolve(deck_ctx *c, int dp_world) {
     int rc;
+    if ((rc = deck_hf_defaults(c)) || (rc = deck_resolve_paths(c))) return rc;
     deck_resolve_autos(c);
     if ((rc = deck_check_precision(c)) || (rc = deck_check_zero(c)) || (rc = deck_check_sched(c)) ||
         (rc = deck_check_run(c)) || (rc = deck_check_model(c)))

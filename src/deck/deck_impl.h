@@ -36,6 +36,7 @@ typedef struct deck_ctx {
     int nhooks;
     qf_ds_config ds;           /* the DeepSpeed JSON (`deepspeed`), as settings */
     int has_ds;
+    int default_micro;         /* the micro batch when the batch rule has none (0 = 1; deck_hf_defaults.c) */
     qf_deck *d;
     qf_err *e;
 } deck_ctx;
@@ -75,6 +76,17 @@ int deck_apply_set(deck_ctx *c, char *set);
 /* After the walk: resolves "auto" that depends on other keys, checks across keys and the model, then the batch
  * rule for dp_world data-parallel ranks. */
 int deck_resolve(deck_ctx *c, int dp_world);
+
+/* ---- deck_hf_defaults.c ---- */
+
+/* Before the checks: with `deepspeed`, the HF Trainer's defaults for an optimizer, scheduler and micro batch that
+ * nothing gives (marked QF_ORIGIN_HF); for every deck, scheduler "linear" without warmup_num_steps warms up 0 steps. */
+int deck_hf_defaults(deck_ctx *c);
+
+/* ---- deck_paths.c ---- */
+
+/* Makes the deck's relative paths relative to its directory; records where each path key came from. */
+int deck_resolve_paths(deck_ctx *c);
 
 /* ---- deck_msg.c ---- */
 

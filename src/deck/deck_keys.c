@@ -26,11 +26,12 @@
 #define S_LR SB(QF_SCHED_WARMUP_LR)
 #define S_DECAY SB(QF_SCHED_WARMUP_DECAY_LR)
 #define S_COS SB(QF_SCHED_WARMUP_COSINE_LR)
+#define S_LIN SB(QF_SCHED_LINEAR)
 
 static const char *const k_arch[] = {"qwen2", "qwen3", NULL};
 static const char *const k_ackpt[] = {"none", "full", "selective", NULL};
 static const char *const k_opt[] = {"AdamW", "Adam", NULL};
-static const char *const k_sched[] = {"none", "WarmupLR", "WarmupDecayLR", "WarmupCosineLR", NULL};
+static const char *const k_sched[] = {"none", "WarmupLR", "WarmupDecayLR", "WarmupCosineLR", "linear", NULL};
 static const char *const k_warmup[] = {"log", "linear", NULL};
 static const char *const k_offload[] = {"none", "cpu", NULL};
 static const char *const k_grads[] = {"auto", "device", "host", NULL};
@@ -151,11 +152,13 @@ static const qf_deck_key k_keys[] = {
      .help = "rows per optimizer step, all ranks: micro x accumulation x data-parallel ranks"},
     {.path = "train_micro_batch_size_per_gpu", .type = QF_KT_INT, OFF(train_micro_batch_size_per_gpu),
      .def = "0", POS_INT, .flags = QF_KF_UNSET | QF_KF_AUTO_UNSET, .autov = "0",
-     .ds = "`train_micro_batch_size_per_gpu`", .doc_default = "(batch rule; 1)", .doc_auto = "derived by the batch rule",
+     .ds = "`train_micro_batch_size_per_gpu`", .doc_default = "(batch rule; 1, with `deepspeed` 8)",
+     .doc_auto = "8 (HF per_device_train_batch_size) unless train_batch_size gives it",
      .help = "rows per forward/backward on one rank"},
     {.path = "gradient_accumulation_steps", .type = QF_KT_INT, OFF(gradient_accumulation_steps), .def = "0",
      POS_INT, .flags = QF_KF_UNSET | QF_KF_AUTO_UNSET, .autov = "0", .ds = "`gradient_accumulation_steps`",
-     .doc_default = "(batch rule; 1)", .doc_auto = "derived by the batch rule",
+     .doc_default = "(batch rule; 1, with `deepspeed` 8)",
+     .doc_auto = "8 (HF per_device_train_batch_size) unless train_batch_size gives it",
      .help = "micro-batches per optimizer step"},
     {.path = "max_steps", .type = QF_KT_INT64, OFF(max_steps), .def = "0", NONNEG_I64,
      .ds = "qwen-ft only (HF `max_steps`)", .help = "optimizer steps to run; 0 = run `epochs` epochs"},
@@ -217,7 +220,9 @@ static const qf_deck_key k_keys[] = {
     /* ---- scheduler ---- */
     {.path = "scheduler.type", .type = QF_KT_ENUM, OFF(sched), .def = "none", .flags = QF_KF_UNSET,
      .choices = k_sched, .ds = "`scheduler.type`", .doc_default = "(none: constant lr)",
-     .help = "learning-rate schedule; \"none\" (qwen-ft) turns off a scheduler set elsewhere"},
+     .help = "learning-rate schedule; \"linear\" (qwen-ft, the HF Trainer's default): linear warmup from 0 over "
+             "warmup_num_steps, then linear decay of optimizer.params.lr to 0 at total_num_steps; \"none\" "
+             "(qwen-ft) turns off a scheduler set elsewhere"},
     {.path = "scheduler.params.warmup_min_lr", .type = QF_KT_FLOAT, OFF(warmup_min_lr), .def = "0", NONNEG_F,
      .autov = "0", .sched_mask = S_LR | S_DECAY, .ds = "`scheduler.params.warmup_min_lr`",
      .help = "lr at step 0 (WarmupLR, WarmupDecayLR)"},
@@ -226,16 +231,16 @@ static const qf_deck_key k_keys[] = {
      .sched_mask = S_LR | S_DECAY, .ds = "`scheduler.params.warmup_max_lr`",
      .help = "lr at the end of warmup (WarmupLR, WarmupDecayLR)"},
     {.path = "scheduler.params.warmup_num_steps", .type = QF_KT_INT64, OFF(warmup_num_steps), .def = "1000",
-     NONNEG_I64, .autov = "0", .sched_mask = S_LR | S_DECAY | S_COS, .ds = "`scheduler.params.warmup_num_steps`",
-     .help = "warmup length in optimizer steps"},
+     NONNEG_I64, .autov = "0", .sched_mask = S_LR | S_DECAY | S_COS | S_LIN,
+     .ds = "`scheduler.params.warmup_num_steps`", .help = "warmup length in optimizer steps"},
     {.path = "scheduler.params.warmup_type", .type = QF_KT_ENUM, OFF(warmup_type), .def = "log",
      .choices = k_warmup, .sched_mask = S_LR | S_DECAY | S_COS, .ds = "`scheduler.params.warmup_type`",
      .help = "warmup curve"},
     {.path = "scheduler.params.total_num_steps", .type = QF_KT_INT64, OFF(total_num_steps), .def = "0",
      POS_I64, .flags = QF_KF_UNSET | QF_KF_AUTO_SENTINEL, .autov = "-1",
-     .doc_auto = "-1: the trainer uses the run's total steps", .sched_mask = S_DECAY | S_COS,
+     .doc_auto = "-1: the trainer uses the run's total steps", .sched_mask = S_DECAY | S_COS | S_LIN,
      .doc_default = "(required)", .ds = "`scheduler.params.total_num_steps`",
-     .help = "step where the decay ends (WarmupDecayLR, WarmupCosineLR)"},
+     .help = "step where the decay ends (WarmupDecayLR, WarmupCosineLR; linear: the run's total steps when not given)"},
     {.path = "scheduler.params.warmup_min_ratio", .type = QF_KT_FLOAT, OFF(warmup_min_ratio), .def = "0",
      RANGE(0, 1), .sched_mask = S_COS, .ds = "`scheduler.params.warmup_min_ratio`",
      .help = "lr at step 0 as a fraction of optimizer lr (WarmupCosineLR)"},
@@ -417,6 +422,11 @@ static const qf_deck_key k_keys[] = {
     {.path = "checkpoint.export_hf", .type = QF_KT_BOOL, OFF(checkpoint_export_hf), .def = "false",
      .ds = "qwen-ft only (like `stage3_gather_16bit_weights_on_model_save`)",
      .help = "each checkpoint also writes an HF directory step-N-hf beside it, from the sharded state, collectively"},
+    {.path = "checkpoint.keep_best", .type = QF_KT_BOOL, OFF(checkpoint_keep_best), .def = "false",
+     .ds = "qwen-ft only (HF `load_best_model_at_end`, which keeps the best checkpoint beyond save_total_limit)",
+     .help = "each evaluation that improves valid_loss (by more than eval.early_stopping_threshold) checkpoints its "
+             "step and names it in checkpoint.dir/best, outside the checkpoint.keep rotation (train --resume-from "
+             "best, export --step best)"},
     {.path = "eval.every_steps", .type = QF_KT_INT64, OFF(eval_every_steps), .def = "0", NONNEG_I64,
      .ds = "qwen-ft only (HF `eval_steps`)", .help = "validation period in steps; 0 = only at the end"},
     {.path = "eval.early_stopping_patience", .type = QF_KT_INT, OFF(early_stopping_patience), .def = "0",

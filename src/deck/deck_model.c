@@ -62,3 +62,32 @@ int qf_deck_model_config(const qf_deck *d, qf_model_config *out, char *msg, int 
     model_overlay(d, out, preset);
     return qf_model_config_check(out, msg, n);
 }
+
+int qf_deck_preset_matches(const qf_deck *d, const qf_model_config *f, char *msg, int n) {
+    qf_model_config p;
+    if (!d->model_preset[0]) return 0;
+    if (qf_preset_lookup(d->model_preset, &p) != 0) {
+        snprintf(msg, (size_t)n, "unknown preset \"%s\"", d->model_preset);
+        return -1;
+    }
+    struct { const char *what; long long want, got; } dims[] = {
+        {"vocab_size", (long long)p.vocab_size, (long long)f->vocab_size},
+        {"hidden_size", p.hidden_size, f->hidden_size},
+        {"intermediate_size", p.intermediate_size, f->intermediate_size},
+        {"num_hidden_layers", p.num_layers, f->num_layers},
+        {"num_attention_heads", p.num_heads, f->num_heads},
+        {"num_key_value_heads", p.num_kv_heads, f->num_kv_heads},
+        {"head_dim", p.head_dim, f->head_dim},
+        {"tie_word_embeddings", p.tie_word_embeddings, f->tie_word_embeddings}};
+    if (strcmp(p.arch, f->arch) != 0) {
+        snprintf(msg, (size_t)n, "preset \"%s\" is arch \"%s\", the file \"%s\"", d->model_preset, p.arch, f->arch);
+        return -1;
+    }
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        if (dims[i].want != dims[i].got) {
+            snprintf(msg, (size_t)n, "preset \"%s\" has %s %lld, the file %lld", d->model_preset, dims[i].what,
+                     dims[i].want, dims[i].got);
+            return -1;
+        }
+    return 0;
+}

@@ -48,6 +48,13 @@ static void deck_print_value(const qf_deck_key *k, const qf_deck *d, FILE *f) {
     }
 }
 
+void qf_deck_print_value(const qf_deck *d, int ki, FILE *f) {
+    int n;
+    const qf_deck_key *k = qf_deck_keys_table(&n);
+    QF_CHECK(ki >= 0 && ki < n);
+    deck_print_value(&k[ki], d, f);
+}
+
 static int deck_print_skip(const qf_deck_key *k, const qf_deck *d) {
     /* the resolved deck holds the keys that act, each once; the header lists the others (deck_sources.c) */
     if (k->fate == QF_FATE_ALIAS || k->fate == QF_FATE_NO_EFFECT || strcmp(k->path, "deepspeed") == 0) return 1;

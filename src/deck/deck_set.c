@@ -128,6 +128,22 @@ static int deck_set_clash(deck_ctx *c, const char *key, const char *set) {
     return 0;
 }
 
+/* Keys that exclude each other (deck_check.c refuses a deck with both): an override of one replaces the other, as
+ * "every key can be overridden" promises (--set max_steps=100 on a deck with epochs). */
+static void deck_set_replace(deck_ctx *c, const char *key) {
+    static const char *const pairs[][2] = {{"max_steps", "epochs"}};
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
+        for (int j = 0; j < 2; j++) {
+            if (strcmp(key, pairs[i][j]) != 0) continue;
+            const char *other = pairs[i][1 - j], *dot = strrchr(other, '.');
+            char group[DECK_KEY_MAX];
+            snprintf(group, sizeof group, "%.*s", dot ? (int)(dot - other) : 0, other);
+            config_setting_t *g = dot ? config_lookup(&c->cfg, group) : config_root_setting(&c->cfg);
+            if (g && config_setting_is_group(g) && config_setting_get_member(g, dot ? dot + 1 : other))
+                config_setting_remove(g, dot ? dot + 1 : other);
+        }
+}
+
 int deck_apply_set(deck_ctx *c, char *set) {
     char key[DECK_KEY_MAX], *leaf;
     const char *eq = strchr(set, '=');
@@ -149,9 +165,12 @@ int deck_apply_set(deck_ctx *c, char *set) {
     const char *hook = deck_hook(c, where);
     free(where);
     if (deck_set_clash(c, key, set)) return c->e->code;
+    char whole[DECK_KEY_MAX];
+    snprintf(whole, sizeof whole, "%s", key); /* deck_set_groups cuts key at its dots */
     config_setting_t *g = deck_set_groups(c, key, hook, &leaf);
     if (config_setting_get_member(g, leaf)) config_setting_remove(g, leaf);
     config_setting_set_hook(deck_add_value(&c->keys[ki], g, leaf, value), (void *)hook);
+    deck_set_replace(c, whole);
     free(value);
     return 0;
 }

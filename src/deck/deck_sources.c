@@ -51,6 +51,43 @@ static void sources_line(const qf_deck *d, FILE *f, const char *label, int origi
     if (count) fputc('\n', f);
 }
 
+/* The keys of the optimizer, the schedule and the batch that nothing gave: the HF Trainer's defaults (origin
+ * QF_ORIGIN_HF, decks with `deepspeed`) or the table's (origin 0). */
+static const char *const k_run_keys[] = {"optimizer.type", "optimizer.params.lr", "optimizer.params.betas",
+                                          "optimizer.params.eps", "optimizer.params.weight_decay", "scheduler.type",
+                                          "scheduler.params.warmup_num_steps", "train_micro_batch_size_per_gpu",
+                                          "gradient_accumulation_steps", NULL};
+
+static int sources_defaulted(const qf_deck *d, const char *path, int hf) {
+    int ki = qf_deck_keys_find(path), tb = qf_deck_keys_find("train_batch_size");
+    if (d->origin[ki] != (hf ? QF_ORIGIN_HF : QF_ORIGIN_DEFAULT)) return 0;
+    if (!strcmp(path, "scheduler.params.warmup_num_steps")) return hf; /* the table's 1000 shows under its type */
+    if (!strcmp(path, "train_micro_batch_size_per_gpu") || !strcmp(path, "gradient_accumulation_steps"))
+        return hf || d->origin[tb] == QF_ORIGIN_DEFAULT; /* else the batch rule derived it */
+    return 1;
+}
+
+void qf_deck_print_defaults(const qf_deck *d, FILE *f) {
+    for (int hf = 1; hf >= 0; hf--) {
+        int count = 0;
+        for (int i = 0; k_run_keys[i]; i++) {
+            if (!sources_defaulted(d, k_run_keys[i], hf)) continue;
+            if (!count++) {
+                if (hf) fprintf(f, "HF Trainer defaults (no optimizer, scheduler or batch in the deck, --set or %s; "
+                                   "docs/deck.md, \"From DeepSpeed\"): ", d->deepspeed_path);
+                else fputs("defaults (not in the deck; docs/deck.md): ", f);
+            } else {
+                fputs(", ", f);
+            }
+            fprintf(f, "%s = ", k_run_keys[i]);
+            qf_deck_print_value(d, qf_deck_keys_find(k_run_keys[i]), f);
+        }
+        if (count && hf && d->sched == QF_SCHED_LINEAR)
+            fputs(" (linear decay of the lr to 0 at the run's last step)", f);
+        if (count) fputc('\n', f);
+    }
+}
+
 void qf_deck_print_sources(const qf_deck *d, FILE *f) {
     int n;
     char label[2 * QF_PATH_MAX + 64];
@@ -67,8 +104,10 @@ void qf_deck_print_sources(const qf_deck *d, FILE *f) {
         snprintf(label, sizeof label, "--set overrides %s for: ", d->deepspeed_path);
         sources_line(d, f, label, QF_ORIGIN_SET, 1);
     }
+    qf_deck_print_defaults(d, f);
     for (int i = 0; i < n; i++) {
-        const char *why = d->origin[i] ? qf_deck_key_moot(d, i) : NULL;
+        const char *why = (d->origin[i] & QF_ORIGIN_MASK) && (d->origin[i] & QF_ORIGIN_MASK) != QF_ORIGIN_HF
+                              ? qf_deck_key_moot(d, i) : NULL;
         if (why) fprintf(f, "accepted, no effect here: %s (%s)\n", k[i].path, why);
     }
 }

@@ -8,8 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "dataset.h"
+#include "hf_files.h"
 #include "prep.h"
 #include "prep_run.h"
 #include "util.h"
@@ -70,6 +72,35 @@ static char *prep_source(const prep_plan *plan) {
     return s;
 }
 
+/* --tokenizer T: T's tokenizer files (not its generation_config.json) carried in the dataset written at path, so
+ * that a checkpoint trained on it, and its export, have them (io/hf_files.h). Rank 0 writes; every rank returns
+ * the same code. */
+static int prep_carry_tokenizer(const prep_opts *o, const char *path, MPI_Comm comm) {
+    int rc = 0;
+    if (!o->tokenizer) return 0;
+    if (o->rank == 0) {
+        qf_hf_files hf;
+        qf_err e = {0};
+        struct stat st;
+        int is_dir = stat(o->tokenizer, &st) == 0 && S_ISDIR(st.st_mode);
+        rc = qf_hf_files_from_dir(o->tokenizer, &hf, &e);
+        if (!rc && is_dir) { /* a model directory's generation_config.json is the model's, not the data's */
+            for (int i = 0; i < hf.n; i++)
+                if (!strcmp(hf.name[i], "generation_config.json")) {
+                    free(hf.data[i]);
+                    hf.data[i] = hf.data[--hf.n];
+                    hf.size[i] = hf.size[hf.n];
+                    memcpy(hf.name[i], hf.name[hf.n], sizeof hf.name[i]);
+                }
+        }
+        if (!rc) rc = qf_hf_files_add_to_path(path, &hf, &e);
+        if (rc) fprintf(stderr, "qwen-ft prepare: %s\n", e.msg);
+        qf_hf_files_free(&hf);
+    }
+    MPI_Bcast(&rc, 1, MPI_INT, 0, comm);
+    return rc;
+}
+
 /* Reads every input (this rank's share) and writes the dataset(s); o is complete (tokenizer loaded, ids
  * resolved). Collective; every rank returns the same code. */
 static int prep_build(const prep_opts *o) {
@@ -119,6 +150,8 @@ static int prep_build(const prep_opts *o) {
         if (with_valid) rc = prep_write_side(o, &pass, flags, 1, valid_path, source, comm);
         if (rc == 0) {
             rc = prep_write_side(o, &pass, flags, 0, o->out, source, comm);
+            if (rc == 0) rc = prep_carry_tokenizer(o, o->out, comm);
+            if (rc == 0 && with_valid) rc = prep_carry_tokenizer(o, valid_path, comm);
             if (rc && with_valid && o->rank == 0) unlink(valid_path); /* no half result */
         }
         if (rc == 0 && o->rank == 0) {

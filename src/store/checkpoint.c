@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "h5io.h"
+#include "hf_files.h"
 
 static const char *const STATE_I64[] = {"step", "sched_step", "data_epoch", "data_row", "tokens_seen",
                                         "skipped", "ls_cur_iter", "ls_last_overflow", "ls_hysteresis",
@@ -58,8 +59,33 @@ static int write_state(qf_h5 *f, qf_zero *z, qf_train_state *s, const char *deck
     return 0;
 }
 
-static void prune(const char *dir, int keep) {
+/* The file the `best` pointer names (checkpoint.keep_best, ckpt_best.c), "" when none: never pruned (nor are the
+ * checkpoints after the one `latest` names). */
+static void best_name(const char *dir, char *name, size_t cap) {
+    char bf[QF_PATH_MAX + 32];
+    snprintf(bf, sizeof bf, "%s/best", dir);
+    FILE *fp = fopen(bf, "r");
+    name[0] = 0;
+    if (fp && !fgets(name, (int)cap, fp)) name[0] = 0;
+    if (fp) fclose(fp);
+    name[strcspn(name, "\r\n")] = 0;
+}
+
+void qf_ckpt_prune(const char *dir, int keep);
+static void prune(const char *dir, int keep) { qf_ckpt_prune(dir, keep); }
+
+void qf_ckpt_prune(const char *dir, int keep) {
+    char best[512], latest[512];
+    long long newest = -1;
     if (keep <= 0) return;
+    best_name(dir, best, sizeof best);
+    /* checkpoints after the one `latest` names are another future (a run resumed from an older step, train
+     * --resume-from): not rotated, overwritten when this run reaches their step */
+    char lp[QF_PATH_MAX + 32];
+    snprintf(lp, sizeof lp, "%s/latest", dir);
+    FILE *lf = fopen(lp, "r");
+    if (lf && fgets(latest, sizeof latest, lf) && sscanf(latest, "step-%lld.h5", &newest) != 1) newest = -1;
+    if (lf) fclose(lf);
     DIR *dp = opendir(dir);
     if (!dp) return;
     int64_t steps[4096];
@@ -76,14 +102,15 @@ static void prune(const char *dir, int keep) {
             unlink(p);
             continue;
         }
-        if (!strncmp(de->d_name, "latest.tmp", 10)) { /* likewise a pointer update cut short */
+        if (!strncmp(de->d_name, "latest.tmp", 10) || !strncmp(de->d_name, "best.tmp", 8)) { /* likewise a pointer
+                                                                                              * update cut short */
             char p[QF_PATH_MAX + 300];
             snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
             unlink(p);
             continue;
         }
         if (sscanf(de->d_name, "step-%lld.h%2s", &st, tail) == 2 && strcmp(tail, "5") == 0 &&
-            strstr(de->d_name, ".tmp") == NULL)
+            strstr(de->d_name, ".tmp") == NULL && strcmp(de->d_name, best) != 0 && (newest < 0 || st <= newest))
             steps[n++] = st;
     }
     closedir(dp);
@@ -113,7 +140,7 @@ void qf_ckpt_path(const char *dir, int64_t step, char *out, size_t cap) {
 }
 
 int qf_ckpt_save(const char *dir, qf_zero *z, const qf_train_state *sc, const char *deck_text, int keep,
-                 qf_err *e) {
+                 const qf_hf_files *carry, qf_err *e) {
     qf_comm *c = z->comm;
     qf_train_state s = *sc;
     char final[QF_PATH_MAX + 64], tmp[QF_PATH_MAX + 100];
@@ -133,6 +160,7 @@ int qf_ckpt_save(const char *dir, qf_zero *z, const qf_train_state *sc, const ch
         if (!e->code) qf_h5_write_config(f, &z->m->cfg, e);
         if (!e->code) write_tensors(f, z, e);
         if (!e->code) write_state(f, z, &s, deck_text, e);
+        if (!e->code) qf_hf_files_write(f, carry, e);
         qf_err ce = {0};
         qf_h5_close(f, &ce);
         if (!e->code && ce.code) *e = ce;

@@ -165,7 +165,7 @@ int qf_export_hf_file(const char *from, const char *out, const char *dtype_arg, 
     }
     json_decref(wmap);
     if (!e->code) qf_export_write_config(tmp, &c, dtype, e);
-    if (!e->code) qf_export_gencfg_write(tmp, &c, tk.tok, e);
+    if (!e->code) qf_export_gencfg_write(tmp, &c, &tk, e);
     if (!e->code) qf_export_tok_write(&tk, tmp, &c, e);
     if (!e->code) {
         rmdir(out); /* an empty directory may be there */

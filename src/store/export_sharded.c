@@ -126,7 +126,7 @@ static int sharded_meta(qf_zero *z, const char *tmp, const char *ckpt, const cha
         fprintf(stderr, "qwen-ft: warning: checkpoint.export_hf: no tokenizer files: %s\n", te.msg);
         memset(&tk, 0, sizeof tk);
     }
-    if (qf_export_gencfg_write(tmp, &m->cfg, tk.tok, e) == 0 && tk.tok) qf_export_tok_write(&tk, tmp, &m->cfg, e);
+    if (qf_export_gencfg_write(tmp, &m->cfg, &tk, e) == 0 && tk.tok) qf_export_tok_write(&tk, tmp, &m->cfg, e);
     qf_export_tok_free(&tk);
     if (e->code || nfiles == 1) return e->code;
     int64_t esize = !strcmp(dtype, "fp32") ? 4 : 2, total = 0;

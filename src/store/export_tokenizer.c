@@ -8,6 +8,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "h5io.h"
+#include "hf_files.h"
+#include <dirent.h>
+#include <unistd.h>
 #include "checkpoint.h"
 
 #define EXPORT_TOK_DEPTH 4 /* model.from chains followed at most this deep */
@@ -23,7 +26,66 @@ typedef struct tok_trail {
     char cand_from[QF_PATH_MAX + 32];  /* what pointed at it */
     char want[4][256], want_from[4][QF_PATH_MAX + 32];
     int nwant;
+    char tmpdir[64];                   /* carried files written out (removed by qf_export_tok_free) */
+    char gencfg[QF_PATH_MAX + 32];     /* the first generation_config.json found ("" = none) */
 } tok_trail;
+
+/* Removes the private directory of carried files (plain files only). */
+static void tok_remove_tmpdir(const char *dir) {
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    char p[QF_PATH_MAX + 300];
+    while (d && (de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        unlink(p);
+    }
+    if (d) closedir(d);
+    rmdir(dir);
+}
+
+/* Files a qwen-ft HDF5 file carries (io/hf_files.h): written into a private directory, which becomes the
+ * candidate when it holds a tokenizer and there is none yet; its generation_config.json is kept. */
+static void trail_carried(tok_trail *tr, qf_h5 *f, const char *path) {
+    qf_hf_files hf;
+    qf_err e = {0};
+    if (qf_hf_files_read(f, &hf, &e) || hf.n == 0) return;
+    int tok = qf_hf_files_has_tokenizer(&hf) && !tr->cand[0];
+    int gen = qf_hf_files_get(&hf, "generation_config.json", NULL) && !tr->gencfg[0];
+    if (!tok && !gen) {
+        qf_hf_files_free(&hf);
+        return;
+    }
+    if (!tr->tmpdir[0]) {
+        char dir[64];
+        const char *tmp = getenv("TMPDIR");
+        snprintf(dir, sizeof dir, "%s/qwen-ft-carried-XXXXXX", tmp && tmp[0] && strlen(tmp) < 36 ? tmp : "/tmp");
+        if (!mkdtemp(dir)) {
+            qf_hf_files_free(&hf);
+            return;
+        }
+        snprintf(tr->tmpdir, sizeof tr->tmpdir, "%s", dir);
+    }
+    /* the tokenizer files, or generation_config.json alone: one directory holds what each came from */
+    for (int i = 0; i < hf.n; i++) {
+        int is_gen = !strcmp(hf.name[i], "generation_config.json");
+        if (is_gen ? !gen : !tok) continue;
+        qf_hf_files one = {.n = 1};
+        memcpy(one.name[0], hf.name[i], sizeof one.name[0]);
+        one.data[0] = hf.data[i];
+        one.size[0] = hf.size[i];
+        if (qf_hf_files_save(&one, tr->tmpdir, NULL, &e)) {
+            qf_hf_files_free(&hf);
+            return;
+        }
+    }
+    if (tok) {
+        snprintf(tr->cand, sizeof tr->cand, "%s", tr->tmpdir);
+        snprintf(tr->cand_from, sizeof tr->cand_from, "carried by %s", path);
+    }
+    if (gen) snprintf(tr->gencfg, sizeof tr->gencfg, "%s/generation_config.json", tr->tmpdir);
+    qf_hf_files_free(&hf);
+}
 
 static void trail_want(tok_trail *tr, const char *ident, const char *from) {
     if (!ident[0] || tr->nwant == 4) return;
@@ -59,6 +121,7 @@ static void trail_h5(tok_trail *tr, const char *path, int depth) {
     char ident[256] = "", dir[QF_PATH_MAX] = "";
     if (qf_h5_attr_has(f, "/", "tokenizer") && qf_h5_attr_read_str(f, "/", "tokenizer", ident, sizeof ident, &e) == 0)
         trail_want(tr, ident, path);
+    trail_carried(tr, f, path);
     if (qf_h5_attr_has(f, "/", "tokenizer_dir") && qf_h5_attr_read_str(f, "/", "tokenizer_dir", dir, sizeof dir, &e) == 0 &&
         dir[0] && !tr->cand[0] && dir_has_tokenizer(dir)) {
         snprintf(tr->cand, sizeof tr->cand, "%s", dir);
@@ -92,6 +155,9 @@ static void trail_h5(tok_trail *tr, const char *path, int depth) {
 static void trail_source(tok_trail *tr, const char *from, int depth) {
     if (depth > EXPORT_TOK_DEPTH || !qf_exists(from)) return;
     if (is_dir(from)) {
+        char g[QF_PATH_MAX + 32];
+        snprintf(g, sizeof g, "%s/generation_config.json", from);
+        if (!tr->gencfg[0] && qf_exists(g)) snprintf(tr->gencfg, sizeof tr->gencfg, "%s", g);
         if (dir_has_tokenizer(from) && !tr->cand[0]) {
             if (!realpath(from, tr->cand)) snprintf(tr->cand, sizeof tr->cand, "%s", from);
             snprintf(tr->cand_from, sizeof tr->cand_from, "the model's HF directory %s", from);
@@ -104,17 +170,19 @@ static void trail_source(tok_trail *tr, const char *from, int depth) {
     trail_h5(tr, from, depth);
 }
 
-int qf_export_tok_find(const char *src, const char *tok_arg, qf_export_tok *t, qf_err *e) {
-    memset(t, 0, sizeof *t);
+static int tok_find(const char *src, const char *tok_arg, qf_export_tok *t, qf_err *e) {
     tok_trail tr;
     memset(&tr, 0, sizeof tr);
     trail_source(&tr, src, 0);
+    snprintf(t->tmpdir, sizeof t->tmpdir, "%s", tr.tmpdir);
+    snprintf(t->gencfg, sizeof t->gencfg, "%s", tr.gencfg);
     const char *path = tok_arg ? tok_arg : tr.cand[0] ? tr.cand : NULL;
     if (!path) {
+        /* the model or its data was made with a tokenizer: an export without it would not serve as trained */
         if (tr.nwant)
-            snprintf(t->origin, sizeof t->origin, "not found (%s records %s, but its files are gone): pass --tokenizer "
-                     "to include it", tr.want_from[0], tr.want[0]);
-        else snprintf(t->origin, sizeof t->origin, "none recorded for %s: pass --tokenizer to include one", src);
+            return qf_err_set(e, QF_EXIT_INPUT, "export: %s records the tokenizer %s, but no file carries it and its "
+                              "directory is gone: pass --tokenizer DIR with that tokenizer", tr.want_from[0], tr.want[0]);
+        snprintf(t->origin, sizeof t->origin, "none recorded for %s: pass --tokenizer to include one", src);
         return 0;
     }
     qf_err le = {0};
@@ -136,13 +204,23 @@ int qf_export_tok_find(const char *src, const char *tok_arg, qf_export_tok *t, q
         if (slash) *slash = 0;
         else snprintf(t->dir, sizeof t->dir, ".");
     }
-    snprintf(t->origin, sizeof t->origin, "%s (%s%s)", t->file, tok_arg ? "--tokenizer" : tr.cand_from,
+    const char *shown = t->file; /* a carried file is named as the model knows it, not by the private copy */
+    if (tr.tmpdir[0] && !strcmp(path, tr.tmpdir)) shown = strrchr(t->file, '/') + 1;
+    snprintf(t->origin, sizeof t->origin, "%s (%s%s)", shown, tok_arg ? "--tokenizer" : tr.cand_from,
              tr.nwant ? ", identity checked" : "");
     return 0;
 }
 
+int qf_export_tok_find(const char *src, const char *tok_arg, qf_export_tok *t, qf_err *e) {
+    memset(t, 0, sizeof *t);
+    int rc = tok_find(src, tok_arg, t, e);
+    if (rc) qf_export_tok_free(t);
+    return rc;
+}
+
 void qf_export_tok_free(qf_export_tok *t) {
     if (t->tok) qf_tok_free(t->tok);
+    if (t->tmpdir[0]) tok_remove_tmpdir(t->tmpdir);
     memset(t, 0, sizeof *t);
 }
 
@@ -207,7 +285,13 @@ int qf_export_tok_write(const qf_export_tok *t, const char *out_dir, const qf_mo
     return rc ? qf_err_set(e, QF_EXIT_INPUT, "%s: cannot write", to) : 0;
 }
 
-int qf_export_gencfg_write(const char *out_dir, const qf_model_config *c, const qf_tokenizer *tok, qf_err *e) {
+int qf_export_gencfg_write(const char *out_dir, const qf_model_config *c, const qf_export_tok *t, qf_err *e) {
+    const qf_tokenizer *tok = t ? t->tok : NULL;
+    if (t && t->gencfg[0]) { /* the model's own (import carried it): sampling settings and eos list as they were */
+        char to[QF_PATH_MAX + 64];
+        snprintf(to, sizeof to, "%s/generation_config.json", out_dir);
+        return copy_file(t->gencfg, to, e);
+    }
     int32_t eot = tok ? qf_tok_special(tok, "<|endoftext|>") : -1, imend = tok ? qf_tok_special(tok, "<|im_end|>") : -1;
     int64_t eos[3];
     int n = 0;

@@ -7,7 +7,10 @@
  * checkpoint, followed in turn). Identity: the tokenizer found must have the identity recorded by the model
  * (import) and by the training data (data.train's `tokenizer` attribute, made by `prepare --tokenizer`); a
  * mismatch is exit 2 naming both. Identity = "hf-tokenizer.json sha256:<hex>" or "qwen.tiktoken sha256:<hex>"
- * (io/tokenizer.h). */
+ * (io/tokenizer.h).
+ * Files carried inside the HDF5 files (io/hf_files.h: import, prepare --tokenizer, checkpoints) come first at each
+ * step of the chain, so an export needs no directory outside the model, its checkpoints and its data. A source
+ * that records a tokenizer whose files nothing carries any more is exit 2 (pass --tokenizer). */
 #ifndef QF_EXPORT_TOKENIZER_H
 #define QF_EXPORT_TOKENIZER_H
 #include "tokenizer.h"
@@ -20,6 +23,8 @@ typedef struct qf_export_tok {
     char dir[QF_PATH_MAX];      /* the directory the tokenizer files are copied from */
     char file[QF_PATH_MAX + 32];   /* tokenizer.json or qwen.tiktoken in it */
     char origin[2 * QF_PATH_MAX + 160]; /* where it was found, for the summary line */
+    char tmpdir[64];            /* files carried by an HDF5 source, written out here (removed by qf_export_tok_free) */
+    char gencfg[QF_PATH_MAX + 32]; /* the model's generation_config.json (carried, or its HF directory's); "" none */
 } qf_export_tok;
 
 /* Finds and checks the tokenizer of src (a resolved HDF5 model or checkpoint file); tok_arg: --tokenizer or NULL.
@@ -31,9 +36,10 @@ int qf_export_tok_find(const char *src, const char *tok_arg, qf_export_tok *t, q
  * tokenizer class is remote code) is copied and also written as an equivalent tokenizer.json (io/tok_export.c),
  * with that tokenizer_config.json, so transformers loads it as Qwen2TokenizerFast. */
 int qf_export_tok_write(const qf_export_tok *t, const char *out_dir, const qf_model_config *c, qf_err *e);
-/* generation_config.json: bos, eos (the model's eos, <|im_end|> and <|endoftext|>: transformers stops at any of
- * them, so a ChatML reply ends at <|im_end|>), pad (the model's, else <|endoftext|>). tok may be NULL. */
-int qf_export_gencfg_write(const char *out_dir, const qf_model_config *c, const qf_tokenizer *tok, qf_err *e);
+/* generation_config.json: the model's own (t->gencfg: carried from import, or the HF directory's) as it is;
+ * otherwise one made: bos, eos (the model's eos, <|im_end|> and <|endoftext|>: transformers stops at any of
+ * them, so a ChatML reply ends at <|im_end|>), pad (the model's, else <|endoftext|>). t may be NULL. */
+int qf_export_gencfg_write(const char *out_dir, const qf_model_config *c, const qf_export_tok *t, qf_err *e);
 void qf_export_tok_free(qf_export_tok *t);
 
 #endif

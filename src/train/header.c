@@ -9,6 +9,7 @@
 #endif
 #include "plan/estimate.h"
 #include "header.h"
+#include "sched.h"
 #include "parallel/report.h"
 #include "parallel/topology.h"
 
@@ -79,5 +80,7 @@ void qf_run_header(qf_run *r, FILE *f, const char *what) {
     qf_deck_print(d, f);
     fprintf(f, "-----------------------\n");
     qf_deck_print_sources(d, f); /* where the keys came from; what is accepted but has no effect here */
+    char warn[512];
+    if (r->have_train && qf_sched_ends_early(d, r->total_steps, warn, sizeof warn)) fprintf(f, "%s\n", warn);
     fflush(f);
 }

@@ -35,6 +35,10 @@ static int resolve_model(qf_run *r, qf_err *e) {
     memset(&c, 0, sizeof c);
     if (d->model_from[0]) {
         if (qf_model_source_config(d->model_from, &c, r->source, sizeof r->source, e)) return e->code;
+        char pm[256];
+        if (qf_deck_preset_matches(d, &c, pm, sizeof pm))
+            return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'model.preset' does not match model.from %s: %s",
+                              qf_deck_path_where(d, "model.from"), d->model_from, pm);
         /* explicit dimensions next to model.from must agree with it */
         if (check_same(d, "vocab_size", d->model_vocab_size, c.vocab_size, e) ||
             check_same(d, "hidden_size", d->model_hidden_size, c.hidden_size, e) ||
@@ -137,13 +141,15 @@ static int setup(qf_run *r, const qf_run_args *a, int mode, qf_err *e) {
     r->comm.ops = r->ops;
     /* GPU buffers travel by NCCL, also on one rank (ZeRO-3's gathers are collectives of one then) */
     if (strcmp(r->ops->name, "cpu") && qf_comm_init_nccl(&r->comm, e)) return e->code;
-    if (resolve_model(r, e)) return e->code;
+    if (qf_run_check_path(d, "model.from", d->model_from, e) || resolve_model(r, e)) return e->code;
     qf_deck_resolve_auto(d, r->model.cfg.hidden_size);
     qf_plan_grads_home(d, &r->model.cfg, r->comm.world_size, r->comm.local_size, (int64_t)r->ops->act_bytes,
                        (int64_t)qf_backend_device_budget(r->ops, d), r->grads_why, sizeof r->grads_why);
     if (mode == QF_RUN_TRAIN) {
         if (!d->data_train[0]) return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'data.train' is required to train", d->path);
-        if (open_data(r, d->data_train, &r->train_ds, "data.train", e)) return e->code;
+        if (qf_run_check_path(d, "data.train", d->data_train, e) ||
+            open_data(r, d->data_train, &r->train_ds, "data.train", e))
+            return e->code;
         r->have_train = 1;
         qf_loader_init(&r->train_ld, &r->train_ds, d->seq_len, d->shuffle, d->data_seed);
         r->steps_per_epoch = r->train_ld.rows_per_epoch / d->train_batch_size;
@@ -156,7 +162,9 @@ static int setup(qf_run *r, const qf_run_args *a, int mode, qf_err *e) {
                                           : (int64_t)ceil((d->epochs > 0 ? d->epochs : 1.0) * (double)r->steps_per_epoch);
     }
     if (d->data_valid[0]) {
-        if (open_data(r, d->data_valid, &r->valid_ds, "data.valid", e)) return e->code;
+        if (qf_run_check_path(d, "data.valid", d->data_valid, e) ||
+            open_data(r, d->data_valid, &r->valid_ds, "data.valid", e))
+            return e->code;
         r->have_valid = 1;
         qf_loader_init(&r->valid_ld, &r->valid_ds, d->seq_len, 0, d->data_seed);
     } else if (mode == QF_RUN_EVAL) {
@@ -178,7 +186,14 @@ static int setup(qf_run *r, const qf_run_args *a, int mode, qf_err *e) {
     char ck[QF_PATH_MAX + 64];
     /* one run per checkpoint.dir: taken before `latest` is read, held until qf_run_free */
     if (mode == QF_RUN_TRAIN && qf_ckpt_lock_take(&r->lock, d->checkpoint_dir, &r->comm, e)) return e->code;
-    int found = qf_ckpt_find_latest(d->checkpoint_dir, ck, sizeof ck, e);
+    int found = a->resume_from ? qf_ckpt_resolve(d->checkpoint_dir, a->resume_from, ck, sizeof ck, e) == 0
+                               : qf_ckpt_find_latest(d->checkpoint_dir, ck, sizeof ck, e);
+    if (a->resume_from && !found) {
+        char why[sizeof e->msg];
+        snprintf(why, sizeof why, "%s", e->msg);
+        e->code = 0; /* the first error stands in qf_err: this one says which option it was */
+        return qf_err_set(e, QF_EXIT_INPUT, "train --resume-from %s: %s", a->resume_from, why);
+    }
     if (found < 0) return e->code;
     qf_loss_scale_init(d, &r->st);
     r->st.best_valid = INFINITY;
@@ -204,6 +219,7 @@ static int setup(qf_run *r, const qf_run_args *a, int mode, qf_err *e) {
         qf_zero_params_commit(&r->zero);
     }
     r->deck_text = deck_to_text(d);
+    if (mode == QF_RUN_TRAIN) qf_run_carry_files(r);
     /* MFU: SPEC's flops per token against the deck's peak_tflops, else the GPU table (src/util/peak.c); CPU ranks have
      * no peak: MFU is n/a */
     const qf_model_config *c = &r->model.cfg;
@@ -232,6 +248,7 @@ static void fault_parse(qf_run *r) {
 int qf_run_setup(qf_run *r, const qf_run_args *a, int mode) {
     memset(r, 0, sizeof *r);
     r->lock.fd = -1;
+    r->best_step = -1;
     fault_parse(r);
     r->ops = qf_ops_cpu();
     qf_comm_init(&r->comm, r->ops, 0);
@@ -260,6 +277,7 @@ void qf_run_free(qf_run *r) {
     fflush(stdout);
     if (r->comm.world_size > 1) MPI_Barrier(r->comm.world);
     if (r->metrics) fclose(r->metrics);
+    qf_hf_files_free(&r->carry);
     qf_tb_close(r->tb);
     qf_topology_free(&r->topo);
     if (r->rows) {

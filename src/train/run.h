@@ -15,6 +15,7 @@
 #include "zero/zero.h"
 #include "store/ckpt_lock.h"
 #include "monitor.h"
+#include "hf_files.h"
 
 typedef struct qf_run {
     qf_deck deck;
@@ -48,6 +49,8 @@ typedef struct qf_run {
     char fault_kind[8];
     qf_profile prof;            /* log.wall_clock_breakdown (profile.h) */
     qf_monitor mon;             /* train: the per-step monitoring figures (monitor.h) */
+    int64_t best_step;          /* the step of the last evaluation that improved valid_loss (-1: none yet) */
+    qf_hf_files carry;          /* tokenizer files + generation_config.json carried into checkpoints (run_carry.c) */
 } qf_run;
 
 #define QF_RUN_HAS_TOPOLOGY 1 /* header.c prints r->topo and r->nccl_line */
@@ -59,7 +62,16 @@ enum { QF_RUN_TRAIN = 1, QF_RUN_EVAL = 2 };
 typedef struct qf_run_args {
     const char *deck;
     qf_strlist sets;
+    int verbose;                /* eval --verbose: the whole run header on stderr */
+    const char *resume_from;    /* train --resume-from best|latest|step-N: that checkpoint of checkpoint.dir */
 } qf_run_args;
+
+/* 0 when value (the deck's key, a path to read) exists or is empty; else exit 2 naming the deck's file and line
+ * (run_paths.c). */
+int qf_run_check_path(const qf_deck *d, const char *key, const char *value, qf_err *e);
+
+/* Fills r->carry from the sources of the run (run_carry.c); after the parameters are loaded. */
+void qf_run_carry_files(qf_run *r);
 
 /* Loads everything the deck names; 0 or an exit code (message printed by rank 0). */
 int qf_run_setup(qf_run *r, const qf_run_args *a, int mode);

@@ -100,6 +100,7 @@ static int eval_and_check(qf_run *r, int64_t step) {
     if (ev.loss < r->st.best_valid - d->early_stopping_threshold) {
         r->st.best_valid = ev.loss;
         r->st.bad_evals = 0;
+        r->best_step = step; /* checkpoint.keep_best: keep_best_if_due checkpoints it */
     } else {
         r->st.bad_evals++;
     }
@@ -113,7 +114,7 @@ static int save(qf_run *r) {
     char path[QF_PATH_MAX + 64];
     qf_ckpt_path(r->deck.checkpoint_dir, r->st.step, path, sizeof path);
     /* checkpoint.export_hf: the HF directory of the checkpoint just published, from the shards in memory */
-    if (qf_ckpt_save(r->deck.checkpoint_dir, &r->zero, &r->st, r->deck_text, r->deck.checkpoint_keep, &e) ||
+    if (qf_ckpt_save(r->deck.checkpoint_dir, &r->zero, &r->st, r->deck_text, r->deck.checkpoint_keep, &r->carry, &e) ||
         (r->deck.checkpoint_export_hf &&
          qf_export_hf_sharded(&r->zero, r->deck.checkpoint_dir, path, r->st.step, &e))) {
         if (r->comm.rank == 0) fprintf(stderr, "qwen-ft: %s\n", e.msg);
@@ -369,13 +370,32 @@ static int eval_if_due(qf_run *r, int64_t step) {
 static int checkpoint_if_due(qf_run *r, int64_t step, int stop_early, train_clock *k) {
     const qf_deck *d = &r->deck;
     if (!(d->checkpoint_every_steps > 0 && step % d->checkpoint_every_steps == 0 && step < r->total_steps &&
-          !stop_early))
+          !stop_early && k->saved_step != step))
         return 0;
     double t_ck = qf_now();
     int rc = save(r);
     if (rc) return rc;
     k->ckpt_h = (qf_now() - t_ck) / 3600.0;
     k->saved_step = step;
+    return 0;
+}
+
+/* checkpoint.keep_best: the evaluation at step improved valid_loss: a checkpoint of the step (unless this step just
+ * wrote one), named as checkpoint.dir/best, kept outside the rotation. 0 or the exit code of a failed save. */
+static int keep_best_if_due(qf_run *r, int64_t step, train_clock *k) {
+    if (!r->deck.checkpoint_keep_best || r->best_step != step) return 0;
+    int rc = k->saved_step == step ? 0 : save(r);
+    if (rc) return rc;
+    k->saved_step = step;
+    qf_err e = {0};
+    if (qf_ckpt_mark_best(r->deck.checkpoint_dir, step, r->deck.checkpoint_keep, &r->comm, &e)) {
+        if (r->comm.rank == 0) fprintf(stderr, "qwen-ft: %s\n", e.msg);
+        return e.code;
+    }
+    if (r->comm.rank == 0) {
+        printf("best: step %lld (valid_loss %.6g) is checkpoint.dir/best\n", (long long)step, r->st.best_valid);
+        fflush(stdout);
+    }
     return 0;
 }
 
@@ -410,7 +430,7 @@ static int train_loop(qf_run *r, int *stopped) {
         if (rc) return rc;
         log_step(r, &s, &k);
         stop_early = eval_if_due(r, s.step);
-        if ((rc = checkpoint_if_due(r, s.step, stop_early, &k))) return rc;
+        if ((rc = keep_best_if_due(r, s.step, &k)) || (rc = checkpoint_if_due(r, s.step, stop_early, &k))) return rc;
         if (s.dt > k.step_max_s) k.step_max_s = s.dt;
         if (!stop_early && st->step < r->total_steps &&
             (stop = qf_signals_stop_requested(r->sig, &r->comm, qf_signals_elapsed_hours(r->sig), r->deck.max_hours,
@@ -423,7 +443,9 @@ static int train_loop(qf_run *r, int *stopped) {
     }
     /* the end: evaluation (unless it just ran) and a checkpoint (unless checkpoint.at_end = false) */
     if (r->have_valid && !stop_early) eval_and_check(r, st->step);
-    return r->deck.checkpoint_at_end ? save(r) : 0;
+    int rc = keep_best_if_due(r, st->step, &k);
+    if (rc) return rc;
+    return r->deck.checkpoint_at_end && k.saved_step != st->step ? save(r) : 0;
 }
 
 int qf_train_command(const qf_run_args *a) {
@@ -476,7 +498,11 @@ int qf_eval_command(const qf_run_args *a) {
     qf_run r;
     int rc = qf_run_setup(&r, a, QF_RUN_EVAL);
     if (!rc) {
-        if (r.comm.rank == 0) qf_run_header(&r, stderr, "eval");
+        if (r.comm.rank == 0 && a->verbose) qf_run_header(&r, stderr, "eval");
+        else if (r.comm.rank == 0) /* one line; the JSON on stdout is the result */
+            fprintf(stderr, "eval: %s: parameters from %s; valid %s (%lld tokens); --verbose for the run header\n",
+                    r.deck.path, r.source[0] ? r.source : r.deck.model_from[0] ? r.deck.model_from : "random init",
+                    r.deck.data_valid, (long long)r.valid_ds.n_tokens);
         qf_eval_result ev = qf_eval_run(&r);
         if (r.comm.rank == 0) { /* SPEC: {"valid_loss": x, "valid_ppl": y, "tokens": n} */
             json_t *o = json_object();

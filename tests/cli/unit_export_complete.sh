@@ -18,7 +18,8 @@ ident="hf-tokenizer.json sha256:$(sha256sum wide/tokenizer.json | cut -d' ' -f1)
 h5dump -a /tokenizer m.h5 | grep -qF "$ident" || fail "import did not record the tokenizer identity $ident"
 # 1. export of the imported model
 "$QWENFT" export --from m.h5 --out hf1 > export1.out
-grep -q "tokenizer: .*tokenizer.json (recorded by m.h5, identity checked)" export1.out || fail "export1: $(cat export1.out)"
+grep -q "tokenizer: tokenizer.json (carried by m.h5, identity checked)" export1.out || fail "export1: $(cat export1.out)"
+h5ls m.h5/hf_files | grep -q '^tokenizer.json ' || fail "import did not carry tokenizer.json in m.h5: $(h5ls m.h5)"
 cmp -s wide/tokenizer.json hf1/tokenizer.json || fail "tokenizer.json not copied byte for byte"
 python3 - hf1 <<'PY' || exit 1
 import json, sys
@@ -46,7 +47,7 @@ log = { dir = "logs"; steps_per_print = 100; };
 DECK
 "$QWENFT" train deck.cfg > train.out 2>&1 || { tail train.out; fail "train"; }
 "$QWENFT" export --from ckpt --out hf2 --max-shard-size 40KB > export2.out
-grep -q "tokenizer: .*tokenizer.json (recorded by m.h5, identity checked)" export2.out || fail "export2: $(cat export2.out)"
+grep -q "tokenizer: tokenizer.json (carried by ckpt/step-[0-9]*.h5, identity checked)" export2.out || fail "export2: $(cat export2.out)"
 cmp -s wide/tokenizer.json hf2/tokenizer.json || fail "checkpoint export: tokenizer.json"
 n=$(ls hf2/model-*-of-*.safetensors | wc -l)
 [ "$n" -gt 2 ] && [ -f hf2/model.safetensors.index.json ] || fail "--max-shard-size 40KB gave $n shards"
@@ -81,12 +82,18 @@ for bad in 0 -5 5XB abc; do
   set +e; "$QWENFT" export --from ckpt --out hf4 --max-shard-size "$bad" > /dev/null 2> err.txt; rc=$?; set -e
   [ $rc -eq 2 ] && grep -q -- "--max-shard-size" err.txt || fail "--max-shard-size $bad: exit $rc"
 done
+# the files travel inside the model: the HF directory may go
 mv wide wide.moved
 "$QWENFT" export --from m.h5 --out hf5 > export5.out
+grep -q "tokenizer: tokenizer.json (carried by m.h5, identity checked)" export5.out || fail "moved tokenizer: $(cat export5.out)"
+cmp -s wide.moved/tokenizer.json hf5/tokenizer.json || fail "moved tokenizer: hf5/tokenizer.json"
+# a model that records a tokenizer nobody carries any more (made before the files travelled): exit 2, nothing left
+cp m.h5 old.h5 && "$H5POKE" old.h5 unlink /hf_files
+set +e; "$QWENFT" export --from old.h5 --out hf6 > /dev/null 2> err6.txt; rc=$?; set -e
+[ $rc -eq 2 ] && grep -qF "old.h5 records the tokenizer $ident, but no file carries it" err6.txt && [ ! -e hf6 ] ||
+  fail "a recorded tokenizer that is gone: exit $rc, $(cat err6.txt)"
 mv wide.moved wide
-grep -q "tokenizer: not found (m.h5 records $ident, but its files are gone)" export5.out || fail "moved tokenizer: $(cat export5.out)"
-[ ! -e hf5/tokenizer.json ] && [ -f hf5/generation_config.json ] || fail "moved tokenizer: hf5"
-echo "identity checked (another tokenizer: exit 2); a recorded tokenizer that is gone is named; bad --max-shard-size: exit 2"
+echo "identity checked (another tokenizer: exit 2); the files travel in m.h5; a recorded tokenizer nothing carries: exit 2; bad --max-shard-size: exit 2"
 # 5. Qwen v1: its qwen.tiktoken is copied and also written as an equivalent tokenizer.json (Qwen2TokenizerFast)
 "$QWENFT" import --from "$FIX/qwen_v1/hf" --out v1.h5 > /dev/null
 "$QWENFT" export --from v1.h5 --out hfv1 --tokenizer "$FIX/tokenizer/qwen.tiktoken" > exportv1.out
@@ -98,7 +105,50 @@ for p in "the quick brown fox" "hello there, general kenobi" "caf\u00e9 123 456"
   b=$("$QWENFT" generate --model wide --tokenizer hfv1/tokenizer.json --prompt "$p" --max-new-tokens 8 --json)
   [ "$a" = "$b" ] || fail "v1: the converted tokenizer.json encodes '$p' differently: $a vs $b"
 done
+# a v1 directory with its qwen.tiktoken: import carries it, export needs no --tokenizer
+cp -r "$FIX/qwen_v1/hf" v1dir && cp "$FIX/tokenizer/qwen.tiktoken" v1dir/
+"$QWENFT" import --from v1dir --out v1c.h5 > /dev/null && rm -rf v1dir
+"$QWENFT" export --from v1c.h5 --out hfv1c > exportv1c.out
+grep -q "tokenizer: qwen.tiktoken (carried by v1c.h5, identity checked)" exportv1c.out && cmp -s "$FIX/tokenizer/qwen.tiktoken" hfv1c/qwen.tiktoken &&
+  cmp -s hfv1/tokenizer.json hfv1c/tokenizer.json || fail "v1 carried qwen.tiktoken: $(cat exportv1c.out; ls hfv1c)"
 echo "Qwen v1: qwen.tiktoken copied and converted to tokenizer.json (same encoding)"
+# 7. the files travel with the model, the data and the checkpoints: import carries the HF directory's
+# generation_config.json (sampling settings, eos list), every export writes it as it was; prepare --tokenizer
+# carries the tokenizer files in the dataset; a checkpoint carries both, and so does each checkpoint.export_hf folder
+cp -r wide wideg
+printf '%s\n' '{"bos_token_id": 2001, "do_sample": true, "eos_token_id": [2002, 2000], "pad_token_id": 2000,' \
+  '"repetition_penalty": 1.05, "temperature": 0.7, "top_k": 20, "top_p": 0.8, "transformers_version": "4.45.0"}' \
+  > wideg/generation_config.json
+"$QWENFT" import --from wideg --out mg.h5 > /dev/null
+"$QWENFT" export --from mg.h5 --out hfg > /dev/null
+cmp -s wideg/generation_config.json hfg/generation_config.json || fail "export rewrote the imported generation_config.json: $(cat hfg/generation_config.json)"
+h5ls train.h5/hf_files | grep -q '^tokenizer.json ' || fail "prepare --tokenizer did not carry tokenizer.json: $(h5ls train.h5)"
+h5ls train.h5/hf_files | grep -q '^generation_config.json ' && fail "the dataset carries a generation_config.json"
+sed -e 's#from = "m.h5"#from = "mg.h5"#' -e 's#dir = "ckpt"#dir = "ckptg"; export_hf = true#' deck.cfg > deckg.cfg
+"$QWENFT" train deckg.cfg --set log.dir=logsg > traing.out 2>&1 || { tail traing.out; fail "train from mg.h5"; }
+mv wideg wideg.gone
+"$QWENFT" export --from ckptg --out hfg2 > exportg2.out || fail "export of ckptg: $(cat exportg2.out)"
+hfdir=$(ls -d ckptg/step-*-hf | tail -1)
+for d in hfg2 "$hfdir"; do
+  cmp -s wideg.gone/generation_config.json $d/generation_config.json || fail "$d: generation_config.json: $(cat $d/generation_config.json)"
+  cmp -s wide/tokenizer.json $d/tokenizer.json && [ -s $d/tokenizer_config.json ] || fail "$d: tokenizer files: $(ls $d)"
+done
+# a model from random init, trained on data prepared with --tokenizer: the tokenizer comes from the data
+mv wide wide.gone
+cat > deckr.cfg <<'DECK'
+model = { arch = "qwen2"; vocab_size = 2048; hidden_size = 32; intermediate_size = 64; num_hidden_layers = 1;
+          num_attention_heads = 4; num_key_value_heads = 2; };
+data = { train = "train.h5"; seq_len = 16; };
+train_batch_size = 2; max_steps = 1;
+checkpoint = { dir = "ckptr"; };
+log = { dir = "logsr"; };
+DECK
+"$QWENFT" train deckr.cfg > trainr.out 2>&1 || { tail trainr.out; fail "train from random init"; }
+"$QWENFT" export --from ckptr --out hfr > exportr.out || fail "export of ckptr: $(cat exportr.out)"
+grep -q "tokenizer: tokenizer.json (carried by ckptr/step-[0-9]*.h5" exportr.out || fail "ckptr: $(cat exportr.out)"
+cmp -s wide.gone/tokenizer.json hfr/tokenizer.json || fail "hfr/tokenizer.json is not the data's tokenizer"
+mv wide.gone wide; mv wideg.gone wideg
+echo "generation_config.json kept from import through checkpoints and export_hf; tokenizer files carried by data and checkpoints"
 # 6. transformers, where installed (CI: BUILD/pyref, tests/reference/requirements.txt)
 PY=
 for p in "${PYREF:-}" python3; do [ -n "$p" ] && "$p" -c "import transformers" 2>/dev/null && { PY=$p; break; }; done
@@ -118,6 +168,15 @@ want = "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>
 assert text == want, repr(text)
 assert gen("--chat", "--prompt", "hello there") == gen("--prompt-ids", ",".join(map(str, tok(text)["input_ids"])))
 print("transformers: AutoTokenizer loads the export; its chat template and encoding agree with qwen-ft")
+PY
+  "$PY" - "$hfdir" hfg2 <<'PY'
+import sys
+from transformers import AutoConfig, AutoTokenizer, GenerationConfig
+for d in sys.argv[1:]:
+    AutoConfig.from_pretrained(d); tok = AutoTokenizer.from_pretrained(d); g = GenerationConfig.from_pretrained(d)
+    assert g.temperature == 0.7 and g.top_k == 20 and g.top_p == 0.8 and g.repetition_penalty == 1.05, (d, g)
+    assert tok("hello there")["input_ids"], d
+print("transformers: AutoConfig, AutoTokenizer and GenerationConfig load the checkpoint.export_hf folder and its export")
 PY
 else
   echo "transformers not installed (neither \$PYREF nor python3 has it): the AutoTokenizer check is not run here"

@@ -28,8 +28,9 @@ grep -q "MFU against 0 TFLOP/s" train2.out && grep '"step": 4' lg/metrics.jsonl 
 "$QWENFT" estimate g.cfg --ranks 4 --set train_batch_size=16 > est.txt || { echo "FAIL: estimate"; exit 1; }
 "$QWENFT" report --json > report.json || { echo "FAIL: report --json"; exit 1; }
 # a shipped GPU deck before the weights exist: a message that says what to do, then --preset
-rc=0; "$QWENFT" estimate "$SRC/inputs/a100.cfg" --ranks 4 > /dev/null 2> nofile.err || rc=$?
-[ "$rc" -eq 2 ] && grep -q "qwen14b.h5 does not exist.*--preset" nofile.err || { echo "FAIL: estimate without the weights: exit $rc: $(cat nofile.err)"; exit 1; }
+rc=0; "$QWENFT" estimate "$SRC/inputs/a100.cfg" --ranks 4 --set 'model.preset=""' > /dev/null 2> nofile.err || rc=$?
+[ "$rc" -eq 2 ] && grep -q "a100.cfg:8: key 'model.from': .*qwen14b.h5 does not exist (model.preset beside it, or estimate --preset" nofile.err ||
+  { echo "FAIL: estimate without the weights or a preset: exit $rc: $(cat nofile.err)"; exit 1; }
 "$QWENFT" estimate "$SRC/inputs/a100.cfg" --ranks 4 --device gpu --preset qwen2.5-14b --json > preset.json ||
   { echo "FAIL: estimate --preset"; exit 1; }
 python3 - <<'PY'

@@ -5,6 +5,7 @@
  *   qf_h5poke FILE u32 DSET INDEX VALUE   writes element INDEX of a 1-D uint32 dataset (/tokens)
  *   qf_h5poke FILE u8 DSET INDEX VALUE    writes element INDEX of a 1-D uint8 dataset (/loss_mask)
  *   qf_h5poke FILE reshape DSET D0 D1     rewrites a float dataset with the same elements under shape [D0, D1]
+ *   qf_h5poke FILE unlink PATH            removes a group or dataset (/hf_files: a file that carries no tokenizer)
  * Exit 0 on success, 1 otherwise. */
 #include <hdf5.h>
 #include <stdio.h>
@@ -71,15 +72,19 @@ static int reshape(hid_t f, const char *dset, hsize_t d0, hsize_t d1) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 5) {
-        fprintf(stderr, "usage: qf_h5poke FILE attr|attrf|u32|u8|reshape ...\n");
+    if (argc < 4) {
+        fprintf(stderr, "usage: qf_h5poke FILE attr|attrf|u32|u8|reshape|unlink ...\n");
         return 1;
     }
     hid_t f = H5Fopen(argv[1], H5F_ACC_RDWR, H5P_DEFAULT);
     if (f < 0) return 1;
     const char *op = argv[2];
     int rc = 1;
-    if (!strcmp(op, "attr")) {
+    if (!strcmp(op, "unlink") && argc == 4) {
+        rc = H5Ldelete(f, argv[3], H5P_DEFAULT) < 0;
+    } else if (argc < 5) {
+        rc = 1;
+    } else if (!strcmp(op, "attr")) {
         long long v = strtoll(argv[4], NULL, 0);
         rc = set_attr(f, argv[3], H5T_STD_I64LE, H5T_NATIVE_LLONG, &v);
     } else if (!strcmp(op, "attrf")) {

@@ -15,6 +15,14 @@
 
 static char g_dir[256];
 
+/* A relative path of a deck in g_dir (or a folder in it) as loaded: relative to the deck's directory
+ * (src/deck/deck_paths.c), i.e. "G_DIR[/SUB]/rel"; rel itself when the deck has no directory. */
+static int path_is(const char *got, const char *rel) {
+    size_t n = strlen(g_dir), r = strlen(rel), gl = strlen(got);
+    if (!strcmp(got, rel)) return 1;
+    return strncmp(got, g_dir, n) == 0 && gl > r && got[gl - r - 1] == '/' && strcmp(got + gl - r, rel) == 0;
+}
+
 #define CHECK_NEAR(a, b) CHECK(fabs((double)(a) - (double)(b)) <= 1e-12 * fmax(1.0, fabs((double)(b))))
 
 /* Writes text to g_dir/name (creating g_dir/sub if name has it) and returns the full path in a static-free buffer. */
@@ -127,9 +135,9 @@ static const char *k_full =
     "topology = { ranks_per_node = 2; };\n";
 
 static void check_full(const qf_deck *d) {
-    CHECK(strcmp(d->model_from, "qwen14b.h5") == 0 && d->model_init_seed == 7);
+    CHECK(path_is(d->model_from, "qwen14b.h5") && d->model_init_seed == 7);
     CHECK(d->activation_checkpointing == QF_ACKPT_FULL);
-    CHECK(strcmp(d->data_train, "train.h5") == 0 && strcmp(d->data_valid, "valid.h5") == 0);
+    CHECK(path_is(d->data_train, "train.h5") && path_is(d->data_valid, "valid.h5"));
     CHECK(d->seq_len == 512 && !d->shuffle && d->data_seed == 43 && d->seed == 5);
     CHECK(d->train_batch_size == 32 && d->train_micro_batch_size_per_gpu == 2 && d->gradient_accumulation_steps == 4);
     CHECK(d->max_steps == 10000 && d->gradient_clipping == 1.0);
@@ -143,10 +151,10 @@ static void check_full(const qf_deck *d) {
     CHECK(d->reduce_bucket_size == 1000000 && d->stage3_prefetch_bucket_size == 900000);
     CHECK(d->stage3_param_persistence_threshold == 10000 && d->stage3_max_live_parameters == 3000000000LL);
     CHECK(d->stage3_max_reuse_distance == 5000000000LL);
-    CHECK(strcmp(d->checkpoint_dir, "ck") == 0 && d->checkpoint_every_steps == 500 && d->checkpoint_keep == 2);
+    CHECK(path_is(d->checkpoint_dir, "ck") && d->checkpoint_every_steps == 500 && d->checkpoint_keep == 2);
     CHECK(d->eval_every_steps == 100 && d->early_stopping_patience == 3 && d->eval_max_batches == 8);
     CHECK(d->early_stopping_threshold == 0.01);
-    CHECK(strcmp(d->log_dir, "lg") == 0 && d->steps_per_print == 50 && d->wall_clock_breakdown && d->tensorboard);
+    CHECK(path_is(d->log_dir, "lg") && d->steps_per_print == 50 && d->wall_clock_breakdown && d->tensorboard);
     CHECK(d->on_nonfinite == QF_NONFINITE_SKIP && d->max_hours == 11.5 && d->gpu_memory_limit_gb == 20);
     CHECK(d->peak_tflops == 165 && d->ranks_per_node == 2);
 }

@@ -384,7 +384,8 @@ static void test_qwen1(void) {
     const qf_model_config *c = &hf.cfg;
     CHECK(!strcmp(c->arch, "qwen2") && !strcmp(c->family, "qwen"), "arch %s family %s", c->arch, c->family);
     CHECK(c->intermediate_size == 24 && c->head_dim == 4 && c->num_kv_heads == 4 && c->num_heads == 4, "dims");
-    CHECK(c->rope_theta == 20000 && c->rms_norm_eps == 1e-5 && c->max_position_embeddings == 64, "v1 numbers");
+    CHECK(c->rope_theta == 20000 && c->rms_norm_eps == 1e-5 && c->max_position_embeddings == 32,
+          "v1 numbers (max_position_embeddings is the v1 field of that name, not seq_length)");
     CHECK(c->attention_bias == 1 && c->qk_norm == 0 && c->tie_word_embeddings == 0, "v1 flags");
     CHECK(c->bos_token_id == -1 && c->eos_token_id == -1 && !strcmp(c->dtype, "bf16"), "v1 tokens/dtype");
     /* the mapping */

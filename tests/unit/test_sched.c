@@ -62,6 +62,26 @@ int main(void) {
         printf("%-28s %-15s max rel err %.2e\n", json_string_value(json_object_get(s, "name")), type, worst);
     }
     json_decref(root);
+    /* "linear": transformers' get_linear_schedule_with_warmup, lr * (k < W ? k / W : max(0, (T - k) / (T - W))),
+     * values worked by hand for W = 0 and W = 2 of T = 10 (no DeepSpeed clamp of W to 2) */
+    static const struct { int64_t W; int64_t k; double want; } lin[] = {
+        {0, 0, 1.0}, {0, 1, 0.9}, {0, 5, 0.5}, {0, 9, 0.1}, {0, 10, 0.0}, {0, 12, 0.0},
+        {2, 0, 0.0}, {2, 1, 0.5}, {2, 2, 1.0}, {2, 6, 0.5}, {2, 10, 0.0}};
+    for (size_t j = 0; j < sizeof lin / sizeof lin[0]; j++) {
+        qf_deck d;
+        qf_deck_defaults(&d);
+        d.sched = QF_SCHED_LINEAR;
+        d.lr = 1.0;
+        d.warmup_num_steps = lin[j].W;
+        d.total_num_steps = 0; /* the run's total */
+        double got = qf_sched_lr(&d, lin[j].k, 10);
+        checked++;
+        if (fabs(got - lin[j].want) > 1e-15) {
+            fprintf(stderr, "FAIL linear W=%lld k=%lld: want %g got %.17g\n", (long long)lin[j].W, (long long)lin[j].k,
+                    lin[j].want, got);
+            fails++;
+        }
+    }
     if (checked < 100) {
         fprintf(stderr, "FAIL: only %d values checked\n", checked);
         return 1;

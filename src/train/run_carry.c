@@ -1,0 +1,52 @@
+/* run_carry.c — the tokenizer files and generation_config.json a run carries into every checkpoint
+ * (io/hf_files.h): the tokenizer files from the first of the checkpoint resumed, model.from (an HDF5 model or
+ * checkpoint, a checkpoint directory's latest, an HF directory) and data.train that holds a tokenizer, and
+ * generation_config.json from the first of them that holds one. Every rank reads them (a few MB) so that every
+ * rank passes the same set to the collective checkpoint write. */
+#include <string.h>
+#include <sys/stat.h>
+#include "run.h"
+#include "hf_files.h"
+
+static int carry_is_dir(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static void carry_source(const char *from, qf_hf_files *out) {
+    qf_err e = {0};
+    if (!from || !from[0]) return;
+    if (carry_is_dir(from)) {
+        char latest[QF_PATH_MAX + 64];
+        if (qf_ckpt_find_latest(from, latest, sizeof latest, &e) == 1) qf_hf_files_read_path(latest, out);
+        else if (qf_hf_files_from_dir(from, out, &e)) memset(out, 0, sizeof *out);
+        return;
+    }
+    qf_hf_files_read_path(from, out);
+}
+
+static int carry_is_tok(const char *name) { return strcmp(name, "generation_config.json") != 0; }
+
+void qf_run_carry_files(qf_run *r) {
+    const char *src[3] = {r->resumed ? r->source : NULL, r->deck.model_from, r->deck.data_train};
+    int have_tok = 0, have_gen = 0;
+    memset(&r->carry, 0, sizeof r->carry);
+    for (int s = 0; s < 3 && !(have_tok && have_gen); s++) {
+        qf_hf_files hf;
+        memset(&hf, 0, sizeof hf);
+        carry_source(src[s], &hf);
+        int tok = qf_hf_files_has_tokenizer(&hf), gen = qf_hf_files_get(&hf, "generation_config.json", NULL) != NULL;
+        for (int i = 0; i < hf.n; i++) {
+            int is_tok = carry_is_tok(hf.name[i]);
+            if ((is_tok && (have_tok || !tok)) || (!is_tok && have_gen) || r->carry.n == QF_HF_FILES_MAX) continue;
+            int k = r->carry.n++;
+            memcpy(r->carry.name[k], hf.name[i], sizeof r->carry.name[k]);
+            r->carry.data[k] = hf.data[i];
+            r->carry.size[k] = hf.size[i];
+            hf.data[i] = NULL;
+        }
+        have_tok |= tok;
+        have_gen |= gen;
+        for (int i = 0; i < hf.n; i++) free(hf.data[i]);
+    }
+}

@@ -26,7 +26,7 @@ void qf_estimate(const qf_model_config *c, const qf_deck *d, int world, int rank
 int qf_estimate_grads_on_host(const qf_deck *d);
 
 /* offload_optimizer.gradients = auto, resolved for this run (src/plan/grads_home.c): "host" where the plan with
- * the shard on the device needs more than 92% of budget_bytes (the GPU's memory, or gpu_memory_limit_gb; 0 =
+ * the shard on the device and half a GiB of margin exceeds budget_bytes (the GPU's memory, or gpu_memory_limit_gb; 0 =
  * no device budget: CPU ranks keep it "device", their device memory is host memory), else "device". Writes the
  * reason (for the run header) into why. A value the deck set stays. */
 void qf_plan_grads_home(qf_deck *d, const qf_model_config *c, int world, int ranks_per_node, int64_t act_bytes,

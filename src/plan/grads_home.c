@@ -23,8 +23,11 @@ void qf_plan_grads_home(qf_deck *d, const qf_model_config *c, int W, int G, int6
     qf_estimate(c, d, W, G, ab, &dev);
     d->offload_optimizer_gradients = QF_GRADS_HOST;
     qf_estimate(c, d, W, G, ab, &host);
-    const int fits = (double)dev.device_total <= 0.92 * (double)budget;
+    /* the plan counts the engine's and the model's buffers; the backend's scratch and cuBLASLt workspace come on
+     * top (a few hundred MiB): half a GiB of margin */
+    const int64_t margin = (int64_t)1 << 29;
+    const int fits = dev.device_total + margin <= budget;
     d->offload_optimizer_gradients = fits ? QF_GRADS_DEVICE : QF_GRADS_HOST;
-    snprintf(why, n, "auto: the plan with the shard on the device needs %.2f GiB of %.2f GiB (92%% limit), on the host "
-                     "%.2f GiB", (double)dev.device_total / gib, (double)budget / gib, (double)host.device_total / gib);
+    snprintf(why, n, "auto: the plan with the shard on the device needs %.2f GiB + 0.5 of %.2f GiB, on the host %.2f GiB",
+             (double)dev.device_total / gib, (double)budget / gib, (double)host.device_total / gib);
 }

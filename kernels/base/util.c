@@ -1,6 +1,7 @@
 /* util.c — see util.h. No MPI here: stopping every rank is the engine's business (qf_fatal_set_hook). */
 #define _POSIX_C_SOURCE 200809L
 #include "util.h"
+#include "out_file.h"
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -32,6 +33,7 @@ void qf_fatal_at(const char *file, int line, const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     snprintf(buf, sizeof buf, "%s:%d: %s", file, line, msg);
+    qf_tmp_remove_all(); /* the hook may stop the process (MPI_Abort) before atexit handlers run */
     if (fatal_hook) fatal_hook(buf); /* the engine's: names the rank, stops every rank */
     fprintf(stderr, "qwen-ft: %s\n", buf);
     fflush(stderr);

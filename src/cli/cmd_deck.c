@@ -1,5 +1,6 @@
 /* cmd_deck.c — `qwen-ft deck`: a DeepSpeed JSON config as the equivalent libconfig deck, with a comment per key
  * saying what it does here (--from-ds), and the key reference of docs/deck.md (--keys). */
+#include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 #include "deck/deck.h"
 #include "deck/deck_keys.h"
 #include "deck/ds_config.h"
+#include "out_file.h"
 
 /* As DeepSpeed users write numbers: 2e8 stays 2e8 (not 200000000.0), 0.9 stays 0.9. */
 static void put_float(double v, FILE *f) {
@@ -153,17 +155,36 @@ static int deck_run(const void *opts) {
         fprintf(stderr, "qwen-ft deck: give --from-ds FILE.json or --keys (qwen-ft help deck)\n");
         return QF_EXIT_INPUT;
     }
-    FILE *f = o->out ? fopen(o->out, "w") : stdout;
-    if (!f) {
-        fprintf(stderr, "qwen-ft deck: cannot write %s\n", o->out);
-        return QF_EXIT_INPUT;
+    /* -o: the output rule (kernels/base/out_file.h): never the JSON itself, written whole into a temporary and
+     * renamed only once the translation succeeded, so a broken JSON leaves OUT as it was */
+    qf_out out;
+    qf_err e = {0};
+    FILE *f = stdout;
+    if (o->out) {
+        const char *in[1] = {o->from_ds};
+        if (qf_out_begin(&out, "-o", o->out, in, o->from_ds ? 1 : 0, &e)) {
+            fprintf(stderr, "qwen-ft deck: %s\n", e.msg);
+            return e.code;
+        }
+        if (!(f = fopen(out.tmp, "wx"))) {
+            fprintf(stderr, "qwen-ft deck: cannot write %s: %s\n", out.tmp, strerror(errno));
+            qf_out_abort(&out);
+            return QF_EXIT_INPUT;
+        }
     }
     int rc = 0;
     if (o->keys) qf_deck_print_keys_markdown(f);
     else rc = from_ds(o->from_ds, o->model, o->train, o->valid, f);
-    if (o->out && fclose(f) != 0) {
-        fprintf(stderr, "qwen-ft deck: writing %s failed\n", o->out);
-        rc = QF_EXIT_RUNTIME;
+    if (o->out) {
+        if (fclose(f) != 0 && rc == 0) {
+            fprintf(stderr, "qwen-ft deck: writing %s failed (disk full?)\n", o->out);
+            rc = QF_EXIT_RUNTIME;
+        }
+        if (rc == 0 && qf_out_commit(&out, &e) != 0) {
+            fprintf(stderr, "qwen-ft deck: %s\n", e.msg);
+            rc = e.code;
+        }
+        qf_out_abort(&out); /* after a failure: removes the temporary; after the commit: nothing */
     }
     return rc;
 }

@@ -265,7 +265,7 @@ FILE *qf_in_open(const char *what, const char *path, size_t max, qf_err *e) {
     /* O_NONBLOCK: opening a FIFO with no writer returns at once instead of blocking; cleared once it is a file */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
-        qf_err_set(e, QF_EXIT_INPUT, "%s: cannot read the %s: %s", path, what, strerror(errno));
+        qf_err_set(e, QF_EXIT_INPUT, "%s: cannot open the %s: %s", path, what, strerror(errno));
         return NULL;
     }
     struct stat st;

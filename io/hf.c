@@ -263,6 +263,7 @@ int qf_hf_read_config(const char *dir, qf_model_config *out, qf_err *e) {
     char path[1200];
     snprintf(path, sizeof path, "%s/config.json", dir);
     json_error_t je;
+    if (access(path, F_OK) == 0 && qf_in_regular("HF config", path, e)) return e->code; /* a FIFO would block */
     json_t *root = json_load_file(path, JSON_DECODE_ANY, &je);
     if (!root) {
         if (access(path, F_OK) != 0) return qf_err_set(e, QF_EXIT_INPUT, "%s: not found (not an HF model directory)", path);

@@ -80,6 +80,30 @@ int qf_tok_load(const char *path, qf_tokenizer **out, qf_err *e) {
     return 0;
 }
 
+int qf_tok_file_identity(const char *path, char *out, size_t cap, qf_err *e) {
+    char file[4096];
+    struct stat st;
+    snprintf(file, sizeof file, "%s", path);
+    if (!stat(path, &st) && S_ISDIR(st.st_mode)) {
+        snprintf(file, sizeof file, "%s/tokenizer.json", path);
+        if (!qf_exists(file)) snprintf(file, sizeof file, "%s/qwen.tiktoken", path);
+        if (!qf_exists(file)) {
+            out[0] = 0;
+            return 0;
+        }
+    }
+    size_t len = 0;
+    char *buf = read_file(file, &len, e);
+    if (!buf) return e->code;
+    qf_tokenizer *t = qf_calloc(1, sizeof *t); /* only the kind and the identity: nothing is parsed */
+    t->kind = looks_json(file, buf, len) ? QF_TOK_HF : QF_TOK_TIKTOKEN;
+    set_identity(t, buf, len);
+    free(buf);
+    snprintf(out, cap, "%s", t->identity);
+    free(t);
+    return 0;
+}
+
 void qf_tok_free(qf_tokenizer *t) {
     if (!t) return;
     qf_tok_map_free(&t->vocab);

@@ -144,7 +144,8 @@ static const qf_opt DECK_OPTS[] = {
     {.name = "train", .type = QF_OPT_STR, .off = offsetof(deck_opts, train), .meta = "D.h5", .help = "data.train"},
     {.name = "valid", .type = QF_OPT_STR, .off = offsetof(deck_opts, valid), .meta = "V.h5", .help = "data.valid"},
     {.name = "out", .short_name = 'o', .type = QF_OPT_STR, .off = offsetof(deck_opts, out), .meta = "OUT.cfg",
-     .help = "write the deck there instead of standard output"},
+     .help = "write the deck there instead of standard output (in one piece once the translation succeeded; "
+             "never over the JSON itself)"},
     {.name = "keys", .type = QF_OPT_FLAG, .off = offsetof(deck_opts, keys),
      .help = "print every deck key as the markdown table of docs/deck.md"},
 };

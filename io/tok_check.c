@@ -9,20 +9,25 @@
 #include "out_file.h"
 #include "tok_impl.h"
 
-/* 0 when id is one of t's special/added tokens (not a reserved <|extra_N|> of a tiktoken) */
+/* the id of an added/special token by its text, -1 when none (as tokenizer.c's qf_tok_special; the tables
+ * directly, so that this file is called by tokenizer.c and calls only the lower tok_map.c) */
+static int32_t tok_added_id(const qf_tokenizer *t, const char *text, size_t len) {
+    for (int set = 0; set < 2; set++) {
+        int32_t id = qf_tok_map_get(&t->added[set].text, text, len);
+        if (id >= 0) return id;
+    }
+    return -1;
+}
+
+/* 0 when id is one of t's special/added tokens (not a reserved <|extra_N|> of a tiktoken); text: its bytes */
 static int tok_is_special(const qf_tokenizer *t, json_int_t id, char *text, size_t cap) {
     text[0] = 0;
-    if (id < 0 || id >= qf_tok_vocab_size(t)) return -1;
-    int32_t one = (int32_t)id;
-    size_t len = 0;
-    qf_err e = {0};
-    char *s = qf_tok_decode(t, &one, 1, &len, &e);
-    if (!s) return -1;
-    snprintf(text, cap, "%.*s", (int)(len < 64 ? len : 64), s);
-    int ok = len < 256 && qf_tok_special(t, text) == (int32_t)id;
+    if (id < 0 || id >= t->n_ids || t->dec_len[id] < 0) return -1;
+    size_t len = (size_t)t->dec_len[id];
+    snprintf(text, cap, "%.*s", (int)(len < 64 ? len : 64), t->dec_buf + t->dec_off[id]);
+    int ok = tok_added_id(t, t->dec_buf + t->dec_off[id], len) == (int32_t)id;
     /* Qwen v1's reserved <|extra_N|> are never an eos/bos/pad: such an id means the specials moved (a cut file) */
     if (ok && t->kind == QF_TOK_TIKTOKEN && strncmp(text, "<|extra_", 8) == 0) ok = 0;
-    free(s);
     return ok ? 0 : -1;
 }
 
@@ -36,15 +41,15 @@ static int tok_check_key(const qf_tokenizer *t, const char *tokfile, const char 
         json_int_t id = json_integer_value(x);
         char text[80];
         if (tok_is_special(t, id, text, sizeof text) == 0) continue;
-        if (id >= qf_tok_vocab_size(t))
+        if (id >= t->n_ids)
             return qf_err_set(e, QF_EXIT_INPUT, "%s: %s names id %lld, but the tokenizer %s has only %lld ids (its "
                               "<|endoftext|> is %d): the tokenizer file is cut short or belongs to another model",
-                              cfg, key, (long long)id, tokfile, (long long)qf_tok_vocab_size(t),
-                              (int)qf_tok_special(t, "<|endoftext|>"));
+                              cfg, key, (long long)id, tokfile, (long long)t->n_ids,
+                              (int)tok_added_id(t, "<|endoftext|>", 13));
         return qf_err_set(e, QF_EXIT_INPUT, "%s: %s names id %lld, which is %s%s%s in the tokenizer %s, not a special "
                           "token (its <|endoftext|> is %d): the tokenizer file is cut short or belongs to another model",
                           cfg, key, (long long)id, text[0] ? "\"" : "", text[0] ? text : "no token",
-                          text[0] ? "\"" : "", tokfile, (int)qf_tok_special(t, "<|endoftext|>"));
+                          text[0] ? "\"" : "", tokfile, (int)tok_added_id(t, "<|endoftext|>", 13));
     }
     return 0;
 }

@@ -85,6 +85,7 @@ static void tmp_at_exit(void) { qf_tmp_remove_all(); }
 static void tmp_install(void) {
     tmp_installed = 1;
     atexit(tmp_at_exit);
+    qf_fatal_set_cleanup(qf_tmp_remove_all);
     const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
     for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) {
         struct sigaction old;

@@ -27,6 +27,8 @@ void qf_fatal_at(const char *file, int line, const char *fmt, ...) __attribute__
 typedef void (*qf_fatal_hook)(const char *where_and_msg);
 /* Installs the hook (NULL: none); call once, before other threads start. */
 void qf_fatal_set_hook(qf_fatal_hook hook);
+/* A cleanup run before the hook (kernels/base/out_file.c removes its temporaries; async-signal-safe). */
+void qf_fatal_set_cleanup(void (*cleanup)(void));
 #define QF_FATAL(...) qf_fatal_at(__FILE__, __LINE__, __VA_ARGS__)
 #define QF_CHECK(cond)                                                \
     do {                                                              \

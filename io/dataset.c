@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "h5_impl.h"
+#include "out_file.h"
 
 #define DATASET_FORMAT "qwen-ft-packed"
 #define DATASET_FORMAT_VERSION 1
@@ -653,17 +654,19 @@ done:
 int qf_dataset_write(const char *path, const qf_dataset_builder *b, const int64_t *docs, int64_t ndocs,
                      int64_t vocab_size, int64_t eos_id, int64_t pad_id, const char *tokenizer, const char *source,
                      qf_err *e) {
-    size_t len = strlen(path);
-    char *tmp = qf_malloc(len + 5);
-    memcpy(tmp, path, len);
-    memcpy(tmp + len, ".tmp", 5);
+    char *tmp = qf_malloc(QF_OUT_PATH_MAX + 32);
+    if (qf_out_tmpname(path, tmp, QF_OUT_PATH_MAX + 32) != 0) {
+        free(tmp);
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: path too long", path);
+    }
     /* create the file ourselves first, for a precise reason when it cannot be (no directory, no permission) */
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
     if (fd < 0) {
         int rc = qf_err_set(e, QF_EXIT_INPUT, "%s: cannot write: %s", tmp, strerror(errno));
         free(tmp);
         return rc;
     }
+    int slot = qf_tmp_track(tmp); /* removed on every exit path (kernels/base/out_file.h) */
     close(fd);
     h5_quiet q;
     h5_quiet_begin(&q);
@@ -677,9 +680,9 @@ int qf_dataset_write(const char *path, const qf_dataset_builder *b, const int64_
         if (H5Fclose(fid) < 0 && rc == 0) rc = qf_err_set(e, QF_EXIT_INPUT, "%s: closing failed (disk full?)", tmp);
     }
     h5_quiet_end(&q);
-    if (rc == 0 && rename(tmp, path) != 0)
-        rc = qf_err_set(e, QF_EXIT_INPUT, "%s: cannot rename %s to it: %s", path, tmp, strerror(errno));
+    if (rc == 0) rc = qf_out_publish(tmp, path, e);
     if (rc) unlink(tmp);
+    qf_tmp_untrack(slot);
     free(tmp);
     return rc;
 }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include "dataset.h"
 #include "h5_impl.h"
+#include "out_file.h"
 
 struct qf_dsp {
     MPI_Comm comm;
@@ -15,6 +16,8 @@ struct qf_dsp {
     char *path, *tmp;
     hid_t file, dtok, dmask, doff, dxpl;
     int64_t n_tokens, n_docs;
+    int publish; /* qf_dsp_finish renames tmp to path (0: the caller's temporary, left for it) */
+    int slot;    /* rank 0: tmp in the exit-path tracker (out_file.h) */
 };
 
 /* 0 on every rank when ok is 1 on every rank */
@@ -24,14 +27,36 @@ static int dsp_agree(MPI_Comm comm, int ok) {
     return all ? 0 : -1;
 }
 
+static int dsp_open(qf_dsp *w, int64_t n_tokens, int64_t n_docs, qf_dsp **out, qf_err *e);
+
 int qf_dsp_create(const char *path, MPI_Comm comm, int64_t n_tokens, int64_t n_docs, qf_dsp **out, qf_err *e) {
     *out = NULL;
     qf_dsp *w = qf_calloc(1, sizeof *w);
     w->comm = comm;
     MPI_Comm_rank(comm, &w->rank);
     w->path = qf_strdup(path);
-    w->tmp = qf_malloc(strlen(path) + 5);
-    sprintf(w->tmp, "%s.tmp", path);
+    w->tmp = qf_calloc(QF_OUT_PATH_MAX + 32, 1);
+    if (w->rank == 0 && qf_out_tmpname(path, w->tmp, QF_OUT_PATH_MAX + 32) != 0) w->tmp[0] = 0;
+    MPI_Bcast(w->tmp, QF_OUT_PATH_MAX + 32, MPI_CHAR, 0, comm); /* one file, one name on every rank */
+    w->publish = 1;
+    w->slot = w->rank == 0 && w->tmp[0] ? qf_tmp_track(w->tmp) : -1;
+    return dsp_open(w, n_tokens, n_docs, out, e);
+}
+
+int qf_dsp_create_tmp(const char *path, const char *tmp, MPI_Comm comm, int64_t n_tokens, int64_t n_docs,
+                      qf_dsp **out, qf_err *e) {
+    *out = NULL;
+    qf_dsp *w = qf_calloc(1, sizeof *w);
+    w->comm = comm;
+    MPI_Comm_rank(comm, &w->rank);
+    w->path = qf_strdup(path);
+    w->tmp = qf_strdup(tmp);
+    w->slot = -1; /* the caller tracks it */
+    return dsp_open(w, n_tokens, n_docs, out, e);
+}
+
+static int dsp_open(qf_dsp *w, int64_t n_tokens, int64_t n_docs, qf_dsp **out, qf_err *e) {
+    MPI_Comm comm = w->comm;
     w->file = w->dtok = w->dmask = w->doff = w->dxpl = -1;
     w->n_tokens = n_tokens;
     w->n_docs = n_docs;
@@ -39,7 +64,7 @@ int qf_dsp_create(const char *path, MPI_Comm comm, int64_t n_tokens, int64_t n_d
     h5_quiet_begin(&q);
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     int ok = fapl >= 0 && H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL) >= 0;
-    if (ok) w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    if (ok && w->tmp[0]) w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     if (fapl >= 0) H5Pclose(fapl);
     ok = w->file >= 0;
     if (ok) {
@@ -111,6 +136,7 @@ static void dsp_close(qf_dsp *w, int *ok) {
 }
 
 static void dsp_free(qf_dsp *w) {
+    qf_tmp_untrack(w->slot);
     free(w->path);
     free(w->tmp);
     free(w);
@@ -129,13 +155,10 @@ int qf_dsp_finish(qf_dsp *w, int64_t vocab_size, int64_t max_token, int64_t eos_
         rc = qf_err_set(e, QF_EXIT_INPUT, "%s: writing the attributes or closing failed (disk full?)", w->tmp);
     } else {
         int renamed = 1;
-        char why[256] = "";
-        if (w->rank == 0 && rename(w->tmp, w->path) != 0) {
-            renamed = 0;
-            snprintf(why, sizeof why, "%s", strerror(errno));
-        }
+        qf_err pe = {0};
+        if (w->publish && w->rank == 0 && qf_out_publish(w->tmp, w->path, &pe) != 0) renamed = 0;
         MPI_Bcast(&renamed, 1, MPI_INT, 0, w->comm);
-        if (!renamed) rc = qf_err_set(e, QF_EXIT_INPUT, "%s: cannot rename %s to it: %s", w->path, w->tmp, why);
+        if (!renamed) rc = qf_err_set(e, QF_EXIT_RUNTIME, "%s", w->rank == 0 ? pe.msg : "rank 0 could not publish it");
     }
     if (rc && w->rank == 0) unlink(w->tmp);
     dsp_free(w);

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "h5io.h"
+#include "out_file.h"
 
 /* ---- config.json ------------------------------------------------------------------------------------------- */
 
@@ -267,6 +268,7 @@ int qf_hf_read_config(const char *dir, qf_model_config *out, qf_err *e) {
     char path[1200];
     snprintf(path, sizeof path, "%s/config.json", dir);
     json_error_t je;
+    if (access(path, F_OK) == 0 && qf_in_regular("HF config", path, e)) return e->code; /* a FIFO would block */
     json_t *root = json_load_file(path, JSON_DECODE_ANY, &je);
     if (!root) {
         if (access(path, F_OK) != 0) return qf_err_set(e, QF_EXIT_INPUT, "%s: not found (not an HF model directory)", path);
@@ -629,8 +631,23 @@ int qf_hf_import(const char *dir, const char *out_h5, const char *dtype_or_null,
     qf_model_config cfg = hf.cfg;
     snprintf(cfg.dtype, sizeof cfg.dtype, "%s", qf_dtype_name(dt));
 
-    char tmp[1200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", out_h5);
+    /* the output rule (kernels/base/out_file.h): never over one of the files read, one writer, a temporary */
+    const char **in = qf_calloc((size_t)hf.st.nfiles + 4, sizeof *in);
+    char cfgp[1100], tokj[1100], tokt[1100];
+    snprintf(cfgp, sizeof cfgp, "%s/config.json", dir);
+    snprintf(tokj, sizeof tokj, "%s/tokenizer.json", dir);
+    snprintf(tokt, sizeof tokt, "%s/qwen.tiktoken", dir);
+    int nin = 0;
+    for (int i = 0; i < hf.st.nfiles; i++) in[nin++] = hf.st.files[i];
+    in[nin++] = cfgp, in[nin++] = tokj, in[nin++] = tokt;
+    qf_out out;
+    int orc = qf_out_begin(&out, "--out", out_h5, in, nin, e);
+    free(in);
+    if (orc) {
+        qf_hf_close(&hf);
+        return orc;
+    }
+    const char *tmp = out.tmp;
     qf_h5 *f = NULL;
     qf_param_spec *sp = NULL;
     float *buf = NULL;
@@ -667,10 +684,7 @@ int qf_hf_import(const char *dir, const char *out_h5, const char *dtype_or_null,
     rc = qf_h5_close(f, e);
     f = NULL;
     if (rc) goto fail;
-    if (rename(tmp, out_h5) != 0) {
-        rc = qf_err_set(e, QF_EXIT_RUNTIME, "%s: cannot rename %s into place", out_h5, tmp);
-        goto fail;
-    }
+    if ((rc = qf_out_commit(&out, e)) != 0) goto fail;
     free(buf);
     free(sp);
     qf_hf_close(&hf);
@@ -680,7 +694,7 @@ fail:
         qf_err ignore = {0};
         qf_h5_close(f, &ignore);
     }
-    unlink(tmp);
+    qf_out_abort(&out);
     free(buf);
     free(sp);
     qf_hf_close(&hf);

@@ -5,6 +5,7 @@
  * Tensors of any known dtype are accepted when opening (their byte size is checked); only F32, BF16 and F16 can
  * be read (qf_st_check says so with a clear message). Tensors are kept sorted by name for qf_st_find. */
 #include "safetensors.h"
+#include "out_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -85,13 +86,17 @@ static int st_check_overlap(const qf_st *st, int fi, const char *path, qf_err *e
 /* Maps path read-only into *map[*len]; an error naming the file when it cannot be opened or is shorter than the
  * 8-byte header length. */
 static int st_map_file(const char *path, void **map, size_t *len, qf_err *e) {
-    int fd = open(path, O_RDONLY);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* O_NONBLOCK: a FIFO is refused below, not waited on */
     if (fd < 0) return qf_err_set(e, QF_EXIT_INPUT, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
         int err = errno;
         close(fd);
         return qf_err_set(e, QF_EXIT_INPUT, "%s: cannot stat: %s", path, strerror(err));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return qf_in_regular("safetensors file", path, e); /* names its kind: a directory, FIFO, device */
     }
     *len = (size_t)sb.st_size;
     if (*len < 8) {
@@ -244,6 +249,7 @@ int qf_st_open_dir(const char *dir, qf_st *st, qf_err *e) {
         return qf_st_open_file(p, st, e);
     }
     json_error_t je;
+    if (qf_in_regular("safetensors index", ipath, e)) return e->code; /* a FIFO would block */
     json_t *root = json_load_file(ipath, 0, &je);
     if (!root)
         return qf_err_set(e, QF_EXIT_INPUT, "%s:%d: invalid JSON: %s", ipath, je.line, je.text);

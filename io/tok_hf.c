@@ -236,6 +236,20 @@ static int parse_added(hf_ctx *c, json_t *list) {
         const char *s = json_string_value(content);
         size_t len = json_string_length(content);
         int32_t tid = (int32_t)json_integer_value(id);
+        /* the added tokens must agree with the vocabulary (a hand-edited or mixed-up file otherwise encodes one id
+         * and decodes another): a content the vocabulary has keeps its id there; an id is one token's only */
+        int32_t vid = qf_tok_map_get(&c->str_id, s, len);
+        if ((vid >= 0 && vid != tid) || (vid < 0 && tid < c->t->n_ids && c->t->dec_len[tid] >= 0)) {
+            char msg[300];
+            if (vid >= 0)
+                snprintf(msg, sizeof msg, "added_tokens[%zu] \"%.64s\" has id %lld, but model.vocab gives it %lld",
+                         i, s, (long long)tid, (long long)vid);
+            else
+                snprintf(msg, sizeof msg, "added_tokens[%zu] \"%.64s\" has id %lld, which is already another token's "
+                         "(model.vocab or an earlier added token)", i, s, (long long)tid);
+            return bad(c, msg);
+        }
+        if (vid < 0) qf_tok_map_put(&c->str_id, s, len, tid); /* a later duplicate of this content must agree */
         add_token(c->t, s, len, tid, 0);
         if (normalized && c->t->nfc) { /* HF matches the normalized content in each normalized piece */
             size_t nlen;

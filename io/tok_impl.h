@@ -139,4 +139,8 @@ void qf_tok_bpe(const qf_tokenizer *t, qf_tok_scratch *s, const char *p, size_t 
 void qf_tok_bpe_memo(qf_tokenizer *t);
 void qf_tok_scratch_free(qf_tok_scratch *s);
 
+/* The eos/bos/pad ids of generation_config.json and config.json beside tokfile must be special tokens of t
+ * (tok_check.c); 0 or exit 2 naming the file, the key and the id. */
+int qf_tok_check_siblings(const qf_tokenizer *t, const char *tokfile, qf_err *e);
+
 #endif

@@ -15,38 +15,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "out_file.h"
 #include "tok_impl.h"
 
 /* ---- loading ------------------------------------------------------------------------------------------------- */
 
+/* a regular file (a FIFO, directory or device is refused before reading) of at most QF_MAX_TOKENIZER_BYTES */
 static char *read_file(const char *path, size_t *len, qf_err *e) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        qf_err_set(e, QF_EXIT_INPUT, "%s: cannot open the tokenizer (%s)", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 20, n = 0, got;
-    char *buf = qf_malloc(cap);
-    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n > QF_MAX_TOKENIZER_BYTES) { /* /dev/zero, or not a tokenizer: bounded memory */
-            free(buf);
-            fclose(f);
-            qf_err_set(e, QF_EXIT_INPUT, "%s: larger than %zu bytes, the limit of a tokenizer file (docs/reliability.md)",
-                       path, QF_MAX_TOKENIZER_BYTES);
-            return NULL;
-        }
-        if (n == cap) buf = qf_realloc(buf, cap *= 2);
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (err) {
-        free(buf);
-        qf_err_set(e, QF_EXIT_INPUT, "%s: read error", path);
-        return NULL;
-    }
-    *len = n;
-    return buf;
+    return qf_in_slurp("tokenizer", path, QF_MAX_TOKENIZER_BYTES, len, e);
 }
 
 static int ends_with(const char *s, const char *suffix) {
@@ -93,6 +69,7 @@ int qf_tok_load(const char *path, qf_tokenizer **out, qf_err *e) {
                                         : qf_tok_tiktoken_load(t, file, buf, len, e);
     if (!rc) rc = qf_tok_bytes_check(t, file, e);
     if (!rc && !t->whole_first) qf_tok_bpe_memo(t);
+    if (!rc) rc = qf_tok_check_siblings(t, file, e); /* tok_check.c: the model's ids beside it */
     if (!rc) set_identity(t, buf, len);
     free(buf);
     if (rc) {
@@ -100,6 +77,30 @@ int qf_tok_load(const char *path, qf_tokenizer **out, qf_err *e) {
         return rc;
     }
     *out = t;
+    return 0;
+}
+
+int qf_tok_file_identity(const char *path, char *out, size_t cap, qf_err *e) {
+    char file[4096];
+    struct stat st;
+    snprintf(file, sizeof file, "%s", path);
+    if (!stat(path, &st) && S_ISDIR(st.st_mode)) {
+        snprintf(file, sizeof file, "%s/tokenizer.json", path);
+        if (!qf_exists(file)) snprintf(file, sizeof file, "%s/qwen.tiktoken", path);
+        if (!qf_exists(file)) {
+            out[0] = 0;
+            return 0;
+        }
+    }
+    size_t len = 0;
+    char *buf = read_file(file, &len, e);
+    if (!buf) return e->code;
+    qf_tokenizer *t = qf_calloc(1, sizeof *t); /* only the kind and the identity: nothing is parsed */
+    t->kind = looks_json(file, buf, len) ? QF_TOK_HF : QF_TOK_TIKTOKEN;
+    set_identity(t, buf, len);
+    free(buf);
+    snprintf(out, cap, "%s", t->identity);
+    free(t);
     return 0;
 }
 

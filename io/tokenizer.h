@@ -48,6 +48,9 @@ int32_t qf_tok_special(const qf_tokenizer *t, const char *text);
 int64_t qf_tok_vocab_size(const qf_tokenizer *t);
 /* "hf-tokenizer.json sha256:<hex>" or "qwen.tiktoken sha256:<hex>": recorded in datasets (docs/formats.md). */
 const char *qf_tok_identity(const qf_tokenizer *t);
+/* The identity qf_tok_load would give the tokenizer at path (a file, or a directory's tokenizer.json / qwen.tiktoken)
+ * from its bytes alone, without parsing it; "" when a directory has none. 0 or exit 2 (unreadable). */
+int qf_tok_file_identity(const char *path, char *out, size_t cap, qf_err *e);
 
 /* A qwen.tiktoken tokenizer written as an HF tokenizer.json that encodes the same (io/tok_export.c): exported Qwen v1
  * models then load with transformers' Qwen2TokenizerFast. An HF tokenizer is refused (copy its file instead). */

@@ -11,8 +11,11 @@
 
 /* The one piece of process-wide state of the base layer: set once, before any thread starts (qf_fatal_set_hook). */
 static qf_fatal_hook fatal_hook;
+/* and the cleanup before it: out_file.c's removal of the temporaries, installed with the first one */
+static void (*fatal_cleanup)(void);
 
 void qf_fatal_set_hook(qf_fatal_hook hook) { fatal_hook = hook; }
+void qf_fatal_set_cleanup(void (*cleanup)(void)) { fatal_cleanup = cleanup; }
 
 int qf_err_set(qf_err *e, int code, const char *fmt, ...) {
     if (e && e->code == 0) {
@@ -32,6 +35,7 @@ void qf_fatal_at(const char *file, int line, const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     snprintf(buf, sizeof buf, "%s:%d: %s", file, line, msg);
+    if (fatal_cleanup) fatal_cleanup(); /* the hook may stop the process (MPI_Abort) before atexit handlers run */
     if (fatal_hook) fatal_hook(buf); /* the engine's: names the rank, stops every rank */
     fprintf(stderr, "qwen-ft: %s\n", buf);
     fflush(stderr);

@@ -27,6 +27,8 @@ void qf_fatal_at(const char *file, int line, const char *fmt, ...) __attribute__
 typedef void (*qf_fatal_hook)(const char *where_and_msg);
 /* Installs the hook (NULL: none); call once, before other threads start. */
 void qf_fatal_set_hook(qf_fatal_hook hook);
+/* A cleanup run before the hook (kernels/base/out_file.c removes its temporaries; async-signal-safe). */
+void qf_fatal_set_cleanup(void (*cleanup)(void));
 #define QF_FATAL(...) qf_fatal_at(__FILE__, __LINE__, __VA_ARGS__)
 #define QF_CHECK(cond)                                                \
     do {                                                              \
@@ -68,6 +70,12 @@ double qf_float_widen(float f);
 /* Input size limits (docs/reliability.md): one JSONL line (a prepare record, a metrics line), a tokenizer file. */
 #define QF_MAX_LINE_BYTES ((size_t)1 << 24)      /* 16 MiB */
 #define QF_MAX_TOKENIZER_BYTES ((size_t)1 << 26) /* 64 MiB (Qwen's tokenizer.json: 7 MB) */
+/* A deck file (each @include too) and a DeepSpeed JSON: real ones are a few KB. The caps keep their parsers fast:
+ * libconfig rescans a token from its start each time its 8 KB buffer refills (a long comment or string line is
+ * quadratic) and checks each new setting against every setting of its group (quadratic in a group's size). */
+#define QF_MAX_DECK_BYTES ((size_t)1 << 22)  /* 4 MiB */
+#define QF_MAX_DECK_LINE ((size_t)1 << 16)   /* 64 KiB, one line of a deck */
+#define QF_MAX_DECK_SETTINGS 4096            /* settings of a deck with its includes; keys + list values of a JSON */
 /* getline with a bound: reads one line (with its '\n') into *line (grown as getline grows it), NUL-terminated.
  * Returns its length, -1 at end of file (or on a read error: check ferror), or -2 when the line is longer than
  * max bytes (the rest of it is left unread; memory stays O(max)). */

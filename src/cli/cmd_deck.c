@@ -1,5 +1,6 @@
 /* cmd_deck.c — `qwen-ft deck`: a DeepSpeed JSON config as the equivalent libconfig deck, with a comment per key
  * saying what it does here (--from-ds), and the key reference of docs/deck.md (--keys). */
+#include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include "deck/deck_keys.h"
 #include "deck/ds_config.h"
 #include "deck_placeholders.h"
+#include "out_file.h"
 
 /* As DeepSpeed users write numbers: 2e8 stays 2e8 (not 200000000.0), 0.9 stays 0.9. */
 static void put_float(double v, FILE *f) {
@@ -137,7 +139,8 @@ static const qf_opt DECK_OPTS[] = {
     {.name = "train", .type = QF_OPT_STR, .off = offsetof(deck_opts, train), .meta = "D.h5", .help = "data.train"},
     {.name = "valid", .type = QF_OPT_STR, .off = offsetof(deck_opts, valid), .meta = "V.h5", .help = "data.valid"},
     {.name = "out", .short_name = 'o', .type = QF_OPT_STR, .off = offsetof(deck_opts, out), .meta = "OUT.cfg",
-     .help = "write the deck there instead of standard output"},
+     .help = "write the deck there instead of standard output (in one piece once the translation succeeded; "
+             "never over the JSON itself)"},
     {.name = "keys", .type = QF_OPT_FLAG, .off = offsetof(deck_opts, keys),
      .help = "print every deck key as the markdown table of docs/deck.md"},
 };
@@ -148,10 +151,22 @@ static int deck_run(const void *opts) {
         fprintf(stderr, "qwen-ft deck: give --from-ds FILE.json or --keys (qwen-ft help deck)\n");
         return QF_EXIT_INPUT;
     }
-    FILE *f = o->out ? fopen(o->out, "w") : stdout;
-    if (!f) {
-        fprintf(stderr, "qwen-ft deck: cannot write %s\n", o->out);
-        return QF_EXIT_INPUT;
+    /* -o: the output rule (kernels/base/out_file.h): never the JSON itself, written whole into a temporary and
+     * renamed only once the translation succeeded, so a broken JSON leaves OUT as it was */
+    qf_out out;
+    qf_err e = {0};
+    FILE *f = stdout;
+    if (o->out) {
+        const char *in[1] = {o->from_ds};
+        if (qf_out_begin(&out, "-o", o->out, in, o->from_ds ? 1 : 0, &e)) {
+            fprintf(stderr, "qwen-ft deck: %s\n", e.msg);
+            return e.code;
+        }
+        if (!(f = fopen(out.tmp, "wx"))) {
+            fprintf(stderr, "qwen-ft deck: cannot write %s: %s\n", out.tmp, strerror(errno));
+            qf_out_abort(&out);
+            return QF_EXIT_INPUT;
+        }
     }
     int rc = 0;
     if (o->keys) qf_deck_print_keys_markdown(f);
@@ -161,9 +176,16 @@ static int deck_run(const void *opts) {
                      qf_deck_path_for_out(o->out, o->train, bt, sizeof bt),
                      qf_deck_path_for_out(o->out, o->valid, bv, sizeof bv), f);
     }
-    if (o->out && fclose(f) != 0) {
-        fprintf(stderr, "qwen-ft deck: writing %s failed\n", o->out);
-        rc = QF_EXIT_RUNTIME;
+    if (o->out) {
+        if (fclose(f) != 0 && rc == 0) {
+            fprintf(stderr, "qwen-ft deck: writing %s failed (disk full?)\n", o->out);
+            rc = QF_EXIT_RUNTIME;
+        }
+        if (rc == 0 && qf_out_commit(&out, &e) != 0) {
+            fprintf(stderr, "qwen-ft deck: %s\n", e.msg);
+            rc = e.code;
+        }
+        qf_out_abort(&out); /* after a failure: removes the temporary; after the commit: nothing */
     }
     return rc;
 }

@@ -17,7 +17,7 @@ static const qf_opt IMPORT_OPTS[] = {
      .help = "HF model directory: config.json + model.safetensors (or a sharded set with "
              "model.safetensors.index.json); Qwen v1, Qwen1.5/2/2.5 and Qwen3 checkpoints"},
     {.name = "out", .short_name = 'o', .type = QF_OPT_STR, .off = offsetof(import_opts, out), .meta = "FILE",
-     .required = 1, .help = "HDF5 model to write (atomically: FILE.tmp, then renamed)"},
+     .required = 1, .help = "HDF5 model to write (atomically: FILE.tmp-PID-RANDOM, then renamed; never one of the files it reads)"},
     {.name = "dtype", .type = QF_OPT_CHOICE, .off = offsetof(import_opts, dtype), .choices = "bf16|fp16|fp32",
      .help = "storage dtype of the parameters (default: the checkpoint's own)"},
     {.name = "set", .type = QF_OPT_IGNORED, .meta = "KEY=VALUE", .help = "import reads no deck"},

@@ -14,6 +14,7 @@
 #include <strings.h>
 #include "commands.h"
 #include "plot_font.h"
+#include "out_file.h"
 #include "util.h"
 #include <zlib.h>
 
@@ -52,8 +53,8 @@ static void series_add(series *s, double x, double y) {
 }
 
 static int read_metrics(const char *path, int file_index, panel *p, int np, qf_err *e) {
-    FILE *f = fopen(path, "r");
-    if (!f) return qf_err_set(e, QF_EXIT_INPUT, "%s: cannot open: %s", path, strerror(errno));
+    FILE *f = qf_in_open("metrics file", path, 0, e); /* a FIFO or directory is refused, not waited on */
+    if (!f) return e->code;
     char *line = NULL;
     size_t cap = 0;
     ssize_t len;
@@ -560,21 +561,20 @@ static void print_summary(const char *out, const panel *p, int kept) {
 }
 
 /* The read panels merged, laid out and written to o->out. */
-static int draw_panels(const plot_opts *o, int svg, panel *p, int np, qf_err *e) {
+static int draw_panels(const plot_opts *o, const char *path, int svg, panel *p, int np, int *kept_out, qf_err *e) {
     const char *const *files = o->files.v;
     int nfiles = o->files.n;
     merge_eval_panels(p, np);
     xrange xr = {INFINITY, -INFINITY};
     int kept = keep_panels_with_data(p, np, nfiles, qf_opts_given(&qf_cmd_plot, o, "keys"), &xr);
+    *kept_out = kept;
     pad_xrange(&xr);
     if (!kept)
         return qf_err_set(e, QF_EXIT_INPUT, "none of the keys (%s) has a value in %s%s", o->keys, files[0],
                           nfiles > 1 ? " and the other files" : "");
     canvas c = {.svg = svg, .w = W, .h = TOP + kept * PANEL_H + 10, .scale = 2};
-    int rc = svg ? render_svg(o->out, &c, p, kept, &xr, files, nfiles, e)
-                 : render_png(o->out, &c, p, kept, &xr, files, nfiles, e);
-    if (!rc) print_summary(o->out, p, kept);
-    return rc;
+    return svg ? render_svg(path, &c, p, kept, &xr, files, nfiles, e)
+               : render_png(path, &c, p, kept, &xr, files, nfiles, e);
 }
 
 /* kept, empty and merged panels alike (merged ones hold no series) */
@@ -587,11 +587,18 @@ static void free_panels(panel *p, int np, int nfiles) {
 static int plot(const plot_opts *o, qf_err *e) {
     int svg = output_is_svg(o->out);
     if (svg < 0) return qf_err_set(e, QF_EXIT_INPUT, "%s: the output must end in .svg or .png", o->out);
+    /* the output rule (kernels/base/out_file.h): never one of the metrics files, a temporary renamed at the end */
+    qf_out out;
+    if (qf_out_begin(&out, "--out", o->out, o->files.v, o->files.n, e)) return e->code;
     panel *p = qf_calloc(PLOT_MAX_KEYS, sizeof *p);
     int np = 0;
     int rc = parse_keys(o->keys, p, &np, e);
     for (int i = 0; i < o->files.n && !rc; i++) rc = read_metrics(o->files.v[i], i, p, np, e);
-    if (!rc) rc = draw_panels(o, svg, p, np, e);
+    int kept = 0;
+    if (!rc) rc = draw_panels(o, out.tmp, svg, p, np, &kept, e);
+    if (!rc) rc = qf_out_commit(&out, e);
+    qf_out_abort(&out);
+    if (!rc) print_summary(o->out, p, kept);
     free_panels(p, np, o->files.n);
     return rc;
 }

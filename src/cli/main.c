@@ -2,6 +2,7 @@
  * that --help, --version and a bad option answer once and start nothing; then MPI and the command. A bare deck
  * means `train`. */
 #include <mpi.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include "commands.h"
@@ -133,6 +134,9 @@ int main(int argc, char **argv) {
     /* `train` stops cleanly on SIGUSR1/SIGTERM/SIGINT (docs/hpc.md); one that comes while MPI starts waits for the
      * handlers instead of killing the rank */
     if (cmd == &qf_cmd_train) qf_signals_hold();
+    /* a closed stdout (`qwen-ft prepare ... | head`) is EPIPE on a write, not a death by SIGPIPE that would leave
+     * the temporaries behind: the command finishes its outputs and exits through the normal path */
+    signal(SIGPIPE, SIG_IGN);
     MPI_Init(NULL, NULL);
     qf_fatal_set_hook(qf_comm_fatal); /* QF_FATAL on any rank now stops them all */
     rc = cmd->rank0 ? qf_comm_on_rank0(cmd->run, opts) : cmd->run(opts);

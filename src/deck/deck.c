@@ -42,6 +42,7 @@ static void deck_ctx_free(deck_ctx *c) {
     free(c->autos);
     free(c->layer);
     free(c->written);
+    deck_lines_free(c->texts);
 }
 
 int qf_deck_load(const char *path, int nset, char *const *sets, int dp_world, qf_deck *d, qf_err *e) {
@@ -61,6 +62,7 @@ int qf_deck_load(const char *path, int nset, char *const *sets, int dp_world, qf
     c.written = qf_calloc((size_t)c.nkeys, sizeof *c.written);
     c.d = d;
     c.e = e;
+    c.texts = deck_lines_new();
     config_init(&c.cfg);
     int rc = deck_run(&c, path, nset, sets, dp_world);
     deck_ctx_free(&c);

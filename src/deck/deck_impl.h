@@ -20,6 +20,8 @@
 #define DECK_KEY_MAX 512
 #define DECK_INT_NOMAX 9.2e18
 
+typedef struct deck_texts deck_texts; /* deck_lines.c */
+
 typedef struct deck_ctx {
     config_t cfg;
     const char *path;          /* the deck file, or "--set" when there is none */
@@ -39,7 +41,13 @@ typedef struct deck_ctx {
     int default_micro;         /* the micro batch when the batch rule has none (0 = 1; deck_hf_defaults.c) */
     qf_deck *d;
     qf_err *e;
+    deck_texts *texts;         /* the deck files' lines, each file read once (deck_lines.c) */
 } deck_ctx;
+
+/* Line `line` (from 1) of file, without its newline, into out (cap bytes); -1 when unreadable or longer. */
+int deck_line_get(const deck_ctx *c, const char *file, unsigned line, char *out, size_t cap);
+deck_texts *deck_lines_new(void);
+void deck_lines_free(deck_texts *tx);
 
 /* ---- the context's record of a key ---- */
 

@@ -37,21 +37,14 @@ static int deck_scan_literal(const char *line, const char *name, long long *out)
 }
 
 static int deck_source_literal(const deck_ctx *c, const config_setting_t *s, long long *out) {
-    char file[DECK_FILE_MAX], *line = NULL;
-    size_t cap = 0;
-    unsigned want = config_setting_source_line(s), ln = 0;
-    int rc = -1;
+    char file[DECK_FILE_MAX];
+    unsigned want = config_setting_source_line(s);
     if (!config_setting_name(s) || config_setting_get_hook(s) || !c->has_file) return -1;
     deck_file_of(c, config_setting_source_file(s), file, sizeof file);
-    FILE *f = fopen(file, "r");
-    if (!f) return -1;
-    while (getline(&line, &cap, f) >= 0)
-        if (++ln == want) {
-            rc = deck_scan_literal(line, config_setting_name(s), out);
-            break;
-        }
+    char *line = qf_malloc(QF_MAX_DECK_LINE + 2); /* the scan (deck_include.c) bounds every line */
+    int rc = deck_line_get(c, file, want, line, QF_MAX_DECK_LINE + 2) == 0
+                 ? deck_scan_literal(line, config_setting_name(s), out) : -1;
     free(line);
-    fclose(f);
     return rc;
 }
 
@@ -276,9 +269,6 @@ static void deck_dir_of(const char *path, char *dir, size_t n) {
 
 int deck_read(deck_ctx *c, const char *path) {
     char file[DECK_FILE_MAX];
-    FILE *f = fopen(path, "r");
-    if (!f) return qf_err_set(c->e, QF_EXIT_INPUT, "%s: cannot read the deck: %s", path, strerror(errno));
-    fclose(f);
     deck_dir_of(path, c->dir, sizeof c->dir);
     config_set_include_dir(&c->cfg, c->dir);
     if (qf_deck_includes_check(path, c->dir, c->e)) return c->e->code; /* names file:line (src/deck/deck_include.h) */

@@ -1,7 +1,10 @@
 /* ds_config.c — DeepSpeed's JSON config as libconfig settings (see ds_config.h). jansson parses and validates;
- * since it keeps no positions, a small scan of the same text finds the line of every key for the messages. */
+ * since it keeps no positions, one scan of the same text finds the line of every key for the messages (sorted
+ * once, then found by binary search: linear-logarithmic in the keys, docs/reliability.md). The file must be a
+ * regular file of at most QF_MAX_DECK_BYTES holding at most QF_MAX_DECK_SETTINGS keys and list values. */
 #define _POSIX_C_SOURCE 200809L
 #include "ds_config.h"
+#include "out_file.h"
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -25,22 +28,6 @@ typedef struct ds_ctx {
 } ds_ctx;
 
 /* ---- text: comments blanked (newlines kept, so lines stay), keys located --------------------------------- */
-
-static char *ds_slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    long n;
-    if (!f) return NULL;
-    if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        fclose(f);
-        return NULL;
-    }
-    buf = qf_malloc((size_t)n + 1);
-    *len = fread(buf, 1, (size_t)n, f);
-    buf[*len] = 0;
-    fclose(f);
-    return buf;
-}
 
 /* Past the string that starts at p (a '"'), or at the terminating NUL. */
 static char *ds_skip_string(char *p) {
@@ -122,10 +109,31 @@ static void ds_locate(ds_ctx *c, char *t) {
     }
 }
 
+static int ds_line_cmp(const void *a, const void *b) {
+    const ds_line *x = a, *y = b;
+    int r = strcmp(x->path, y->path);
+    return r ? r : (x->line > y->line) - (x->line < y->line); /* the first of equal paths (keys in arrays) first */
+}
+
+/* the line of path's first occurrence (c->lines sorted by ds_line_cmp), 1 when unknown */
 static int ds_line_of(const ds_ctx *c, const char *path) {
-    for (int i = 0; i < c->nlines; i++)
-        if (strcmp(c->lines[i].path, path) == 0) return c->lines[i].line;
-    return 1;
+    size_t lo = 0, hi = (size_t)c->nlines;
+    while (lo < hi) { /* the first entry >= path */
+        size_t mid = lo + (hi - lo) / 2;
+        if (strcmp(c->lines[mid].path, path) < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < (size_t)c->nlines && strcmp(c->lines[lo].path, path) == 0 ? c->lines[lo].line : 1;
+}
+
+/* keys and list values of the tree: what becomes a libconfig setting */
+static size_t ds_count(json_t *v) {
+    size_t n = 0, i;
+    const char *k;
+    json_t *x;
+    if (json_is_object(v)) json_object_foreach(v, k, x) n += 1 + ds_count(x);
+    else if (json_is_array(v)) json_array_foreach(v, i, x) n += 1 + ds_count(x);
+    return n;
 }
 
 /* ---- JSON values -> settings --------------------------------------------------------------------------- */
@@ -217,16 +225,20 @@ int qf_ds_read(const char *path, qf_ds_config *ds, qf_err *e) {
     int rc = 0;
     memset(ds, 0, sizeof *ds);
     config_init(&ds->cfg);
-    char *text = ds_slurp(path, &len);
-    if (!text) return qf_err_set(e, QF_EXIT_INPUT, "%s: cannot read the DeepSpeed config: %s", path, strerror(errno));
+    char *text = qf_in_slurp("DeepSpeed config", path, QF_MAX_DECK_BYTES, &len, e); /* no FIFO, directory, device */
+    if (!text) return e->code;
     ds_blank_comments(text);
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     if (!root)
         rc = qf_err_set(e, QF_EXIT_INPUT, "%s:%d: column %d: not valid JSON: %s", path, je.line, je.column, je.text);
     else if (!json_is_object(root))
         rc = qf_err_set(e, QF_EXIT_INPUT, "%s:1: a DeepSpeed config is a JSON object { ... }", path);
+    else if (ds_count(root) > QF_MAX_DECK_SETTINGS)
+        rc = qf_err_set(e, QF_EXIT_INPUT, "%s: more than %d keys and list values, the limit of a DeepSpeed config "
+                        "(docs/reliability.md; DeepSpeed's own have a few dozen)", path, QF_MAX_DECK_SETTINGS);
     else {
         ds_locate(&c, text);
+        if (c.nlines > 1) qsort(c.lines, (size_t)c.nlines, sizeof *c.lines, ds_line_cmp);
         rc = ds_object(&c, config_root_setting(&ds->cfg), root, "");
     }
     json_decref(root);

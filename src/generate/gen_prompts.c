@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "out_file.h"
 #include "prepare/prep.h"
 
 static void gen_push(qf_gen_prompts *p, int32_t *ids, int n) {
@@ -127,8 +128,9 @@ static int gen_ids_record(json_t *a, qf_gen_prompts *out, char *why, size_t cap)
 }
 
 int qf_gen_prompts_read(const char *path, const qf_gen_src *src, qf_gen_prompts *out, qf_err *e) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return qf_err_set(e, QF_EXIT_INPUT, "generate: --prompts %s: cannot open: %s", path, strerror(errno));
+    qf_err oe = {0};
+    FILE *f = qf_in_open("prompts file", path, 0, &oe); /* a FIFO or directory: refused, not waited on */
+    if (!f) return qf_err_set(e, QF_EXIT_INPUT, "generate: --prompts %s", oe.msg);
     char *line = NULL, why[2200];
     size_t lcap = 0;
     ssize_t len;

@@ -13,6 +13,7 @@
 #include "dataset.h"
 #include "hf_files.h"
 #include "prep.h"
+#include "prep_outputs.h"
 #include "prep_run.h"
 #include "util.h"
 
@@ -124,9 +125,16 @@ static int prep_build(const prep_opts *o) {
         free(valid_path);
         return e.code;
     }
+    /* the output rule (prep_outputs.h): checked against the inputs and locked before anything is read */
+    prep_outputs po;
+    if (!o->check && prep_outputs_begin(o, &plan, valid_path, &po, comm) != 0) {
+        prep_plan_free(&plan);
+        free(valid_path);
+        return QF_EXIT_INPUT;
+    }
     char *source = prep_source(&plan);
     prep_pass pass;
-    int rc = prep_read_pass(o, &plan, o->check ? NULL : o->out, &pass, comm);
+    int rc = prep_read_pass(o, &plan, o->check ? NULL : po.out.tmp, &pass, comm);
     int64_t docs = pass.sum.docs; /* rank 0's total */
     MPI_Bcast(&docs, 1, MPI_INT64_T, 0, comm);
     if (rc == 0 && docs == 0 && !o->check) {
@@ -147,13 +155,11 @@ static int prep_build(const prep_opts *o) {
     }
     if (rc == 0 && !o->check) {
         int with_valid = valid_path && dup.valid_docs > 0;
-        if (with_valid) rc = prep_write_side(o, &pass, flags, 1, valid_path, source, comm);
-        if (rc == 0) {
-            rc = prep_write_side(o, &pass, flags, 0, o->out, source, comm);
-            if (rc == 0) rc = prep_carry_tokenizer(o, o->out, comm);
-            if (rc == 0 && with_valid) rc = prep_carry_tokenizer(o, valid_path, comm);
-            if (rc && with_valid && o->rank == 0) unlink(valid_path); /* no half result */
-        }
+        if (with_valid) rc = prep_write_side(o, &pass, flags, 1, valid_path, po.valid.tmp, source, comm);
+        if (rc == 0) rc = prep_write_side(o, &pass, flags, 0, o->out, po.out.tmp, source, comm);
+        if (rc == 0) rc = prep_carry_tokenizer(o, po.out.tmp, comm);
+        if (rc == 0 && with_valid) rc = prep_carry_tokenizer(o, po.valid.tmp, comm);
+        if (rc == 0) rc = prep_outputs_commit(&po, o, with_valid, comm); /* both, or neither: no half result */
         if (rc == 0 && o->rank == 0) {
             printf("prepare: wrote %s: %lld documents, %lld tokens\n", o->out, (long long)dup.train_docs,
                    (long long)dup.train_tokens);
@@ -189,6 +195,7 @@ static int prep_build(const prep_opts *o) {
             rc = QF_EXIT_INPUT;
         }
     }
+    if (!o->check && po.active) prep_outputs_abort(&po, o);
     free(flags);
     prep_pass_free(&pass);
     prep_plan_free(&plan);

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "dataset_pwrite.h"
+#include "out_file.h"
 #include "prep_run.h"
 
 #define PREP_STAGE ((int64_t)1 << 20) /* elements per collective write round */
@@ -183,6 +184,8 @@ int prep_read_pass(const prep_opts *o, const prep_plan *plan, const char *spill_
         p->spill_mask = prep_spill_name(spill_base, rank, "mask");
         ftok = fopen(p->spill_tok, "wb");
         fmask = fopen(p->spill_mask, "wb");
+        p->spill_slot[0] = ftok ? qf_tmp_track(p->spill_tok) : -1; /* removed on every exit path */
+        p->spill_slot[1] = fmask ? qf_tmp_track(p->spill_mask) : -1;
         if (!ftok || !fmask) {
             err = (prep_error){QF_EXIT_INPUT, PREP_FATAL, -1, 0, ""};
             snprintf(err.why, sizeof err.why, "%s: cannot write a spill file: %s", p->spill_tok, strerror(errno));
@@ -252,6 +255,7 @@ int prep_read_pass(const prep_opts *o, const prep_plan *plan, const char *spill_
 void prep_pass_free(prep_pass *p) {
     if (p->spill_tok) unlink(p->spill_tok);
     if (p->spill_mask) unlink(p->spill_mask);
+    if (p->spill_tok) qf_tmp_untrack(p->spill_slot[0]), qf_tmp_untrack(p->spill_slot[1]);
     free(p->spill_tok);
     free(p->spill_mask);
     free(p->meta);
@@ -291,7 +295,7 @@ static void prep_cursor_read(prep_cursor *c, const prep_opts *o, const prep_pass
 }
 
 int prep_write_side(const prep_opts *o, const prep_pass *p, const uint8_t *flags, int valid, const char *path,
-                    const char *source, MPI_Comm comm) {
+                    const char *tmp, const char *source, MPI_Comm comm) {
     int64_t loc[2] = {0, 0}; /* documents, tokens */
     for (int64_t i = 0; i < p->n; i++)
         if (prep_kept(o, flags[i], valid)) loc[0]++, loc[1] += p->meta[i].ntok;
@@ -301,7 +305,7 @@ int prep_write_side(const prep_opts *o, const prep_pass *p, const uint8_t *flags
     MPI_Allreduce(loc, tot, 2, MPI_INT64_T, MPI_SUM, comm);
     qf_err e = {0};
     qf_dsp *w;
-    if (qf_dsp_create(path, comm, tot[1], tot[0], &w, &e)) {
+    if (qf_dsp_create_tmp(path, tmp, comm, tot[1], tot[0], &w, &e)) {
         if (o->rank == 0) fprintf(stderr, "qwen-ft prepare: %s\n", e.msg);
         return e.code;
     }

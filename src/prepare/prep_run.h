@@ -66,6 +66,7 @@ typedef struct prep_pass {
     prep_meta *meta;
     int64_t n, cap;
     char *spill_tok, *spill_mask; /* paths (NULL under --check) */
+    int spill_slot[2];            /* in the exit-path tracker (kernels/base/out_file.h) */
     prep_summary sum;             /* this rank's; after prep_read_pass rank 0 holds the totals */
     prep_broken broken[PREP_SHOW_BROKEN]; /* rank 0 after prep_read_pass: the first ones of the corpus */
     int n_broken_shown;
@@ -86,7 +87,8 @@ int prep_inputs_plan(const prep_opts *o, prep_plan *p, qf_err *e);
 void prep_plan_free(prep_plan *p);
 
 /* Reads this rank's ranges. Collective. Returns 0 or an exit code; the message (FILE:LINE: what) is printed by
- * rank 0. spill_base: where the spill files go (their names add .r<rank>.tok / .mask); NULL under --check. */
+ * rank 0. spill_base: where the spill files go (their names add .spill-r<rank>.tok / .mask; the base is the
+ * output's temporary name, unique to the run); NULL under --check. */
 int prep_read_pass(const prep_opts *o, const prep_plan *plan, const char *spill_base, prep_pass *p, MPI_Comm comm);
 void prep_pass_free(prep_pass *p); /* also removes the spill files */
 
@@ -95,10 +97,10 @@ void prep_split_decide(const prep_opts *o, const prep_pass *p, uint8_t *flags, p
 /* 1 if a record of this content id goes to the validation side under seed and fraction */
 int prep_split_valid(const uint8_t id[16], uint64_t seed, double fraction);
 
-/* Writes the documents of one side (valid = 1: PREP_F_VALID ones) that are kept to path (written as path.tmp and
- * renamed by rank 0). Collective. 0 or an exit code (message printed by rank 0). */
+/* Writes the documents of one side (valid = 1: PREP_F_VALID ones) that are kept into tmp, the temporary of the
+ * output path that rank 0 publishes (prep_build.c). Collective. 0 or an exit code (message printed by rank 0). */
 int prep_write_side(const prep_opts *o, const prep_pass *p, const uint8_t *flags, int valid, const char *path,
-                    const char *source, MPI_Comm comm);
+                    const char *tmp, const char *source, MPI_Comm comm);
 
 /* summary (prep_check.c) */
 void prep_summary_init(prep_summary *s);

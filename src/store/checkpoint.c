@@ -1,5 +1,6 @@
 /* checkpoint.c — see checkpoint.h. */
 #include "checkpoint.h"
+#include "out_file.h"
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -152,6 +153,7 @@ int qf_ckpt_save(const char *dir, qf_zero *z, const qf_train_state *sc, const ch
     int bad = 0;
     if (c->rank == 0 && qf_mkdirs(dir) != 0) bad = 1;
     if (qf_comm_any(c, bad)) return qf_err_set(e, QF_EXIT_RUNTIME, "checkpoint: cannot create directory %s", dir);
+    int slot = c->rank == 0 ? qf_tmp_track(tmp) : -1; /* removed on every exit path (kernels/base/out_file.h) */
     qf_h5 *f = NULL;
     if (qf_h5_create(tmp, c->world, &f, e) == 0) {
         if (fault_h5write(c->rank, s.step)) qf_h5_fail_writes(f);
@@ -168,6 +170,7 @@ int qf_ckpt_save(const char *dir, qf_zero *z, const qf_train_state *sc, const ch
     int failed = qf_comm_any(c, e->code != 0);
     if (failed) {
         if (c->rank == 0) unlink(tmp);
+        qf_tmp_untrack(slot);
         return e->code ? e->code : qf_err_set(e, QF_EXIT_RUNTIME, "checkpoint %s failed on another rank", final);
     }
     if (c->rank == 0) {
@@ -175,7 +178,8 @@ int qf_ckpt_save(const char *dir, qf_zero *z, const qf_train_state *sc, const ch
         snprintf(lt, sizeof lt, "%s/latest.tmp-%ld", dir, pid);
         snprintf(lf, sizeof lf, "%s/latest", dir);
         FILE *fp = NULL;
-        bad = rename(tmp, final) != 0;
+        qf_err pe = {0};
+        bad = qf_out_publish(tmp, final, &pe) != 0; /* fsync, rename, fsync the directory */
         if (!bad && (fp = fopen(lt, "w")) != NULL) {
             const char *base = strrchr(final, '/') + 1;
             bad = fprintf(fp, "%s\n", base) < 0;
@@ -186,6 +190,7 @@ int qf_ckpt_save(const char *dir, qf_zero *z, const qf_train_state *sc, const ch
         }
         if (!bad) prune(dir, keep);
     }
+    qf_tmp_untrack(slot);
     if (qf_comm_any(c, bad)) return qf_err_set(e, QF_EXIT_RUNTIME, "checkpoint: cannot publish %s", final);
     return 0;
 }

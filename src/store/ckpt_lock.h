@@ -4,11 +4,13 @@
  * included): a lock file left behind by a dead run does not block the next one. */
 #ifndef QF_CKPT_LOCK_H
 #define QF_CKPT_LOCK_H
+#include "out_file.h"
 #include "parallel/comm.h"
 #include "util.h"
 
 typedef struct qf_ckpt_lock {
     int fd;          /* rank 0: the locked file; -1 elsewhere or when not held */
+    qf_lock lk;      /* rank 0: the lock (kernels/base/out_file.h) */
     int made_dir;    /* rank 0 created checkpoint.dir for it (removed again if the run leaves it empty) */
     char dir[1100];
 } qf_ckpt_lock;

@@ -19,6 +19,7 @@
 #include "model/model.h"
 #include "safetensors.h"
 #include "model_io.h"
+#include "out_file.h"
 
 /* config.json as transformers writes it for Qwen2ForCausalLM / Qwen3ForCausalLM */
 int qf_export_write_config(const char *dir, const qf_model_config *c, const char *dtype, qf_err *e) {
@@ -109,6 +110,17 @@ static int write_shard(const char *path, const qf_model *m, const char *from, in
     return e->code;
 }
 
+/* OUT.lock, held while the export writes: 0, or exit 2 naming the holder (3 when it cannot be taken) */
+static int export_lock(qf_lock *l, const char *out, qf_err *e) {
+    char lf[QF_PATH_MAX + 16], who[400];
+    snprintf(lf, sizeof lf, "%s.lock", out);
+    int busy = qf_lock_try(l, lf, 1, who, sizeof who, e);
+    if (busy == 1)
+        return qf_err_set(e, QF_EXIT_INPUT, "export: --out %s is being written by another export (lock file %s: %s)",
+                          out, lf, who);
+    return busy;
+}
+
 int qf_export_hf_file(const char *from, const char *out, const char *dtype_arg, const char *tok_arg,
                       int64_t shard_bytes, qf_err *e) {
     qf_model_config c;
@@ -121,6 +133,8 @@ int qf_export_hf_file(const char *from, const char *out, const char *dtype_arg, 
     const char *st_dtype = dt == QF_DT_BF16 ? "BF16" : dt == QF_DT_F16 ? "F16" : "F32";
     int64_t esize = dt == QF_DT_F32 ? 4 : 2;
     struct stat sb;
+    const char *in[1] = {resolved}; /* the output rule (kernels/base/out_file.h): a directory or nothing there */
+    if (qf_out_check("export: --out", out, 1, in, 1, e)) return e->code;
     if (stat(out, &sb) == 0) {
         DIR *d = opendir(out);
         int n = 0;
@@ -137,10 +151,12 @@ int qf_export_hf_file(const char *from, const char *out, const char *dtype_arg, 
         return e->code;
     }
     char tmp[QF_PATH_MAX + 64];
-    snprintf(tmp, sizeof tmp, "%s.tmp-%d", out, (int)getpid());
-    if (qf_mkdirs(tmp) != 0) {
+    qf_lock olk = {.fd = -1}; /* one exporter per --out: the second says who holds it */
+    if (qf_out_tmpname(out, tmp, sizeof tmp) != 0 || export_lock(&olk, out, e) || qf_mkdirs(tmp) != 0) {
         qf_model_free(&m);
-        return qf_err_set(e, QF_EXIT_INPUT, "export: cannot create %s", tmp);
+        qf_export_tok_free(&tk);
+        qf_lock_release(&olk);
+        return e->code ? e->code : qf_err_set(e, QF_EXIT_INPUT, "export: cannot create %s", tmp);
     }
     int *starts = qf_calloc((size_t)m.nspecs + 1, sizeof(int));
     int nshards = qf_export_plan(m.specs, m.nspecs, esize, shard_bytes, starts);
@@ -174,6 +190,7 @@ int qf_export_hf_file(const char *from, const char *out, const char *dtype_arg, 
     if (e->code) qf_export_remove_dir(tmp);
     else printf("export: wrote %s (%s, %d file%s, %s); tokenizer: %s\n", out, c.arch, nshards, nshards == 1 ? "" : "s",
                 st_dtype, tk.origin);
+    qf_lock_release(&olk);
     qf_export_tok_free(&tk);
     free(starts);
     qf_model_free(&m);

@@ -12,6 +12,7 @@
 #include "model_config.h"
 #include "util/peak.h"
 #include "store/model_io.h"
+#include "store/model_tok.h"
 
 /* ---- model config: model.from, else a preset and/or explicit dimensions (qf_deck_model_config) ----------- */
 
@@ -82,6 +83,13 @@ static int open_data(qf_run *r, const char *path, qf_dataset *ds, const char *ke
     qf_dataset_open(path, ds, e);
     if (qf_comm_any(&r->comm, e->code != 0))
         return e->code ? e->code : qf_err_set(e, QF_EXIT_INPUT, "%s (%s): cannot be opened on another rank", path, key);
+    /* the ids of the data mean the tokens of the tokenizer it was made with: it must be the model's */
+    char mtok[256];
+    qf_model_source_tok_identity(r->deck.model_from, mtok, sizeof mtok); /* store/model_tok.h */
+    if (ds->tokenizer[0] && mtok[0] && strcmp(ds->tokenizer, mtok) != 0)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s (%s): made with the tokenizer %s (attribute `tokenizer`), but the model "
+                          "%s records %s: its ids would mean other tokens; prepare the data with the model's tokenizer",
+                          path, key, ds->tokenizer, r->deck.model_from, mtok);
     int64_t V = r->model.cfg.vocab_size;
     const char *ids[2] = {"eos_token_id", "pad_token_id"};
     int64_t idv[2] = {ds->eos_token_id, ds->pad_token_id};

@@ -26,11 +26,14 @@ expect 2 "D10 prepare --in /dev/zero" "/dev/zero: is not a regular file" \
   "${MEASURE[@]}" "$QWENFT" prepare --in /dev/zero --out z.h5
 rss_below 200 "prepare --in /dev/zero"
 [ -e z.h5 ] || [ -e z.h5.tmp ] && { echo "FAIL: prepare left z.h5"; fail=1; }
-expect 2 "D10 prepare --tokenizer /dev/zero" "/dev/zero: larger than 67108864 bytes, the limit of a tokenizer file" \
+expect 2 "D10 prepare --tokenizer /dev/zero" "/dev/zero: the tokenizer is a character device, not a regular file" \
   "${MEASURE[@]}" "$QWENFT" prepare --tokenizer /dev/zero --in t.jsonl --out z.h5
 rss_below 400 "prepare --tokenizer /dev/zero"
-expect 2 "D10 plot /dev/zero" "/dev/zero:1: the line is longer than 16777216 bytes" "${MEASURE[@]}" "$QWENFT" plot /dev/zero -o z.svg
+expect 2 "D10 plot /dev/zero" "/dev/zero: the metrics file is a character device, not a regular file" "${MEASURE[@]}" "$QWENFT" plot /dev/zero -o z.svg
 rss_below 200 "plot /dev/zero"
+head -c 17000000 /dev/zero > zero.jsonl # the line limit, now that a device is refused before reading
+expect 2 "D10 plot a 17 MB line of NULs" "zero.jsonl:1: the line is longer than 16777216 bytes" "${MEASURE[@]}" "$QWENFT" plot zero.jsonl -o z.svg
+rss_below 200 "plot a 17 MB line"
 # a 20 MB record: over the line limit, refused by name (not "invalid JSON at column -1"); with --skip-bad it is
 # a bad line like any other: skipped, counted and named in the summary (never read into memory whole)
 python3 -c 'import sys; sys.stdout.write("{\"input_ids\": [" + ",".join(["7"] * 10000000) + "]}\n")' > long.jsonl

@@ -229,7 +229,7 @@ static void test_errors(void) {
     qf_deck d;
     qf_err e;
     write_file("nofile.cfg", "model = { preset = \"qwen3-0.6b\"; };\ndeepspeed = \"missing.json\";\n", dp, sizeof dp);
-    CHECK(load(dp, 0, NULL, &d, &e) == QF_EXIT_INPUT && strstr(e.msg, "missing.json: cannot read") &&
+    CHECK(load(dp, 0, NULL, &d, &e) == QF_EXIT_INPUT && strstr(e.msg, "missing.json: cannot open the DeepSpeed config") &&
           strstr(e.msg, "nofile.cfg:2"));
 }
 

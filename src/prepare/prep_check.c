@@ -28,12 +28,14 @@ void prep_summary_add(prep_summary *s, const prep_opts *o, const prep_doc *d) {
         s->untokenized++;
         return;
     }
+    if (d->cut) s->truncated++, s->truncated_tokens += d->cut, s->cut_in_answer += d->cut_in_answer;
     s->tokens += d->n;
     for (int64_t i = 1; i < d->n; i++) s->trained += d->mask[i];
     int b = 0;
     for (int64_t v = d->n; v > 0 && b < PREP_HIST_BINS - 1; v >>= 1) b++;
     s->hist[b]++;
-    if (o->seq_len > 0 && d->n > o->seq_len) s->over_seq_len++;
+    int64_t L = o->max_len > 0 ? o->max_len : o->seq_len;
+    if (L > 0 && d->n > L) s->over_seq_len++;
     if (d->n < s->min_len) s->min_len = d->n;
     if (d->n > s->max_len) s->max_len = d->n;
 }
@@ -99,15 +101,27 @@ void prep_summary_print(FILE *f, const prep_opts *o, const prep_plan *plan, cons
                 dup->valid_disabled  ? "; too few distinct records: no validation file"
                 : dup->valid_forced ? "; no record fell under the fraction: the lowest hash went to valid"
                                     : "");
-    if (o->seq_len > 0 && s->untokenized) {
-        fprintf(f, "prepare:   --seq-len %lld: not computed (text and chat records were not tokenized: pass --tokenizer)\n",
-                (long long)o->seq_len);
-    } else if (o->seq_len > 0) {
+    int64_t L = o->max_len > 0 ? o->max_len : o->seq_len;
+    const char *lname = o->max_len > 0 ? "--max-len" : "--seq-len";
+    if (L > 0 && s->untokenized) {
+        fprintf(f, "prepare:   %s %lld: not computed (text and chat records were not tokenized: pass --tokenizer)\n",
+                lname, (long long)L);
+    } else if (L > 0) {
+        static const char *const how[] = {"cut after the last assistant turn that fits", "cut to the first tokens",
+                                          "cut to the last tokens", "dropped"};
+        fprintf(f, "prepare:   %s %lld: %lld record%s truncated (%s; %lld tokens removed", lname, (long long)L,
+                (long long)(s->truncated + s->dropped_long), s->truncated + s->dropped_long == 1 ? "" : "s",
+                o->truncate ? how[o->truncate] : how[0], (long long)s->truncated_tokens);
+        if (s->cut_in_answer) fprintf(f, "; %lld cut inside their first answer, none fitting whole", (long long)s->cut_in_answer);
+        if (s->dropped_long) fprintf(f, "; %lld dropped", (long long)s->dropped_long);
+        fprintf(f, "), %lld document%s longer (split across rows)\n", (long long)s->over_seq_len,
+                s->over_seq_len == 1 ? "" : "s");
+    }
+    if (o->seq_len > 0 && !s->untokenized) {
         int64_t T = o->seq_len, rows = (dup->train_tokens + T - 1) / T;
         double pad = rows ? 1.0 - (double)dup->train_tokens / ((double)rows * (double)T) : 0.0;
-        fprintf(f, "prepare:   --seq-len %lld: %lld document%s longer (split across rows); train packs into %lld rows, "
-                   "padding %.2f%%\n",
-                (long long)T, (long long)s->over_seq_len, s->over_seq_len == 1 ? "" : "s", (long long)rows, 100 * pad);
+        fprintf(f, "prepare:   --seq-len %lld: train packs into %lld rows, padding %.2f%%\n", (long long)T,
+                (long long)rows, 100 * pad);
     }
     fprintf(f, "prepare:   %.2f s, %.2f MB/s, %.0f tokens/s\n", seconds,
             seconds > 0 ? prep_mb(plan->total_bytes) / seconds : 0.0, seconds > 0 ? (double)s->tokens / seconds : 0.0);

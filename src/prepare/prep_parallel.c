@@ -138,7 +138,10 @@ static int prep_read_range(const prep_opts *o, const prep_plan *plan, const prep
             while (len > 0 && line[len - 1] == '\r') len--; /* so that jansson's column is on this line */
             kind = prep_record(o, line, len, &doc, why, sizeof why);
         }
-        if (kind == PREP_OK) {
+        if (kind == PREP_DROP) {
+            p->sum.dropped_long++;
+            p->sum.truncated_tokens += doc.cut;
+        } else if (kind == PREP_OK) {
             prep_summary_add(&p->sum, o, &doc);
             prep_meta_push(p, &doc); /* also under --check: the ids count the duplicates */
             if (ftok) {
@@ -169,6 +172,7 @@ static int prep_read_range(const prep_opts *o, const prep_plan *plan, const prep
     qf_jsonl_close(r);
     free(doc.tok);
     free(doc.mask);
+    free(doc.turn_end);
     return err->rc;
 }
 

@@ -19,9 +19,9 @@
  * (qf_tmpl_detect: the SHA-256 of its text without whitespace), never executed.
  *
  * Masks (qf_chat_mask of chatml.h): QF_CHAT_MASK_ASSISTANT marks what the model generates in an assistant turn:
- * every token overlapping the text after "<|im_start|>assistant\n" (after "<|im_start|>assistant" for a turn that
- * opens with a tool call) through its <|im_end|> (think block and tool calls included), as an assistant-only mask
- * of a `{% generation %}` template would; QF_CHAT_MASK_QWEN adds every <|im_start|>, <|im_end|> and the newline
+ * every token overlapping the text after "<|im_start|>assistant\n" (the header that add_generation_prompt ends
+ * with) through its <|im_end|> (think block and tool calls included), as an assistant-only mask of a
+ * `{% generation %}` template would; QF_CHAT_MASK_QWEN adds every <|im_start|>, <|im_end|> and the newline
  * after it (finetune.py's labels). */
 #ifndef QF_CHAT_TEMPLATE_H
 #define QF_CHAT_TEMPLATE_H

@@ -118,9 +118,10 @@ static int render_qwen25(const qf_chat_conv *c, qf_tb *b, char *why, size_t cap)
             uint8_t a = QF_TB_A | QF_TB_Q;
             tb_start(b);
             qf_tb_lit(b, "assistant", 0);
-            if (m->len) qf_tb_lit(b, "\n", a), qf_tb_content(b, m->text, m->len, a);
+            /* the newline after the role is the header's (what add_generation_prompt ends with), not a target */
+            if (m->len) qf_tb_lit(b, "\n", 0), qf_tb_content(b, m->text, m->len, a);
             for (size_t k = 0; k < json_array_size(m->tool_calls); k++) {
-                qf_tb_lit(b, "\n", a);
+                qf_tb_lit(b, "\n", k == 0 && !m->len ? 0 : a);
                 if (tb_tool_call(b, json_array_get(m->tool_calls, k), i, k, 0, a, why, cap)) return -1;
             }
             tb_end(b, QF_TB_A);

@@ -22,6 +22,7 @@ typedef struct prep_input {
     char *path;
     int64_t size;
     qf_jsonl_kind kind;
+    int array; /* a JSON array file: read whole by one rank, as a compressed file */
 } prep_input;
 
 typedef struct prep_range {

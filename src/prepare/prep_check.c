@@ -107,15 +107,16 @@ void prep_summary_print(FILE *f, const prep_opts *o, const prep_plan *plan, cons
         fprintf(f, "prepare:   %s %lld: not computed (text and chat records were not tokenized: pass --tokenizer)\n",
                 lname, (long long)L);
     } else if (L > 0) {
-        static const char *const how[] = {"cut after the last assistant turn that fits", "cut to the first tokens",
-                                          "cut to the last tokens", "dropped"};
-        fprintf(f, "prepare:   %s %lld: %lld record%s truncated (%s; %lld tokens removed", lname, (long long)L,
-                (long long)(s->truncated + s->dropped_long), s->truncated + s->dropped_long == 1 ? "" : "s",
-                o->truncate ? how[o->truncate] : how[0], (long long)s->truncated_tokens);
-        if (s->cut_in_answer) fprintf(f, "; %lld cut inside their first answer, none fitting whole", (long long)s->cut_in_answer);
-        if (s->dropped_long) fprintf(f, "; %lld dropped", (long long)s->dropped_long);
-        fprintf(f, "), %lld document%s longer (split across rows)\n", (long long)s->over_seq_len,
-                s->over_seq_len == 1 ? "" : "s");
+        static const char *const how[] = {"cut after the last assistant turn that fits", "cut to their first tokens",
+                                          "cut to their last tokens", "dropped"};
+        fprintf(f, "prepare:   %s %lld: %lld record%s longer: %lld %s", lname, (long long)L,
+                (long long)(s->truncated + s->dropped_long + s->over_seq_len),
+                s->truncated + s->dropped_long + s->over_seq_len == 1 ? "" : "s",
+                (long long)(o->truncate == PREP_TRUNC_DROP ? s->dropped_long : s->truncated), how[o->truncate]);
+        if (s->cut_in_answer)
+            fprintf(f, " (%lld inside the first answer, none fitting whole)", (long long)s->cut_in_answer);
+        fprintf(f, " (%lld tokens removed), %lld left whole (plain text and pre-tokenized records: split across rows "
+                   "by the packing)\n", (long long)s->truncated_tokens, (long long)s->over_seq_len);
     }
     if (o->seq_len > 0 && !s->untokenized) {
         int64_t T = o->seq_len, rows = (dup->train_tokens + T - 1) / T;

@@ -37,16 +37,20 @@ typedef struct prep_args {
 } prep_args;
 
 #define PREP_ABOUT                                                                                            \
-    "One record per line:\n"                                                                                  \
+    "One record per line (or one JSON array of records: [ {...}, {...} ], streamed):\n"                        \
     "  {\"input_ids\": [...]}                      pre-tokenized; every token is a target\n"                   \
     "  {\"input_ids\": [...], \"labels\": [...]}     HF labels (-100 = not a target)\n"                        \
     "  {\"input_ids\": [...], \"loss_mask\": [...]}  1 = the token is a target\n"                              \
     "  {\"text\": \"...\"}                           the text + <|endoftext|>; every token is a target\n"        \
-    "  {\"conversations\": [{\"from\": R, \"value\": V}, ...]}, {\"messages\": [{\"role\": R, \"content\": V}, ...]}\n" \
-    "                                            ChatML as Qwen's finetune.py builds it; R: system (first\n"     \
-    "                                            turn only), user or human, assistant or gpt\n"                  \
+    "  {\"conversations\": [{\"from\": R, \"value\": V}, ...], \"system\"?, \"tools\"?} (ShareGPT; R: system,\n"    \
+    "                                            human/user, gpt/assistant, function_call, observation/tool)\n"  \
+    "  {\"messages\": [{\"role\": R, \"content\": V, \"reasoning_content\"?, \"tool_calls\"?}, ...], \"tools\"?}\n"  \
     "  {\"instruction\": I, \"input\": X, \"output\": O, \"system\": S, \"history\": [[q, a], ...]}\n"             \
-    "                                            Alpaca (input, system, history optional), as ChatML\n"          \
+    "                                            Alpaca (input, system, history optional)\n"                     \
+    "Conversations are rendered under the chat template (--template): the tokenizer directory's own when it\n"  \
+    "has one (qwen2.5, qwen3 or chatml, recognised by content; the ids of transformers' apply_chat_template),\n" \
+    "else Qwen v1 finetune.py's (qwen1). A record with a key given twice, or two contents (text beside\n"       \
+    "messages, input_ids beside text), is refused unless --map names the field to read.\n"                     \
     "(text and conversation records need --tokenizer; files may be gzip or zstd compressed). Under mpirun -np N\n" \
     "every rank reads 1/N of the input; the dataset is the same as with one rank."
 

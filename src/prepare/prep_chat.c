@@ -1,9 +1,12 @@
 /* prep_chat.c — the record kinds of `qwen-ft prepare` that need the tokenizer (docs/formats.md, "Making one"):
  *   {"text": "..."}                                     -> tok(text) + eos; every token is a target
- *   {"conversations": [{"from": R, "value": V}, ...]}   -> ChatML as Qwen's finetune.py (io/chatml.h)
- *   {"messages": [{"role": R, "content": V}, ...]}      -> the same
- * Roles: system; user or human; assistant or gpt (either form accepts every name). A system turn may only come
- * first; it replaces --system for its record. Anything else malformed is PREP_BAD with a reason naming the key. */
+ *   {"conversations": [{"from": R, "value": V}, ...], "system"?, "tools"?}   (ShareGPT, LLaMA-Factory's too)
+ *   {"messages": [{"role": R, "content": V, "reasoning_content"?, "tool_calls"?}, ...], "tools"?}
+ *                                                       -> a conversation (prep_conv) under the chat template
+ *                                                          (io/chat_template.h), whose document prep_chat_render
+ *                                                          makes for every chat-like record
+ * Roles: system; user or human; assistant or gpt; tool or observation; function_call (ShareGPT: the call as JSON).
+ * A system turn replaces --system for its record. Anything malformed is PREP_BAD with a reason naming the key. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

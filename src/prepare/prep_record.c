@@ -1,9 +1,10 @@
-/* prep_record.c — one JSONL record -> one document: the dispatch on the record's first known key (prep_kinds[]
- * below, after --map) and pre-tokenized records.
+/* prep_record.c — one JSONL record -> one document: the dispatch on the record's known key (prep_kinds[] below,
+ * after --map; a key given twice, or two of these keys, is ambiguous and refused), pre-tokenized records, and the
+ * length policy (--max-len / --seq-len, --truncate) on the finished document.
  *   input_ids                pre-tokenized, taken as it is (optional labels or loss_mask)
  *   text                     plain text            -> prep_text (prep_chat.c; needs --tokenizer)
- *   conversations / messages ShareGPT / OpenAI chat -> prep_chat (prep_chat.c; needs --tokenizer), ChatML
- *   instruction              Alpaca                -> prep_alpaca (prep_formats.c), ChatML
+ *   conversations / messages ShareGPT / OpenAI chat -> prep_chat (prep_chat.c; needs --tokenizer), chat template
+ *   instruction              Alpaca                -> prep_alpaca (prep_formats.c), chat template
  * The record functions build on prep_doc.c; nothing there calls back. */
 #include <jansson.h>
 #include <stddef.h>

@@ -149,46 +149,6 @@ void qf_tmpl_free(qf_chat_template *t) {
     memset(t, 0, sizeof *t);
 }
 
-/* ---- the rendered text -------------------------------------------------------------------------------------- */
-
-void qf_tb_put(qf_tb *b, const char *s, size_t n, uint8_t m) {
-    if (b->n + n + 1 > b->cap) {
-        size_t c = b->cap ? b->cap : 1024;
-        while (c < b->n + n + 1) c *= 2;
-        b->s = qf_realloc(b->s, c);
-        b->m = qf_realloc(b->m, c);
-        b->cap = c;
-    }
-    memcpy(b->s + b->n, s, n);
-    memset(b->m + b->n, m, n);
-    b->n += n;
-    b->s[b->n] = 0;
-}
-
-void qf_tb_lit(qf_tb *b, const char *s, uint8_t m) { qf_tb_put(b, s, strlen(s), m); }
-
-void qf_tb_content(qf_tb *b, const char *s, size_t n, uint8_t m) {
-    size_t k;
-    const char *q = qf_tok_normalize(b->tok, s, n, &k);
-    qf_tb_put(b, q, k, m);
-    if (q != s) free((char *)q);
-}
-
-void qf_tb_turn_end(qf_tb *b) {
-    if (b->n_ends == b->cap_ends) {
-        b->cap_ends = b->cap_ends ? 2 * b->cap_ends : 16;
-        b->ends = qf_realloc(b->ends, b->cap_ends * sizeof *b->ends);
-    }
-    b->ends[b->n_ends++] = b->n;
-}
-
-void qf_tb_free(qf_tb *b) {
-    free(b->s);
-    free(b->m);
-    free(b->ends);
-    memset(b, 0, sizeof *b);
-}
-
 /* text -> ids, each token's mask the OR of its bytes' bits under mode, the turn ends as token indices */
 static int tmpl_tokens(const qf_chat_template *t, const qf_tb *b, qf_chat_mask mode, qf_chat_doc *d, qf_err *e) {
     if (qf_tok_encode(t->tok, b->s, b->n, &d->ids, e)) return e->code;

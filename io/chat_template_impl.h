@@ -1,7 +1,9 @@
 /* chat_template_impl.h — the inside of io/chat_template.c, shared by its parts (not for callers):
  *   chat_template.c         names, recognition, init, the dispatch, the qwen1 path, text -> ids + mask
  *   chat_template_render.c  the text of chatml, qwen2.5 and qwen3 with a mask per byte
- *   chat_template_json.c    transformers' tojson (Python's json.dumps) */
+ *   chat_template_text.c    that text's buffer (qf_tb)
+ *   chat_template_json.c    transformers' tojson (Python's json.dumps)
+ * Calls go one way: chat_template.c -> chat_template_render.c -> chat_template_text.c, chat_template_json.c. */
 #ifndef QF_CHAT_TEMPLATE_IMPL_H
 #define QF_CHAT_TEMPLATE_IMPL_H
 #include "chat_template.h"

@@ -34,6 +34,7 @@ struct qf_jsonl {
     int array;
     int astate;    /* ARR_* */
     int64_t aline; /* the physical line of the next byte */
+    qf_err pend;   /* a read error met while looking for '[' at open: returned by the first qf_jsonl_next */
 };
 
 enum { ARR_OPEN, ARR_FIRST, ARR_AFTER, ARR_NEXT, ARR_DONE };
@@ -170,8 +171,7 @@ int qf_jsonl_open(const char *path, int64_t start, int64_t end, qf_jsonl **out, 
         }
     }
     if (rc == 0 && start == 0) { /* a JSON array file: '[' first (after a byte-order mark and whitespace) */
-        long n = jsonl_fill(r, e);
-        if (n < 0) rc = e->code;
+        long n = jsonl_fill(r, &r->pend); /* an error here is the first line's: FILE:LINE for the caller */
         size_t i = n >= 3 && !memcmp(r->buf, "\xEF\xBB\xBF", 3) ? 3 : 0;
         while (n > 0 && i < r->blen && strchr(" \t\r\n", r->buf[i])) i++;
         if (n > 0 && i < r->blen && r->buf[i] == '[') {
@@ -329,6 +329,12 @@ static int jsonl_next_array(qf_jsonl *r, const char **line, size_t *len, int64_t
 
 int qf_jsonl_next(qf_jsonl *r, const char **line, size_t *len, int64_t *lineno, qf_err *e) {
     if (r->done) return 0;
+    if (r->pend.code) {
+        *e = r->pend;
+        *lineno = 1;
+        r->done = 1;
+        return -1;
+    }
     if (r->array) return jsonl_next_array(r, line, len, lineno, e);
     if (r->kind == QF_JSONL_PLAIN && r->end >= 0 && r->off >= r->end) {
         r->done = 1;

@@ -149,6 +149,9 @@ static int prep_opts_from(const prep_args *a, const void *given, int rank, prep_
     if (o->template_name && strcmp(o->template_name, "auto") && qf_tmpl_by_name(o->template_name, &tid))
         return rank ? QF_EXIT_INPUT : prep_bad_value("--template %s: unknown (auto, or one of %s)", o->template_name,
                                                      qf_tmpl_names());
+    if (o->template_name && !o->tokenizer)
+        return rank ? QF_EXIT_INPUT : prep_bad_value("--template %s needs --tokenizer (the template renders tokens)",
+                                                     o->template_name);
     if (o->truncate && o->max_len == 0 && o->seq_len == 0)
         return rank ? QF_EXIT_INPUT : prep_bad_value("--truncate %s needs a limit: --max-len N or --seq-len T",
                                                      a->truncate_name);

@@ -143,7 +143,7 @@ int qf_gen_prompts_read(const char *path, const qf_gen_src *src, qf_gen_prompts 
         while (k > 0 && (line[k - 1] == '\n' || line[k - 1] == '\r' || line[k - 1] == ' ' || line[k - 1] == '\t')) k--;
         if (k == 0) continue; /* blank lines are allowed */
         json_error_t je;
-        json_t *rec = json_loadb(line, k, 0, &je);
+        json_t *rec = json_loadb(line, k, JSON_REJECT_DUPLICATES, &je);
         int bad = 0;
         if (!rec) bad = snprintf(why, sizeof why, "not valid JSON (column %d): %s", je.column, je.text) > 0;
         else if (!json_is_object(rec)) bad = snprintf(why, sizeof why, "%s, expected an object", prep_json_type(rec)) > 0;

@@ -56,11 +56,13 @@ static double prep_mb(int64_t b) { return (double)b / 1e6; }
 void prep_summary_print(FILE *f, const prep_opts *o, const prep_plan *plan, const prep_pass *p,
                         const prep_dup_stats *dup, double seconds) {
     const prep_summary *s = &p->sum;
-    int kinds[3] = {0};
-    for (int i = 0; i < plan->n_in; i++) kinds[plan->in[i].kind]++;
-    fprintf(f, "prepare: summary: %d file%s (%.2f MB; %d plain, %d gzip, %d zstd), %lld lines, %lld records", plan->n_in,
-            plan->n_in == 1 ? "" : "s", prep_mb(plan->total_bytes), kinds[0], kinds[1], kinds[2], (long long)s->lines,
-            (long long)s->docs);
+    int kinds[3] = {0}, arrays = 0;
+    for (int i = 0; i < plan->n_in; i++) kinds[plan->in[i].kind]++, arrays += plan->in[i].array;
+    char arr[48] = "";
+    if (arrays) snprintf(arr, sizeof arr, "; %d JSON array%s", arrays, arrays == 1 ? "" : "s");
+    fprintf(f, "prepare: summary: %d file%s (%.2f MB; %d plain, %d gzip, %d zstd%s), %lld lines, %lld records",
+            plan->n_in, plan->n_in == 1 ? "" : "s", prep_mb(plan->total_bytes), kinds[0], kinds[1], kinds[2], arr,
+            (long long)s->lines, (long long)s->docs);
     const char *sep = " (";
     for (int k = 0; k < PREP_KIND_COUNT; k++)
         if (s->records[k]) fprintf(f, "%s%s %lld", sep, prep_kind_names[k], (long long)s->records[k]), sep = ", ";

@@ -43,7 +43,7 @@ with open("eq.jsonl", "w") as f:
 PY
 run prepare --tokenizer "$TOK" --in recs.jsonl --out l.h5; [ "$rc" -eq 0 ] || fail "prepare of the JSONL"
 run prepare --tokenizer "$TOK" --in recs.json --out a.h5; [ "$rc" -eq 0 ] || fail "prepare of the JSON array"
-grep -q "5 records" out.txt || fail "the JSON array's records are not counted"
+grep -q "1 plain, 0 gzip, 0 zstd; 1 JSON array), 5 lines, 5 records" out.txt || fail "the JSON array's records are not counted"
 same l.h5 a.h5
 gzip -c recs.json > recs.json.gz
 run prepare --tokenizer "$TOK" --in recs.json.gz --out g.h5; [ "$rc" -eq 0 ] || fail "prepare of the gzip JSON array"

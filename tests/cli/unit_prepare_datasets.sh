@@ -94,4 +94,14 @@ run prepare --tokenizer "$TOK" --in recs.jsonl --out t.h5 --template qwen1
 same l.h5 t.h5
 echo '{"conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}], "tools": "[{\"name\": \"f\"}]"}' > tools.jsonl
 bad "tools under qwen1" "tools.jsonl:1: conversations: tools: template qwen1 has no tools" prepare --tokenizer "$TOK" --in tools.jsonl --out x.h5
+# qwen-ft's own export carries a chat template that auto recognises (chatml), in prepare and in generate
+python3 "$SRC/tests/reference/widen_fixture.py" "$SRC/tests/reference/fixtures/qwen2_gqa_untied/hf" wide
+cp "$TOK" wide/
+run import --from wide --out m.h5; [ "$rc" -eq 0 ] || fail "import"
+run export --from m.h5 --out hf; [ "$rc" -eq 0 ] || fail "export"
+run prepare --tokenizer hf --in recs.jsonl --out h.h5
+[ "$rc" -eq 0 ] && grep -q "chat template chatml (recognised in hf/tokenizer_config.json)" out.txt || fail "the export's template"
+run generate --model hf --chat --prompt hi --max-new-tokens 2 --json; [ "$rc" -eq 0 ] || fail "generate --chat on the export"
+bad "generate --template auto without a template" "--template auto: wide has no chat template" generate --model wide --chat --prompt hi --max-new-tokens 2 --template auto
+run generate --model wide --chat --prompt hi --max-new-tokens 2 --json --template qwen3; [ "$rc" -eq 0 ] || fail "generate --template qwen3"
 echo "datasets: JSON arrays (plain, gzip, 2 ranks), ShareGPT system, Alpaca history, --map hint, ambiguous records refused"

@@ -5,7 +5,7 @@
 # --tokenizer DIR` recognises each template (auto, the default) and writes, per record (multi-turn, system or not,
 # non-NFC text, ShareGPT with top-level system and tools, function_call/observation, Alpaca with history, tool calls
 # and results, Qwen3's reasoning rules), the ids of apply_chat_template(messages, tools=tools) and the assistant
-# mask; a JSON array file gives the same dataset as its JSONL; generate --chat's prompt ids (qf_chat_prompt, the
+# mask (and --mask qwen's: every <|im_start|>, <|im_end|> and the newline after it too); a JSON array file gives the same dataset as its JSONL; generate --chat's prompt ids (qf_chat_prompt, the
 # same code) equal apply_chat_template(..., add_generation_prompt=True); an unknown template is exit 2 listing the
 # known names; what a template cannot render (reasoning under qwen2.5, tools under chatml) is exit 2 naming the line.
 # Env: QWENFT, WORK, SRC, PYREF, CHATPROMPT.
@@ -26,6 +26,8 @@ for pair in q3:qwen3 q25:qwen2.5 chatml:chatml; do
   h5dump -d /loss_mask -b LE -o "$d.mask" "$d.h5" > /dev/null
   h5dump -d /doc_offsets -b LE -o "$d.off" "$d.h5" > /dev/null
   "$CHATPROMPT" "$d" auto "$d.prompts.jsonl" > "$d.gen.txt" || fail "qf_chat_prompt $d"
+  "$QWENFT" prepare --tokenizer "$d" --in "$d.jsonl" --out "$d.q.h5" --mask qwen > /dev/null || fail "prepare $d --mask qwen"
+  h5dump -d /loss_mask -b LE -o "$d.qmask" "$d.q.h5" > /dev/null
 done
 "$PYREF" "$CHECK" compare . || fail "qwen-ft's ids or masks differ from apply_chat_template (above)"
 # the JSON array file: the same documents as the JSONL

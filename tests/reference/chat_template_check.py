@@ -4,7 +4,7 @@
                and Qwen1.5/Qwen2's public chat templates, written here, as their tokenizer_config.json would hold
                them), per template a dataset T.jsonl (and q3.json, the same records as one JSON array), the prompts
                T.prompts.jsonl, and the expected messages of each record (T.expect.json)
-  compare DIR  checks that qwen-ft's datasets T.h5 (dumped as T.tok, T.mask, T.off) hold, per record, the ids of
+  compare DIR  checks that qwen-ft's datasets T.h5 (dumped as T.tok, T.mask, T.off; T.qmask: the mask of --mask qwen) hold, per record, the ids of
                transformers' apply_chat_template(messages, tools=tools) and the assistant mask (every token
                overlapping an assistant turn's text after its header through its <|im_end|>), and that T.gen.txt
                (qf_chat_prompt's ids) holds apply_chat_template(..., add_generation_prompt=True) of each prompt.
@@ -125,6 +125,7 @@ def compare(d):
         E = json.load(open(f"{d}/{kind}.expect.json"))
         b = open(f"{d}/{kind}.tok", "rb").read(); toks = struct.unpack(f"<{len(b)//4}I", b)
         mask = open(f"{d}/{kind}.mask", "rb").read()
+        qmask = open(f"{d}/{kind}.qmask", "rb").read() if os.path.exists(f"{d}/{kind}.qmask") else None
         b = open(f"{d}/{kind}.off", "rb").read(); off = struct.unpack(f"<{len(b)//8}Q", b)
         assert len(off) - 1 == len(E), (kind, len(off) - 1, len(E))
         for i, x in enumerate(E):
@@ -137,6 +138,14 @@ def compare(d):
                 s = mt.end(); e = text.index("<|im_end|>", s) + len("<|im_end|>"); spans.append((s, e))
             wmask = [int(any(a < e and bb > s for s, e in spans)) for a, bb in enc["offset_mapping"]]
             got = list(toks[off[i]:off[i + 1]]); gmask = list(mask[off[i]:off[i + 1]])
+            if qmask is not None:  # --mask qwen: finetune.py's labels, every <|im_start|>, <|im_end|> + newline too
+                ids = enc["input_ids"]; st, en = tok.convert_tokens_to_ids(["<|im_start|>", "<|im_end|>"])
+                qm = [int(wmask[j] or ids[j] in (st, en) or (j > 0 and ids[j - 1] == en and text[enc["offset_mapping"][j][0]:enc["offset_mapping"][j][1]] == "\n"))
+                      for j in range(len(ids))]
+                if list(qmask[off[i]:off[i + 1]]) != qm:
+                    bad += 1
+                    k = next(j for j in range(len(qm)) if qmask[off[i] + j] != qm[j])
+                    print(f"FAIL {kind} record {i}: --mask qwen differs at token {k} ({tok.decode(got[k:k+1])!r})")
             if got != want:
                 bad += 1
                 k = next((j for j in range(min(len(got), len(want))) if got[j] != want[j]), min(len(got), len(want)))

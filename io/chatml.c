@@ -43,9 +43,18 @@ void qf_chatml_free(qf_chatml *c) {
     memset(c, 0, sizeof *c);
 }
 
+void qf_chat_doc_turn_end(qf_chat_doc *d, size_t at) {
+    if (d->n_turn_end == d->cap_turn_end) {
+        d->cap_turn_end = d->cap_turn_end ? 2 * d->cap_turn_end : 16;
+        d->turn_end = qf_realloc(d->turn_end, d->cap_turn_end * sizeof *d->turn_end);
+    }
+    d->turn_end[d->n_turn_end++] = at;
+}
+
 void qf_chat_doc_free(qf_chat_doc *d) {
     free(d->ids.v);
     free(d->mask);
+    free(d->turn_end);
     memset(d, 0, sizeof *d);
 }
 
@@ -79,12 +88,14 @@ static int chat_block(const qf_chatml *c, const qf_tokenizer *t, const int32_t *
     chat_doc_mark(d, from, (uint8_t)assistant);  /* the value: a target only for the assistant */
     chat_push(d, &c->im_end, 1, qwen || assistant);
     chat_push(d, c->nl.v, c->nl.n, qwen);        /* the turn-ending newline */
+    if (assistant) qf_chat_doc_turn_end(d, d->ids.n);
     return 0;
 }
 
 int qf_chatml_render(const qf_chatml *c, const qf_tokenizer *t, const char *system, size_t sys_len,
                      const qf_chat_turn *turns, size_t n, qf_chat_mask mode, qf_chat_doc *d, qf_err *e) {
     d->ids.n = 0;
+    d->n_turn_end = 0;
     if (n > 0 && turns[0].role != QF_CHAT_USER) turns++, n--; /* finetune.py: source = source[1:] */
     if (n == 0)
         return qf_err_set(e, QF_EXIT_INPUT, "no user or assistant turn to train on (a leading assistant turn is "

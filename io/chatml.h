@@ -38,12 +38,18 @@ typedef struct qf_chatml {
     qf_ids role[2];   /* tok("<|im_start|>user"), tok("<|im_start|>assistant") */
 } qf_chatml;
 
-/* A rendered conversation: ids.v[i] with mask[i] (ids.n entries each; the caller frees with qf_chat_doc_free). */
+/* A rendered conversation: ids.v[i] with mask[i] (ids.n entries each; the caller frees with qf_chat_doc_free), and
+ * turn_end[n_turn_end]: the token index after each assistant turn (after its <|im_end|> and newline), the cut
+ * points of prepare's default length policy. */
 typedef struct qf_chat_doc {
     qf_ids ids;
     uint8_t *mask;
     size_t mask_cap;
+    size_t *turn_end;
+    size_t n_turn_end, cap_turn_end;
 } qf_chat_doc;
+/* records token index `at` of d as the end of an assistant turn */
+void qf_chat_doc_turn_end(qf_chat_doc *d, size_t at);
 
 /* Exit code 2 when the tokenizer lacks <|im_start|> or <|im_end|>, or does not read "<|im_start|>" inside a text
  * as that special token. */

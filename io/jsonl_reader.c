@@ -30,7 +30,14 @@ struct qf_jsonl {
     ZSTD_DStream *zs;
     ZSTD_inBuffer zin;
     size_t zs_last; /* 0 when the last zstd frame was complete */
+    /* a JSON array file: the records are its elements (jsonl_next_array) */
+    int array;
+    int astate;    /* ARR_* */
+    int64_t aline; /* the physical line of the next byte */
+    qf_err pend;   /* a read error met while looking for '[' at open: returned by the first qf_jsonl_next */
 };
+
+enum { ARR_OPEN, ARR_FIRST, ARR_AFTER, ARR_NEXT, ARR_DONE };
 
 const char *qf_jsonl_kind_name(qf_jsonl_kind k) {
     return k == QF_JSONL_GZIP ? "gzip" : k == QF_JSONL_ZSTD ? "zstd" : "plain";
@@ -163,6 +170,16 @@ int qf_jsonl_open(const char *path, int64_t start, int64_t end, qf_jsonl **out, 
             }
         }
     }
+    if (rc == 0 && start == 0) { /* a JSON array file: '[' first (after a byte-order mark and whitespace) */
+        long n = jsonl_fill(r, &r->pend); /* an error here is the first line's: FILE:LINE for the caller */
+        size_t i = n >= 3 && !memcmp(r->buf, "\xEF\xBB\xBF", 3) ? 3 : 0;
+        while (n > 0 && i < r->blen && strchr(" \t\r\n", r->buf[i])) i++;
+        if (n > 0 && i < r->blen && r->buf[i] == '[') {
+            r->array = 1;
+            r->aline = 1;
+            r->bpos = n >= 3 && !memcmp(r->buf, "\xEF\xBB\xBF", 3) ? 3 : 0; /* whitespace: counted as read */
+        }
+    }
     if (rc) {
         qf_jsonl_close(r);
         return rc;
@@ -170,6 +187,8 @@ int qf_jsonl_open(const char *path, int64_t start, int64_t end, qf_jsonl **out, 
     *out = r;
     return 0;
 }
+
+int qf_jsonl_is_array(const qf_jsonl *r) { return r->array; }
 
 static void jsonl_append(qf_jsonl *r, size_t *len, const char *p, size_t n, qf_err *e) {
     if (*len + n > r->line_cap) {
@@ -207,8 +226,116 @@ static int jsonl_too_long(qf_jsonl *r, qf_err *e) {
     return jsonl_discard_line(r, &ignored) ? -1 : -2;
 }
 
+/* the next byte of the decoded stream (advancing), or -1 at the end, -2 on a read error (e set) */
+static int jsonl_byte(qf_jsonl *r, qf_err *e) {
+    if (r->bpos == r->blen) {
+        long got = jsonl_fill(r, e);
+        if (got < 0) return -2;
+        if (got == 0) return -1;
+    }
+    int c = (unsigned char)r->buf[r->bpos++];
+    if (c == '\n') r->aline++;
+    return c;
+}
+
+/* the next byte without taking it (-1 at the end, -2 on error) */
+static int jsonl_peek(qf_jsonl *r, qf_err *e) {
+    if (r->bpos == r->blen) {
+        long got = jsonl_fill(r, e);
+        if (got < 0) return -2;
+        if (got == 0) return -1;
+    }
+    return (unsigned char)r->buf[r->bpos];
+}
+
+static int jsonl_ws(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+/* The next element of a JSON array file, as qf_jsonl_next returns a line: its bytes (copied), *lineno the line
+ * where it starts. The array's own syntax (brackets, commas) is checked here; the element's, by the caller's JSON
+ * parser. An element over QF_JSONL_MAX_LINE is skipped (-2). */
+static int jsonl_next_array(qf_jsonl *r, const char **line, size_t *len, int64_t *lineno, qf_err *e) {
+    int c;
+    for (;;) { /* between elements */
+        while ((c = jsonl_peek(r, e)) >= 0 && jsonl_ws(c)) jsonl_byte(r, e);
+        *lineno = r->aline;
+        if (c == -2) return -1;
+        if (r->astate == ARR_DONE) {
+            if (c == -1) return r->done = 1, 0;
+            return qf_err_set(e, QF_EXIT_INPUT, "data after the end of the JSON array ('%c')", c), -1;
+        }
+        if (c == -1)
+            return qf_err_set(e, QF_EXIT_INPUT, "the file ends inside the JSON array (no closing ']')"), -1;
+        if (r->astate == ARR_OPEN) {
+            jsonl_byte(r, e); /* '[', seen at open */
+            r->astate = ARR_FIRST;
+            continue;
+        }
+        if (r->astate == ARR_AFTER) {
+            if (c == ',') { jsonl_byte(r, e); r->astate = ARR_NEXT; continue; }
+            if (c == ']') { jsonl_byte(r, e); r->astate = ARR_DONE; continue; }
+            return qf_err_set(e, QF_EXIT_INPUT, "expected ',' or ']' after a record of the JSON array, not '%c'", c), -1;
+        }
+        if (c == ']') {
+            if (r->astate == ARR_NEXT)
+                return qf_err_set(e, QF_EXIT_INPUT, "a ',' before the JSON array's closing ']' (no record after it)"), -1;
+            jsonl_byte(r, e);
+            r->astate = ARR_DONE;
+            continue;
+        }
+        if (c == ',') return qf_err_set(e, QF_EXIT_INPUT, "an empty record (',') in the JSON array"), -1;
+        break;
+    }
+    /* one element: brackets and braces balanced outside strings; a scalar ends at ',' ']' or whitespace */
+    size_t n = 0;
+    int depth = 0, in_str = 0, esc = 0, too_long = 0;
+    int64_t start = r->aline;
+    for (;;) {
+        c = jsonl_peek(r, e);
+        if (c == -2) return -1;
+        if (c == -1) {
+            if (depth > 0 || in_str)
+                return qf_err_set(e, QF_EXIT_INPUT, "the file ends inside the record of the JSON array that starts on "
+                                                    "line %lld", (long long)start), -1;
+            break;
+        }
+        if (!in_str && depth == 0 && n > 0 && (c == ',' || c == ']' || jsonl_ws(c))) break;
+        jsonl_byte(r, e);
+        char ch = (char)c;
+        if (n + 1 > QF_JSONL_MAX_LINE) too_long = 1;
+        if (!too_long) jsonl_append(r, &n, &ch, 1, e);
+        else n++;
+        if (in_str) {
+            if (esc) esc = 0;
+            else if (c == '\\') esc = 1;
+            else if (c == '"') in_str = 0;
+        } else if (c == '"') {
+            in_str = 1;
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if (c == '}' || c == ']') {
+            if (--depth <= 0) break;
+        }
+    }
+    r->astate = ARR_AFTER;
+    r->lineno++;
+    *lineno = start;
+    if (too_long)
+        return qf_err_set(e, QF_EXIT_INPUT, "the record is longer than %zu bytes, the limit of one record "
+                                            "(QF_JSONL_MAX_LINE)", QF_JSONL_MAX_LINE), -2;
+    *line = r->line;
+    *len = n;
+    return 1;
+}
+
 int qf_jsonl_next(qf_jsonl *r, const char **line, size_t *len, int64_t *lineno, qf_err *e) {
     if (r->done) return 0;
+    if (r->pend.code) {
+        *e = r->pend;
+        *lineno = 1;
+        r->done = 1;
+        return -1;
+    }
+    if (r->array) return jsonl_next_array(r, line, len, lineno, e);
     if (r->kind == QF_JSONL_PLAIN && r->end >= 0 && r->off >= r->end) {
         r->done = 1;
         return 0;

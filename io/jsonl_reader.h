@@ -1,4 +1,4 @@
-/* jsonl_reader.h — streaming lines of a JSONL input: plain, gzip (zlib) or zstd (libzstd), told apart by their
+/* jsonl_reader.h — streaming lines of a JSONL input (or the records of a JSON array file): plain, gzip (zlib) or zstd (libzstd), told apart by their
  * first bytes (1f 8b = gzip, 28 b5 2f fd = zstd), whatever the file's name. Memory is bounded: one input block,
  * one decoded block and one line of at most QF_JSONL_MAX_LINE bytes.
  *
@@ -33,6 +33,11 @@ int qf_jsonl_open(const char *path, int64_t start, int64_t end, qf_jsonl **out, 
  * line over QF_JSONL_MAX_LINE, which is skipped (the next call returns the line after it). The message of an
  * error does not name the file: the caller names FILE:LINE (*lineno is set). */
 int qf_jsonl_next(qf_jsonl *r, const char **line, size_t *len, int64_t *lineno, qf_err *e);
+/* 1 when the file (read from byte 0) is one JSON array of records ('[' first, after a byte-order mark and
+ * whitespace; compressed or not): qf_jsonl_next then returns its elements one by one, streamed in bounded memory
+ * (each at most QF_JSONL_MAX_LINE bytes), with the line each starts on; a broken array (a missing ',' or ']',
+ * data after it) is an error (-1) naming the line. Such a file is read whole (by one rank). */
+int qf_jsonl_is_array(const qf_jsonl *r);
 /* Bytes of the file consumed so far (compressed bytes for a compressed file), for progress. */
 int64_t qf_jsonl_consumed(const qf_jsonl *r);
 void qf_jsonl_close(qf_jsonl *r);

@@ -219,6 +219,18 @@ int qf_tok_encode(const qf_tokenizer *t, const char *utf8, size_t len, qf_ids *o
 
 /* ---- decoding and the rest ----------------------------------------------------------------------------------- */
 
+int64_t qf_tok_len(const qf_tokenizer *t, int32_t id) {
+    return id < 0 || id >= t->n_ids || t->dec_len[id] < 0 ? -1 : (int64_t)t->dec_len[id];
+}
+
+const char *qf_tok_normalize(const qf_tokenizer *t, const char *text, size_t len, size_t *out_len) {
+    *out_len = len;
+    if (!t->nfc || !len || qf_tok_utf8_check(text, len) < len) return text;
+    const char *q = qf_tok_nfc(t->nfc_yes, text, len, out_len);
+    if (!q) QF_FATAL("out of memory (NFC of %zu bytes)", len);
+    return q;
+}
+
 char *qf_tok_decode(const qf_tokenizer *t, const int32_t *ids, size_t n, size_t *len, qf_err *e) {
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {

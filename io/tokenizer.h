@@ -42,6 +42,13 @@ int qf_tok_encode(const qf_tokenizer *t, const char *utf8, size_t len, qf_ids *o
  * 2), NULL. */
 char *qf_tok_decode(const qf_tokenizer *t, const int32_t *ids, size_t n, size_t *len, qf_err *e);
 
+/* The bytes of token id (its decoded length, >= 0), or -1 for an unknown id. */
+int64_t qf_tok_len(const qf_tokenizer *t, int32_t id);
+/* The text as the tokenizer's normalizer leaves it (NFC where the tokenizer has one): text itself when nothing
+ * changes (*out_len = len), else a malloc'd copy the caller frees. Chat templates normalize each piece of content
+ * with it, so that the rendered text's bytes are the bytes its tokens decode to (io/chat_template.c). */
+const char *qf_tok_normalize(const qf_tokenizer *t, const char *text, size_t len, size_t *out_len);
+
 /* The id of a special/added token by its text ("<|im_start|>"), or -1 when the tokenizer has none. */
 int32_t qf_tok_special(const qf_tokenizer *t, const char *text);
 /* Size of the id space (largest id + 1, added tokens included). */

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include "chatml.h"
+#include "chat_template.h"
 #include "tokenizer.h"
 #include "model/backend.h"
 #include "commands.h"
@@ -27,10 +27,9 @@
 #include "store/model_io.h"
 
 #define GEN_MAX_STOPS 32
-#define GEN_DEFAULT_SYSTEM "You are a helpful assistant."
 
 typedef struct gen_opts {
-    const char *model, *prompt_ids, *prompt, *prompts, *tokenizer, *system, *dtype;
+    const char *model, *prompt_ids, *prompt, *prompts, *tokenizer, *system, *dtype, *template_name;
     int max_new, greedy, top_k, json, chat, timing, stream, ignore_eos;
     double temperature, top_p, repetition_penalty, gpu_limit_gb;
     uint64_t seed;
@@ -47,7 +46,7 @@ typedef struct gen_opts {
 
 /* The command line as the option table fills it (options.h); gen_opts_from turns it into gen_opts. */
 typedef struct gen_args {
-    const char *model, *prompt_ids, *prompt, *prompts, *tokenizer, *system, *dtype;
+    const char *model, *prompt_ids, *prompt, *prompts, *tokenizer, *system, *dtype, *template_name;
     int max_new, greedy, top_k, json, chat, timing, stream, ignore_eos;
     double temperature, top_p, repetition_penalty, gpu_limit_gb;
     uint64_t seed;
@@ -69,10 +68,15 @@ static const qf_opt GEN_OPTS[] = {
      .help = "many prompts decoded as one batch, one record per line: {\"prompt\": TEXT}, {\"messages\": [{\"role\": "
              "..., \"content\": ...}]} (ChatML) or {\"prompt_ids\": [...]}"},
     {.name = "chat", .type = QF_OPT_FLAG, .off = offsetof(gen_args, chat),
-     .help = "wrap TEXT prompts as a ChatML user turn after the system prompt, ending with <|im_start|>assistant; "
-             "the reply's closing <|im_end|> is left out of the text"},
-    {.name = "system", .type = QF_OPT_STR, .off = offsetof(gen_args, system), .def = GEN_DEFAULT_SYSTEM,
-     .meta = "TEXT", .help = "system prompt of chat prompts"},
+     .help = "wrap TEXT prompts as a user turn under the chat template, ending as its add_generation_prompt does "
+             "(<|im_start|>assistant); the reply's closing <|im_end|> is left out of the text"},
+    {.name = "template", .type = QF_OPT_STR, .off = offsetof(gen_args, template_name), .meta = "auto|NAME",
+     .help = "chat template of chat prompts, as prepare's --template: auto = the tokenizer directory's own "
+             "(recognised by content), else qwen1, chatml, qwen2.5 or qwen3; default: auto when the tokenizer "
+             "directory has one, else qwen1"},
+    {.name = "system", .type = QF_OPT_STR, .off = offsetof(gen_args, system), .meta = "TEXT",
+     .help = "system prompt of chat prompts without one (default: the template's own; qwen1's \"You are a "
+             "helpful assistant.\")"},
     {.name = "max-new-tokens", .short_name = 'n', .type = QF_OPT_INT, .off = offsetof(gen_args, max_new), .def = "32",
      .meta = "N", .lo = 1, .hi = 16777216, .help = "at most N new tokens per prompt (prompt + N <= the model's context)"},
     {.name = "greedy", .type = QF_OPT_FLAG, .off = offsetof(gen_args, greedy),
@@ -116,11 +120,14 @@ static int gen_opts_from(const gen_args *a, const void *given, int rank, gen_opt
     const qf_cmd *cmd = &qf_cmd_generate;
     FILE *err = rank == 0 ? stderr : NULL;
     *op = (gen_opts){.model = a->model, .prompt_ids = a->prompt_ids, .prompt = a->prompt, .prompts = a->prompts,
-                     .tokenizer = a->tokenizer, .system = a->system, .dtype = a->dtype, .max_new = a->max_new,
+                     .tokenizer = a->tokenizer, .system = a->system, .template_name = a->template_name, .dtype = a->dtype, .max_new = a->max_new,
                      .greedy = 1, .top_k = a->top_k, .json = a->json, .chat = a->chat, .timing = a->timing,
                      .stream = a->stream, .ignore_eos = a->ignore_eos, .temperature = a->temperature,
                      .top_p = a->top_p, .repetition_penalty = a->repetition_penalty, .gpu_limit_gb = a->gpu_limit_gb,
                      .seed = a->seed};
+    qf_tmpl_id tid;
+    if (a->template_name && strcmp(a->template_name, "auto") && qf_tmpl_by_name(a->template_name, &tid))
+        return gen_bad(err, "--template %s: unknown (auto, or one of %s)", a->template_name, qf_tmpl_names());
     const char *sampling[] = {"temperature", "top-k", "top-p", "seed"};
     const char *sampled = NULL;
     for (int i = 0; i < 4; i++)
@@ -298,20 +305,39 @@ static void gen_print(const gen_stream *g, const qf_decode_out *out) {
 
 /* ---- the command ---------------------------------------------------------------------------------------------- */
 
+/* The chat template (--template, else the tokenizer directory's, else qwen1) for tok; 0 or exit 2 with e set. */
+static int gen_template(const gen_opts *op, const qf_tokenizer *tok, qf_chat_template *tm, qf_err *e) {
+    const char *path = op->tokenizer ? op->tokenizer : op->model;
+    qf_tmpl_id id = QF_TMPL_QWEN1;
+    int found = 0;
+    char where[4200];
+    if (op->template_name && strcmp(op->template_name, "auto")) {
+        if (qf_tmpl_by_name(op->template_name, &id))
+            return qf_err_set(e, QF_EXIT_INPUT, "--template %s: unknown (auto, or one of %s)", op->template_name,
+                              qf_tmpl_names());
+    } else if (qf_tmpl_detect(path, &id, &found, where, sizeof where, e)) {
+        return e->code;
+    } else if (!found && op->template_name) {
+        return qf_err_set(e, QF_EXIT_INPUT, "--template auto: %s has no chat template beside its tokenizer; pass "
+                          "--template NAME (%s)", path, qf_tmpl_names());
+    }
+    return qf_tmpl_init(tm, id, tok, e);
+}
+
 /* rank 0: tokenizer, prompts, checks against the model config */
 static int gen_prepare(const gen_opts *op, int world, const qf_model_config *c, qf_tokenizer **tok,
                        qf_gen_prompts *P, int32_t *stops, int *nstops, qf_err *e) {
     if (gen_tokenizer(op, tok, e)) return e->code;
-    qf_chatml cm;
-    memset(&cm, 0, sizeof cm);
+    qf_chat_template tm;
+    memset(&tm, 0, sizeof tm);
     qf_err ce = {0};
-    int have_cm = *tok && qf_chatml_init(&cm, *tok, &ce) == 0;
-    qf_gen_src src = {*tok, have_cm ? &cm : NULL, ce.msg, op->system, op->chat};
-    if (op->chat && *tok && !have_cm) qf_err_set(e, QF_EXIT_INPUT, "generate: --chat: %s", ce.msg);
+    int have_tm = *tok && gen_template(op, *tok, &tm, &ce) == 0;
+    qf_gen_src src = {*tok, have_tm ? &tm : NULL, ce.msg, op->system, op->chat};
+    if (op->chat && *tok && !have_tm) qf_err_set(e, QF_EXIT_INPUT, "generate: --chat: %s", ce.msg);
     else if (op->prompt) qf_gen_prompt_text(&src, op->prompt, P, "--prompt", e);
     else if (op->prompt_ids) qf_gen_prompt_idlist(op->prompt_ids, P, e);
     else qf_gen_prompts_read(op->prompts, &src, P, e);
-    if (have_cm) qf_chatml_free(&cm);
+    qf_tmpl_free(&tm);
     if (e->code) return e->code;
     int maxn = 0;
     for (int b = 0; b < P->n && !e->code; b++) {

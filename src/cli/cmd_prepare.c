@@ -2,8 +2,8 @@
  *
  *   qwen-ft prepare --in F.jsonl [--in 'G*.jsonl.gz' ...] --out D.h5 [--tokenizer T] [--valid-fraction x]
  *                   [--valid-out V.h5] [--seed n] [--vocab-size V] [--eos-id E] [--pad-id P] [--skip-bad]
- *                   [--system TEXT] [--mask qwen|assistant] [--map field=role,...] [--check] [--dedup]
- *                   [--seq-len T]
+ *                   [--template auto|NAME] [--system TEXT] [--mask qwen|assistant] [--map field=role,...]
+ *                   [--check] [--dedup] [--seq-len T] [--max-len N] [--truncate right|left|drop]
  *
  * This file holds the options and their checks across options; the work is src/prepare/ (prep_build.c runs it on
  * every rank: mpirun -np N qwen-ft prepare ...; the output does not depend on N). Every record becomes one
@@ -29,24 +29,28 @@
 /* The command line as the option table fills it (options.h); prep_opts_from turns it into prep_opts. */
 typedef struct prep_args {
     qf_strlist in, map;
-    const char *out, *valid_out, *tokenizer, *system, *mask_name;
+    const char *out, *valid_out, *tokenizer, *system, *mask_name, *template_name, *truncate_name;
     double valid_fraction;
     uint64_t seed;
-    int64_t vocab_size, eos_id, pad_id, seq_len;
+    int64_t vocab_size, eos_id, pad_id, seq_len, max_len;
     int skip_bad, check, dedup;
 } prep_args;
 
 #define PREP_ABOUT                                                                                            \
-    "One record per line:\n"                                                                                  \
+    "One record per line (or one JSON array of records: [ {...}, {...} ], streamed):\n"                        \
     "  {\"input_ids\": [...]}                      pre-tokenized; every token is a target\n"                   \
     "  {\"input_ids\": [...], \"labels\": [...]}     HF labels (-100 = not a target)\n"                        \
     "  {\"input_ids\": [...], \"loss_mask\": [...]}  1 = the token is a target\n"                              \
     "  {\"text\": \"...\"}                           the text + <|endoftext|>; every token is a target\n"        \
-    "  {\"conversations\": [{\"from\": R, \"value\": V}, ...]}, {\"messages\": [{\"role\": R, \"content\": V}, ...]}\n" \
-    "                                            ChatML as Qwen's finetune.py builds it; R: system (first\n"     \
-    "                                            turn only), user or human, assistant or gpt\n"                  \
+    "  {\"conversations\": [{\"from\": R, \"value\": V}, ...], \"system\"?, \"tools\"?} (ShareGPT; R: system,\n"    \
+    "                                            human/user, gpt/assistant, function_call, observation/tool)\n"  \
+    "  {\"messages\": [{\"role\": R, \"content\": V, \"reasoning_content\"?, \"tool_calls\"?}, ...], \"tools\"?}\n"  \
     "  {\"instruction\": I, \"input\": X, \"output\": O, \"system\": S, \"history\": [[q, a], ...]}\n"             \
-    "                                            Alpaca (input, system, history optional), as ChatML\n"          \
+    "                                            Alpaca (input, system, history optional)\n"                     \
+    "Conversations are rendered under the chat template (--template): the tokenizer directory's own when it\n"  \
+    "has one (qwen2.5, qwen3 or chatml, recognised by content; the ids of transformers' apply_chat_template),\n" \
+    "else Qwen v1 finetune.py's (qwen1). A record with a key given twice, or two contents (text beside\n"       \
+    "messages, input_ids beside text), is refused unless --map names the field to read.\n"                     \
     "(text and conversation records need --tokenizer; files may be gzip or zstd compressed). Under mpirun -np N\n" \
     "every rank reads 1/N of the input; the dataset is the same as with one rank."
 
@@ -78,13 +82,26 @@ static const qf_opt PREP_OPTS[] = {
      .hi = 4294967295.0, .help = "padding id to store (default: the eos id)"},
     {.name = "skip-bad", .type = QF_OPT_FLAG, .off = offsetof(prep_args, skip_bad),
      .help = "skip malformed lines (counted and reported) instead of failing"},
-    {.name = "system", .type = QF_OPT_STR, .off = offsetof(prep_args, system), .def = "You are a helpful assistant.",
-     .meta = "TEXT", .help = "system prompt of conversations without a system turn"},
-    {.name = "mask", .type = QF_OPT_CHOICE, .off = offsetof(prep_args, mask_name), .def = "qwen",
-     .choices = "qwen|assistant",
+    {.name = "template", .type = QF_OPT_STR, .off = offsetof(prep_args, template_name), .meta = "auto|NAME",
+     .help = "chat template of conversations: auto = the tokenizer directory's own (tokenizer_config.json "
+             "chat_template or chat_template.jinja, recognised by content), or qwen1 (Qwen v1 finetune.py), chatml "
+             "(Qwen1.5/Qwen2), qwen2.5, qwen3; default: auto when the tokenizer directory has a template, else qwen1"},
+    {.name = "system", .type = QF_OPT_STR, .off = offsetof(prep_args, system), .meta = "TEXT",
+     .help = "system prompt of conversations without a system turn (default: the template's own: \"You are a "
+             "helpful assistant.\" under qwen1 and chatml, Qwen2.5's under qwen2.5, none under qwen3)"},
+    {.name = "mask", .type = QF_OPT_CHOICE, .off = offsetof(prep_args, mask_name), .choices = "qwen|assistant",
      .help = "which conversation tokens are targets: qwen = the labels Qwen's finetune.py trains (every "
-             "<|im_start|>, <|im_end|> and the newline after it, and the assistant text); assistant = only the "
-             "assistant text and its <|im_end|>"},
+             "<|im_start|>, <|im_end|> and the newline after it, and the assistant text); assistant = what the "
+             "assistant generates (its text, think block and tool calls, and its <|im_end|>); default: qwen under "
+             "--template qwen1, else assistant"},
+    {.name = "max-len", .type = QF_OPT_I64, .off = offsetof(prep_args, max_len), .def = "0", .meta = "N", .lo = 0,
+     .hi = 9.2e18,
+     .help = "the length limit of a record in tokens (0: --seq-len's); longer records follow --truncate"},
+    {.name = "truncate", .type = QF_OPT_CHOICE, .off = offsetof(prep_args, truncate_name), .choices = "right|left|drop",
+     .help = "records longer than --max-len (or --seq-len): right = keep the first N tokens, left = the last N, "
+             "drop = leave the record out; default: a conversation is cut after its last assistant turn that fits "
+             "(the first N tokens when none does), never split across rows; plain text and pre-tokenized records "
+             "are split across rows by the packing, as without a limit"},
     {.name = "map", .type = QF_OPT_LIST, .off = offsetof(prep_args, map), .meta = "F=ROLE,...",
      .help = "read records that hold field F as turns of ROLE (system, user, assistant; or text: F is a plain "
              "text), in the order given: --map question=user,answer=assistant"},
@@ -94,7 +111,8 @@ static const qf_opt PREP_OPTS[] = {
     {.name = "dedup", .type = QF_OPT_FLAG, .off = offsetof(prep_args, dedup),
      .help = "keep only the first of records with the same normalised content"},
     {.name = "seq-len", .type = QF_OPT_I64, .off = offsetof(prep_args, seq_len), .def = "0", .meta = "T", .lo = 0,
-     .hi = 9.2e18, .help = "report documents longer than T tokens and the padding of rows of T tokens (0: not)"},
+     .hi = 9.2e18, .help = "the rows' length: report the padding of rows of T tokens, and the length limit unless "
+                           "--max-len is given (0: none)"},
     {.name = "set", .type = QF_OPT_IGNORED, .meta = "KEY=VALUE", .help = "prepare reads no deck"},
 };
 
@@ -106,7 +124,12 @@ static int prep_opts_from(const prep_args *a, const void *given, int rank, prep_
     o->in = qf_calloc((size_t)(a->in.n ? a->in.n : 1), sizeof *o->in);
     for (int i = 0; i < a->in.n; i++) o->in[o->n_in++] = a->in.v[i];
     o->out = a->out, o->valid_out = a->valid_out, o->tokenizer = a->tokenizer, o->system = a->system;
-    o->mask = strcmp(a->mask_name, "qwen") ? QF_CHAT_MASK_ASSISTANT : QF_CHAT_MASK_QWEN;
+    o->mask_given = a->mask_name != NULL;
+    o->mask = a->mask_name && !strcmp(a->mask_name, "assistant") ? QF_CHAT_MASK_ASSISTANT : QF_CHAT_MASK_QWEN;
+    o->template_name = a->template_name;
+    o->max_len = a->max_len;
+    o->truncate = !a->truncate_name ? PREP_TRUNC_DEFAULT : !strcmp(a->truncate_name, "right") ? PREP_TRUNC_RIGHT
+                  : !strcmp(a->truncate_name, "left") ? PREP_TRUNC_LEFT : PREP_TRUNC_DROP;
     o->valid_fraction = a->valid_fraction, o->seed = a->seed, o->vocab_size = a->vocab_size;
     o->eos_id = qf_opts_given(cmd, given, "eos-id") ? a->eos_id : -1;
     o->pad_id = qf_opts_given(cmd, given, "pad-id") ? a->pad_id : -1;
@@ -122,6 +145,16 @@ static int prep_opts_from(const prep_args *a, const void *given, int rank, prep_
     if (o->vocab_size > 0 && o->pad_id >= o->vocab_size)
         return rank ? QF_EXIT_INPUT : prep_bad_value("--pad-id %lld is >= --vocab-size %lld", (long long)o->pad_id,
                                                      (long long)o->vocab_size);
+    qf_tmpl_id tid;
+    if (o->template_name && strcmp(o->template_name, "auto") && qf_tmpl_by_name(o->template_name, &tid))
+        return rank ? QF_EXIT_INPUT : prep_bad_value("--template %s: unknown (auto, or one of %s)", o->template_name,
+                                                     qf_tmpl_names());
+    if (o->template_name && !o->tokenizer)
+        return rank ? QF_EXIT_INPUT : prep_bad_value("--template %s needs --tokenizer (the template renders tokens)",
+                                                     o->template_name);
+    if (o->truncate && o->max_len == 0 && o->seq_len == 0)
+        return rank ? QF_EXIT_INPUT : prep_bad_value("--truncate %s needs a limit: --max-len N or --seq-len T",
+                                                     a->truncate_name);
     if (o->valid_out && o->valid_fraction == 0)
         return rank ? QF_EXIT_INPUT : prep_bad_value("--valid-out %s needs --valid-fraction > 0", o->valid_out);
     return 0;

@@ -19,33 +19,36 @@ void qf_gen_prompts_free(qf_gen_prompts *p) {
     memset(p, 0, sizeof *p);
 }
 
-/* a conversation record (json: {"messages": ...} or {"conversations": ...}) -> ChatML ids ending with the
- * assistant's header; why[cap] on failure */
+/* a conversation record (json: {"messages": ...} or {"conversations": ...}) -> the template's ids ending with the
+ * assistant's header (add_generation_prompt); why[cap] on failure */
 static int gen_chat(const qf_gen_src *src, json_t *rec, qf_gen_prompts *out, char *why, size_t cap) {
     if (!src->tok)
         return snprintf(why, cap, "a chat prompt needs a tokenizer: pass --tokenizer (tokenizer.json, qwen.tiktoken "
                                   "or an HF model directory)"), 1;
-    if (!src->chatml) return snprintf(why, cap, "a chat prompt: %s", src->chatml_why), 1;
-    prep_opts po;
-    memset(&po, 0, sizeof po);
-    po.tok = src->tok;
-    po.chatml = src->chatml;
-    po.system = src->system;
-    po.mask = QF_CHAT_MASK_QWEN;
-    prep_doc d = {0};
-    int rc = prep_chat(&po, rec, &d, why, cap);
-    if (rc == PREP_OK) {
-        const qf_ids *head = &src->chatml->role[QF_CHAT_ASSISTANT], *nl = &src->chatml->nl;
-        int n = (int)(d.n + head->n + nl->n);
-        int32_t *ids = qf_malloc((size_t)n * sizeof *ids);
-        for (int64_t i = 0; i < d.n; i++) ids[i] = (int32_t)d.tok[i];
-        memcpy(ids + d.n, head->v, head->n * sizeof *ids);
-        memcpy(ids + d.n + head->n, nl->v, nl->n * sizeof *ids);
-        gen_push(out, ids, n);
+    if (!src->tmpl) return snprintf(why, cap, "a chat prompt: %s", src->tmpl_why), 1;
+    prep_conv c = {0};
+    const char *key;
+    int bad = prep_conv_parse(rec, &c, &key, why, cap) != PREP_OK;
+    if (!bad && src->system && (c.n == 0 || c.msg[0].role != QF_MSG_SYSTEM)) {
+        prep_conv_push(&c, (qf_chat_msg){0});
+        memmove(c.msg + 1, c.msg, (c.n - 1) * sizeof *c.msg);
+        c.msg[0] = (qf_chat_msg){QF_MSG_SYSTEM, src->system, strlen(src->system), NULL, 0, NULL};
     }
-    free(d.tok);
-    free(d.mask);
-    return rc != PREP_OK;
+    qf_chat_doc d = {0};
+    qf_err e = {0};
+    if (!bad) {
+        qf_chat_conv cv = {c.msg, c.n, c.tools};
+        bad = qf_tmpl_render(src->tmpl, &cv, 1, QF_CHAT_MASK_ASSISTANT, &d, &e) != 0;
+        if (bad) snprintf(why, cap, "%s: %s", key, e.msg);
+    }
+    if (!bad) {
+        int32_t *ids = qf_malloc((d.ids.n ? d.ids.n : 1) * sizeof *ids);
+        memcpy(ids, d.ids.v, d.ids.n * sizeof *ids);
+        gen_push(out, ids, (int)d.ids.n);
+    }
+    qf_chat_doc_free(&d);
+    prep_conv_free(&c);
+    return bad;
 }
 
 /* text -> ids, or with chat a user turn; why[cap] on failure */
@@ -142,7 +145,7 @@ int qf_gen_prompts_read(const char *path, const qf_gen_src *src, qf_gen_prompts 
         while (k > 0 && (line[k - 1] == '\n' || line[k - 1] == '\r' || line[k - 1] == ' ' || line[k - 1] == '\t')) k--;
         if (k == 0) continue; /* blank lines are allowed */
         json_error_t je;
-        json_t *rec = json_loadb(line, k, 0, &je);
+        json_t *rec = json_loadb(line, k, JSON_REJECT_DUPLICATES, &je);
         int bad = 0;
         if (!rec) bad = snprintf(why, sizeof why, "not valid JSON (column %d): %s", je.column, je.text) > 0;
         else if (!json_is_object(rec)) bad = snprintf(why, sizeof why, "%s, expected an object", prep_json_type(rec)) > 0;

@@ -2,15 +2,17 @@
  * --prompts FILE.jsonl with one record per line:
  *   {"prompt": TEXT}                       encoded as it is (special tokens in the text recognised), or with
  *                                          --chat wrapped as a ChatML user turn
- *   {"messages": [{"role", "content"}...]} ChatML (also {"conversations": [{"from", "value"}...]}), rendered as
- *                                          `qwen-ft prepare` renders conversations (io/chatml.h)
+ *   {"messages": [{"role", "content"}...], "tools"?} (also {"conversations": [{"from", "value"}...]}), rendered
+ *                                          under the chat template as `qwen-ft prepare` renders conversations
+ *                                          (io/chat_template.h, the same code)
  *   {"prompt_ids": [1, 2, 3]}              ids as they are
- * A chat prompt ends with "<|im_start|>assistant\n", so the model writes the assistant's turn; the system prompt
- * is the conversation's own system turn, else `system` (prepare's default "You are a helpful assistant."). */
+ * A chat prompt ends as the template's add_generation_prompt ends it ("<|im_start|>assistant\n"), so the model
+ * writes the assistant's turn; the system prompt is the conversation's own system turn, else `system`, else the
+ * template's default. */
 #ifndef QF_GEN_PROMPTS_H
 #define QF_GEN_PROMPTS_H
 #include <stdint.h>
-#include "chatml.h"
+#include "chat_template.h"
 #include "tokenizer.h"
 #include "util.h"
 
@@ -24,13 +26,13 @@ typedef struct qf_gen_prompts {
     int n, cap;
 } qf_gen_prompts;
 
-/* How text prompts become ids. tok NULL: only id prompts are possible; chatml NULL: no ChatML (chatml_why says
- * why, e.g. the tokenizer lacks <|im_start|>). */
+/* How text prompts become ids. tok NULL: only id prompts are possible; tmpl NULL: no chat (tmpl_why says why, e.g.
+ * the tokenizer lacks <|im_start|>). */
 typedef struct qf_gen_src {
     const qf_tokenizer *tok;
-    const qf_chatml *chatml;
-    const char *chatml_why;
-    const char *system;
+    const qf_chat_template *tmpl;
+    const char *tmpl_why;
+    const char *system; /* NULL: the template's default */
     int chat; /* --chat: {"prompt"} and --prompt TEXT become a user turn */
 } qf_gen_src;
 

@@ -16,12 +16,21 @@
 #include <nettle/sha2.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "chat_template.h"
 #include "chatml.h"
 #include "tokenizer.h"
 
 /* roles of --map beyond qf_chat_role (QF_CHAT_USER, QF_CHAT_ASSISTANT) */
 #define PREP_ROLE_SYSTEM (-1)
 #define PREP_ROLE_TEXT (-3)
+
+/* --truncate: what happens to a record longer than the length limit (--max-len, else --seq-len) */
+typedef enum {
+    PREP_TRUNC_DEFAULT = 0, /* conversations: cut after the last assistant turn that fits; text: split by packing */
+    PREP_TRUNC_RIGHT,       /* keep the first N tokens */
+    PREP_TRUNC_LEFT,        /* keep the last N tokens */
+    PREP_TRUNC_DROP         /* leave the record out (counted) */
+} prep_truncate;
 
 typedef struct prep_map_entry {
     const char *field; /* record field (points into argv) */
@@ -34,8 +43,12 @@ typedef struct prep_opts {
     const char *out;
     const char *valid_out; /* NULL: derived from out */
     const char *tokenizer; /* NULL: none given */
-    const char *system;    /* default system prompt of conversations */
-    qf_chat_mask mask;     /* --mask qwen | assistant */
+    const char *system;    /* --system: system prompt of conversations without one; NULL: the template's */
+    qf_chat_mask mask;     /* --mask qwen | assistant (default: qwen under qwen1, else assistant) */
+    int mask_given;
+    const char *template_name; /* --template NAME | auto; NULL: the tokenizer directory's, else qwen1 */
+    int64_t max_len;           /* --max-len: 0 = --seq-len */
+    prep_truncate truncate;
     double valid_fraction;
     uint64_t seed;
     int64_t vocab_size;     /* 0: not given (with a tokenizer: resolved to its vocabulary size) */
@@ -51,8 +64,8 @@ typedef struct prep_opts {
     int rank, size;  /* MPI_COMM_WORLD */
     /* filled by the command once the tokenizer is loaded (NULL without --tokenizer) */
     const qf_tokenizer *tok;
-    const qf_chatml *chatml; /* NULL with a tokenizer that lacks the ChatML tokens: chatml_why says so */
-    char chatml_why[512];
+    const qf_chat_template *tmpl; /* NULL with a tokenizer that lacks the ChatML tokens: tmpl_why says so */
+    char tmpl_why[512];
 } prep_opts;
 
 /* Record kinds, for the summary */
@@ -76,6 +89,10 @@ typedef struct prep_doc {
     int kind;                   /* prep_kind, set by the dispatcher */
     int64_t turns, empty_turns; /* chat turns (system excluded); turns whose text is empty or only whitespace */
     int unanswered;             /* a conversation whose last turn is a user turn (no reply to train on) */
+    int64_t *turn_end;          /* conversations: the token index after each assistant turn */
+    int64_t n_turn_end, cap_turn_end;
+    int64_t cut;                /* tokens removed by the length policy */
+    int cut_in_answer;          /* the default policy cut inside the first answer (none fitted) */
     struct sha256_ctx content;  /* the normalised content, fed by prep_content_* (prep_split.c) */
 } prep_doc;
 
@@ -83,7 +100,8 @@ typedef struct prep_doc {
 enum {
     PREP_OK = 0,
     PREP_BAD = 1,  /* the record is malformed: an error, or skipped with --skip-bad */
-    PREP_FATAL = 2 /* the record cannot be handled whatever --skip-bad says (no --tokenizer): always an error */
+    PREP_FATAL = 2, /* the record cannot be handled whatever --skip-bad says (no --tokenizer): always an error */
+    PREP_DROP = 3   /* longer than the limit under --truncate drop: left out, counted */
 };
 
 /* Converts one parsed record into doc; on failure writes the reason into why[cap]. */
@@ -108,12 +126,26 @@ int prep_text(const prep_opts *o, json_t *rec, prep_doc *doc, char *why, size_t 
 /* text[len] (the value of field `key`) as a plain-text document */
 int prep_text_value(const prep_opts *o, const char *key, const char *text, size_t len, prep_doc *doc, char *why,
                     size_t cap);
-/* {"conversations": [{"from", "value"}...]} or {"messages": [{"role", "content"}...]} -> ChatML (io/chatml.h) */
+/* A conversation read from a record: messages (pointing into the record), tools, and what it owns (hold). */
+typedef struct prep_conv {
+    qf_chat_msg *msg;
+    size_t n, cap;
+    json_t *tools; /* borrowed from the record or held */
+    json_t *hold;  /* an array holding what was parsed from JSON strings (tools, function calls) */
+} prep_conv;
+void prep_conv_push(prep_conv *c, qf_chat_msg m);
+void prep_conv_free(prep_conv *c);
+/* {"conversations": [{"from", "value"}...], "system"?, "tools"?} (ShareGPT; from: system, human/user, gpt/assistant,
+ * function_call, observation/tool) or {"messages": [{"role", "content", "reasoning_content"?, "tool_calls"?}...],
+ * "tools"?} -> c; key = the record's field. PREP_OK or PREP_BAD with why. */
+int prep_conv_parse(json_t *rec, prep_conv *c, const char **key, char *why, size_t cap);
+/* {"conversations": ...} or {"messages": ...} -> the template's document */
 int prep_chat(const prep_opts *o, json_t *rec, prep_doc *doc, char *why, size_t cap);
-/* The ChatML document of system[sys_len] (NULL: --system) and turns[n] (key names the record's field in
- * messages); fills the turn counts and the content id. */
-int prep_chat_render(const prep_opts *o, const char *key, const char *system, size_t sys_len,
-                     const qf_chat_turn *turns, size_t n, prep_doc *doc, char *why, size_t cap);
+/* The document of a conversation under o->tmpl (key names the record's field in messages); --system when it has
+ * no system message; fills the turn counts, the assistant turn ends and the content id. */
+int prep_chat_render(const prep_opts *o, const char *key, const prep_conv *c, prep_doc *doc, char *why, size_t cap);
+/* the length policy on a finished document (prep_record.c): PREP_OK (maybe cut) or PREP_DROP */
+int prep_length_policy(const prep_opts *o, prep_doc *doc);
 /* {"instruction", "input", "output", "system"?, "history"?: [[q, a], ...]} (Alpaca) */
 int prep_alpaca(const prep_opts *o, json_t *rec, prep_doc *doc, char *why, size_t cap);
 /* a record read through --map */

@@ -228,11 +228,42 @@ static int prep_resolve_ids(prep_opts *o) {
     return 0;
 }
 
-/* Loads the tokenizer (once per rank) and its ChatML pieces, resolves the ids, builds; frees what it loaded. */
+/* The chat template of conversations (--template, else the tokenizer directory's, else qwen1) into *id; 0 or exit 2
+ * (printed by rank 0). Rank 0 says which template was taken. */
+static int prep_pick_template(const prep_opts *o, qf_tmpl_id *id) {
+    char where[4200];
+    int found = 0;
+    qf_err e = {0};
+    int is_auto = !o->template_name || !strcmp(o->template_name, "auto");
+    if (!is_auto) {
+        qf_tmpl_by_name(o->template_name, id); /* checked with the options */
+        if (o->rank == 0) printf("prepare: chat template %s (--template)\n", qf_tmpl_name(*id));
+        return 0;
+    }
+    if (qf_tmpl_detect(o->tokenizer, id, &found, where, sizeof where, &e)) {
+        if (o->rank == 0) fprintf(stderr, "qwen-ft prepare: --tokenizer %s: %s\n", o->tokenizer, e.msg);
+        return e.code;
+    }
+    if (!found && o->template_name) {
+        if (o->rank == 0)
+            fprintf(stderr, "qwen-ft prepare: --template auto: %s has no chat template (tokenizer_config.json "
+                            "\"chat_template\" or chat_template.jinja beside the tokenizer); pass --template NAME "
+                            "(%s)\n", o->tokenizer, qf_tmpl_names());
+        return QF_EXIT_INPUT;
+    }
+    if (!found) *id = QF_TMPL_QWEN1;
+    if (o->rank == 0) {
+        if (found) printf("prepare: chat template %s (recognised in %s)\n", qf_tmpl_name(*id), where);
+        else printf("prepare: chat template qwen1 (Qwen v1 finetune.py; the tokenizer has no chat template beside it)\n");
+    }
+    return 0;
+}
+
+/* Loads the tokenizer (once per rank) and its chat template, resolves the ids, builds; frees what it loaded. */
 int prep_run(prep_opts *o) {
     qf_tokenizer *tok = NULL;
-    qf_chatml cm;
-    memset(&cm, 0, sizeof cm);
+    qf_chat_template tm;
+    memset(&tm, 0, sizeof tm);
     qf_err e = {0};
     if (o->tokenizer) {
         if (qf_tok_load(o->tokenizer, &tok, &e)) {
@@ -240,17 +271,24 @@ int prep_run(prep_opts *o) {
             return e.code;
         }
         o->tok = tok;
+        qf_tmpl_id id;
+        int rc = prep_pick_template(o, &id);
+        if (rc) {
+            qf_tok_free(tok);
+            o->tok = NULL;
+            return rc;
+        }
         /* a tokenizer without the ChatML tokens still serves text records; conversations then say why not */
-        if (qf_chatml_init(&cm, tok, &e) == 0)
-            o->chatml = &cm;
+        if (qf_tmpl_init(&tm, id, tok, &e) == 0)
+            o->tmpl = &tm;
         else
-            snprintf(o->chatml_why, sizeof o->chatml_why, "%.400s", e.msg);
+            snprintf(o->tmpl_why, sizeof o->tmpl_why, "%.400s", e.msg);
     }
     int rc = prep_resolve_ids(o);
     if (rc == 0) rc = prep_build(o);
-    qf_chatml_free(&cm);
+    qf_tmpl_free(&tm);
     if (tok) qf_tok_free(tok);
     o->tok = NULL;
-    o->chatml = NULL;
+    o->tmpl = NULL;
     return rc;
 }

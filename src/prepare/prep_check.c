@@ -28,12 +28,14 @@ void prep_summary_add(prep_summary *s, const prep_opts *o, const prep_doc *d) {
         s->untokenized++;
         return;
     }
+    if (d->cut) s->truncated++, s->truncated_tokens += d->cut, s->cut_in_answer += d->cut_in_answer;
     s->tokens += d->n;
     for (int64_t i = 1; i < d->n; i++) s->trained += d->mask[i];
     int b = 0;
     for (int64_t v = d->n; v > 0 && b < PREP_HIST_BINS - 1; v >>= 1) b++;
     s->hist[b]++;
-    if (o->seq_len > 0 && d->n > o->seq_len) s->over_seq_len++;
+    int64_t L = o->max_len > 0 ? o->max_len : o->seq_len;
+    if (L > 0 && d->n > L) s->over_seq_len++;
     if (d->n < s->min_len) s->min_len = d->n;
     if (d->n > s->max_len) s->max_len = d->n;
 }
@@ -54,11 +56,13 @@ static double prep_mb(int64_t b) { return (double)b / 1e6; }
 void prep_summary_print(FILE *f, const prep_opts *o, const prep_plan *plan, const prep_pass *p,
                         const prep_dup_stats *dup, double seconds) {
     const prep_summary *s = &p->sum;
-    int kinds[3] = {0};
-    for (int i = 0; i < plan->n_in; i++) kinds[plan->in[i].kind]++;
-    fprintf(f, "prepare: summary: %d file%s (%.2f MB; %d plain, %d gzip, %d zstd), %lld lines, %lld records", plan->n_in,
-            plan->n_in == 1 ? "" : "s", prep_mb(plan->total_bytes), kinds[0], kinds[1], kinds[2], (long long)s->lines,
-            (long long)s->docs);
+    int kinds[3] = {0}, arrays = 0;
+    for (int i = 0; i < plan->n_in; i++) kinds[plan->in[i].kind]++, arrays += plan->in[i].array;
+    char arr[48] = "";
+    if (arrays) snprintf(arr, sizeof arr, "; %d JSON array%s", arrays, arrays == 1 ? "" : "s");
+    fprintf(f, "prepare: summary: %d file%s (%.2f MB; %d plain, %d gzip, %d zstd%s), %lld lines, %lld records",
+            plan->n_in, plan->n_in == 1 ? "" : "s", prep_mb(plan->total_bytes), kinds[0], kinds[1], kinds[2], arr,
+            (long long)s->lines, (long long)s->docs);
     const char *sep = " (";
     for (int k = 0; k < PREP_KIND_COUNT; k++)
         if (s->records[k]) fprintf(f, "%s%s %lld", sep, prep_kind_names[k], (long long)s->records[k]), sep = ", ";
@@ -99,15 +103,28 @@ void prep_summary_print(FILE *f, const prep_opts *o, const prep_plan *plan, cons
                 dup->valid_disabled  ? "; too few distinct records: no validation file"
                 : dup->valid_forced ? "; no record fell under the fraction: the lowest hash went to valid"
                                     : "");
-    if (o->seq_len > 0 && s->untokenized) {
-        fprintf(f, "prepare:   --seq-len %lld: not computed (text and chat records were not tokenized: pass --tokenizer)\n",
-                (long long)o->seq_len);
-    } else if (o->seq_len > 0) {
+    int64_t L = o->max_len > 0 ? o->max_len : o->seq_len;
+    const char *lname = o->max_len > 0 ? "--max-len" : "--seq-len";
+    if (L > 0 && s->untokenized) {
+        fprintf(f, "prepare:   %s %lld: not computed (text and chat records were not tokenized: pass --tokenizer)\n",
+                lname, (long long)L);
+    } else if (L > 0) {
+        static const char *const how[] = {"cut after the last assistant turn that fits", "cut to their first tokens",
+                                          "cut to their last tokens", "dropped"};
+        fprintf(f, "prepare:   %s %lld: %lld record%s longer: %lld %s", lname, (long long)L,
+                (long long)(s->truncated + s->dropped_long + s->over_seq_len),
+                s->truncated + s->dropped_long + s->over_seq_len == 1 ? "" : "s",
+                (long long)(o->truncate == PREP_TRUNC_DROP ? s->dropped_long : s->truncated), how[o->truncate]);
+        if (s->cut_in_answer)
+            fprintf(f, " (%lld inside the first answer, none fitting whole)", (long long)s->cut_in_answer);
+        fprintf(f, " (%lld tokens removed), %lld left whole (plain text and pre-tokenized records: split across rows "
+                   "by the packing)\n", (long long)s->truncated_tokens, (long long)s->over_seq_len);
+    }
+    if (o->seq_len > 0 && !s->untokenized) {
         int64_t T = o->seq_len, rows = (dup->train_tokens + T - 1) / T;
         double pad = rows ? 1.0 - (double)dup->train_tokens / ((double)rows * (double)T) : 0.0;
-        fprintf(f, "prepare:   --seq-len %lld: %lld document%s longer (split across rows); train packs into %lld rows, "
-                   "padding %.2f%%\n",
-                (long long)T, (long long)s->over_seq_len, s->over_seq_len == 1 ? "" : "s", (long long)rows, 100 * pad);
+        fprintf(f, "prepare:   --seq-len %lld: train packs into %lld rows, padding %.2f%%\n", (long long)T,
+                (long long)rows, 100 * pad);
     }
     fprintf(f, "prepare:   %.2f s, %.2f MB/s, %.0f tokens/s\n", seconds,
             seconds > 0 ? prep_mb(plan->total_bytes) / seconds : 0.0, seconds > 0 ? (double)s->tokens / seconds : 0.0);

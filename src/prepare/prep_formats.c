@@ -38,17 +38,17 @@ int prep_alpaca(const prep_opts *o, json_t *rec, prep_doc *doc, char *why, size_
         return snprintf(why, cap, "history is %s, expected an array of [question, answer] pairs", prep_json_type(hist)),
                PREP_BAD;
     size_t nh = hist ? json_array_size(hist) : 0;
-    qf_chat_turn *turns = qf_malloc((2 * nh + 2) * sizeof *turns);
-    size_t nt = 0;
+    prep_conv c = {0};
+    if (sys) prep_conv_push(&c, (qf_chat_msg){QF_MSG_SYSTEM, sys, nsys, NULL, 0, NULL});
     for (size_t i = 0; i < nh; i++) {
         json_t *pair = json_array_get(hist, i);
         json_t *q = json_array_get(pair, 0), *a = json_array_get(pair, 1);
         if (!json_is_array(pair) || json_array_size(pair) != 2 || !json_is_string(q) || !json_is_string(a)) {
-            free(turns);
+            prep_conv_free(&c);
             return snprintf(why, cap, "history[%zu] is not a [question, answer] pair of strings", i), PREP_BAD;
         }
-        turns[nt++] = (qf_chat_turn){QF_CHAT_USER, json_string_value(q), json_string_length(q)};
-        turns[nt++] = (qf_chat_turn){QF_CHAT_ASSISTANT, json_string_value(a), json_string_length(a)};
+        prep_conv_push(&c, (qf_chat_msg){QF_MSG_USER, json_string_value(q), json_string_length(q), NULL, 0, NULL});
+        prep_conv_push(&c, (qf_chat_msg){QF_MSG_ASSISTANT, json_string_value(a), json_string_length(a), NULL, 0, NULL});
     }
     /* the prompt: instruction and input, the non-empty ones, joined by a newline */
     char *prompt = NULL;
@@ -60,16 +60,16 @@ int prep_alpaca(const prep_opts *o, json_t *rec, prep_doc *doc, char *why, size_
         memcpy(prompt + nins + 1, inp, ninp);
         np = nins + 1 + ninp;
         prompt[np] = 0;
-        turns[nt++] = (qf_chat_turn){QF_CHAT_USER, prompt, np};
+        prep_conv_push(&c, (qf_chat_msg){QF_MSG_USER, prompt, np, NULL, 0, NULL});
     } else if (nins || !inp) {
-        turns[nt++] = (qf_chat_turn){QF_CHAT_USER, ins, nins};
+        prep_conv_push(&c, (qf_chat_msg){QF_MSG_USER, ins, nins, NULL, 0, NULL});
     } else {
-        turns[nt++] = (qf_chat_turn){QF_CHAT_USER, inp, ninp};
+        prep_conv_push(&c, (qf_chat_msg){QF_MSG_USER, inp, ninp, NULL, 0, NULL});
     }
-    turns[nt++] = (qf_chat_turn){QF_CHAT_ASSISTANT, out, nout};
-    int rc = prep_chat_render(o, "instruction", sys, nsys, turns, nt, doc, why, cap);
+    prep_conv_push(&c, (qf_chat_msg){QF_MSG_ASSISTANT, out, nout, NULL, 0, NULL});
+    int rc = prep_chat_render(o, "instruction", &c, doc, why, cap);
     free(prompt);
-    free(turns);
+    prep_conv_free(&c);
     return rc;
 }
 
@@ -87,8 +87,7 @@ int prep_mapped(const prep_opts *o, json_t *rec, prep_doc *doc, char *why, size_
         if (!s) return snprintf(why, cap, "%s is null, expected a string (--map %s=text)", f, f), PREP_BAD;
         return prep_text_value(o, f, s, n, doc, why, cap);
     }
-    qf_chat_turn *turns = qf_malloc((size_t)o->n_map * sizeof *turns);
-    size_t nt = 0;
+    prep_conv c = {0};
     const char *sys = NULL;
     size_t nsys = 0;
     int rc = PREP_OK;
@@ -104,11 +103,17 @@ int prep_mapped(const prep_opts *o, json_t *rec, prep_doc *doc, char *why, size_
                      o->map[i].role == QF_CHAT_USER ? "user" : "assistant");
             rc = PREP_BAD;
         } else {
-            turns[nt++] = (qf_chat_turn){(qf_chat_role)o->map[i].role, s, n};
+            prep_conv_push(&c, (qf_chat_msg){o->map[i].role == QF_CHAT_USER ? QF_MSG_USER : QF_MSG_ASSISTANT, s, n,
+                                             NULL, 0, NULL});
         }
     }
-    if (rc == PREP_OK) rc = prep_chat_render(o, o->map[0].field, sys, nsys, turns, nt, doc, why, cap);
-    free(turns);
+    if (rc == PREP_OK && sys) { /* the system turn comes first whatever the map's order */
+        prep_conv_push(&c, (qf_chat_msg){0});
+        memmove(c.msg + 1, c.msg, (c.n - 1) * sizeof *c.msg);
+        c.msg[0] = (qf_chat_msg){QF_MSG_SYSTEM, sys, nsys, NULL, 0, NULL};
+    }
+    if (rc == PREP_OK) rc = prep_chat_render(o, o->map[0].field, &c, doc, why, cap);
+    prep_conv_free(&c);
     return rc;
 }
 

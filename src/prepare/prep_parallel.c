@@ -40,6 +40,12 @@ int prep_inputs_plan(const prep_opts *o, prep_plan *p, qf_err *e) {
                             "inputs by size, so give it a file (compressed files are read directly)", paths[i]);
         else if (qf_jsonl_kind_of(paths[i], &p->in[i].kind, e))
             rc = e->code;
+        else {
+            qf_jsonl *r;
+            qf_err oe = {0};
+            if (qf_jsonl_open(paths[i], 0, -1, &r, &oe) == 0) p->in[i].array = qf_jsonl_is_array(r);
+            qf_jsonl_close(r); /* a file that does not open says so when it is read */
+        }
         p->in[i].size = (int64_t)sb.st_size;
         p->total_bytes += p->in[i].size;
     }
@@ -54,7 +60,7 @@ int prep_inputs_plan(const prep_opts *o, prep_plan *p, qf_err *e) {
     int64_t g0 = 0;
     for (int i = 0; i < n; i++) {
         int64_t g1 = g0 + p->in[i].size;
-        if (p->in[i].kind == QF_JSONL_PLAIN) {
+        if (p->in[i].kind == QF_JSONL_PLAIN && !p->in[i].array) {
             int64_t s = lo > g0 ? lo : g0, t = hi < g1 ? hi : g1;
             if (s < t) {
                 p->mine[p->n_mine++] = (prep_range){i, s - g0, t == g1 ? -1 : t - g0};
@@ -139,7 +145,10 @@ static int prep_read_range(const prep_opts *o, const prep_plan *plan, const prep
             while (len > 0 && line[len - 1] == '\r') len--; /* so that jansson's column is on this line */
             kind = prep_record(o, line, len, &doc, why, sizeof why);
         }
-        if (kind == PREP_OK) {
+        if (kind == PREP_DROP) {
+            p->sum.dropped_long++;
+            p->sum.truncated_tokens += doc.cut;
+        } else if (kind == PREP_OK) {
             prep_summary_add(&p->sum, o, &doc);
             prep_meta_push(p, &doc); /* also under --check: the ids count the duplicates */
             if (ftok) {
@@ -170,6 +179,7 @@ static int prep_read_range(const prep_opts *o, const prep_plan *plan, const prep
     qf_jsonl_close(r);
     free(doc.tok);
     free(doc.mask);
+    free(doc.turn_end);
     return err->rc;
 }
 

@@ -22,6 +22,7 @@ typedef struct prep_input {
     char *path;
     int64_t size;
     qf_jsonl_kind kind;
+    int array; /* a JSON array file: read whole by one rank, as a compressed file */
 } prep_input;
 
 typedef struct prep_range {
@@ -45,6 +46,7 @@ typedef struct prep_summary {
     int64_t hist[PREP_HIST_BINS];
     int64_t over_seq_len;
     int64_t untokenized; /* --check without --tokenizer: text and chat records counted, not tokenized */
+    int64_t truncated, truncated_tokens, cut_in_answer, dropped_long; /* the length policy */
     int64_t min_len, max_len; /* reduced with MIN / MAX */
 } prep_summary;
 

@@ -50,17 +50,23 @@ static void set_identity(qf_tokenizer *t, const char *buf, size_t len) {
     for (int i = 0; i < SHA256_DIGEST_SIZE; i++) snprintf(t->identity + n + 2 * i, 3, "%02x", d[i]);
 }
 
+/* tok_file: PATH itself, or the tokenizer file inside the directory PATH (tokenizer.json, else qwen.tiktoken);
+ * FILE[0] = 0 when PATH is a directory that holds neither. */
+static void tok_file(const char *path, char *file, size_t cap) {
+    struct stat st;
+    snprintf(file, cap, "%s", path);
+    if (!stat(path, &st) && S_ISDIR(st.st_mode)) {
+        snprintf(file, cap, "%s/tokenizer.json", path);
+        if (!qf_exists(file)) snprintf(file, cap, "%s/qwen.tiktoken", path);
+        if (!qf_exists(file)) file[0] = 0;
+    }
+}
+
 int qf_tok_load(const char *path, qf_tokenizer **out, qf_err *e) {
     *out = NULL;
     char file[4096];
-    struct stat st;
-    snprintf(file, sizeof file, "%s", path);
-    if (!stat(path, &st) && S_ISDIR(st.st_mode)) {
-        snprintf(file, sizeof file, "%s/tokenizer.json", path);
-        if (!qf_exists(file)) snprintf(file, sizeof file, "%s/qwen.tiktoken", path);
-        if (!qf_exists(file))
-            return qf_err_set(e, QF_EXIT_INPUT, "%s: no tokenizer.json or qwen.tiktoken in this directory", path);
-    }
+    tok_file(path, file, sizeof file);
+    if (!file[0]) return qf_err_set(e, QF_EXIT_INPUT, "%s: no tokenizer.json or qwen.tiktoken in this directory", path);
     size_t len = 0;
     char *buf = read_file(file, &len, e);
     if (!buf) return e->code;
@@ -82,15 +88,10 @@ int qf_tok_load(const char *path, qf_tokenizer **out, qf_err *e) {
 
 int qf_tok_file_identity(const char *path, char *out, size_t cap, qf_err *e) {
     char file[4096];
-    struct stat st;
-    snprintf(file, sizeof file, "%s", path);
-    if (!stat(path, &st) && S_ISDIR(st.st_mode)) {
-        snprintf(file, sizeof file, "%s/tokenizer.json", path);
-        if (!qf_exists(file)) snprintf(file, sizeof file, "%s/qwen.tiktoken", path);
-        if (!qf_exists(file)) {
-            out[0] = 0;
-            return 0;
-        }
+    tok_file(path, file, sizeof file);
+    if (!file[0]) {
+        out[0] = 0;
+        return 0;
     }
     size_t len = 0;
     char *buf = read_file(file, &len, e);

@@ -12,28 +12,6 @@
 command -v h5diff > /dev/null || { echo "SKIP: h5diff (hdf5-tools) not installed"; exit 77; }
 common=(--set checkpoint.every_steps=2 --set eval.every_steps=2)
 fails=0
-same_metrics() { python3 - "$1/l/metrics.jsonl" "$2/l/metrics.jsonl" "$2" <<'PY'
-import json, sys
-a = [json.loads(l) for l in open(sys.argv[1])]
-b = [json.loads(l) for l in open(sys.argv[2])]
-keys = ("step", "loss", "grad_norm", "valid_loss", "skipped")
-pa = [tuple(r.get(k) for k in keys) for r in a]
-pb = [tuple(r.get(k) for k in keys) for r in b]
-ok = pa == pb and len(pa) >= 5
-print(f"{sys.argv[3]:<30} {'identical' if ok else 'DIFFERENT'} ({len(pb)} records)")
-if not ok:
-    for x, y in zip(pa, pb):
-        print("  ", x, y)
-sys.exit(0 if ok else 1)
-PY
-}
-same_ckpt() {
-  local a b
-  a=$(ls "$1"/ck/step-*.h5 | tail -1); b=$(ls "$2"/ck/step-*.h5 | tail -1)
-  for g in master adam_m adam_v; do
-    h5diff -q "$a" "$b" "/$g" "/$g" || { echo "FAIL: $2: /$g differs from $1"; return 1; }
-  done
-}
 for np in 1 2; do
   for stage in 2 3; do
     for ga in 1 2; do

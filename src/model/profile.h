@@ -7,8 +7,9 @@
  * the backward: exposed communication), norm (global gradient norm), update (the optimizer call; with an
  * overlapped offload step only its start).
  * Op classes (the op table wrapped: each op synchronised before and after, so overlap is given up while profiling):
- * gemm, attention, pointwise (norms, RoPE, SwiGLU, residual adds, embedding), head (lm_head + cross-entropy),
- * recompute (forward ops re-run inside the backward), optimizer (AdamW on the backend). The part of forward +
+ * gemm, attention, pointwise (norms, RoPE, SwiGLU, residual adds and copies, embedding), head (lm_head +
+ * cross-entropy), recompute (forward ops re-run inside the backward), optimizer (AdamW on the backend); and per op-table entry
+ * (metrics.jsonl's breakdown.ops: seconds and calls of rmsnorm_fwd, swiglu_bwd, copy_d2d, ...). The part of forward +
  * backward that no op accounts for is waiting: for gathered parameters, prefetches, copies, the host AdamW.
  * Offload: offload_adamw = the host AdamW thread's busy time, offload_wait = the time the trainer waited for it.
  *
@@ -27,6 +28,14 @@ enum {
     QF_OP_GEMM, QF_OP_ATTENTION, QF_OP_POINTWISE, QF_OP_HEAD, QF_OP_RECOMPUTE, QF_OP_OPTIMIZER, QF_OP_N
 };
 
+/* the wrapped op-table entries, each timed on its own too ("ops" in the breakdown object) */
+enum {
+    QF_OPE_EMBEDDING_FWD, QF_OPE_EMBEDDING_BWD, QF_OPE_RMSNORM_FWD, QF_OPE_RMSNORM_BWD, QF_OPE_MATMUL_FWD,
+    QF_OPE_MATMUL_BWD, QF_OPE_ROPE_FWD, QF_OPE_ROPE_BWD, QF_OPE_ATTENTION_FWD, QF_OPE_ATTENTION_BWD,
+    QF_OPE_SWIGLU_FWD, QF_OPE_SWIGLU_BWD, QF_OPE_ADD_INPLACE, QF_OPE_COPY_D2D, QF_OPE_CLASSIFIER, QF_OPE_ADAMW,
+    QF_OPE_N
+};
+
 typedef struct qf_profile {
     int on;
     const qf_ops *real;      /* the table the wrappers call */
@@ -34,6 +43,8 @@ typedef struct qf_profile {
     double mark;             /* host time of the last phase boundary */
     double phase[QF_PH_N];   /* seconds this step */
     double op[QF_OP_N];
+    double entry[QF_OPE_N];  /* seconds per op-table entry this step */
+    int calls[QF_OPE_N];
     int recomputing;         /* the model re-runs a layer's forward inside the backward */
     double offload_adamw, offload_wait;
 } qf_profile;

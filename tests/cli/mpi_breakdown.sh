@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # log.wall_clock_breakdown = true: every step's metrics.jsonl record carries a "breakdown" object (phases, op classes,
-# waiting, offload) whose phases add up to the step time, recomputation shows with activation checkpointing, the
+# waiting, offload, per op-table entry) whose phases add up to the step time, recomputation shows with activation checkpointing, the
 # host AdamW's time shows with offload, rank 0 prints a "time (s/step ...)" line with the progress line; and the
 # profiled run's losses are those of the unprofiled one, bit for bit (the wrappers only synchronise and time).
 . "$SRC/tests/mpi_common.sh"
@@ -29,6 +29,12 @@ for r in b:
     assert t["op_recompute_s"] > 0, "activation checkpointing recomputes: op_recompute_s must be > 0"
     assert t["op_gemm_s"] + t["op_attention_s"] + t["op_pointwise_s"] + t["op_head_s"] + t["op_recompute_s"] \
         <= t["forward_s"] + t["backward_s"] + 1e-4, t
+    ops = t["ops"]  # per op-table entry: the classes are their sums
+    assert ops["matmul_fwd"]["calls"] > 0 and ops["matmul_bwd"]["calls"] > 0 and ops["rmsnorm_fwd"]["calls"] > 0, ops
+    classes = sum(t[k] for k in ["op_gemm_s", "op_attention_s", "op_pointwise_s", "op_head_s", "op_recompute_s",
+                                 "op_optimizer_s"])
+    entries = sum(e["s"] for e in ops.values())
+    assert abs(classes - entries) <= 1e-6 + 1e-6 * classes, (classes, entries)
 assert sum(r["breakdown"]["offload_adamw_s"] for r in b) > 0, "the host AdamW's time must show with offload"
 print("PASS: 5 steps profiled, phases add up, losses unchanged")
 PY

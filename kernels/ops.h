@@ -58,6 +58,9 @@ typedef struct qf_ops {
      * db[OUT] += sum_n dout if db != NULL */
     void (*matmul_bwd)(void *dx, void *dw, void *db, const void *dout, const void *x, const void *w,
                        int N, int IN, int OUT, int accumulate_dx);
+    /* out[N,OUT] = res[N,OUT] + x[N,IN] W[OUT,IN]^T: a residual add in the GEMM (res may be out); the same values as
+     * copying res into out and calling matmul_fwd with accumulate, without the copy */
+    void (*matmul_fwd_add)(void *out, const void *x, const void *w, const void *res, int N, int IN, int OUT);
 
     /* RoPE, rotate-half (HF): for i < D/2, a = pos*theta^(-2i/D):
      *   y[i] = x[i] cos a - x[i+D/2] sin a ; y[i+D/2] = x[i+D/2] cos a + x[i] sin a.

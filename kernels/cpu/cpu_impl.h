@@ -31,6 +31,7 @@ void cpu_rope_bwd(void *dx, const int32_t *pos, int N, int nh, int D, double the
 
 /* matmul_cpu.c */
 void cpu_matmul_fwd(void *out, const void *x, const void *w, const void *b, int N, int IN, int OUT, int accumulate);
+void cpu_matmul_fwd_add(void *out, const void *x, const void *w, const void *res, int N, int IN, int OUT);
 void cpu_matmul_bwd(void *dx, void *dw, void *db, const void *dout, const void *x, const void *w, int N, int IN,
                     int OUT, int accumulate_dx);
 

@@ -208,6 +208,11 @@ void cpu_matmul_fwd(void *out, const void *x, const void *w, const void *b, int 
     cpu_gemm_nt(out, x, w, b, N, OUT, IN, accumulate);
 }
 
+void cpu_matmul_fwd_add(void *out, const void *x, const void *w, const void *res, int N, int IN, int OUT) {
+    if (res != out) memcpy(out, res, (size_t)N * OUT * sizeof(float));
+    cpu_gemm_nt(out, x, w, NULL, N, OUT, IN, 1);
+}
+
 void cpu_matmul_bwd(void *dx, void *dw, void *db, const void *dout, const void *x, const void *w, int N, int IN,
                     int OUT, int accumulate_dx) {
     const float *g = dout;

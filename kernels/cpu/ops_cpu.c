@@ -47,6 +47,7 @@ static const qf_ops cpu_ops = {
     .rmsnorm_bwd = cpu_rmsnorm_bwd,
     .matmul_fwd = cpu_matmul_fwd,
     .matmul_bwd = cpu_matmul_bwd,
+    .matmul_fwd_add = cpu_matmul_fwd_add,
     .rope_fwd = cpu_rope_fwd,
     .rope_bwd = cpu_rope_bwd,
     .attention_fwd = cpu_attention_fwd,

@@ -26,7 +26,8 @@ void cu_attention_decode(void *out, const void *q, const void *k, const void *v,
     {                                                                                                                \
         NAME, sizeof(T), DT, cu_alloc, cu_free, cu_copy_h2d, cu_copy_d2h, cu_copy_d2d, cu_zero, cu_sync,                 \
             cu_act_from_f32<T>, cu_act_to_f32<T>, cu_embedding_fwd<T>, cu_embedding_bwd<T>, cu_rmsnorm_fwd<T>,       \
-            cu_rmsnorm_bwd<T>, cu_matmul_fwd<T>, cu_matmul_bwd<T>, cu_rope_fwd<T>, cu_rope_bwd<T>,                   \
+            cu_rmsnorm_bwd<T>, cu_matmul_fwd<T>, cu_matmul_bwd<T>, cu_matmul_fwd_add<T>, cu_rope_fwd<T>,             \
+            cu_rope_bwd<T>,                                                                                          \
             cu_attention_fwd<T>, cu_attention_bwd<T>, cu_swiglu_fwd<T>, cu_swiglu_bwd<T>, cu_add_inplace<T>,         \
             cu_classifier<T>, cu_sumsq<T>, cu_scale<T>, cu_nonfinite<T>, cu_adamw<T>, cu_attention_decode<T>,          \
             cu_copy_start, cu_copy_finish, cu_copy_wait, cu_range_push, cu_range_pop, cu_copy_bytes                 \

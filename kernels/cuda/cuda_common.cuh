@@ -268,6 +268,8 @@ template <typename T> void cu_colsum_add(T *db, const T *a, int N, int C);
 template <typename T>
 void cu_matmul_fwd(void *out, const void *x, const void *w, const void *b, int N, int IN, int OUT, int accumulate);
 template <typename T>
+void cu_matmul_fwd_add(void *out, const void *x, const void *w, const void *res, int N, int IN, int OUT);
+template <typename T>
 void cu_matmul_bwd(void *dx, void *dw, void *db, const void *dout, const void *x, const void *w, int N, int IN, int OUT,
                    int accumulate_dx);
 // The three GEMM shapes of a linear layer, row-major (cuBLASLt underneath; fp32 accumulation):

@@ -93,19 +93,21 @@ static qf_lt_plan *get_plan(cudaDataType_t dt, cublasOperation_t ta, cublasOpera
     return p;
 }
 
-// column-major D[m,n] = op(A) op(B) (+ bias[m]) + beta D
+// column-major D[m,n] = op(A) op(B) (+ bias[m]) + beta Cin (Cin = D unless given; same layout as D)
 template <typename T>
 static void lt_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const T *A, int64_t lda,
-                    const T *B, int64_t ldb, T *D, int64_t ldc, const T *bias, float beta) {
+                    const T *B, int64_t ldb, T *D, int64_t ldc, const T *bias, float beta, const T *Cin = NULL) {
     if (m <= 0 || n <= 0) return;
     QF_CHECK(k > 0);
     qf_cuda_ctx &c = qfc();
     const cudaDataType_t dt = qf_cuda_dtype<T>::value;
     const cublasLtEpilogue_t epi = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
-    qf_lt_plan *p = get_plan(dt, ta, tb, m, n, k, lda, ldb, ldc, epi, ptr_align(A), ptr_align(B), ptr_align(D));
+    if (!Cin) Cin = D;
+    const uint32_t al_d = ptr_align(D) < ptr_align(Cin) ? ptr_align(D) : ptr_align(Cin);
+    qf_lt_plan *p = get_plan(dt, ta, tb, m, n, k, lda, ldb, ldc, epi, ptr_align(A), ptr_align(B), al_d);
     if (bias) CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     const float alpha = 1.0f;
-    CHECK_CUBLAS(cublasLtMatmul(c.lt, p->op, &alpha, A, p->A, B, p->B, &beta, D, p->C, D, p->C, &p->algo, c.lt_ws,
+    CHECK_CUBLAS(cublasLtMatmul(c.lt, p->op, &alpha, A, p->A, B, p->B, &beta, Cin, p->C, D, p->C, &p->algo, c.lt_ws,
                                 c.lt_ws_bytes, c.stream));
 }
 
@@ -144,6 +146,14 @@ void cu_matmul_fwd(void *out, const void *x, const void *w, const void *b, int N
     cu_gemm_nt<T>((T *)out, (const T *)x, (const T *)w, (const T *)b, N, OUT, IN, accumulate);
 }
 
+// out = res + x w^T: cuBLASLt reads C = res and writes D = out (no copy of the residual stream)
+template <typename T>
+void cu_matmul_fwd_add(void *out, const void *x, const void *w, const void *res, int N, int IN, int OUT) {
+    if (N <= 0 || OUT <= 0) return;
+    lt_gemm<T>(CUBLAS_OP_T, CUBLAS_OP_N, OUT, N, IN, (const T *)w, IN, (const T *)x, IN, (T *)out, OUT,
+               (const T *)NULL, 1.0f, (const T *)res);
+}
+
 template <typename T>
 void cu_matmul_bwd(void *dx, void *dw, void *db, const void *dout, const void *x, const void *w, int N, int IN, int OUT,
                    int accumulate_dx) {
@@ -159,6 +169,7 @@ void cu_matmul_bwd(void *dx, void *dw, void *db, const void *dout, const void *x
     template void cu_gemm_nn<T>(T *, const T *, const T *, int, int, int, int);                                     \
     template void cu_gemm_tn<T>(T *, const T *, const T *, int, int, int);                                          \
     template void cu_matmul_fwd<T>(void *, const void *, const void *, const void *, int, int, int, int);          \
+    template void cu_matmul_fwd_add<T>(void *, const void *, const void *, const void *, int, int, int);           \
     template void cu_matmul_bwd<T>(void *, void *, void *, const void *, const void *, const void *, int, int, int, \
                                    int);
 INST(float)

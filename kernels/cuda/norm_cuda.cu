@@ -1,15 +1,17 @@
 // norm_cuda.cu — RMSNorm (fp32 math, sums of squares in double as the CPU table), RoPE rotate-half (cos/sin from
 // the CPU table's formula), and deterministic column sums (RMSNorm dw, linear-layer db).
 //
-// RMSNorm rows: C <= 1024 (q/k norms, small models) one warp per row, 8 rows per block; otherwise one 256-thread
-// block per row. In the bf16 (fp16) table the forward rounds x*rstd to bf16 (fp16) before the weight multiply, as HF does
+// RMSNorm rows: one warp per row, 8 rows per block (the backward's per-warp dw slices in shared memory: 32 x C bytes
+// per block, up to the device's opt-in limit); a 256-thread block per row only beyond that (C > ~7,000). In the bf16 (fp16) table the forward rounds x*rstd to bf16 (fp16) before the weight multiply, as HF does
 // (weight * hidden_states.to(input_dtype)); in fp32 nothing is rounded.
 // Column sums (dw, db) are deterministic: each block owns a fixed chunk of rows and writes its partial column sums;
 // a second kernel adds the chunks' partials in chunk order onto the gradient. No atomics.
 #include "cuda_common.cuh"
 #include <math.h>
 
-#define RMS_WARP_MAX_C 1024
+// The backward's dw partials in shared memory, planar: column c at (c % 8) * C8 + c / 8 (C8 = ceil(C / 8)), so
+// that the 32 lanes of a warp, each owning 8 consecutive columns, hit 32 different banks.
+__device__ __forceinline__ int dw_slot(int c, int C8) { return (c & 7) * C8 + (c >> 3); }
 
 // fixed-order sum over a block of 256 threads (8 warps), result in every thread
 __device__ __forceinline__ double block256_sum_d(double v, double *sh) {
@@ -58,12 +60,10 @@ __global__ void __launch_bounds__(256) rmsnorm_fwd_kernel(T *out, float *rstd, c
 template <typename T> void cu_rmsnorm_fwd(void *out, float *rstd, const void *x, const void *w, int N, int C, float eps) {
     if (N <= 0 || C <= 0) return;
     const bool vec = C % 8 == 0 && qf_ptr_aligned(out, 16) && qf_ptr_aligned(x, 16) && qf_ptr_aligned(w, 16);
-    if (C <= RMS_WARP_MAX_C)
-        rmsnorm_fwd_kernel<T, 32><<<(N + 7) / 8, 256, 0, qfc_stream()>>>((T *)out, rstd, (const T *)x, (const T *)w, N,
-                                                                          C, eps, vec);
-    else
-        rmsnorm_fwd_kernel<T, 256><<<N, 256, 0, qfc_stream()>>>((T *)out, rstd, (const T *)x, (const T *)w, N, C, eps,
-                                                                 vec);
+    // a warp per row at every width (a block per row spent its time in block-wide reductions: 1.7 ms of a Qwen2.5-1.5B
+    // step at 8,192 tokens for 0.7 ms of traffic)
+    rmsnorm_fwd_kernel<T, 32><<<(N + 7) / 8, 256, 0, qfc_stream()>>>((T *)out, rstd, (const T *)x, (const T *)w, N, C,
+                                                                      eps, vec);
     CHECK_LAUNCH();
 }
 
@@ -75,11 +75,12 @@ template <typename T, int TPR>
 __global__ void __launch_bounds__(256) rmsnorm_bwd_kernel(T *dx, float *part, const T *dout, const T *x, const T *w,
                                                           const float *rstd, int N, int C, int rpc, int accumulate,
                                                           bool vec) {
-    extern __shared__ float dws[]; // [8][C] (warp mode) or [C] (block mode)
+    extern __shared__ float dws[]; // [8][8 * C8] (warp mode) or [8 * C8] (block mode), planar (dw_slot)
     __shared__ double sh[8];
     const int sub = threadIdx.x / TPR, li = threadIdx.x % TPR;
-    float *my = dws + (TPR == 32 ? (size_t)sub * C : 0);
-    for (int c = li; c < C; c += TPR) my[c] = 0.0f;
+    const int C8 = (C + 7) / 8;
+    float *my = dws + (TPR == 32 ? (size_t)sub * 8 * C8 : 0);
+    for (int j = li; j < 8 * C8; j += TPR) my[j] = 0.0f;
     __syncthreads(); // (columns are zeroed and accumulated by different lanes)
     const int r0 = blockIdx.x * rpc, r1 = min(N, r0 + rpc);
     for (int n = r0 + (TPR == 32 ? sub : 0); n < r1; n += (TPR == 32 ? 8 : 1)) {
@@ -95,7 +96,7 @@ __global__ void __launch_bounds__(256) rmsnorm_bwd_kernel(T *dx, float *part, co
 #pragma unroll
             for (int e = 0; e < 8; e++) {
                 dot += (double)__fmul_rn(g[e], wv[e]) * (double)xv[e];
-                if (c + e < C) my[c + e] += __fmul_rn(g[e], __fmul_rn(xv[e], r));
+                if (c + e < C) my[dw_slot(c + e, C8)] += __fmul_rn(g[e], __fmul_rn(xv[e], r));
             }
         }
         dot = TPR == 32 ? warp_sum_d(dot) : block256_sum_d(dot, sh);
@@ -117,9 +118,10 @@ __global__ void __launch_bounds__(256) rmsnorm_bwd_kernel(T *dx, float *part, co
     __syncthreads();
     // each thread of the block sums the warps' slices of its columns in warp order
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float s = dws[c];
+        const int o = dw_slot(c, C8);
+        float s = dws[o];
         if (TPR == 32)
-            for (int i = 1; i < 8; i++) s += dws[(size_t)i * C + c];
+            for (int i = 1; i < 8; i++) s += dws[(size_t)i * 8 * C8 + o];
         part[(size_t)blockIdx.x * C + c] = s;
     }
 }
@@ -159,12 +161,16 @@ void cu_rmsnorm_bwd(void *dx, void *dw, const void *dout, const void *x, const v
     if (N <= 0 || C <= 0) return;
     const bool vec = C % 8 == 0 && qf_ptr_aligned(dx, 16) && qf_ptr_aligned(dout, 16) && qf_ptr_aligned(x, 16) &&
                      qf_ptr_aligned(w, 16);
-    const bool warp = C <= RMS_WARP_MAX_C;
+    const size_t slice = (size_t)8 * ((C + 7) / 8) * sizeof(float); // one warp's (or the block's) dw partials
+    const bool warp = 8 * slice <= (size_t)qfc().smem_optin;
     int nb, rpc;
-    chunking(N, warp ? 64 : 8, 1024, &nb, &rpc);
+    chunking(N, warp ? 16 : 8, 1024, &nb, &rpc); // 2 rows per warp: enough blocks to fill the GPU at 4k tokens
     float *part = (float *)qfc_scratch((size_t)nb * C * sizeof(float));
-    const size_t smem = (size_t)(warp ? 8 : 1) * C * sizeof(float);
+    const size_t smem = (warp ? 8 : 1) * slice;
     if (warp) {
+        if (smem > 48 * 1024)
+            CHECK_CUDA(cudaFuncSetAttribute(rmsnorm_bwd_kernel<T, 32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            (int)smem));
         rmsnorm_bwd_kernel<T, 32><<<nb, 256, smem, qfc_stream()>>>((T *)dx, part, (const T *)dout, (const T *)x,
                                                                     (const T *)w, rstd, N, C, rpc, accumulate, vec);
     } else {
@@ -201,7 +207,7 @@ template <typename T> void cu_colsum_add(T *db, const T *a, int N, int C) {
 }
 
 // ---- RoPE -----------------------------------------------------------------------------------------------------
-// One thread per (token, i < D/2), looping over heads. inv_freq and cos/sin exactly as the CPU table: the power
+// Scalar form: one thread per (token, i < D/2), looping over heads. inv_freq and cos/sin exactly as the CPU table: the power
 // and reciprocal in double rounded to float, angle = (float)pos * inv_freq in fp32, cos/sin in double rounded.
 template <typename T>
 __global__ void rope_kernel(T *x, const int32_t *pos, int N, int nh, int D, double theta, int dir) {
@@ -230,9 +236,57 @@ __global__ void rope_kernel(T *x, const int32_t *pos, int N, int nh, int D, doub
         }
     }
 }
+// Vectorised form (D/2 a multiple of 8, x 16-byte aligned): a thread owns (token, 8 consecutive i, up to 4 heads):
+// 16-byte loads of both halves, cos/sin computed once for its heads. Same arithmetic per element as rope_kernel.
+#define ROPE_HEADS_PER_THREAD 4
+template <typename T>
+__global__ void rope8_kernel(T *x, const int32_t *pos, int N, int nh, int D, double theta, int dir) {
+    const int half = D / 2, G = half / 8, HG = (nh + ROPE_HEADS_PER_THREAD - 1) / ROPE_HEADS_PER_THREAD;
+    const size_t total = (size_t)N * HG * G;
+    for (size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += (size_t)gridDim.x * blockDim.x) {
+        const int g = (int)(idx % G), hg = (int)((idx / G) % HG), n = (int)(idx / ((size_t)G * HG));
+        const int i0 = g * 8;
+        float c[8], s[8];
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            const float inv = (float)(1.0 / pow(theta, (double)((float)(2 * (i0 + e)) / (float)D)));
+            const float a = __fmul_rn((float)pos[n], inv);
+            double sd, cd;
+            sincos((double)a, &sd, &cd);
+            c[e] = (float)cd, s[e] = (float)sd;
+        }
+        const int h1 = min(nh, (hg + 1) * ROPE_HEADS_PER_THREAD);
+        for (int h = hg * ROPE_HEADS_PER_THREAD; h < h1; h++) {
+            T *x1 = x + ((size_t)n * nh + h) * D + i0, *x2 = x1 + half;
+            float u[8], v[8], y1[8], y2[8];
+            ld8<T>(u, x1, 0, 8, true);
+            ld8<T>(v, x2, 0, 8, true);
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                if (dir > 0) {
+                    y1[e] = __fsub_rn(__fmul_rn(u[e], c[e]), __fmul_rn(v[e], s[e]));
+                    y2[e] = __fadd_rn(__fmul_rn(v[e], c[e]), __fmul_rn(u[e], s[e]));
+                } else {
+                    y1[e] = __fadd_rn(__fmul_rn(u[e], c[e]), __fmul_rn(v[e], s[e]));
+                    y2[e] = __fsub_rn(__fmul_rn(v[e], c[e]), __fmul_rn(u[e], s[e]));
+                }
+            }
+            st8<T>(x1, y1, 0, 8, true);
+            st8<T>(x2, y2, 0, 8, true);
+        }
+    }
+}
+
 template <typename T> static void rope(void *x, const int32_t *pos, int N, int nh, int D, double theta, int dir) {
     QF_CHECK(D > 0 && D % 2 == 0);
     if (N <= 0 || nh <= 0) return;
+    if ((D / 2) % 8 == 0 && qf_ptr_aligned(x, 16)) {
+        const size_t groups = (size_t)N * ((nh + ROPE_HEADS_PER_THREAD - 1) / ROPE_HEADS_PER_THREAD) * (D / 16);
+        rope8_kernel<T><<<qf_blocks(groups, 256, (unsigned)qfc().num_sms * 16u), 256, 0, qfc_stream()>>>(
+            (T *)x, pos, N, nh, D, theta, dir);
+        CHECK_LAUNCH();
+        return;
+    }
     const size_t total = (size_t)N * (D / 2);
     rope_kernel<T><<<qf_blocks(total, 256, (unsigned)qfc().num_sms * 8u), 256, 0, qfc_stream()>>>((T *)x, pos, N, nh, D,
                                                                                                   theta, dir);

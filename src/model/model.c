@@ -341,14 +341,12 @@ static void layer_forward(qf_model *m, int l) {
     else
         o->attention_fwd(a->att, a->lse, a->q, a->k, a->v, m->d_seg, m->B, m->T, H, KV, D);
     /* mid = res + att Wo^T */
-    o->copy_d2d(a->mid, m->res[l], (size_t)N * C * o->act_bytes);
-    o->matmul_fwd(a->mid, a->att, P(m, x->ow), NULL, N, H * D, C, 1);
+    o->matmul_fwd_add(a->mid, a->att, P(m, x->ow), m->res[l], N, H * D, C);
     o->rmsnorm_fwd(a->ln2, a->rstd2, a->mid, P(m, x->ln2), N, C, eps);
     o->matmul_fwd(a->gate, a->ln2, P(m, x->gate), NULL, N, C, F, 0);
     o->matmul_fwd(a->up, a->ln2, P(m, x->up), NULL, N, C, F, 0);
     o->swiglu_fwd(a->swi, a->gate, a->up, N, F);
-    o->copy_d2d(m->res[l + 1], a->mid, (size_t)N * C * o->act_bytes);
-    o->matmul_fwd(m->res[l + 1], a->swi, P(m, x->down), NULL, N, F, C, 1);
+    o->matmul_fwd_add(m->res[l + 1], a->swi, P(m, x->down), a->mid, N, F, C); /* res[l+1] = mid + swi Wd^T */
 }
 
 /* dres holds d loss / d res[l+1]; on return d loss / d res[l]. Gradients accumulate. */

@@ -9,8 +9,8 @@ static qf_profile *active; /* the run context's profile while the wrapped table 
 static const char *const ph_name[QF_PH_N] = {"data", "forward", "backward", "reduce", "norm", "update"};
 static const char *const op_name[QF_OP_N] = {"gemm", "attention", "pointwise", "head", "recompute", "optimizer"};
 static const char *const entry_name[QF_OPE_N] = {
-    "embedding_fwd", "embedding_bwd", "rmsnorm_fwd", "rmsnorm_bwd", "matmul_fwd", "matmul_bwd", "rope_fwd",
-    "rope_bwd", "attention_fwd", "attention_bwd", "swiglu_fwd", "swiglu_bwd", "add_inplace", "copy_d2d",
+    "embedding_fwd", "embedding_bwd", "rmsnorm_fwd", "rmsnorm_bwd", "matmul_fwd", "matmul_bwd", "matmul_fwd_add",
+    "rope_fwd", "rope_bwd", "attention_fwd", "attention_bwd", "swiglu_fwd", "swiglu_bwd", "add_inplace", "copy_d2d",
     "classifier", "adamw"};
 
 /* one op: synchronise, run, synchronise, charge its class; a forward op (fwd = 1) run inside the backward counts as
@@ -50,6 +50,9 @@ static void w_matmul_fwd(void *out, const void *x, const void *w, const void *b,
 static void w_matmul_bwd(void *dx, void *dw, void *db, const void *dout, const void *x, const void *w, int N, int IN,
                          int OUT, int acc) {
     TIMED_BWD(QF_OP_GEMM, QF_OPE_MATMUL_BWD, R->matmul_bwd(dx, dw, db, dout, x, w, N, IN, OUT, acc));
+}
+static void w_matmul_fwd_add(void *out, const void *x, const void *w, const void *res, int N, int IN, int OUT) {
+    TIMED(QF_OP_GEMM, QF_OPE_MATMUL_FWD_ADD, R->matmul_fwd_add(out, x, w, res, N, IN, OUT));
 }
 static void w_rope_fwd(void *x, const int32_t *pos, int N, int nh, int D, double theta) {
     TIMED(QF_OP_POINTWISE, QF_OPE_ROPE_FWD, R->rope_fwd(x, pos, N, nh, D, theta));
@@ -96,7 +99,7 @@ const qf_ops *qf_profile_wrap(qf_profile *p, const qf_ops *ops) {
     qf_ops *w = &p->wrapped;
     w->embedding_fwd = w_embedding_fwd, w->embedding_bwd = w_embedding_bwd;
     w->rmsnorm_fwd = w_rmsnorm_fwd, w->rmsnorm_bwd = w_rmsnorm_bwd;
-    w->matmul_fwd = w_matmul_fwd, w->matmul_bwd = w_matmul_bwd;
+    w->matmul_fwd = w_matmul_fwd, w->matmul_bwd = w_matmul_bwd, w->matmul_fwd_add = w_matmul_fwd_add;
     w->rope_fwd = w_rope_fwd, w->rope_bwd = w_rope_bwd;
     w->attention_fwd = w_attention_fwd, w->attention_bwd = w_attention_bwd;
     w->swiglu_fwd = w_swiglu_fwd, w->swiglu_bwd = w_swiglu_bwd;

@@ -201,6 +201,8 @@ static void test_matmul(int N, int IN, int OUT, int with_bias) {
         void *ddxa = up(g, dx0, (size_t)N * IN);
         g->matmul_fwd(dY, dX, dW, with_bias ? dB : NULL, N, IN, OUT, 0);
         g->matmul_fwd(dYa, dX, dW, with_bias ? dB : NULL, N, IN, OUT, 1);
+        void *dR = up(g, o0, (size_t)N * OUT), *dYr = up(g, o0, (size_t)N * OUT); /* dYr: stale values, overwritten */
+        g->matmul_fwd_add(dYr, dX, dW, dR, N, IN, OUT);
         g->matmul_bwd(ddx, ddw, with_bias ? ddb : NULL, dG, dX, dW, N, IN, OUT, 0);
         g->matmul_bwd(ddxa, NULL, NULL, dG, dX, dW, N, IN, OUT, 1);
         cmp(g,
@@ -212,6 +214,10 @@ static void test_matmul(int N, int IN, int OUT, int with_bias) {
         snprintf(nm, sizeof nm, "matmul_fwd %dx%d->%d%s, accumulate", N, IN, OUT,
                  with_bias == 2 ? " +unaligned bias" : with_bias ? " +bias" : "");
         cmp(g, nm, dYa, ya, (size_t)N * OUT, TOL_ACT);
+        if (!with_bias) /* the residual form against the CPU's copy + accumulate */
+            cmp(g, check_name("matmul_fwd_add %dx%d->%d (out = res + x W^T)", N, IN, OUT), dYr, ya, (size_t)N * OUT,
+                TOL_ACT);
+        g->free(dR), g->free(dYr);
         cmp(g, check_name("matmul_bwd dx (write over NaN) %dx%d->%d", N, IN, OUT), ddx, dx, (size_t)N * IN, TOL_ACT);
         cmp(g, check_name("matmul_bwd dw (+=) %dx%d->%d", N, IN, OUT), ddw, dw, (size_t)OUT * IN, TOL_ACT);
         if (with_bias) {
@@ -832,11 +838,15 @@ int main(int argc, char **argv) {
     test_rmsnorm(150, 16);
     test_rmsnorm(small ? 512 : 8192, 128); /* q/k norm: N*H rows of head_dim */
     test_rmsnorm(small ? 64 : 512, 1024);
-    test_rmsnorm(small ? 20 : 300, 3584); /* block-per-row path */
+    test_rmsnorm(small ? 64 : 2048, 1536); /* Qwen2.5-1.5B's width: warp per row, dw slices in 48 KiB */
+    test_rmsnorm(small ? 20 : 300, 3584);  /* Qwen2.5-7B's: the slices past 48 KiB (opt-in shared memory) */
+    test_rmsnorm(small ? 8 : 40, 12288);   /* beyond the opt-in limit: the block-per-row backward */
 
     test_rope(2, 7, 3, 8, 1e4);
     test_rope(2, small ? 64 : 512, 8, 128, 1e6);
     test_rope(1, small ? 128 : 1024, 2, 64, 1e4);
+    test_rope(1, small ? 64 : 512, 28, 128, 1e6); /* 28 heads: 7 groups of 4 per vectorised thread */
+    test_rope(3, 5, 7, 16, 1e4);                  /* D/2 = 8: one vector group; 7 heads: a short last group */
 
     /* attention: the CPU test's tiny shapes (generic kernels), then the tensor-core shapes */
     {

@@ -204,6 +204,14 @@ static void test_matmul(void) {
         mm_ref(yr, x, w, NULL, N, IN, OUT);
         for (int i = 0; i < N * OUT; i++) yr[i] += o0[i];
         report("matmul_fwd accumulate=1, no bias vs double reference", relerr_fd(y, yr, N * OUT), FWD_TOL);
+        { /* the residual form: out = res + x W^T, the values of copy + accumulate bit for bit, res apart or in place */
+            float *y2 = qf_malloc(N * OUT * sizeof(float)), *y3 = fdup(o0, N * OUT);
+            ops->matmul_fwd_add(y2, x, w, o0, N, IN, OUT);
+            ops->matmul_fwd_add(y3, x, w, y3, N, IN, OUT);
+            report_bool("matmul_fwd_add (res apart, and res == out) equals copy + matmul_fwd accumulate bit for bit",
+                        !memcmp(y2, y, N * OUT * sizeof(float)) && !memcmp(y3, y, N * OUT * sizeof(float)));
+            free(y2), free(y3);
+        }
         /* backward vs double: dx = g W, dw = g^T x, db = colsum g */
         float *dx = qf_malloc(N * IN * sizeof(float)), *dw = qf_calloc(OUT * IN, sizeof(float));
         float *db = qf_calloc(OUT, sizeof(float));

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# bench/speed_gpu.sh PART — the [speed] issue's measurements on the GPU machine (docs/performance.md records them).
+# Run from the repo root after `. .devdeps/env.sh`, with QWENFT set to the CUDA build's binary; results in $OUT.
+#   breakdown  log.wall_clock_breakdown at Qwen2.5-1.5B seq 4096 micro 2 (no recomputation) and Qwen2.5-7B seq 4096
+#              micro 1 (full recomputation): per op class and per op-table entry, the median step
+#              ($OUT/breakdown-*.json); with nsys on the machine also a kernel summary of a 3-step run
+#   plans7b    Qwen2.5-7B seq 4096 micro 1 on one GPU under each recomputation plan: none, selective, full
+#              (tokens/s, MFU, peak memory; $OUT/plans7b.jsonl)
+#   SPEC...    any MODEL:SEQ:MICRO:ACKPT[:EXTRA] runs (ACKPT none|selective|full; EXTRA a --set list separated by ,)
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+Q=${QWENFT:-$root/build-cuda/qwen-ft}
+out=${OUT:-/tmp}
+work=$(mktemp -d)
+export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+# one run: MODEL SEQ MICRO ACKPT STEPS TAG [--set ...]; prints the median step's JSON line
+one() {
+  local model=$1 seq=$2 micro=$3 ackpt=$4 steps=$5 tag=$6; shift 6
+  local vocab=151936
+  case $model in qwen2.5-7b|qwen2.5-14b) vocab=152064 ;; esac
+  local d="$work/d-$model-$seq-$micro.h5"
+  if [ ! -f "$d" ]; then
+    python3 "$root/bench/make_data.py" "$work/d.jsonl" $((micro * (steps + 2))) "$seq" "$vocab"
+    "$Q" prepare --in "$work/d.jsonl" --out "$d" --vocab-size "$vocab" > /dev/null
+  fi
+  cat > "$work/$tag.cfg" <<DECK
+model = { preset = "$model"; init_seed = 1; };
+data = { train = "$d"; seq_len = $seq; shuffle = false; };
+train_micro_batch_size_per_gpu = $micro; gradient_accumulation_steps = 1;
+max_steps = $steps; gradient_clipping = 1.0;
+activation_checkpointing = "$ackpt";
+optimizer = { type = "AdamW"; params = { lr = 1e-5; weight_decay = 0.01; }; };
+bf16 = { enabled = true; };
+zero_optimization = { stage = 0; };
+checkpoint = { dir = "$work/ck-$tag"; every_steps = 0; keep = 1; at_end = false; };
+log = { dir = "$work/log-$tag"; steps_per_print = 1; };
+peak_tflops = 989;
+DECK
+  timeout "${TLIMIT:-300}" "$Q" train "$work/$tag.cfg" "$@" > "$out/$tag.log" 2>&1 ||
+    { echo "{\"tag\": \"$tag\", \"failed\": true}"; tail -5 "$out/$tag.log" >&2; return; }
+  python3 - "$work/log-$tag/metrics.jsonl" "$tag" <<'PY'
+import json, sys
+steps = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l][2:]
+mid = sorted(steps, key=lambda s: s["tokens_per_s"])[len(steps) // 2]
+print(json.dumps(dict(tag=sys.argv[2], tok_s=round(mid["tokens_per_s"]), mfu=mid.get("mfu"),
+                      peak_gpu_mem_gib=mid.get("peak_gpu_mem_gib"), step_time_s=mid.get("step_time_s"),
+                      loss=[round(s["loss"], 4) for s in steps], breakdown=mid.get("breakdown"))))
+PY
+}
+
+case "${1:-}" in
+  breakdown)
+    one qwen2.5-1.5b 4096 2 none 6 bd-1.5b --set log.wall_clock_breakdown=true | tee "$out/breakdown-1.5b.json" | cut -c1-400
+    one qwen2.5-7b 4096 1 full 5 bd-7b --set log.wall_clock_breakdown=true | tee "$out/breakdown-7b.json" | cut -c1-400
+    if command -v nsys > /dev/null; then
+      TLIMIT=300 nsys profile -o "$out/nsys-1.5b" --force-overwrite true -t cuda,nvtx "$Q" train "$work/bd-1.5b.cfg" \
+        --set max_steps=3 --set log.wall_clock_breakdown=false > "$out/nsys.log" 2>&1 &&
+        nsys stats -r cuda_gpu_kern_sum -f csv -o "$out/nsys-1.5b" "$out/nsys-1.5b.nsys-rep" >> "$out/nsys.log" 2>&1
+      rm -f "$out"/nsys-1.5b.nsys-rep "$out"/nsys-1.5b.sqlite
+    else
+      echo "nsys: not on this machine" | tee "$out/nsys.log"
+    fi ;;
+  plans7b)
+    for a in none selective full; do one qwen2.5-7b 4096 1 "$a" 6 "7b-$a" | tee -a "$out/plans7b.jsonl" | cut -c1-300; done ;;
+  "") echo "usage: bench/speed_gpu.sh breakdown|plans7b|MODEL:SEQ:MICRO:ACKPT[:SET,SET] ..." >&2; exit 2 ;;
+  *)
+    for spec in "$@"; do
+      IFS=: read -r model seq micro ackpt extra <<<"$spec"
+      sets=()
+      IFS=, read -ra kv <<<"${extra:-}"
+      for x in "${kv[@]}"; do sets+=(--set "$x"); done
+      one "$model" "$seq" "$micro" "$ackpt" 6 "run-$model-$seq-$micro-$ackpt" "${sets[@]}" | tee -a "$out/runs.jsonl" | cut -c1-300
+    done ;;
+esac

@@ -6,6 +6,9 @@
 #              ($OUT/breakdown-*.json); with nsys on the machine also a kernel summary of a 3-step run
 #   plans7b    Qwen2.5-7B seq 4096 micro 1 on one GPU under each recomputation plan: none, selective, full
 #              (tokens/s, MFU, peak memory; $OUT/plans7b.jsonl)
+#   peers      the targets' pairs in one call: qwen-ft Qwen2.5-1.5B seq 4096 micro 2 (no recomputation) and Qwen2.5-7B
+#              seq 4096 micro 1 with no recomputation (it fits one H200), against PyTorch FSDP2 + HF at 1.5B without
+#              and at 7B with full activation checkpointing (its best setting that fits); ratios in $OUT/peers.txt
 #   SPEC...    any MODEL:SEQ:MICRO:ACKPT[:EXTRA] runs (ACKPT none|selective|full; EXTRA a --set list separated by ,)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -63,7 +66,25 @@ case "${1:-}" in
     fi ;;
   plans7b)
     for a in none selective full; do one qwen2.5-7b 4096 1 "$a" 6 "7b-$a" | tee -a "$out/plans7b.jsonl" | cut -c1-300; done ;;
-  "") echo "usage: bench/speed_gpu.sh breakdown|plans7b|MODEL:SEQ:MICRO:ACKPT[:SET,SET] ..." >&2; exit 2 ;;
+  peers)
+    one qwen2.5-1.5b 4096 2 none 8 q-1.5b | tee "$out/q-1.5b.json" | cut -c1-300
+    one qwen2.5-7b 4096 1 none 8 q-7b | tee "$out/q-7b.json" | cut -c1-300
+    bash "$root/.devdeps/bench/run_peer.sh" 1 qwen2.5-1.5b:4096:2:0:0 qwen2.5-7b:4096:1:1:0 > "$out/peer.out" 2>&1
+    python3 - "$out" <<'PY' | tee "$out/peers.txt"
+import json, sys, glob
+o = sys.argv[1]
+peers = [json.loads(l) for l in open(f"{o}/peer.out") if l.startswith("{")]
+for tag, model in (("q-1.5b", "qwen2.5-1.5b"), ("q-7b", "qwen2.5-7b")):
+    q = json.loads(open(f"{o}/{tag}.json").read())
+    p = [r for r in peers if r.get("model") == model]
+    if q.get("failed") or not p:
+        print(model, "missing:", q.get("failed"), len(p)); continue
+    p = p[-1]
+    print(f"{model}: qwen-ft {q['tok_s']} tok/s (MFU {q['mfu']:.3f}, {q['peak_gpu_mem_gib']:.1f} GiB) vs FSDP2 "
+          f"{p['tok_s']} (MFU {p['mfu']:.3f}, {p['peak_mem_gb']} GB, ckpt {p.get('ckpt')}): {q['tok_s'] / p['tok_s']:.2f}x")
+PY
+    ;;
+  "") echo "usage: bench/speed_gpu.sh breakdown|plans7b|peers|MODEL:SEQ:MICRO:ACKPT[:SET,SET] ..." >&2; exit 2 ;;
   *)
     for spec in "$@"; do
       IFS=: read -r model seq micro ackpt extra <<<"$spec"

@@ -2,7 +2,7 @@
 // the CPU table's formula), and deterministic column sums (RMSNorm dw, linear-layer db).
 //
 // RMSNorm rows: one warp per row, 8 rows per block (the backward's per-warp dw slices in shared memory: 32 x C bytes
-// per block, up to the device's opt-in limit); a 256-thread block per row only beyond that (C > ~7,000). In the bf16 (fp16) table the forward rounds x*rstd to bf16 (fp16) before the weight multiply, as HF does
+// per block, within the default 48 KiB: C <= 1,536); a 256-thread block per row beyond that. In the bf16 (fp16) table the forward rounds x*rstd to bf16 (fp16) before the weight multiply, as HF does
 // (weight * hidden_states.to(input_dtype)); in fp32 nothing is rounded.
 // Column sums (dw, db) are deterministic: each block owns a fixed chunk of rows and writes its partial column sums;
 // a second kernel adds the chunks' partials in chunk order onto the gradient. No atomics.
@@ -161,21 +161,21 @@ void cu_rmsnorm_bwd(void *dx, void *dw, const void *dout, const void *x, const v
     if (N <= 0 || C <= 0) return;
     const bool vec = C % 8 == 0 && qf_ptr_aligned(dx, 16) && qf_ptr_aligned(dout, 16) && qf_ptr_aligned(x, 16) &&
                      qf_ptr_aligned(w, 16);
+    // warp per row while the 8 warps' dw slices fit the default 48 KiB (C <= 1,536): measured faster than a block
+    // per row (1.5B: 5.6 -> 3.7 ms a step); beyond, the opt-in sizes left too few warps per SM (7B: 5.1 -> 7.3 ms),
+    // so a block per row, 8 rows per block
     const size_t slice = (size_t)8 * ((C + 7) / 8) * sizeof(float); // one warp's (or the block's) dw partials
-    const bool warp = 8 * slice <= (size_t)qfc().smem_optin;
+    const bool warp = 8 * slice <= 48 * 1024 - 1024;
     int nb, rpc;
     chunking(N, warp ? 16 : 8, 1024, &nb, &rpc); // 2 rows per warp: enough blocks to fill the GPU at 4k tokens
     float *part = (float *)qfc_scratch((size_t)nb * C * sizeof(float));
     const size_t smem = (warp ? 8 : 1) * slice;
     if (warp) {
-        if (smem > 48 * 1024)
-            CHECK_CUDA(cudaFuncSetAttribute(rmsnorm_bwd_kernel<T, 32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            (int)smem));
         rmsnorm_bwd_kernel<T, 32><<<nb, 256, smem, qfc_stream()>>>((T *)dx, part, (const T *)dout, (const T *)x,
                                                                     (const T *)w, rstd, N, C, rpc, accumulate, vec);
     } else {
-        if (smem > 48 * 1024) {
-            QF_CHECK(smem <= qfc().smem_optin);
+        if (smem > 48 * 1024 - 1024) { // (the kernel's static shared memory counts too)
+            QF_CHECK(smem + 1024 <= qfc().smem_optin);
             CHECK_CUDA(cudaFuncSetAttribute(rmsnorm_bwd_kernel<T, 256>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             (int)smem));
         }
@@ -236,25 +236,26 @@ __global__ void rope_kernel(T *x, const int32_t *pos, int N, int nh, int D, doub
         }
     }
 }
-// Vectorised form (D/2 a multiple of 8, x 16-byte aligned): a thread owns (token, 8 consecutive i, up to 4 heads):
-// 16-byte loads of both halves, cos/sin computed once for its heads. Same arithmetic per element as rope_kernel.
+// Vectorised form (D/2 a multiple of 8 and <= 256, x 16-byte aligned): a thread owns (token, 8 consecutive i, up to
+// 4 heads): 16-byte loads of both halves. inv_freq as the scalar form (double power, rounded), once per block in
+// shared memory; cos/sin of the fp32 angle by sincosf (within 2 ulp of the double-rounded values; the scalar form's
+// double sincos of every element was what made RoPE cost 4x its memory traffic).
 #define ROPE_HEADS_PER_THREAD 4
+#define ROPE8_MAX_HALF 256
 template <typename T>
 __global__ void rope8_kernel(T *x, const int32_t *pos, int N, int nh, int D, double theta, int dir) {
+    __shared__ float inv_s[ROPE8_MAX_HALF];
     const int half = D / 2, G = half / 8, HG = (nh + ROPE_HEADS_PER_THREAD - 1) / ROPE_HEADS_PER_THREAD;
+    for (int i = threadIdx.x; i < half; i += blockDim.x)
+        inv_s[i] = (float)(1.0 / pow(theta, (double)((float)(2 * i) / (float)D)));
+    __syncthreads();
     const size_t total = (size_t)N * HG * G;
     for (size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += (size_t)gridDim.x * blockDim.x) {
         const int g = (int)(idx % G), hg = (int)((idx / G) % HG), n = (int)(idx / ((size_t)G * HG));
         const int i0 = g * 8;
         float c[8], s[8];
 #pragma unroll
-        for (int e = 0; e < 8; e++) {
-            const float inv = (float)(1.0 / pow(theta, (double)((float)(2 * (i0 + e)) / (float)D)));
-            const float a = __fmul_rn((float)pos[n], inv);
-            double sd, cd;
-            sincos((double)a, &sd, &cd);
-            c[e] = (float)cd, s[e] = (float)sd;
-        }
+        for (int e = 0; e < 8; e++) sincosf(__fmul_rn((float)pos[n], inv_s[i0 + e]), &s[e], &c[e]);
         const int h1 = min(nh, (hg + 1) * ROPE_HEADS_PER_THREAD);
         for (int h = hg * ROPE_HEADS_PER_THREAD; h < h1; h++) {
             T *x1 = x + ((size_t)n * nh + h) * D + i0, *x2 = x1 + half;
@@ -280,7 +281,7 @@ __global__ void rope8_kernel(T *x, const int32_t *pos, int N, int nh, int D, dou
 template <typename T> static void rope(void *x, const int32_t *pos, int N, int nh, int D, double theta, int dir) {
     QF_CHECK(D > 0 && D % 2 == 0);
     if (N <= 0 || nh <= 0) return;
-    if ((D / 2) % 8 == 0 && qf_ptr_aligned(x, 16)) {
+    if ((D / 2) % 8 == 0 && D / 2 <= ROPE8_MAX_HALF && qf_ptr_aligned(x, 16)) {
         const size_t groups = (size_t)N * ((nh + ROPE_HEADS_PER_THREAD - 1) / ROPE_HEADS_PER_THREAD) * (D / 16);
         rope8_kernel<T><<<qf_blocks(groups, 256, (unsigned)qfc().num_sms * 16u), 256, 0, qfc_stream()>>>(
             (T *)x, pos, N, nh, D, theta, dir);

@@ -113,9 +113,18 @@ static int estimate_run(const void *opts) {
     int gpu = !strcmp(o->device, "gpu");
     int64_t ab = gpu && (d.bf16 || d.fp16) ? 2 : 4;
     if (rank != 0) return 0;
-    const char *ackpt = d.activation_checkpointing == QF_ACKPT_NONE   ? "off"
-                        : d.activation_checkpointing == QF_ACKPT_FULL ? "full"
-                                                                      : "selective";
+    static const char *const ackpt_names[] = {"off", "full", "selective", "pointwise"};
+    if (d.recompute_layers > c.num_layers) {
+        fprintf(stderr, "qwen-ft: %s: key 'recompute_layers' = %d: the model has %d layers\n", deck, d.recompute_layers,
+                c.num_layers);
+        return QF_EXIT_INPUT;
+    }
+    char ackpt[64];
+    if (d.activation_checkpointing != QF_ACKPT_NONE && d.recompute_layers >= 0)
+        snprintf(ackpt, sizeof ackpt, "%s in %d of %d layers", ackpt_names[d.activation_checkpointing],
+                 d.recompute_layers, c.num_layers);
+    else
+        snprintf(ackpt, sizeof ackpt, "%s", ackpt_names[d.activation_checkpointing]);
     json_t *js = NULL, *rows = NULL;
     if (o->json) {
         js = json_pack("{s:s, s:s, s:I, s:i, s:i, s:i, s:i, s:s, s:i, s:s}", "deck", deck, "arch", c.arch, "params",

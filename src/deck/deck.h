@@ -29,7 +29,7 @@ typedef enum { QF_OFFLOAD_NONE = 0, QF_OFFLOAD_CPU } qf_offload_device;
 /* where the reduced gradient shard lives with offload_optimizer (auto: the run decides by its memory plan) */
 typedef enum { QF_GRADS_AUTO = 0, QF_GRADS_DEVICE, QF_GRADS_HOST } qf_grads_home;
 typedef enum { QF_NONFINITE_SKIP = 0, QF_NONFINITE_STOP } qf_nonfinite_action;
-typedef enum { QF_ACKPT_NONE = 0, QF_ACKPT_FULL, QF_ACKPT_SELECTIVE } qf_ackpt;
+typedef enum { QF_ACKPT_NONE = 0, QF_ACKPT_FULL, QF_ACKPT_SELECTIVE, QF_ACKPT_POINTWISE } qf_ackpt;
 
 typedef struct qf_deck {
     char path[QF_PATH_MAX];         /* the deck file */
@@ -50,7 +50,8 @@ typedef struct qf_deck {
     double model_initializer_range; /* 0 = not given (0.02) */
     uint64_t model_init_seed;       /* model.init_seed, default 1234 */
 
-    qf_ackpt activation_checkpointing; /* bool, or "full" | "selective" | "none" */
+    qf_ackpt activation_checkpointing; /* bool, or "full" | "selective" | "pointwise" | "none" */
+    int recompute_layers;           /* layers (the first ones) activation_checkpointing applies to; -1 = all */
     /* DeepSpeed's activation_checkpointing group (accepted, no effect here: deck_keys.c says why) */
     int ac_partition_activations, ac_cpu_checkpointing, ac_contiguous_memory_optimization;
     int ac_synchronize_checkpoint_boundary, ac_profile;

@@ -106,6 +106,9 @@ static int deck_check_run(const deck_ctx *c) {
         !qf_deck_keys_get_int(&c->keys[deck_idx("optimizer.params.adam_w_mode")], d))
         return deck_fail(c, deck_src(c, "optimizer.params.adam_w_mode"), "optimizer.params.adam_w_mode",
                          "false contradicts optimizer.type \"AdamW\" (use type \"Adam\" for classic Adam with L2)");
+    if (deck_src(c, "recompute_layers") && d->recompute_layers >= 0 && d->activation_checkpointing == QF_ACKPT_NONE)
+        return deck_fail(c, deck_src(c, "recompute_layers"), "recompute_layers",
+                         "has no effect without activation_checkpointing (\"full\", \"selective\" or \"pointwise\")");
     return 0;
 }
 

@@ -29,7 +29,7 @@
 #define S_LIN SB(QF_SCHED_LINEAR)
 
 static const char *const k_arch[] = {"qwen2", "qwen3", NULL};
-static const char *const k_ackpt[] = {"none", "full", "selective", NULL};
+static const char *const k_ackpt[] = {"none", "full", "selective", "pointwise", NULL};
 static const char *const k_opt[] = {"AdamW", "Adam", NULL};
 static const char *const k_sched[] = {"none", "WarmupLR", "WarmupDecayLR", "WarmupCosineLR", "linear", NULL};
 static const char *const k_warmup[] = {"log", "linear", NULL};
@@ -102,8 +102,15 @@ static const qf_deck_key k_keys[] = {
     {.path = "activation_checkpointing", .type = QF_KT_ENUM, OFF(activation_checkpointing), .def = "none",
      .flags = QF_KF_BOOL_ENUM, .choices = k_ackpt,
      .ds = "HF `gradient_checkpointing` (DeepSpeed's `activation_checkpointing` group only tunes partitioning)",
-     .help = "recompute activations in the backward pass: true = \"full\" (every layer), \"selective\" (only the "
-             "MLP intermediates, the largest part), false = \"none\""},
+     .help = "recompute activations in the backward pass: true = \"full\" (the whole layer from its input), "
+             "\"selective\" (only the MLP intermediates, the largest part: two of the layer's seven matmuls again), "
+             "\"pointwise\" (keep every GEMM output, recompute only the two RMSNorms and SwiGLU: no matmul), "
+             "false = \"none\"; recompute_layers limits it to the first layers"},
+    {.path = "recompute_layers", .type = QF_KT_INT, OFF(recompute_layers), .def = "-1", RANGE(-1, INT_MAX),
+     .ds = "qwen-ft only (Megatron's --recompute-num-layers)", .doc_default = "(all layers)",
+     .help = "how many decoder layers, the first ones, activation_checkpointing recomputes; the others keep all "
+             "their activations (memory between two modes; `qwen-ft estimate` shows it); needs "
+             "activation_checkpointing, at most the model's layers"},
     /* DeepSpeed's activation_checkpointing group configures deepspeed.checkpointing, which HF models never call */
     {.path = "activation_checkpointing.partition_activations", .type = QF_KT_BOOL, OFF(ac_partition_activations),
      .def = "false", .ds = "`activation_checkpointing.partition_activations`",
@@ -121,7 +128,8 @@ static const qf_deck_key k_keys[] = {
      .help = "copy checkpointed activations into one contiguous buffer"},
     {.path = "activation_checkpointing.number_checkpoints", .type = QF_KT_INT64, OFF(ac_number_checkpoints),
      .def = "0", NONNEG_I64, .ds = "`activation_checkpointing.number_checkpoints`",
-     NOEFF("qwen-ft checkpoints every layer input, or with \"selective\" only the MLP intermediates"),
+     NOEFF("qwen-ft's recomputation is per layer (activation_checkpointing's mode in the first recompute_layers "
+           "layers)"),
      .help = "number of checkpoints (for contiguous_memory_optimization)"},
     {.path = "activation_checkpointing.synchronize_checkpoint_boundary", .type = QF_KT_BOOL,
      OFF(ac_synchronize_checkpoint_boundary), .def = "false",

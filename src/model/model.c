@@ -91,67 +91,94 @@ int qf_model_create(qf_model *m, const qf_model_config *cfg, const qf_ops *ops, 
 
 /* ---- activations --------------------------------------------------------------------------------------- */
 
+/* The recomputation mode of layer l: the first rec_layers layers (all when < 0) take ackpt, the rest none. */
+static int layer_mode(int ackpt, int rec_layers, int L, int l) {
+    int k = rec_layers < 0 || rec_layers > L ? L : rec_layers;
+    return l < k ? ackpt : QF_ACKPT_NONE;
+}
+
 /* Bytes qf_model_alloc_acts allocates (kept next to it; test_estimate checks they agree). */
-int64_t qf_model_act_bytes(const qf_model_config *c, int B, int T, int ackpt, int64_t ab) {
+int64_t qf_model_act_bytes(const qf_model_config *c, int B, int T, int ackpt, int rec_layers, int64_t ab) {
     int64_t N = (int64_t)B * T, C = c->hidden_size, F = c->intermediate_size, L = c->num_layers;
     int64_t HD = (int64_t)c->num_heads * c->head_dim, KD = (int64_t)c->num_kv_heads * c->head_dim;
     int64_t layer = ab * (N * C + HD * N + 2 * KD * N + HD * N + 2 * N * C + 3 * N * F) + 4 * (2 * N + N * c->num_heads);
     if (c->qk_norm) layer += ab * N * (HD + KD) + 4 * N * (c->num_heads + c->num_kv_heads);
-    int64_t mlp = ab * 3 * N * F; /* gate, up, swi: shared by all layers under selective recomputation */
+    int64_t gu = ab * 2 * N * F, swi = ab * N * F, norms = ab * 2 * N * C; /* what the modes share across layers */
     int64_t total = ab * (L + 1) * N * C + ab * N * C + 4 * N;
-    if (ackpt == QF_ACKPT_FULL) total += layer;
-    else if (ackpt == QF_ACKPT_SELECTIVE) total += L * (layer - mlp) + mlp;
-    else total += L * layer;
+    int any[4] = {0, 0, 0, 0};
+    for (int l = 0; l < L; l++) {
+        int md = layer_mode(ackpt, rec_layers, (int)L, l);
+        any[md] = 1;
+        total += md == QF_ACKPT_FULL ? 0 : md == QF_ACKPT_SELECTIVE ? layer - gu - swi
+               : md == QF_ACKPT_POINTWISE ? layer - norms - swi : layer;
+    }
+    if (any[QF_ACKPT_FULL]) total += layer; /* the shared set covers every other mode's shared parts */
+    else total += (any[QF_ACKPT_SELECTIVE] ? gu : 0) + (any[QF_ACKPT_POINTWISE] ? norms : 0) +
+                  (any[QF_ACKPT_SELECTIVE] || any[QF_ACKPT_POINTWISE] ? swi : 0);
     total += ab * (2 * N * C + 2 * N * HD + 2 * N * KD + 3 * N * F); /* backward scratch */
     total += 4 * 4 * N;                                               /* the batch on the backend */
     return total;
 }
 
+/* every activation buffer is on one list (m->acts), freed together */
+static void *act_track(qf_model *m, void *p) {
+    if (m->nacts == m->cap_acts) {
+        m->cap_acts = m->cap_acts ? 2 * m->cap_acts : 64;
+        m->acts = qf_realloc(m->acts, (size_t)m->cap_acts * sizeof *m->acts);
+    }
+    m->acts[m->nacts++] = p;
+    return p;
+}
 static void *act_alloc(qf_model *m, size_t elems) {
     size_t b = elems * m->ops->act_bytes;
     m->act_bytes += b;
     void *p = m->ops->alloc(b);
     if (!p) QF_FATAL("out of memory allocating %zu bytes of activations", b);
-    return p;
+    return act_track(m, p);
 }
 static float *f32_alloc(qf_model *m, size_t elems) {
     m->act_bytes += elems * 4;
     float *p = m->ops->alloc(elems * 4);
     if (!p) QF_FATAL("out of memory allocating %zu bytes of activation statistics", elems * 4);
-    return p;
+    return act_track(m, p);
 }
 
-/* One layer's activations for N tokens: norms, q/k/v (and the raw q/k of qk_norm), attention output, the
- * residual midpoint; lse (the attention's log-sum-exp, for the backward) when `lse`, the MLP intermediates when `mlp`
- * (selective checkpointing shares one set across layers). */
-static void layer_acts_alloc(qf_model *m, qf_layer_acts *a, size_t N, int lse, int mlp) {
+/* Parts of a layer's activations (layer_acts_alloc's `parts`) */
+enum { ACT_CORE = 1, ACT_NORMS = 2, ACT_GU = 4, ACT_SWI = 8, ACT_ALL = 15 };
+
+/* One layer's activations for N tokens, the parts asked for: CORE = q/k/v (and the raw q/k of qk_norm), attention
+ * output and lse (the attention's log-sum-exp, for the backward, when `lse`), the residual midpoint, the norms'
+ * rstd; NORMS = the two RMSNorm outputs; GU = the MLP's gate and up projections; SWI = silu(gate) * up. */
+static void layer_acts_alloc(qf_model *m, qf_layer_acts *a, size_t N, int lse, int parts) {
     const qf_model_config *c = &m->cfg;
     size_t C = c->hidden_size, F = c->intermediate_size;
     size_t HD = (size_t)c->num_heads * c->head_dim, KD = (size_t)c->num_kv_heads * c->head_dim;
-    a->ln1 = act_alloc(m, N * C);
-    a->rstd1 = f32_alloc(m, N);
-    a->q = act_alloc(m, N * HD);
-    a->k = act_alloc(m, N * KD);
-    a->v = act_alloc(m, N * KD);
-    if (c->qk_norm) {
-        a->qraw = act_alloc(m, N * HD);
-        a->kraw = act_alloc(m, N * KD);
-        a->rstdq = f32_alloc(m, N * c->num_heads);
-        a->rstdk = f32_alloc(m, N * c->num_kv_heads);
+    if (parts & ACT_NORMS) a->ln1 = act_alloc(m, N * C);
+    if (parts & ACT_CORE) {
+        a->rstd1 = f32_alloc(m, N);
+        a->q = act_alloc(m, N * HD);
+        a->k = act_alloc(m, N * KD);
+        a->v = act_alloc(m, N * KD);
+        if (c->qk_norm) {
+            a->qraw = act_alloc(m, N * HD);
+            a->kraw = act_alloc(m, N * KD);
+            a->rstdq = f32_alloc(m, N * c->num_heads);
+            a->rstdk = f32_alloc(m, N * c->num_kv_heads);
+        }
+        a->att = act_alloc(m, N * HD);
+        if (lse) a->lse = f32_alloc(m, N * c->num_heads);
+        a->mid = act_alloc(m, N * C);
+        a->rstd2 = f32_alloc(m, N);
     }
-    a->att = act_alloc(m, N * HD);
-    if (lse) a->lse = f32_alloc(m, N * c->num_heads);
-    a->mid = act_alloc(m, N * C);
-    a->ln2 = act_alloc(m, N * C);
-    a->rstd2 = f32_alloc(m, N);
-    if (mlp) {
+    if (parts & ACT_NORMS) a->ln2 = act_alloc(m, N * C);
+    if (parts & ACT_GU) {
         a->gate = act_alloc(m, N * F);
         a->up = act_alloc(m, N * F);
-        a->swi = act_alloc(m, N * F);
     }
+    if (parts & ACT_SWI) a->swi = act_alloc(m, N * F);
 }
 
-int qf_model_alloc_acts(qf_model *m, int B, int T, int ackpt, qf_err *e) {
+int qf_model_alloc_acts(qf_model *m, int B, int T, int ackpt, int rec_layers, qf_err *e) {
     const qf_model_config *c = &m->cfg;
     size_t N = (size_t)B * T, C = c->hidden_size, F = c->intermediate_size;
     size_t HD = (size_t)c->num_heads * c->head_dim, KD = (size_t)c->num_kv_heads * c->head_dim;
@@ -161,21 +188,32 @@ int qf_model_alloc_acts(qf_model *m, int B, int T, int ackpt, qf_err *e) {
     m->ackpt = ackpt;
     m->res = qf_calloc((size_t)L + 1, sizeof *m->res);
     for (int l = 0; l <= L; l++) m->res[l] = act_alloc(m, N * C);
-    int nla = ackpt == QF_ACKPT_FULL ? 1 : L;
-    m->la = qf_calloc((size_t)nla, sizeof *m->la);
-    if (ackpt == QF_ACKPT_SELECTIVE) { /* one MLP intermediate set for all layers, recomputed in the backward */
-        m->sel_gate = act_alloc(m, N * F);
-        m->sel_up = act_alloc(m, N * F);
-        m->sel_swi = act_alloc(m, N * F);
+    /* per layer: its mode, its own parts, the shared set's parts (one set, used by one layer at a time: a FULL
+     * layer's recomputed activations, a SELECTIVE layer's MLP intermediates, a POINTWISE layer's norms and SwiGLU
+     * output, each live only between its recomputation and the end of that layer's backward) */
+    static const int own_parts[4] = {[QF_ACKPT_NONE] = ACT_ALL, [QF_ACKPT_FULL] = 0,
+                                     [QF_ACKPT_SELECTIVE] = ACT_CORE | ACT_NORMS, [QF_ACKPT_POINTWISE] = ACT_CORE | ACT_GU};
+    m->lmode = qf_calloc((size_t)L, sizeof *m->lmode);
+    m->la = qf_calloc((size_t)L, sizeof *m->la);
+    int shared = 0;
+    for (int l = 0; l < L; l++) {
+        m->lmode[l] = layer_mode(ackpt, rec_layers, L, l);
+        shared |= ACT_ALL & ~own_parts[m->lmode[l]];
     }
-    for (int l = 0; l < nla; l++) {
+    if (shared & ACT_CORE) shared = ACT_ALL;
+    qf_layer_acts sh = {0};
+    layer_acts_alloc(m, &sh, N, 1, shared);
+    for (int l = 0; l < L; l++) {
         qf_layer_acts *a = &m->la[l];
-        layer_acts_alloc(m, a, N, 1, ackpt != QF_ACKPT_SELECTIVE);
-        if (ackpt == QF_ACKPT_SELECTIVE) {
-            a->gate = m->sel_gate;
-            a->up = m->sel_up;
-            a->swi = m->sel_swi;
+        int own = own_parts[m->lmode[l]];
+        if (!own) {
+            *a = sh;
+            continue;
         }
+        layer_acts_alloc(m, a, N, 1, own);
+        if (!(own & ACT_NORMS)) a->ln1 = sh.ln1, a->ln2 = sh.ln2;
+        if (!(own & ACT_GU)) a->gate = sh.gate, a->up = sh.up;
+        if (!(own & ACT_SWI)) a->swi = sh.swi;
     }
     m->lnf = act_alloc(m, N * C);
     m->rstdf = f32_alloc(m, N);
@@ -210,32 +248,22 @@ void qf_model_free(qf_model *m) {
             if (m->kc[l]) o->free(m->kc[l]);
             if (m->vc[l]) o->free(m->vc[l]);
         }
-        void *ps[] = {m->resbuf[0], m->resbuf[1], m->d_start, m->dec_x, m->dec_logits, m->dec_logits_f32};
+        void *ps[] = {m->d_start, m->dec_logits, m->dec_logits_f32};
         for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
             if (ps[i]) o->free(ps[i]);
         free(m->kc);
         free(m->vc);
-        for (int l = 0; l <= L; l++) m->res[l] = NULL;
     }
-    if (m->res) {
-        for (int l = 0; l <= L; l++)
-            if (m->res[l]) o->free(m->res[l]);
-        int nla = m->ackpt == QF_ACKPT_FULL ? 1 : L, sel = m->ackpt == QF_ACKPT_SELECTIVE;
-        for (int l = 0; l < nla; l++) {
-            qf_layer_acts *a = &m->la[l];
-            void *ps[] = {a->ln1, a->rstd1, a->q, a->k, a->v, a->qraw, a->kraw, a->rstdq, a->rstdk, a->att,
-                          a->lse, a->mid, a->ln2, a->rstd2, sel ? NULL : a->gate, sel ? NULL : a->up,
-                          sel ? NULL : a->swi};
-            for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
-                if (ps[i]) o->free(ps[i]);
-        }
-        void *ps[] = {m->sel_gate, m->sel_up, m->sel_swi, m->lnf, m->rstdf, m->dres, m->dln, m->dq, m->dk, m->dv, m->datt, m->dgate,
-                      m->dup, m->dswi, m->d_tokens, m->d_targets, m->d_seg, m->d_pos};
+    for (int i = 0; i < m->nacts; i++) o->free(m->acts[i]); /* every act_alloc / f32_alloc buffer */
+    free(m->acts);
+    {
+        void *ps[] = {m->d_tokens, m->d_targets, m->d_seg, m->d_pos};
         for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
             if (ps[i]) o->free(ps[i]);
-        free(m->res);
-        free(m->la);
     }
+    free(m->res);
+    free(m->la);
+    free(m->lmode);
     if (m->params) o->free(m->params);
     if (m->grads) o->free(m->grads);
     free(m->specs);
@@ -314,7 +342,8 @@ void qf_model_init_random(qf_model *m, uint64_t seed) {
 
 /* ---- forward ----------------------------------------------------------------------------------------------- */
 
-static qf_layer_acts *acts_of(qf_model *m, int l) { return m->ackpt == QF_ACKPT_FULL ? &m->la[0] : &m->la[l]; }
+/* training: each layer's set (shared parts aliased); KV-cache mode: one scratch set for every layer */
+static qf_layer_acts *acts_of(qf_model *m, int l) { return m->lmode ? &m->la[l] : &m->la[0]; }
 
 /* res[l] -> res[l+1] (the caller has announced unit l+1 through will_use) */
 static void layer_forward(qf_model *m, int l) {
@@ -358,11 +387,17 @@ static void layer_backward(qf_model *m, int l) {
         D = c->head_dim;
     will_use(m, l + 1, 1);
     if (m->prof) m->prof->recomputing = 1;
-    if (m->ackpt == QF_ACKPT_FULL) layer_forward(m, l); /* recompute this layer's activations from res[l] */
+    const int mode = m->lmode[l];
+    if (mode == QF_ACKPT_FULL) layer_forward(m, l); /* recompute this layer's activations from res[l] */
     qf_layer_acts *a = acts_of(m, l);
-    if (m->ackpt == QF_ACKPT_SELECTIVE) { /* recompute only the MLP intermediates (2 of the layer's 7 matmuls) */
+    if (mode == QF_ACKPT_SELECTIVE) { /* recompute only the MLP intermediates (2 of the layer's 7 matmuls) */
         o->matmul_fwd(a->gate, a->ln2, P(m, x->gate), NULL, N, C, F, 0);
         o->matmul_fwd(a->up, a->ln2, P(m, x->up), NULL, N, C, F, 0);
+        o->swiglu_fwd(a->swi, a->gate, a->up, N, F);
+    } else if (mode == QF_ACKPT_POINTWISE) { /* recompute only the norms and SwiGLU from the kept GEMM outputs */
+        float eps = (float)c->rms_norm_eps;
+        o->rmsnorm_fwd(a->ln1, a->rstd1, m->res[l], P(m, x->ln1), N, C, eps);
+        o->rmsnorm_fwd(a->ln2, a->rstd2, a->mid, P(m, x->ln2), N, C, eps);
         o->swiglu_fwd(a->swi, a->gate, a->up, N, F);
     }
     if (m->prof) m->prof->recomputing = 0;
@@ -488,7 +523,7 @@ int qf_model_alloc_decode(qf_model *m, int B, int Tcap, int S, int l0, int l1, i
     m->resbuf[1] = act_alloc(m, N * C);
     for (int l = 0; l <= L; l++) m->res[l] = m->resbuf[l % 2];
     m->la = qf_calloc(1, sizeof *m->la);
-    layer_acts_alloc(m, &m->la[0], N, 0, 1); /* no lse: decoding runs no backward */
+    layer_acts_alloc(m, &m->la[0], N, 0, ACT_ALL); /* no lse: decoding runs no backward */
     m->kc = qf_calloc((size_t)L, sizeof *m->kc);
     m->vc = qf_calloc((size_t)L, sizeof *m->vc);
     size_t cache = (size_t)B * S * KD * m->ops->act_bytes;

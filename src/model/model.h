@@ -4,10 +4,13 @@
  * each contiguous: unit 0 = embedding, units 1..L = decoder layers, unit L+1 = final norm (+ lm_head when untied).
  * A unit is what ZeRO all-gathers, reduce-scatters, offloads and checkpoints as one piece; the model reaches a
  * unit's parameters and gradients only through the hooks below, so ZeRO-3 can hand it a gathered buffer.
- * Activations (N = B*T tokens) are allocated once. ackpt (qf_ackpt): NONE keeps every layer's activations; FULL
- * keeps only the residual stream at each layer input and recomputes a layer just before its backward;
- * SELECTIVE keeps everything but the MLP intermediates (gate, up, silu(gate)*up: 3 N F per layer, the largest part)
- * and recomputes those two matmuls in the backward. */
+ * Activations (N = B*T tokens) are allocated once. Per layer, a recomputation mode (qf_ackpt): NONE keeps every
+ * activation; FULL keeps only the residual stream at the layer input and recomputes the layer just before its
+ * backward; SELECTIVE keeps everything but the MLP intermediates (gate, up, silu(gate)*up: 3 N F per layer, the
+ * largest part) and recomputes those two matmuls; POINTWISE keeps every GEMM output and recomputes only the two
+ * RMSNorm outputs and silu(gate)*up (2 N C + N F per layer; no matmul, a few percent of a layer's time). The deck's
+ * mode applies to the first rec_layers layers (all when < 0); the others keep everything. Recomputation is
+ * deterministic: every mode gives the same values, bit for bit. */
 #ifndef QF_MODEL_H
 #define QF_MODEL_H
 #include <stdint.h>
@@ -63,12 +66,13 @@ typedef struct qf_model {
     qf_model_hooks hooks;
 
     /* activations for micro-batches of B rows of T tokens */
-    int B, T, ackpt;          /* ackpt: qf_ackpt (deck.h) */
+    int B, T, ackpt;          /* ackpt: qf_ackpt (deck.h), the deck's mode */
+    int *lmode;               /* [L] each layer's mode (training; NULL in KV-cache mode) */
+    void **acts; int nacts, cap_acts; /* every activation buffer, freed together */
     qf_profile *prof;         /* log.wall_clock_breakdown: phase marks and recomputation (NULL: off) */
     void **res;               /* [L+1] each [N,C]: input of layer l; res[L] = final residual */
-    qf_layer_acts *la;        /* [L], or [1] scratch with activation checkpointing */
+    qf_layer_acts *la;        /* [L] (parts shared between layers aliased), or [1] scratch in KV-cache mode */
     void *lnf; float *rstdf;  /* [N,C], [N] */
-    void *sel_gate, *sel_up, *sel_swi; /* [N,F] shared MLP intermediates under selective recomputation */
     void *dres, *dq, *dk, *dv, *datt, *dgate, *dup, *dswi, *dln; /* backward scratch */
     int32_t *d_tokens, *d_targets, *d_seg, *d_pos; /* [N] backend copies of the batch */
     size_t act_bytes;         /* bytes of activations + scratch */
@@ -88,10 +92,10 @@ typedef struct qf_model {
 #define QF_MODEL_PARAMS 1
 #define QF_MODEL_GRADS 2
 int qf_model_create(qf_model *m, const qf_model_config *cfg, const qf_ops *ops, int flags, qf_err *e);
-/* Allocates activations for micro-batches of B x T. */
-int qf_model_alloc_acts(qf_model *m, int B, int T, int ackpt, qf_err *e);
+/* Allocates activations for micro-batches of B x T, recomputation ackpt in the first rec_layers layers (< 0: all). */
+int qf_model_alloc_acts(qf_model *m, int B, int T, int ackpt, int rec_layers, qf_err *e);
 /* What qf_model_alloc_acts allocates, for ab bytes per act element (estimate, memory plan). */
-int64_t qf_model_act_bytes(const qf_model_config *c, int B, int T, int ackpt, int64_t ab);
+int64_t qf_model_act_bytes(const qf_model_config *c, int B, int T, int ackpt, int rec_layers, int64_t ab);
 void qf_model_free(qf_model *m);
 
 /* HF initialisation: every 2-D weight ~ N(0, initializer_range), biases 0, norm weights 1. Counter-based

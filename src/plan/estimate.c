@@ -101,7 +101,7 @@ void qf_estimate(const qf_model_config *c, const qf_deck *d, int W, int G, int64
         o->host_per_rank += ab * (umax < S ? umax : S < QF_ZERO_OFFLOAD_CHUNK ? S : QF_ZERO_OFFLOAD_CHUNK);
     }
     o->activations = qf_model_act_bytes(c, d->train_micro_batch_size_per_gpu, d->seq_len,
-                                        d->activation_checkpointing, ab);
+                                        d->activation_checkpointing, d->recompute_layers, ab);
     o->device_total = o->params + o->grads + o->optimizer + o->activations;
     o->host_per_node = o->host_per_rank * G + (off_par ? ab * n : 0);
     free(u);

@@ -69,6 +69,15 @@ void qf_run_header(qf_run *r, FILE *f, const char *what) {
     if (r->have_valid)
         fprintf(f, "valid: %s: %lld docs, %lld tokens\n", d->data_valid, (long long)r->valid_ds.n_docs,
                 (long long)r->valid_ds.n_tokens);
+    if (d->activation_checkpointing != QF_ACKPT_NONE) {
+        static const char *const names[] = {"none", "full", "selective", "pointwise"};
+        int L = r->model.cfg.num_layers, k = d->recompute_layers < 0 ? L : d->recompute_layers;
+        if (k == 0)
+            fprintf(f, "recomputation: none (recompute_layers = 0: every layer keeps all its activations)\n");
+        else
+            fprintf(f, "recomputation: %s in layers 0-%d (%d of %d)%s\n", names[d->activation_checkpointing], k - 1, k,
+                    L, k < L ? "; the others keep all their activations" : "");
+    }
     /* the memory plan: the estimate's formulas (docs/zero.md) for this deck, ranks and backend */
     qf_mem_estimate est;
     qf_estimate(&r->model.cfg, d, r->comm.world_size, r->comm.local_size, (int64_t)r->ops->act_bytes, &est);

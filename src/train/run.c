@@ -185,8 +185,11 @@ static int setup(qf_run *r, const qf_run_args *a, int mode, qf_err *e) {
     char why[256];
     if (qf_model_check_batch(d->train_micro_batch_size_per_gpu, d->seq_len, why, sizeof why))
         return qf_err_set(e, QF_EXIT_INPUT, "%s: %s", d->path, why);
+    if (d->recompute_layers > r->model.cfg.num_layers)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'recompute_layers' = %d: the model has %d layers", d->path,
+                          d->recompute_layers, r->model.cfg.num_layers);
     if (qf_model_alloc_acts(&r->model, d->train_micro_batch_size_per_gpu, d->seq_len,
-                            d->activation_checkpointing, e))
+                            d->activation_checkpointing, d->recompute_layers, e))
         return e->code;
     if (qf_zero_init(&r->zero, &r->model, &r->comm, d, mode == QF_RUN_TRAIN, e)) return e->code;
 

@@ -79,7 +79,7 @@ static void run_case(const char *src, const char *cs) {
     snprintf(p, sizeof p, "%s/hf", dir);
     if (qf_hf_read_config(p, &cfg, &e)) QF_FATAL("%s", e.msg);
     qf_model m;
-    if (qf_model_create(&m, &cfg, qf_ops_cpu(), QF_MODEL_PARAMS | QF_MODEL_GRADS, &e) || qf_model_alloc_acts(&m, 4, 16, 0, &e) ||
+    if (qf_model_create(&m, &cfg, qf_ops_cpu(), QF_MODEL_PARAMS | QF_MODEL_GRADS, &e) || qf_model_alloc_acts(&m, 4, 16, 0, -1, &e) ||
         qf_model_load(&m, p, &e))
         QF_FATAL("%s", e.msg);
     char ds_path[256];

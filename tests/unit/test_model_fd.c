@@ -36,7 +36,7 @@ static void check_model(const char *name, qf_model_config *c) {
     qf_err e = {0};
     qf_model m;
     if (qf_model_create(&m, c, qf_ops_cpu(), QF_MODEL_PARAMS | QF_MODEL_GRADS, &e) ||
-        qf_model_alloc_acts(&m, 2, 16, 0, &e))
+        qf_model_alloc_acts(&m, 2, 16, 0, -1, &e))
         QF_FATAL("%s", e.msg);
     qf_model_init_random(&m, 11);
     float *p = m.params, *g = m.grads;

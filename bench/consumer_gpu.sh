@@ -8,6 +8,8 @@
 #   peer3b the DeepSpeed peer at the same settings, bf16 and fp16, and DeepSpeed's cpu_adam on the same cores
 #   7b     Qwen2.5-7B seq 512 micro 8, full offload: cap 24 and cap 12 (gradients to the host by the memory plan)
 #   accum  Qwen2.5-3B seq 512 micro 16, accumulation 16: full offload (cap 24) against no offload
+#   dmon   the monitor's figures against nvidia-smi dmon's over the same seconds: Qwen2.5-3B full offload (cap 24),
+#          12 steps, metrics.jsonl's gpu_util_mean and pcie bytes against dmon's sm % and rxpci/txpci MB/s
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-/tmp}
@@ -30,5 +32,28 @@ case "${1:-}" in
     bash "$root/bench/offload_bench.sh" "$S:24:5" "$S:12:5" ;;
   accum)
     bash "$root/bench/offload_bench.sh" qwen2.5-3b:512:16:1:all:16:bf16:24:3 qwen2.5-3b:512:16:1:none:16:bf16:0:3 ;;
-  *) echo "usage: bench/consumer_gpu.sh tests|3b|peer3b|7b|accum" >&2; exit 2 ;;
+  dmon)
+    nvidia-smi dmon -s ut -d 1 -o T > "$out/dmon.txt" 2>&1 &
+    dm=$!
+    bash "$root/bench/offload_bench.sh" qwen2.5-3b:512:16:1:all:1:bf16:24:12
+    kill $dm 2>/dev/null; wait $dm 2>/dev/null
+    python3 - "$out" <<'PY' | tee "$out/dmon_vs_monitor.txt"
+import json, sys, glob, re
+o = sys.argv[1]
+log = glob.glob(f"{o}/qwen-ft-qwen2.5-3b_512_16_1_all_1_bf16_24_12.log")
+rows = [l.split() for l in open(f"{o}/dmon.txt") if not l.startswith("#") and l.strip()]
+# -s ut -o T: time gpu sm mem enc dec jpg ofa rxpci txpci (MB/s); keep the seconds with a busy GPU
+hdr = [l.split() for l in open(f"{o}/dmon.txt") if l.startswith("# ")][0][1:]
+ix = {k: i for i, k in enumerate(hdr)}
+busy = [r for r in rows if len(r) == len(hdr) and r[ix["sm"]] not in ("-",) and int(r[ix["sm"]]) > 0]
+sm = sum(int(r[ix["sm"]]) for r in busy) / max(1, len(busy))
+rx = sum(float(r[ix["rxpci"]]) for r in busy) / max(1, len(busy)) / 1e3
+tx = sum(float(r[ix["txpci"]]) for r in busy) / max(1, len(busy)) / 1e3
+print(f"dmon over {len(busy)} busy seconds: sm {sm:.1f}%, rxpci {rx:.2f} GB/s, txpci {tx:.2f} GB/s (H2D+D2H {rx + tx:.2f})")
+r = [json.loads(l) for l in open(f"{o}/offload.jsonl") if "monitor" in l][-1]["monitor"]
+print(f"monitor (metrics.jsonl, mean of the steps after the second): gpu_util_mean {r['gpu_util_mean']}, "
+      f"H2D {r['h2d_gbs']} GB/s, D2H {r['d2h_gbs']} GB/s, pcie_gbs {r['pcie_gbs']}")
+PY
+    ;;
+  *) echo "usage: bench/consumer_gpu.sh tests|3b|peer3b|7b|accum|dmon" >&2; exit 2 ;;
 esac

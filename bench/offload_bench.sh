@@ -66,6 +66,11 @@ row = dict(impl="qwen-ft", spec=spec, rc=rc, steps=len(steps), tok_s=round(mid) 
            loss=steps[-1]["loss"] if steps else None, host_growth_gib=round((peak - base) / 2**30, 2),
            host_bytes_per_param=round((peak - base) / params, 2) if params else None)
 if "breakdown" in s: row["breakdown"] = s["breakdown"]
+mean = lambda k: (sum(x[k] for x in rest if x.get(k) is not None) / max(1, sum(1 for x in rest if x.get(k) is not None))
+                  if any(x.get(k) is not None for x in rest) else None)
+row["monitor"] = dict(gpu_util_mean=mean("gpu_util_mean"), pcie_gbs=mean("pcie_gbs"),
+                      h2d_gbs=mean("pcie_h2d_bytes") / s["step_time_s"] / 1e9 if mean("pcie_h2d_bytes") else None,
+                      d2h_gbs=mean("pcie_d2h_bytes") / s["step_time_s"] / 1e9 if mean("pcie_d2h_bytes") else None)
 print(json.dumps(row))
 PY
 done

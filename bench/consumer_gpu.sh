@@ -45,10 +45,11 @@ rows = [l.split() for l in open(f"{o}/dmon.txt") if not l.startswith("#") and l.
 # -s ut -o T: time gpu sm mem enc dec jpg ofa rxpci txpci (MB/s); keep the seconds with a busy GPU
 hdr = [l.split() for l in open(f"{o}/dmon.txt") if l.startswith("# ")][0][1:]
 ix = {k: i for i, k in enumerate(hdr)}
-busy = [r for r in rows if len(r) == len(hdr) and r[ix["sm"]] not in ("-",) and int(r[ix["sm"]]) > 0]
-sm = sum(int(r[ix["sm"]]) for r in busy) / max(1, len(busy))
-rx = sum(float(r[ix["rxpci"]]) for r in busy) / max(1, len(busy)) / 1e3
-tx = sum(float(r[ix["txpci"]]) for r in busy) / max(1, len(busy)) / 1e3
+num = lambda v: float(v) if re.fullmatch(r"[0-9.]+", v) else 0.0
+busy = [r for r in rows if len(r) == len(hdr) and num(r[ix["sm"]]) > 0]
+sm = sum(num(r[ix["sm"]]) for r in busy) / max(1, len(busy))
+rx = sum(num(r[ix["rxpci"]]) for r in busy) / max(1, len(busy)) / 1e3
+tx = sum(num(r[ix["txpci"]]) for r in busy) / max(1, len(busy)) / 1e3
 print(f"dmon over {len(busy)} busy seconds: sm {sm:.1f}%, rxpci {rx:.2f} GB/s, txpci {tx:.2f} GB/s (H2D+D2H {rx + tx:.2f})")
 r = [json.loads(l) for l in open(f"{o}/offload.jsonl") if "monitor" in l][-1]["monitor"]
 print(f"monitor (metrics.jsonl, mean of the steps after the second): gpu_util_mean {r['gpu_util_mean']}, "

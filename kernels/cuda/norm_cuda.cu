@@ -165,16 +165,19 @@ void cu_rmsnorm_bwd(void *dx, void *dw, const void *dout, const void *x, const v
     // per row (1.5B: 5.6 -> 3.7 ms a step); beyond, the opt-in sizes left too few warps per SM (7B: 5.1 -> 7.3 ms),
     // so a block per row, 8 rows per block
     const size_t slice = (size_t)8 * ((C + 7) / 8) * sizeof(float); // one warp's (or the block's) dw partials
-    const bool warp = 8 * slice <= 48 * 1024 - 1024;
+    const bool warp = 8 * slice <= 48 * 1024;
     int nb, rpc;
     chunking(N, warp ? 16 : 8, 1024, &nb, &rpc); // 2 rows per warp: enough blocks to fill the GPU at 4k tokens
     float *part = (float *)qfc_scratch((size_t)nb * C * sizeof(float));
     const size_t smem = (warp ? 8 : 1) * slice;
     if (warp) {
+        if (smem > 46 * 1024) // with the kernel's static shared memory past the default 48 KiB: opt in
+            CHECK_CUDA(cudaFuncSetAttribute(rmsnorm_bwd_kernel<T, 32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            (int)smem));
         rmsnorm_bwd_kernel<T, 32><<<nb, 256, smem, qfc_stream()>>>((T *)dx, part, (const T *)dout, (const T *)x,
                                                                     (const T *)w, rstd, N, C, rpc, accumulate, vec);
     } else {
-        if (smem > 48 * 1024 - 1024) { // (the kernel's static shared memory counts too)
+        if (smem > 46 * 1024) { // (the kernel's static shared memory counts too)
             QF_CHECK(smem + 1024 <= qfc().smem_optin);
             CHECK_CUDA(cudaFuncSetAttribute(rmsnorm_bwd_kernel<T, 256>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             (int)smem));

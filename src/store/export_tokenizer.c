@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include "h5io.h"
 #include "hf_files.h"
+#include "out_file.h"
 #include <dirent.h>
 #include <unistd.h>
 #include "checkpoint.h"
@@ -27,6 +28,7 @@ typedef struct tok_trail {
     char want[4][256], want_from[4][QF_PATH_MAX + 32];
     int nwant;
     char tmpdir[64];                   /* carried files written out (removed by qf_export_tok_free) */
+    int slot;                          /* its tracker slot (kernels/base/out_file.h) */
     char gencfg[QF_PATH_MAX + 32];     /* the first generation_config.json found ("" = none) */
 } tok_trail;
 
@@ -65,6 +67,7 @@ static void trail_carried(tok_trail *tr, qf_h5 *f, const char *path) {
             return;
         }
         snprintf(tr->tmpdir, sizeof tr->tmpdir, "%s", dir);
+        tr->slot = qf_tmp_track_dir(dir); /* a signal or a fatal error removes it too (out_file.h) */
     }
     /* the tokenizer files, or generation_config.json alone: one directory holds what each came from */
     for (int i = 0; i < hf.n; i++) {
@@ -173,8 +176,10 @@ static void trail_source(tok_trail *tr, const char *from, int depth) {
 static int tok_find(const char *src, const char *tok_arg, qf_export_tok *t, qf_err *e) {
     tok_trail tr;
     memset(&tr, 0, sizeof tr);
+    tr.slot = -1;
     trail_source(&tr, src, 0);
     snprintf(t->tmpdir, sizeof t->tmpdir, "%s", tr.tmpdir);
+    t->tmp_slot = tr.slot;
     snprintf(t->gencfg, sizeof t->gencfg, "%s", tr.gencfg);
     const char *path = tok_arg ? tok_arg : tr.cand[0] ? tr.cand : NULL;
     if (!path) {
@@ -220,7 +225,10 @@ int qf_export_tok_find(const char *src, const char *tok_arg, qf_export_tok *t, q
 
 void qf_export_tok_free(qf_export_tok *t) {
     if (t->tok) qf_tok_free(t->tok);
-    if (t->tmpdir[0]) tok_remove_tmpdir(t->tmpdir);
+    if (t->tmpdir[0]) {
+        tok_remove_tmpdir(t->tmpdir);
+        qf_tmp_untrack(t->tmp_slot);
+    }
     memset(t, 0, sizeof *t);
 }
 

@@ -24,6 +24,7 @@ typedef struct qf_export_tok {
     char file[QF_PATH_MAX + 32];   /* tokenizer.json or qwen.tiktoken in it */
     char origin[2 * QF_PATH_MAX + 160]; /* where it was found, for the summary line */
     char tmpdir[64];            /* files carried by an HDF5 source, written out here (removed by qf_export_tok_free) */
+    int tmp_slot;               /* tmpdir's slot in the temporaries' tracker (kernels/base/out_file.h) */
     char gencfg[QF_PATH_MAX + 32]; /* the model's generation_config.json (carried, or its HF directory's); "" none */
 } qf_export_tok;
 

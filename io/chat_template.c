@@ -86,11 +86,40 @@ static int tmpl_unknown(const char *where, const char *text, size_t len, qf_err 
                       qf_tmpl_names());
 }
 
-int qf_tmpl_detect(const char *path, qf_tmpl_id *id, int *found, char *where, size_t cap, qf_err *e) {
-    *found = 0;
+/* the whole of a regular file under 16 MiB: 0 with *buf (malloc'd) and *n, 1 when it does not exist, or exit 2 */
+static int tmpl_slurp(const char *where, char **buf, size_t *n, qf_err *e) {
+    struct stat sb;
+    if (stat(where, &sb) != 0) return 1;
+    if (!S_ISREG(sb.st_mode) || sb.st_size >= (16 << 20))
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: not a regular file under 16 MiB", where);
+    FILE *f = fopen(where, "rb");
+    if (!f) return qf_err_set(e, QF_EXIT_INPUT, "%s: %s", where, strerror(errno));
+    *buf = qf_malloc((size_t)sb.st_size + 1);
+    *n = fread(*buf, 1, (size_t)sb.st_size, f);
+    (*buf)[*n] = 0;
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(*buf);
+        *buf = NULL;
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: read error", where);
+    }
+    return 0;
+}
+
+int qf_tmpl_find(const char *path, char **text, size_t *len, char *where, size_t cap, qf_err *e) {
+    *text = NULL;
+    *len = 0;
     char *dir = tmpl_dir(path);
+    /* transformers' order: chat_template.jinja, when there, takes priority over tokenizer_config.json's */
+    snprintf(where, cap, "%s/chat_template.jinja", dir);
+    int rc = tmpl_slurp(where, text, len, e);
+    if (rc != 1) {
+        free(dir);
+        return rc;
+    }
+    rc = 0;
     snprintf(where, cap, "%s/tokenizer_config.json", dir);
-    int rc = 0;
     struct stat sb;
     if (stat(where, &sb) == 0) {
         json_error_t je;
@@ -113,28 +142,46 @@ int qf_tmpl_detect(const char *path, qf_tmpl_id *id, int *found, char *where, si
             rc = qf_err_set(e, QF_EXIT_INPUT, "%s: chat_template is not a string", where);
         }
         if (rc == 0 && json_is_string(t)) {
-            *found = 1;
-            if (qf_tmpl_recognise(json_string_value(t), json_string_length(t), id))
-                rc = tmpl_unknown(where, json_string_value(t), json_string_length(t), e);
+            *len = json_string_length(t);
+            *text = qf_malloc(*len + 1);
+            memcpy(*text, json_string_value(t), *len);
+            (*text)[*len] = 0;
         }
         json_decref(cfg);
     }
-    if (rc == 0 && !*found) {
-        snprintf(where, cap, "%s/chat_template.jinja", dir);
-        FILE *f = stat(where, &sb) == 0 && S_ISREG(sb.st_mode) ? fopen(where, "rb") : NULL;
-        if (f && sb.st_size < (16 << 20)) {
-            char *buf = qf_malloc((size_t)sb.st_size + 1);
-            size_t n = fread(buf, 1, (size_t)sb.st_size, f);
-            *found = 1;
-            if (qf_tmpl_recognise(buf, n, id)) rc = tmpl_unknown(where, buf, n, e);
-            free(buf);
-        } else if (f) {
-            rc = qf_err_set(e, QF_EXIT_INPUT, "%s: larger than 16 MiB", where);
-        }
-        if (f) fclose(f);
-    }
     free(dir);
     return rc;
+}
+
+int qf_tmpl_detect(const char *path, qf_tmpl_id *id, int *found, char *where, size_t cap, qf_err *e) {
+    char *text = NULL;
+    size_t len = 0;
+    *found = 0;
+    int rc = qf_tmpl_find(path, &text, &len, where, cap, e);
+    if (rc == 0 && text) {
+        *found = 1;
+        if (qf_tmpl_recognise(text, len, id)) rc = tmpl_unknown(where, text, len, e);
+    }
+    free(text);
+    return rc;
+}
+
+void qf_tmpl_sha256(const char *text, size_t len, char hex[65]) {
+    struct sha256_ctx c;
+    uint8_t d[32];
+    sha256_init(&c);
+    sha256_update(&c, len, (const uint8_t *)text);
+    sha256_digest(&c, 32, d);
+    for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", d[i]);
+}
+
+/* qwen-ft's ChatML: the text the chatml and qwen1 templates render (a system turn "You are a helpful assistant."
+ * when the first message is not one); add_generation_prompt opens the assistant's turn */
+const char *qf_tmpl_chatml_text(void) {
+    return "{% for message in messages %}{% if loop.first and message['role'] != 'system' %}<|im_start|>system\n"
+           "You are a helpful assistant.<|im_end|>\n{% endif %}<|im_start|>{{ message['role'] }}\n"
+           "{{ message['content'] }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n"
+           "{% endif %}";
 }
 
 int qf_tmpl_init(qf_chat_template *t, qf_tmpl_id id, const qf_tokenizer *tok, qf_err *e) {

@@ -65,11 +65,22 @@ int qf_tmpl_by_name(const char *name, qf_tmpl_id *id);
 const char *qf_tmpl_names(void);
 /* Recognises the Jinja text of a chat template: 0 with *id, or -1 (unknown). */
 int qf_tmpl_recognise(const char *text, size_t len, qf_tmpl_id *id);
-/* The chat template beside a tokenizer: path is a directory (or a file in one) holding tokenizer_config.json with
- * "chat_template" (a string, or a list of {"name", "template"} whose "default" is taken) or chat_template.jinja.
+/* The chat template beside a tokenizer (qf_tmpl_find's text: chat_template.jinja, else tokenizer_config.json's
+ * "chat_template", a string or the "default" of a list of {"name", "template"}), recognised by its content.
  * *found = 0 when there is none (then 0 is returned and *id untouched); an unreadable file or an unknown template
  * is exit 2 naming the file and listing the known names. where[cap] names the file read. */
 int qf_tmpl_detect(const char *path, qf_tmpl_id *id, int *found, char *where, size_t cap, qf_err *e);
+
+/* The text of the chat template beside a tokenizer (path: a directory or a file in one), in transformers' order:
+ * chat_template.jinja, else tokenizer_config.json's "chat_template" (a string, or the "default" of a list). 0 with
+ * *text malloc'd (NUL-terminated, *len bytes) and where[cap] naming the file, or *text = NULL when there is none;
+ * exit 2 naming the file when it cannot be read. */
+int qf_tmpl_find(const char *path, char **text, size_t *len, char *where, size_t cap, qf_err *e);
+/* The SHA-256 (hex) of the exact text: the identity a dataset records (attribute chat_template_sha256). */
+void qf_tmpl_sha256(const char *text, size_t len, char hex[65]);
+/* qwen-ft's ChatML template text: what the chatml and qwen1 templates render (default system "You are a helpful
+ * assistant."), recorded for them where the tokenizer has no text of its own, and written by export. */
+const char *qf_tmpl_chatml_text(void);
 
 /* Exit 2 when the tokenizer lacks <|im_start|> / <|im_end|> (chatml.h's checks). */
 int qf_tmpl_init(qf_chat_template *t, qf_tmpl_id id, const qf_tokenizer *tok, qf_err *e);

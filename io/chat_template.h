@@ -49,6 +49,9 @@ typedef struct qf_chat_conv {
     const qf_chat_msg *msg;
     size_t n;
     json_t *tools; /* an array of tool definitions, NULL: none */
+    int no_thinking; /* transformers' apply_chat_template(..., enable_thinking=False): under qwen3 the generation
+                      * prompt ends with an empty think block "<think>\n\n</think>\n\n" (the model answers
+                      * without reasoning); the other templates have no such switch and ignore it, as theirs do */
 } qf_chat_conv;
 
 typedef struct qf_chat_template {
@@ -87,7 +90,7 @@ int qf_tmpl_init(qf_chat_template *t, qf_tmpl_id id, const qf_tokenizer *tok, qf
 void qf_tmpl_free(qf_chat_template *t);
 
 /* Renders c into out (reset first; out->turn_end: chatml.h). add_generation_prompt: end with the assistant's header as the template's
- * add_generation_prompt does (for generation). Exit 2 with the reason (naming messages[i] and the key) for what
+ * add_generation_prompt does (for generation; with c->no_thinking, Qwen3's empty think block after it). Exit 2 with the reason (naming messages[i] and the key) for what
  * the template cannot render: a system message that is not first (qwen1, chatml), tool messages, tool calls or
  * tools under qwen1/chatml, reasoning under a template that drops it, no turn left (qwen1), text the tokenizer
  * rejects. */

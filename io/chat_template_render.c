@@ -228,5 +228,7 @@ int qf_tmpl_text(qf_tmpl_id id, const qf_chat_conv *c, int gen, qf_tb *b, char *
              : id == QF_TMPL_QWEN25 ? render_qwen25(c, b, why, cap)
                                     : render_qwen3(c, gen, b, why, cap);
     if (rc == 0 && gen) tb_start(b), qf_tb_lit(b, "assistant\n", 0);
+    /* Qwen3's {%- if enable_thinking is defined and enable_thinking is false %}: part of the prompt, not generated */
+    if (rc == 0 && gen && id == QF_TMPL_QWEN3 && c->no_thinking) qf_tb_lit(b, "<think>\n\n</think>\n\n", 0);
     return rc;
 }

@@ -7,7 +7,8 @@
 # chat_template, chat_template_sha256 of the carried chat_template.jinja: docs/formats.md); transformers'
 # AutoConfig and AutoTokenizer load the export and the checkpoint.export_hf folder, their chat template is the one
 # the data was prepared with (not qwen-ft's ChatML), and apply_chat_template of each record gives exactly the ids
-# trained on. A dataset prepared with --template qwen3 over the Qwen2.5 directory records qwen3 without a text and
+# trained on; generate --chat --enable-thinking false on the Qwen3 export replies to the prompt of the export's
+# apply_chat_template(..., enable_thinking=False). A dataset prepared with --template qwen3 over the Qwen2.5 directory records qwen3 without a text and
 # export says so. Env: QWENFT, WORK, SRC, PYREF.
 set -euo pipefail
 . "$SRC/tests/unit_common.sh"
@@ -44,6 +45,19 @@ DECK
   grep -q "chat template $name (the training data t.h5)" export.out || fail "$kind: export: $(cat export.out)"
   "$PYREF" "$W" check . export || fail "$kind: the export does not serve as trained"
   "$PYREF" "$W" check . "ckpt/$(sed 's/\.h5$//' ckpt/latest)-hf" || fail "$kind: the checkpoint.export_hf folder does not serve as trained"
+  if [ $kind = q3 ]; then # serving the export: generate --chat --enable-thinking false gives the reply to the
+    # prompt apply_chat_template(..., add_generation_prompt=True, enable_thinking=False) of the export renders
+    ids=$("$PYREF" -c "
+from transformers import AutoTokenizer
+t = AutoTokenizer.from_pretrained('export')
+r = t.apply_chat_template([{'role': 'user', 'content': 'Hi there'}], add_generation_prompt=True, enable_thinking=False, tokenize=True)
+print(','.join(map(str, r['input_ids'] if hasattr(r, 'keys') else r)))" 2> /dev/null)
+    a=$("$QWENFT" generate --model export --chat --enable-thinking false --prompt "Hi there" --max-new-tokens 6 --json)
+    b=$("$QWENFT" generate --model export --prompt-ids "$ids" --max-new-tokens 6 --json)
+    [ "$a" = "$b" ] || fail "generate --chat --enable-thinking false: $a, the export's template's prompt: $b"
+    c=$("$QWENFT" generate --model export --chat --prompt "Hi there" --max-new-tokens 6 --json)
+    [ "$a" != "$c" ] || fail "--enable-thinking false changed nothing: $a"
+  fi
   cd ..
 done
 # the model's tokenizer directory has one template (Qwen3's, carried by ../q3/model.h5), the data another (the same

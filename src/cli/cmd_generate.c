@@ -72,7 +72,7 @@ static const qf_opt GEN_OPTS[] = {
              "(<|im_start|>assistant); the reply's closing <|im_end|> is left out of the text"},
     {.name = "template", .type = QF_OPT_STR, .off = offsetof(gen_args, template_name), .meta = "auto|NAME",
      .help = "chat template of chat prompts, as prepare's --template: auto = the tokenizer directory's own "
-             "(recognised by content), else qwen1, chatml, qwen2.5 or qwen3; default: auto when the tokenizer "
+             "(recognised by content), else qwen1, chatml, qwen2.5, qwen2.5-base or qwen3; default: auto when the tokenizer "
              "directory has one, else qwen1"},
     {.name = "enable-thinking", .type = QF_OPT_CHOICE, .off = offsetof(gen_args, thinking), .def = "true",
      .choices = "true|false",

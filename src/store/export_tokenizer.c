@@ -33,6 +33,10 @@ typedef struct tok_trail {
     size_t tmpl_len;
     char tmpl_name[32];                /* its attribute chat_template ("" none) */
     char tmpl_from[QF_PATH_MAX + 32];
+    char *ck_tmpl;                     /* the exported checkpoint's carried chat_template.jinja (its run put the
+                                        * training data's there, src/train/run_carry.c); NULL none */
+    size_t ck_tmpl_len;
+    char ck_from[QF_PATH_MAX + 32];
     char gencfg[QF_PATH_MAX + 32];     /* the first generation_config.json found ("" = none) */
 } tok_trail;
 
@@ -155,6 +159,22 @@ static void trail_h5(tok_trail *tr, const char *path, int depth) {
     if (qf_h5_attr_has(f, "/", "tokenizer") && qf_h5_attr_read_str(f, "/", "tokenizer", ident, sizeof ident, &e) == 0)
         trail_want(tr, ident, path);
     trail_carried(tr, f, path);
+    if (depth == 0 && !tr->ck_tmpl && qf_h5_has(f, "state", NULL)) { /* the checkpoint exported */
+        qf_hf_files hf;
+        if (qf_hf_files_read(f, &hf, &e) == 0) {
+            size_t n = 0;
+            const unsigned char *t = qf_hf_files_get(&hf, "chat_template.jinja", &n);
+            if (t) {
+                tr->ck_tmpl = qf_malloc(n + 1);
+                memcpy(tr->ck_tmpl, t, n);
+                tr->ck_tmpl[n] = 0;
+                tr->ck_tmpl_len = n;
+                snprintf(tr->ck_from, sizeof tr->ck_from, "carried by %.1000s: its training data's", path);
+            }
+            qf_hf_files_free(&hf);
+        }
+        e.code = 0;
+    }
     if (qf_h5_attr_has(f, "/", "tokenizer_dir") && qf_h5_attr_read_str(f, "/", "tokenizer_dir", dir, sizeof dir, &e) == 0 &&
         dir[0] && !tr->cand[0] && dir_has_tokenizer(dir)) {
         snprintf(tr->cand, sizeof tr->cand, "%s", dir);
@@ -238,6 +258,12 @@ static int tok_find(const char *src, const char *tok_arg, qf_export_tok *t, qf_e
     trail_source(&tr, src, 0);
     snprintf(t->tmpdir, sizeof t->tmpdir, "%s", tr.tmpdir);
     t->tmp_slot = tr.slot;
+    if (!tr.tmpl && !tr.tmpl_name[0] && tr.ck_tmpl) { /* the data is not found: the checkpoint still carries it */
+        tr.tmpl = tr.ck_tmpl, tr.tmpl_len = tr.ck_tmpl_len, tr.ck_tmpl = NULL;
+        snprintf(tr.tmpl_from, sizeof tr.tmpl_from, "%s", tr.ck_from);
+    }
+    free(tr.ck_tmpl);
+    tr.ck_tmpl = NULL;
     t->tmpl = tr.tmpl, t->tmpl_len = tr.tmpl_len;
     snprintf(t->tmpl_name, sizeof t->tmpl_name, "%s", tr.tmpl_name);
     snprintf(t->tmpl_from, sizeof t->tmpl_from, "%s", tr.tmpl_from);

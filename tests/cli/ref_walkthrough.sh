@@ -71,9 +71,13 @@ grep -q "chat template qwen2.5 (the training data t.h5)" exportx.out || fail "ex
 rm -rf ckptx/latest ckptx/best # the checkpoint alone, its deck's data gone: the template it carries still decides
 mv t.h5 t.h5.away
 "$QWENFT" export --from ckptx/step-00000002.h5 --out exporty > exporty.out || fail "export of the bare checkpoint"
+# and with --tokenizer a directory whose own template is Qwen3's (the same tokenizer.json)
+"$QWENFT" export --from ckptx/step-00000002.h5 --tokenizer ../q3/hf --out exportz > exportz.out || fail "export --tokenizer ../q3/hf"
 mv t.h5.away t.h5
-grep -q "chat template qwen2.5 (carried as chat_template.jinja: the training data's)" exporty.out || fail "exporty: $(cat exporty.out)"
-"$PYREF" "$W" check . exporty || fail "the checkpoint's carried template is not the data's"
+for x in exporty exportz; do
+  grep -q "chat template qwen2.5 (carried by ckptx/step-00000002.h5: its training data's)" $x.out || fail "$x: $(cat $x.out)"
+  "$PYREF" "$W" check . $x || fail "$x: the checkpoint's carried template is not the data's"
+done
 cd ..
 # a template named over a tokenizer that has another: the name is recorded without a text, export warns
 cd q25

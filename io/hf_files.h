@@ -20,7 +20,9 @@ typedef struct qf_hf_files {
 } qf_hf_files;
 
 /* The names carried, in order: tokenizer.json, qwen.tiktoken, tokenizer_config.json, vocab.json, merges.txt,
- * special_tokens_map.json, added_tokens.json, generation_config.json. NULL-terminated. */
+ * special_tokens_map.json, added_tokens.json, chat_template.jinja, generation_config.json. NULL-terminated.
+ * In a dataset (and so in the checkpoints trained on it) chat_template.jinja is the template its conversations
+ * were rendered with (prepare writes it; docs/formats.md), which every export writes as the chat template. */
 const char *const *qf_hf_files_names(void);
 /* Reads those of dir that exist (dir may also name a tokenizer.json or qwen.tiktoken file: its directory is read,
  * without generation_config.json). Returns 0 (none found is not an error), or QF_EXIT_INPUT naming the file. */

@@ -5,6 +5,7 @@
  *   a piece that is itself a token is emitted as it is);
  *   special tokens <|endoftext|>, <|im_start|>, <|im_end|>, <|extra_0|> .. <|extra_204|> numbered from the number
  *   of ranks on (151643 for Qwen's file, equal to the released code's SPECIAL_START_ID), all allowed in the text;
+ *   the number of ranks must be Qwen's 151643 unless QWENFT_TIKTOKEN_RANKS names another (tiktoken_ranks_check);
  *   QWenTokenizer.tokenize applies NFC (unicodedata.normalize) to the whole text first. */
 #include <nettle/base64.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@ const char qf_tok_qwen_v1_pattern[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{
                                       "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 #define QWEN_V1_PATTERN qf_tok_qwen_v1_pattern
 #define QWEN_V1_EXTRAS 205
+#define QF_TOK_QWEN_V1_RANKS 151643
 
 static int is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
 
@@ -53,6 +55,30 @@ static int parse_line(qf_tokenizer *t, const char *path, long lineno, const char
     return rc;
 }
 
+/* Qwen v1's tokenization_qwen.py numbers its special tokens from SPECIAL_START_ID = 151643 whatever the file holds,
+ * and its qwen.tiktoken has exactly that many ranks. A file cut at a line boundary is otherwise a valid smaller
+ * vocabulary whose special tokens would move down (eos 75822 instead of 151643) and train on wrong ids: any other
+ * count is exit 2 unless the user states it, QWENFT_TIKTOKEN_RANKS=N for a vocabulary of one's own of N ranks
+ * (docs/reliability.md, "Tokenizer files"). */
+static int tiktoken_ranks_check(const char *path, int64_t n, qf_err *e) {
+    if (n == QF_TOK_QWEN_V1_RANKS) return 0;
+    const char *env = getenv("QWENFT_TIKTOKEN_RANKS");
+    if (env && env[0]) {
+        char *end;
+        long long want = strtoll(env, &end, 10);
+        if (*end || want <= 0)
+            return qf_err_set(e, QF_EXIT_INPUT, "QWENFT_TIKTOKEN_RANKS=%s: expected the number of ranks of your own "
+                              "tiktoken vocabulary (a positive integer)", env);
+        if (want == n) return 0;
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: %lld ranks, but QWENFT_TIKTOKEN_RANKS=%lld: the file is cut short or "
+                          "not the vocabulary meant", path, (long long)n, want);
+    }
+    return qf_err_set(e, QF_EXIT_INPUT, "%s: %lld ranks, but Qwen v1's qwen.tiktoken has %d (its special tokens "
+                      "<|endoftext|>, <|im_start|>, ... are numbered from %d on): the file is cut short (download it "
+                      "again) or is not Qwen's; for a tiktoken vocabulary of your own set QWENFT_TIKTOKEN_RANKS=%lld",
+                      path, (long long)n, QF_TOK_QWEN_V1_RANKS, QF_TOK_QWEN_V1_RANKS, (long long)n);
+}
+
 int qf_tok_tiktoken_load(qf_tokenizer *t, const char *path, const char *buf, size_t len, qf_err *e) {
     t->kind = QF_TOK_TIKTOKEN;
     t->by_concat = t->whole_first = 1;
@@ -72,6 +98,7 @@ int qf_tok_tiktoken_load(qf_tokenizer *t, const char *path, const char *buf, siz
     if (t->n_ids > start)
         return qf_err_set(e, QF_EXIT_INPUT, "%s: ranks must be 0 .. %lld (the special tokens follow them)", path,
                           (long long)start - 1);
+    if (tiktoken_ranks_check(path, start, e)) return e->code;
     static const char *const base[3] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
     for (int k = 0; k < 3 + QWEN_V1_EXTRAS; k++) {
         char name[32];

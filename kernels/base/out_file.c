@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -61,13 +63,42 @@ int qf_out_tmpname(const char *path, char *buf, size_t cap) {
 
 #define TMP_SLOTS 32
 static char tmp_paths[TMP_SLOTS][QF_OUT_PATH_MAX + 32];
-static volatile sig_atomic_t tmp_used[TMP_SLOTS];
+static volatile sig_atomic_t tmp_used[TMP_SLOTS]; /* 1: a file, 2: a directory of plain files */
 static int tmp_installed;
+
+/* A directory's entries, then the directory, with system calls only (open, getdents64, unlinkat, rmdir: all
+ * async-signal-safe, unlike opendir's allocation), as a signal handler may call it. */
+static void tmp_remove_dir(const char *path) {
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd >= 0) {
+        char buf[4096] __attribute__((aligned(8)));
+        for (int pass = 0; pass < 64; pass++) { /* unlinking while listing: list again until nothing is left */
+            long n, removed = 0;
+            while ((n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0)
+                for (long off = 0; off < n;) {
+                    struct tmp_dirent {
+                        uint64_t ino;
+                        int64_t off;
+                        unsigned short reclen;
+                        unsigned char type;
+                        char name[];
+                    } *d = (struct tmp_dirent *)(buf + off);
+                    if (!(d->name[0] == '.' && (!d->name[1] || (d->name[1] == '.' && !d->name[2]))))
+                        removed += unlinkat(fd, d->name, 0) == 0;
+                    off += d->reclen;
+                }
+            if (!removed || lseek(fd, 0, SEEK_SET) != 0) break;
+        }
+        close(fd);
+    }
+    rmdir(path);
+}
 
 void qf_tmp_remove_all(void) {
     for (int i = 0; i < TMP_SLOTS; i++)
         if (tmp_used[i]) {
-            unlink(tmp_paths[i]);
+            if (tmp_used[i] == 2) tmp_remove_dir(tmp_paths[i]);
+            else unlink(tmp_paths[i]);
             tmp_used[i] = 0;
         }
 }
@@ -98,17 +129,20 @@ static void tmp_install(void) {
     }
 }
 
-int qf_tmp_track(const char *path) {
+static int tmp_track(const char *path, int kind) {
     if (!tmp_installed) tmp_install();
     if (strlen(path) >= sizeof tmp_paths[0]) return -1;
     for (int i = 0; i < TMP_SLOTS; i++)
         if (!tmp_used[i]) {
             memcpy(tmp_paths[i], path, strlen(path) + 1);
-            tmp_used[i] = 1;
+            tmp_used[i] = kind; /* last: a handler sees the slot only once its path is complete */
             return i;
         }
     return -1;
 }
+
+int qf_tmp_track(const char *path) { return tmp_track(path, 1); }
+int qf_tmp_track_dir(const char *path) { return tmp_track(path, 2); }
 
 void qf_tmp_untrack(int slot) {
     if (slot >= 0 && slot < TMP_SLOTS) tmp_used[slot] = 0;
@@ -151,6 +185,7 @@ int qf_out_publish(const char *tmp, const char *path, qf_err *e) {
 int qf_lock_try(qf_lock *l, const char *lockfile, int remove, char *holder, size_t cap, qf_err *e) {
     memset(l, 0, sizeof *l);
     l->fd = -1;
+    l->slot = -1;
     l->remove = remove;
     if (holder && cap) holder[0] = 0;
     if (strlen(lockfile) >= sizeof l->path)
@@ -205,6 +240,8 @@ int qf_lock_try(qf_lock *l, const char *lockfile, int remove, char *holder, size
             return qf_err_set(e, QF_EXIT_RUNTIME, "%s: cannot write the lock file: %s", lockfile, strerror(err));
         }
         l->fd = fd;
+        /* a lock file that goes with its release goes on a signal or a fatal error too (the holder dies then) */
+        l->slot = remove ? qf_tmp_track(l->path) : -1;
         return 0;
     }
     return qf_err_set(e, QF_EXIT_RUNTIME, "%s: the lock file keeps being replaced", lockfile);
@@ -213,6 +250,7 @@ int qf_lock_try(qf_lock *l, const char *lockfile, int remove, char *holder, size
 void qf_lock_release(qf_lock *l) {
     if (l->fd < 0) return;
     if (l->remove) unlink(l->path); /* while still holding it: see the re-check in qf_lock_try */
+    if (l->remove) qf_tmp_untrack(l->slot);
     close(l->fd);
     l->fd = -1;
 }

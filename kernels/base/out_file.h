@@ -27,6 +27,8 @@ int qf_out_tmpname(const char *path, char *buf, size_t cap);
 /* Temporaries removed on every exit path. track: the slot (-1 when all 32 are taken: then the caller removes it
  * itself); untrack: the file was published or removed. remove_all is async-signal-safe. */
 int qf_tmp_track(const char *path);
+/* The same for a temporary directory of plain files (an export's HF_DIR.tmp-PID-RANDOM): its files, then itself. */
+int qf_tmp_track_dir(const char *path);
 void qf_tmp_untrack(int slot);
 void qf_tmp_remove_all(void);
 
@@ -38,6 +40,7 @@ int qf_out_publish(const char *tmp, const char *path, qf_err *e);
 typedef struct qf_lock {
     int fd; /* -1: not held */
     int remove;
+    int slot; /* with remove: the lock file's slot in the temporaries' tracker (removed on a signal too) */
     char path[QF_OUT_PATH_MAX + 8];
 } qf_lock;
 /* 0: held. 1: another process holds it; holder says who ("host H pid P since T; fcntl lock of pid N"). Exit 3 with

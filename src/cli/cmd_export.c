@@ -1,6 +1,6 @@
 /* cmd_export.c — `qwen-ft export --from CKPT|MODEL.h5|CKPT_DIR --out HF_DIR [--dtype bf16|fp16|fp32]
  * [--tokenizer T] [--max-shard-size SIZE]`: its options; the export is store/export_hf.c (written into
- * HF_DIR.tmp-PID and renamed: a failed export leaves nothing at HF_DIR). Rank 0 does the work. */
+ * HF_DIR.tmp-PID-RANDOM and renamed: a failed or interrupted export leaves nothing at HF_DIR). Rank 0 does the work. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,7 +89,7 @@ const qf_cmd qf_cmd_export = {
     .summary = "HDF5 model or checkpoint -> HF safetensors directory (transformers, vLLM)",
     .about = "Checkpoints export their fp32 master weights; Qwen v1 models export in the Qwen2 layout. Shards of at\n"
              "most --max-shard-size with model.safetensors.index.json, config.json, generation_config.json and the\n"
-             "tokenizer files; written into HF_DIR.tmp-PID and renamed, so a failed export leaves nothing at HF_DIR.",
+             "tokenizer files; written into HF_DIR.tmp-PID-RANDOM and renamed, so a failed or interrupted (SIGINT, SIGTERM, SIGHUP) export leaves nothing at HF_DIR.",
     .opts = EXPORT_OPTS,
     .nopts = QF_NOPTS(EXPORT_OPTS),
     .size = sizeof(export_opts),

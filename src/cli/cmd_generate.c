@@ -30,7 +30,7 @@
 
 typedef struct gen_opts {
     const char *model, *prompt_ids, *prompt, *prompts, *tokenizer, *system, *dtype, *template_name;
-    int max_new, greedy, top_k, json, chat, timing, stream, ignore_eos;
+    int max_new, greedy, top_k, json, chat, timing, stream, ignore_eos, no_thinking;
     double temperature, top_p, repetition_penalty, gpu_limit_gb;
     uint64_t seed;
     const char *stop_strs[GEN_MAX_STOPS];
@@ -46,7 +46,7 @@ typedef struct gen_opts {
 
 /* The command line as the option table fills it (options.h); gen_opts_from turns it into gen_opts. */
 typedef struct gen_args {
-    const char *model, *prompt_ids, *prompt, *prompts, *tokenizer, *system, *dtype, *template_name;
+    const char *model, *prompt_ids, *prompt, *prompts, *tokenizer, *system, *dtype, *template_name, *thinking;
     int max_new, greedy, top_k, json, chat, timing, stream, ignore_eos;
     double temperature, top_p, repetition_penalty, gpu_limit_gb;
     uint64_t seed;
@@ -72,8 +72,14 @@ static const qf_opt GEN_OPTS[] = {
              "(<|im_start|>assistant); the reply's closing <|im_end|> is left out of the text"},
     {.name = "template", .type = QF_OPT_STR, .off = offsetof(gen_args, template_name), .meta = "auto|NAME",
      .help = "chat template of chat prompts, as prepare's --template: auto = the tokenizer directory's own "
-             "(recognised by content), else qwen1, chatml, qwen2.5 or qwen3; default: auto when the tokenizer "
+             "(recognised by content), else qwen1, chatml, qwen2.5, qwen2.5-base or qwen3; default: auto when the tokenizer "
              "directory has one, else qwen1"},
+    {.name = "enable-thinking", .type = QF_OPT_CHOICE, .off = offsetof(gen_args, thinking), .def = "true",
+     .choices = "true|false",
+     .help = "false: chat prompts end as Qwen3's template ends them under apply_chat_template(..., "
+             "enable_thinking=False), with an empty think block after the assistant's header, so the model answers "
+             "without reasoning; a --prompts record's own \"enable_thinking\" decides for it; only the qwen3 template "
+             "has this switch (under the others false has no effect, as in transformers, and generate says so)"},
     {.name = "system", .type = QF_OPT_STR, .off = offsetof(gen_args, system), .meta = "TEXT",
      .help = "system prompt of chat prompts without one (default: the template's own; qwen1's \"You are a "
              "helpful assistant.\")"},
@@ -124,7 +130,7 @@ static int gen_opts_from(const gen_args *a, const void *given, int rank, gen_opt
                      .greedy = 1, .top_k = a->top_k, .json = a->json, .chat = a->chat, .timing = a->timing,
                      .stream = a->stream, .ignore_eos = a->ignore_eos, .temperature = a->temperature,
                      .top_p = a->top_p, .repetition_penalty = a->repetition_penalty, .gpu_limit_gb = a->gpu_limit_gb,
-                     .seed = a->seed};
+                     .seed = a->seed, .no_thinking = a->thinking && !strcmp(a->thinking, "false")};
     qf_tmpl_id tid;
     if (a->template_name && strcmp(a->template_name, "auto") && qf_tmpl_by_name(a->template_name, &tid))
         return gen_bad(err, "--template %s: unknown (auto, or one of %s)", a->template_name, qf_tmpl_names());
@@ -332,7 +338,10 @@ static int gen_prepare(const gen_opts *op, int world, const qf_model_config *c, 
     memset(&tm, 0, sizeof tm);
     qf_err ce = {0};
     int have_tm = *tok && gen_template(op, *tok, &tm, &ce) == 0;
-    qf_gen_src src = {*tok, have_tm ? &tm : NULL, ce.msg, op->system, op->chat};
+    qf_gen_src src = {*tok, have_tm ? &tm : NULL, ce.msg, op->system, op->chat, op->no_thinking};
+    if (op->no_thinking && have_tm && tm.id != QF_TMPL_QWEN3)
+        fprintf(stderr, "qwen-ft generate: warning: --enable-thinking false has no effect under the chat template %s "
+                        "(only qwen3 has the switch)\n", qf_tmpl_name(tm.id));
     if (op->chat && *tok && !have_tm) qf_err_set(e, QF_EXIT_INPUT, "generate: --chat: %s", ce.msg);
     else if (op->prompt) qf_gen_prompt_text(&src, op->prompt, P, "--prompt", e);
     else if (op->prompt_ids) qf_gen_prompt_idlist(op->prompt_ids, P, e);

@@ -48,7 +48,7 @@ typedef struct prep_args {
     "  {\"instruction\": I, \"input\": X, \"output\": O, \"system\": S, \"history\": [[q, a], ...]}\n"             \
     "                                            Alpaca (input, system, history optional)\n"                     \
     "Conversations are rendered under the chat template (--template): the tokenizer directory's own when it\n"  \
-    "has one (qwen2.5, qwen3 or chatml, recognised by content; the ids of transformers' apply_chat_template),\n" \
+    "has one (qwen2.5, qwen2.5-base, qwen3 or chatml, recognised by content; transformers' apply_chat_template),\n" \
     "else Qwen v1 finetune.py's (qwen1). A record with a key given twice, or two contents (text beside\n"       \
     "messages, input_ids beside text), is refused unless --map names the field to read.\n"                     \
     "(text and conversation records need --tokenizer; files may be gzip or zstd compressed). Under mpirun -np N\n" \
@@ -83,9 +83,10 @@ static const qf_opt PREP_OPTS[] = {
     {.name = "skip-bad", .type = QF_OPT_FLAG, .off = offsetof(prep_args, skip_bad),
      .help = "skip malformed lines (counted and reported) instead of failing"},
     {.name = "template", .type = QF_OPT_STR, .off = offsetof(prep_args, template_name), .meta = "auto|NAME",
-     .help = "chat template of conversations: auto = the tokenizer directory's own (tokenizer_config.json "
-             "chat_template or chat_template.jinja, recognised by content), or qwen1 (Qwen v1 finetune.py), chatml "
-             "(Qwen1.5/Qwen2), qwen2.5, qwen3; default: auto when the tokenizer directory has a template, else qwen1"},
+     .help = "chat template of conversations: auto = the tokenizer directory's own (chat_template.jinja, else "
+             "tokenizer_config.json chat_template, recognised by content), or qwen1 (Qwen v1 finetune.py), chatml "
+             "(Qwen1.5/Qwen2), qwen2.5 (Instruct), qwen2.5-base (the base models'), qwen3; default: auto when the "
+             "tokenizer directory has a template, else qwen1. The dataset records it, and every export serves it"},
     {.name = "system", .type = QF_OPT_STR, .off = offsetof(prep_args, system), .meta = "TEXT",
      .help = "system prompt of conversations without a system turn (default: the template's own: \"You are a "
              "helpful assistant.\" under qwen1 and chatml, Qwen2.5's under qwen2.5, none under qwen3)"},

@@ -114,6 +114,11 @@ void qf_opts_man(const qf_cmd *const *cmds, int n, const char *version, FILE *f)
     }
     fprintf(f, ".SH EXIT STATUS\n0 done; 2 bad input (deck, data, model file, command line), with a message naming the "
                "file, line, key or option; 3 runtime failure (out of memory, MPI/NCCL error, a lost rank).\n"
+               ".SH ENVIRONMENT\n.TP\n.B QWENFT_TIKTOKEN_RANKS=N\nA qwen.tiktoken must have Qwen v1's 151643 ranks (its "
+               "special tokens are numbered from 151643 on); any other count is refused as a file cut short, unless "
+               "this names it: a tiktoken vocabulary of your own of N ranks, its special tokens following them.\n"
+               ".TP\n.B TMPDIR\nwhere export writes the tokenizer files a model carries while it checks them (when "
+               "shorter than 36 characters; /tmp otherwise).\n"
                ".SH FILES\nshare/qwen\\-ft/inputs (decks), share/qwen\\-ft/slurm (job scripts), share/qwen\\-ft/docs "
                "(deck keys, formats, ZeRO, HPC notes).\n.SH SEE ALSO\n.BR mpirun (1),\n.BR srun (1)\n");
 }

@@ -37,7 +37,7 @@ static int gen_chat(const qf_gen_src *src, json_t *rec, qf_gen_prompts *out, cha
     qf_chat_doc d = {0};
     qf_err e = {0};
     if (!bad) {
-        qf_chat_conv cv = {c.msg, c.n, c.tools};
+        qf_chat_conv cv = {c.msg, c.n, c.tools, src->no_thinking};
         bad = qf_tmpl_render(src->tmpl, &cv, 1, QF_CHAT_MASK_ASSISTANT, &d, &e) != 0;
         if (bad) snprintf(why, cap, "%s: %s", key, e.msg);
     }
@@ -149,7 +149,12 @@ int qf_gen_prompts_read(const char *path, const qf_gen_src *src, qf_gen_prompts 
         int bad = 0;
         if (!rec) bad = snprintf(why, sizeof why, "not valid JSON (column %d): %s", je.column, je.text) > 0;
         else if (!json_is_object(rec)) bad = snprintf(why, sizeof why, "%s, expected an object", prep_json_type(rec)) > 0;
+        else if (prep_get(rec, "enable_thinking") && !json_is_boolean(prep_get(rec, "enable_thinking")))
+            bad = snprintf(why, sizeof why, "enable_thinking is %s, expected true or false",
+                           prep_json_type(prep_get(rec, "enable_thinking"))) > 0;
         else {
+            qf_gen_src rs = *src; /* the record's own enable_thinking, else --enable-thinking */
+            if (prep_get(rec, "enable_thinking")) rs.no_thinking = json_is_false(prep_get(rec, "enable_thinking"));
             json_t *p = prep_get(rec, "prompt"), *ids = prep_get(rec, "prompt_ids");
             int chat = prep_get(rec, "messages") || prep_get(rec, "conversations");
             if ((p != NULL) + (ids != NULL) + chat != 1)
@@ -157,9 +162,9 @@ int qf_gen_prompts_read(const char *path, const qf_gen_src *src, qf_gen_prompts 
                                                 "\"conversations\") and \"prompt_ids\"") > 0;
             else if (p && !json_is_string(p))
                 bad = snprintf(why, sizeof why, "prompt is %s, expected a string", prep_json_type(p)) > 0;
-            else if (p) bad = gen_text(src, json_string_value(p), json_string_length(p), out, why, sizeof why);
+            else if (p) bad = gen_text(&rs, json_string_value(p), json_string_length(p), out, why, sizeof why);
             else if (ids) bad = gen_ids_record(ids, out, why, sizeof why);
-            else bad = gen_chat(src, rec, out, why, sizeof why);
+            else bad = gen_chat(&rs, rec, out, why, sizeof why);
         }
         json_decref(rec);
         if (bad) qf_err_set(e, QF_EXIT_INPUT, "%s:%ld: %s", path, lineno, why);

@@ -4,7 +4,8 @@
  *                                          --chat wrapped as a ChatML user turn
  *   {"messages": [{"role", "content"}...], "tools"?} (also {"conversations": [{"from", "value"}...]}), rendered
  *                                          under the chat template as `qwen-ft prepare` renders conversations
- *                                          (io/chat_template.h, the same code)
+ *                                          (io/chat_template.h, the same code); "enable_thinking": false as
+ *                                          transformers' kwarg (Qwen3: an empty think block opens the reply)
  *   {"prompt_ids": [1, 2, 3]}              ids as they are
  * A chat prompt ends as the template's add_generation_prompt ends it ("<|im_start|>assistant\n"), so the model
  * writes the assistant's turn; the system prompt is the conversation's own system turn, else `system`, else the
@@ -34,6 +35,8 @@ typedef struct qf_gen_src {
     const char *tmpl_why;
     const char *system; /* NULL: the template's default */
     int chat; /* --chat: {"prompt"} and --prompt TEXT become a user turn */
+    int no_thinking; /* --enable-thinking false: qf_chat_conv.no_thinking of every chat prompt (a record's own
+                      * "enable_thinking": true|false decides for it) */
 } qf_gen_src;
 
 /* Appends --prompt TEXT (what = "--prompt" in messages). */

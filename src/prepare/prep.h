@@ -66,6 +66,10 @@ typedef struct prep_opts {
     const qf_tokenizer *tok;
     const qf_chat_template *tmpl; /* NULL with a tokenizer that lacks the ChatML tokens: tmpl_why says so */
     char tmpl_why[512];
+    qf_tmpl_id tmpl_id;  /* the template picked (recorded as the dataset's attribute chat_template) */
+    char *tmpl_text;     /* its Jinja text (carried as chat_template.jinja); NULL when unknown (a --template NAME
+                          * over a tokenizer whose own template is another) */
+    size_t tmpl_len;
 } prep_opts;
 
 /* Record kinds, for the summary */

@@ -73,6 +73,20 @@ static char *prep_source(const prep_plan *plan) {
     return s;
 }
 
+/* Root attributes chat_template (the name) and chat_template_sha256 (of the text carried as chat_template.jinja;
+ * "" when the text is not known) of the dataset at path (docs/formats.md). */
+static int prep_record_template(const prep_opts *o, const char *path, qf_err *e) {
+    char hex[65] = "";
+    if (o->tmpl_text) qf_tmpl_sha256(o->tmpl_text, o->tmpl_len, hex);
+    qf_h5 *f = NULL;
+    if (qf_h5_open(path, MPI_COMM_SELF, 1, &f, e)) return e->code;
+    qf_h5_attr_write_str(f, "/", "chat_template", qf_tmpl_name(o->tmpl_id), e);
+    if (!e->code) qf_h5_attr_write_str(f, "/", "chat_template_sha256", hex, e);
+    qf_err ce = {0};
+    if (qf_h5_close(f, &ce) && !e->code) *e = ce;
+    return e->code;
+}
+
 /* --tokenizer T: T's tokenizer files (not its generation_config.json) carried in the dataset written at path, so
  * that a checkpoint trained on it, and its export, have them (io/hf_files.h). Rank 0 writes; every rank returns
  * the same code. */
@@ -94,7 +108,25 @@ static int prep_carry_tokenizer(const prep_opts *o, const char *path, MPI_Comm c
                     memcpy(hf.name[i], hf.name[hf.n], sizeof hf.name[i]);
                 }
         }
+        /* the template the conversations were rendered with, as chat_template.jinja (the directory's own is
+         * replaced: transformers would take it over tokenizer_config.json's) */
+        for (int i = 0; !rc && i < hf.n; i++)
+            if (!strcmp(hf.name[i], "chat_template.jinja")) {
+                free(hf.data[i]);
+                hf.data[i] = hf.data[--hf.n];
+                hf.size[i] = hf.size[hf.n];
+                memcpy(hf.name[i], hf.name[hf.n], sizeof hf.name[i]);
+                break;
+            }
+        if (!rc && o->tmpl_text && hf.n < QF_HF_FILES_MAX) {
+            int k = hf.n++;
+            snprintf(hf.name[k], sizeof hf.name[k], "chat_template.jinja");
+            hf.data[k] = qf_malloc(o->tmpl_len ? o->tmpl_len : 1);
+            memcpy(hf.data[k], o->tmpl_text, o->tmpl_len);
+            hf.size[k] = o->tmpl_len;
+        }
         if (!rc) rc = qf_hf_files_add_to_path(path, &hf, &e);
+        if (!rc) rc = prep_record_template(o, path, &e);
         if (rc) fprintf(stderr, "qwen-ft prepare: %s\n", e.msg);
         qf_hf_files_free(&hf);
     }
@@ -230,7 +262,34 @@ static int prep_resolve_ids(prep_opts *o) {
 
 /* The chat template of conversations (--template, else the tokenizer directory's, else qwen1) into *id; 0 or exit 2
  * (printed by rank 0). Rank 0 says which template was taken. */
-static int prep_pick_template(const prep_opts *o, qf_tmpl_id *id) {
+/* The text the dataset records for template id (o->tmpl_text): the tokenizer directory's own when it is that
+ * template, qwen-ft's ChatML for chatml and qwen1 otherwise, else none (a warning: an export then keeps the
+ * tokenizer's own template, which does not render as the data was). */
+static void prep_template_text(prep_opts *o, qf_tmpl_id id) {
+    char where[4200];
+    char *text = NULL;
+    size_t len = 0;
+    qf_err e = {0};
+    qf_tmpl_id own;
+    if (qf_tmpl_find(o->tokenizer, &text, &len, where, sizeof where, &e) == 0 && text &&
+        qf_tmpl_recognise(text, len, &own) == 0 && own == id) {
+        o->tmpl_text = text, o->tmpl_len = len;
+        return;
+    }
+    free(text);
+    if (id == QF_TMPL_CHATML || id == QF_TMPL_QWEN1) {
+        o->tmpl_text = qf_strdup(qf_tmpl_chatml_text());
+        o->tmpl_len = strlen(o->tmpl_text);
+        return;
+    }
+    if (o->rank == 0)
+        fprintf(stderr, "qwen-ft prepare: warning: --template %s: %s has no %s chat template beside it, so the dataset "
+                        "records the name only; an export keeps the tokenizer's own template, and "
+                        "apply_chat_template of it will not give the ids trained on\n",
+                qf_tmpl_name(id), o->tokenizer, qf_tmpl_name(id));
+}
+
+static int prep_pick_template(prep_opts *o, qf_tmpl_id *id) {
     char where[4200];
     int found = 0;
     qf_err e = {0};
@@ -238,6 +297,7 @@ static int prep_pick_template(const prep_opts *o, qf_tmpl_id *id) {
     if (!is_auto) {
         qf_tmpl_by_name(o->template_name, id); /* checked with the options */
         if (o->rank == 0) printf("prepare: chat template %s (--template)\n", qf_tmpl_name(*id));
+        prep_template_text(o, *id);
         return 0;
     }
     if (qf_tmpl_detect(o->tokenizer, id, &found, where, sizeof where, &e)) {
@@ -256,6 +316,7 @@ static int prep_pick_template(const prep_opts *o, qf_tmpl_id *id) {
         if (found) printf("prepare: chat template %s (recognised in %s)\n", qf_tmpl_name(*id), where);
         else printf("prepare: chat template qwen1 (Qwen v1 finetune.py; the tokenizer has no chat template beside it)\n");
     }
+    prep_template_text(o, *id);
     return 0;
 }
 
@@ -273,7 +334,10 @@ int prep_run(prep_opts *o) {
         o->tok = tok;
         qf_tmpl_id id;
         int rc = prep_pick_template(o, &id);
+        o->tmpl_id = id;
         if (rc) {
+            free(o->tmpl_text);
+            o->tmpl_text = NULL;
             qf_tok_free(tok);
             o->tok = NULL;
             return rc;
@@ -288,6 +352,8 @@ int prep_run(prep_opts *o) {
     if (rc == 0) rc = prep_build(o);
     qf_tmpl_free(&tm);
     if (tok) qf_tok_free(tok);
+    free(o->tmpl_text);
+    o->tmpl_text = NULL;
     o->tok = NULL;
     o->tmpl = NULL;
     return rc;

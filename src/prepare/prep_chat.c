@@ -113,7 +113,7 @@ int prep_chat_render(const prep_opts *o, const char *key, const prep_conv *c, pr
     } else {
         qf_chat_doc d = {0};
         qf_err e = {0};
-        qf_chat_conv cv = {msgs, n, c->tools};
+        qf_chat_conv cv = {msgs, n, c->tools, 0}; /* training text: no generation prompt */
         qf_chat_mask mode = o->mask_given ? o->mask : qwen1 ? QF_CHAT_MASK_QWEN : QF_CHAT_MASK_ASSISTANT;
         if (qf_tmpl_render(o->tmpl, &cv, 0, mode, &d, &e)) {
             snprintf(why, cap, "%s: %s", key, e.msg);

@@ -146,11 +146,13 @@ int qf_ckpt_save(const char *dir, qf_zero *z, const qf_train_state *sc, const ch
     qf_train_state s = *sc;
     char final[QF_PATH_MAX + 64], tmp[QF_PATH_MAX + 100];
     qf_ckpt_path(dir, s.step, final, sizeof final);
-    /* a temporary name of this run's own (rank 0's pid, the same on every rank): never another run's file */
-    long pid = (long)getpid();
-    qf_comm_bcast(c, &pid, sizeof pid, 0);
-    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", final, pid);
+    /* a temporary name of this run's own, FINAL.tmp-PID-RANDOM as every output's (kernels/base/out_file.h): rank
+     * 0 makes it and every rank opens the same name; never another run's file, even one whose pid this run has
+     * again in a fresh container or on another node of a shared file system */
     int bad = 0;
+    if (c->rank == 0 && qf_out_tmpname(final, tmp, sizeof tmp) != 0) bad = 1;
+    qf_comm_bcast(c, tmp, sizeof tmp, 0);
+    if (qf_comm_any(c, bad)) return qf_err_set(e, QF_EXIT_INPUT, "checkpoint: the path %s is too long", final);
     if (c->rank == 0 && qf_mkdirs(dir) != 0) bad = 1;
     if (qf_comm_any(c, bad)) return qf_err_set(e, QF_EXIT_RUNTIME, "checkpoint: cannot create directory %s", dir);
     int slot = c->rank == 0 ? qf_tmp_track(tmp) : -1; /* removed on every exit path (kernels/base/out_file.h) */
@@ -174,9 +176,9 @@ int qf_ckpt_save(const char *dir, qf_zero *z, const qf_train_state *sc, const ch
         return e->code ? e->code : qf_err_set(e, QF_EXIT_RUNTIME, "checkpoint %s failed on another rank", final);
     }
     if (c->rank == 0) {
-        char lt[QF_PATH_MAX + 32], lf[QF_PATH_MAX + 32];
-        snprintf(lt, sizeof lt, "%s/latest.tmp-%ld", dir, pid);
+        char lt[QF_PATH_MAX + 64], lf[QF_PATH_MAX + 32];
         snprintf(lf, sizeof lf, "%s/latest", dir);
+        if (qf_out_tmpname(lf, lt, sizeof lt) != 0) snprintf(lt, sizeof lt, "%s.tmp-%ld", lf, (long)getpid());
         FILE *fp = NULL;
         qf_err pe = {0};
         bad = qf_out_publish(tmp, final, &pe) != 0; /* fsync, rename, fsync the directory */

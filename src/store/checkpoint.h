@@ -1,7 +1,7 @@
 /* checkpoint.h — training checkpoints (docs/formats.md): one HDF5 file per saved step in checkpoint.dir,
  * per-parameter datasets written collectively (each rank its shard's hyperslabs), so any world size and ZeRO
- * stage resumes any checkpoint. Atomic: step-N.h5.tmp is written and closed, renamed to step-N.h5, then the
- * `latest` file (itself written to latest.tmp and renamed) names it; older checkpoints beyond `keep` go. */
+ * stage resumes any checkpoint. Atomic: step-N.h5.tmp-PID-RANDOM is written and closed, renamed to step-N.h5, then the
+ * `latest` file (itself written to latest.tmp-PID-RANDOM and renamed) names it; older checkpoints beyond `keep` go. */
 #ifndef QF_CHECKPOINT_H
 #define QF_CHECKPOINT_H
 #include <stdint.h>

@@ -1,5 +1,5 @@
 /* ckpt_best.c — the best checkpoint (checkpoint.keep_best) and picking a checkpoint by step: `best` is a pointer file
- * beside `latest` (one line, the file name), written to best.tmp-PID and renamed; qf_ckpt_prune never removes the
+ * beside `latest` (one line, the file name), written to best.tmp-PID-RANDOM and renamed; qf_ckpt_prune never removes the
  * file it names. qf_ckpt_resolve serves `train --resume-from` and `export --step`. */
 #include <dirent.h>
 #include <stdio.h>
@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "checkpoint.h"
+#include "out_file.h"
 #include "parallel/comm.h"
 
 int qf_ckpt_mark_best(const char *dir, int64_t step, int keep, qf_comm *c, qf_err *e) {
@@ -14,8 +15,8 @@ int qf_ckpt_mark_best(const char *dir, int64_t step, int keep, qf_comm *c, qf_er
     if (c->rank == 0) {
         char tmp[QF_PATH_MAX + 64], fin[QF_PATH_MAX + 32], file[QF_PATH_MAX + 64];
         qf_ckpt_path(dir, step, file, sizeof file);
-        snprintf(tmp, sizeof tmp, "%s/best.tmp-%ld", dir, (long)getpid());
         snprintf(fin, sizeof fin, "%s/best", dir);
+        if (qf_out_tmpname(fin, tmp, sizeof tmp) != 0) snprintf(tmp, sizeof tmp, "%s.tmp-%ld", fin, (long)getpid());
         FILE *fp = qf_exists(file) ? fopen(tmp, "w") : NULL;
         bad = !fp || fprintf(fp, "%s\n", strrchr(file, '/') + 1) < 0;
         if (fp) bad |= fclose(fp) != 0;

@@ -110,6 +110,15 @@ static int write_shard(const char *path, const qf_model *m, const char *from, in
     return e->code;
 }
 
+/* QWENFT_INJECT_FAULT="0:S:stall" (docs/testing.md): after writing shard S the export waits 60 s, so that a test can
+ * signal it while its temporary directory is half written */
+static void fault_stall(int shard) {
+    const char *f = getenv("QWENFT_INJECT_FAULT");
+    int r = -1, s = -1;
+    char kind[16] = {0};
+    if (f && sscanf(f, "%d:%d:%15s", &r, &s, kind) == 3 && r == 0 && s == shard && !strcmp(kind, "stall")) sleep(60);
+}
+
 /* OUT.lock, held while the export writes: 0, or exit 2 naming the holder (3 when it cannot be taken) */
 static int export_lock(qf_lock *l, const char *out, qf_err *e) {
     char lf[QF_PATH_MAX + 16], who[400];
@@ -158,6 +167,7 @@ int qf_export_hf_file(const char *from, const char *out, const char *dtype_arg, 
         qf_lock_release(&olk);
         return e->code ? e->code : qf_err_set(e, QF_EXIT_INPUT, "export: cannot create %s", tmp);
     }
+    int slot = qf_tmp_track_dir(tmp); /* removed on every exit path, SIGINT/SIGTERM/SIGHUP included (out_file.h) */
     int *starts = qf_calloc((size_t)m.nspecs + 1, sizeof(int));
     int nshards = qf_export_plan(m.specs, m.nspecs, esize, shard_bytes, starts);
     json_t *wmap = json_object();
@@ -169,6 +179,7 @@ int qf_export_hf_file(const char *from, const char *out, const char *dtype_arg, 
         fflush(stdout);
         if (write_shard(path, &m, from, starts[s], starts[s + 1], st_dtype, e) == 0)
             for (int i = starts[s]; i < starts[s + 1]; i++) json_object_set_new(wmap, m.specs[i].name, json_string(name));
+        fault_stall(s + 1);
     }
     if (!e->code && nshards > 1) {
         int64_t total = 0;
@@ -188,7 +199,8 @@ int qf_export_hf_file(const char *from, const char *out, const char *dtype_arg, 
         if (rename(tmp, out) != 0) qf_err_set(e, QF_EXIT_INPUT, "export: cannot rename %s to %s", tmp, out);
     }
     if (e->code) qf_export_remove_dir(tmp);
-    else printf("export: wrote %s (%s, %d file%s, %s); tokenizer: %s\n", out, c.arch, nshards, nshards == 1 ? "" : "s",
+    qf_tmp_untrack(slot);
+    if (!e->code) printf("export: wrote %s (%s, %d file%s, %s); tokenizer: %s\n", out, c.arch, nshards, nshards == 1 ? "" : "s",
                 st_dtype, tk.origin);
     qf_lock_release(&olk);
     qf_export_tok_free(&tk);

@@ -11,6 +11,7 @@
 #include "h5io.h"
 #include "export_hf.h"
 #include "export_tokenizer.h"
+#include "out_file.h"
 
 /* fp32 master weights [lo, lo+n) of this rank's shard to host */
 static void sharded_master(qf_zero *z, int64_t lo, int64_t n, float *out) {
@@ -163,6 +164,7 @@ int qf_export_hf_sharded(qf_zero *z, const char *ckpt_dir, const char *ckpt, int
         bad = qf_mkdirs(tmp) != 0;
     }
     if (qf_comm_any(c, bad)) return qf_err_set(e, QF_EXIT_RUNTIME, "checkpoint.export_hf: cannot create %s", tmp);
+    int slot = c->rank == 0 ? qf_tmp_track_dir(tmp) : -1; /* a fatal error on the way removes it (out_file.h) */
     int *starts = qf_calloc((size_t)m->nspecs + 1, sizeof *starts);
     int nfiles = qf_export_plan(m->specs, m->nspecs, dt == QF_DT_F32 ? 4 : 2, QF_EXPORT_SHARD_BYTES, starts);
     for (int s = 0; s < nfiles && !e->code; s++) {
@@ -179,7 +181,9 @@ int qf_export_hf_sharded(qf_zero *z, const char *ckpt_dir, const char *ckpt, int
         bad = rename(tmp, final) != 0;
         if (!bad) sharded_prune(ckpt_dir);
     }
-    if (qf_comm_any(c, bad)) {
+    int failed = qf_comm_any(c, bad);
+    qf_tmp_untrack(slot);
+    if (failed) {
         if (c->rank == 0) qf_export_remove_dir(tmp);
         return e->code ? e->code : qf_err_set(e, QF_EXIT_RUNTIME, "checkpoint.export_hf: %s failed", final);
     }

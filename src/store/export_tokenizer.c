@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include "h5io.h"
 #include "hf_files.h"
+#include "out_file.h"
 #include <dirent.h>
 #include <unistd.h>
 #include "checkpoint.h"
@@ -27,6 +28,15 @@ typedef struct tok_trail {
     char want[4][256], want_from[4][QF_PATH_MAX + 32];
     int nwant;
     char tmpdir[64];                   /* carried files written out (removed by qf_export_tok_free) */
+    int slot;                          /* its tracker slot (kernels/base/out_file.h) */
+    char *tmpl;                        /* the training data's chat template (its chat_template.jinja); NULL none */
+    size_t tmpl_len;
+    char tmpl_name[32];                /* its attribute chat_template ("" none) */
+    char tmpl_from[QF_PATH_MAX + 32];
+    char *ck_tmpl;                     /* the exported checkpoint's carried chat_template.jinja (its run put the
+                                        * training data's there, src/train/run_carry.c); NULL none */
+    size_t ck_tmpl_len;
+    char ck_from[QF_PATH_MAX + 32];
     char gencfg[QF_PATH_MAX + 32];     /* the first generation_config.json found ("" = none) */
 } tok_trail;
 
@@ -65,6 +75,7 @@ static void trail_carried(tok_trail *tr, qf_h5 *f, const char *path) {
             return;
         }
         snprintf(tr->tmpdir, sizeof tr->tmpdir, "%s", dir);
+        tr->slot = qf_tmp_track_dir(dir); /* a signal or a fatal error removes it too (out_file.h) */
     }
     /* the tokenizer files, or generation_config.json alone: one directory holds what each came from */
     for (int i = 0; i < hf.n; i++) {
@@ -113,6 +124,32 @@ static void dataset_identity(const char *path, char *out, size_t cap) {
 
 static void trail_source(tok_trail *tr, const char *from, int depth);
 
+/* the chat template a packed dataset was rendered with (prepare: attribute chat_template, carried
+ * chat_template.jinja), the first one found */
+static void trail_data_template(tok_trail *tr, const char *path) {
+    if (tr->tmpl || tr->tmpl_name[0]) return;
+    qf_h5 *f = NULL;
+    qf_err e = {0};
+    if (qf_h5_open(path, MPI_COMM_SELF, 0, &f, &e)) return;
+    if (qf_h5_attr_has(f, "/", "chat_template") &&
+        qf_h5_attr_read_str(f, "/", "chat_template", tr->tmpl_name, sizeof tr->tmpl_name, &e))
+        tr->tmpl_name[0] = 0;
+    qf_hf_files hf;
+    if (qf_hf_files_read(f, &hf, &e) == 0) {
+        size_t n = 0;
+        const unsigned char *t = qf_hf_files_get(&hf, "chat_template.jinja", &n);
+        if (t) {
+            tr->tmpl = qf_malloc(n + 1);
+            memcpy(tr->tmpl, t, n);
+            tr->tmpl[n] = 0;
+            tr->tmpl_len = n;
+        }
+        qf_hf_files_free(&hf);
+    }
+    qf_h5_close(f, &e);
+    if (tr->tmpl || tr->tmpl_name[0]) snprintf(tr->tmpl_from, sizeof tr->tmpl_from, "the training data %s", path);
+}
+
 /* an HDF5 model or checkpoint file: its own record, then its deck's model.from and data.train */
 static void trail_h5(tok_trail *tr, const char *path, int depth) {
     qf_h5 *f = NULL;
@@ -122,6 +159,22 @@ static void trail_h5(tok_trail *tr, const char *path, int depth) {
     if (qf_h5_attr_has(f, "/", "tokenizer") && qf_h5_attr_read_str(f, "/", "tokenizer", ident, sizeof ident, &e) == 0)
         trail_want(tr, ident, path);
     trail_carried(tr, f, path);
+    if (depth == 0 && !tr->ck_tmpl && qf_h5_has(f, "state", NULL)) { /* the checkpoint exported */
+        qf_hf_files hf;
+        if (qf_hf_files_read(f, &hf, &e) == 0) {
+            size_t n = 0;
+            const unsigned char *t = qf_hf_files_get(&hf, "chat_template.jinja", &n);
+            if (t) {
+                tr->ck_tmpl = qf_malloc(n + 1);
+                memcpy(tr->ck_tmpl, t, n);
+                tr->ck_tmpl[n] = 0;
+                tr->ck_tmpl_len = n;
+                snprintf(tr->ck_from, sizeof tr->ck_from, "carried by %.1000s: its training data's", path);
+            }
+            qf_hf_files_free(&hf);
+        }
+        e.code = 0;
+    }
     if (qf_h5_attr_has(f, "/", "tokenizer_dir") && qf_h5_attr_read_str(f, "/", "tokenizer_dir", dir, sizeof dir, &e) == 0 &&
         dir[0] && !tr->cand[0] && dir_has_tokenizer(dir)) {
         snprintf(tr->cand, sizeof tr->cand, "%s", dir);
@@ -144,6 +197,7 @@ static void trail_h5(tok_trail *tr, const char *path, int depth) {
             dataset_identity(dt, id, sizeof id);
             snprintf(from, sizeof from, "the training data %s", dt);
             trail_want(tr, id, from);
+            trail_data_template(tr, dt);
         }
         if (config_lookup_string(&cfg, "model.from", &mf) == CONFIG_TRUE && mf[0]) trail_source(tr, mf, depth + 1);
     }
@@ -170,11 +224,49 @@ static void trail_source(tok_trail *tr, const char *from, int depth) {
     trail_h5(tr, from, depth);
 }
 
+/* "; chat template NAME (where from)" appended to t->origin: the template qf_export_tok_write will write */
+static void tok_describe_template(qf_export_tok *t) {
+    char *own = NULL, where[QF_PATH_MAX + 64];
+    size_t own_len = 0;
+    qf_err e = {0};
+    if (!t->tmpl) qf_tmpl_find(t->dir, &own, &own_len, where, sizeof where, &e);
+    const char *text = t->tmpl ? t->tmpl : own;
+    size_t len = t->tmpl ? t->tmpl_len : own_len;
+    qf_tmpl_id id;
+    const char *name = !text ? "chatml" : qf_tmpl_recognise(text, len, &id) == 0 ? qf_tmpl_name(id) : "not one qwen-ft knows";
+    char from[QF_PATH_MAX + 64];
+    if (t->tmpl) snprintf(from, sizeof from, "%s", t->tmpl_from);
+    else if (own && t->tmpdir[0] && !strcmp(t->dir, t->tmpdir) && strstr(where, "/chat_template.jinja"))
+        snprintf(from, sizeof from, "carried as chat_template.jinja: the training data's");
+    else if (own) snprintf(from, sizeof from, "the tokenizer's own");
+    else snprintf(from, sizeof from, "qwen-ft's ChatML: the tokenizer has none");
+    size_t n = strlen(t->origin);
+    snprintf(t->origin + n, sizeof t->origin - n, "; chat template %s (%s)", name, from);
+    if (!t->tmpl && t->tmpl_name[0])
+        fprintf(stderr, "qwen-ft export: warning: %s was rendered with the chat template %s, whose text it does not "
+                        "carry (prepare --template %s over a tokenizer without it): the export keeps %s chat template, "
+                        "under which apply_chat_template does not give the ids trained on\n",
+                t->tmpl_from + strlen("the training data "), t->tmpl_name, t->tmpl_name,
+                own ? "the tokenizer's own" : "qwen-ft's ChatML");
+    free(own);
+}
+
 static int tok_find(const char *src, const char *tok_arg, qf_export_tok *t, qf_err *e) {
     tok_trail tr;
     memset(&tr, 0, sizeof tr);
+    tr.slot = -1;
     trail_source(&tr, src, 0);
     snprintf(t->tmpdir, sizeof t->tmpdir, "%s", tr.tmpdir);
+    t->tmp_slot = tr.slot;
+    if (!tr.tmpl && !tr.tmpl_name[0] && tr.ck_tmpl) { /* the data is not found: the checkpoint still carries it */
+        tr.tmpl = tr.ck_tmpl, tr.tmpl_len = tr.ck_tmpl_len, tr.ck_tmpl = NULL;
+        snprintf(tr.tmpl_from, sizeof tr.tmpl_from, "%s", tr.ck_from);
+    }
+    free(tr.ck_tmpl);
+    tr.ck_tmpl = NULL;
+    t->tmpl = tr.tmpl, t->tmpl_len = tr.tmpl_len;
+    snprintf(t->tmpl_name, sizeof t->tmpl_name, "%s", tr.tmpl_name);
+    snprintf(t->tmpl_from, sizeof t->tmpl_from, "%s", tr.tmpl_from);
     snprintf(t->gencfg, sizeof t->gencfg, "%s", tr.gencfg);
     const char *path = tok_arg ? tok_arg : tr.cand[0] ? tr.cand : NULL;
     if (!path) {
@@ -208,6 +300,7 @@ static int tok_find(const char *src, const char *tok_arg, qf_export_tok *t, qf_e
     if (tr.tmpdir[0] && !strcmp(path, tr.tmpdir)) shown = strrchr(t->file, '/') + 1;
     snprintf(t->origin, sizeof t->origin, "%s (%s%s)", shown, tok_arg ? "--tokenizer" : tr.cand_from,
              tr.nwant ? ", identity checked" : "");
+    tok_describe_template(t);
     return 0;
 }
 
@@ -220,7 +313,11 @@ int qf_export_tok_find(const char *src, const char *tok_arg, qf_export_tok *t, q
 
 void qf_export_tok_free(qf_export_tok *t) {
     if (t->tok) qf_tok_free(t->tok);
-    if (t->tmpdir[0]) tok_remove_tmpdir(t->tmpdir);
+    if (t->tmpdir[0]) {
+        tok_remove_tmpdir(t->tmpdir);
+        qf_tmp_untrack(t->tmp_slot);
+    }
+    free(t->tmpl);
     memset(t, 0, sizeof *t);
 }
 
@@ -235,14 +332,6 @@ static int copy_file(const char *from, const char *to, qf_err *e) {
     if (b && fclose(b)) ok = 0;
     return ok ? 0 : qf_err_set(e, QF_EXIT_INPUT, "export: cannot copy %s to %s", from, to);
 }
-
-/* ChatML, as `qwen-ft generate --chat` and `prepare` render conversations (default system prompt when the
- * conversation has none); add_generation_prompt opens the assistant's turn */
-static const char *const export_chat_template =
-    "{% for message in messages %}{% if loop.first and message['role'] != 'system' %}<|im_start|>system\n"
-    "You are a helpful assistant.<|im_end|>\n{% endif %}<|im_start|>{{ message['role'] }}\n"
-    "{{ message['content'] }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n"
-    "{% endif %}";
 
 int qf_export_tok_write(const qf_export_tok *t, const char *out_dir, const qf_model_config *c, qf_err *e) {
     if (!t->tok) return 0;
@@ -264,7 +353,30 @@ int qf_export_tok_write(const qf_export_tok *t, const char *out_dir, const qf_mo
         if (copy_file(from, to, e)) return e->code;
         have_cfg |= i == 0;
     }
-    if (have_cfg) return 0;
+    /* the chat template, into tokenizer_config.json (no chat_template.jinja is written: transformers would take
+     * it over the config's): the training data's, else the tokenizer's own, else qwen-ft's ChatML */
+    char *own = NULL, where[QF_PATH_MAX + 64];
+    size_t own_len = 0;
+    qf_err fe = {0};
+    if (!t->tmpl && qf_tmpl_find(t->dir, &own, &own_len, where, sizeof where, &fe)) return qf_err_set(e, fe.code, "export: %s", fe.msg);
+    const char *text = t->tmpl ? t->tmpl : own;
+    int chatml_ok = qf_tok_special(t->tok, "<|im_end|>") >= 0 && qf_tok_special(t->tok, "<|im_start|>") >= 0;
+    if (!text && chatml_ok) text = qf_tmpl_chatml_text();
+    if (have_cfg) {
+        snprintf(to, sizeof to, "%s/tokenizer_config.json", out_dir);
+        json_error_t je;
+        json_t *o = json_load_file(to, 0, &je);
+        if (!o) o = json_load_file(to, JSON_DECODE_INT_AS_REAL, &je); /* a model_max_length beyond 64 bits (1e30) */
+        int rc = 0;
+        if (!o || !json_is_object(o)) rc = qf_err_set(e, QF_EXIT_INPUT, "export: %s/tokenizer_config.json: %s", t->dir, o ? "not a JSON object" : je.text);
+        else if (text) {
+            json_object_set_new(o, "chat_template", json_string(text));
+            if (json_dump_file(o, to, JSON_INDENT(2) | JSON_PRESERVE_ORDER)) rc = qf_err_set(e, QF_EXIT_INPUT, "%s: cannot write", to);
+        }
+        json_decref(o);
+        free(own);
+        return rc;
+    }
     int32_t eot = qf_tok_special(t->tok, "<|endoftext|>"), imend = qf_tok_special(t->tok, "<|im_end|>");
     json_t *o = json_object();
     json_object_set_new(o, "tokenizer_class", json_string("Qwen2Tokenizer"));
@@ -277,11 +389,11 @@ int qf_export_tok_write(const qf_export_tok *t, const char *out_dir, const qf_mo
     if (imend >= 0) json_object_set_new(o, "eos_token", json_string("<|im_end|>"));
     else if (eot >= 0) json_object_set_new(o, "eos_token", json_string("<|endoftext|>"));
     if (eot >= 0) json_object_set_new(o, "pad_token", json_string("<|endoftext|>"));
-    if (imend >= 0 && qf_tok_special(t->tok, "<|im_start|>") >= 0)
-        json_object_set_new(o, "chat_template", json_string(export_chat_template));
+    if (text) json_object_set_new(o, "chat_template", json_string(text));
     snprintf(to, sizeof to, "%s/tokenizer_config.json", out_dir);
     int rc = json_dump_file(o, to, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(o);
+    free(own);
     return rc ? qf_err_set(e, QF_EXIT_INPUT, "%s: cannot write", to) : 0;
 }
 

@@ -18,7 +18,7 @@ base="--set max_steps=3 --set checkpoint.every_steps=1 --set train_micro_batch_s
 for c in "2 1" "2 0" "1 0" "3 2"; do
   set -- $c; np=$1; rk=$2; dir=ck7_${np}_$rk
   t0=$(date +%s)
-  QWENFT_INJECT_FAULT=$rk:2:h5write expect 3 "D7 h5write fault on rank $rk of $np" "step-00000002.h5.tmp-[0-9]+: writing dataset /params/model.embed_tokens.weight failed( \(injected fault: h5write\)| on rank $rk)" \
+  QWENFT_INJECT_FAULT=$rk:2:h5write expect 3 "D7 h5write fault on rank $rk of $np" "step-00000002.h5.tmp-[0-9]+-[0-9a-f]{8}: writing dataset /params/model.embed_tokens.weight failed( \(injected fault: h5write\)| on rank $rk)" \
     "${MPI[@]}" "$np" "$QWENFT" train d.cfg $base --set train_batch_size=$((np * 2)) --set checkpoint.dir=$dir
   dt=$(( $(date +%s) - t0 )); [ $dt -le 60 ] || { echo "FAIL: D7 took ${dt}s"; fail=1; }
   ckpt_ok $dir 1 && echo "   ... in ${dt}s; $dir keeps step 1 as latest, no temporary"
@@ -27,7 +27,7 @@ done
 mkdir -p full
 if mount -t tmpfs -o size=96k tmpfs full 2> /dev/null; then
   t0=$(date +%s)
-  expect 3 "D7 disk full (tmpfs) on 2 ranks" "full/ck/step-00000001.h5.tmp-[0-9]+: .*failed" \
+  expect 3 "D7 disk full (tmpfs) on 2 ranks" "full/ck/step-00000001.h5.tmp-[0-9]+-[0-9a-f]{8}: .*failed" \
     "${MPI[@]}" 2 "$QWENFT" train d.cfg $base --set train_batch_size=4 --set checkpoint.dir=full/ck
   dt=$(( $(date +%s) - t0 )); [ $dt -le 60 ] || { echo "FAIL: disk-full run took ${dt}s"; fail=1; }
   ls full/ck/*.tmp* > /dev/null 2>&1 && { echo "FAIL: disk full left a temporary: $(ls full/ck)"; fail=1; }

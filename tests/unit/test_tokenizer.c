@@ -222,6 +222,24 @@ static void test_errors(const char *fixtures, const qf_tokenizer *hf, const qf_t
     CHECK(system(cmd) == 0, "%s", cmd);
     CHECK(qf_tok_load(p2, &d, &e) == 0 && !strcmp(qf_tok_identity(d), qf_tok_identity(tt)), "v1 dir: %s", e.msg);
     qf_tok_free(d);
+    /* the rank count (io/tok_tiktoken.c): Qwen v1's 151643 unless QWENFT_TIKTOKEN_RANKS names the fixture's 2000 */
+    const char *had = getenv("QWENFT_TIKTOKEN_RANKS");
+    char keep[32];
+    snprintf(keep, sizeof keep, "%s", had ? had : "");
+    unsetenv("QWENFT_TIKTOKEN_RANKS");
+    snprintf(path, sizeof path, "%s/qwen.tiktoken", fixtures);
+    expect_load_error(path, "qwen.tiktoken: 2000 ranks, but Qwen v1's qwen.tiktoken has 151643");
+    expect_load_error(path, "set QWENFT_TIKTOKEN_RANKS=2000");
+    setenv("QWENFT_TIKTOKEN_RANKS", "1999", 1);
+    expect_load_error(path, "qwen.tiktoken: 2000 ranks, but QWENFT_TIKTOKEN_RANKS=1999");
+    setenv("QWENFT_TIKTOKEN_RANKS", "2k", 1);
+    expect_load_error(path, "QWENFT_TIKTOKEN_RANKS=2k: expected the number of ranks");
+    setenv("QWENFT_TIKTOKEN_RANKS", "2000", 1);
+    CHECK(qf_tok_load(path, &d, &e) == 0 && qf_tok_special(d, "<|endoftext|>") == 2000, "QWENFT_TIKTOKEN_RANKS=2000: %s", e.msg);
+    qf_tok_free(d);
+    d = NULL;
+    if (keep[0]) setenv("QWENFT_TIKTOKEN_RANKS", keep, 1);
+    else unsetenv("QWENFT_TIKTOKEN_RANKS");
 
     const char *bad[] = {"ab\xff", "ok \xe4\xbd", "x\xed\xa0\x80", "\xc0\xaf", "caf\xc3\xa9 \xf4\x90\x80\x80"};
     const size_t at[] = {2, 3, 1, 0, 6};

@@ -183,11 +183,15 @@ static void bias_add(bf16 *out, const bf16 *b, int M, int Nc) {
 static int fp8_gemm(bf16 *out, const uint8_t *a8, int fa, const float *sa, const uint8_t *b8, int fb, const float *sb,
                     int outer, const bf16 *bias, int M, int Nc, int K, int accumulate, int fast) {
     qf_fp8_state *st = fp8_state();
-    qf_fp8_plan *p = fp8_plan(fb, fa, Nc, M, K, outer, bias != NULL, fast);
+    // the wanted variant first, then without the bias epilogue (a kernel adds it), then without fast accumulation
+    qf_fp8_plan *p = NULL;
     int bias_apart = 0;
-    if (!p && bias) {
-        p = fp8_plan(fb, fa, Nc, M, K, outer, 0, fast);
-        bias_apart = 1;
+    for (int v = 0; v < 4 && !p; v++) {
+        const int use_bias = bias && !(v & 1), use_fast = fast && !(v & 2);
+        if ((v & 1) && !bias) continue;
+        if ((v & 2) && !fast) continue;
+        p = fp8_plan(fb, fa, Nc, M, K, outer, use_bias, use_fast);
+        bias_apart = bias && !use_bias;
     }
     if (!p) {
         if (!st->warned_algo++)

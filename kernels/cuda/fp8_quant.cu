@@ -8,7 +8,7 @@
 static __device__ __forceinline__ float fp8_max(int fmt) { return fmt == QF_FP8_E4M3 ? 448.0f : 57344.0f; }
 
 // the quantization scale of a tensor (or row, or column) of amax a: see fp8.cuh
-static __device__ __forceinline__ float fp8_scale(float a, int fmt, int pow2) {
+static __device__ __forceinline__ float fp8_scale_of(float a, int fmt, int pow2) {
     if (!(a <= FLT_MAX)) return __int_as_float(0x7fc00000); // Inf or NaN in the data: NaN out, never saturated away
     float s = fp8_max(fmt) / fmaxf(a, 1e-12f);
     if (pow2) s = exp2f(floorf(log2f(s)));
@@ -25,7 +25,8 @@ static __device__ __forceinline__ uint2 q8(const float (&f)[8], float s, int fmt
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(f[4 * h] * s, f[4 * h + 1] * s), __NV_SATFINITE, it);
-        const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(f[4 * h + 2] * s, f[4 * h + 3] * s), __NV_SATFINITE, it);
+        const uint32_t hi =
+            __nv_cvt_float2_to_fp8x2(make_float2(f[4 * h + 2] * s, f[4 * h + 3] * s), __NV_SATFINITE, it);
         w[h] = (lo & 0xffffu) | (hi << 16);
     }
     return make_uint2(w[0], w[1]);
@@ -56,10 +57,11 @@ static __device__ __forceinline__ float block_max(float m, float *sh) {
 }
 
 // ---- tensor amax -------------------------------------------------------------------------------------------------
-__global__ void amax_kernel(const bf16 *x, size_t n, bool vec, unsigned *amax) {
+__global__ void fp8_amax_kernel(const bf16 *x, size_t n, bool vec, unsigned *amax) {
     __shared__ float sh[32];
     float m = 0.0f;
-    for (size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8; i < n; i += (size_t)gridDim.x * blockDim.x * 8) {
+    for (size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8; i < n;
+         i += (size_t)gridDim.x * blockDim.x * 8) {
         float f[8];
         ld8<bf16>(f, x, i, n, vec);
         m = absmax8_nan(f, m);
@@ -71,13 +73,14 @@ __global__ void amax_kernel(const bf16 *x, size_t n, bool vec, unsigned *amax) {
 void fp8_amax(const bf16 *x, size_t n, unsigned *amax) {
     if (!n) return;
     const bool vec = qf_ptr_aligned(x, 16);
-    amax_kernel<<<qf_blocks((n + 7) / 8, 256, (unsigned)qfc().num_sms * 4u), 256, 0, qfc_stream()>>>(x, n, vec, amax);
+    fp8_amax_kernel<<<qf_blocks((n + 7) / 8, 256, (unsigned)qfc().num_sms * 4u), 256, 0, qfc_stream()>>>(x, n, vec,
+                                                                                                         amax);
     CHECK_LAUNCH();
 }
 
 // ---- column amax: block = 32 x 8 threads, 256 columns (8 per thread) x a chunk of rows ---------------------------
 #define QF_COLAMAX_ROWS 256
-__global__ void amax_cols_kernel(const bf16 *x, int R, int C, bool vec, unsigned *amax) {
+__global__ void fp8_amax_cols_kernel(const bf16 *x, int R, int C, bool vec, unsigned *amax) {
     __shared__ unsigned sh[8][256];
     const int c0 = (blockIdx.x * 32 + threadIdx.x) * 8;
     const int r0 = blockIdx.y * QF_COLAMAX_ROWS, r1 = min(R, r0 + QF_COLAMAX_ROWS);
@@ -89,7 +92,8 @@ __global__ void amax_cols_kernel(const bf16 *x, int R, int C, bool vec, unsigned
             float f[8];
             ld8<bf16>(f, x + (size_t)r * C, c0, C, vec);
 #pragma unroll
-            for (int j = 0; j < 8; j++) m[j] = (f[j] != f[j] || m[j] != m[j]) ? __int_as_float(0x7fc00000) : fmaxf(m[j], fabsf(f[j]));
+            for (int j = 0; j < 8; j++)
+                m[j] = (f[j] != f[j] || m[j] != m[j]) ? __int_as_float(0x7fc00000) : fmaxf(m[j], fabsf(f[j]));
         }
 #pragma unroll
     for (int j = 0; j < 8; j++) sh[threadIdx.y][threadIdx.x * 8 + j] = amax_word(m[j]);
@@ -108,16 +112,17 @@ void fp8_amax_cols(const bf16 *x, int R, int C, unsigned *amax) {
     if (R <= 0 || C <= 0) return;
     const bool vec = qf_ptr_aligned(x, 16) && C % 8 == 0;
     dim3 grid((unsigned)((C + 255) / 256), (unsigned)((R + QF_COLAMAX_ROWS - 1) / QF_COLAMAX_ROWS));
-    amax_cols_kernel<<<grid, dim3(32, 8), 0, qfc_stream()>>>(x, R, C, vec, amax);
+    fp8_amax_cols_kernel<<<grid, dim3(32, 8), 0, qfc_stream()>>>(x, R, C, vec, amax);
     CHECK_LAUNCH();
 }
 
 // ---- row-major cast with one scale -------------------------------------------------------------------------------
-__global__ void quant_kernel(uint8_t *out, const bf16 *x, size_t n, bool vec, const unsigned *amax, float *inv, int fmt,
-                             int pow2) {
-    const float s = fp8_scale(__uint_as_float(*amax), fmt, pow2);
+__global__ void fp8_quant_kernel(uint8_t *out, const bf16 *x, size_t n, bool vec, const unsigned *amax, float *inv,
+                                 int fmt, int pow2) {
+    const float s = fp8_scale_of(__uint_as_float(*amax), fmt, pow2);
     if (blockIdx.x == 0 && threadIdx.x == 0) *inv = 1.0f / s;
-    for (size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8; i < n; i += (size_t)gridDim.x * blockDim.x * 8) {
+    for (size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8; i < n;
+         i += (size_t)gridDim.x * blockDim.x * 8) {
         float f[8];
         ld8<bf16>(f, x, i, n, vec);
         if (vec && i + 8 <= n) {
@@ -131,7 +136,7 @@ __global__ void quant_kernel(uint8_t *out, const bf16 *x, size_t n, bool vec, co
 void fp8_quant(uint8_t *out, const bf16 *x, size_t n, const unsigned *amax, float *inv, int fmt, int pow2) {
     if (!n) return;
     const bool vec = qf_ptr_aligned(x, 16) && qf_ptr_aligned(out, 8);
-    quant_kernel<<<qf_blocks((n + 7) / 8, 256, (unsigned)qfc().num_sms * 8u), 256, 0, qfc_stream()>>>(
+    fp8_quant_kernel<<<qf_blocks((n + 7) / 8, 256, (unsigned)qfc().num_sms * 8u), 256, 0, qfc_stream()>>>(
         out, x, n, vec, amax, inv, fmt, pow2);
     CHECK_LAUNCH();
 }
@@ -141,8 +146,8 @@ void fp8_quant(uint8_t *out, const bf16 *x, size_t n, const unsigned *amax, floa
 // memory (rows padded to 68 bytes against bank conflicts) and writes the transpose 8 bytes per thread.
 #define QF_QT_TILE 64
 #define QF_QT_PAD 68
-__global__ void quant_t_kernel(uint8_t *out, uint8_t *outT, const bf16 *x, int R, int C, bool vec,
-                               const unsigned *amax, int per_col, float *inv, int fmt, int pow2) {
+__global__ void fp8_quant_t_kernel(uint8_t *out, uint8_t *outT, const bf16 *x, int R, int C, bool vec,
+                                   const unsigned *amax, int per_col, float *inv, int fmt, int pow2) {
     __shared__ __align__(16) uint8_t tile[QF_QT_TILE][QF_QT_PAD];
     const int r0 = blockIdx.y * QF_QT_TILE, c0 = blockIdx.x * QF_QT_TILE;
     const int tx = threadIdx.x & 7, ty = threadIdx.x >> 3; // 8 x 32
@@ -150,11 +155,11 @@ __global__ void quant_t_kernel(uint8_t *out, uint8_t *outT, const bf16 *x, int R
     float sc[8];
     if (per_col) {
 #pragma unroll
-        for (int j = 0; j < 8; j++) sc[j] = c + j < C ? fp8_scale(__uint_as_float(amax[c + j]), fmt, pow2) : 1.0f;
+        for (int j = 0; j < 8; j++) sc[j] = c + j < C ? fp8_scale_of(__uint_as_float(amax[c + j]), fmt, pow2) : 1.0f;
         if (blockIdx.y == 0 && ty == 0)
             for (int j = 0; j < 8 && c + j < C; j++) inv[c + j] = 1.0f / sc[j];
     } else {
-        const float s = fp8_scale(__uint_as_float(amax[0]), fmt, pow2);
+        const float s = fp8_scale_of(__uint_as_float(amax[0]), fmt, pow2);
 #pragma unroll
         for (int j = 0; j < 8; j++) sc[j] = s;
         if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) inv[0] = 1.0f / s;
@@ -207,12 +212,12 @@ void fp8_quant_t(uint8_t *out, uint8_t *outT, const bf16 *x, int R, int C, const
     const bool vec = qf_ptr_aligned(x, 16);
     dim3 grid((unsigned)((C + QF_QT_TILE - 1) / QF_QT_TILE), (unsigned)((R + QF_QT_TILE - 1) / QF_QT_TILE));
     QF_CHECK(grid.y <= 65535u);
-    quant_t_kernel<<<grid, 256, 0, qfc_stream()>>>(out, outT, x, R, C, vec, amax, per_col, inv, fmt, pow2);
+    fp8_quant_t_kernel<<<grid, 256, 0, qfc_stream()>>>(out, outT, x, R, C, vec, amax, per_col, inv, fmt, pow2);
     CHECK_LAUNCH();
 }
 
 // ---- per-row cast, one block per row: amax of the row, its scale, then the cast (the row is re-read from L1/L2) ---
-__global__ void quant_rows_kernel(uint8_t *out, const bf16 *x, int C, bool vec, float *inv, int fmt, int pow2) {
+__global__ void fp8_quant_rows_kernel(uint8_t *out, const bf16 *x, int C, bool vec, float *inv, int fmt, int pow2) {
     __shared__ float sh[32];
     const bf16 *xr = x + (size_t)blockIdx.x * C;
     uint8_t *orow = out + (size_t)blockIdx.x * C;
@@ -223,12 +228,13 @@ __global__ void quant_rows_kernel(uint8_t *out, const bf16 *x, int C, bool vec, 
         m = absmax8_nan(f, m);
     }
     m = block_max(m, sh);
-    const float s = fp8_scale(m, fmt, pow2);
+    const float s = fp8_scale_of(m, fmt, pow2);
     if (threadIdx.x == 0) inv[blockIdx.x] = 1.0f / s;
     for (int i = threadIdx.x * 8; i < C; i += blockDim.x * 8) {
         float f[8];
         ld8<bf16>(f, xr, i, C, vec);
-        if (vec && i + 8 <= C) *reinterpret_cast<uint2 *>(orow + i) = q8(f, s, fmt);
+        if (vec && i + 8 <= C)
+            *reinterpret_cast<uint2 *>(orow + i) = q8(f, s, fmt);
         else
             for (int j = 0; j < 8 && i + j < C; j++) orow[i + j] = q1(f[j] * s, fmt);
     }
@@ -238,6 +244,6 @@ void fp8_quant_rows(uint8_t *out, const bf16 *x, int R, int C, float *inv, int f
     if (R <= 0 || C <= 0) return;
     const bool vec = qf_ptr_aligned(x, 16) && qf_ptr_aligned(out, 8) && C % 8 == 0;
     const int threads = C >= 2048 ? 256 : 128;
-    quant_rows_kernel<<<(unsigned)R, threads, 0, qfc_stream()>>>(out, x, C, vec, inv, fmt, pow2);
+    fp8_quant_rows_kernel<<<(unsigned)R, threads, 0, qfc_stream()>>>(out, x, C, vec, inv, fmt, pow2);
     CHECK_LAUNCH();
 }

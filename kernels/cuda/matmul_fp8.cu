@@ -119,9 +119,13 @@ static qf_fp8_plan *fp8_plan(int fa, int fb, int m, int n, int k, int outer, int
         QF_SET(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bdt);
     }
     if (outer) {
+#if CUBLAS_VER_MAJOR > 12 || (CUBLAS_VER_MAJOR == 12 && CUBLAS_VER_MINOR >= 9)
         const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
         QF_SET(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, mode);
         QF_SET(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, mode);
+#else
+        ok = false; // outer-vector scales came with cuBLAS 12.9: the rowwise probe then refuses the recipe
+#endif
     }
 #undef QF_SET
     ok = ok && cublasLtMatrixLayoutCreate(&p->A, fp8_dt(fa), k, m, k) == CUBLAS_STATUS_SUCCESS;

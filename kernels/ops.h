@@ -174,6 +174,16 @@ void qf_cuda_versions(char *buf, int cap);
 const qf_ops *qf_ops_cuda(void);
 const qf_ops *qf_ops_cuda_f32(void);
 const qf_ops *qf_ops_cuda_f16(void);
+/* qf_ops_cuda_fp8(recipe, why, cap): the qf_ops_cuda() table (bf16 act) whose matmul_fwd / matmul_bwd run their
+ * GEMMs on fp8 tensor cores (kernels/cuda/matmul_fp8.cu): operands quantized with current scaling (each tensor's, or
+ * with QF_FP8_ROWWISE each row's, own amax at the call), bf16 in and out, fp32 accumulation. A call whose N, IN or
+ * OUT is not a multiple of 16 runs in bf16. NULL, with the reason in why[cap], when this GPU (compute capability
+ * < 8.9) or the installed cuBLASLt cannot run the recipe; the first call probes it with a small GEMM. The model
+ * calls matmul_* for the decoder's linear layers only: the lm_head and loss (classifier) stay bf16. */
+enum { QF_FP8_TENSORWISE = 0, QF_FP8_ROWWISE = 1 };
+const qf_ops *qf_ops_cuda_fp8(int recipe, char *why, int cap);
+/* GEMMs the fp8 tables ran in fp8 (counts[0]) and in bf16 (counts[1]: dimensions or alignment fp8 cannot take) */
+void qf_cuda_fp8_counts(uint64_t counts[2]);
 /* alloc() returns NULL once the backend's device bytes would exceed `bytes` (gpu_memory_limit_gb; 0 = no limit).
  * current/peak count every buffer the backend holds: alloc()'s, its scratch and the cuBLASLt workspace. */
 void qf_cuda_set_memory_limit(size_t bytes);

@@ -58,6 +58,7 @@ template <> struct qf_cuda_dtype<f16> { static constexpr cudaDataType_t value = 
 
 // ---- the backend context ------------------------------------------------------------------------------------------
 struct qf_lt_plan; // matmul_cuda.cu: one cached cuBLASLt problem (descriptors + algorithm)
+struct qf_fp8_state; // matmul_fp8.cu: the fp8 linear layers' buffers, scales and plans
 
 struct qf_cuda_alloc_entry {
     void *p;
@@ -97,6 +98,7 @@ struct qf_cuda_ctx {
     // cuBLASLt plan cache (matmul_cuda.cu)
     qf_lt_plan *plans;
     int nplans, plan_next;
+    qf_fp8_state *fp8;         // fp8 linear layers (matmul_fp8.cu), created by the first fp8 table
 };
 
 qf_cuda_ctx &qfc();                       // the context (initialised)

@@ -138,6 +138,12 @@ static int estimate_run(const void *opts) {
                "activation checkpointing %s, %d-byte parameters/activations (%s)\n",
                deck, c.arch, (double)qf_model_num_params(&c) / 1e9, W, G, d.train_micro_batch_size_per_gpu, d.seq_len,
                ackpt, (int)ab, gpu ? "gpu" : "cpu ranks");
+        if (d.fp8 && gpu) {
+            qf_mem_estimate f8;
+            qf_estimate(&c, &d, W, G, ab, &f8);
+            printf("fp8.enabled (%s): %.2f GiB per rank of fp8 operand copies, counted in device/rank\n",
+                   d.fp8_recipe == QF_FP8R_ROWWISE ? "rowwise" : "tensorwise", QF_GIB(f8.fp8));
+        }
         printf("%-6s %-16s %10s %10s %10s %10s %12s %14s %14s\n", "stage", "offload", "params", "grads", "optim",
                "activ", "device/rank", "host/rank", "host/node");
     }

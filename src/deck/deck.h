@@ -30,6 +30,7 @@ typedef enum { QF_OFFLOAD_NONE = 0, QF_OFFLOAD_CPU } qf_offload_device;
 typedef enum { QF_GRADS_AUTO = 0, QF_GRADS_DEVICE, QF_GRADS_HOST } qf_grads_home;
 typedef enum { QF_NONFINITE_SKIP = 0, QF_NONFINITE_STOP } qf_nonfinite_action;
 typedef enum { QF_ACKPT_NONE = 0, QF_ACKPT_FULL, QF_ACKPT_SELECTIVE, QF_ACKPT_POINTWISE } qf_ackpt;
+typedef enum { QF_FP8R_TENSORWISE = 0, QF_FP8R_ROWWISE } qf_fp8_recipe; /* fp8.recipe */
 
 typedef struct qf_deck {
     char path[QF_PATH_MAX];         /* the deck file */
@@ -99,6 +100,8 @@ typedef struct qf_deck {
     int fp16_consecutive_hysteresis;/* false */
     double fp16_min_loss_scale;     /* 1 */
     int fp16_auto_cast;             /* accepted, no effect here */
+    int fp8;                        /* fp8.enabled: the decoder's linear layers' GEMMs in fp8 (GPU, bf16 runs) */
+    qf_fp8_recipe fp8_recipe;       /* fp8.recipe: "tensorwise" | "rowwise" */
 
     /* ZeRO */
     int zero_stage;

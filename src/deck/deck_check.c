@@ -23,6 +23,11 @@ static int deck_check_precision(const deck_ctx *c) {
     if (c->d->bf16 && c->d->fp16)
         return deck_fail(c, deck_src(c, "fp16.enabled"), "fp16.enabled",
                          "bf16.enabled and fp16.enabled are both true; enable at most one (neither = fp32)");
+    if (c->d->fp8 && !c->d->bf16)
+        return deck_fail(c, deck_src(c, "fp8.enabled"), "fp8.enabled",
+                         "fp8 training needs bf16.enabled = true (the fp8 GEMMs take and give bf16 tensors; %s)",
+                         c->d->fp16 ? "fp16 with its loss scaling does not combine with fp8's own scales"
+                                    : "fp32 runs have no fp8 path");
     return 0;
 }
 

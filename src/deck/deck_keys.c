@@ -37,6 +37,7 @@ static const char *const k_offload[] = {"none", "cpu", NULL};
 static const char *const k_grads[] = {"auto", "device", "host", NULL};
 static const char *const k_nonfinite[] = {"skip", "stop", NULL};
 static const char *const k_dtype[] = {"fp32", "fp16", "bf16", NULL};
+static const char *const k_fp8_recipe[] = {"tensorwise", "rowwise", NULL};
 static const char *const k_tagval[] = {"Ignore", "Warn", "Fail", NULL};
 
 #define METRICS_WHY "per-step metrics go to log.dir/metrics.jsonl, one JSON object per step, which `qwen-ft plot` draws"
@@ -276,6 +277,16 @@ static const qf_deck_key k_keys[] = {
     {.path = "fp16.auto_cast", .type = QF_KT_BOOL, OFF(fp16_auto_cast), .def = "false", .ds = "`fp16.auto_cast`",
      NOEFF("the fp16 op table computes in fp16 throughout; there is no autocast to switch"),
      .help = "cast the model's inputs to fp16"},
+    {.path = "fp8.enabled", .type = QF_KT_BOOL, OFF(fp8), .def = "false",
+     .ds = "qwen-ft only (torchao `convert_to_float8_training`, Transformer Engine `fp8_autocast`)",
+     .help = "the decoder's linear layers (q/k/v/o, gate/up/down) compute their GEMMs in fp8 on the GPU's fp8 tensor "
+             "cores (compute capability >= 8.9); needs bf16.enabled; lm_head, loss, norms, attention, master weights "
+             "and checkpoints stay as they are"},
+    {.path = "fp8.recipe", .type = QF_KT_ENUM, OFF(fp8_recipe), .def = "tensorwise", .choices = k_fp8_recipe,
+     .ds = "qwen-ft only (torchao `Float8LinearConfig.from_recipe_name`)",
+     .help = "\"tensorwise\": one scale per tensor, e4m3 forward and e5m2 gradients; \"rowwise\": one scale per row "
+             "(per token, per channel), all e4m3, power-of-two scales (where cuBLASLt has per-row fp8 kernels: Hopper); "
+             "both scale each tensor by its own amax (current scaling)"},
 
     /* ---- ZeRO ---- */
     {.path = "zero_optimization.stage", .type = QF_KT_INT, OFF(zero_stage), .def = "0", RANGE(0, 3),

@@ -8,6 +8,13 @@
 #include <cuda_runtime_api.h> /* the qf_cuda_* and qf_ops_cuda* functions are declared in ops.h */
 #endif
 
+/* fp8.enabled on a rank that has no fp8-capable GPU: a deck error (exit 2) that says why */
+static int fp8_refuse(const qf_deck *d, const char *why, qf_err *e) {
+    return qf_err_set(e, QF_EXIT_INPUT, "key 'fp8.enabled' (fp8.recipe \"%s\"): %s; remove fp8 or run on a GPU with "
+                      "fp8 tensor cores (compute capability 8.9 or newer: RTX 40xx/L4/L40, H100/H200, B200)",
+                      d->fp8_recipe == QF_FP8R_ROWWISE ? "rowwise" : "tensorwise", why);
+}
+
 int qf_backend_select(const qf_deck *d, int local_rank, const qf_ops **ops, char *info, size_t n, qf_err *e) {
     const char *want = getenv("QWENFT_BACKEND");
     if (want && strcmp(want, "cpu") && strcmp(want, "cuda"))
@@ -23,12 +30,22 @@ int qf_backend_select(const qf_deck *d, int local_rank, const qf_ops **ops, char
             if (cudaSetDevice(dev) != cudaSuccess)
                 return qf_err_set(e, QF_EXIT_RUNTIME, "cannot select GPU %d for local rank %d", dev, local_rank);
             /* bf16 and fp16 keep fp32 master weights and Adam moments (src/zero/zero.c); fp16 adds DeepSpeed's dynamic loss
-             * scaling (src/train/loss_scale.c: an overflowing step is skipped and the scale lowered) */
+             * scaling (src/train/loss_scale.c: an overflowing step is skipped and the scale lowered); fp8 is the bf16
+             * table with the decoder's linear layers on fp8 tensor cores (the deck requires bf16 with it) */
             const qf_ops *o = d->fp16 ? qf_ops_cuda_f16() : d->bf16 ? qf_ops_cuda() : qf_ops_cuda_f32();
+            char why[256] = "";
+            if (o && d->fp8) {
+                o = qf_ops_cuda_fp8(d->fp8_recipe == QF_FP8R_ROWWISE ? QF_FP8_ROWWISE : QF_FP8_TENSORWISE, why,
+                                    (int)sizeof why);
+                if (!o) return fp8_refuse(d, why, e);
+            }
             if (o) {
                 *ops = o;
                 if (d->gpu_memory_limit_gb > 0) qf_cuda_set_memory_limit((size_t)(d->gpu_memory_limit_gb * 1073741824.0));
                 const char *prec = d->fp16   ? "fp16 with fp32 master, dynamic loss scaling"
+                                   : d->fp8  ? (d->fp8_recipe == QF_FP8R_ROWWISE
+                                                    ? "bf16 with fp32 master, fp8 rowwise linear layers"
+                                                    : "bf16 with fp32 master, fp8 tensorwise linear layers")
                                    : d->bf16 ? "bf16 with fp32 master"
                                              : "fp32";
                 char attn[160];
@@ -41,6 +58,12 @@ int qf_backend_select(const qf_deck *d, int local_rank, const qf_ops **ops, char
     }
 #endif
     if (want && !strcmp(want, "cuda")) return qf_err_set(e, QF_EXIT_RUNTIME, "QWENFT_BACKEND=cuda but no usable GPU");
+#ifdef QWENFT_HAVE_CUDA
+    if (d->fp8) return fp8_refuse(d, want ? "this rank runs on the CPU backend (QWENFT_BACKEND=cpu)"
+                                          : "this rank runs on the CPU backend (no usable GPU)", e);
+#else
+    if (d->fp8) return fp8_refuse(d, "this rank runs on the CPU backend (qwen-ft was built without CUDA)", e);
+#endif
     return 0;
 }
 

@@ -7,7 +7,10 @@
  *   optimizer    12 bytes (fp32 master, m, v) per element of the optimizer range: n at stage 0, S otherwise;
  *                offload_optimizer: on the host, plus, without offload_param, the step's host act buffer of the
  *                range (gradients down, parameters up: zero_offload.c; with offload_param the node copy is it)
- *   activations  what the model allocates for one micro-batch (qf_model_act_bytes) */
+ *   activations  what the model allocates for one micro-batch (qf_model_act_bytes)
+ *   fp8          fp8.enabled on GPUs: kernels/cuda/matmul_fp8.cu's buffers, each grown to the largest layer and
+ *                rounded up to 2 MiB: q(x) [N, max IN], q(W) [max OUT x IN], q(dy) and q(dy)^T [N, max OUT] (bytes),
+ *                7 fp32 scale/amax vectors of the largest dimension */
 #include "estimate.h"
 #include <math.h>
 #include <stdlib.h>
@@ -15,6 +18,21 @@
 #include "hf.h"
 #include "model/model.h"
 #include "zero/zero.h"
+
+static int64_t fp8_bytes(const qf_model_config *c, const qf_deck *d) {
+    const int64_t N = (int64_t)d->train_micro_batch_size_per_gpu * d->seq_len, C = c->hidden_size;
+    const int64_t F = c->intermediate_size, HD = (int64_t)c->num_heads * c->head_dim;
+    const int64_t KD = (int64_t)c->num_kv_heads * c->head_dim;
+    const int64_t mx_in = C > HD ? (C > F ? C : F) : (HD > F ? HD : F); /* inputs: C (q/k/v, gate/up), HD, F */
+    const int64_t mx_out = mx_in > KD ? mx_in : KD;                     /* outputs: HD, KD, C, F */
+    const int64_t mw = C * (HD > F ? (HD > KD ? HD : KD) : (F > KD ? F : KD));
+    const int64_t mib2 = 2 << 20;
+#define QF_UP2(x) (((x) + mib2 - 1) / mib2 * mib2)
+    int64_t v = N > mx_out ? N : mx_out;
+    v = (v + 1023) / 1024 * 1024;
+    return QF_UP2(N * mx_in) + QF_UP2(mw) + 2 * QF_UP2(N * mx_out) + 7 * 4 * v;
+#undef QF_UP2
+}
 
 /* unit sizes in the model's layout: 0 = embedding, 1..L = layers, L+1 = final norm (+ untied head) */
 static int64_t *unit_sizes(const qf_model_config *c, int *nunits) {
@@ -102,7 +120,8 @@ void qf_estimate(const qf_model_config *c, const qf_deck *d, int W, int G, int64
     }
     o->activations = qf_model_act_bytes(c, d->train_micro_batch_size_per_gpu, d->seq_len,
                                         d->activation_checkpointing, d->recompute_layers, ab);
-    o->device_total = o->params + o->grads + o->optimizer + o->activations;
+    o->fp8 = d->fp8 && ab == 2 ? fp8_bytes(c, d) : 0;
+    o->device_total = o->params + o->grads + o->optimizer + o->activations + o->fp8;
     o->host_per_node = o->host_per_rank * G + (off_par ? ab * n : 0);
     free(u);
 }

@@ -11,6 +11,7 @@ typedef struct qf_mem_estimate {
     /* per rank, on the compute device (host memory for CPU ranks) */
     int64_t params, grads, optimizer, activations;
     int64_t params_live, grads_live; /* of which: gathered units / unit gradient buffers in flight (stage 2-3) */
+    int64_t fp8;          /* fp8.enabled: the fp8 operand copies of the largest linear layer (in device_total) */
     int64_t device_total;
     /* host memory */
     int64_t host_per_rank;   /* offloaded optimizer state and fp32 gradient shard */

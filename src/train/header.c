@@ -41,6 +41,12 @@ void qf_run_header(qf_run *r, FILE *f, const char *what) {
                                   "dynamic loss scaling)"
                                 : "computes in fp32",
             (d->bf16 || d->fp16) && !strcmp(r->ops->name, "cpu") ? " (bf16/fp16 apply on GPUs; fp16 loss scaling still runs)" : "");
+    if (d->fp8 && !strncmp(r->ops->name, "cuda-fp8", 8))
+        fprintf(f, "precision: fp8.enabled: the decoder's linear layers (q/k/v/o, gate/up/down) run their GEMMs on fp8 tensor "
+                   "cores, recipe %s, current scaling; lm_head, loss, norms, attention and the optimizer stay as above; "
+                   "checkpoints and exports are unchanged\n",
+                d->fp8_recipe == QF_FP8R_ROWWISE ? "rowwise (per-row scales, all e4m3)"
+                                                 : "tensorwise (per-tensor scales, e4m3 forward, e5m2 gradients)");
     if (d->offload_optimizer == QF_OFFLOAD_CPU) { /* the host AdamW runs on this rank's OpenMP threads */
         int threads = r->zero.off.threads;
         long cores = sysconf(_SC_NPROCESSORS_ONLN);

@@ -1,0 +1,431 @@
+// matmul_fp8.cu — the fp8 linear layers (the fp8 tables' matmul_fwd / matmul_bwd, ops.h): bf16 tensors in and out,
+// the three GEMMs of a layer on cuBLASLt's fp8 tensor-core kernels (sm_89 Ada, sm_90 Hopper and newer).
+//
+// cuBLASLt runs fp8 only as "TN" (column-major A transposed, B not), i.e. row-major out[M,Nc] = a[M,K] b[Nc,K]^T
+// with K contiguous in both operands, and wants M, Nc, K multiples of 16 and 16-byte aligned pointers. So:
+//   forward  y[N,OUT]  = x[N,IN] W[OUT,IN]^T            a = q(x),    b = q(W)     (as they lie)
+//   dgrad    dx[N,IN]  = dy[N,OUT] W                    a = q(dy),   b = q(W)^T [IN,OUT]
+//   wgrad    dW[OUT,IN] += dy^T x                       a = q(dy)^T [OUT,N], b = q(x)^T [IN,N]
+// The transposes are made by the quantizer (fp8_quant.cu) while it casts: dy is read once for both q(dy) and
+// q(dy)^T; the bf16 operands are never transposed. Outputs are bf16 (dW accumulates into the bf16 gradients with
+// beta = 1, dx and y as the bf16 table does), accumulation fp32 inside the GEMM: the forward with cuBLASLt's fast
+// fp8 accumulation, the backward GEMMs without it (torchao's and Transformer Engine's choice: gradients keep the
+// periodic promotion to fp32).
+//
+// Recipes (docs/deck.md `fp8.recipe`):
+//   tensorwise  one scale per tensor, current scaling (fp8.cuh); x, W in e4m3, dy in e5m2 (Transformer Engine's
+//               HYBRID format: the gradient's wide range, the activations' precision); scalar cuBLASLt scales.
+//   rowwise     one scale per row of each GEMM operand along its K dimension, all e4m3, power-of-two scales
+//               (torchao's "rowwise"): cuBLASLt's outer-vector mode (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F,
+//               a scale per row of op(A) and per column of op(B)); x and dy are quantized per token for the
+//               forward/dgrad and per channel (over the tokens) for the wgrad, W per output row for the forward and
+//               per input column for the dgrad.
+// A layer whose N, IN or OUT is not a multiple of 16, or whose output is not 16-byte aligned, runs that GEMM in
+// bf16 (cu_matmul_* / cu_gemm_*: the bf16 table's own); qf_cuda_fp8_counts() counts both kinds.
+// Buffers (the backend's stream-ordered allocations, counted in its memory): the fp8 copies of the operands, grown to
+// the largest layer (7B at 4096 tokens: about 4 x 78 MB), plus scale vectors.
+#include "fp8.cuh"
+#include <stdio.h>
+#include <string.h>
+
+struct qf_fp8_plan {
+    int used, fa, fb, m, n, k, outer, bias, fast, no_beta;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t A, B, C;
+    cublasLtMatmulAlgo_t algo;
+};
+#define QF_FP8_PLANS 64
+
+struct qf_fp8_state {
+    uint8_t *buf[4]; // 0: q(x) / q(x)^T, 1: q(W) / q(W)^T, 2: q(dy), 3: q(dy)^T
+    size_t cap[4];
+    bf16 *tmp; // a GEMM's output when cuBLASLt refuses beta = 1 for it (then added to the output)
+    size_t tmp_cap;
+    float *sc;    // 4 scale slots of vcap floats (inverse scales, what cuBLASLt multiplies by)
+    unsigned *am; // 3 amax slots of vcap words
+    size_t vcap;
+    qf_fp8_plan plans[QF_FP8_PLANS];
+    int plan_next;
+    unsigned long long n_fp8, n_bf16;
+    int warned_beta, warned_algo;
+};
+
+static qf_fp8_state *fp8_state() {
+    qf_cuda_ctx &c = qfc();
+    if (!c.fp8) c.fp8 = (qf_fp8_state *)qf_calloc(1, sizeof(qf_fp8_state));
+    return c.fp8;
+}
+
+static void grow(void **p, size_t *cap, size_t need) {
+    if (need <= *cap) return;
+    need = qf_align_up(need, 2u << 20);
+    if (*p) cu_free(*p); // stream-ordered: kernels queued before still see the old buffer
+    *p = cu_alloc(need);
+    if (!*p)
+        QF_FATAL("out of GPU memory for the fp8 buffers (%zu bytes more; gpu_memory_limit_gb or the model's size)",
+                 need);
+    *cap = need;
+}
+static void grow_vectors(qf_fp8_state *st, size_t n) {
+    if (n < 8) n = 8;
+    if (n <= st->vcap) return;
+    n = qf_align_up(n, 1024);
+    if (st->sc) cu_free(st->sc);
+    if (st->am) cu_free(st->am);
+    st->sc = (float *)cu_alloc(4 * n * sizeof(float));
+    st->am = (unsigned *)cu_alloc(3 * n * sizeof(unsigned));
+    if (!st->sc || !st->am) QF_FATAL("out of GPU memory for the fp8 scale vectors");
+    st->vcap = n;
+}
+
+static cudaDataType_t fp8_dt(int fmt) { return fmt == QF_FP8_E4M3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2; }
+
+static void plan_free(qf_fp8_plan *p) {
+    if (p->op) cublasLtMatmulDescDestroy(p->op);
+    if (p->A) cublasLtMatrixLayoutDestroy(p->A);
+    if (p->B) cublasLtMatrixLayoutDestroy(p->B);
+    if (p->C) cublasLtMatrixLayoutDestroy(p->C);
+    memset(p, 0, sizeof *p);
+}
+
+// The cached cuBLASLt problem: column-major D[m,n] (bf16) = op(A)[m,k] op(B)[k,n], A (fmt fa) stored k x m and
+// transposed, B (fmt fb) stored k x n; scalar or outer-vector scales; optional bf16 bias epilogue. NULL when cuBLASLt
+// has no kernel for it (or does not know an attribute).
+static qf_fp8_plan *fp8_plan(int fa, int fb, int m, int n, int k, int outer, int bias, int fast) {
+    qf_fp8_state *st = fp8_state();
+    for (int i = 0; i < QF_FP8_PLANS; i++) {
+        qf_fp8_plan *p = &st->plans[i];
+        if (p->used && p->fa == fa && p->fb == fb && p->m == m && p->n == n && p->k == k && p->outer == outer &&
+            p->bias == bias && p->fast == fast)
+            return p;
+    }
+    qf_cuda_ctx &c = qfc();
+    qf_fp8_plan *p = &st->plans[st->plan_next];
+    st->plan_next = (st->plan_next + 1) % QF_FP8_PLANS;
+    plan_free(p);
+    p->fa = fa, p->fb = fb, p->m = m, p->n = n, p->k = k, p->outer = outer, p->bias = bias, p->fast = fast;
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    const cublasLtEpilogue_t epi = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    const int8_t fast8 = (int8_t)fast;
+    bool ok = cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS;
+#define QF_SET(attr, v)                                                                                                \
+    (ok = ok && cublasLtMatmulDescSetAttribute(p->op, attr, &(v), sizeof(v)) == CUBLAS_STATUS_SUCCESS)
+    QF_SET(CUBLASLT_MATMUL_DESC_TRANSA, ta);
+    QF_SET(CUBLASLT_MATMUL_DESC_TRANSB, tb);
+    QF_SET(CUBLASLT_MATMUL_DESC_EPILOGUE, epi);
+    QF_SET(CUBLASLT_MATMUL_DESC_FAST_ACCUM, fast8);
+    if (bias) {
+        const int32_t bdt = CUDA_R_16BF;
+        QF_SET(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bdt);
+    }
+    if (outer) {
+#if CUBLAS_VER_MAJOR > 12 || (CUBLAS_VER_MAJOR == 12 && CUBLAS_VER_MINOR >= 9)
+        const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+        QF_SET(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, mode);
+        QF_SET(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, mode);
+#else
+        ok = false; // outer-vector scales came with cuBLAS 12.9: the rowwise probe then refuses the recipe
+#endif
+    }
+#undef QF_SET
+    ok = ok && cublasLtMatrixLayoutCreate(&p->A, fp8_dt(fa), k, m, k) == CUBLAS_STATUS_SUCCESS;
+    ok = ok && cublasLtMatrixLayoutCreate(&p->B, fp8_dt(fb), k, n, k) == CUBLAS_STATUS_SUCCESS;
+    ok = ok && cublasLtMatrixLayoutCreate(&p->C, CUDA_R_16BF, m, n, m) == CUBLAS_STATUS_SUCCESS;
+    int nres = 0;
+    cublasLtMatmulHeuristicResult_t res;
+    if (ok) {
+        cublasLtMatmulPreference_t pref;
+        CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
+        const uint64_t ws = c.lt_ws_bytes;
+        const uint32_t al = 16;
+        CHECK_CUBLAS(
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+        CHECK_CUBLAS(
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al));
+        CHECK_CUBLAS(
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al));
+        CHECK_CUBLAS(
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al));
+        CHECK_CUBLAS(
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al));
+        if (cublasLtMatmulAlgoGetHeuristic(c.lt, p->op, p->A, p->B, p->C, p->C, pref, 1, &res, &nres) !=
+            CUBLAS_STATUS_SUCCESS)
+            nres = 0;
+        cublasLtMatmulPreferenceDestroy(pref);
+    }
+    if (!ok || nres < 1) {
+        plan_free(p);
+        return NULL;
+    }
+    p->algo = res.algo;
+    p->used = 1;
+    return p;
+}
+
+// one cuBLASLt call of plan p: D = (sa-scaled B ...) see fp8_gemm; the status, not checked
+static cublasStatus_t fp8_run(qf_fp8_plan *p, bf16 *out, const uint8_t *a8, const float *sa, const uint8_t *b8,
+                              const float *sb, const bf16 *bias, float beta) {
+    qf_cuda_ctx &c = qfc();
+    // cuBLASLt's A is our b, its B our a
+    cublasStatus_t s = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sb, sizeof sb);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sa, sizeof sa);
+    if (s == CUBLAS_STATUS_SUCCESS && p->bias)
+        s = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+    const float alpha = 1.0f;
+    return cublasLtMatmul(c.lt, p->op, &alpha, b8, p->A, a8, p->B, &beta, out, p->C, out, p->C, &p->algo, c.lt_ws,
+                          c.lt_ws_bytes, c.stream);
+}
+
+// out[n, o] += b[o] (a bias the epilogue did not take)
+__global__ void fp8_bias_kernel(bf16 *out, const bf16 *b, size_t total, int OUT) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = __float2bfloat16_rn(__bfloat162float(out[i]) + __bfloat162float(b[i % OUT]));
+}
+static void bias_add(bf16 *out, const bf16 *b, int M, int Nc) {
+    const size_t total = (size_t)M * Nc;
+    fp8_bias_kernel<<<qf_blocks(total, 256, (unsigned)qfc().num_sms * 8u), 256, 0, qfc_stream()>>>(out, b, total, Nc);
+    CHECK_LAUNCH();
+}
+
+// out[M,Nc] (bf16) = (a8[M,K] scaled by sa) (b8[Nc,K] scaled by sb)^T (+ bias[Nc]) (+ out when accumulate).
+// Scales: outer = 0: sa, sb point to one float each; outer = 1: sa[M], sb[Nc]. 0, or -1 when cuBLASLt has no fp8
+// kernel for the problem (the caller runs it in bf16).
+static int fp8_gemm(bf16 *out, const uint8_t *a8, int fa, const float *sa, const uint8_t *b8, int fb, const float *sb,
+                    int outer, const bf16 *bias, int M, int Nc, int K, int accumulate, int fast) {
+    qf_fp8_state *st = fp8_state();
+    // the wanted variant first, then without the bias epilogue (a kernel adds it), then without fast accumulation
+    qf_fp8_plan *p = NULL;
+    int bias_apart = 0;
+    for (int v = 0; v < 4 && !p; v++) {
+        const int use_bias = bias && !(v & 1), use_fast = fast && !(v & 2);
+        if ((v & 1) && !bias) continue;
+        if ((v & 2) && !fast) continue;
+        p = fp8_plan(fb, fa, Nc, M, K, outer, use_bias, use_fast);
+        bias_apart = bias && !use_bias;
+    }
+    if (!p) {
+        if (!st->warned_algo++)
+            fprintf(stderr,
+                    "qwen-ft: warning: cuBLASLt has no fp8 kernel for a %d x %d x %d GEMM (%s scales); such "
+                    "GEMMs run in bf16\n",
+                    M, Nc, K, outer ? "outer-vector" : "scalar");
+        return -1;
+    }
+    const bf16 *eb = bias_apart ? NULL : bias;
+    cublasStatus_t s = CUBLAS_STATUS_NOT_SUPPORTED;
+    if (!accumulate || !p->no_beta) s = fp8_run(p, out, a8, sa, b8, sb, eb, accumulate ? 1.0f : 0.0f);
+    if (s != CUBLAS_STATUS_SUCCESS && accumulate) { // no beta = 1 for this kernel: compute apart, then add
+        if (!p->no_beta && !st->warned_beta++)
+            fprintf(stderr,
+                    "qwen-ft: warning: cuBLASLt refuses to accumulate (beta = 1) into a %d x %d fp8 GEMM "
+                    "(status %d); accumulating in a separate pass\n",
+                    M, Nc, (int)s);
+        p->no_beta = 1;
+        grow((void **)&st->tmp, &st->tmp_cap, (size_t)M * Nc * sizeof(bf16));
+        s = fp8_run(p, st->tmp, a8, sa, b8, sb, eb, 0.0f);
+        if (s == CUBLAS_STATUS_SUCCESS) cu_add_inplace<bf16>(out, st->tmp, (size_t)M * Nc);
+    }
+    if (s != CUBLAS_STATUS_SUCCESS)
+        QF_FATAL("cuBLASLt fp8 GEMM %d x %d x %d (formats %d/%d, %s scales, bias %d) failed: %s", M, Nc, K, fa, fb,
+                 outer ? "outer-vector" : "scalar", eb != NULL, cublasLtGetStatusString(s));
+    if (bias_apart) bias_add(out, bias, M, Nc);
+    st->n_fp8++;
+    return 0;
+}
+
+static int dims_ok(int N, int IN, int OUT) { return N % 16 == 0 && IN % 16 == 0 && OUT % 16 == 0; }
+static uint8_t *buf(qf_fp8_state *st, int i, size_t bytes) {
+    grow((void **)&st->buf[i], &st->cap[i], bytes);
+    return st->buf[i];
+}
+
+template <int RECIPE>
+void cu_matmul_fp8_fwd(void *out_, const void *x_, const void *w_, const void *b_, int N, int IN, int OUT,
+                       int accumulate) {
+    if (N <= 0 || OUT <= 0) return;
+    qf_fp8_state *st = fp8_state();
+    bf16 *out = (bf16 *)out_;
+    const bf16 *x = (const bf16 *)x_, *w = (const bf16 *)w_, *b = (const bf16 *)b_;
+    if (!dims_ok(N, IN, OUT) || !qf_ptr_aligned(out, 16)) {
+        cu_matmul_fwd<bf16>(out_, x_, w_, b_, N, IN, OUT, accumulate);
+        st->n_bf16++;
+        return;
+    }
+    const bf16 *eb = b && qf_ptr_aligned(b, 16) ? b : NULL; // the epilogue wants an aligned bias
+    grow_vectors(st, (size_t)(N > OUT ? N : OUT));
+    uint8_t *x8 = buf(st, 0, (size_t)N * IN), *w8 = buf(st, 1, (size_t)OUT * IN);
+    float *sx, *sw;
+    int rc;
+    if (RECIPE == QF_FP8_TENSORWISE) {
+        sx = st->sc, sw = st->sc + 1;
+        CHECK_CUDA(cudaMemsetAsync(st->am, 0, 2 * sizeof(unsigned), qfc_stream()));
+        fp8_amax(x, (size_t)N * IN, st->am);
+        fp8_amax(w, (size_t)OUT * IN, st->am + 1);
+        fp8_quant(x8, x, (size_t)N * IN, st->am, sx, QF_FP8_E4M3, 0);
+        fp8_quant(w8, w, (size_t)OUT * IN, st->am + 1, sw, QF_FP8_E4M3, 0);
+        rc = fp8_gemm(out, x8, QF_FP8_E4M3, sx, w8, QF_FP8_E4M3, sw, 0, eb, N, OUT, IN, accumulate, 1);
+    } else {
+        sx = st->sc, sw = st->sc + st->vcap;
+        fp8_quant_rows(x8, x, N, IN, sx, QF_FP8_E4M3, 1);
+        fp8_quant_rows(w8, w, OUT, IN, sw, QF_FP8_E4M3, 1);
+        rc = fp8_gemm(out, x8, QF_FP8_E4M3, sx, w8, QF_FP8_E4M3, sw, 1, eb, N, OUT, IN, accumulate, 1);
+    }
+    if (rc < 0) {
+        cu_matmul_fwd<bf16>(out_, x_, w_, b_, N, IN, OUT, accumulate);
+        st->n_bf16++;
+        return;
+    }
+    if (b && !eb) bias_add(out, b, N, OUT);
+}
+
+// out = res + x w^T in fp8: the residual copied into out, then the accumulating GEMM (cuBLASLt's fp8 kernels take
+// beta = 1 on D; a separate C operand is one more layout to probe for one copy of [N, OUT] bf16 saved)
+template <int RECIPE>
+void cu_matmul_fp8_fwd_add(void *out, const void *x, const void *w, const void *res, int N, int IN, int OUT) {
+    if (N <= 0 || OUT <= 0) return;
+    if (res != out) cu_copy_d2d(out, res, (size_t)N * OUT * sizeof(bf16));
+    cu_matmul_fp8_fwd<RECIPE>(out, x, w, NULL, N, IN, OUT, 1);
+}
+
+template <int RECIPE>
+void cu_matmul_fp8_bwd(void *dx_, void *dw_, void *db_, const void *dout_, const void *x_, const void *w_, int N,
+                       int IN, int OUT, int accumulate_dx) {
+    if (N <= 0) return;
+    qf_fp8_state *st = fp8_state();
+    if (!dims_ok(N, IN, OUT)) {
+        cu_matmul_bwd<bf16>(dx_, dw_, db_, dout_, x_, w_, N, IN, OUT, accumulate_dx);
+        st->n_bf16 += (dx_ != NULL) + (dw_ != NULL);
+        return;
+    }
+    bf16 *dx = (bf16 *)dx_, *dw = (bf16 *)dw_, *db = (bf16 *)db_;
+    const bf16 *dy = (const bf16 *)dout_, *x = (const bf16 *)x_, *w = (const bf16 *)w_;
+    const int do_dw = dw && qf_ptr_aligned(dw, 16), do_dx = dx && qf_ptr_aligned(dx, 16);
+    const size_t ny = (size_t)N * OUT;
+    grow_vectors(st, (size_t)(N > OUT ? (N > IN ? N : IN) : (OUT > IN ? OUT : IN)));
+    uint8_t *g8 = do_dx ? buf(st, 2, ny) : NULL, *gT8 = do_dw ? buf(st, 3, ny) : NULL;
+    const size_t V = st->vcap;
+    const int tw = RECIPE == QF_FP8_TENSORWISE;
+    const int fg = tw ? QF_FP8_E5M2 : QF_FP8_E4M3, pow2 = !tw;
+    // scale slots: tensorwise sc[0] x, sc[1] W, sc[2] dy; rowwise sc[0..V) dy rows, [V..2V) dy columns,
+    // [2V..3V) x columns, [3V..4V) W columns; amax words likewise (am[0..V) dy, [V..2V) x, [2V..3V) W)
+    float *s_g = st->sc + (tw ? 2 : 0), *s_gT = tw ? s_g : st->sc + V, *s_x = st->sc + (tw ? 0 : 2 * V),
+          *s_w = st->sc + (tw ? 1 : 3 * V);
+    unsigned *a_g = st->am + (tw ? 2 : 0), *a_x = st->am + (tw ? 0 : V), *a_w = st->am + (tw ? 1 : 2 * V);
+    if (do_dw || do_dx) CHECK_CUDA(cudaMemsetAsync(st->am, 0, (tw ? 3 : 3 * V) * sizeof(unsigned), qfc_stream()));
+    if (tw) {
+        if (do_dw || do_dx) {
+            fp8_amax(dy, ny, a_g);
+            fp8_quant_t(g8, gT8, dy, N, OUT, a_g, 0, s_g, fg, 0); // q(dy) and q(dy)^T in one pass
+        }
+    } else {
+        if (do_dx) fp8_quant_rows(g8, dy, N, OUT, s_g, fg, 1);
+        if (do_dw) {
+            fp8_amax_cols(dy, N, OUT, a_g);
+            fp8_quant_t(NULL, gT8, dy, N, OUT, a_g, 1, s_gT, fg, 1);
+        }
+    }
+    // wgrad first, so that dx may share memory with x (stream order)
+    if (dw) {
+        int rc = -1;
+        if (do_dw) {
+            uint8_t *xT8 = buf(st, 0, (size_t)N * IN);
+            if (tw)
+                fp8_amax(x, (size_t)N * IN, a_x);
+            else
+                fp8_amax_cols(x, N, IN, a_x);
+            fp8_quant_t(NULL, xT8, x, N, IN, a_x, !tw, s_x, QF_FP8_E4M3, pow2);
+            rc = fp8_gemm(dw, gT8, fg, s_gT, xT8, QF_FP8_E4M3, s_x, !tw, NULL, OUT, IN, N, 1, 0);
+        }
+        if (rc < 0) {
+            cu_gemm_tn<bf16>(dw, dy, x, OUT, IN, N);
+            st->n_bf16++;
+        }
+    }
+    if (db) cu_colsum_add<bf16>(db, dy, N, OUT);
+    if (dx) {
+        int rc = -1;
+        if (do_dx) {
+            uint8_t *wT8 = buf(st, 1, (size_t)OUT * IN);
+            if (tw)
+                fp8_amax(w, (size_t)OUT * IN, a_w);
+            else
+                fp8_amax_cols(w, OUT, IN, a_w);
+            fp8_quant_t(NULL, wT8, w, OUT, IN, a_w, !tw, s_w, QF_FP8_E4M3, pow2);
+            rc = fp8_gemm(dx, g8, fg, s_g, wT8, QF_FP8_E4M3, s_w, !tw, NULL, N, IN, OUT, accumulate_dx, 0);
+        }
+        if (rc < 0) {
+            cu_gemm_nn<bf16>(dx, dy, w, N, IN, OUT, accumulate_dx);
+            st->n_bf16++;
+        }
+    }
+}
+
+template void cu_matmul_fp8_fwd<QF_FP8_TENSORWISE>(void *, const void *, const void *, const void *, int, int, int,
+                                                   int);
+template void cu_matmul_fp8_fwd<QF_FP8_ROWWISE>(void *, const void *, const void *, const void *, int, int, int, int);
+template void cu_matmul_fp8_fwd_add<QF_FP8_TENSORWISE>(void *, const void *, const void *, const void *, int, int, int);
+template void cu_matmul_fp8_fwd_add<QF_FP8_ROWWISE>(void *, const void *, const void *, const void *, int, int, int);
+template void cu_matmul_fp8_bwd<QF_FP8_TENSORWISE>(void *, void *, void *, const void *, const void *, const void *,
+                                                   int, int, int, int);
+template void cu_matmul_fp8_bwd<QF_FP8_ROWWISE>(void *, void *, void *, const void *, const void *, const void *, int,
+                                                int, int, int);
+
+// A 64 x 64 x 64 GEMM of ones in the recipe's formats and scale mode, run and read back: cuBLASLt's heuristic can
+// offer a kernel that the library then refuses at run time, so the probe runs it (once, at table creation).
+int qfc_fp8_probe(int recipe, char *why, int cap) {
+    qf_cuda_ctx &c = qfc();
+    cudaDeviceProp prop;
+    CHECK_CUDA(cudaGetDeviceProperties(&prop, c.device));
+    const int cc = prop.major * 10 + prop.minor;
+    if (cc < 89) {
+        snprintf(why, (size_t)cap,
+                 "GPU %d (%s) has compute capability %d.%d; fp8 tensor cores need 8.9 (Ada) or 9.0 "
+                 "(Hopper) and newer",
+                 c.device, prop.name, prop.major, prop.minor);
+        return 0;
+    }
+    const int tw = recipe == QF_FP8_TENSORWISE, n = 64;
+    const int fa = tw ? QF_FP8_E5M2 : QF_FP8_E4M3; // the dgrad's pair: e5m2 gradient x e4m3 weight (tensorwise)
+    qf_fp8_plan *p = fp8_plan(QF_FP8_E4M3, fa, n, n, n, !tw, 0, 0);
+    const char *mode = tw ? "per-tensor (scalar) scales" : "per-row (outer-vector) scales";
+    if (!p) {
+        snprintf(why, (size_t)cap, "cuBLASLt %zu offers no fp8 GEMM with %s on %s (sm_%d)", cublasLtGetVersion(), mode,
+                 prop.name, cc);
+        return 0;
+    }
+    uint8_t *a8 = (uint8_t *)cu_alloc(n * n), *b8 = (uint8_t *)cu_alloc(n * n);
+    float *sv = (float *)cu_alloc(2 * n * sizeof(float));
+    bf16 *out = (bf16 *)cu_alloc(n * n * sizeof(bf16));
+    QF_CHECK(a8 && b8 && sv && out);
+    CHECK_CUDA(cudaMemsetAsync(a8, fa == QF_FP8_E4M3 ? 0x38 : 0x3c, n * n, c.stream)); // 1.0
+    CHECK_CUDA(cudaMemsetAsync(b8, 0x38, n * n, c.stream));
+    float ones[2 * 64];
+    for (int i = 0; i < 2 * n; i++) ones[i] = i < n ? 0.5f : 0.25f;
+    CHECK_CUDA(cudaMemcpyAsync(sv, ones, sizeof ones, cudaMemcpyHostToDevice, c.stream));
+    cublasStatus_t s = fp8_run(p, out, a8, sv, b8, sv + n, NULL, 0.0f);
+    uint16_t h[64 * 64];
+    int good = 0;
+    if (s == CUBLAS_STATUS_SUCCESS) {
+        CHECK_CUDA(cudaMemcpyAsync(h, out, sizeof h, cudaMemcpyDeviceToHost, c.stream));
+        CHECK_CUDA(cudaStreamSynchronize(c.stream));
+        good = 1; // 64 x 1 x 1 x 0.5 x 0.25 = 8 = bf16 0x4100 everywhere
+        for (int i = 0; i < n * n; i++) good &= h[i] == 0x4100;
+    } else {
+        CHECK_CUDA(cudaStreamSynchronize(c.stream));
+    }
+    cu_free(a8), cu_free(b8), cu_free(sv), cu_free(out);
+    if (!good) {
+        snprintf(why, (size_t)cap, "cuBLASLt %zu on %s (sm_%d): its fp8 GEMM with %s %s", cublasLtGetVersion(),
+                 prop.name, cc, mode, s != CUBLAS_STATUS_SUCCESS ? cublasLtGetStatusString(s) : "gave wrong results");
+        return 0;
+    }
+    return 1;
+}
+
+extern "C" void qf_cuda_fp8_counts(uint64_t counts[2]) {
+    qf_cuda_ctx &c = qfc();
+    counts[0] = c.fp8 ? c.fp8->n_fp8 : 0;
+    counts[1] = c.fp8 ? c.fp8->n_bf16 : 0;
+}

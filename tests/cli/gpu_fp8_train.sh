@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# fp8 training on the GPU (fp8.enabled, kernels/cuda/matmul_fp8.cu) on a tiny Qwen2 model whose linear layers all
+# take fp8 (hidden 128, intermediate 256, head_dim 64, 1024 tokens per micro-batch: multiples of 16), 80 steps on
+# the demo corpus, against the same run in bf16:
+#   A  tensorwise: the run header names the fp8 table; the loss falls (last 10 steps' mean below 85% of the first
+#      step's); fp8 really ran (some loss differs from bf16's); every logged loss from step 11 on is within 4% of
+#      bf16's at the same step, and the mean of the last 10 within 2% (the issue's 7B target, 1.5% per step over
+#      300 steps, is bench/fp8_bench.sh's; a 2-layer model at lr 3e-3 moves further on a rounding difference).
+#   B  rowwise: the same, where the GPU and cuBLASLt run it (sm_90); elsewhere train must refuse it with exit 2
+#      naming fp8.enabled and the reason, and its checks are skipped.
+#   C  current scaling recomputes exactly: activation_checkpointing = "full" gives bit-identical losses to A
+#      (delayed scaling from an amax history would not: the recomputed forward would see an updated history).
+#      Checked only where the bf16 run is itself exact under recomputation on this GPU (the control).
+#   D  checkpoints stay bf16/fp32: the fp8 run's final checkpoint loads into `qwen-ft eval` in plain bf16.
+# On a GPU of compute capability < 8.9 the test instead checks that train refuses fp8 (exit 2, naming
+# fp8.enabled and the compute capability), then exits 77 (nothing to train in fp8).
+# Skipped (77) without a GPU or with a binary built without the CUDA backend.
+set -euo pipefail
+if ! command -v nvidia-smi > /dev/null || ! nvidia-smi -L > /dev/null 2>&1; then echo "no GPU: skipped"; exit 77; fi
+if "$QWENFT" report 2>&1 | grep -q '^CUDA backend: not compiled in'; then
+  echo "qwen-ft was built without the CUDA backend: skipped"; exit 77
+fi
+export QWENFT_BACKEND=cuda OMP_NUM_THREADS=2
+. "$SRC/tests/unit_common.sh"
+rm -rf "$WORK"; mkdir -p "$WORK"; cd "$WORK"
+fail() { echo "FAIL: $*"; exit 1; }
+demo_h5 2000 train.jsonl train.h5
+cat > deck.cfg <<'DECK'
+model = { arch = "qwen2"; vocab_size = 320; hidden_size = 128; intermediate_size = 256; num_hidden_layers = 2;
+          num_attention_heads = 2; num_key_value_heads = 1; tie_word_embeddings = true; init_seed = 5; };
+data = { train = "train.h5"; seq_len = 128; shuffle = true; seed = 3; };
+train_batch_size = 16; train_micro_batch_size_per_gpu = 8;
+max_steps = 80; gradient_clipping = 1.0;
+optimizer = { type = "AdamW"; params = { lr = 3e-3; betas = [0.9, 0.95]; weight_decay = 0.01; }; };
+scheduler = { type = "WarmupDecayLR"; params = { warmup_min_lr = 3e-4; warmup_max_lr = 3e-3; warmup_num_steps = 10;
+              warmup_type = "linear"; total_num_steps = 80; }; };
+bf16 = { enabled = true; };
+eval = { every_steps = 0; };
+log = { steps_per_print = 10; };
+checkpoint = { every_steps = 80; };
+zero_optimization = { stage = 0; };
+DECK
+# run NAME [--set ...]: trains into NAME/ (checkpoints NAME/ck, metrics NAME/l/metrics.jsonl); its exit code
+run() {
+  local name=$1; shift
+  set +e
+  timeout 300 "$QWENFT" train deck.cfg --set checkpoint.dir="$name/ck" --set log.dir="$name/l" "$@" > "$name.out" 2>&1
+  local rc=$?
+  set -e
+  return $rc
+}
+must_run() {
+  run "$@" || { echo "FAIL: $1 ($*) exited non-zero:"; tail -20 "$1.out"; exit 1; }
+  grep -q '^backend: cuda' "$1.out" || { echo "FAIL: $1 did not run on the CUDA backend"; grep '^backend' "$1.out"; exit 1; }
+}
+cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader -i "${CUDA_VISIBLE_DEVICES%%,*}" 2>/dev/null | head -1 || true)
+[ -n "$cc" ] || cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1)
+cc10=$(awk -v c="$cc" 'BEGIN { split(c, a, "."); print a[1] * 10 + a[2] }')
+echo "GPU compute capability $cc"
+if [ "$cc10" -lt 89 ]; then
+  if run old --set fp8.enabled=true; then fail "fp8 trained on compute capability $cc"; fi
+  grep -q "^qwen-ft: key 'fp8.enabled' (fp8.recipe \"tensorwise\"): GPU .* has compute capability $cc; fp8 tensor cores need 8.9" old.out \
+    || { cat old.out; fail "compute capability $cc: fp8 not refused with the expected message"; }
+  echo "ok: compute capability $cc refuses fp8 with exit 2: $(head -1 old.out)"
+  echo "no fp8 tensor cores (compute capability $cc < 8.9): nothing to train in fp8: skipped"; exit 77
+fi
+
+must_run ref
+must_run A --set fp8.enabled=true
+grep -q '^backend: cuda.*fp8 tensorwise linear layers' A.out || { grep '^backend' A.out; fail "A did not select the fp8 table"; }
+grep -q '^precision: fp8.enabled: .*recipe tensorwise' A.out || { grep '^precision' A.out; fail "A's run header does not say fp8"; }
+
+# compare.py RUN REF: the loss checks of A/B against the bf16 run
+cat > compare.py <<'PY'
+import json, sys
+run, ref = sys.argv[1], sys.argv[2]
+steps = lambda name: [json.loads(l) for l in open(f"{name}/l/metrics.jsonl") if '"loss"' in l]
+a, r = steps(run), steps(ref)
+fails = []
+if len(a) != 80 or len(r) != 80: fails.append(f"expected 80 steps, got {len(a)} and {len(r)}")
+la, lr = [x["loss"] for x in a], [x["loss"] for x in r]
+if la == lr: fails.append("fp8 losses are bit-identical to bf16: the fp8 GEMMs did not run")
+worst = max(((abs(x - y) / y, i + 1) for i, (x, y) in enumerate(zip(la, lr)) if i >= 10), default=(0, 0))
+if worst[0] > 0.04: fails.append(f"step {worst[1]}: loss {la[worst[1]-1]:.5f} vs bf16 {lr[worst[1]-1]:.5f} ({100*worst[0]:.2f}% > 4%)")
+ma, mr = sum(la[-10:]) / 10, sum(lr[-10:]) / 10
+if abs(ma - mr) / mr > 0.02: fails.append(f"last-10 mean {ma:.5f} vs bf16 {mr:.5f} (> 2%)")
+if not ma < 0.85 * la[0]: fails.append(f"the loss did not fall: first {la[0]:.4f}, last-10 mean {ma:.4f}")
+for f in fails: print(f"FAIL: {run}: {f}")
+if fails: sys.exit(1)
+print(f"ok {run}: worst step {worst[1]} {100*worst[0]:.2f}% from bf16, last-10 mean {ma:.4f} vs {mr:.4f} "
+      f"({100*(ma-mr)/mr:+.2f}%), loss {la[0]:.3f} -> {la[-1]:.3f}")
+PY
+python3 compare.py A ref
+
+# B
+if run B --set fp8.enabled=true --set fp8.recipe=rowwise; then
+  grep -q '^backend: cuda.*fp8 rowwise linear layers' B.out || { grep '^backend' B.out; fail "B did not select the rowwise table"; }
+  python3 compare.py B ref
+elif [ "$cc10" = 90 ]; then
+  tail -5 B.out; fail "B: rowwise did not train on sm_90 (cuBLASLt's outer-vector fp8 kernels are Hopper's)"
+else
+  grep -q "^qwen-ft: key 'fp8.enabled' (fp8.recipe \"rowwise\"): cuBLASLt" B.out || { cat B.out; fail "rowwise refused without the reason"; }
+  echo "ok B: rowwise refused on compute capability $cc with exit 2 ($(head -1 B.out)): its checks skipped"
+fi
+
+# C
+must_run ref_full --set activation_checkpointing=full
+must_run A_full --set fp8.enabled=true --set activation_checkpointing=full
+losses() { python3 -c "import json,sys; print([json.loads(l)['loss'] for l in open(sys.argv[1]) if '\"loss\"' in l])" "$1/l/metrics.jsonl"; }
+if [ "$(losses ref)" != "$(losses ref_full)" ]; then
+  echo "skip C: the bf16 run is not bit-exact under full recomputation on this GPU (the control), so neither can fp8 be"
+else
+  [ "$(losses A)" = "$(losses A_full)" ] || fail "C: fp8 with activation_checkpointing = full differs from fp8 without"
+  echo "ok C: fp8 losses bit-identical with and without full recomputation (bf16 control likewise)"
+fi
+
+# D
+ls A/ck/step-00000080.h5 > /dev/null || fail "D: the fp8 run wrote no checkpoint at step 80"
+"$QWENFT" eval deck.cfg --set model.from=A/ck --set data.valid=train.h5 --verbose > D.out 2>&1 || { tail -20 D.out; fail "D: eval of the fp8 run's checkpoint in bf16"; }
+grep -q '^precision: the cuda backend stores bf16' D.out && ! grep -q 'fp8' D.out || { grep '^precision' D.out; fail "D: eval did not run in plain bf16"; }
+grep -q '"valid_loss"' D.out || fail "D: eval printed no valid_loss"
+echo "ok D: the fp8 run's checkpoint evaluates in plain bf16: $(grep '"valid_loss"' D.out)"
+echo "PASS: fp8 training follows bf16 (tensorwise; rowwise where supported), recomputes exactly, checkpoints plain"

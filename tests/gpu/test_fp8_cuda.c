@@ -1,0 +1,340 @@
+/* test_fp8_cuda.c — the fp8 linear layers (qf_ops_cuda_fp8, kernels/cuda/matmul_fp8.cu) against the bf16 and fp32
+ * paths, at Qwen2.5-7B shapes (4096 tokens; C = 3584, F = 18944, KV*D = 512) and small ones.
+ *
+ * Inputs (rounded to bf16, as the model hands them over): activations x ~ N(0, 1) with 1% of the channels x 10
+ * (the outlier channels of real hidden states: they set a tensorwise amax), weights W ~ N(0, 0.02) (the init of
+ * the presets), output gradients dy ~ N(0, 1) x 3e-6 (a mean-reduced loss over 4096 tokens: unscaled, most of
+ * them would be fp8 zeros). For each recipe and shape, two checks per output (y, dx, dW), on the relative Frobenius
+ * error ||a - ref|| / ||ref||:
+ *   semantics   against the fp32 GEMM (cuda-f32 table, no TF32) of the operands quantized on the host exactly as
+ *               the recipe says (amax, scale = FMAX / amax, power of two for rowwise, fp32 x * s rounded to nearest
+ *               even and saturated, per tensor / per row / per column as each GEMM takes them), dequantized: what
+ *               remains is the bf16 rounding of the output (RMS ~ 2^-9 relative) and fp32 accumulation in cuBLASLt
+ *               (cuBLASLt's error, ~1e-3): tolerance 1e-2 for the backward; the forward runs with fast fp8
+ *               accumulation (Hopper keeps ~14 bits of the running sum between promotions; DeepSeek-V3 reports up
+ *               to 2% relative at K = 4096), tolerance 2e-2. A wrong scale, a transposed operand or a
+ *               mis-rounded fp8 value is an error of order 1 here.
+ *   accuracy    against the fp32 GEMM of the bf16 inputs (what the bf16 table approximates, to ~0.3%): what fp8
+ *               costs. e4m3 (3 mantissa bits) rounds a value with an RMS relative error of about 2^-3 / sqrt(12) x
+ *               sqrt(1/2) = 2.6%, e5m2 (2 bits) twice that; a product of two quantized operands adds them in
+ *               quadrature and the K-term sum keeps that relative size: e4m3 x e4m3 ~ 3.6%, e5m2 x e4m3 ~ 5.7%.
+ *               Tolerances with margin: 5% for e4m3 x e4m3 GEMMs without fast accumulation (the rowwise
+ *               backward), 6% for the forward (fast accumulation on top), 8% for the tensorwise backward (e5m2
+ *               gradients). The bf16 table's own error is printed beside it.
+ * Also: a shape that fp8 cannot take (not multiples of 16) runs the bf16 table's GEMMs bit for bit; the bias and
+ * accumulate (beta = 1) variants; the fp8/bf16 GEMM counters. `test_fp8_cuda --bench` then times fwd + bwd of the
+ * 7B shapes in the bf16 and fp8 tables (quantization included) and prints TFLOP/s.
+ * Exit: 0 passed, 1 a check failed, 77 skipped (no GPU, or compute capability < 8.9: no fp8 tensor cores).
+ * The rowwise recipe needs cuBLASLt's outer-vector fp8 kernels; where the installed cuBLASLt refuses it (not
+ * sm_90), its checks are skipped with the reason, and on sm_90 that refusal is a failure. */
+#define QF_GPU_TEST_SEED 0x5DEECE66Dull
+#include "qf_gpu_test.h"
+#include <cuda_runtime_api.h>
+#include <time.h>
+
+static const qf_ops *g16, *g32;
+
+static double gauss(void) {
+    double u = urand(), v = urand();
+    if (u < 1e-300) u = 1e-300;
+    return sqrt(-2.0 * log(u)) * cos(2.0 * M_PI * v);
+}
+static double relfro(const float *a, const float *ref, size_t n) {
+    double d = 0, r = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double e = (double)a[i] - (double)ref[i];
+        d += e * e;
+        r += (double)ref[i] * ref[i];
+    }
+    return d != d ? NAN : sqrt(d / (r > 0 ? r : 1));
+}
+
+/* ---- host model of the quantizer (kernels/cuda/fp8_quant.cu) ---------------------------------------------------- */
+typedef struct {
+    int mbits, emin;
+    float max;
+} fp8fmt;
+static const fp8fmt E4M3 = {3, -6, 448.0f}, E5M2 = {2, -14, 57344.0f};
+/* v rounded to the format: nearest even, saturated to +-max (__NV_SATFINITE) */
+static float fp8_round(float v, fp8fmt f) {
+    if (v != v) return v;
+    const float a = fabsf(v);
+    if (a >= f.max) return copysignf(f.max, v);
+    int e;
+    frexpf(a, &e); /* a = m 2^e, m in [0.5, 1): the leading bit is 2^(e-1) */
+    int ex = e - 1 < f.emin ? f.emin : e - 1;
+    const double step = ldexp(1.0, ex - f.mbits);
+    double r = nearbyint((double)a / step) * step; /* exact: a / step is a power-of-two scaling */
+    if (r > f.max) r = f.max;
+    return copysignf((float)r, v);
+}
+static float fp8_scale(float amax, fp8fmt f, int pow2) {
+    float s = f.max / fmaxf(amax, 1e-12f);
+    if (pow2) s = exp2f(floorf(log2f(s)));
+    return s;
+}
+/* x[R, C] quantized and dequantized: mode 0 one scale, 1 one per row, 2 one per column */
+static float *fake_quant(const float *x, int R, int C, int mode, fp8fmt f, int pow2) {
+    float *q = qf_malloc((size_t)R * C * sizeof(float));
+    const int ns = mode == 0 ? 1 : mode == 1 ? R : C;
+    float *am = calloc((size_t)ns, sizeof(float));
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) {
+            const int k = mode == 0 ? 0 : mode == 1 ? r : c;
+            const float a = fabsf(x[(size_t)r * C + c]);
+            if (a > am[k]) am[k] = a;
+        }
+    for (int k = 0; k < ns; k++) am[k] = fp8_scale(am[k], f, pow2); /* now the scales */
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) {
+            const float s = am[mode == 0 ? 0 : mode == 1 ? r : c];
+            const float v = x[(size_t)r * C + c] * s; /* fp32 product, as on the device */
+            q[(size_t)r * C + c] = fp8_round(v, f) * (1.0f / s);
+        }
+    free(am);
+    return q;
+}
+
+/* fp32 GEMMs of the reference table on host operands: y = x W^T (+ b), dx = dy W, dW = dy^T x */
+static void ref_gemms(const float *x, const float *w, const float *b, const float *dy_x, const float *w_x,
+                      const float *dy_w, const float *x_w, int N, int IN, int OUT, float *y, float *dx, float *dw) {
+    const qf_ops *g = g32;
+    if (y) {
+        void *dX = up(g, x, (size_t)N * IN), *dW = up(g, w, (size_t)OUT * IN), *dB = b ? up(g, b, OUT) : NULL;
+        void *dY = g->alloc((size_t)N * OUT * 4);
+        g->matmul_fwd(dY, dX, dW, dB, N, IN, OUT, 0);
+        down(g, y, dY, (size_t)N * OUT);
+        g->free(dX), g->free(dW), g->free(dY);
+        if (dB) g->free(dB);
+    }
+    if (dx) { /* dgrad operands: dy_x, w_x */
+        void *dG = up(g, dy_x, (size_t)N * OUT), *dW = up(g, w_x, (size_t)OUT * IN);
+        void *dX = g->alloc((size_t)N * IN * 4);
+        g->matmul_bwd(dX, NULL, NULL, dG, NULL, dW, N, IN, OUT, 0);
+        down(g, dx, dX, (size_t)N * IN);
+        g->free(dG), g->free(dW), g->free(dX);
+    }
+    if (dw) { /* wgrad operands: dy_w, x_w */
+        void *dG = up(g, dy_w, (size_t)N * OUT), *dX = up(g, x_w, (size_t)N * IN);
+        void *dWg = g->alloc((size_t)OUT * IN * 4); /* zero-filled: dW += */
+        g->matmul_bwd(NULL, dWg, NULL, dG, dX, NULL, N, IN, OUT, 0);
+        down(g, dw, dWg, (size_t)OUT * IN);
+        g->free(dG), g->free(dX), g->free(dWg);
+    }
+}
+
+/* one table's y, dx, dW (+ db) on bf16 copies of the inputs */
+static void run_table(const qf_ops *g, const float *x, const float *w, const float *b, const float *dy, int N, int IN,
+                      int OUT, float *y, float *dx, float *dw) {
+    void *dX = up(g, x, (size_t)N * IN), *dW = up(g, w, (size_t)OUT * IN), *dB = b ? up(g, b, OUT) : NULL;
+    void *dG = up(g, dy, (size_t)N * OUT);
+    void *dY = g->alloc((size_t)N * OUT * 2), *ddX = g->alloc((size_t)N * IN * 2),
+         *ddW = g->alloc((size_t)OUT * IN * 2);
+    QF_CHECK(dY && ddX && ddW);
+    g->matmul_fwd(dY, dX, dW, dB, N, IN, OUT, 0);
+    g->matmul_bwd(ddX, ddW, NULL, dG, dX, dW, N, IN, OUT, 0);
+    down(g, y, dY, (size_t)N * OUT);
+    down(g, dx, ddX, (size_t)N * IN);
+    down(g, dw, ddW, (size_t)OUT * IN);
+    g->free(dX), g->free(dW), g->free(dG), g->free(dY), g->free(ddX), g->free(ddW);
+    if (dB) g->free(dB);
+}
+
+static float *bf16_randn(size_t n, double sd, int outlier_cols, int C) {
+    float *p = qf_malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        double v = sd * gauss();
+        if (outlier_cols && (i % (size_t)C) % 100 == 7) v *= 10.0; /* 1% of the channels */
+        p[i] = bfr((float)v);
+    }
+    return p;
+}
+
+static void report(const char *tab, const char *name, double err, double tol) {
+    char label[64];
+    snprintf(label, sizeof label, "%-17s", tab);
+    qf_gpu_report(label, 46, name, err, tol);
+}
+
+/* recipe 0 tensorwise, 1 rowwise */
+static void test_shape(const qf_ops *g8, int recipe, int N, int IN, int OUT, int with_bias) {
+    const size_t nx = (size_t)N * IN, nw = (size_t)OUT * IN, ny = (size_t)N * OUT;
+    float *x = bf16_randn(nx, 1.0, 1, IN), *w = bf16_randn(nw, 0.02, 0, IN), *dy = bf16_randn(ny, 3e-6, 0, OUT);
+    float *b = with_bias ? bf16_randn((size_t)OUT, 0.5, 0, OUT) : NULL;
+    float *y8 = qf_malloc(ny * 4), *dx8 = qf_malloc(nx * 4), *dw8 = qf_malloc(nw * 4);
+    float *y16 = qf_malloc(ny * 4), *dx16 = qf_malloc(nx * 4), *dw16 = qf_malloc(nw * 4);
+    float *yr = qf_malloc(ny * 4), *dxr = qf_malloc(nx * 4), *dwr = qf_malloc(nw * 4);
+    float *ye = qf_malloc(ny * 4), *dxe = qf_malloc(nx * 4), *dwe = qf_malloc(nw * 4);
+    uint64_t c0[2], c1[2];
+    qf_cuda_fp8_counts(c0);
+    run_table(g8, x, w, b, dy, N, IN, OUT, y8, dx8, dw8);
+    qf_cuda_fp8_counts(c1);
+    run_table(g16, x, w, b, dy, N, IN, OUT, y16, dx16, dw16);
+    ref_gemms(x, w, b, dy, w, dy, x, N, IN, OUT, yr, dxr, dwr);
+    const int tw = recipe == 0, pow2 = !tw;
+    const fp8fmt fg = tw ? E5M2 : E4M3;
+    if (tw) {
+        float *xq = fake_quant(x, N, IN, 0, E4M3, 0), *wq = fake_quant(w, OUT, IN, 0, E4M3, 0);
+        float *gq = fake_quant(dy, N, OUT, 0, fg, 0);
+        ref_gemms(xq, wq, b, gq, wq, gq, xq, N, IN, OUT, ye, dxe, dwe);
+        free(xq), free(wq), free(gq);
+    } else {
+        float *xr_ = fake_quant(x, N, IN, 1, E4M3, pow2), *xc = fake_quant(x, N, IN, 2, E4M3, pow2);
+        float *wr = fake_quant(w, OUT, IN, 1, E4M3, pow2), *wc = fake_quant(w, OUT, IN, 2, E4M3, pow2);
+        float *gr = fake_quant(dy, N, OUT, 1, fg, pow2), *gc = fake_quant(dy, N, OUT, 2, fg, pow2);
+        ref_gemms(xr_, wr, b, gr, wc, gc, xc, N, IN, OUT, ye, dxe, dwe);
+        free(xr_), free(xc), free(wr), free(wc), free(gr), free(gc);
+    }
+    const char *tab = g8->name;
+    const double tol_f = 0.06, tol_b = tw ? 0.08 : 0.05, tol_sem_f = 2e-2, tol_sem = 1e-2;
+    const char *bias = with_bias ? " +bias" : "";
+    report(tab, check_name("fwd   %dx%d->%d%s vs quantized fp32 (semantics)", N, IN, OUT, bias), relfro(y8, ye, ny),
+           tol_sem_f);
+    report(tab, check_name("dgrad %dx%d->%d vs quantized fp32 (semantics)", N, IN, OUT), relfro(dx8, dxe, nx), tol_sem);
+    report(tab, check_name("wgrad %dx%d->%d vs quantized fp32 (semantics)", N, IN, OUT), relfro(dw8, dwe, nw), tol_sem);
+    printf("     %-17s bf16 table vs fp32: fwd %.2e, dgrad %.2e, wgrad %.2e\n", "", relfro(y16, yr, ny),
+           relfro(dx16, dxr, nx), relfro(dw16, dwr, nw));
+    report(tab, check_name("fwd   %dx%d->%d%s vs fp32 (accuracy)", N, IN, OUT, bias), relfro(y8, yr, ny), tol_f);
+    report(tab, check_name("dgrad %dx%d->%d vs fp32 (accuracy)", N, IN, OUT), relfro(dx8, dxr, nx), tol_b);
+    report(tab, check_name("wgrad %dx%d->%d vs fp32 (accuracy)", N, IN, OUT), relfro(dw8, dwr, nw), tol_b);
+    qf_gpu_report_bool(tab,
+                       check_name("%dx%d->%d: all 3 GEMMs ran in fp8 (counters +%llu fp8, +%llu bf16)", N, IN, OUT,
+                                  (unsigned long long)(c1[0] - c0[0]), (unsigned long long)(c1[1] - c0[1])),
+                       c1[0] - c0[0] == 3 && c1[1] == c0[1]);
+    free(x), free(w), free(dy), free(b);
+    free(y8), free(dx8), free(dw8), free(y16), free(dx16), free(dw16), free(yr), free(dxr), free(dwr);
+    free(ye), free(dxe), free(dwe);
+}
+
+/* accumulate = 1 (the o/down projections add into the residual; dx accumulates over q/k/v and gate/up; dW += over
+ * micro-batches): the fp8 table's result minus the prefilled value is its accumulate = 0 result (to bf16 rounding
+ * of the sum) */
+static void test_accumulate(const qf_ops *g8, int N, int IN, int OUT) {
+    const size_t nx = (size_t)N * IN, nw = (size_t)OUT * IN, ny = (size_t)N * OUT;
+    float *x = bf16_randn(nx, 1.0, 1, IN), *w = bf16_randn(nw, 0.02, 0, IN), *dy = bf16_randn(ny, 1e-3, 0, OUT);
+    float *y0 = bf16_randn(ny, 1.0, 0, OUT), *dx0 = bf16_randn(nx, 1e-3, 0, IN), *dw0 = bf16_randn(nw, 1e-3, 0, IN);
+    void *dX = up(g8, x, nx), *dW = up(g8, w, nw), *dG = up(g8, dy, ny);
+    void *a = g8->alloc(ny * 2), *bb = up(g8, y0, ny), *ddx = g8->alloc(nx * 2), *ddxa = up(g8, dx0, nx);
+    void *ddw = g8->alloc(nw * 2), *ddwa = up(g8, dw0, nw);
+    g8->matmul_fwd(a, dX, dW, NULL, N, IN, OUT, 0);
+    g8->matmul_fwd(bb, dX, dW, NULL, N, IN, OUT, 1);
+    g8->matmul_bwd(ddx, ddw, NULL, dG, dX, dW, N, IN, OUT, 0);
+    g8->matmul_bwd(ddxa, ddwa, NULL, dG, dX, dW, N, IN, OUT, 1);
+    float *ha = down_new(g8, a, ny), *hb = down_new(g8, bb, ny), *hdx = down_new(g8, ddx, nx),
+          *hdxa = down_new(g8, ddxa, nx), *hdw = down_new(g8, ddw, nw), *hdwa = down_new(g8, ddwa, nw);
+    for (size_t i = 0; i < ny; i++) ha[i] += y0[i];
+    for (size_t i = 0; i < nx; i++) hdx[i] += dx0[i];
+    for (size_t i = 0; i < nw; i++) hdw[i] += dw0[i];
+    /* the sum is rounded to bf16 once in the GEMM's epilogue; the reference sums in fp32: ~2^-9 relative */
+    report(g8->name, check_name("fwd   %dx%d->%d accumulate = 1", N, IN, OUT), relfro(hb, ha, ny), 2e-2);
+    report(g8->name, check_name("dgrad %dx%d->%d accumulate_dx = 1", N, IN, OUT), relfro(hdxa, hdx, nx), 1e-2);
+    report(g8->name, check_name("wgrad %dx%d->%d dW += (prefilled)", N, IN, OUT), relfro(hdwa, hdw, nw), 1e-2);
+    g8->free(dX), g8->free(dW), g8->free(dG), g8->free(a), g8->free(bb), g8->free(ddx), g8->free(ddxa);
+    g8->free(ddw), g8->free(ddwa);
+    free(x), free(w), free(dy), free(y0), free(dx0), free(dw0), free(ha), free(hb), free(hdx), free(hdxa), free(hdw),
+        free(hdwa);
+}
+
+/* N, IN or OUT not a multiple of 16: the bf16 table's GEMMs, bit for bit */
+static void test_fallback(const qf_ops *g8, int N, int IN, int OUT) {
+    const size_t nx = (size_t)N * IN, nw = (size_t)OUT * IN, ny = (size_t)N * OUT;
+    float *x = bf16_randn(nx, 1.0, 0, IN), *w = bf16_randn(nw, 0.02, 0, IN), *dy = bf16_randn(ny, 1e-3, 0, OUT);
+    float *b = bf16_randn((size_t)OUT, 0.1, 0, OUT);
+    float *y8 = qf_malloc(ny * 4), *dx8 = qf_malloc(nx * 4), *dw8 = qf_malloc(nw * 4);
+    float *y16 = qf_malloc(ny * 4), *dx16 = qf_malloc(nx * 4), *dw16 = qf_malloc(nw * 4);
+    uint64_t c0[2], c1[2];
+    qf_cuda_fp8_counts(c0);
+    run_table(g8, x, w, b, dy, N, IN, OUT, y8, dx8, dw8);
+    qf_cuda_fp8_counts(c1);
+    run_table(g16, x, w, b, dy, N, IN, OUT, y16, dx16, dw16);
+    const int same = !memcmp(y8, y16, ny * 4) && !memcmp(dx8, dx16, nx * 4) && !memcmp(dw8, dw16, nw * 4);
+    qf_gpu_report_bool(g8->name,
+                       check_name("%dx%d->%d (not multiples of 16): the bf16 GEMMs bit for bit, counted "
+                                  "as bf16 (+%llu fp8, +%llu bf16)",
+                                  N, IN, OUT, (unsigned long long)(c1[0] - c0[0]), (unsigned long long)(c1[1] - c0[1])),
+                       same && c1[0] == c0[0] && c1[1] - c0[1] == 3);
+    free(x), free(w), free(dy), free(b), free(y8), free(dx8), free(dw8), free(y16), free(dx16), free(dw16);
+}
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+/* fwd + dgrad + wgrad of one shape, reps times: TFLOP/s (6 N IN OUT flops per rep) */
+static double time_layer(const qf_ops *g, int N, int IN, int OUT, int reps) {
+    const size_t nx = (size_t)N * IN, nw = (size_t)OUT * IN, ny = (size_t)N * OUT;
+    float *x = bf16_randn(nx, 1.0, 1, IN), *w = bf16_randn(nw, 0.02, 0, IN), *dy = bf16_randn(ny, 3e-6, 0, OUT);
+    void *dX = up(g, x, nx), *dW = up(g, w, nw), *dG = up(g, dy, ny);
+    void *y = g->alloc(ny * 2), *dx = g->alloc(nx * 2), *dw = g->alloc(nw * 2);
+    double t0 = 0;
+    for (int r = -2; r < reps; r++) {
+        if (r == 0) {
+            g->sync();
+            t0 = now();
+        }
+        g->matmul_fwd(y, dX, dW, NULL, N, IN, OUT, 0);
+        g->matmul_bwd(dx, dw, NULL, dG, dX, dW, N, IN, OUT, 0);
+    }
+    g->sync();
+    const double dt = (now() - t0) / reps;
+    g->free(dX), g->free(dW), g->free(dG), g->free(y), g->free(dx), g->free(dw);
+    free(x), free(w), free(dy);
+    return 6.0 * N * IN * OUT / dt / 1e12;
+}
+
+int main(int argc, char **argv) {
+    const int want_bench = argc > 1 && !strcmp(argv[1], "--bench");
+    if (qf_cuda_device_count() <= 0 || !(g16 = qf_ops_cuda()) || !(g32 = qf_ops_cuda_f32())) {
+        printf("test_fp8_cuda: no GPU: skipped\n");
+        return 77;
+    }
+    int dev = 0, major = 0, minor = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    const int cc = major * 10 + minor;
+    char ver[256], why[256];
+    qf_cuda_versions(ver, sizeof ver);
+    printf("test_fp8_cuda: %s; GPU %d compute capability %d.%d\n", ver, dev, major, minor);
+    const qf_ops *tabs[2] = {qf_ops_cuda_fp8(QF_FP8_TENSORWISE, why, sizeof why), NULL};
+    if (!tabs[0]) {
+        printf("test_fp8_cuda: tensorwise fp8 refused: %s\n", why);
+        if (cc < 89) {
+            printf("test_fp8_cuda: compute capability < 8.9 has no fp8 tensor cores: skipped\n");
+            return 77;
+        }
+        qf_gpu_report_bool("cuda-fp8", "the tensorwise table exists on compute capability >= 8.9", 0);
+        return 1;
+    }
+    tabs[1] = qf_ops_cuda_fp8(QF_FP8_ROWWISE, why, sizeof why);
+    if (!tabs[1]) {
+        printf("test_fp8_cuda: rowwise fp8 refused: %s%s\n", why,
+               cc == 90 ? "" : " (not sm_90: its rowwise checks are skipped)");
+        if (cc == 90) qf_gpu_report_bool("cuda-fp8-rowwise", "the rowwise table exists on sm_90", 0);
+    }
+    if (want_bench) {
+        const int shapes[4][3] = {{4096, 3584, 3584}, {4096, 3584, 512}, {4096, 3584, 18944}, {4096, 18944, 3584}};
+        for (int s = 0; s < 4; s++) {
+            const int N = shapes[s][0], IN = shapes[s][1], OUT = shapes[s][2];
+            printf("bench %5dx%5d->%5d fwd+bwd: bf16 %.0f TFLOP/s", N, IN, OUT, time_layer(g16, N, IN, OUT, 20));
+            for (int t = 0; t < 2; t++)
+                if (tabs[t]) printf(", %s %.0f TFLOP/s", tabs[t]->name, time_layer(tabs[t], N, IN, OUT, 20));
+            printf("\n");
+        }
+        return 0;
+    }
+    for (int t = 0; t < 2; t++) {
+        if (!tabs[t]) continue;
+        test_fallback(tabs[t], 100, 70, 37);
+        test_shape(tabs[t], t, 256, 128, 64, 1);   /* small, with the q/k/v bias */
+        test_shape(tabs[t], t, 1024, 896, 128, 1); /* Qwen2.5-0.5B k/v */
+        test_accumulate(tabs[t], 512, 256, 384);
+        test_shape(tabs[t], t, 4096, 3584, 3584, 0);  /* 7B q/o */
+        test_shape(tabs[t], t, 4096, 3584, 512, 1);   /* 7B k/v (KV*D = 4*128) */
+        test_shape(tabs[t], t, 4096, 3584, 18944, 0); /* 7B gate/up */
+        test_shape(tabs[t], t, 4096, 18944, 3584, 0); /* 7B down */
+    }
+    printf("test_fp8_cuda: %d checks, %d failed\n", n_checks, n_fail);
+    return n_fail != 0;
+}

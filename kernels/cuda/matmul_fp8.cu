@@ -30,6 +30,7 @@
 
 struct qf_fp8_plan {
     int used, fa, fb, m, n, k, outer, bias, fast, no_beta;
+    int refused; // cuBLASLt's heuristic offered it, the matmul call said NOT_SUPPORTED: never used again
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t A, B, C;
     cublasLtMatmulAlgo_t algo;
@@ -195,44 +196,46 @@ static void bias_add(bf16 *out, const bf16 *b, int M, int Nc) {
 static int fp8_gemm(bf16 *out, const uint8_t *a8, int fa, const float *sa, const uint8_t *b8, int fb, const float *sb,
                     int outer, const bf16 *bias, int M, int Nc, int K, int accumulate, int fast) {
     qf_fp8_state *st = fp8_state();
-    // the wanted variant first, then without the bias epilogue (a kernel adds it), then without fast accumulation
-    qf_fp8_plan *p = NULL;
-    int bias_apart = 0;
-    for (int v = 0; v < 4 && !p; v++) {
+    // the wanted variant first, then without the bias epilogue (a kernel adds it), then without fast accumulation;
+    // a variant the heuristic offers but the matmul call refuses (NOT_SUPPORTED, seen with the bias epilogue on
+    // sm_90 and cuBLASLt 13.1) is marked and the next one tried
+    for (int v = 0; v < 4; v++) {
         const int use_bias = bias && !(v & 1), use_fast = fast && !(v & 2);
         if ((v & 1) && !bias) continue;
         if ((v & 2) && !fast) continue;
-        p = fp8_plan(fb, fa, Nc, M, K, outer, use_bias, use_fast);
-        bias_apart = bias && !use_bias;
+        qf_fp8_plan *p = fp8_plan(fb, fa, Nc, M, K, outer, use_bias, use_fast);
+        if (!p || p->refused) continue;
+        const bf16 *eb = use_bias ? bias : NULL;
+        cublasStatus_t s = CUBLAS_STATUS_NOT_SUPPORTED;
+        if (!accumulate || !p->no_beta) s = fp8_run(p, out, a8, sa, b8, sb, eb, accumulate ? 1.0f : 0.0f);
+        if (s != CUBLAS_STATUS_SUCCESS && accumulate) { // no beta = 1 for this kernel: compute apart, then add
+            if (!p->no_beta && !st->warned_beta++)
+                fprintf(stderr,
+                        "qwen-ft: warning: cuBLASLt refuses to accumulate (beta = 1) into a %d x %d fp8 GEMM "
+                        "(status %d); accumulating in a separate pass\n",
+                        M, Nc, (int)s);
+            p->no_beta = 1;
+            grow((void **)&st->tmp, &st->tmp_cap, (size_t)M * Nc * sizeof(bf16));
+            s = fp8_run(p, st->tmp, a8, sa, b8, sb, eb, 0.0f);
+            if (s == CUBLAS_STATUS_SUCCESS) cu_add_inplace<bf16>(out, st->tmp, (size_t)M * Nc);
+        }
+        if (s == CUBLAS_STATUS_NOT_SUPPORTED) {
+            p->refused = 1;
+            continue;
+        }
+        if (s != CUBLAS_STATUS_SUCCESS)
+            QF_FATAL("cuBLASLt fp8 GEMM %d x %d x %d (formats %d/%d, %s scales, bias %d) failed: %s", M, Nc, K, fa, fb,
+                     outer ? "outer-vector" : "scalar", eb != NULL, cublasLtGetStatusString(s));
+        if (bias && !use_bias) bias_add(out, bias, M, Nc);
+        st->n_fp8++;
+        return 0;
     }
-    if (!p) {
-        if (!st->warned_algo++)
-            fprintf(stderr,
-                    "qwen-ft: warning: cuBLASLt has no fp8 kernel for a %d x %d x %d GEMM (%s scales); such "
-                    "GEMMs run in bf16\n",
-                    M, Nc, K, outer ? "outer-vector" : "scalar");
-        return -1;
-    }
-    const bf16 *eb = bias_apart ? NULL : bias;
-    cublasStatus_t s = CUBLAS_STATUS_NOT_SUPPORTED;
-    if (!accumulate || !p->no_beta) s = fp8_run(p, out, a8, sa, b8, sb, eb, accumulate ? 1.0f : 0.0f);
-    if (s != CUBLAS_STATUS_SUCCESS && accumulate) { // no beta = 1 for this kernel: compute apart, then add
-        if (!p->no_beta && !st->warned_beta++)
-            fprintf(stderr,
-                    "qwen-ft: warning: cuBLASLt refuses to accumulate (beta = 1) into a %d x %d fp8 GEMM "
-                    "(status %d); accumulating in a separate pass\n",
-                    M, Nc, (int)s);
-        p->no_beta = 1;
-        grow((void **)&st->tmp, &st->tmp_cap, (size_t)M * Nc * sizeof(bf16));
-        s = fp8_run(p, st->tmp, a8, sa, b8, sb, eb, 0.0f);
-        if (s == CUBLAS_STATUS_SUCCESS) cu_add_inplace<bf16>(out, st->tmp, (size_t)M * Nc);
-    }
-    if (s != CUBLAS_STATUS_SUCCESS)
-        QF_FATAL("cuBLASLt fp8 GEMM %d x %d x %d (formats %d/%d, %s scales, bias %d) failed: %s", M, Nc, K, fa, fb,
-                 outer ? "outer-vector" : "scalar", eb != NULL, cublasLtGetStatusString(s));
-    if (bias_apart) bias_add(out, bias, M, Nc);
-    st->n_fp8++;
-    return 0;
+    if (!st->warned_algo++)
+        fprintf(stderr,
+                "qwen-ft: warning: cuBLASLt has no fp8 kernel for a %d x %d x %d GEMM (%s scales); such GEMMs run in "
+                "bf16\n",
+                M, Nc, K, outer ? "outer-vector" : "scalar");
+    return -1;
 }
 
 static int dims_ok(int N, int IN, int OUT) { return N % 16 == 0 && IN % 16 == 0 && OUT % 16 == 0; }

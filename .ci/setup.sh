@@ -20,7 +20,7 @@ NP=${NP:-2}
 # nettle for the tokenizer; zlib and zstd for compressed JSONL).
 PKGS=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools libconfig-dev
       libjansson-dev libpcre2-dev libutf8proc-dev nettle-dev python3 python3-venv zlib1g-dev
-      libzstd-dev)
+      libzstd-dev libevent-dev)
 
 # only for `fuzz`: clang with its libFuzzer/sanitizer runtimes (a Recommends of clang, so named) and OpenMP
 FUZZ_PKGS=(clang libclang-rt-14-dev libomp-dev)

@@ -94,6 +94,30 @@ static int http_is_stop_id(const serve_ctx *c, int32_t t) {
     return 0;
 }
 
+/* the bytes of ids[n] (malloc'd, *len); an id the tokenizer lacks (a model wider than its tokenizer) reads as
+ * U+FFFD */
+static char *http_decode(const qf_tokenizer *tok, const int32_t *ids, int n, size_t *len) {
+    qf_err de = {0};
+    char *t = n > 0 ? qf_tok_decode(tok, ids, (size_t)n, len, &de) : NULL;
+    if (t) return t;
+    size_t cap = 64, k = 0;
+    t = qf_malloc(cap);
+    for (int i = 0; i < n; i++) {
+        size_t l = 0;
+        qf_err e1 = {0};
+        char *p = qf_tok_decode(tok, ids + i, 1, &l, &e1);
+        const char *src = p ? p : "\xEF\xBF\xBD";
+        if (!p) l = 3;
+        while (k + l + 1 > cap) t = qf_realloc(t, cap *= 2);
+        memcpy(t + k, src, l);
+        k += l;
+        free(p);
+    }
+    t[k] = 0;
+    *len = k;
+    return t;
+}
+
 /* the visible text of the first n generated tokens (malloc'd bytes, *len): without a closing stop id (TGI and
  * OpenAI skip special tokens), for OpenAI cut before a stop string; when !final, held back where a stop string
  * or a UTF-8 sequence could still be completing */
@@ -102,9 +126,7 @@ static char *http_visible(const http_job *hj, int n, int final, size_t *len) {
     const qf_serve_job *j = &hj->job;
     int k = n;
     if (k > 0 && http_is_stop_id(c, j->ids[j->plen + k - 1])) k--;
-    qf_err de = {0};
-    char *t = k > 0 ? qf_tok_decode(c->o->tok, j->ids + j->plen, (size_t)k, len, &de) : NULL;
-    if (!t) t = qf_malloc(1), t[0] = 0, *len = 0;
+    char *t = http_decode(c->o->tok, j->ids + j->plen, k, len);
     int openai = hj->req.api == QF_API_COMPLETIONS || hj->req.api == QF_API_CHAT;
     size_t cut = *len, hold = 0;
     for (int s = 0; s < hj->req.nstop; s++) {
@@ -157,9 +179,8 @@ static json_t *http_tgi_details(const http_job *hj, int with_tokens) {
         json_t *toks = json_array();
         for (int i = 0; i < j->nout; i++) {
             size_t len = 0;
-            qf_err de = {0};
-            char *t = qf_tok_decode(hj->c->o->tok, j->ids + j->plen + i, 1, &len, &de);
-            json_array_append_new(toks, http_tgi_token(hj, i, t ? t : "", t ? len : 0));
+            char *t = http_decode(hj->c->o->tok, j->ids + j->plen + i, 1, &len);
+            json_array_append_new(toks, http_tgi_token(hj, i, t, len));
             free(t);
         }
         json_object_set_new(d, "prefill", json_array());
@@ -236,6 +257,7 @@ static void http_stream(http_job *hj, int n, int final) {
     struct evhttp_request *r = hj->evreq;
     size_t len;
     char *t = http_visible(hj, n, final, &len);
+    QF_CHECK(hj->text_sent <= len); /* the visible text only grows: decoding concatenates each id's bytes */
     int chat = hj->req.api == QF_API_CHAT;
     if (hj->req.api == QF_API_TGI || hj->req.api == QF_API_TGI_STREAM) { /* one event per token */
         for (int i = hj->nsent; i < n; i++) {

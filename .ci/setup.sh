@@ -72,11 +72,14 @@ demo() {
 # the tokenizer references of the ref tests (tests/reference/requirements.txt: tokenizers, transformers, tiktoken;
 # no torch) in BUILD_DIR/pyref from PyPI; without network the tests that need them skip, saying why
 pyref_setup() {
-  local py="$BUILD_DIR/pyref/bin/python" req=tests/reference/requirements.txt
-  if [ -x "$py" ] && "$py" -m pip install -q --no-deps --no-index -r "$req" 2>/dev/null; then return 0; fi # pinned: present
+  local py="$BUILD_DIR/pyref/bin/python" req=tests/reference/requirements.txt srv=tests/reference/requirements-serve.txt
+  if [ -x "$py" ] && "$py" -m pip install -q --no-deps --no-index -r "$req" -r "$srv" 2>/dev/null; then return 0; fi # pinned: present
   echo "setup: installing the tokenizer references of $req into $BUILD_DIR/pyref (PyPI)"
-  { python3 -m venv "$BUILD_DIR/pyref" && "$py" -m pip install -q --disable-pip-version-check -r "$req"; } ||
+  { [ -x "$py" ] || python3 -m venv "$BUILD_DIR/pyref"; } && "$py" -m pip install -q --disable-pip-version-check -r "$req" ||
     echo "setup: could not install $req (no PyPI?): the tests that compare with HF tokenizers will skip"
+  echo "setup: installing the serve clients of $srv into $BUILD_DIR/pyref (PyPI)"
+  [ -x "$py" ] && "$py" -m pip install -q --disable-pip-version-check -r "$srv" ||
+    echo "setup: could not install $srv (no PyPI?): ref_serve_clients will skip"
 }
 
 # the `system` tests' Slurm + munge + Lmod + TensorBoard (root only; QWENFT_SYSTEM_SETUP=0 skips it and the

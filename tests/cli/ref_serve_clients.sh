@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # qwen-ft serve against the real clients (PyPI, installed into the pyref venv by the test set-up from
-# tests/reference/requirements.txt; skipped, saying why, when they are missing):
+# tests/reference/requirements-serve.txt; skipped, saying why, when they are missing):
 #   - Locust, headless, 20 users for 30 s POSTing the seed's body {"inputs": ..., "parameters": {"max_new_tokens": N}}
 #     to /generate: zero failures, every response a JSON object whose generated_text is a string (checked per
 #     response in the locustfile), and the greedy text of each prompt the same every time;
@@ -11,7 +11,7 @@
 set -euo pipefail
 . "$SRC/tests/unit_common.sh"
 fixture_prologue
-[ -x "${PYREF:-}" ] || { echo "SKIP: no reference venv at ${PYREF:-PYREF unset} (.ci/setup.sh test makes it from tests/reference/requirements.txt when PyPI is reachable)"; exit 77; }
+[ -x "${PYREF:-}" ] || { echo "SKIP: no reference venv at ${PYREF:-PYREF unset} (.ci/setup.sh test makes it from tests/reference/requirements*.txt when PyPI is reachable)"; exit 77; }
 "$PYREF" -c "import locust, openai" 2> /dev/null ||
   { echo "SKIP: $PYREF lacks locust or openai (PyPI unreachable at set-up?)"; exit 77; }
 wide_fixture

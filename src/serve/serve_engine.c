@@ -122,13 +122,17 @@ static int engine_stop_string(const qf_engine *g, const qf_serve_job *j) {
 static void engine_pick(qf_engine *g, int s, float *lg, double now) {
     qf_serve_job *j = g->slot[s];
     int64_t V = g->o.cfg->vocab_size;
-    memcpy(g->raw, lg, (size_t)V * sizeof(float));
+    if (j->want_logprob) memcpy(g->raw, lg, (size_t)V * sizeof(float));
     int32_t t = qf_sample_pick(&g->smp, &j->sample, lg, j->ids, (size_t)(j->plen + j->nout), &j->rng);
-    float mx = -INFINITY;
-    for (int64_t v = 0; v < V; v++) mx = g->raw[v] > mx ? g->raw[v] : mx;
-    double sum = 0;
-    for (int64_t v = 0; v < V; v++) sum += exp((double)(g->raw[v] - mx));
-    j->logprob[j->nout] = (float)((double)(g->raw[t] - mx) - log(sum));
+    if (j->want_logprob) {
+        float mx = -INFINITY;
+        for (int64_t v = 0; v < V; v++) mx = g->raw[v] > mx ? g->raw[v] : mx;
+        double sum = 0;
+        for (int64_t v = 0; v < V; v++) sum += expf(g->raw[v] - mx);
+        j->logprob[j->nout] = (float)((double)(g->raw[t] - mx) - log(sum));
+    } else {
+        j->logprob[j->nout] = NAN;
+    }
     j->ids[j->plen + j->nout++] = t;
     pthread_mutex_lock(&g->o.met->mu);
     g->o.met->generation_tokens++;

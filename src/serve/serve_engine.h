@@ -36,9 +36,10 @@ typedef struct qf_serve_job {
     char *const *stop;        /* stop strings */
     int nstop;
     double t_arrive;          /* qf_now() at arrival */
+    int want_logprob;         /* fill logprob (TGI details and streams): an O(V) pass with exp per token */
     /* the engine's, under the engine's mutex */
     int nout;                 /* generated so far: ids[plen .. plen+nout) */
-    float *logprob;           /* [max_new] log-softmax of each generated token under the raw logits */
+    float *logprob;           /* [max_new] log-softmax of each generated token under the raw logits (want_logprob) */
     qf_job_finish finish;
     int released;             /* 1: the engine is done with the job (finished, cancelled or never admitted) */
     int admitted;

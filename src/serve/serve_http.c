@@ -467,6 +467,8 @@ static void http_generate(serve_ctx *c, struct evhttp_request *r, qf_api api, co
     j->seed = hj->req.has_seed ? hj->req.seed : (uint64_t)time(NULL) * 6364136223846793005ull + c->next_id;
     j->stop = hj->req.stop, j->nstop = hj->req.nstop;
     j->t_arrive = qf_now();
+    j->want_logprob = (api == QF_API_TGI && hj->req.details) || ((api == QF_API_TGI || api == QF_API_TGI_STREAM) &&
+                                                                 hj->req.stream);
     hj->c = c, hj->evreq = r, hj->endpoint = endpoint, hj->created = (long)time(NULL);
     snprintf(hj->id, sizeof hj->id, "%s-%lu", api == QF_API_CHAT ? "chatcmpl" : "cmpl", ++c->next_id);
     if (qf_engine_submit(&c->eng, j)) {

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
@@ -330,6 +331,18 @@ static void http_detach(http_job *hj) {
     if (con) evhttp_connection_set_closecb(con, NULL, NULL);
 }
 
+/* 1 when the peer of a request waiting for its whole reply has hung up (evhttp does not read a connection while
+ * its request is being answered, so a closed socket shows only here, as an EOF that a peek sees) */
+static int http_peer_gone(struct evhttp_request *r) {
+    struct evhttp_connection *con = evhttp_request_get_connection(r);
+    struct bufferevent *bev = con ? evhttp_connection_get_bufferevent(con) : NULL;
+    evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+    if (fd < 0) return 0;
+    char b;
+    ssize_t k = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 /* after every engine step: stream new tokens, finish the replies of released jobs */
 static void http_on_notify(evutil_socket_t fd, short what, void *arg) {
     serve_ctx *c = arg;
@@ -340,6 +353,10 @@ static void http_on_notify(evutil_socket_t fd, short what, void *arg) {
         int n = hj->job.nout, released = hj->job.released;
         qf_job_finish fin = hj->job.finish;
         pthread_mutex_unlock(&c->eng.mu);
+        if (hj->evreq && !hj->req.stream && !released && http_peer_gone(hj->evreq)) {
+            evhttp_connection_free(evhttp_request_get_connection(hj->evreq)); /* -> http_on_close: cancelled */
+            continue;
+        }
         if (hj->evreq && hj->req.stream && n > hj->nsent && !(released && fin == QF_JOB_CANCELLED))
             http_stream(hj, n, released);
         if (!released) continue;

@@ -8,7 +8,8 @@
 #     OpenAI chunks end with finish_reason, then data: [DONE]
 #   - every malformed request is 400 with a JSON error naming the field; 404, 405, 413 (body cap); --api-key: 401
 #     everywhere but /health; a full queue is 503 with Retry-After
-#   - a client that disconnects mid-stream is cancelled (its slot and blocks come back) long before max_new
+#   - a client that disconnects mid-stream, or while waiting for a whole reply, is cancelled (its slot and blocks
+#     come back) long before max_new
 #   - /metrics counts the requests, tokens and latencies; /info and /v1/models describe the server
 #   - SIGTERM: no new requests, the running stream finishes, exit 0
 # Env: QWENFT (binary), WORK (scratch dir, created here), SRC (source tree).
@@ -189,6 +190,22 @@ try:
         if m["qwenft_generation_tokens_total"] - before < 250: early = True; break
     if not early: fail("a client that hung up after its first event still got all 250 tokens generated (3 tries)")
     else: print(f"disconnect: cancelled after {int(m['qwenft_generation_tokens_total'] - before)} of 250 tokens; slot and blocks freed")
+    # a client waiting for a whole reply that hangs up: cancelled too (a peek at each step sees the EOF)
+    early = False
+    for attempt in range(3):
+        before = S.metrics()["qwenft_generation_tokens_total"]
+        so = socket.create_connection(("127.0.0.1", S.port))
+        body = json.dumps({"inputs": "a", "parameters": {"max_new_tokens": 250}}).encode()
+        so.sendall(b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
+                   + str(len(body)).encode() + b"\r\n\r\n" + body)
+        so.close()
+        t0 = time.time()
+        while time.time() - t0 < 10 and S.metrics()["qwenft_batch_size"] > 0: time.sleep(0.02)
+        m = S.metrics()
+        if m["qwenft_batch_size"] != 0: fail("after a non-streaming disconnect the batch still holds a row")
+        if m["qwenft_generation_tokens_total"] - before < 250: early = True; break
+    if not early: fail("a non-streaming client that hung up still got all 250 tokens generated (3 tries)")
+    else: print(f"disconnect (whole reply): cancelled after {int(m['qwenft_generation_tokens_total'] - before)} of 250 tokens")
     # ---- info, models, metrics ------------------------------------------------------------------------------------
     s, h, info = S.post("/info", None) if False else (None, None, json.loads(S.req("GET", "/info")[2]))
     expect("/info limits", (info["max_input_tokens"], info["max_total_tokens"], info["max_batch_size"]), (128, 256, 3))

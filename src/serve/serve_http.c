@@ -448,7 +448,10 @@ static void http_generate(serve_ctx *c, struct evhttp_request *r, qf_api api, co
         return;
     }
     int plen = P.v[0].n, max_new = hj->req.max_new;
-    if (max_new < 0) max_new = o->max_total - plen;
+    if (max_new < 0) { /* not given: the API's default, at most the room the prompt leaves */
+        max_new = o->max_total - plen;
+        if (hj->req.default_new > 0 && hj->req.default_new < max_new) max_new = hj->req.default_new;
+    }
     char m2[512] = "";
     const char *bad = NULL;
     for (int i = 0; i < plen && !bad; i++)

@@ -159,7 +159,8 @@ static int req_tgi(json_t *o, const qf_serve_limits *lim, qf_serve_req *r, qf_se
     r->text_len = json_string_length(in);
     r->text = qf_malloc(r->text_len + 1);
     memcpy(r->text, json_string_value(in), r->text_len + 1);
-    r->max_new = lim->tgi_default_new < lim->max_new ? lim->tgi_default_new : lim->max_new;
+    r->max_new = -1;
+    r->default_new = lim->tgi_default_new;
     if (params && !json_is_null(params)) {
         if (!json_is_object(params))
             return req_bad(w, 400, "parameters", "parameters is %s, expected an object", req_type(params));
@@ -259,7 +260,7 @@ static int req_openai(json_t *o, const qf_serve_limits *lim, qf_serve_req *r, qf
         r->text_len = json_string_length(prompt);
         r->text = qf_malloc(r->text_len + 1);
         memcpy(r->text, json_string_value(prompt), r->text_len + 1);
-        if (r->max_new < 0) r->max_new = lim->completion_default_new < lim->max_new ? lim->completion_default_new : lim->max_new;
+        r->default_new = lim->completion_default_new;
     } else {
         if (!messages) return req_bad(w, 400, "messages", "messages is missing");
         if (!json_is_array(messages) || json_array_size(messages) == 0)

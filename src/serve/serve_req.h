@@ -16,8 +16,8 @@
 
 typedef enum { QF_API_TGI = 0, QF_API_TGI_STREAM, QF_API_COMPLETIONS, QF_API_CHAT, QF_API_N } qf_api;
 
-/* What the server allows; max_new_default: TGI's max_new_tokens / OpenAI's max_tokens when absent (0: all the
- * room left, for chat). */
+/* What the server allows; the defaults of TGI's max_new_tokens and OpenAI completions' max_tokens when absent
+ * (chat: all the room left), each at most the room the prompt leaves. */
 typedef struct qf_serve_limits {
     int max_new;  /* the most new tokens a request may ask for (max_total - 1) */
     int tgi_default_new, completion_default_new;
@@ -29,7 +29,8 @@ typedef struct qf_serve_req {
     char *text;                /* TGI inputs / OpenAI prompt (malloc'd, may hold NULs: text_len) */
     size_t text_len;
     json_t *chat;              /* chat: {"messages": [...], "tools"?} for prepare's parser (owned) */
-    int max_new;               /* -1: not given (the caller fills the room left) */
+    int max_new;               /* -1: not given: default_new, at most the room left (0: all the room left) */
+    int default_new;
     qf_sample_opts sample;
     uint64_t seed;
     int has_seed;

@@ -236,6 +236,15 @@ try:
     expect("no Bearer: 401 (OpenAI shape)", (s, "message" in b.get("error", {})), (401, True))
     auth = {"Authorization": "Bearer sekrit"}
     expect("right key", S.post("/generate", {"inputs": "a", "parameters": {"max_new_tokens": 2}}, headers=auth)[0], 200)
+    # max_new_tokens not given: TGI's default 100, at most the room the prompt leaves under --max-total-tokens 512
+    longp = "data " * 450
+    s, h, u = S.post("/v1/completions", {"prompt": longp, "max_tokens": 1}, headers=auth)
+    plen = u["usage"]["prompt_tokens"]
+    s, h, b = S.post("/generate", {"inputs": longp, "parameters": {"details": True, "stop": None}}, headers=auth)
+    if s != 200: fail(f"a {plen}-token prompt without max_new_tokens: {s} {b}")
+    elif b["details"]["finish_reason"] == "length": expect(f"default max_new_tokens for a {plen}-token prompt",
+                                                           b["details"]["generated_tokens"], min(100, 512 - plen))
+    print(f"default max_new_tokens: a {plen}-token prompt got {b['details']['generated_tokens']} (room {512 - plen})")
     codes = []
     def hit():
         s, h, b = S.req("POST", "/generate", {"inputs": "a", "parameters": {"max_new_tokens": 500}}, headers=auth)

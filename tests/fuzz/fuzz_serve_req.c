@@ -23,7 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     }
     int chat = api == QF_API_CHAT;
     if (chat ? !r.chat || r.text : !r.text || r.text_len == 0) abort();
-    if (r.max_new > lim.max_new || (r.max_new < 1 && !(chat && r.max_new == -1))) abort();
+    if (r.max_new > lim.max_new || (r.max_new < 1 && r.max_new != -1) || r.default_new < 0) abort();
     if (r.nstop < 0 || r.nstop > QF_SERVE_MAX_STOPS) abort();
     if (!(r.sample.temperature > 0) || !(r.sample.top_p > 0 && r.sample.top_p <= 1) || r.sample.top_k < 0 ||
         !(r.sample.repetition_penalty > 0))

@@ -34,6 +34,7 @@ typedef struct serve_ctx {
     qf_serve_limits lim;
     http_job *active;        /* generation requests in flight */
     int draining, cancelled;
+    int writing;             /* generation replies not yet written out (the drain waits for them) */
     double drain_deadline;
     unsigned long next_id;
     int nblocks;
@@ -57,8 +58,12 @@ struct http_job {
 
 static void http_json(serve_ctx *c, struct evhttp_request *r, const char *endpoint, int status, json_t *body,
                       const char *extra_key, const char *extra_val) {
-    char *s = json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    char *s = body ? json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(body);
+    if (!s) { /* a value jansson refused (never expected: every string passes the UTF-8 repair first) */
+        s = strdup("{\"error\":\"internal error: the reply could not be encoded\",\"error_type\":\"internal\"}");
+        status = 500;
+    }
     struct evbuffer *b = evbuffer_new();
     evbuffer_add(b, s, strlen(s));
     free(s);
@@ -67,7 +72,8 @@ static void http_json(serve_ctx *c, struct evhttp_request *r, const char *endpoi
     if (extra_key) evhttp_add_header(h, extra_key, extra_val);
     evhttp_send_reply(r, status, status == 200 ? "OK" : status == 400 ? "Bad Request" : status == 401 ? "Unauthorized"
                                  : status == 404 ? "Not Found" : status == 405 ? "Method Not Allowed"
-                                 : status == 413 ? "Payload Too Large" : "Service Unavailable", b);
+                                 : status == 413 ? "Payload Too Large" : status == 500 ? "Internal Server Error"
+                                 : "Service Unavailable", b);
     evbuffer_free(b);
     qf_metrics_request(&c->met, endpoint, status);
 }
@@ -229,11 +235,12 @@ static void http_reply_full(http_job *hj) {
     http_json(c, hj->evreq, hj->endpoint, 200, o, NULL, NULL);
 }
 
+/* one event; o NULL: the closing [DONE] (OpenAI) */
 static void http_sse(struct evhttp_request *r, json_t *o) {
     char *s = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(o);
     struct evbuffer *b = evbuffer_new();
-    evbuffer_add_printf(b, "data: %s\n\n", s ? s : "[DONE]");
+    evbuffer_add_printf(b, "data: %s\n\n", s ? s : o ? "{\"error\":\"internal error\"}" : "[DONE]");
     free(s);
     evhttp_send_reply_chunk(r, b);
     evbuffer_free(b);
@@ -317,9 +324,17 @@ static void http_job_unlink_free(http_job *hj) {
     free(hj);
 }
 
+static void http_on_complete(struct evhttp_request *r, void *arg) {
+    serve_ctx *c = arg;
+    (void)r;
+    c->writing--; /* its last byte is written */
+}
+
 static void http_on_close(struct evhttp_connection *con, void *arg) {
     http_job *hj = arg;
     (void)con;
+    evhttp_request_set_on_complete_cb(hj->evreq, NULL, NULL);
+    hj->c->writing--;
     hj->evreq = NULL; /* libevent frees the request */
     qf_engine_cancel(&hj->c->eng, &hj->job);
 }
@@ -503,6 +518,8 @@ static void http_generate(serve_ctx *c, struct evhttp_request *r, qf_api api, co
     if (c->active) c->active->prev = hj;
     c->active = hj;
     evhttp_connection_set_closecb(evhttp_request_get_connection(r), http_on_close, hj);
+    evhttp_request_set_on_complete_cb(r, http_on_complete, c);
+    c->writing++;
     if (hj->req.stream) {
         struct evkeyvalq *h = evhttp_request_get_output_headers(r);
         evhttp_add_header(h, "Content-Type", "text/event-stream");
@@ -604,7 +621,7 @@ static void http_route(struct evhttp_request *r, void *arg) {
 static void http_tick(evutil_socket_t fd, short what, void *arg) {
     serve_ctx *c = arg;
     (void)fd, (void)what;
-    if (!c->active) {
+    if (!c->active && c->writing <= 0) {
         event_base_loopexit(c->base, NULL);
         return;
     }

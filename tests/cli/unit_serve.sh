@@ -199,6 +199,7 @@ try:
         so.sendall(b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
                    + str(len(body)).encode() + b"\r\n\r\n" + body)
         so.close()
+        time.sleep(0.3)  # admitted by now, cancelled or done
         t0 = time.time()
         while time.time() - t0 < 10 and S.metrics()["qwenft_batch_size"] > 0: time.sleep(0.02)
         m = S.metrics()

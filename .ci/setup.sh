@@ -5,7 +5,7 @@
 #   deps: only install the packages;  build: only configure and build
 #   asan: build-asan/ with ASan + UBSan (gcc) and its unit, ref and mpi labels (docs/reliability.md)
 #   fuzz: the libFuzzer targets (clang), FUZZ_SECONDS each (default 60): bench/fuzz.sh; FUZZ_TARGETS (default:
-#         deck ds include jsonl safetensors tokenizer; the dataset target runs by hand, docs/reliability.md)
+#         deck ds include jsonl safetensors tokenizer serve_req; the dataset target runs by hand, docs/reliability.md)
 # Environment: BUILD_DIR (default build), NP (MPI ranks for the demo, default 2), QWENFT_CUDA (AUTO|ON|OFF),
 #              CUDA_ARCHS (CMAKE_CUDA_ARCHITECTURES; default 80;89;90),
 #              CTEST_ARGS (extra ctest arguments).
@@ -20,7 +20,7 @@ NP=${NP:-2}
 # nettle for the tokenizer; zlib and zstd for compressed JSONL).
 PKGS=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools libconfig-dev
       libjansson-dev libpcre2-dev libutf8proc-dev nettle-dev python3 python3-venv zlib1g-dev
-      libzstd-dev)
+      libzstd-dev libevent-dev)
 
 # only for `fuzz`: clang with its libFuzzer/sanitizer runtimes (a Recommends of clang, so named) and OpenMP
 FUZZ_PKGS=(clang libclang-rt-14-dev libomp-dev)
@@ -73,11 +73,15 @@ demo() {
 # no torch) in BUILD_DIR/pyref from PyPI; without network the tests that need them skip, saying why
 pyref_setup() {
   local py="$BUILD_DIR/pyref/bin/python" req=tests/reference/requirements.txt nd=tests/reference/requirements-nodeps.txt
-  if [ -x "$py" ] && "$py" -m pip install -q --no-deps --no-index -r "$req" -r "$nd" 2>/dev/null; then return 0; fi # pinned: present
+  local srv=tests/reference/requirements-serve.txt
+  if [ -x "$py" ] && "$py" -m pip install -q --no-deps --no-index -r "$req" -r "$nd" -r "$srv" 2>/dev/null; then return 0; fi # pinned: present
   echo "setup: installing the tokenizer references of $req and $nd into $BUILD_DIR/pyref (PyPI)"
-  { python3 -m venv "$BUILD_DIR/pyref" && "$py" -m pip install -q --disable-pip-version-check -r "$req" &&
+  { { [ -x "$py" ] || python3 -m venv "$BUILD_DIR/pyref"; } && "$py" -m pip install -q --disable-pip-version-check -r "$req" &&
     "$py" -m pip install -q --disable-pip-version-check --no-deps -r "$nd"; } ||
     echo "setup: could not install $req / $nd (no PyPI?): the tests that compare with HF tokenizers will skip"
+  echo "setup: installing the serve clients of $srv into $BUILD_DIR/pyref (PyPI)"
+  { [ -x "$py" ] && "$py" -m pip install -q --disable-pip-version-check -r "$srv"; } ||
+    echo "setup: could not install $srv (no PyPI?): ref_serve_clients will skip"
 }
 
 # the `system` tests' Slurm + munge + Lmod + TensorBoard (root only; QWENFT_SYSTEM_SETUP=0 skips it and the
@@ -98,6 +102,6 @@ case "$mode" in
   # CI fuzzes qwen-ft's own parsers; the dataset target mostly finds libhdf5 1.10.8's own defects on corrupted
   # files (hangs, wild reads, out-of-memory: docs/reliability.md), so it runs by hand (FUZZ_TARGETS=dataset)
   fuzz) install_deps "${FUZZ_PKGS[@]}"
-        JOBS=$(nproc) bash bench/fuzz.sh "${FUZZ_SECONDS:-60}" ${FUZZ_TARGETS:-deck ds include jsonl safetensors tokenizer} ;;
+        JOBS=$(nproc) bash bench/fuzz.sh "${FUZZ_SECONDS:-60}" ${FUZZ_TARGETS:-deck ds include jsonl safetensors tokenizer serve_req} ;;
   *) echo "usage: .ci/setup.sh demo|test|deps|build|asan|fuzz" >&2; exit 2 ;;
 esac

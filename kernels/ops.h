@@ -114,6 +114,16 @@ typedef struct qf_ops {
      * WRITE. start[B] is backend memory. Prefill (Tq > 1) and decoding (Tq = 1) are the same call. */
     void (*attention_decode)(void *out, const void *q, const void *k, const void *v, void *kcache, void *vcache,
                              const int32_t *start, int B, int Tq, int S, int H, int KV, int D);
+    /* Attention against a paged KV cache for a ragged batch (qwen-ft serve: continuous batching; decode_attention_cpu.c
+     * / _cuda.cu). N new tokens of any number of sequences: token n belongs to sequence seq[n] and sits at position
+     * pos[n] of it. The caches kpool, vpool [nblocks, bs, KV, D] are cut into blocks of bs positions; position p of
+     * sequence s lives in block btab[s*maxb + p/bs], slot p%bs. First writes k, v [N, KV, D] there, then query n,
+     * q[N, H, D], attends positions 0 .. pos[n] of its sequence (causal, GQA, scale 1/sqrt(D)); out[N, H, D] WRITE.
+     * seq, pos, btab are backend memory. On the CPU table a query's arithmetic is exactly attention_decode's, so
+     * paged and contiguous decoding agree bit for bit. */
+    void (*attention_paged)(void *out, const void *q, const void *k, const void *v, void *kpool, void *vpool,
+                            const int32_t *seq, const int32_t *pos, const int32_t *btab, int N, int maxb, int bs,
+                            int H, int KV, int D);
 
     /* Asynchronous copies (offload): copy_start queues a copy of `bytes` (dir QF_COPY_H2D: dst backend, src host;
      * QF_COPY_D2H: dst host, src backend) on the backend's copy engine, ordered after everything queued on the

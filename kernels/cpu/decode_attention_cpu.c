@@ -4,13 +4,45 @@
  * copied into the caches first; then every (row, new token, query head) is one independent softmax over cache
  * positions 0 .. start[b]+i: scores, max subtraction, exp, sum in double, weighted sum of v rows. Each output
  * element is a sum in position order, so a row's result does not depend on B, Tq or the thread count (batched
- * and one-prompt decoding agree bit for bit). */
+ * and one-prompt decoding agree bit for bit).
+ *
+ * The paged form (attention_paged, qwen-ft serve) runs the very same per-query arithmetic (cpu_query_attend), only
+ * the cache row of position j is found through the sequence's block table: serve's greedy continuations equal
+ * generate's bit for bit whatever the batch around them. */
 #include "cpu_impl.h"
 #include "ops.h"
 #include "util.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* one query: softmax over cache positions 0..t of q.k_j * scale, weighted sum of v_j, in position order. Position j
+ * is cache row j (blk NULL: contiguous) or slot j % bs of block blk[j / bs]; rows of `row` floats, kv head at kh*D;
+ * s[t+1] scratch. */
+static void cpu_query_attend(float *oh, const float *qh, const float *kc, const float *vc, const int32_t *blk, int bs,
+                             int t, size_t row, int kh, int D, float scale, float *s) {
+    float mx = -INFINITY;
+    for (int j = 0; j <= t; j++) {
+        const size_t r = blk ? (size_t)blk[j / bs] * bs + j % bs : (size_t)j;
+        const float *kj = kc + r * row + (size_t)kh * D;
+        float dot = 0;
+        for (int d = 0; d < D; d++) dot += qh[d] * kj[d];
+        s[j] = dot * scale;
+        if (s[j] > mx) mx = s[j];
+    }
+    double sum = 0;
+    for (int j = 0; j <= t; j++) {
+        s[j] = expf(s[j] - mx);
+        sum += s[j];
+    }
+    for (int d = 0; d < D; d++) oh[d] = 0;
+    for (int j = 0; j <= t; j++) {
+        const float p = (float)(s[j] / sum);
+        const size_t r = blk ? (size_t)blk[j / bs] * bs + j % bs : (size_t)j;
+        const float *vj = vc + r * row + (size_t)kh * D;
+        for (int d = 0; d < D; d++) oh[d] += p * vj[d];
+    }
+}
 
 void cpu_attention_decode(void *out_, const void *q_, const void *k_, const void *v_, void *kc_, void *vc_,
                           const int32_t *start, int B, int Tq, int S, int H, int KV, int D) {
@@ -34,30 +66,42 @@ void cpu_attention_decode(void *out_, const void *q_, const void *k_, const void
         float *s = qf_malloc((size_t)S * sizeof(float));
 #pragma omp for schedule(static)
         for (long it = 0; it < items; it++) {
-            const int h = (int)(it % H), i = (int)(it / H % Tq), b = (int)(it / H / Tq), kh = h / rep;
-            const int t = start[b] + i; /* this query's position: it sees 0..t */
-            const float *qh = q + (((size_t)b * Tq + i) * H + h) * D;
-            const float *kb = kc + (size_t)b * S * row, *vb = vc + (size_t)b * S * row;
-            float mx = -INFINITY;
-            for (int j = 0; j <= t; j++) {
-                const float *kj = kb + (size_t)j * row + (size_t)kh * D;
-                float dot = 0;
-                for (int d = 0; d < D; d++) dot += qh[d] * kj[d];
-                s[j] = dot * scale;
-                if (s[j] > mx) mx = s[j];
-            }
-            double sum = 0;
-            for (int j = 0; j <= t; j++) {
-                s[j] = expf(s[j] - mx);
-                sum += s[j];
-            }
-            float *oh = out + (((size_t)b * Tq + i) * H + h) * D;
-            for (int d = 0; d < D; d++) oh[d] = 0;
-            for (int j = 0; j <= t; j++) {
-                const float p = (float)(s[j] / sum);
-                const float *vj = vb + (size_t)j * row + (size_t)kh * D;
-                for (int d = 0; d < D; d++) oh[d] += p * vj[d];
-            }
+            const int h = (int)(it % H), i = (int)(it / H % Tq), b = (int)(it / H / Tq);
+            const size_t base = (size_t)b * S * row;
+            cpu_query_attend(out + (((size_t)b * Tq + i) * H + h) * D, q + (((size_t)b * Tq + i) * H + h) * D,
+                             kc + base, vc + base, NULL, 1, start[b] + i, row, h / rep, D, scale, s);
+        }
+        free(s);
+    }
+}
+
+void cpu_attention_paged(void *out_, const void *q_, const void *k_, const void *v_, void *kp_, void *vp_,
+                         const int32_t *seq, const int32_t *pos, const int32_t *btab, int N, int maxb, int bs, int H,
+                         int KV, int D) {
+    float *out = out_, *kp = kp_, *vp = vp_;
+    const float *q = q_, *k = k_, *v = v_;
+    QF_CHECK(KV > 0 && H % KV == 0 && N >= 1 && bs >= 1 && maxb >= 1);
+    const int rep = H / KV;
+    const size_t row = (size_t)KV * D;
+    int tmax = 0;
+    for (int n = 0; n < N; n++) {
+        QF_CHECK(seq[n] >= 0 && pos[n] >= 0 && pos[n] / bs < maxb);
+        const int32_t *blk = btab + (size_t)seq[n] * maxb;
+        const size_t dst = ((size_t)blk[pos[n] / bs] * bs + pos[n] % bs) * row;
+        memcpy(kp + dst, k + (size_t)n * row, row * sizeof(float));
+        memcpy(vp + dst, v + (size_t)n * row, row * sizeof(float));
+        tmax = pos[n] > tmax ? pos[n] : tmax;
+    }
+    const float scale = 1.0f / sqrtf((float)D);
+    const long items = (long)N * H;
+#pragma omp parallel
+    {
+        float *s = qf_malloc((size_t)(tmax + 1) * sizeof(float));
+#pragma omp for schedule(static)
+        for (long it = 0; it < items; it++) {
+            const int h = (int)(it % H), n = (int)(it / H);
+            cpu_query_attend(out + ((size_t)n * H + h) * D, q + ((size_t)n * H + h) * D, kp, vp,
+                             btab + (size_t)seq[n] * maxb, bs, pos[n], row, h / rep, D, scale, s);
         }
         free(s);
     }

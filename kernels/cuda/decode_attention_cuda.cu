@@ -1,5 +1,7 @@
 // decode_attention_cuda.cu — attention against a KV cache (ops.h attention_decode) for the bf16, fp16 and fp32
-// tables: generate's prefill (Tq > 1) and decoding (Tq = 1) on the GPU.
+// tables: generate's prefill (Tq > 1) and decoding (Tq = 1) on the GPU; and its paged form (ops.h attention_paged:
+// serve's ragged batches over a block KV pool), the same two kernels with the cache row of position j found
+// through the sequence's block table.
 //
 // Two kernels on the compute stream:
 //   kv_append:   k, v [B*Tq, KV, D] -> caches [B, S, KV, D] at positions start[b] + i (grid-stride, 8 per thread
@@ -123,9 +125,106 @@ void cu_attention_decode(void *out, const void *q, const void *k, const void *v,
     CHECK_LAUNCH();
 }
 
+// ---- paged (attention_paged) ----------------------------------------------------------------------------------
+
+// the pool row of position p of the sequence whose block table is blk
+__device__ __forceinline__ size_t pg_row(const int32_t *blk, int p, int bs) { return (size_t)blk[p / bs] * bs + p % bs; }
+
+template <typename T>
+__global__ void kv_append_paged_kernel(T *kp, T *vp, const T *k, const T *v, const int32_t *seq, const int32_t *pos,
+                                       const int32_t *btab, int N, int maxb, int bs, int KVD) {
+    const size_t n = (size_t)N * KVD;
+    for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (size_t)gridDim.x * blockDim.x) {
+        const int tok = (int)(e / KVD);
+        const size_t col = e % KVD, dst = pg_row(btab + (size_t)seq[tok] * maxb, pos[tok], bs) * KVD + col;
+        kp[dst] = k[e];
+        vp[dst] = v[e];
+    }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(DA_WARPS * 32)
+    paged_attn_kernel(T *out, const T *q, const T *kp, const T *vp, const int32_t *seq, const int32_t *pos,
+                      const int32_t *btab, int maxb, int bs, int H, int KV, int D, float scale) {
+    extern __shared__ float da_smem[]; // q[D] | m[W] | l[W] | acc[W][D]
+    float *qs = da_smem, *wm = qs + D, *wl = wm + DA_WARPS, *wacc = wl + DA_WARPS;
+    const int item = blockIdx.x; // tok*H + h
+    const int h = item % H, tok = item / H, kh = h / (H / KV);
+    const int t = pos[tok];
+    const int32_t *blk = btab + (size_t)seq[tok] * maxb;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const T *qh = q + (size_t)item * D;
+    for (int d = threadIdx.x; d < D; d += blockDim.x) qs[d] = tof<T>(qh[d]) * scale;
+    __syncthreads();
+    const size_t prow = (size_t)KV * D;
+    float m = -INFINITY, l = 0.0f, acc[DA_MAX_D / 32];
+#pragma unroll
+    for (int c = 0; c < DA_MAX_D / 32; c++) acc[c] = 0.0f;
+    for (int j = warp; j <= t; j += DA_WARPS) {
+        const size_t r = pg_row(blk, j, bs) * prow + (size_t)kh * D;
+        const T *kj = kp + r, *vj = vp + r;
+        float s = 0.0f;
+#pragma unroll
+        for (int c = 0; c < DA_MAX_D / 32; c++) {
+            const int d = lane + 32 * c;
+            if (d < D) s += qs[d] * tof<T>(kj[d]);
+        }
+        s = warp_sum(s);
+        const float mn = fmaxf(m, s), corr = expf(m - mn), p = expf(s - mn);
+        l = l * corr + p;
+#pragma unroll
+        for (int c = 0; c < DA_MAX_D / 32; c++) {
+            const int d = lane + 32 * c;
+            if (d < D) acc[c] = acc[c] * corr + p * tof<T>(vj[d]);
+        }
+        m = mn;
+    }
+    if (lane == 0) wm[warp] = m, wl[warp] = l;
+#pragma unroll
+    for (int c = 0; c < DA_MAX_D / 32; c++) {
+        const int d = lane + 32 * c;
+        if (d < D) wacc[warp * D + d] = acc[c];
+    }
+    __syncthreads();
+    float M = -INFINITY;
+    for (int w = 0; w < DA_WARPS; w++) M = fmaxf(M, wm[w]);
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float L = 0.0f, A = 0.0f;
+        for (int w = 0; w < DA_WARPS; w++) {
+            if (wm[w] == -INFINITY) continue;
+            const float c = expf(wm[w] - M);
+            L += wl[w] * c;
+            A += wacc[w * D + d] * c;
+        }
+        out[(size_t)item * D + d] = fromf<T>(A / L);
+    }
+}
+
+template <typename T>
+void cu_attention_paged(void *out, const void *q, const void *k, const void *v, void *kpool, void *vpool,
+                        const int32_t *seq, const int32_t *pos, const int32_t *btab, int N, int maxb, int bs, int H,
+                        int KV, int D) {
+    if (D > DA_MAX_D || KV <= 0 || H % KV != 0 || N < 1 || bs < 1)
+        qf_fatal_at(__FILE__, __LINE__, "attention_paged: unsupported shape H %d KV %d D %d N %d bs %d (D <= %d)", H,
+                    KV, D, N, bs, DA_MAX_D);
+    const int KVD = KV * D;
+    const size_t n = (size_t)N * KVD;
+    kv_append_paged_kernel<T><<<qf_blocks(n, 256, (unsigned)qfc().num_sms * 8u), 256, 0, qfc_stream()>>>(
+        (T *)kpool, (T *)vpool, (const T *)k, (const T *)v, seq, pos, btab, N, maxb, bs, KVD);
+    CHECK_LAUNCH();
+    const size_t smem = sizeof(float) * ((size_t)D + 2 * DA_WARPS + (size_t)DA_WARPS * D);
+    paged_attn_kernel<T><<<(unsigned)((size_t)N * H), DA_WARPS * 32, smem, qfc_stream()>>>(
+        (T *)out, (const T *)q, (const T *)kpool, (const T *)vpool, seq, pos, btab, maxb, bs, H, KV, D,
+        (float)(1.0 / sqrt((double)D)));
+    CHECK_LAUNCH();
+}
+
 #define QF_DECODE_INSTANTIATE(T)                                                                                     \
     template void cu_attention_decode<T>(void *, const void *, const void *, const void *, void *, void *,           \
-                                         const int32_t *, int, int, int, int, int, int);
+                                         const int32_t *, int, int, int, int, int, int);                      \
+    template void cu_attention_paged<T>(void *, const void *, const void *, const void *, void *, void *,            \
+                                        const int32_t *, const int32_t *, const int32_t *, int, int, int, int, int,  \
+                                        int);
 QF_DECODE_INSTANTIATE(float)
 QF_DECODE_INSTANTIATE(bf16)
 QF_DECODE_INSTANTIATE(f16)

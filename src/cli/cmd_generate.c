@@ -311,23 +311,9 @@ static void gen_print(const gen_stream *g, const qf_decode_out *out) {
 
 /* ---- the command ---------------------------------------------------------------------------------------------- */
 
-/* The chat template (--template, else the tokenizer directory's, else qwen1) for tok; 0 or exit 2 with e set. */
+/* The chat template of tok (gen_prompts.h qf_gen_template); 0 or exit 2 with e set. */
 static int gen_template(const gen_opts *op, const qf_tokenizer *tok, qf_chat_template *tm, qf_err *e) {
-    const char *path = op->tokenizer ? op->tokenizer : op->model;
-    qf_tmpl_id id = QF_TMPL_QWEN1;
-    int found = 0;
-    char where[4200];
-    if (op->template_name && strcmp(op->template_name, "auto")) {
-        if (qf_tmpl_by_name(op->template_name, &id))
-            return qf_err_set(e, QF_EXIT_INPUT, "--template %s: unknown (auto, or one of %s)", op->template_name,
-                              qf_tmpl_names());
-    } else if (qf_tmpl_detect(path, &id, &found, where, sizeof where, e)) {
-        return e->code;
-    } else if (!found && op->template_name) {
-        return qf_err_set(e, QF_EXIT_INPUT, "--template auto: %s has no chat template beside its tokenizer; pass "
-                          "--template NAME (%s)", path, qf_tmpl_names());
-    }
-    return qf_tmpl_init(tm, id, tok, e);
+    return qf_gen_template(op->tokenizer ? op->tokenizer : op->model, op->template_name, tok, tm, e);
 }
 
 /* rank 0: tokenizer, prompts, checks against the model config */

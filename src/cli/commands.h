@@ -6,5 +6,5 @@
 #define QF_COMMANDS_H
 #include "options.h"
 extern const qf_cmd qf_cmd_train, qf_cmd_eval, qf_cmd_prepare, qf_cmd_import, qf_cmd_export, qf_cmd_generate,
-    qf_cmd_estimate, qf_cmd_report, qf_cmd_plot, qf_cmd_deck;
+    qf_cmd_estimate, qf_cmd_report, qf_cmd_plot, qf_cmd_deck, qf_cmd_serve;
 #endif

@@ -19,9 +19,7 @@ void qf_gen_prompts_free(qf_gen_prompts *p) {
     memset(p, 0, sizeof *p);
 }
 
-/* a conversation record (json: {"messages": ...} or {"conversations": ...}) -> the template's ids ending with the
- * assistant's header (add_generation_prompt); why[cap] on failure */
-static int gen_chat(const qf_gen_src *src, json_t *rec, qf_gen_prompts *out, char *why, size_t cap) {
+int qf_gen_prompt_chat(const qf_gen_src *src, json_t *rec, qf_gen_prompts *out, char *why, size_t cap) {
     if (!src->tok)
         return snprintf(why, cap, "a chat prompt needs a tokenizer: pass --tokenizer (tokenizer.json, qwen.tiktoken "
                                   "or an HF model directory)"), 1;
@@ -55,7 +53,7 @@ static int gen_chat(const qf_gen_src *src, json_t *rec, qf_gen_prompts *out, cha
 static int gen_text(const qf_gen_src *src, const char *text, size_t len, qf_gen_prompts *out, char *why, size_t cap) {
     if (src->chat) {
         json_t *rec = json_pack("{s:[{s:s,s:s%}]}", "messages", "role", "user", "content", text, len);
-        int rc = gen_chat(src, rec, out, why, cap);
+        int rc = qf_gen_prompt_chat(src, rec, out, why, cap);
         json_decref(rec);
         return rc;
     }
@@ -164,7 +162,7 @@ int qf_gen_prompts_read(const char *path, const qf_gen_src *src, qf_gen_prompts 
                 bad = snprintf(why, sizeof why, "prompt is %s, expected a string", prep_json_type(p)) > 0;
             else if (p) bad = gen_text(&rs, json_string_value(p), json_string_length(p), out, why, sizeof why);
             else if (ids) bad = gen_ids_record(ids, out, why, sizeof why);
-            else bad = gen_chat(&rs, rec, out, why, sizeof why);
+            else bad = qf_gen_prompt_chat(&rs, rec, out, why, sizeof why);
         }
         json_decref(rec);
         if (bad) qf_err_set(e, QF_EXIT_INPUT, "%s:%ld: %s", path, lineno, why);
@@ -173,4 +171,20 @@ int qf_gen_prompts_read(const char *path, const qf_gen_src *src, qf_gen_prompts 
     fclose(f);
     if (!e->code && out->n == before) qf_err_set(e, QF_EXIT_INPUT, "generate: --prompts %s holds no prompt", path);
     return e->code;
+}
+
+int qf_gen_template(const char *path, const char *name, const qf_tokenizer *tok, qf_chat_template *tm, qf_err *e) {
+    qf_tmpl_id id = QF_TMPL_QWEN1;
+    int found = 0;
+    char where[4200];
+    if (name && strcmp(name, "auto")) {
+        if (qf_tmpl_by_name(name, &id))
+            return qf_err_set(e, QF_EXIT_INPUT, "--template %s: unknown (auto, or one of %s)", name, qf_tmpl_names());
+    } else if (qf_tmpl_detect(path, &id, &found, where, sizeof where, e)) {
+        return e->code;
+    } else if (!found && name) {
+        return qf_err_set(e, QF_EXIT_INPUT, "--template auto: %s has no chat template beside its tokenizer; pass "
+                          "--template NAME (%s)", path, qf_tmpl_names());
+    }
+    return qf_tmpl_init(tm, id, tok, e);
 }

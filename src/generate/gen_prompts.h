@@ -43,8 +43,15 @@ typedef struct qf_gen_src {
 int qf_gen_prompt_text(const qf_gen_src *src, const char *text, qf_gen_prompts *out, const char *what, qf_err *e);
 /* Appends --prompt-ids "1,2,3". */
 int qf_gen_prompt_idlist(const char *list, qf_gen_prompts *out, qf_err *e);
+/* Appends a conversation record ({"messages": [...], "tools"?} or {"conversations": ...}) rendered under src->tmpl
+ * as prepare renders it, ending with the assistant's header (add_generation_prompt); 0, or 1 with why[cap] naming
+ * the key at fault (qwen-ft serve's chat requests come here too). */
+int qf_gen_prompt_chat(const qf_gen_src *src, json_t *rec, qf_gen_prompts *out, char *why, size_t cap);
 /* Appends every record of a JSONL file; a bad line is exit 2 naming FILE:LINE and the key. */
 int qf_gen_prompts_read(const char *path, const qf_gen_src *src, qf_gen_prompts *out, qf_err *e);
 void qf_gen_prompts_free(qf_gen_prompts *p);
+/* The chat template for tok: name (a template's name; "auto" or NULL: the one beside the tokenizer at path,
+ * recognised by content; NULL and none found: qwen1; "auto" and none found: exit 2). 0 or exit 2 with e set. */
+int qf_gen_template(const char *path, const char *name, const qf_tokenizer *tok, qf_chat_template *tm, qf_err *e);
 
 #endif

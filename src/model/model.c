@@ -248,7 +248,7 @@ void qf_model_free(qf_model *m) {
             if (m->kc[l]) o->free(m->kc[l]);
             if (m->vc[l]) o->free(m->vc[l]);
         }
-        void *ps[] = {m->d_start, m->dec_logits, m->dec_logits_f32};
+        void *ps[] = {m->d_start, m->dec_logits, m->dec_logits_f32, m->d_seq, m->d_btab};
         for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
             if (ps[i]) o->free(ps[i]);
         free(m->kc);
@@ -365,7 +365,10 @@ static void layer_forward(qf_model *m, int l) {
     }
     o->rope_fwd(a->q, m->d_pos, N, H, D, c->rope_theta);
     o->rope_fwd(a->k, m->d_pos, N, KV, D, c->rope_theta);
-    if (m->S) /* KV-cache mode: append k/v at each row's positions, attend the cache */
+    if (m->paged) /* paged mode: k/v into each sequence's blocks, attend them */
+        o->attention_paged(a->att, a->q, a->k, a->v, m->kc[l], m->vc[l], m->d_seq, m->d_pos, m->d_btab, N, m->maxb,
+                           m->block_size, H, KV, D);
+    else if (m->S) /* KV-cache mode: append k/v at each row's positions, attend the cache */
         o->attention_decode(a->att, a->q, a->k, a->v, m->kc[l], m->vc[l], m->d_start, m->B, m->T, m->S, H, KV, D);
     else
         o->attention_fwd(a->att, a->lse, a->q, a->k, a->v, m->d_seg, m->B, m->T, H, KV, D);
@@ -598,4 +601,73 @@ void qf_model_decode_logits(qf_model *m, const int32_t *last, float *out) {
     o->matmul_fwd(m->dec_logits, m->lnf, P(m, m->ix_head), NULL, B, C, V, 0);
     o->act_to_f32(m->dec_logits_f32, m->dec_logits, (size_t)B * V);
     o->copy_d2h(out, m->dec_logits_f32, (size_t)B * V * 4);
+}
+
+/* ---- paged KV-cache mode ------------------------------------------------------------------------------------ */
+
+int64_t qf_model_paged_bytes(const qf_model_config *c, int Ntok, int max_seqs, int nblocks, int block_size, int maxb,
+                             int nlayers, int head, int64_t ab) {
+    int64_t t = qf_model_decode_bytes(c, 1, Ntok, (int)((int64_t)nblocks * block_size), nlayers, 0, ab);
+    int64_t B = max_seqs, C = c->hidden_size, V = c->vocab_size;
+    if (head) t += ab * 2 * B * C + 4 * B + ab * B * V + 4 * B * V;
+    return t + 4 * ((int64_t)Ntok + B * maxb);
+}
+
+int qf_model_alloc_paged(qf_model *m, int Ntok, int max_seqs, int nblocks, int block_size, int maxb, int l0, int l1,
+                         int head, qf_err *e) {
+    int64_t S = (int64_t)nblocks * block_size;
+    QF_CHECK(Ntok >= 1 && max_seqs >= 1 && block_size >= 1 && maxb >= 1 && S >= Ntok && S <= INT32_MAX);
+    if (qf_model_alloc_decode(m, 1, Ntok, (int)S, l0, l1, 0, e)) return e->code;
+    m->paged = 1;
+    m->block_size = block_size;
+    m->max_seqs = max_seqs;
+    m->maxb = maxb;
+    size_t C = m->cfg.hidden_size, V = (size_t)m->cfg.vocab_size, B = (size_t)max_seqs;
+    if (head) {
+        m->dec_x = act_alloc(m, B * C);
+        m->lnf = act_alloc(m, B * C);
+        m->rstdf = f32_alloc(m, B);
+        m->dec_logits = m->ops->alloc(B * V * m->ops->act_bytes);
+        m->dec_logits_f32 = m->ops->alloc(B * V * 4);
+        if (!m->dec_logits || !m->dec_logits_f32)
+            return qf_err_set(e, QF_EXIT_RUNTIME, "out of memory for the logits (%d rows x %zu)", max_seqs, V);
+        m->act_bytes += B * V * (m->ops->act_bytes + 4);
+    }
+    m->d_seq = m->ops->alloc((size_t)Ntok * sizeof(int32_t));
+    m->d_btab = m->ops->alloc(B * (size_t)maxb * sizeof(int32_t));
+    if (!m->d_seq || !m->d_btab) return qf_err_set(e, QF_EXIT_RUNTIME, "out of memory for the block tables");
+    m->act_bytes += ((size_t)Ntok + B * maxb) * sizeof(int32_t);
+    return 0;
+}
+
+void qf_model_paged_begin(qf_model *m, const int32_t *tokens, const int32_t *seq, const int32_t *pos, int N,
+                          const int32_t *btab, int embed) {
+    QF_CHECK(m->paged && N >= 1 && N <= m->Tcap);
+    for (int n = 0; n < N; n++) QF_CHECK(seq[n] >= 0 && seq[n] < m->max_seqs && pos[n] >= 0 && pos[n] / m->block_size < m->maxb);
+    m->T = N;
+    m->ops->copy_h2d(m->d_pos, pos, (size_t)N * sizeof *pos);
+    m->ops->copy_h2d(m->d_seq, seq, (size_t)N * sizeof *seq);
+    m->ops->copy_h2d(m->d_btab, btab, (size_t)m->max_seqs * m->maxb * sizeof *btab);
+    if (embed) {
+        m->ops->copy_h2d(m->d_tokens, tokens, (size_t)N * sizeof *tokens);
+        will_use(m, 0, 0);
+        m->ops->embedding_fwd(m->res[0], m->d_tokens, P(m, m->ix_embed), N, m->cfg.hidden_size);
+    }
+}
+
+void qf_model_paged_logits(qf_model *m, const int32_t *rows, int n, float *out) {
+    const qf_ops *o = m->ops;
+    int C = m->cfg.hidden_size, L = m->cfg.num_layers, V = (int)m->cfg.vocab_size;
+    QF_CHECK(m->paged && n >= 1 && n <= m->max_seqs);
+    size_t rb = (size_t)C * o->act_bytes;
+    for (int i = 0; i < n; i++) {
+        QF_CHECK(rows[i] >= 0 && rows[i] < m->T);
+        o->copy_d2d((char *)m->dec_x + i * rb, (const char *)m->res[L] + (size_t)rows[i] * rb, rb);
+    }
+    will_use(m, L + 1, 0);
+    o->rmsnorm_fwd(m->lnf, m->rstdf, m->dec_x, P(m, m->ix_norm), n, C, (float)m->cfg.rms_norm_eps);
+    if (m->ix_head == m->ix_embed) will_use(m, 0, 0);
+    o->matmul_fwd(m->dec_logits, m->lnf, P(m, m->ix_head), NULL, n, C, V, 0);
+    o->act_to_f32(m->dec_logits_f32, m->dec_logits, (size_t)n * V);
+    o->copy_d2h(out, m->dec_logits_f32, (size_t)n * V * 4);
 }

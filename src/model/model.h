@@ -85,6 +85,10 @@ typedef struct qf_model {
     int32_t *d_start;         /* [B] cache position of each row's first new token */
     void *dec_x, *dec_logits; /* [B, C]: the rows whose logits are wanted; [B, V] act */
     float *dec_logits_f32;    /* [B, V] */
+    /* Paged mode (qf_model_alloc_paged, qwen-ft serve): one ragged row of T tokens of many sequences; kc/vc[l] are
+     * block pools [nblocks, block_size, KV, D] (allocated as one row of S = nblocks * block_size positions). */
+    int paged, block_size, max_seqs, maxb; /* maxb: block-table entries per sequence */
+    int32_t *d_seq, *d_btab;  /* [Tcap] sequence of each token; [max_seqs, maxb] block tables */
 } qf_model;
 
 /* Lays out parameters for cfg; flags: QF_MODEL_PARAMS / QF_MODEL_GRADS allocate flat parameter / gradient buffers
@@ -129,6 +133,23 @@ void qf_model_decode_layers(qf_model *m, int l0, int l1);
 /* Final norm and lm_head on row b's new token last[b] (0 <= last[b] < Tq; -1: row not wanted, its logits are
  * those of token 0): out[B, V] host fp32. */
 void qf_model_decode_logits(qf_model *m, const int32_t *last, float *out);
+
+/* ---- Paged KV-cache mode (qwen-ft serve; src/serve/serve_engine.c drives it) ----
+ * Calls of up to Ntok tokens of up to max_seqs sequences in any mix (prefill chunks and decoding tokens), over a
+ * pool of nblocks blocks of block_size positions per cached layer [l0, l1); a sequence addresses at most maxb
+ * blocks. head != 0: the classifier for up to max_seqs rows a call. */
+int qf_model_alloc_paged(qf_model *m, int Ntok, int max_seqs, int nblocks, int block_size, int maxb, int l0, int l1,
+                         int head, qf_err *e);
+/* What qf_model_alloc_paged allocates (the pools included). */
+int64_t qf_model_paged_bytes(const qf_model_config *c, int Ntok, int max_seqs, int nblocks, int block_size, int maxb,
+                             int nlayers, int head, int64_t ab);
+/* Starts a call of N <= Ntok tokens (host arrays): token n is tokens[n] of sequence seq[n] (< max_seqs) at position
+ * pos[n]; btab[max_seqs * maxb] the block tables (entries of sequences in the call must cover their positions).
+ * embed != 0: embeds the tokens into the residual of layer 0. Then qf_model_decode_layers as in KV-cache mode. */
+void qf_model_paged_begin(qf_model *m, const int32_t *tokens, const int32_t *seq, const int32_t *pos, int N,
+                          const int32_t *btab, int embed);
+/* Final norm and lm_head on the call's tokens rows[0..n) (n <= max_seqs): out[n, V] host fp32. */
+void qf_model_paged_logits(qf_model *m, const int32_t *rows, int n, float *out);
 
 /* Element range of parameter i within the flat buffer, its pointer given the unit base. */
 static inline int64_t qf_model_param_off(const qf_model *m, int i) { return m->offset[i]; }

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# bench/serve_bench.sh [PRESET] — `qwen-ft serve` on the GPU machine (the [serve] issue's targets): the preset
+# randomly initialised (default qwen2.5-7b), bf16, one GPU, served on 127.0.0.1 with --max-batch 128:
+#   1. batch 1: one /generate_stream of a prompt of about BENCH_PROMPT_TOKENS (512) tokens, 128 new tokens: time to first token, decode tokens/s;
+#   2. 32 concurrent /v1/completions (greedy, prompts of about 512 tokens, 128 new tokens each): generated tokens/s in total;
+#   3. the seed's Locust test: 100 users, spawn rate 10, {"inputs", "parameters": {"max_new_tokens": 256}} to
+#      /generate for 2 minutes (BENCH_LOCUST_TIME): requests/s, failures, p50 and p95 latency.
+# One JSON line per part in $OUT/serve_bench.jsonl, the server's /metrics at the end in $OUT/serve_metrics.txt.
+# SERVE_MODEL=PATH serves a model directory instead of the preset (QWENFT_BACKEND=cpu: a dry run on a CPU).
+# Needs: QWENFT (default build-cuda/qwen-ft), a python with locust (PY; `pip install -r
+# tests/reference/requirements-serve.txt`), TOKENIZER (default the fixture tokenizer: its ids are a subset of the
+# model's vocabulary; replies of a random model decode as U+FFFD where the fixture lacks an id).
+set -uo pipefail
+model=${1:-qwen2.5-7b}
+root=$(cd "$(dirname "$0")/.." && pwd)
+Q=${QWENFT:-$root/build-cuda/qwen-ft}
+PY=${PY:-python3}
+out=${OUT:-/tmp}
+tok=${TOKENIZER:-$root/tests/reference/fixtures/tokenizer/tokenizer.json}
+work=$(mktemp -d)
+"$PY" -c "import locust" 2> /dev/null || { echo "serve_bench: $PY has no locust (pip install -r tests/reference/requirements-serve.txt)"; exit 2; }
+QWENFT_BACKEND=${QWENFT_BACKEND:-cuda} "$Q" serve --model "${SERVE_MODEL:-preset:$model}" --tokenizer "$tok" --port 0 --max-batch 128 --max-queue 4096 \
+  --max-total-tokens "${BENCH_MAX_TOTAL:-1024}" --model-id "$model" 2> "$work/serve.err" &
+pid=$!
+for _ in $(seq 600); do grep -q "listening on" "$work/serve.err" && break; sleep 0.5; kill -0 $pid 2> /dev/null || break; done
+port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$work/serve.err")
+[ -n "$port" ] || { echo "serve_bench: the server did not start:"; cat "$work/serve.err"; exit 1; }
+head -3 "$work/serve.err"
+url=http://127.0.0.1:$port
+"$PY" - "$url" "$model" <<'PY' | tee -a "$out/serve_bench.jsonl"
+import http.client, json, random, sys, threading, time
+url, model = sys.argv[1], sys.argv[2]
+host, port = url[7:].split(":"); port = int(port)
+words = "the of and to in is was for on that with as by at from his her an which or be are this had not but".split()
+def post(path, body):
+    c = http.client.HTTPConnection(host, port, timeout=600)
+    c.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+    return c, c.getresponse()
+def ntok(text): # the prompt's tokens under the server's tokenizer
+    c, r = post("/v1/completions", {"model": model, "prompt": text, "max_tokens": 1}); b = json.loads(r.read()); c.close()
+    return b["usage"]["prompt_tokens"] if r.status == 200 else 10 ** 9  # over the limit
+want = int(__import__("os").environ.get("BENCH_PROMPT_TOKENS", "512"))
+nwords = max(1, want // 3)
+for _ in range(6): # words per prompt for about `want` tokens
+    k = ntok(" ".join(random.Random(0).choice(words) for _ in range(nwords)))
+    if abs(k - want) <= 8: break
+    nwords = max(1, nwords // 2 if k == 10 ** 9 else nwords * want // k)
+def prompt(seed):
+    r = random.Random(seed); return " ".join(r.choice(words) for _ in range(nwords))
+# warm-up
+c, r = post("/generate", {"inputs": "hello", "parameters": {"max_new_tokens": 4}}); r.read(); c.close()
+# 1. batch 1, streamed: TTFT and decode tokens/s
+t0 = time.time(); c, r = post("/generate_stream", {"inputs": prompt(1), "parameters": {"max_new_tokens": 128}})
+times = []
+if r.status != 200: sys.exit(f"serve_bench: /generate_stream: {r.status} {r.read()[:300]!r}")
+while True:
+    line = r.readline()
+    if not line: break
+    if line.startswith(b"data: "): times.append(time.time())
+c.close()
+n = len(times)
+print(json.dumps({"part": "batch1", "model": model, "prompt_tokens": ntok(prompt(1)), "new": n, "ttft_s": round(times[0] - t0, 4),
+                  "decode_tok_s": round((n - 1) / (times[-1] - times[0]), 1) if n > 1 else None}))
+# 2. 32 concurrent greedy completions
+res = []
+def one(i):
+    t = time.time(); c, r = post("/v1/completions", {"model": model, "prompt": prompt(100 + i), "max_tokens": 128,
+                                                     "temperature": 0})
+    b = json.loads(r.read()); c.close()
+    if r.status != 200: print("serve_bench: /v1/completions:", r.status, b, file=sys.stderr); return
+    res.append((time.time() - t, b["usage"]))
+th = [threading.Thread(target=one, args=(i,)) for i in range(32)]
+t0 = time.time()
+for t in th: t.start()
+for t in th: t.join()
+wall = time.time() - t0
+gen = sum(u["completion_tokens"] for _, u in res)
+print(json.dumps({"part": "concurrent32", "model": model, "ok": len(res), "prompt_tokens_mean": sum(u["prompt_tokens"] for _, u in res) / max(1, len(res)),
+                  "generated": gen, "wall_s": round(wall, 3), "generated_tok_s": round(gen / wall, 1),
+                  "latency_max_s": round(max(l for l, _ in res), 3)}))
+PY
+cat > "$work/stress_test.py" <<'LF'
+from locust import HttpUser, task, constant
+class QwenUser(HttpUser):
+    wait_time = constant(0)
+    @task
+    def generate(self):
+        with self.client.post("/generate", json={"inputs": "Explain MPI in one paragraph.",
+                                                 "parameters": {"max_new_tokens": 256}}, catch_response=True) as r:
+            ok = r.status_code == 200 and isinstance(r.json().get("generated_text"), str)
+            r.success() if ok else r.failure(f"status {r.status_code}: {r.text[:200]}")
+LF
+(cd "$work" && "$PY" -m locust -f stress_test.py --headless -u 100 -r 10 -t "${BENCH_LOCUST_TIME:-2m}" --host "$url" \
+  --csv lc --only-summary > locust.out 2>&1)
+"$PY" - "$work/lc_stats.csv" "$model" <<'PY' | tee -a "$out/serve_bench.jsonl"
+import csv, json, sys
+a = [r for r in csv.DictReader(open(sys.argv[1])) if r["Name"] == "Aggregated"][0]
+print(json.dumps({"part": "locust100", "model": sys.argv[2], "users": 100, "spawn_rate": 10, "max_new_tokens": 256,
+                  "requests": int(a["Request Count"]), "failures": int(a["Failure Count"]),
+                  "req_s": round(float(a["Requests/s"]), 2), "p50_ms": a["50%"], "p95_ms": a["95%"]}))
+PY
+curl -s "$url/metrics" > "$out/serve_metrics.txt" 2> /dev/null || true
+kill -TERM $pid; wait $pid; echo "serve exit: $?"
+rm -rf "$work"

@@ -1,0 +1,182 @@
+/* cmd_serve.c — `qwen-ft serve`: the model behind TGI's and OpenAI's HTTP APIs with continuous batching over a
+ * paged KV cache (src/serve/). Options and the set-up live here: the model config, the tokenizer and its chat
+ * template (the one prepare and generate --chat render with), the backend, the stop ids; serve/serve_http.c runs
+ * the server, serve/serve_engine.c the batch. One rank: under mpirun with several ranks it refuses (exit 2). */
+#include <stddef.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "chat_template.h"
+#include "tokenizer.h"
+#include "commands.h"
+#include "options.h"
+#include "qf_version.h"
+#include "generate/gen_prompts.h"
+#include "model/backend.h"
+#include "serve/serve.h"
+#include "store/model_io.h"
+
+typedef struct serve_args {
+    const char *model, *tokenizer, *host, *api_key, *template_name, *system, *dtype, *model_id;
+    int port, max_batch, max_input, max_total, max_queue, chunk, max_body_kb;
+    double gpu_limit_gb, grace_s;
+} serve_args;
+
+static const qf_opt SERVE_OPTS[] = {
+    {.name = "model", .short_name = 'm', .type = QF_OPT_STR, .off = offsetof(serve_args, model), .meta = "M",
+     .required = 1, .help = "HDF5 model, checkpoint (file or directory) or HF directory; preset:NAME (randomly "
+                            "initialised: benchmarks)"},
+    {.name = "tokenizer", .type = QF_OPT_STR, .off = offsetof(serve_args, tokenizer), .meta = "T",
+     .help = "tokenizer.json, qwen.tiktoken or a directory holding one (default: the model directory's)"},
+    {.name = "template", .type = QF_OPT_STR, .off = offsetof(serve_args, template_name), .meta = "auto|NAME",
+     .help = "chat template of /v1/chat/completions, as prepare's --template (default: the tokenizer directory's "
+             "own when it has one, else qwen1)"},
+    {.name = "system", .type = QF_OPT_STR, .off = offsetof(serve_args, system), .meta = "TEXT",
+     .help = "system prompt of chat requests without one (default: the template's own)"},
+    {.name = "host", .type = QF_OPT_STR, .off = offsetof(serve_args, host), .def = "127.0.0.1", .meta = "ADDR",
+     .help = "address to listen on (0.0.0.0: every interface)"},
+    {.name = "port", .type = QF_OPT_INT, .off = offsetof(serve_args, port), .def = "8080", .meta = "P", .lo = 0,
+     .hi = 65535, .help = "TCP port (0: any free port, printed on stderr)"},
+    {.name = "api-key", .type = QF_OPT_STR, .off = offsetof(serve_args, api_key), .meta = "K",
+     .help = "every endpoint but /health needs the header 'Authorization: Bearer K' (401 otherwise)"},
+    {.name = "model-id", .type = QF_OPT_STR, .off = offsetof(serve_args, model_id), .meta = "NAME",
+     .help = "the model's name in /info, /v1/models and replies (default: --model as given)"},
+    {.name = "max-batch", .type = QF_OPT_INT, .off = offsetof(serve_args, max_batch), .def = "32", .meta = "N",
+     .lo = 1, .hi = 4096, .help = "sequences in the running batch at most"},
+    {.name = "max-input-tokens", .type = QF_OPT_INT, .off = offsetof(serve_args, max_input), .def = "0",
+     .meta = "N", .lo = 0, .hi = 16777216,
+     .help = "prompt tokens of a request at most (0: --max-total-tokens - 1); longer prompts are 400"},
+    {.name = "max-total-tokens", .type = QF_OPT_INT, .off = offsetof(serve_args, max_total), .def = "0",
+     .meta = "N", .lo = 0, .hi = 16777216,
+     .help = "prompt + new tokens of a request at most (0: min(4096, the model's context))"},
+    {.name = "max-queue", .type = QF_OPT_INT, .off = offsetof(serve_args, max_queue), .def = "256", .meta = "N",
+     .lo = 1, .hi = 1 << 20, .help = "requests waiting for the batch at most; more are 503 with Retry-After"},
+    {.name = "prefill-chunk", .type = QF_OPT_INT, .off = offsetof(serve_args, chunk), .def = "512", .meta = "N",
+     .lo = 1, .hi = 1 << 20, .help = "prompt tokens per engine step at most (long prompts are spread over steps)"},
+    {.name = "max-body-kb", .type = QF_OPT_INT, .off = offsetof(serve_args, max_body_kb), .def = "1024",
+     .meta = "KB", .lo = 1, .hi = 1 << 20, .help = "request bodies over KB KiB are 413"},
+    {.name = "gpu-memory-limit-gb", .type = QF_OPT_DOUBLE, .off = offsetof(serve_args, gpu_limit_gb), .def = "0",
+     .meta = "G", .lo = 0, .hi = 1e6,
+     .help = "memory budget of the backend (weights + activations + KV cache); the KV pool is what is left, at "
+             "most --max-batch full requests (0: exactly that)"},
+    {.name = "dtype", .type = QF_OPT_CHOICE, .off = offsetof(serve_args, dtype), .def = "bf16",
+     .choices = "bf16|fp16|fp32", .help = "compute dtype on a GPU (the CPU computes in fp32)"},
+    {.name = "shutdown-grace", .type = QF_OPT_DOUBLE, .off = offsetof(serve_args, grace_s), .def = "30",
+     .meta = "S", .lo = 0, .hi = 86400,
+     .help = "after SIGTERM/SIGINT, running requests get S seconds to finish before they are cancelled"},
+};
+
+#define serve_bad(...) qf_opts_bad(stderr, "serve", "", __VA_ARGS__)
+
+/* the tokenizer: --tokenizer or the model directory's; required */
+static int serve_tokenizer(const serve_args *a, qf_tokenizer **tok, const char **path, qf_err *e) {
+    *path = a->tokenizer ? a->tokenizer : a->model;
+    if (qf_tok_load(*path, tok, e) == 0) return 0;
+    char why[sizeof e->msg];
+    snprintf(why, sizeof why, "%s", e->msg);
+    return qf_err_set(e, QF_EXIT_INPUT, "serve: %s: %s%s", a->tokenizer ? "--tokenizer" : "--model", why,
+                      a->tokenizer ? "" : " (serve needs a tokenizer: pass --tokenizer)");
+}
+
+static int serve_backend(const serve_args *a, const qf_ops **ops, char *info, size_t n, qf_err *e) {
+    qf_deck d;
+    qf_deck_defaults(&d);
+    d.bf16 = !strcmp(a->dtype, "bf16");
+    d.fp16 = !strcmp(a->dtype, "fp16");
+    d.gpu_memory_limit_gb = a->gpu_limit_gb;
+    return qf_backend_select(&d, 0, ops, info, n, e);
+}
+
+static int serve_main(const void *args) {
+    const serve_args *a = args;
+    int world = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    if (world > 1) {
+        int rank;
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        if (rank == 0)
+            fprintf(stderr, "qwen-ft serve: %d ranks: serve runs on one rank (one GPU, or the CPU); the layer split "
+                            "of generate is not served yet: start it without mpirun or with -np 1\n", world);
+        return QF_EXIT_INPUT;
+    }
+    qf_err e = {0};
+    qf_model_config c;
+    char resolved[QF_PATH_MAX + 64];
+    if (!strncmp(a->model, "preset:", 7)) {
+        if (qf_preset_lookup(a->model + 7, &c))
+            qf_err_set(&e, QF_EXIT_INPUT, "serve: --model %s: unknown preset (qwen-ft's presets: docs/deck.md)", a->model);
+    } else {
+        qf_model_source_config(a->model, &c, resolved, sizeof resolved, &e);
+    }
+    if (e.code) {
+        fprintf(stderr, "qwen-ft: %s\n", e.msg);
+        return e.code;
+    }
+    int64_t ctx = c.max_position_embeddings > 0 ? c.max_position_embeddings : 4096;
+    int max_total = a->max_total ? a->max_total : (int)(ctx < 4096 ? ctx : 4096);
+    if (max_total < 2) return serve_bad("--max-total-tokens %d: at least 2 (one prompt token, one new)", max_total);
+    if (c.max_position_embeddings > 0 && max_total > c.max_position_embeddings)
+        return serve_bad("--max-total-tokens %d exceeds the model's context (max_position_embeddings = %lld)",
+                         max_total, (long long)c.max_position_embeddings);
+    int max_input = a->max_input ? a->max_input : max_total - 1;
+    if (max_input >= max_total)
+        return serve_bad("--max-input-tokens %d must be below --max-total-tokens %d (room for one new token)",
+                         max_input, max_total);
+    qf_tokenizer *tok = NULL;
+    const char *tpath;
+    if (serve_tokenizer(a, &tok, &tpath, &e)) {
+        fprintf(stderr, "qwen-ft: %s\n", e.msg);
+        return e.code;
+    }
+    qf_chat_template tm;
+    memset(&tm, 0, sizeof tm);
+    qf_err ce = {0};
+    int have_tm = qf_gen_template(tpath, a->template_name, tok, &tm, &ce) == 0;
+    if (!have_tm && a->template_name) {
+        fprintf(stderr, "qwen-ft serve: %s\n", ce.msg);
+        qf_tok_free(tok);
+        return QF_EXIT_INPUT;
+    }
+    int32_t stops[3];
+    int nstops = 0;
+    if (c.eos_token_id >= 0) stops[nstops++] = (int32_t)c.eos_token_id;
+    int32_t s1 = qf_tok_special(tok, "<|endoftext|>"), s2 = qf_tok_special(tok, "<|im_end|>");
+    if (s1 >= 0 && s1 != (nstops ? stops[0] : -1)) stops[nstops++] = s1;
+    if (s2 >= 0 && s2 != (nstops ? stops[0] : -1)) stops[nstops++] = s2;
+    const qf_ops *ops = NULL;
+    char info[256];
+    int rc = serve_backend(a, &ops, info, sizeof info, &e);
+    if (!rc) {
+        fprintf(stderr, "qwen-ft serve: %s\n", info);
+        qf_serve_opts o = {.model = a->model, .model_id = a->model_id ? a->model_id : a->model, .host = a->host,
+                           .api_key = a->api_key, .port = a->port, .max_batch = a->max_batch, .max_input = max_input,
+                           .max_total = max_total, .max_queue = a->max_queue, .chunk = a->chunk, .block_size = 16,
+                           .gpu_limit_gb = a->gpu_limit_gb, .grace_s = a->grace_s,
+                           .max_body = (size_t)a->max_body_kb * 1024, .cfg = &c, .ops = ops, .tok = tok,
+                           .tmpl = have_tm ? &tm : NULL, .tmpl_why = ce.msg, .system = a->system, .stop_ids = stops,
+                           .nstop_ids = nstops, .dtype = ops->act_bytes == 4 ? "float32" : a->dtype,
+                           .version = QWENFT_VERSION};
+        rc = qf_serve_run(&o, &e);
+    }
+    if (rc) fprintf(stderr, "qwen-ft: %s\n", e.msg);
+    if (have_tm) qf_tmpl_free(&tm);
+    qf_tok_free(tok);
+    return rc;
+}
+
+const qf_cmd qf_cmd_serve = {
+    .name = "serve",
+    .synopsis = "--model=M [--tokenizer=T] [--host=127.0.0.1] [--port=8080] [--api-key=K] [--max-batch=N] "
+                "[--max-input-tokens=N] [--max-total-tokens=N] [--max-queue=N] [--gpu-memory-limit-gb=G] [OPTION]...",
+    .summary = "HTTP server: TGI and OpenAI APIs, continuous batching over a paged KV cache",
+    .about = "Endpoints: POST /generate, /generate_stream (TGI), /v1/completions, /v1/chat/completions (OpenAI,\n"
+             "stream true/false); GET /health, /info, /v1/models, /metrics (Prometheus). One engine thread runs\n"
+             "the model; requests join and leave the batch between steps. Runs on one rank: the GPU when there\n"
+             "is one, else the CPU. SIGTERM/SIGINT: stop accepting, let running requests finish\n"
+             "(--shutdown-grace), exit 0. docs/serve.md has the fields, limits, errors and metrics.",
+    .opts = SERVE_OPTS,
+    .nopts = QF_NOPTS(SERVE_OPTS),
+    .size = sizeof(serve_args),
+    .run = serve_main,
+};

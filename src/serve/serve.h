@@ -1,0 +1,46 @@
+/* serve.h — `qwen-ft serve`: an HTTP server with TGI's and OpenAI's APIs over the engine (serve_engine.h).
+ *
+ * Threads: the calling thread runs libevent's evhttp loop (parsing, validation, tokenization, replies, SSE);
+ * the engine thread owns the model. They meet in the engine's bounded queue (503 + Retry-After when full) and in
+ * each job's token buffer; the engine wakes the loop after every step (an event made active across threads).
+ * docs/serve.md describes the endpoints, fields, limits, errors and metrics. */
+#ifndef QF_SERVE_H
+#define QF_SERVE_H
+#include <stddef.h>
+#include "chat_template.h"
+#include "model_config.h"
+#include "ops.h"
+#include "tokenizer.h"
+#include "util.h"
+
+typedef struct qf_serve_opts {
+    const char *model, *model_id, *host, *api_key;
+    int port;              /* 0: any free port (printed) */
+    int max_batch, max_input, max_total, max_queue, chunk, block_size;
+    double gpu_limit_gb;   /* 0: no budget (the pool holds max_batch full requests) */
+    double grace_s;        /* SIGTERM/SIGINT: running requests get this long to finish */
+    size_t max_body;       /* bytes of a request body */
+    const qf_model_config *cfg;
+    const qf_ops *ops;
+    const qf_tokenizer *tok;
+    const qf_chat_template *tmpl; /* NULL: chat requests are refused (tmpl_why says why) */
+    const char *tmpl_why, *system;
+    const int32_t *stop_ids;
+    int nstop_ids;
+    const char *dtype, *version; /* for /info */
+} qf_serve_opts;
+
+/* Serves until SIGTERM or SIGINT; 0 (a clean shutdown) or an exit code with e filled. */
+int qf_serve_run(const qf_serve_opts *o, qf_err *e);
+
+/* The KV pool: blocks of block_size positions for max_batch requests of max_total positions, fewer when the
+ * budget (bytes, 0 = none) minus weights and activations holds fewer; at least one whole request. 0, or exit 2
+ * with e saying what does not fit. */
+int qf_serve_plan_blocks(const qf_serve_opts *o, int *nblocks, double *kv_gib, qf_err *e);
+
+/* UTF-8 helpers of the replies (serve_text.c): s[n] with every ill-formed sequence as U+FFFD (malloc'd, *outlen);
+ * the length of the longest prefix of s[n] that does not end inside a UTF-8 sequence. */
+char *qf_serve_utf8_lossy(const char *s, size_t n, size_t *outlen);
+size_t qf_serve_utf8_complete(const char *s, size_t n);
+
+#endif

@@ -1,0 +1,269 @@
+/* serve_engine.c — see serve_engine.h. */
+#include "serve_engine.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+
+/* ---- the queue and the batch (under g->mu) ------------------------------------------------------------------ */
+
+int qf_engine_submit(qf_engine *g, qf_serve_job *job) {
+    pthread_mutex_lock(&g->mu);
+    int full = g->qn >= g->o.max_queue || g->quit;
+    if (!full) {
+        job->next = NULL;
+        if (g->qtail) g->qtail->next = job;
+        else g->qhead = job;
+        g->qtail = job;
+        g->qn++;
+        pthread_mutex_lock(&g->o.met->mu);
+        g->o.met->queue_depth = g->qn;
+        pthread_mutex_unlock(&g->o.met->mu);
+        pthread_cond_signal(&g->cv);
+    }
+    pthread_mutex_unlock(&g->mu);
+    return full ? -1 : 0;
+}
+
+void qf_engine_cancel(qf_engine *g, qf_serve_job *job) {
+    pthread_mutex_lock(&g->mu);
+    job->cancel = 1;
+    pthread_cond_signal(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+void qf_engine_cancel_all(qf_engine *g) {
+    pthread_mutex_lock(&g->mu);
+    for (qf_serve_job *j = g->qhead; j; j = j->next) j->cancel = 1;
+    for (int s = 0; s < g->o.max_batch; s++)
+        if (g->slot[s]) g->slot[s]->cancel = 1;
+    pthread_cond_signal(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+int qf_engine_load(qf_engine *g) {
+    pthread_mutex_lock(&g->mu);
+    int n = g->qn + g->nrunning;
+    pthread_mutex_unlock(&g->mu);
+    return n;
+}
+
+/* a running job leaves the batch */
+static void engine_leave(qf_engine *g, int s, qf_job_finish why) {
+    qf_serve_job *j = g->slot[s];
+    if (j->finish == QF_JOB_RUNNING) j->finish = why;
+    j->released = 1;
+    qf_kv_give(&g->kv, s);
+    g->slot[s] = NULL;
+    g->nrunning--;
+}
+
+/* drops cancelled jobs (queued and running) and admits queued ones that fit; 1 when anything changed */
+static int engine_schedule(qf_engine *g) {
+    int changed = 0;
+    for (int s = 0; s < g->o.max_batch; s++)
+        if (g->slot[s] && g->slot[s]->cancel) engine_leave(g, s, QF_JOB_CANCELLED), changed = 1;
+    for (qf_serve_job **pp = &g->qhead; *pp;) {
+        qf_serve_job *j = *pp;
+        if (!j->cancel) {
+            pp = &j->next;
+            continue;
+        }
+        *pp = j->next;
+        j->finish = QF_JOB_CANCELLED;
+        j->released = 1;
+        g->qn--;
+        changed = 1;
+    }
+    g->qtail = NULL;
+    for (qf_serve_job *j = g->qhead; j; j = j->next) g->qtail = j;
+    while (g->qhead && g->nrunning < g->o.max_batch) { /* FIFO: the head waits for room, nobody overtakes it */
+        qf_serve_job *j = g->qhead;
+        int s = 0;
+        while (g->slot[s]) s++;
+        if (qf_kv_take(&g->kv, s, j->plen + j->max_new)) break;
+        g->qhead = j->next;
+        if (!g->qhead) g->qtail = NULL;
+        g->qn--;
+        j->slot = s, j->prefilled = 0, j->admitted = 1;
+        qf_rng_seed2(&j->rng, j->seed, 0);
+        g->slot[s] = j;
+        g->nrunning++;
+        changed = 1;
+    }
+    pthread_mutex_lock(&g->o.met->mu);
+    g->o.met->queue_depth = g->qn;
+    g->o.met->batch_size = g->nrunning;
+    g->o.met->kv_used = g->kv.nblocks - g->kv.nfree;
+    pthread_mutex_unlock(&g->o.met->mu);
+    return changed;
+}
+
+/* ---- one step ------------------------------------------------------------------------------------------------ */
+
+/* 1 when job j's text, over its last tokens, contains one of its stop strings (each token decodes to >= 1 byte, so
+ * the last k tokens cover a k-byte stop string the newest token completed) */
+static int engine_stop_string(const qf_engine *g, const qf_serve_job *j) {
+    for (int s = 0; s < j->nstop && g->o.tok; s++) {
+        size_t k = strlen(j->stop[s]), len = 0;
+        int take = (int)(k < (size_t)j->nout ? k : (size_t)j->nout);
+        qf_err de = {0};
+        char *text = qf_tok_decode(g->o.tok, j->ids + j->plen + j->nout - take, (size_t)take, &len, &de);
+        int hit = 0;
+        for (size_t i = 0; text && i + k <= len && !hit; i++) hit = !memcmp(text + i, j->stop[s], k);
+        free(text);
+        if (hit) return 1;
+    }
+    return 0;
+}
+
+/* the next token of the job in slot s from its logits row; the job leaves when it is done (under g->mu) */
+static void engine_pick(qf_engine *g, int s, float *lg, double now) {
+    qf_serve_job *j = g->slot[s];
+    int64_t V = g->o.cfg->vocab_size;
+    if (j->want_logprob) memcpy(g->raw, lg, (size_t)V * sizeof(float));
+    int32_t t = qf_sample_pick(&g->smp, &j->sample, lg, j->ids, (size_t)(j->plen + j->nout), &j->rng);
+    if (j->want_logprob) {
+        float mx = -INFINITY;
+        for (int64_t v = 0; v < V; v++) mx = g->raw[v] > mx ? g->raw[v] : mx;
+        double sum = 0;
+        for (int64_t v = 0; v < V; v++) sum += expf(g->raw[v] - mx);
+        j->logprob[j->nout] = (float)((double)(g->raw[t] - mx) - log(sum));
+    } else {
+        j->logprob[j->nout] = NAN;
+    }
+    j->ids[j->plen + j->nout++] = t;
+    pthread_mutex_lock(&g->o.met->mu);
+    g->o.met->generation_tokens++;
+    if (j->nout == 1) qf_hist_observe(&g->o.met->ttft, now - j->t_arrive), j->t_first = now;
+    else qf_hist_observe(&g->o.met->tpot, now - j->t_last);
+    j->t_last = now;
+    pthread_mutex_unlock(&g->o.met->mu);
+    qf_job_finish why = QF_JOB_RUNNING;
+    for (int i = 0; i < g->o.nstop_ids; i++)
+        if (t == g->o.stop_ids[i]) why = QF_JOB_EOS;
+    if (!why && j->nstop && engine_stop_string(g, j)) why = QF_JOB_STOP_SEQ;
+    if (!why && j->nout == j->max_new) why = QF_JOB_LENGTH;
+    if (why) {
+        pthread_mutex_lock(&g->o.met->mu);
+        qf_hist_observe(&g->o.met->e2e, now - j->t_arrive);
+        pthread_mutex_unlock(&g->o.met->mu);
+        engine_leave(g, s, why);
+    }
+}
+
+/* one model call over the running batch: every decoding sequence's newest token, then prompt chunks; 1 if run */
+static int engine_step(qf_engine *g) {
+    const int L = g->o.cfg->num_layers;
+    int N = 0, nrows = 0, budget = g->o.chunk;
+    int64_t V = g->o.cfg->vocab_size;
+    for (int s = 0; s < g->o.max_batch; s++) { /* decoding: one token each */
+        qf_serve_job *j = g->slot[s];
+        if (!j || j->prefilled < j->plen) continue;
+        g->tok[N] = j->ids[j->plen + j->nout - 1], g->seq[N] = s, g->pos[N] = j->plen + j->nout - 1;
+        g->rows[nrows] = N, g->row_slot[nrows++] = s, N++;
+    }
+    int64_t prompt_tok = 0;
+    for (int s = 0; s < g->o.max_batch && budget > 0 && N < g->Ntok; s++) { /* prefill: chunks, in slot order */
+        qf_serve_job *j = g->slot[s];
+        if (!j || j->prefilled >= j->plen) continue;
+        int k = j->plen - j->prefilled;
+        if (k > budget) k = budget;
+        if (k > g->Ntok - N) k = g->Ntok - N;
+        for (int i = 0; i < k; i++)
+            g->tok[N + i] = j->ids[j->prefilled + i], g->seq[N + i] = s, g->pos[N + i] = j->prefilled + i;
+        j->prefilled += k;
+        N += k, budget -= k, prompt_tok += k;
+        if (j->prefilled == j->plen) g->rows[nrows] = N - 1, g->row_slot[nrows++] = s;
+    }
+    if (N == 0) return 0;
+    qf_model_paged_begin(&g->m, g->tok, g->seq, g->pos, N, g->kv.btab, 1);
+    qf_model_decode_layers(&g->m, 0, L);
+    if (nrows) qf_model_paged_logits(&g->m, g->rows, nrows, g->logits);
+    double now = qf_now();
+    pthread_mutex_lock(&g->mu);
+    for (int r = 0; r < nrows; r++) engine_pick(g, g->row_slot[r], g->logits + (size_t)r * V, now);
+    pthread_mutex_lock(&g->o.met->mu);
+    g->o.met->prompt_tokens += (uint64_t)prompt_tok;
+    g->o.met->steps++;
+    pthread_mutex_unlock(&g->o.met->mu);
+    pthread_mutex_unlock(&g->mu);
+    return nrows > 0;
+}
+
+static void *engine_main(void *arg) {
+    qf_engine *g = arg;
+    for (;;) {
+        pthread_mutex_lock(&g->mu);
+        int changed = engine_schedule(g);
+        while (!g->quit && g->nrunning == 0 && g->qn == 0) {
+            pthread_cond_wait(&g->cv, &g->mu);
+            changed |= engine_schedule(g);
+        }
+        /* a queued job always fits an empty pool (serve_http.c refuses budgets over maxb blocks) */
+        QF_CHECK(g->nrunning > 0 || g->qn == 0);
+        int quit = g->quit && g->nrunning == 0 && g->qn == 0;
+        pthread_mutex_unlock(&g->mu);
+        if (changed && g->o.notify) g->o.notify(g->o.notify_ctx);
+        if (quit) break;
+        engine_step(g);
+        if (g->o.notify) g->o.notify(g->o.notify_ctx);
+    }
+    return NULL;
+}
+
+/* ---- set-up -------------------------------------------------------------------------------------------------- */
+
+int qf_engine_start(qf_engine *g, const qf_engine_opts *o, qf_err *e) {
+    memset(g, 0, sizeof *g);
+    g->o = *o;
+    int L = o->cfg->num_layers, maxb = (o->max_total + o->block_size - 1) / o->block_size;
+    g->Ntok = o->chunk + o->max_batch;
+    if (qf_model_create(&g->m, o->cfg, o->ops, 0, e)) return e->code;
+    g->have_model = 1;
+    if (qf_decode_units_load(&g->du, &g->m, o->model, 0, L, 1, 1, 0, e)) return e->code;
+    if (qf_model_alloc_paged(&g->m, g->Ntok, o->max_batch, o->nblocks, o->block_size, maxb, 0, L, 1, e))
+        return e->code;
+    qf_kv_init(&g->kv, o->nblocks, o->block_size, maxb, o->max_batch);
+    qf_sampler_init(&g->smp, o->cfg->vocab_size);
+    g->slot = qf_calloc((size_t)o->max_batch, sizeof *g->slot);
+    g->tok = qf_malloc((size_t)g->Ntok * sizeof(int32_t));
+    g->seq = qf_malloc((size_t)g->Ntok * sizeof(int32_t));
+    g->pos = qf_malloc((size_t)g->Ntok * sizeof(int32_t));
+    g->rows = qf_malloc((size_t)o->max_batch * sizeof(int32_t));
+    g->row_slot = qf_malloc((size_t)o->max_batch * sizeof(int32_t));
+    g->logits = qf_malloc((size_t)o->max_batch * o->cfg->vocab_size * sizeof(float));
+    g->raw = qf_malloc((size_t)o->cfg->vocab_size * sizeof(float));
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    if (pthread_create(&g->thread, NULL, engine_main, g))
+        return qf_err_set(e, QF_EXIT_RUNTIME, "serve: cannot start the engine thread");
+    g->started = 1;
+    return 0;
+}
+
+void qf_engine_stop(qf_engine *g) {
+    if (g->started) {
+        pthread_mutex_lock(&g->mu);
+        g->quit = 1;
+        pthread_cond_signal(&g->cv);
+        pthread_mutex_unlock(&g->mu);
+        pthread_join(g->thread, NULL);
+        pthread_mutex_destroy(&g->mu);
+        pthread_cond_destroy(&g->cv);
+    }
+    qf_decode_units_free(&g->du);
+    if (g->have_model) qf_model_free(&g->m);
+    if (g->kv.nblocks) qf_kv_free(&g->kv);
+    if (g->smp.V) qf_sampler_free(&g->smp);
+    free(g->slot);
+    free(g->tok);
+    free(g->seq);
+    free(g->pos);
+    free(g->rows);
+    free(g->row_slot);
+    free(g->logits);
+    free(g->raw);
+    memset(g, 0, sizeof *g);
+}

@@ -1,0 +1,104 @@
+/* serve_engine.h — the engine of `qwen-ft serve`: one thread owns the model and runs its steps; HTTP threads submit
+ * jobs into a bounded queue and read their tokens back.
+ *
+ * Continuous batching: between two model calls the engine drops finished and cancelled sequences (their KV blocks
+ * go back to the free list) and admits queued jobs in arrival order while a slot (--max-batch) and the blocks of
+ * the job's whole budget (prompt + max_new positions, serve_kv.h) are free. One call then carries one token of
+ * every decoding sequence followed by prompt chunks of the sequences still in prefill, at most `chunk` prompt
+ * tokens a call, so a long prompt is spread over several calls and never stalls the running sequences for more
+ * than one chunk. The call is one ragged batch through the model's paged mode (model.h) and the op table's
+ * attention_paged; each token's arithmetic does not depend on the tokens beside it on the CPU table, so a
+ * greedy continuation equals `qwen-ft generate`'s whatever the traffic. Sampling is generate's (sample.h), each
+ * job on its own stream qf_rng_seed2(seed, 0): the stream of generate's first prompt. */
+#ifndef QF_SERVE_ENGINE_H
+#define QF_SERVE_ENGINE_H
+#include <pthread.h>
+#include <stdint.h>
+#include "generate/decode_units.h"
+#include "generate/sample.h"
+#include "model/model.h"
+#include "model_config.h"
+#include "serve_kv.h"
+#include "serve_metrics.h"
+#include "serve_req.h"
+#include "tokenizer.h"
+#include "util/rng.h"
+
+/* why a job ended */
+typedef enum { QF_JOB_RUNNING = 0, QF_JOB_LENGTH, QF_JOB_EOS, QF_JOB_STOP_SEQ, QF_JOB_CANCELLED } qf_job_finish;
+
+typedef struct qf_serve_job {
+    /* set before qf_engine_submit, read-only after */
+    int32_t *ids;             /* [plen + max_new]: the prompt, then the generated tokens */
+    int plen, max_new;
+    qf_sample_opts sample;
+    uint64_t seed;
+    char *const *stop;        /* stop strings */
+    int nstop;
+    double t_arrive;          /* qf_now() at arrival */
+    int want_logprob;         /* fill logprob (TGI details and streams): an O(V) pass with exp per token */
+    /* the engine's, under the engine's mutex */
+    int nout;                 /* generated so far: ids[plen .. plen+nout) */
+    float *logprob;           /* [max_new] log-softmax of each generated token under the raw logits (want_logprob) */
+    qf_job_finish finish;
+    int released;             /* 1: the engine is done with the job (finished, cancelled or never admitted) */
+    int admitted;
+    double t_first, t_last;
+    /* the HTTP side's, under the engine's mutex */
+    int cancel;
+    /* engine-private */
+    int slot, prefilled;      /* prompt tokens in the cache */
+    qf_rng rng;
+    struct qf_serve_job *next;
+} qf_serve_job;
+
+typedef struct qf_engine_opts {
+    const char *model;
+    const qf_model_config *cfg;
+    const qf_ops *ops;
+    int max_batch, max_total, max_queue, chunk, block_size, nblocks;
+    const int32_t *stop_ids;  /* eos and friends: a job stops after one (kept in its ids) */
+    int nstop_ids;
+    const qf_tokenizer *tok;  /* for stop strings */
+    qf_serve_metrics *met;
+    void (*notify)(void *ctx);/* called from the engine thread after a step that changed any job */
+    void *notify_ctx;
+} qf_engine_opts;
+
+typedef struct qf_engine {
+    qf_engine_opts o;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t thread;
+    int started, quit;
+    qf_serve_job *qhead, *qtail; /* FIFO */
+    int qn;
+    qf_serve_job **slot;         /* [max_batch] running jobs (NULL: free) */
+    int nrunning;
+    qf_model m;
+    int have_model;
+    qf_decode_units du;
+    qf_kv_pool kv;
+    qf_sampler smp;
+    /* one call's host arrays */
+    int Ntok;
+    int32_t *tok, *seq, *pos, *rows, *row_slot;
+    float *logits, *raw;
+} qf_engine;
+
+/* Loads the model (every layer, on this rank's backend), sizes the paged caches and starts the engine thread.
+ * 0 or an exit code (e). */
+int qf_engine_start(qf_engine *g, const qf_engine_opts *o, qf_err *e);
+/* Queues job: 0, or -1 when the queue holds max_queue jobs (nothing queued). */
+int qf_engine_submit(qf_engine *g, qf_serve_job *job);
+/* Asks the engine to drop job at its next step (it is released then). */
+void qf_engine_cancel(qf_engine *g, qf_serve_job *job);
+/* Cancels every queued and running job. */
+void qf_engine_cancel_all(qf_engine *g);
+/* jobs queued + running */
+int qf_engine_load(qf_engine *g);
+/* Stops the thread (after the jobs in hand are released) and frees everything. */
+void qf_engine_stop(qf_engine *g);
+
+
+#endif

@@ -1,0 +1,727 @@
+/* serve_http.c — the HTTP side of qwen-ft serve (serve.h): routing, authorization, validation, tokenization,
+ * TGI and OpenAI reply shapes, server-sent events, client disconnects, metrics and the graceful shutdown. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <event2/thread.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include "generate/gen_prompts.h"
+#include "serve.h"
+#include "serve_engine.h"
+#include "serve_req.h"
+
+typedef struct http_job http_job;
+
+typedef struct serve_ctx {
+    const qf_serve_opts *o;
+    struct event_base *base;
+    struct evhttp *http;
+    struct evhttp_bound_socket *sock;
+    struct event *notify_ev, *sig_term, *sig_int, *tick;
+    qf_engine eng;
+    qf_serve_metrics met;
+    qf_serve_limits lim;
+    http_job *active;        /* generation requests in flight */
+    int draining, cancelled;
+    int writing;             /* generation replies not yet written out (the drain waits for them) */
+    double drain_deadline;
+    unsigned long next_id;
+    int nblocks;
+} serve_ctx;
+
+struct http_job {
+    qf_serve_job job;
+    qf_serve_req req;
+    serve_ctx *c;
+    struct evhttp_request *evreq; /* NULL once the client is gone */
+    const char *endpoint;
+    char id[48];
+    long created;
+    int nsent;                    /* tokens reported (stream) */
+    size_t text_sent;             /* bytes of visible text streamed */
+    int head_sent;                /* OpenAI chat stream: the role chunk */
+    http_job *prev, *next;
+};
+
+/* ---- replies ------------------------------------------------------------------------------------------------- */
+
+static void http_json(serve_ctx *c, struct evhttp_request *r, const char *endpoint, int status, json_t *body,
+                      const char *extra_key, const char *extra_val) {
+    char *s = body ? json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(body);
+    if (!s) { /* a value jansson refused (never expected: every string passes the UTF-8 repair first) */
+        s = strdup("{\"error\":\"internal error: the reply could not be encoded\",\"error_type\":\"internal\"}");
+        status = 500;
+    }
+    struct evbuffer *b = evbuffer_new();
+    evbuffer_add(b, s, strlen(s));
+    free(s);
+    struct evkeyvalq *h = evhttp_request_get_output_headers(r);
+    evhttp_add_header(h, "Content-Type", "application/json");
+    if (extra_key) evhttp_add_header(h, extra_key, extra_val);
+    evhttp_send_reply(r, status, status == 200 ? "OK" : status == 400 ? "Bad Request" : status == 401 ? "Unauthorized"
+                                 : status == 404 ? "Not Found" : status == 405 ? "Method Not Allowed"
+                                 : status == 413 ? "Payload Too Large" : status == 500 ? "Internal Server Error"
+                                 : "Service Unavailable", b);
+    evbuffer_free(b);
+    qf_metrics_request(&c->met, endpoint, status);
+}
+
+/* an error in the API's shape: TGI {"error", "error_type"}, OpenAI {"error": {"message", "type", "param", "code"}} */
+static void http_error(serve_ctx *c, struct evhttp_request *r, const char *endpoint, qf_api api, int status,
+                       const char *field, const char *msg) {
+    const char *type = status == 400 ? "validation" : status == 401 ? "authentication" : status == 413 ? "payload"
+                     : status == 503 ? "overloaded" : "not_found";
+    json_t *o;
+    if (api == QF_API_COMPLETIONS || api == QF_API_CHAT)
+        o = json_pack("{s:{s:s,s:s,s:s?,s:n}}", "error", "message", msg, "type",
+                      status == 400 || status == 413 ? "invalid_request_error" : type, "param",
+                      field && field[0] ? field : NULL, "code");
+    else
+        o = json_pack("{s:s,s:s,s:s?}", "error", msg, "error_type", type, "field", field && field[0] ? field : NULL);
+    http_json(c, r, endpoint, status, o, status == 503 ? "Retry-After" : NULL, "1");
+}
+
+/* ---- the text of a job --------------------------------------------------------------------------------------- */
+
+static int http_is_stop_id(const serve_ctx *c, int32_t t) {
+    for (int i = 0; i < c->o->nstop_ids; i++)
+        if (c->o->stop_ids[i] == t) return 1;
+    return 0;
+}
+
+/* the bytes of ids[n] (malloc'd, *len); an id the tokenizer lacks (a model wider than its tokenizer) reads as
+ * U+FFFD */
+static char *http_decode(const qf_tokenizer *tok, const int32_t *ids, int n, size_t *len) {
+    qf_err de = {0};
+    char *t = n > 0 ? qf_tok_decode(tok, ids, (size_t)n, len, &de) : NULL;
+    if (t) return t;
+    size_t cap = 64, k = 0;
+    t = qf_malloc(cap);
+    for (int i = 0; i < n; i++) {
+        size_t l = 0;
+        qf_err e1 = {0};
+        char *p = qf_tok_decode(tok, ids + i, 1, &l, &e1);
+        const char *src = p ? p : "\xEF\xBF\xBD";
+        if (!p) l = 3;
+        while (k + l + 1 > cap) t = qf_realloc(t, cap *= 2);
+        memcpy(t + k, src, l);
+        k += l;
+        free(p);
+    }
+    t[k] = 0;
+    *len = k;
+    return t;
+}
+
+/* the visible text of the first n generated tokens (malloc'd bytes, *len): without a closing stop id (TGI and
+ * OpenAI skip special tokens), for OpenAI cut before a stop string; when !final, held back where a stop string
+ * or a UTF-8 sequence could still be completing */
+static char *http_visible(const http_job *hj, int n, int final, size_t *len) {
+    const serve_ctx *c = hj->c;
+    const qf_serve_job *j = &hj->job;
+    int k = n;
+    if (k > 0 && http_is_stop_id(c, j->ids[j->plen + k - 1])) k--;
+    char *t = http_decode(c->o->tok, j->ids + j->plen, k, len);
+    int openai = hj->req.api == QF_API_COMPLETIONS || hj->req.api == QF_API_CHAT;
+    size_t cut = *len, hold = 0;
+    for (int s = 0; s < hj->req.nstop; s++) {
+        size_t sl = strlen(hj->req.stop[s]);
+        if (sl - 1 > hold) hold = sl - 1;
+        if (!openai) continue;
+        for (size_t i = 0; i + sl <= *len; i++)
+            if (!memcmp(t + i, hj->req.stop[s], sl)) {
+                if (i < cut) cut = i;
+                break;
+            }
+    }
+    if (cut < *len) final = 1; /* the stop string is in: what precedes it is final */
+    *len = cut;
+    if (!final) {
+        if (openai) *len = *len > hold ? *len - hold : 0;
+        *len = qf_serve_utf8_complete(t, *len);
+    }
+    return t;
+}
+
+static json_t *http_str(const char *s, size_t n) {
+    size_t m;
+    char *clean = qf_serve_utf8_lossy(s, n, &m);
+    json_t *v = json_stringn(clean, m);
+    free(clean);
+    return v;
+}
+
+static const char *http_finish_tgi(qf_job_finish f) {
+    return f == QF_JOB_EOS ? "eos_token" : f == QF_JOB_STOP_SEQ ? "stop_sequence" : "length";
+}
+static const char *http_finish_oai(qf_job_finish f) { return f == QF_JOB_LENGTH ? "length" : "stop"; }
+
+/* TGI's token object for generated token i */
+static json_t *http_tgi_token(const http_job *hj, int i, const char *text, size_t tlen) {
+    const qf_serve_job *j = &hj->job;
+    int32_t id = j->ids[j->plen + i];
+    return json_pack("{s:i,s:o,s:f,s:b}", "id", (json_int_t)id, "text", http_str(text, tlen), "logprob",
+                     (double)j->logprob[i], "special", http_is_stop_id(hj->c, id));
+}
+
+/* TGI's details object (non-streaming: with every token) */
+static json_t *http_tgi_details(const http_job *hj, int with_tokens) {
+    const qf_serve_job *j = &hj->job;
+    json_t *d = json_pack("{s:s,s:i,s:o}", "finish_reason", http_finish_tgi(j->finish), "generated_tokens",
+                          (json_int_t)j->nout, "seed", hj->req.has_seed || !j->sample.greedy
+                                                           ? json_integer((json_int_t)j->seed) : json_null());
+    if (with_tokens) {
+        json_t *toks = json_array();
+        for (int i = 0; i < j->nout; i++) {
+            size_t len = 0;
+            char *t = http_decode(hj->c->o->tok, j->ids + j->plen + i, 1, &len);
+            json_array_append_new(toks, http_tgi_token(hj, i, t, len));
+            free(t);
+        }
+        json_object_set_new(d, "prefill", json_array());
+        json_object_set_new(d, "tokens", toks);
+    }
+    return d;
+}
+
+static json_t *http_usage(const http_job *hj) {
+    return json_pack("{s:i,s:i,s:i}", "prompt_tokens", (json_int_t)hj->job.plen, "completion_tokens",
+                     (json_int_t)hj->job.nout, "total_tokens", (json_int_t)(hj->job.plen + hj->job.nout));
+}
+
+/* the whole reply of a finished non-streaming job */
+static void http_reply_full(http_job *hj) {
+    serve_ctx *c = hj->c;
+    size_t len;
+    char *t = http_visible(hj, hj->job.nout, 1, &len);
+    json_t *o;
+    if (hj->req.api == QF_API_TGI) {
+        json_t *txt;
+        if (hj->req.return_full_text) {
+            char *full = qf_malloc(hj->req.text_len + len + 1);
+            memcpy(full, hj->req.text, hj->req.text_len);
+            memcpy(full + hj->req.text_len, t, len);
+            txt = http_str(full, hj->req.text_len + len);
+            free(full);
+        } else {
+            txt = http_str(t, len);
+        }
+        o = json_pack("{s:o}", "generated_text", txt);
+        if (hj->req.details) json_object_set_new(o, "details", http_tgi_details(hj, 1));
+    } else if (hj->req.api == QF_API_COMPLETIONS) {
+        o = json_pack("{s:s,s:s,s:i,s:s,s:[{s:i,s:o,s:n,s:s}],s:o}", "id", hj->id, "object", "text_completion",
+                      "created", (json_int_t)hj->created, "model", c->o->model_id, "choices", "index", 0, "text",
+                      http_str(t, len), "logprobs", "finish_reason", http_finish_oai(hj->job.finish), "usage",
+                      http_usage(hj));
+    } else {
+        o = json_pack("{s:s,s:s,s:i,s:s,s:[{s:i,s:{s:s,s:o},s:n,s:s}],s:o}", "id", hj->id, "object",
+                      "chat.completion", "created", (json_int_t)hj->created, "model", c->o->model_id, "choices",
+                      "index", 0, "message", "role", "assistant", "content", http_str(t, len), "logprobs",
+                      "finish_reason", http_finish_oai(hj->job.finish), "usage", http_usage(hj));
+    }
+    free(t);
+    http_json(c, hj->evreq, hj->endpoint, 200, o, NULL, NULL);
+}
+
+/* one event; o NULL: the closing [DONE] (OpenAI) */
+static void http_sse(struct evhttp_request *r, json_t *o) {
+    char *s = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(o);
+    struct evbuffer *b = evbuffer_new();
+    evbuffer_add_printf(b, "data: %s\n\n", s ? s : o ? "{\"error\":\"internal error\"}" : "[DONE]");
+    free(s);
+    evhttp_send_reply_chunk(r, b);
+    evbuffer_free(b);
+}
+
+/* an OpenAI stream chunk with one choice: text (completion) or delta (chat) */
+static json_t *http_oai_chunk(const http_job *hj, json_t *piece, const char *finish) {
+    int chat = hj->req.api == QF_API_CHAT;
+    json_t *choice = json_pack("{s:i}", "index", 0);
+    json_object_set_new(choice, chat ? "delta" : "text", piece);
+    json_object_set_new(choice, "logprobs", json_null());
+    json_object_set_new(choice, "finish_reason", finish ? json_string(finish) : json_null());
+    json_t *o = json_pack("{s:s,s:s,s:i,s:s,s:[o]}", "id", hj->id, "object",
+                          chat ? "chat.completion.chunk" : "text_completion", "created", (json_int_t)hj->created,
+                          "model", hj->c->o->model_id, "choices", choice);
+    if (hj->req.include_usage) json_object_set_new(o, "usage", json_null());
+    return o;
+}
+
+/* streams what is new of job hj (n tokens generated; final: the job is over) */
+static void http_stream(http_job *hj, int n, int final) {
+    struct evhttp_request *r = hj->evreq;
+    size_t len;
+    char *t = http_visible(hj, n, final, &len);
+    QF_CHECK(hj->text_sent <= len); /* the visible text only grows: decoding concatenates each id's bytes */
+    int chat = hj->req.api == QF_API_CHAT;
+    if (hj->req.api == QF_API_TGI || hj->req.api == QF_API_TGI_STREAM) { /* one event per token */
+        for (int i = hj->nsent; i < n; i++) {
+            int last = final && i == n - 1;
+            size_t upto = last ? len : 0;
+            if (!last) { /* the text of tokens [0, i]: what is stable so far, for the last one of this batch */
+                char *ti = http_visible(hj, i + 1, 0, &upto);
+                free(ti);
+                if (upto < hj->text_sent) upto = hj->text_sent;
+            }
+            if (upto > len) upto = len;
+            json_t *ev = json_pack("{s:i,s:o,s:o}", "index", (json_int_t)i + 1, "token",
+                                   http_tgi_token(hj, i, t + hj->text_sent, upto - hj->text_sent), "top_tokens",
+                                   json_null());
+            hj->text_sent = upto;
+            json_object_set_new(ev, "generated_text", last ? http_str(t, len) : json_null());
+            json_object_set_new(ev, "details", last ? http_tgi_details(hj, 0) : json_null());
+            http_sse(r, ev);
+        }
+    } else {
+        if (chat && !hj->head_sent) {
+            http_sse(r, http_oai_chunk(hj, json_pack("{s:s,s:s}", "role", "assistant", "content", ""), NULL));
+            hj->head_sent = 1;
+        }
+        if (len > hj->text_sent) {
+            json_t *p = http_str(t + hj->text_sent, len - hj->text_sent);
+            http_sse(r, http_oai_chunk(hj, chat ? json_pack("{s:o}", "content", p) : p, NULL));
+            hj->text_sent = len;
+        }
+        if (final) {
+            http_sse(r, http_oai_chunk(hj, chat ? json_object() : json_string(""), http_finish_oai(hj->job.finish)));
+            if (hj->req.include_usage) {
+                json_t *u = json_pack("{s:s,s:s,s:i,s:s,s:[],s:o}", "id", hj->id, "object",
+                                      chat ? "chat.completion.chunk" : "text_completion", "created",
+                                      (json_int_t)hj->created, "model", hj->c->o->model_id, "choices", "usage",
+                                      http_usage(hj));
+                http_sse(r, u);
+            }
+            http_sse(r, NULL);
+        }
+    }
+    hj->nsent = n;
+    free(t);
+}
+
+/* ---- job life ------------------------------------------------------------------------------------------------ */
+
+static void http_job_unlink_free(http_job *hj) {
+    serve_ctx *c = hj->c;
+    if (hj->prev) hj->prev->next = hj->next;
+    else c->active = hj->next;
+    if (hj->next) hj->next->prev = hj->prev;
+    qf_serve_req_free(&hj->req);
+    free(hj->job.ids);
+    free(hj->job.logprob);
+    free(hj);
+}
+
+static void http_on_complete(struct evhttp_request *r, void *arg) {
+    serve_ctx *c = arg;
+    (void)r;
+    c->writing--; /* its last byte is written */
+}
+
+static void http_on_close(struct evhttp_connection *con, void *arg) {
+    http_job *hj = arg;
+    (void)con;
+    evhttp_request_set_on_complete_cb(hj->evreq, NULL, NULL);
+    hj->c->writing--;
+    hj->evreq = NULL; /* libevent frees the request */
+    qf_engine_cancel(&hj->c->eng, &hj->job);
+}
+
+/* the client's part of a job is over: no more callbacks on its connection */
+static void http_detach(http_job *hj) {
+    if (!hj->evreq) return;
+    struct evhttp_connection *con = evhttp_request_get_connection(hj->evreq);
+    if (con) evhttp_connection_set_closecb(con, NULL, NULL);
+}
+
+/* 1 when the peer of a request waiting for its whole reply has hung up (evhttp does not read a connection while
+ * its request is being answered, so a closed socket shows only here, as an EOF that a peek sees) */
+static int http_peer_gone(struct evhttp_request *r) {
+    struct evhttp_connection *con = evhttp_request_get_connection(r);
+    struct bufferevent *bev = con ? evhttp_connection_get_bufferevent(con) : NULL;
+    evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+    if (fd < 0) return 0;
+    char b;
+    ssize_t k = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* after every engine step: stream new tokens, finish the replies of released jobs */
+static void http_on_notify(evutil_socket_t fd, short what, void *arg) {
+    serve_ctx *c = arg;
+    (void)fd, (void)what;
+    for (http_job *hj = c->active, *nx; hj; hj = nx) {
+        nx = hj->next;
+        pthread_mutex_lock(&c->eng.mu);
+        int n = hj->job.nout, released = hj->job.released;
+        qf_job_finish fin = hj->job.finish;
+        pthread_mutex_unlock(&c->eng.mu);
+        if (hj->evreq && !hj->req.stream && !released && http_peer_gone(hj->evreq)) {
+            evhttp_connection_free(evhttp_request_get_connection(hj->evreq)); /* -> http_on_close: cancelled */
+            continue;
+        }
+        if (hj->evreq && hj->req.stream && n > hj->nsent && !(released && fin == QF_JOB_CANCELLED))
+            http_stream(hj, n, released);
+        if (!released) continue;
+        if (hj->evreq) {
+            struct evhttp_request *r = hj->evreq;
+            http_detach(hj);
+            if (fin == QF_JOB_CANCELLED) {
+                if (hj->req.stream) {
+                    json_t *ev = json_pack("{s:s,s:s}", "error", "the server is shutting down", "error_type",
+                                           "overloaded");
+                    http_sse(r, ev);
+                    evhttp_send_reply_end(r);
+                    qf_metrics_request(&c->met, hj->endpoint, 503);
+                } else {
+                    http_error(c, r, hj->endpoint, hj->req.api, 503, "", "the server is shutting down");
+                }
+            } else if (hj->req.stream) {
+                if (n == hj->nsent && hj->nsent == 0) http_stream(hj, n, 1);
+                evhttp_send_reply_end(r);
+                qf_metrics_request(&c->met, hj->endpoint, 200);
+            } else {
+                http_reply_full(hj);
+            }
+        }
+        http_job_unlink_free(hj);
+    }
+}
+
+static void http_notify(void *arg) {
+    serve_ctx *c = arg;
+    event_active(c->notify_ev, EV_READ, 0);
+}
+
+/* ---- requests ------------------------------------------------------------------------------------------------ */
+
+/* the body of r (NUL-terminated copy, malloc'd) */
+static char *http_body(struct evhttp_request *r, size_t *n) {
+    struct evbuffer *in = evhttp_request_get_input_buffer(r);
+    *n = evbuffer_get_length(in);
+    char *s = qf_malloc(*n + 1);
+    evbuffer_copyout(in, s, *n);
+    s[*n] = 0;
+    return s;
+}
+
+static const char *http_field(qf_api api, const char *which) {
+    int oai = api == QF_API_COMPLETIONS || api == QF_API_CHAT;
+    if (!strcmp(which, "input")) return api == QF_API_CHAT ? "messages" : oai ? "prompt" : "inputs";
+    return oai ? "max_tokens" : "parameters.max_new_tokens";
+}
+
+static void http_generate(serve_ctx *c, struct evhttp_request *r, qf_api api, const char *endpoint) {
+    const qf_serve_opts *o = c->o;
+    size_t n;
+    char *body = http_body(r, &n);
+    http_job *hj = qf_calloc(1, sizeof *hj);
+    qf_serve_refusal why;
+    int rc = qf_serve_req_parse(api, body, n, &c->lim, &hj->req, &why);
+    free(body);
+    if (rc) {
+        http_error(c, r, endpoint, api, why.status, why.field, why.msg);
+        free(hj);
+        return;
+    }
+    /* the prompt's ids */
+    qf_gen_prompts P = {0};
+    char msg[2400];
+    msg[0] = 0;
+    if (api == QF_API_CHAT) {
+        qf_gen_src src = {o->tok, o->tmpl, o->tmpl_why, o->system, 0};
+        if (qf_gen_prompt_chat(&src, hj->req.chat, &P, msg, sizeof msg) == 0) msg[0] = 0;
+        else if (!msg[0]) snprintf(msg, sizeof msg, "cannot render the conversation");
+    } else {
+        qf_ids a = {0};
+        qf_err te = {0};
+        if (qf_tok_encode(o->tok, hj->req.text, hj->req.text_len, &a, &te)) snprintf(msg, sizeof msg, "%s", te.msg);
+        else if (a.n == 0) snprintf(msg, sizeof msg, "encodes to no tokens");
+        else P.v = qf_calloc(1, sizeof *P.v), P.v[0].ids = a.v, P.v[0].n = (int)a.n, P.n = P.cap = 1, a.v = NULL;
+        free(a.v);
+    }
+    const char *fin = http_field(api, "input"), *fnew = http_field(api, "new");
+    if (msg[0]) {
+        char m2[2600];
+        snprintf(m2, sizeof m2, "%s: %s", fin, msg);
+        http_error(c, r, endpoint, api, 400, fin, m2);
+        qf_gen_prompts_free(&P);
+        qf_serve_req_free(&hj->req);
+        free(hj);
+        return;
+    }
+    int plen = P.v[0].n, max_new = hj->req.max_new;
+    if (max_new < 0) { /* not given: the API's default, at most the room the prompt leaves */
+        max_new = o->max_total - plen;
+        if (hj->req.default_new > 0 && hj->req.default_new < max_new) max_new = hj->req.default_new;
+    }
+    char m2[512] = "";
+    const char *bad = NULL;
+    for (int i = 0; i < plen && !bad; i++)
+        if (P.v[0].ids[i] >= o->cfg->vocab_size)
+            bad = fin, snprintf(m2, sizeof m2, "%s: token %d is outside the model's vocabulary (%lld)", fin,
+                                P.v[0].ids[i], (long long)o->cfg->vocab_size);
+    if (!bad && plen > o->max_input)
+        bad = fin, snprintf(m2, sizeof m2, "%s: %d tokens exceed --max-input-tokens %d", fin, plen, o->max_input);
+    else if (!bad && (max_new < 1 || plen + max_new > o->max_total))
+        bad = fnew, snprintf(m2, sizeof m2, "%s: %d prompt tokens + %d new tokens exceed --max-total-tokens %d", fnew,
+                             plen, max_new, o->max_total);
+    if (bad) {
+        http_error(c, r, endpoint, api, 400, bad, m2);
+        qf_gen_prompts_free(&P);
+        qf_serve_req_free(&hj->req);
+        free(hj);
+        return;
+    }
+    if (c->draining) {
+        http_error(c, r, endpoint, api, 503, "", "the server is shutting down");
+        qf_gen_prompts_free(&P);
+        qf_serve_req_free(&hj->req);
+        free(hj);
+        return;
+    }
+    qf_serve_job *j = &hj->job;
+    j->plen = plen, j->max_new = max_new;
+    j->ids = qf_malloc((size_t)(plen + max_new) * sizeof *j->ids);
+    memcpy(j->ids, P.v[0].ids, (size_t)plen * sizeof *j->ids);
+    qf_gen_prompts_free(&P);
+    j->logprob = qf_malloc((size_t)max_new * sizeof *j->logprob);
+    j->sample = hj->req.sample;
+    j->seed = hj->req.has_seed ? hj->req.seed : (uint64_t)time(NULL) * 6364136223846793005ull + c->next_id;
+    j->stop = hj->req.stop, j->nstop = hj->req.nstop;
+    j->t_arrive = qf_now();
+    j->want_logprob = (api == QF_API_TGI && hj->req.details) || ((api == QF_API_TGI || api == QF_API_TGI_STREAM) &&
+                                                                 hj->req.stream);
+    hj->c = c, hj->evreq = r, hj->endpoint = endpoint, hj->created = (long)time(NULL);
+    snprintf(hj->id, sizeof hj->id, "%s-%lu", api == QF_API_CHAT ? "chatcmpl" : "cmpl", ++c->next_id);
+    if (qf_engine_submit(&c->eng, j)) {
+        http_error(c, r, endpoint, api, 503, "", "the queue is full (--max-queue); retry later");
+        qf_serve_req_free(&hj->req);
+        free(j->ids);
+        free(j->logprob);
+        free(hj);
+        return;
+    }
+    hj->next = c->active;
+    if (c->active) c->active->prev = hj;
+    c->active = hj;
+    evhttp_connection_set_closecb(evhttp_request_get_connection(r), http_on_close, hj);
+    evhttp_request_set_on_complete_cb(r, http_on_complete, c);
+    c->writing++;
+    if (hj->req.stream) {
+        struct evkeyvalq *h = evhttp_request_get_output_headers(r);
+        evhttp_add_header(h, "Content-Type", "text/event-stream");
+        evhttp_add_header(h, "Cache-Control", "no-cache");
+        evhttp_send_reply_start(r, 200, "OK");
+    }
+}
+
+static void http_info(serve_ctx *c, struct evhttp_request *r) {
+    const qf_serve_opts *o = c->o;
+    json_t *v = json_pack("{s:s,s:n,s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:s,s:n}", "model_id", o->model_id,
+                          "model_sha", "model_dtype", o->dtype, "model_device_type", o->ops->name, "max_concurrent_requests",
+                          (json_int_t)(o->max_queue + o->max_batch), "max_best_of", 1, "max_stop_sequences",
+                          QF_SERVE_MAX_STOPS, "max_input_tokens", (json_int_t)o->max_input, "max_input_length",
+                          (json_int_t)o->max_input, "max_total_tokens", (json_int_t)o->max_total, "max_batch_size",
+                          (json_int_t)o->max_batch, "max_batch_total_tokens",
+                          (json_int_t)((int64_t)c->nblocks * o->block_size), "max_client_batch_size", 1, "router",
+                          "qwen-ft", "version", o->version, "sha");
+    http_json(c, r, "/info", 200, v, NULL, NULL);
+}
+
+static void http_models(serve_ctx *c, struct evhttp_request *r) {
+    json_t *v = json_pack("{s:s,s:[{s:s,s:s,s:i,s:s,s:i}]}", "object", "list", "data", "id", c->o->model_id, "object",
+                          "model", "created", (json_int_t)time(NULL), "owned_by", "qwen-ft", "max_model_len",
+                          (json_int_t)c->o->max_total);
+    http_json(c, r, "/v1/models", 200, v, NULL, NULL);
+}
+
+static int http_authorized(serve_ctx *c, struct evhttp_request *r) {
+    if (!c->o->api_key) return 1;
+    const char *h = evhttp_find_header(evhttp_request_get_input_headers(r), "Authorization");
+    if (!h || strncmp(h, "Bearer ", 7)) return 0;
+    const char *k = h + 7, *want = c->o->api_key;
+    size_t a = strlen(k), b = strlen(want);
+    unsigned diff = a != b;
+    for (size_t i = 0; i < a && i < b; i++) diff |= (unsigned)(k[i] ^ want[i]);
+    return diff == 0;
+}
+
+static void http_route(struct evhttp_request *r, void *arg) {
+    serve_ctx *c = arg;
+    static const struct { const char *path; int post; int api; } routes[] = {
+        {"/generate", 1, QF_API_TGI}, {"/generate_stream", 1, QF_API_TGI_STREAM},
+        {"/v1/completions", 1, QF_API_COMPLETIONS}, {"/v1/chat/completions", 1, QF_API_CHAT},
+        {"/health", 0, -1}, {"/info", 0, -2}, {"/v1/models", 0, -3}, {"/metrics", 0, -4}};
+    const char *uri = evhttp_request_get_uri(r);
+    struct evhttp_uri *u = evhttp_uri_parse(uri);
+    const char *path = u ? evhttp_uri_get_path(u) : NULL;
+    char p[128];
+    snprintf(p, sizeof p, "%s", path && path[0] ? path : "/");
+    evhttp_uri_free(u);
+    size_t pl = strlen(p);
+    if (pl > 1 && p[pl - 1] == '/') p[pl - 1] = 0;
+    int i = 0, nr = (int)(sizeof routes / sizeof routes[0]);
+    while (i < nr && strcmp(routes[i].path, p)) i++;
+    if (i == nr) {
+        http_error(c, r, "other", QF_API_TGI, 404, "", "no such endpoint");
+        return;
+    }
+    const char *ep = routes[i].path;
+    int api = routes[i].api;
+    qf_api eapi = api >= 0 ? (qf_api)api : QF_API_TGI;
+    enum evhttp_cmd_type m = evhttp_request_get_command(r);
+    if (routes[i].post ? m != EVHTTP_REQ_POST : (m != EVHTTP_REQ_GET && m != EVHTTP_REQ_HEAD)) {
+        http_json(c, r, ep, 405, json_pack("{s:s,s:s}", "error", routes[i].post ? "use POST" : "use GET", "error_type",
+                                           "method"), "Allow", routes[i].post ? "POST" : "GET, HEAD");
+        return;
+    }
+    if (api != -1 && !http_authorized(c, r)) {
+        http_error(c, r, ep, eapi, 401, "", "missing or wrong Authorization: Bearer key (--api-key)");
+        return;
+    }
+    if (api >= 0) {
+        http_generate(c, r, (qf_api)api, ep);
+    } else if (api == -1) {
+        struct evbuffer *b = evbuffer_new();
+        evhttp_send_reply(r, c->draining ? 503 : 200, c->draining ? "Service Unavailable" : "OK", b);
+        evbuffer_free(b);
+        qf_metrics_request(&c->met, ep, c->draining ? 503 : 200);
+    } else if (api == -2) {
+        http_info(c, r);
+    } else if (api == -3) {
+        http_models(c, r);
+    } else {
+        size_t len;
+        char *t = qf_metrics_text(&c->met, &len);
+        struct evbuffer *b = evbuffer_new();
+        evbuffer_add(b, t, len);
+        free(t);
+        evhttp_add_header(evhttp_request_get_output_headers(r), "Content-Type", "text/plain; version=0.0.4");
+        evhttp_send_reply(r, 200, "OK", b);
+        evbuffer_free(b);
+        qf_metrics_request(&c->met, ep, 200);
+    }
+}
+
+/* ---- shutdown ------------------------------------------------------------------------------------------------ */
+
+static void http_tick(evutil_socket_t fd, short what, void *arg) {
+    serve_ctx *c = arg;
+    (void)fd, (void)what;
+    if (!c->active && c->writing <= 0) {
+        event_base_loopexit(c->base, NULL);
+        return;
+    }
+    double now = qf_now();
+    if (now > c->drain_deadline && !c->cancelled) {
+        fprintf(stderr, "qwen-ft serve: grace period over: cancelling the requests still running\n");
+        qf_engine_cancel_all(&c->eng);
+        c->cancelled = 1;
+    }
+    if (now > c->drain_deadline + 10) event_base_loopexit(c->base, NULL); /* clients that never read */
+}
+
+static void http_on_signal(evutil_socket_t sig, short what, void *arg) {
+    serve_ctx *c = arg;
+    (void)what;
+    if (c->draining) { /* a second signal: no more grace */
+        c->drain_deadline = 0;
+        return;
+    }
+    c->draining = 1;
+    c->drain_deadline = qf_now() + c->o->grace_s;
+    int n = 0;
+    for (http_job *hj = c->active; hj; hj = hj->next) n++;
+    fprintf(stderr, "qwen-ft serve: %s: no new requests; %d in flight get %g s to finish\n",
+            sig == SIGTERM ? "SIGTERM" : "SIGINT", n, c->o->grace_s);
+    if (c->sock) evhttp_del_accept_socket(c->http, c->sock), c->sock = NULL;
+    struct timeval tv = {0, 50000};
+    event_add(c->tick, &tv);
+}
+
+/* ---- the server ---------------------------------------------------------------------------------------------- */
+
+int qf_serve_run(const qf_serve_opts *o, qf_err *e) {
+    serve_ctx *c = qf_calloc(1, sizeof *c);
+    c->o = o;
+    c->lim = (qf_serve_limits){.max_new = o->max_total - 1, .tgi_default_new = 100, .completion_default_new = 16};
+    double kv_gib = 0;
+    if (qf_serve_plan_blocks(o, &c->nblocks, &kv_gib, e)) {
+        free(c);
+        return e->code;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    evthread_use_pthreads();
+    c->base = event_base_new();
+    c->http = c->base ? evhttp_new(c->base) : NULL;
+    if (!c->http) {
+        free(c);
+        return qf_err_set(e, QF_EXIT_RUNTIME, "serve: cannot create the HTTP server (libevent)");
+    }
+    evhttp_set_max_body_size(c->http, (ev_ssize_t)o->max_body);
+    evhttp_set_max_headers_size(c->http, 64 * 1024);
+    evhttp_set_timeout(c->http, 600);
+    evhttp_set_allowed_methods(c->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
+                                            EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
+    evhttp_set_gencb(c->http, http_route, c);
+    c->sock = evhttp_bind_socket_with_handle(c->http, o->host, (ev_uint16_t)o->port);
+    if (!c->sock) {
+        int err = errno;
+        evhttp_free(c->http);
+        event_base_free(c->base);
+        free(c);
+        return qf_err_set(e, QF_EXIT_INPUT, "serve: cannot listen on %s:%d: %s", o->host, o->port, strerror(err));
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    int port = o->port;
+    if (getsockname(evhttp_bound_socket_get_fd(c->sock), (struct sockaddr *)&ss, &sl) == 0)
+        port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                              : ((struct sockaddr_in *)&ss)->sin_port);
+    qf_metrics_init(&c->met, c->nblocks, o->max_batch);
+    qf_engine_opts eo = {.model = o->model, .cfg = o->cfg, .ops = o->ops, .max_batch = o->max_batch,
+                         .max_total = o->max_total, .max_queue = o->max_queue, .chunk = o->chunk,
+                         .block_size = o->block_size, .nblocks = c->nblocks, .stop_ids = o->stop_ids,
+                         .nstop_ids = o->nstop_ids, .tok = o->tok, .met = &c->met, .notify = http_notify,
+                         .notify_ctx = c};
+    c->notify_ev = event_new(c->base, -1, EV_PERSIST, http_on_notify, c);
+    c->sig_term = evsignal_new(c->base, SIGTERM, http_on_signal, c);
+    c->sig_int = evsignal_new(c->base, SIGINT, http_on_signal, c);
+    c->tick = event_new(c->base, -1, EV_PERSIST, http_tick, c);
+    event_add(c->sig_term, NULL);
+    event_add(c->sig_int, NULL);
+    int rc = qf_engine_start(&c->eng, &eo, e);
+    if (!rc) {
+        fprintf(stderr, "qwen-ft serve: %s on %s: %d KV blocks of %d positions (%.3f GiB), batch <= %d, queue <= %d\n"
+                        "qwen-ft serve: listening on http://%s:%d\n", o->model_id, o->ops->name, c->nblocks,
+                o->block_size, kv_gib, o->max_batch, o->max_queue, o->host, port);
+        fflush(stderr);
+        event_base_dispatch(c->base);
+        fprintf(stderr, "qwen-ft serve: stopped\n");
+    }
+    qf_engine_cancel_all(&c->eng);
+    qf_engine_stop(&c->eng);
+    while (c->active) http_job_unlink_free(c->active);
+    event_free(c->notify_ev);
+    event_free(c->sig_term);
+    event_free(c->sig_int);
+    event_free(c->tick);
+    evhttp_free(c->http);
+    event_base_free(c->base);
+    qf_metrics_destroy(&c->met);
+    free(c);
+    return rc;
+}

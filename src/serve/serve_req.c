@@ -1,0 +1,301 @@
+/* serve_req.c — see serve_req.h. */
+#include "serve_req.h"
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "util.h"
+
+static int req_bad(qf_serve_refusal *w, int status, const char *field, const char *fmt, ...) {
+    w->status = status;
+    snprintf(w->field, sizeof w->field, "%s", field);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(w->msg, sizeof w->msg, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static const char *req_type(const json_t *v) {
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a number";
+    case JSON_TRUE: case JSON_FALSE: return "a boolean";
+    default: return "null";
+    }
+}
+
+/* the number v into *x (integers and reals) */
+static int req_num(json_t *v, const char *f, double *x, qf_serve_refusal *w) {
+    if (!json_is_number(v)) return req_bad(w, 400, f, "%s is %s, expected a number", f, req_type(v));
+    *x = json_number_value(v);
+    if (!isfinite(*x)) return req_bad(w, 400, f, "%s is not finite", f);
+    return 0;
+}
+
+static int req_int(json_t *v, const char *f, long long lo, long long hi, long long *x, qf_serve_refusal *w) {
+    if (!json_is_integer(v)) return req_bad(w, 400, f, "%s is %s, expected an integer", f, req_type(v));
+    *x = json_integer_value(v);
+    if (*x < lo || *x > hi) return req_bad(w, 400, f, "%s = %lld is outside [%lld, %lld]", f, *x, lo, hi);
+    return 0;
+}
+
+static int req_bool(json_t *v, const char *f, int *x, qf_serve_refusal *w) {
+    if (!json_is_boolean(v)) return req_bad(w, 400, f, "%s is %s, expected a boolean", f, req_type(v));
+    *x = json_is_true(v);
+    return 0;
+}
+
+/* stop: a string or an array of up to QF_SERVE_MAX_STOPS non-empty strings (a string alone: OpenAI) */
+static int req_stop(json_t *v, const char *f, int allow_string, qf_serve_req *r, qf_serve_refusal *w) {
+    json_t *one[1] = {v};
+    size_t n = 1;
+    if (json_is_null(v)) return 0;
+    if (json_is_array(v)) n = json_array_size(v);
+    else if (!allow_string || !json_is_string(v))
+        return req_bad(w, 400, f, "%s is %s, expected %s", f, req_type(v),
+                       allow_string ? "a string or an array of strings" : "an array of strings");
+    if (n > QF_SERVE_MAX_STOPS) return req_bad(w, 400, f, "%s has %zu sequences; at most %d", f, n, QF_SERVE_MAX_STOPS);
+    for (size_t i = 0; i < n; i++) {
+        json_t *s = json_is_array(v) ? json_array_get(v, i) : one[0];
+        if (!json_is_string(s)) return req_bad(w, 400, f, "%s[%zu] is %s, expected a string", f, i, req_type(s));
+        if (json_string_length(s) == 0) return req_bad(w, 400, f, "%s[%zu] is empty", f, i);
+        r->stop[r->nstop] = qf_malloc(json_string_length(s) + 1);
+        memcpy(r->stop[r->nstop], json_string_value(s), json_string_length(s) + 1);
+        r->nstop++;
+    }
+    return 0;
+}
+
+/* 1 when key is one of names (NULL-terminated) */
+static int req_known(const char *key, const char *const *names) {
+    for (; *names; names++)
+        if (!strcmp(key, *names)) return 1;
+    return 0;
+}
+
+/* fields refused when given with anything but their neutral value (null, or the value in `ok`) */
+static int req_neutral(json_t *v, const char *f, qf_serve_refusal *w) {
+    if (json_is_null(v) || json_is_false(v)) return 0;
+    return req_bad(w, 400, f, "%s is not supported by qwen-ft serve (give null or leave it out)", f);
+}
+
+/* ---- TGI ----------------------------------------------------------------------------------------------------- */
+
+static int req_tgi_params(json_t *p, const qf_serve_limits *lim, qf_serve_req *r, qf_serve_refusal *w) {
+    static const char *const neutral[] = {"best_of", "decoder_input_details", "frequency_penalty", "grammar",
+                                          "top_n_tokens", "truncate", "typical_p", "watermark", "adapter_id", NULL};
+    int do_sample = 0, warped = 0;
+    const char *key;
+    json_t *v;
+    char f[64];
+    json_object_foreach(p, key, v) {
+        snprintf(f, sizeof f, "parameters.%.40s", key);
+        double x;
+        long long i;
+        if (!strcmp(key, "max_new_tokens")) {
+            if (json_is_null(v)) continue;
+            if (req_int(v, f, 1, lim->max_new, &i, w)) return -1;
+            r->max_new = (int)i;
+        } else if (!strcmp(key, "temperature")) {
+            if (json_is_null(v)) continue;
+            if (req_num(v, f, &x, w)) return -1;
+            if (x <= 0) return req_bad(w, 400, f, "%s = %g must be strictly positive", f, x);
+            r->sample.temperature = x, warped |= x != 1.0;
+        } else if (!strcmp(key, "top_p")) {
+            if (json_is_null(v)) continue;
+            if (req_num(v, f, &x, w)) return -1;
+            if (x <= 0 || x > 1) return req_bad(w, 400, f, "%s = %g must be in (0, 1]", f, x);
+            r->sample.top_p = x, warped |= x < 1.0;
+        } else if (!strcmp(key, "top_k")) {
+            if (json_is_null(v)) continue;
+            if (req_int(v, f, 1, 1 << 30, &i, w)) return -1;
+            r->sample.top_k = (int)i, warped = 1;
+        } else if (!strcmp(key, "repetition_penalty")) {
+            if (json_is_null(v)) continue;
+            if (req_num(v, f, &x, w)) return -1;
+            if (x <= 0) return req_bad(w, 400, f, "%s = %g must be strictly positive", f, x);
+            r->sample.repetition_penalty = x;
+        } else if (!strcmp(key, "do_sample")) {
+            if (req_bool(v, f, &do_sample, w)) return -1;
+        } else if (!strcmp(key, "seed")) {
+            if (json_is_null(v)) continue;
+            if (!json_is_integer(v) || json_integer_value(v) < 0)
+                return req_bad(w, 400, f, "%s is %s, expected an integer >= 0", f, req_type(v));
+            r->seed = (uint64_t)json_integer_value(v), r->has_seed = 1;
+        } else if (!strcmp(key, "stop")) {
+            if (req_stop(v, f, 0, r, w)) return -1;
+        } else if (!strcmp(key, "details")) {
+            if (req_bool(v, f, &r->details, w)) return -1;
+        } else if (!strcmp(key, "return_full_text")) {
+            if (!json_is_null(v) && req_bool(v, f, &r->return_full_text, w)) return -1;
+        } else if (req_known(key, neutral)) {
+            if (req_neutral(v, f, w)) return -1;
+        } else {
+            return req_bad(w, 400, f, "unknown field %s", f);
+        }
+    }
+    r->sample.greedy = !(do_sample || warped); /* TGI: sampling when do_sample or any warper is set */
+    return 0;
+}
+
+static int req_tgi(json_t *o, const qf_serve_limits *lim, qf_serve_req *r, qf_serve_refusal *w) {
+    const char *key;
+    json_t *v, *in = NULL, *params = NULL;
+    json_object_foreach(o, key, v) {
+        if (!strcmp(key, "inputs")) in = v;
+        else if (!strcmp(key, "parameters")) params = v;
+        else if (!strcmp(key, "stream")) {
+            if (req_bool(v, "stream", &r->stream, w)) return -1;
+        } else return req_bad(w, 400, key, "unknown field %s (expected inputs, parameters, stream)", key);
+    }
+    if (!in) return req_bad(w, 400, "inputs", "inputs is missing");
+    if (!json_is_string(in)) return req_bad(w, 400, "inputs", "inputs is %s, expected a string", req_type(in));
+    if (json_string_length(in) == 0) return req_bad(w, 400, "inputs", "inputs is empty");
+    r->text_len = json_string_length(in);
+    r->text = qf_malloc(r->text_len + 1);
+    memcpy(r->text, json_string_value(in), r->text_len + 1);
+    r->max_new = -1;
+    r->default_new = lim->tgi_default_new;
+    if (params && !json_is_null(params)) {
+        if (!json_is_object(params))
+            return req_bad(w, 400, "parameters", "parameters is %s, expected an object", req_type(params));
+        if (req_tgi_params(params, lim, r, w)) return -1;
+    }
+    if (r->api == QF_API_TGI_STREAM) r->stream = 1;
+    return 0;
+}
+
+/* ---- OpenAI -------------------------------------------------------------------------------------------------- */
+
+static int req_openai(json_t *o, const qf_serve_limits *lim, qf_serve_req *r, qf_serve_refusal *w) {
+    static const char *const neutral[] = {"logprobs", "top_logprobs", "logit_bias", "tools_choice", "suffix",
+                                          "response_format", "parallel_tool_calls", "tool_choice", NULL};
+    static const char *const ignored[] = {"user", "metadata", "store", "service_tier", NULL};
+    int chat = r->api == QF_API_CHAT, have_temp = 0;
+    double temp = 1.0;
+    json_t *v, *prompt = NULL, *messages = NULL, *tools = NULL;
+    const char *key;
+    r->max_new = -1;
+    json_object_foreach(o, key, v) {
+        double x;
+        long long i;
+        if (!strcmp(key, "model")) {
+            if (!json_is_string(v)) return req_bad(w, 400, key, "model is %s, expected a string", req_type(v));
+            snprintf(r->model, sizeof r->model, "%s", json_string_value(v));
+        } else if (!chat && !strcmp(key, "prompt")) prompt = v;
+        else if (chat && !strcmp(key, "messages")) messages = v;
+        else if (chat && !strcmp(key, "tools")) tools = v;
+        else if (!strcmp(key, "max_tokens") || (chat && !strcmp(key, "max_completion_tokens"))) {
+            if (json_is_null(v)) continue;
+            if (req_int(v, key, 1, lim->max_new, &i, w)) return -1;
+            r->max_new = (int)i;
+        } else if (!strcmp(key, "temperature")) {
+            if (json_is_null(v)) continue;
+            if (req_num(v, key, &x, w)) return -1;
+            if (x < 0 || x > 2) return req_bad(w, 400, key, "temperature = %g is outside [0, 2]", x);
+            temp = x, have_temp = 1;
+        } else if (!strcmp(key, "top_p")) {
+            if (json_is_null(v)) continue;
+            if (req_num(v, key, &x, w)) return -1;
+            if (x <= 0 || x > 1) return req_bad(w, 400, key, "top_p = %g must be in (0, 1]", x);
+            r->sample.top_p = x;
+        } else if (!strcmp(key, "top_k")) { /* vLLM's extension: -1 or 0 = off */
+            if (json_is_null(v)) continue;
+            if (req_int(v, key, -1, 1 << 30, &i, w)) return -1;
+            r->sample.top_k = i > 0 ? (int)i : 0;
+        } else if (!strcmp(key, "repetition_penalty")) {
+            if (json_is_null(v)) continue;
+            if (req_num(v, key, &x, w)) return -1;
+            if (x <= 0) return req_bad(w, 400, key, "repetition_penalty = %g must be strictly positive", x);
+            r->sample.repetition_penalty = x;
+        } else if (!strcmp(key, "presence_penalty") || !strcmp(key, "frequency_penalty")) {
+            if (json_is_null(v)) continue;
+            if (req_num(v, key, &x, w)) return -1;
+            if (x != 0) return req_bad(w, 400, key, "%s is not supported (only 0); use repetition_penalty", key);
+        } else if (!strcmp(key, "n") || !strcmp(key, "best_of")) {
+            if (json_is_null(v)) continue;
+            if (req_int(v, key, 1, 1, &i, w)) return -1;
+        } else if (!strcmp(key, "echo")) {
+            int e = 0;
+            if (!json_is_null(v) && req_bool(v, key, &e, w)) return -1;
+            if (e) return req_bad(w, 400, key, "echo is not supported");
+        } else if (!strcmp(key, "stream")) {
+            if (!json_is_null(v) && req_bool(v, key, &r->stream, w)) return -1;
+        } else if (!strcmp(key, "stream_options")) {
+            if (json_is_null(v)) continue;
+            if (!json_is_object(v)) return req_bad(w, 400, key, "stream_options is %s, expected an object", req_type(v));
+            const char *k2;
+            json_t *v2;
+            json_object_foreach(v, k2, v2) {
+                if (strcmp(k2, "include_usage"))
+                    return req_bad(w, 400, "stream_options", "unknown field stream_options.%.40s", k2);
+                if (req_bool(v2, "stream_options.include_usage", &r->include_usage, w)) return -1;
+            }
+        } else if (!strcmp(key, "stop")) {
+            if (req_stop(v, key, 1, r, w)) return -1;
+        } else if (!strcmp(key, "seed")) {
+            if (json_is_null(v)) continue;
+            if (!json_is_integer(v)) return req_bad(w, 400, key, "seed is %s, expected an integer", req_type(v));
+            r->seed = (uint64_t)json_integer_value(v), r->has_seed = 1;
+        } else if (req_known(key, neutral)) {
+            if (req_neutral(v, key, w)) return -1;
+        } else if (!req_known(key, ignored)) {
+            return req_bad(w, 400, key, "unknown field %s", key);
+        }
+    }
+    if (!chat) {
+        if (!prompt) return req_bad(w, 400, "prompt", "prompt is missing");
+        if (json_is_array(prompt) && json_array_size(prompt) == 1) prompt = json_array_get(prompt, 0);
+        else if (json_is_array(prompt))
+            return req_bad(w, 400, "prompt", "prompt is an array of %zu prompts; qwen-ft serve takes one per request",
+                           json_array_size(prompt));
+        if (!json_is_string(prompt))
+            return req_bad(w, 400, "prompt", "prompt is %s, expected a string", req_type(prompt));
+        if (json_string_length(prompt) == 0) return req_bad(w, 400, "prompt", "prompt is empty");
+        r->text_len = json_string_length(prompt);
+        r->text = qf_malloc(r->text_len + 1);
+        memcpy(r->text, json_string_value(prompt), r->text_len + 1);
+        r->default_new = lim->completion_default_new;
+    } else {
+        if (!messages) return req_bad(w, 400, "messages", "messages is missing");
+        if (!json_is_array(messages) || json_array_size(messages) == 0)
+            return req_bad(w, 400, "messages", "messages is %s, expected a non-empty array",
+                           json_is_array(messages) ? "empty" : req_type(messages));
+        r->chat = json_object();
+        json_object_set(r->chat, "messages", messages);
+        if (tools && !json_is_null(tools)) json_object_set(r->chat, "tools", tools);
+    }
+    r->sample.temperature = have_temp && temp > 0 ? temp : 1.0;
+    r->sample.greedy = have_temp && temp == 0; /* OpenAI: temperature 0 is argmax; the default (1) samples */
+    return 0;
+}
+
+int qf_serve_req_parse(qf_api api, const char *body, size_t n, const qf_serve_limits *lim, qf_serve_req *r,
+                       qf_serve_refusal *why) {
+    memset(r, 0, sizeof *r);
+    memset(why, 0, sizeof *why);
+    r->api = api;
+    r->sample = (qf_sample_opts){.greedy = 1, .top_k = 0, .temperature = 1.0, .top_p = 1.0, .repetition_penalty = 1.0};
+    json_error_t je;
+    json_t *o = json_loadb(body, n, JSON_REJECT_DUPLICATES, &je);
+    int rc;
+    if (!o) rc = req_bad(why, 400, "", "the body is not valid JSON (line %d, column %d): %s", je.line, je.column, je.text);
+    else if (!json_is_object(o)) rc = req_bad(why, 400, "", "the body is %s, expected a JSON object", req_type(o));
+    else if (api == QF_API_TGI || api == QF_API_TGI_STREAM) rc = req_tgi(o, lim, r, why);
+    else rc = req_openai(o, lim, r, why);
+    json_decref(o);
+    if (rc) qf_serve_req_free(r);
+    return rc;
+}
+
+void qf_serve_req_free(qf_serve_req *r) {
+    free(r->text);
+    json_decref(r->chat);
+    for (int i = 0; i < r->nstop; i++) free(r->stop[i]);
+    memset(r, 0, sizeof *r);
+}

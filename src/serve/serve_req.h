@@ -1,0 +1,55 @@
+/* serve_req.h — one HTTP request body of `qwen-ft serve` as a validated generation request: TGI's /generate and
+ * /generate_stream ({"inputs", "parameters": {...}, "stream"?}) and OpenAI's /v1/completions and
+ * /v1/chat/completions ({"model", "prompt" | "messages", "max_tokens", ...}).
+ *
+ * Parsing is pure (no tokenizer, no model): bytes in, a request or a refusal naming the field out, so the fuzz
+ * target (tests/fuzz/fuzz_serve_req.c) reaches all of it. Limits that need the tokenizer (prompt length in
+ * tokens) are checked by the caller (serve_http.c) after encoding. */
+#ifndef QF_SERVE_REQ_H
+#define QF_SERVE_REQ_H
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "generate/sample.h"
+
+#define QF_SERVE_MAX_STOPS 4 /* stop sequences per request (TGI's max_stop_sequences default; OpenAI's limit) */
+
+typedef enum { QF_API_TGI = 0, QF_API_TGI_STREAM, QF_API_COMPLETIONS, QF_API_CHAT, QF_API_N } qf_api;
+
+/* What the server allows; the defaults of TGI's max_new_tokens and OpenAI completions' max_tokens when absent
+ * (chat: all the room left), each at most the room the prompt leaves. */
+typedef struct qf_serve_limits {
+    int max_new;  /* the most new tokens a request may ask for (max_total - 1) */
+    int tgi_default_new, completion_default_new;
+} qf_serve_limits;
+
+typedef struct qf_serve_req {
+    qf_api api;
+    int stream;
+    char *text;                /* TGI inputs / OpenAI prompt (malloc'd, may hold NULs: text_len) */
+    size_t text_len;
+    json_t *chat;              /* chat: {"messages": [...], "tools"?} for prepare's parser (owned) */
+    int max_new;               /* -1: not given: default_new, at most the room left (0: all the room left) */
+    int default_new;
+    qf_sample_opts sample;
+    uint64_t seed;
+    int has_seed;
+    char *stop[QF_SERVE_MAX_STOPS];
+    int nstop;
+    int details, return_full_text, include_usage;
+    char model[256];           /* OpenAI "model" as given */
+} qf_serve_req;
+
+/* The refusal: HTTP status (400, 413, 422), the field at fault ("" when the body as a whole) and a message. */
+typedef struct qf_serve_refusal {
+    int status;
+    char field[64];
+    char msg[512];
+} qf_serve_refusal;
+
+/* body[n] -> r (zeroed first). 0, or -1 with why filled (r freed). */
+int qf_serve_req_parse(qf_api api, const char *body, size_t n, const qf_serve_limits *lim, qf_serve_req *r,
+                       qf_serve_refusal *why);
+void qf_serve_req_free(qf_serve_req *r);
+
+#endif

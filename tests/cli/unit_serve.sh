@@ -1,0 +1,283 @@
+#!/usr/bin/env bash
+# qwen-ft serve (src/serve/) on 127.0.0.1 with the tiny fixture model widened to the fixture tokenizer (as
+# unit_generate_batch), standard-library HTTP only (tests/tools/serve_harness.py):
+#   - greedy under concurrency == `qwen-ft generate` greedy for every prompt (TGI details ids, OpenAI completion and
+#     chat text), with --max-batch 3 and --prefill-chunk 8, so prompts join a running batch, wait in the queue and
+#     prefill in several chunks beside decoding rows; a seeded sampled request == generate --seed with the same options
+#   - streaming: TGI events (index, token, generated_text and details on the last) concatenate to /generate's text;
+#     OpenAI chunks end with finish_reason, then data: [DONE]
+#   - every malformed request is 400 with a JSON error naming the field; 404, 405, 413 (body cap); --api-key: 401
+#     everywhere but /health; a full queue is 503 with Retry-After
+#   - a client that disconnects mid-stream, or while waiting for a whole reply, is cancelled (its slot and blocks
+#     come back) long before max_new
+#   - /metrics counts the requests, tokens and latencies; /info and /v1/models describe the server
+#   - SIGTERM: no new requests, the running stream finishes, exit 0
+# Env: QWENFT (binary), WORK (scratch dir, created here), SRC (source tree).
+set -euo pipefail
+. "$SRC/tests/unit_common.sh"
+fixture_prologue
+wide_fixture
+
+PYTHONPATH="$SRC/tests/tools" python3 - "$QWENFT" <<'PY'
+import json, signal, socket, subprocess, sys, threading, time
+from serve_harness import Server
+q = sys.argv[1]; bad = 0
+def fail(msg):
+    global bad; bad += 1; print("FAIL:", msg)
+def expect(what, ours, want):
+    if ours != want: fail(f"{what}:\n  ours {ours!r}\n  want {want!r}")
+
+def generate(recs, n, *extra):
+    with open("p.jsonl", "w") as f:
+        for r in recs: f.write(json.dumps(r) + "\n")
+    p = subprocess.run([q, "generate", "--model", "wide", "--prompts", "p.jsonl", "--json", "-n", str(n), *extra],
+                       capture_output=True, text=True)
+    if p.returncode: print(p.stderr); sys.exit(1)
+    return [json.loads(l) for l in p.stdout.splitlines()]
+
+S = Server(q, "--model", "wide", "--max-batch", "3", "--max-queue", "64", "--prefill-chunk", "8",
+           "--max-total-tokens", "256", "--max-input-tokens", "128")
+try:
+    # ---- greedy parity under concurrency ----------------------------------------------------------------------
+    texts = ["the quick brown fox", "a", "hello there, general kenobi", "data " * 30, "one two three four five six",
+             "zebra", "the model was trained on large amounts of data", "x y"]
+    N = 24
+    ref = generate([{"prompt": t} for t in texts], N)
+    chat_msgs = [[{"role": "user", "content": "hello there"}],
+                 [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "what is 2+2?"}]]
+    ref_chat = generate([{"messages": m} for m in chat_msgs], N)
+    results = {}
+    def worker(k, kind, i):
+        if kind == "tgi":
+            s, h, b = S.post("/generate", {"inputs": texts[i], "parameters": {"max_new_tokens": N, "details": True}})
+            results[k] = (s, [t["id"] for t in b["details"]["tokens"]] if s == 200 else b)
+        elif kind == "cmpl":
+            s, h, b = S.post("/v1/completions", {"model": "wide", "prompt": texts[i], "max_tokens": N, "temperature": 0})
+            results[k] = (s, b["choices"][0]["text"] if s == 200 else b)
+        else:
+            s, h, b = S.post("/v1/chat/completions", {"model": "wide", "messages": chat_msgs[i], "max_tokens": N,
+                                                      "temperature": 0})
+            results[k] = (s, b["choices"][0]["message"]["content"] if s == 200 else b)
+    jobs = [(f"tgi{r}-{i}", "tgi", i) for r in range(3) for i in range(len(texts))]
+    jobs += [(f"cmpl{i}", "cmpl", i) for i in range(len(texts))] + [(f"chat{i}", "chat", i) for i in range(2)]
+    th = [threading.Thread(target=worker, args=j) for j in jobs]
+    for t in th: t.start()
+    for t in th: t.join()
+    for k, kind, i in jobs:
+        s, v = results[k]
+        if s != 200: fail(f"{k}: status {s}: {v}"); continue
+        if kind == "tgi": expect(f"{k} ids == generate", v, ref[i]["ids"])
+        elif kind == "cmpl" and ref[i]["finish"] == "length": expect(f"{k} text == generate", v, ref[i]["text"])
+        elif kind == "chat": expect(f"{k} text == generate --chat", v, ref_chat[i]["text"])
+    print(f"greedy: {len(jobs)} concurrent requests (batch <= 3, prefill chunks of 8) == qwen-ft generate per prompt")
+    # seeded sampling == generate --seed (the first prompt's stream)
+    samp = generate([{"prompt": texts[0]}], N, "--temperature", "0.8", "--top-k", "40", "--top-p", "0.9", "--seed", "7")
+    for _ in range(2):
+        s, h, b = S.post("/generate", {"inputs": texts[0], "parameters": {"max_new_tokens": N, "do_sample": True,
+                         "temperature": 0.8, "top_k": 40, "top_p": 0.9, "seed": 7, "details": True}})
+        expect("sampled, seed 7 == generate --seed 7", [t["id"] for t in b["details"]["tokens"]], samp[0]["ids"])
+        expect("details.seed", b["details"]["seed"], 7)
+    # ---- streaming -----------------------------------------------------------------------------------------------
+    s, h, full = S.post("/generate", {"inputs": texts[2], "parameters": {"max_new_tokens": N}})
+    ev = [json.loads(e) for e in S.sse("/generate_stream", {"inputs": texts[2], "parameters": {"max_new_tokens": N}})]
+    expect("stream: events", len(ev), N)
+    expect("stream: indices", [e["index"] for e in ev], list(range(1, N + 1)))
+    expect("stream: ids", [e["token"]["id"] for e in ev], ref[2]["ids"])
+    expect("stream: token texts concatenate", "".join(e["token"]["text"] for e in ev), full["generated_text"])
+    expect("stream: last generated_text", ev[-1]["generated_text"], full["generated_text"])
+    expect("stream: only the last has generated_text", [e["generated_text"] is None for e in ev[:-1]], [True] * (N - 1))
+    expect("stream: details", (ev[-1]["details"]["finish_reason"], ev[-1]["details"]["generated_tokens"]), ("length", N))
+    ev2 = S.sse("/generate", {"inputs": texts[2], "parameters": {"max_new_tokens": 4}, "stream": True})
+    expect("/generate with stream: true streams", len(ev2), 4)
+    for path, body, key in (("/v1/completions", {"prompt": texts[2]}, "text"),
+                            ("/v1/chat/completions", {"messages": chat_msgs[0]}, "delta")):
+        body = dict(body, model="wide", max_tokens=N, temperature=0)
+        s, h, one = S.post(path, body)
+        chunks = S.sse(path, dict(body, stream=True, stream_options={"include_usage": True}))
+        expect(f"{path} stream ends with [DONE]", chunks[-1], "[DONE]")
+        objs = [json.loads(c) for c in chunks[:-1]]
+        usage = objs[-1]
+        expect(f"{path} usage chunk", (usage["choices"], usage["usage"]["completion_tokens"]), ([], N))
+        objs = objs[:-1]
+        got = "".join((c["choices"][0]["delta"].get("content") or "") if key == "delta" else c["choices"][0]["text"]
+                      for c in objs)
+        want = one["choices"][0]["message"]["content"] if key == "delta" else one["choices"][0]["text"]
+        expect(f"{path} stream text == non-stream", got, want)
+        expect(f"{path} finish_reason on the last chunk", [c["choices"][0]["finish_reason"] for c in objs][-1], "length")
+        if key == "delta": expect("chat: first delta has the role", objs[0]["choices"][0]["delta"].get("role"), "assistant")
+        expect(f"{path} object", objs[0]["object"], "chat.completion.chunk" if key == "delta" else "text_completion")
+    # stop sequences: TGI keeps the stop text, OpenAI cuts before it
+    base = ref[0]["text"]
+    stop = base[6:9]
+    if len(stop) == 3:
+        s, h, t = S.post("/generate", {"inputs": texts[0], "parameters": {"max_new_tokens": N, "stop": [stop]}})
+        g = t["generated_text"]
+        if not (stop in g and base.startswith(g) and t["generated_text"] != base): fail(f"TGI stop {stop!r}: {g!r} of {base!r}")
+        s, h, o = S.post("/v1/completions", {"model": "m", "prompt": texts[0], "max_tokens": N, "temperature": 0, "stop": stop})
+        expect("OpenAI stop: text before the stop string", o["choices"][0]["text"], base[:base.index(stop)])
+        expect("OpenAI stop: finish_reason", o["choices"][0]["finish_reason"], "stop")
+    print("streaming: TGI events and OpenAI chunks == the non-streamed replies; stop sequences")
+    # ---- malformed requests ---------------------------------------------------------------------------------------
+    long_prompt = "data " * 200
+    cases = [("/generate", b"{not json", ""), ("/generate", b"[1, 2]", ""), ("/generate", {"inputs": 5}, "inputs"),
+             ("/generate", {"parameters": {}}, "inputs"), ("/generate", {"inputs": ""}, "inputs"),
+             ("/generate", {"inputs": "a", "parameters": {"max_new_tokens": "x"}}, "parameters.max_new_tokens"),
+             ("/generate", {"inputs": "a", "parameters": {"max_new_tokens": 0}}, "parameters.max_new_tokens"),
+             ("/generate", {"inputs": "a", "parameters": {"max_new_tokens": 10000}}, "parameters.max_new_tokens"),
+             ("/generate", {"inputs": "data " * 40, "parameters": {"max_new_tokens": 250}}, "parameters.max_new_tokens"),
+             ("/generate", {"inputs": long_prompt, "parameters": {"max_new_tokens": 2}}, "inputs"),
+             ("/generate", {"inputs": "a", "parameters": {"temperature": 0}}, "parameters.temperature"),
+             ("/generate", {"inputs": "a", "parameters": {"temperature": "hot"}}, "parameters.temperature"),
+             ("/generate", {"inputs": "a", "parameters": {"top_p": 1.5}}, "parameters.top_p"),
+             ("/generate", {"inputs": "a", "parameters": {"top_k": -3}}, "parameters.top_k"),
+             ("/generate", {"inputs": "a", "parameters": {"do_sample": "yes"}}, "parameters.do_sample"),
+             ("/generate", {"inputs": "a", "parameters": {"stop": "x"}}, "parameters.stop"),
+             ("/generate", {"inputs": "a", "parameters": {"stop": ["a", "b", "c", "d", "e"]}}, "parameters.stop"),
+             ("/generate", {"inputs": "a", "parameters": {"frobnicate": 1}}, "parameters.frobnicate"),
+             ("/generate", {"inputs": "a", "parameters": {"watermark": True}}, "parameters.watermark"),
+             ("/generate", {"inputs": "a", "parameters": 3}, "parameters"),
+             ("/generate", {"inputs": "a", "extra": 1}, "extra"),
+             ("/generate_stream", {"inputs": 1.5}, "inputs"),
+             ("/v1/completions", {"model": "m"}, "prompt"), ("/v1/completions", {"prompt": ["a", "b"]}, "prompt"),
+             ("/v1/completions", {"prompt": "a", "max_tokens": 100000}, "max_tokens"),
+             ("/v1/completions", {"prompt": "a", "temperature": 3}, "temperature"),
+             ("/v1/completions", {"prompt": "a", "n": 2}, "n"), ("/v1/completions", {"prompt": "a", "stream": 1}, "stream"),
+             ("/v1/completions", {"prompt": "a", "unknown_field": 1}, "unknown_field"),
+             ("/v1/completions", {"prompt": long_prompt}, "prompt"),
+             ("/v1/chat/completions", {"model": "m"}, "messages"),
+             ("/v1/chat/completions", {"messages": "hi"}, "messages"),
+             ("/v1/chat/completions", {"messages": [{"role": "wizard", "content": "hi"}]}, "messages"),
+             ("/v1/chat/completions", {"messages": [{"role": "user"}]}, "messages"),
+             ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": "3"},
+              "max_completion_tokens"),
+             ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "stop": 5}, "stop")]
+    for path, body, field in cases:
+        s, h, b = S.req("POST", path, raw=body if isinstance(body, bytes) else json.dumps(body).encode())
+        try: err = json.loads(b)
+        except ValueError: fail(f"{path} {body!r}: not JSON: {b[:200]!r}"); continue
+        if s != 400: fail(f"{path} {body!r}: status {s}, expected 400: {err}"); continue
+        oai = path.startswith("/v1/")
+        got_field = (err["error"].get("param") or "") if oai else (err.get("field") or "")
+        msg = err["error"]["message"] if oai else err["error"]
+        if got_field != field: fail(f"{path} {body!r}: field {got_field!r}, expected {field!r} ({msg})")
+        if field and field.split(".")[-1] not in msg: fail(f"{path} {body!r}: the message should name {field}: {msg}")
+        if not oai and err.get("error_type") != "validation": fail(f"{path}: error_type {err.get('error_type')}")
+    so = socket.create_connection(("127.0.0.1", S.port))  # the cap is checked on Content-Length, before the body
+    so.sendall(b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
+               + str(1100 * 1024).encode() + b"\r\n\r\n" + b'{"inputs": "' + b"a" * 1000)
+    reply = so.recv(4096).decode(errors="replace"); so.close()
+    expect("a body over --max-body-kb: 413", reply.split(" ")[1] if " " in reply else reply, "413")
+    expect("GET /generate: 405", S.req("GET", "/generate")[0], 405)
+    expect("POST /health: 405", S.req("POST", "/health", raw=b"{}")[0], 405)
+    expect("unknown path: 404", S.req("GET", "/nope")[0], 404)
+    print(f"malformed: {len(cases)} bad bodies are 400 naming the field; 413, 404, 405")
+    # ---- disconnect mid-stream ------------------------------------------------------------------------------------
+    early = False
+    for attempt in range(3):
+        before = S.metrics()["qwenft_generation_tokens_total"]
+        so = socket.create_connection(("127.0.0.1", S.port))
+        body = json.dumps({"inputs": "a", "parameters": {"max_new_tokens": 250}}).encode()
+        so.sendall(b"POST /generate_stream HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
+                   + str(len(body)).encode() + b"\r\n\r\n" + body)
+        got = b""
+        while b"data: " not in got: got += so.recv(4096)  # the first event
+        so.close()
+        t0 = time.time()
+        while time.time() - t0 < 10 and S.metrics()["qwenft_batch_size"] > 0: time.sleep(0.02)
+        m = S.metrics()
+        if m["qwenft_batch_size"] != 0 or m["qwenft_kv_blocks_used"] != 0:
+            fail(f"after a disconnect the batch still holds {m['qwenft_batch_size']} rows, {m['qwenft_kv_blocks_used']} blocks")
+        if m["qwenft_generation_tokens_total"] - before < 250: early = True; break
+    if not early: fail("a client that hung up after its first event still got all 250 tokens generated (3 tries)")
+    else: print(f"disconnect: cancelled after {int(m['qwenft_generation_tokens_total'] - before)} of 250 tokens; slot and blocks freed")
+    # a client waiting for a whole reply that hangs up: cancelled too (a peek at each step sees the EOF)
+    early = False
+    for attempt in range(3):
+        before = S.metrics()["qwenft_generation_tokens_total"]
+        so = socket.create_connection(("127.0.0.1", S.port))
+        body = json.dumps({"inputs": "a", "parameters": {"max_new_tokens": 250}}).encode()
+        so.sendall(b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
+                   + str(len(body)).encode() + b"\r\n\r\n" + body)
+        so.close()
+        time.sleep(0.3)  # admitted by now, cancelled or done
+        t0 = time.time()
+        while time.time() - t0 < 10 and S.metrics()["qwenft_batch_size"] > 0: time.sleep(0.02)
+        m = S.metrics()
+        if m["qwenft_batch_size"] != 0: fail("after a non-streaming disconnect the batch still holds a row")
+        if m["qwenft_generation_tokens_total"] - before < 250: early = True; break
+    if not early: fail("a non-streaming client that hung up still got all 250 tokens generated (3 tries)")
+    else: print(f"disconnect (whole reply): cancelled after {int(m['qwenft_generation_tokens_total'] - before)} of 250 tokens")
+    # ---- info, models, metrics ------------------------------------------------------------------------------------
+    s, h, info = S.post("/info", None) if False else (None, None, json.loads(S.req("GET", "/info")[2]))
+    expect("/info limits", (info["max_input_tokens"], info["max_total_tokens"], info["max_batch_size"]), (128, 256, 3))
+    models = json.loads(S.req("GET", "/v1/models")[2])
+    expect("/v1/models", (models["object"], models["data"][0]["id"], models["data"][0]["object"]), ("list", "wide", "model"))
+    m = S.metrics()
+    if m.get('qwenft_requests_total{endpoint="/generate",status="2xx"}', 0) < 3 * len(texts) + 4: fail(f"/generate 2xx count: {m}")
+    if m.get('qwenft_requests_total{endpoint="/generate",status="400"}', 0) < 15: fail("/generate 400 count")
+    if m["qwenft_time_to_first_token_seconds_count"] < 30: fail("ttft histogram count")
+    if m['qwenft_time_per_output_token_seconds_bucket{le="+Inf"}'] != m["qwenft_time_per_output_token_seconds_count"]: fail("tpot +Inf bucket")
+    if m["qwenft_kv_blocks_total"] != 3 * 16: fail(f"kv blocks total {m['qwenft_kv_blocks_total']} (3 rows x 256 / 16)")
+    if m["qwenft_prompt_tokens_total"] <= 0 or m["qwenft_generation_tokens_total"] < 40 * N: fail("token counters")
+    print("info, models, metrics: as served")
+finally:
+    rc = S.stop()
+expect("first server: exit after SIGTERM", rc, 0)
+
+# ---- --api-key and a full queue -----------------------------------------------------------------------------------
+S = Server(q, "--model", "wide", "--api-key", "sekrit", "--max-batch", "1", "--max-queue", "1", "--max-total-tokens",
+           "512", log="serve2.err")
+try:
+    expect("/health needs no key", S.req("GET", "/health")[0], 200)
+    for path in ("/info", "/v1/models", "/metrics"):
+        expect(f"{path} without a key", S.req("GET", path)[0], 401)
+    s, h, b = S.post("/generate", {"inputs": "a"}, headers={"Authorization": "Bearer wrong"})
+    expect("wrong key: 401", s, 401)
+    s, h, b = S.post("/v1/completions", {"prompt": "a"}, headers={"Authorization": "sekrit"})
+    expect("no Bearer: 401 (OpenAI shape)", (s, "message" in b.get("error", {})), (401, True))
+    auth = {"Authorization": "Bearer sekrit"}
+    expect("right key", S.post("/generate", {"inputs": "a", "parameters": {"max_new_tokens": 2}}, headers=auth)[0], 200)
+    # max_new_tokens not given: TGI's default 100, at most the room the prompt leaves under --max-total-tokens 512
+    longp = "data " * 450
+    s, h, u = S.post("/v1/completions", {"prompt": longp, "max_tokens": 1}, headers=auth)
+    plen = u["usage"]["prompt_tokens"]
+    s, h, b = S.post("/generate", {"inputs": longp, "parameters": {"details": True, "stop": None}}, headers=auth)
+    if s != 200: fail(f"a {plen}-token prompt without max_new_tokens: {s} {b}")
+    elif b["details"]["finish_reason"] == "length": expect(f"default max_new_tokens for a {plen}-token prompt",
+                                                           b["details"]["generated_tokens"], min(100, 512 - plen))
+    print(f"default max_new_tokens: a {plen}-token prompt got {b['details']['generated_tokens']} (room {512 - plen})")
+    codes = []
+    def hit():
+        s, h, b = S.req("POST", "/generate", {"inputs": "a", "parameters": {"max_new_tokens": 500}}, headers=auth)
+        codes.append((s, h.get("retry-after")))
+    th = [threading.Thread(target=hit) for _ in range(12)]
+    for t in th: t.start()
+    for t in th: t.join()
+    full = [c for c in codes if c[0] == 503]
+    if not full or any(c[1] != "1" for c in full) or any(c[0] not in (200, 503) for c in codes):
+        fail(f"12 requests at batch 1, queue 1: expected some 503 with Retry-After and the rest 200: {codes}")
+    else: print(f"queue full: {len(full)} of 12 were 503 with Retry-After: 1, the rest 200; --api-key: 401 but /health")
+    # ---- SIGTERM while streaming: the stream finishes, exit 0 ----------------------------------------------------
+    out = {}
+    def stream():
+        out["ev"] = S.sse("/generate_stream", {"inputs": "a", "parameters": {"max_new_tokens": 400}}, headers=auth)
+    t = threading.Thread(target=stream); t.start()
+    time.sleep(0.05)
+    S.p.send_signal(signal.SIGTERM)
+    t.join(60)
+    rc = S.p.wait(60)
+    expect("SIGTERM: exit 0", rc, 0)
+    ev = out.get("ev", [])
+    expect("SIGTERM: the running stream finished", len(ev), 400)
+    if ev: expect("SIGTERM: its last event", json.loads(ev[-1])["details"]["finish_reason"], "length")
+    log = open("serve2.err").read()
+    if "SIGTERM: no new requests" not in log: fail(f"no drain message: {log}")
+    try:
+        socket.create_connection(("127.0.0.1", S.port), timeout=2).close(); fail("still accepting after SIGTERM")
+    except OSError: pass
+    print("SIGTERM: the stream in flight finished (400 tokens), exit 0, no longer listening")
+finally:
+    S.stop()
+sys.exit(1 if bad else 0)
+PY
+echo PASS

@@ -1,0 +1,33 @@
+/* fuzz_serve_req.c — the request parser of `qwen-ft serve` (src/serve/serve_req.c): any body, under each of the
+ * four generation endpoints' shapes (the first byte picks one), is a request or a refusal with a 4xx status and a
+ * message, never a crash, a leak or a request that breaks the limits it was parsed under. */
+#include <string.h>
+#include "fuzz_common.h"
+#include "serve/serve_req.h"
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    fuzz_quiet();
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
+    if (n == 0) return 0;
+    qf_api api = (qf_api)(data[0] % QF_API_N);
+    qf_serve_limits lim = {.max_new = 255, .tgi_default_new = 100, .completion_default_new = 16};
+    qf_serve_req r;
+    qf_serve_refusal why;
+    int rc = qf_serve_req_parse(api, (const char *)data + 1, n - 1, &lim, &r, &why);
+    if (rc) {
+        if (why.status < 400 || why.status > 499 || !why.msg[0]) abort();
+        return 0;
+    }
+    int chat = api == QF_API_CHAT;
+    if (chat ? !r.chat || r.text : !r.text || r.text_len == 0) abort();
+    if (r.max_new > lim.max_new || (r.max_new < 1 && r.max_new != -1) || r.default_new < 0) abort();
+    if (r.nstop < 0 || r.nstop > QF_SERVE_MAX_STOPS) abort();
+    if (!(r.sample.temperature > 0) || !(r.sample.top_p > 0 && r.sample.top_p <= 1) || r.sample.top_k < 0 ||
+        !(r.sample.repetition_penalty > 0))
+        abort();
+    qf_serve_req_free(&r);
+    return 0;
+}

@@ -1,0 +1,93 @@
+/* test_serve_paged.c — the paged KV cache of qwen-ft serve on the CPU table:
+ *   - attention_paged over shuffled block tables equals attention_decode over contiguous caches bit for bit (the
+ *     property serve's greedy == generate rests on): ragged calls mixing prompt chunks and decoding tokens of
+ *     several sequences, GQA, block sizes 1, 16 and 7;
+ *   - the block pool (src/serve/serve_kv.c): a slot takes exactly the blocks of its budget, distinct ones; a take
+ *     the pool cannot satisfy takes nothing; blocks given back are taken again. */
+#include <math.h>
+#include "ops.h"
+#include "qf_test.h"
+#include "serve/serve_kv.h"
+#include "util.h"
+
+static float *rnd(size_t n, unsigned *s) {
+    float *x = qf_malloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++) *s = *s * 1664525u + 1013904223u, x[i] = (float)((*s >> 8) / 16777216.0 - 0.5);
+    return x;
+}
+
+/* nseq sequences of prompt lengths plen: call 0 takes chunk tokens of each, later calls a token each */
+static void paged_vs_decode(int nseq, const int *plen, int chunk, int calls, int H, int KV, int D, int bs) {
+    const qf_ops *o = qf_ops_cpu();
+    unsigned seed = 12345u + (unsigned)(nseq * 7 + bs);
+    int S = 0;
+    for (int s = 0; s < nseq; s++) S = plen[s] + calls > S ? plen[s] + calls : S;
+    int maxb = (S + bs - 1) / bs, nblocks = nseq * maxb + 5;
+    size_t row = (size_t)KV * D;
+    int32_t *btab = qf_malloc((size_t)nseq * maxb * 4), *perm = qf_malloc((size_t)nblocks * 4);
+    for (int i = 0; i < nblocks; i++) perm[i] = i;
+    for (int i = nblocks - 1; i > 0; i--) {
+        seed = seed * 1664525u + 1013904223u;
+        int j = (int)(seed % (unsigned)(i + 1)), t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    memcpy(btab, perm, (size_t)nseq * maxb * 4);
+    float *kp = calloc((size_t)nblocks * bs * row, 4), *vp = calloc((size_t)nblocks * bs * row, 4);
+    float *kc = calloc((size_t)nseq * S * row, 4), *vc = calloc((size_t)nseq * S * row, 4);
+    int *done = calloc((size_t)nseq, sizeof *done), cap = nseq * (chunk + 1), exact = 1;
+    int32_t *seq = qf_malloc((size_t)cap * 4), *pos = qf_malloc((size_t)cap * 4);
+    for (int call = 0; call < calls; call++) {
+        int N = 0, first[64], cnt[64];
+        for (int s = 0; s < nseq; s++) {
+            int k = done[s] < plen[s] ? (plen[s] - done[s] < chunk ? plen[s] - done[s] : chunk) : 1;
+            first[s] = N, cnt[s] = k;
+            for (int i = 0; i < k; i++) seq[N] = s, pos[N] = done[s] + i, N++;
+        }
+        float *q = rnd((size_t)N * H * D, &seed), *k = rnd((size_t)N * row, &seed), *v = rnd((size_t)N * row, &seed);
+        float *out = qf_malloc((size_t)N * H * D * 4);
+        o->attention_paged(out, q, k, v, kp, vp, seq, pos, btab, N, maxb, bs, H, KV, D);
+        for (int s = 0; s < nseq; s++) { /* the same tokens, one sequence at a time, through attention_decode */
+            size_t qo = (size_t)first[s] * H * D, ko = (size_t)first[s] * row, nq = (size_t)cnt[s] * H * D;
+            float *ref = qf_malloc(nq * 4);
+            int32_t st = done[s];
+            o->attention_decode(ref, q + qo, k + ko, v + ko, kc + (size_t)s * S * row, vc + (size_t)s * S * row, &st, 1,
+                                cnt[s], S, H, KV, D);
+            exact &= !memcmp(ref, out + qo, nq * 4);
+            free(ref);
+        }
+        for (int s = 0; s < nseq; s++) done[s] += cnt[s];
+        free(q), free(k), free(v), free(out);
+    }
+    CHECK(exact, "attention_paged != attention_decode (%d seqs, H %d KV %d D %d, blocks of %d)", nseq, H, KV, D, bs);
+    free(btab), free(perm), free(kp), free(vp), free(kc), free(vc), free(done), free(seq), free(pos);
+}
+
+static void kv_pool(void) {
+    qf_kv_pool p;
+    qf_kv_init(&p, 10, 16, 4, 3);
+    CHECK(qf_kv_blocks_for(&p, 1) == 1 && qf_kv_blocks_for(&p, 16) == 1 && qf_kv_blocks_for(&p, 17) == 2);
+    CHECK(qf_kv_take(&p, 0, 64) == 0 && p.nheld[0] == 4 && p.nfree == 6);
+    CHECK(qf_kv_take(&p, 1, 50) == 0 && p.nheld[1] == 4 && p.nfree == 2);
+    CHECK(qf_kv_take(&p, 2, 40) == -1 && p.nheld[2] == 0 && p.nfree == 2, "a take beyond the pool takes nothing");
+    int seen[10] = {0}, dup = 0;
+    for (int s = 0; s < 2; s++)
+        for (int i = 0; i < 4; i++) dup |= seen[p.btab[s * 4 + i]]++;
+    CHECK(!dup, "two slots share a block");
+    qf_kv_give(&p, 0);
+    CHECK(p.nfree == 6 && p.nheld[0] == 0);
+    CHECK(qf_kv_take(&p, 2, 40) == 0 && p.nheld[2] == 3 && p.nfree == 3, "blocks given back are taken again");
+    qf_kv_give(&p, 1), qf_kv_give(&p, 2);
+    CHECK(p.nfree == 10);
+    qf_kv_free(&p);
+}
+
+int main(void) {
+    const int a[] = {9, 1, 40}, b[] = {100, 3, 17, 64, 5};
+    paged_vs_decode(3, a, 8, 5, 4, 4, 16, 16);
+    paged_vs_decode(5, b, 32, 4, 8, 2, 32, 16);
+    paged_vs_decode(5, b, 13, 6, 6, 2, 24, 7);
+    paged_vs_decode(3, a, 4, 3, 4, 1, 8, 1);
+    kv_pool();
+    printf("test_serve_paged: %d checks, %d failed\n", qf_test_checks, qf_test_failures);
+    return qf_test_failures != 0;
+}

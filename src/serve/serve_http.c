@@ -441,7 +441,8 @@ static void http_generate(serve_ctx *c, struct evhttp_request *r, qf_api api, co
     char msg[2400];
     msg[0] = 0;
     if (api == QF_API_CHAT) {
-        qf_gen_src src = {o->tok, o->tmpl, o->tmpl_why, o->system, 0};
+        qf_gen_src src = {.tok = o->tok, .tmpl = o->tmpl, .tmpl_why = o->tmpl_why, .system = o->system,
+                          .no_thinking = hj->req.no_thinking};
         if (qf_gen_prompt_chat(&src, hj->req.chat, &P, msg, sizeof msg) == 0) msg[0] = 0;
         else if (!msg[0]) snprintf(msg, sizeof msg, "cannot render the conversation");
     } else {

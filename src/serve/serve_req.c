@@ -236,6 +236,20 @@ static int req_openai(json_t *o, const qf_serve_limits *lim, qf_serve_req *r, qf
                     return req_bad(w, 400, "stream_options", "unknown field stream_options.%.40s", k2);
                 if (req_bool(v2, "stream_options.include_usage", &r->include_usage, w)) return -1;
             }
+        } else if (chat && !strcmp(key, "chat_template_kwargs")) { /* vLLM's: the template's switches */
+            if (json_is_null(v)) continue;
+            if (!json_is_object(v))
+                return req_bad(w, 400, key, "chat_template_kwargs is %s, expected an object", req_type(v));
+            const char *k2;
+            json_t *v2;
+            json_object_foreach(v, k2, v2) {
+                int on = 1;
+                if (strcmp(k2, "enable_thinking"))
+                    return req_bad(w, 400, "chat_template_kwargs",
+                                   "unknown field chat_template_kwargs.%.40s (expected enable_thinking)", k2);
+                if (req_bool(v2, "chat_template_kwargs.enable_thinking", &on, w)) return -1;
+                r->no_thinking = !on;
+            }
         } else if (!strcmp(key, "stop")) {
             if (req_stop(v, key, 1, r, w)) return -1;
         } else if (!strcmp(key, "seed")) {

@@ -37,6 +37,7 @@ typedef struct qf_serve_req {
     char *stop[QF_SERVE_MAX_STOPS];
     int nstop;
     int details, return_full_text, include_usage;
+    int no_thinking;           /* chat: chat_template_kwargs.enable_thinking = false (vLLM's field; Qwen3 templates) */
     char model[256];           /* OpenAI "model" as given */
 } qf_serve_req;
 

@@ -150,7 +150,11 @@ try:
              ("/v1/chat/completions", {"messages": [{"role": "user"}]}, "messages"),
              ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": "3"},
               "max_completion_tokens"),
-             ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "stop": 5}, "stop")]
+             ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "stop": 5}, "stop"),
+             ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
+                                       "chat_template_kwargs": {"enable_thinking": "no"}}, "chat_template_kwargs.enable_thinking"),
+             ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
+                                       "chat_template_kwargs": {"add_vision_id": True}}, "chat_template_kwargs")]
     for path, body, field in cases:
         s, h, b = S.req("POST", path, raw=body if isinstance(body, bytes) else json.dumps(body).encode())
         try: err = json.loads(b)
@@ -162,6 +166,9 @@ try:
         if got_field != field: fail(f"{path} {body!r}: field {got_field!r}, expected {field!r} ({msg})")
         if field and field.split(".")[-1] not in msg: fail(f"{path} {body!r}: the message should name {field}: {msg}")
         if not oai and err.get("error_type") != "validation": fail(f"{path}: error_type {err.get('error_type')}")
+    s, h, b = S.req("POST", "/v1/chat/completions", raw=json.dumps({"messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 2, "chat_template_kwargs": {"enable_thinking": False}}).encode())
+    expect("chat_template_kwargs.enable_thinking = false is accepted", s, 200)
     so = socket.create_connection(("127.0.0.1", S.port))  # the cap is checked on Content-Length, before the body
     so.sendall(b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
                + str(1100 * 1024).encode() + b"\r\n\r\n" + b'{"inputs": "' + b"a" * 1000)

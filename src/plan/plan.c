@@ -39,6 +39,7 @@ void qf_plan_eval(const qf_model_config *c, const qf_deck *d, const qf_plan_mach
     p->fits_device = mc->gpu_budget <= 0 || p->device_need + QF_PLAN_DEV_MARGIN(mc->gpu_budget) <= mc->gpu_budget;
     p->fits_host = mc->host_budget <= 0 || p->host_node_need + QF_PLAN_HOST_MARGIN(mc->host_budget) <= mc->host_budget;
     p->fits = p->fits_device && p->fits_host;
+    p->footprint = mc->gpu_budget > 0 ? p->device_need : p->host_node_need;
     qf_plan_speed(c, &v, mc, r, p);
 }
 
@@ -46,11 +47,17 @@ static int plan_cmp(const void *a, const void *b) {
     const qf_plan *x = a, *y = b;
     if (x->fits != y->fits) return y->fits - x->fits;
     if (x->fits) {
-        /* within 0.5% of each other: the one with less device memory first */
-        if (x->tok_s > y->tok_s * 1.005) return -1;
-        if (y->tok_s > x->tok_s * 1.005) return 1;
+        /* within 2% of each other (the rates measure no finer): the smaller footprint, then the simpler layout */
+        if (x->tok_s > y->tok_s * 1.02) return -1;
+        if (y->tok_s > x->tok_s * 1.02) return 1;
     }
-    return (x->device_need > y->device_need) - (x->device_need < y->device_need);
+    /* footprints within 5% of each other: the simpler layout (no offload, then the lower stage) */
+    const int64_t fx = x->footprint, fy = y->footprint;
+    if (x->fits && (double)llabs(fx - fy) <= 0.05 * (double)(fx > fy ? fx : fy)) {
+        if (x->offload != y->offload) return x->offload - y->offload;
+        if (x->stage != y->stage) return x->stage - y->stage;
+    }
+    return (fx > fy) - (fx < fy);
 }
 
 typedef struct plan_list {
@@ -194,9 +201,10 @@ void qf_plan_why_lost(const qf_plan *a, const qf_plan *b, const qf_plan_machine 
         d[i] = pb[i] / rb - pa[i] / ra;
         if (d[i] > d[w]) w = i;
     }
-    if (b->tok_s >= a->tok_s * 0.995)
-        snprintf(buf, n, "as fast (%.3fx), more device memory (%.2f GiB against %.2f)", b->tok_s / a->tok_s,
-                 (double)b->device_need / gib, (double)a->device_need / gib);
+    if (b->tok_s >= a->tok_s * 0.98)
+        snprintf(buf, n, "as fast (%.3fx), %s (%.1f MiB against %.1f)", b->tok_s / a->tok_s,
+                 b->footprint >= a->footprint ? "more memory" : "a more complex layout (offload, a higher stage)",
+                 (double)b->footprint / 1048576.0, (double)a->footprint / 1048576.0);
     else
         snprintf(buf, n, "%.3fx the tokens/s: %s +%.1f ms per row (%.1f against %.1f ms)", b->tok_s / a->tok_s,
                  names[w], 1e3 * d[w], 1e3 * tb, 1e3 * ta);

@@ -39,6 +39,7 @@ typedef struct qf_plan {
     qf_mem_estimate mem;
     int64_t device_need;       /* device bytes with the margin */
     int64_t host_node_need;    /* host bytes of the node (CPU ranks: the device's too), with the margin */
+    int64_t footprint;         /* what ties are broken by: device bytes (CPU ranks: the node's host bytes) */
     int fits, fits_device, fits_host;
     /* predicted seconds per optimizer step, and its parts */
     double t_step, t_compute, t_comm, t_pcie, t_adam;

@@ -113,10 +113,33 @@ static int estimate_run(const void *opts) {
     qf_deck_resolve_auto(&d, c.hidden_size);
     /* "auto" layout keys: the rows below are every stage and offload anyway; the micro batch and recomputation
      * are shown at their defaults (qwen-ft plan chooses them) */
+    int gpu = !strcmp(o->device, "gpu");
     qf_plan_space sp;
     int planned = qf_plan_space_from_deck(&d, 0, &sp);
+    char plan_line[512] = "";
+    if (planned) { /* the planner's choice on table rates (qwen-ft plan measures them), for the micro batch and
+                    * recomputation of the rows */
+        qf_plan_machine mc = {.world = W, .ranks_per_node = G, .nodes = (W + G - 1) / G,
+                              .act_bytes = gpu && (d.bf16 || d.fp16) ? 2 : 4,
+                              .gpu_budget = gpu ? (int64_t)(d.gpu_memory_limit_gb * 1073741824.0) : 0};
+        qf_plan_rates rates;
+        qf_plan_rates_default(&c, d.seq_len, !gpu, &rates);
+        qf_plan *pl = NULL;
+        int np = qf_plan_search(&c, &d, &sp, &mc, &rates, &pl);
+        char desc[256];
+        if (np > 0 && pl[0].fits) {
+            qf_plan_describe(&pl[0], c.num_layers, desc, sizeof desc);
+            snprintf(plan_line, sizeof plan_line, "the planner's choice on table rates: %s", desc);
+            const qf_grads_home g = d.offload_optimizer_gradients;
+            qf_plan_apply(&pl[0], &d);
+            d.offload_optimizer_gradients = g;
+        } else {
+            snprintf(plan_line, sizeof plan_line, "no layout fits%s: the rows show the \"auto\" keys at their defaults",
+                     gpu && d.gpu_memory_limit_gb > 0 ? " gpu_memory_limit_gb" : "");
+        }
+        free(pl);
+    }
     qf_plan_autos_default(&d);
-    int gpu = !strcmp(o->device, "gpu");
     int64_t ab = gpu && (d.bf16 || d.fp16) ? 2 : 4;
     if (rank != 0) return 0;
     static const char *const ackpt_names[] = {"off", "full", "selective", "pointwise"};
@@ -174,11 +197,12 @@ static int estimate_run(const void *opts) {
         }
     if (o->json) {
         json_object_set_new(js, "auto_keys", json_boolean(planned));
+        if (planned) json_object_set_new(js, "auto_plan", json_string(plan_line));
         return qf_json_print(js, stdout) ? QF_EXIT_RUNTIME : 0;
     }
     if (planned)
-        printf("(the deck leaves the layout to the planner (\"auto\"): the rows show its \"auto\" keys at their defaults "
-               "(stage 0, no offload, recomputation none, ratio 1); `qwen-ft plan %s` ranks the layouts)\n", deck);
+        printf("(the deck leaves the layout to the planner (\"auto\"); %s; `qwen-ft plan %s` ranks the layouts on "
+               "measured rates)\n", plan_line, deck);
     printf("(GiB; * = the deck's choice; h = the gradient shard in host memory (offload_optimizer.gradients: host, or "
            "auto where the device shard would not fit gpu_memory_limit_gb); formulas: docs/zero.md)\n");
     /* qwen-ft generate: the whole model on one device, or its layers split across the ranks */

@@ -139,8 +139,11 @@ static int plan_run(const void *opts) {
         }
     }
     int64_t host_budget = 0, total = 0;
+    /* a described machine (other ranks, or a GPU that is not here): this node's memory says nothing of it */
+    const int here = gpu ? ops && strcmp(ops->name, "cpu") : 1;
+    const int described = (o->ranks && o->ranks != world) || !here;
     if (o->host_mem > 0) host_budget = (int64_t)(o->host_mem * 1073741824.0);
-    else {
+    else if (!described) {
         int64_t used = qf_mem_node_used(&total);
         if (used >= 0 && total > 0) host_budget = total - used;
     }
@@ -150,7 +153,6 @@ static int plan_run(const void *opts) {
     /* rates: measured where this machine has the planned device (and one layer is quick), else the table */
     qf_plan_rates rates;
     qf_plan_rates_default(&c, d.seq_len, !gpu, &rates);
-    const int here = gpu ? ops && strcmp(ops->name, "cpu") : 1;
     int measure = here && strcmp(o->calibrate, "no");
     if (measure && !strcmp(o->calibrate, "auto") && !gpu &&
         (rates.layer_per_row[QF_ACKPT_FULL] + rates.layer_per_row[0]) * 2 * 3 * 4 > 20.0) {
@@ -213,7 +215,8 @@ static int plan_run(const void *opts) {
     printf("qwen-ft plan: %s: %s, %.3f B parameters, %d rank%s (%d per node), seq %d, %s ranks", o->deck, c.arch,
            (double)qf_model_num_params(&c) / 1e9, W, W == 1 ? "" : "s", G, d.seq_len, gpu ? "GPU" : "CPU");
     if (gpu) printf(" of %.2f GiB", QF_GIB(gpu_budget));
-    printf(", host %.2f GiB per node\nrates: %s\n", QF_GIB(host_budget), rates.source);
+    if (host_budget > 0) printf(", host %.2f GiB per node\nrates: %s\n", QF_GIB(host_budget), rates.source);
+    else printf(", host memory not checked (a described machine: give --host-mem)\nrates: %s\n", rates.source);
     printf("%4s %-5s %-15s %5s %12s %-22s %10s %10s %10s %8s  %s\n", "#", "stage", "offload", "ratio", "micro x acc",
            "recomputation", "GiB/GPU", "host/node", "tok/s", "step s", "why not first");
     for (int i = 0; i < show; i++) {

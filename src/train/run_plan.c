@@ -71,6 +71,12 @@ static int plan_rank0(qf_run *r, const qf_plan_space *sp, qf_plan *chosen, qf_er
                             cpu ? ": CPU ranks hold it in host memory" : "",
                             QF_GIB(pl[0].host_node_need), QF_GIB(mc.host_budget), pl[0].tok_s, pl[0].t_step,
                             pl[0].t_compute, pl[0].t_comm, pl[0].t_pcie, pl[0].t_adam, nfit, np, rates.source);
+    const qf_mem_estimate *m = &pl[0].mem;
+    len += (size_t)snprintf(t + len, cap - len,
+                            "layout plan per rank: model state %.1f MiB (device %.1f + host %.1f), activations %.1f MiB\n",
+                            (double)(m->params + m->grads + m->optimizer + m->host_per_rank) / 1048576.0,
+                            (double)(m->params + m->grads + m->optimizer) / 1048576.0,
+                            (double)m->host_per_rank / 1048576.0, (double)m->activations / 1048576.0);
     for (int i = 1; i < np && i <= PLAN_RUNNERS && len < cap - 1; i++) {
         qf_plan_describe(&pl[i], c->num_layers, desc, sizeof desc);
         qf_plan_why_lost(&pl[0], &pl[i], &mc, why, sizeof why);

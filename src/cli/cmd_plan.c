@@ -154,8 +154,7 @@ static int plan_run(const void *opts) {
     qf_plan_rates rates;
     qf_plan_rates_default(&c, d.seq_len, !gpu, &rates);
     int measure = here && strcmp(o->calibrate, "no");
-    if (measure && !strcmp(o->calibrate, "auto") && !gpu &&
-        (rates.layer_per_row[QF_ACKPT_FULL] + rates.layer_per_row[0]) * 2 * 3 * 4 > 20.0) {
+    if (measure && !strcmp(o->calibrate, "auto") && !gpu && qf_plan_calibration_cost(&c, d.seq_len, 1) > 20.0) {
         measure = 0;
         snprintf(rates.source, sizeof rates.source, "table rates (CPU ranks: calibrating one layer of this model would "
                  "take over 20 s; --calibrate=yes measures)");

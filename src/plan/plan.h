@@ -94,6 +94,10 @@ void qf_plan_speed(const qf_model_config *c, const qf_deck *d, const qf_plan_mac
 /* Table rates (no measurement) for a described machine: qwen-ft plan without a device of that kind. */
 void qf_plan_rates_default(const qf_model_config *c, int seq_len, int cpu, qf_plan_rates *r);
 
+/* Seconds the calibration of model c at seq_len would take at the table rates (CPU ranks: a large model's layer is
+ * slow to time; callers take table rates past a limit). */
+double qf_plan_calibration_cost(const qf_model_config *c, int seq_len, int cpu);
+
 /* Measures the rates on this rank's backend for model c at seq_len (calibrate.c): one decoder layer's forward and
  * backward at micro-batch 1 and 2 per recomputation mode, the device and host AdamW, the pinned copies. With
  * cache_dir (may be NULL or ""), the rates are read from / written to cache_dir/qwenft-plan-rates.json, keyed by

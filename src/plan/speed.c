@@ -121,3 +121,11 @@ void qf_plan_speed(const qf_model_config *c, const qf_deck *d, const qf_plan_mac
     p->t_step = p->t_compute + p->t_comm + p->t_pcie + p->t_adam;
     p->tok_s = p->t_step > 0 ? (double)A * B * W * T / p->t_step : 0;
 }
+
+double qf_plan_calibration_cost(const qf_model_config *c, int T, int cpu) {
+    qf_plan_rates r;
+    qf_plan_rates_default(c, T, cpu, &r);
+    double per = 0;
+    for (int m = 0; m < 4; m++) per += r.layer_per_row[m];
+    return 3.0 * 3.0 * per + 3.0 * 2.0 * r.layer_per_row[0] * (1.0 / 3.0); /* 3 passes x (1 + 2 rows), the forward */
+}

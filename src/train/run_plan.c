@@ -38,10 +38,22 @@ static int plan_rank0(qf_run *r, const qf_plan_space *sp, qf_plan *chosen, qf_er
                           .nodes = r->comm.n_nodes > 0 ? r->comm.n_nodes : 1, .act_bytes = (int64_t)r->ops->act_bytes,
                           .gpu_budget = cpu ? 0 : (int64_t)qf_backend_device_budget(r->ops, d),
                           .host_budget = used >= 0 && total > 0 ? total - used : 0};
+    /* what fits does not depend on the rates: a deck that fits nothing is refused before any measurement */
     qf_plan_rates rates;
-    if (qf_plan_calibrate(r->ops, r->backend_info, c, d->seq_len, 0, plan_cache_dir(d), &rates, e)) return e->code;
+    qf_plan_rates_default(c, d->seq_len, cpu, &rates);
     qf_plan *pl = NULL;
     int np = qf_plan_search(c, d, sp, &mc, &rates, &pl);
+    if (np > 0 && pl[0].fits) {
+        free(pl);
+        pl = NULL;
+        /* CPU ranks: a large model's layer takes long to time; past 20 s at the table rates, the table's */
+        if (cpu && qf_plan_calibration_cost(c, d->seq_len, 1) > 20.0)
+            snprintf(rates.source, sizeof rates.source, "table rates (CPU ranks: calibrating one layer of this model "
+                     "would take over 20 s)");
+        else if (qf_plan_calibrate(r->ops, r->backend_info, c, d->seq_len, 0, plan_cache_dir(d), &rates, e))
+            return e->code;
+        np = qf_plan_search(c, d, sp, &mc, &rates, &pl);
+    }
     size_t cap = 4096, len = 0;
     char *t = r->plan_text = malloc(cap), desc[256], why[256];
     if (!t) abort();

@@ -47,15 +47,17 @@ static int plan_cmp(const void *a, const void *b) {
     const qf_plan *x = a, *y = b;
     if (x->fits != y->fits) return y->fits - x->fits;
     if (x->fits) {
-        /* within 2% of each other (the rates measure no finer): the smaller footprint, then the simpler layout */
+        /* within 2% of each other (the rates measure no finer): a tie */
         if (x->tok_s > y->tok_s * 1.02) return -1;
         if (y->tok_s > x->tok_s * 1.02) return 1;
     }
-    /* footprints within 5% of each other: the simpler layout (no offload, then the lower stage) */
+    /* as fast: the simpler layout (no offload, the lower stage, the larger micro-batch: fewer collectives and
+     * kernel launches than the rates resolve), then the smaller footprint */
     const int64_t fx = x->footprint, fy = y->footprint;
-    if (x->fits && (double)llabs(fx - fy) <= 0.05 * (double)(fx > fy ? fx : fy)) {
+    if (x->fits) {
         if (x->offload != y->offload) return x->offload - y->offload;
         if (x->stage != y->stage) return x->stage - y->stage;
+        if (x->micro != y->micro) return y->micro - x->micro;
     }
     return (fx > fy) - (fx < fy);
 }

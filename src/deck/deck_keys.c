@@ -100,7 +100,7 @@ static const qf_deck_key k_keys[] = {
      .ds = "qwen-ft only", .help = "seed of the random init (preset / explicit dimensions)"},
 
     {.path = "activation_checkpointing", .type = QF_KT_ENUM, OFF(activation_checkpointing), .def = "none",
-     .flags = QF_KF_BOOL_ENUM, .choices = k_ackpt,
+     .flags = QF_KF_BOOL_ENUM, .choices = k_ackpt, .autov = "auto", .doc_auto = "the layout planner's mode",
      .ds = "HF `gradient_checkpointing` (DeepSpeed's `activation_checkpointing` group only tunes partitioning)",
      .help = "recompute activations in the backward pass: true = \"full\" (the whole layer from its input), "
              "\"selective\" (only the MLP intermediates, the largest part: two of the layer's seven matmuls again), "
@@ -287,7 +287,7 @@ static const qf_deck_key k_keys[] = {
      .help = "0 DDP, 1 optimizer states, 2 + gradients, 3 + parameters sharded; \"auto\": the layout planner "
              "picks the fastest stage that fits at the start of the run (`qwen-ft plan`)"},
     {.path = "zero_optimization.offload_optimizer.device", .type = QF_KT_ENUM, OFF(offload_optimizer),
-     .def = "none", .choices = k_offload, .ds = "`zero_optimization.offload_optimizer.device`",
+     .def = "none", .choices = k_offload, .autov = "auto", .doc_auto = "the layout planner's", .ds = "`zero_optimization.offload_optimizer.device`",
      .help = "keep optimizer states (and the step) on the host; stage >= 1; \"auto\": the layout planner decides"},
     {.path = "zero_optimization.offload_optimizer.pin_memory", .type = QF_KT_BOOL,
      OFF(offload_optimizer_pin_memory), .def = "false", .ds = "`zero_optimization.offload_optimizer.pin_memory`",
@@ -324,7 +324,7 @@ static const qf_deck_key k_keys[] = {
      STR(offload_optimizer_nvme_path), .def = "", .flags = QF_KF_UNSET, .doc_default = "(none)",
      .ds = "`zero_optimization.offload_optimizer.nvme_path`", NVME_ONLY, .help = "NVMe directory of the optimizer offload"},
     {.path = "zero_optimization.offload_param.device", .type = QF_KT_ENUM, OFF(offload_param), .def = "none",
-     .choices = k_offload, .ds = "`zero_optimization.offload_param.device`",
+     .choices = k_offload, .autov = "auto", .doc_auto = "the layout planner's", .ds = "`zero_optimization.offload_param.device`",
      .help = "keep parameters on the host between uses; stage 3 only; \"auto\": the layout planner decides"},
     {.path = "zero_optimization.offload_param.pin_memory", .type = QF_KT_BOOL, OFF(offload_param_pin_memory),
      .def = "false", .ds = "`zero_optimization.offload_param.pin_memory`",

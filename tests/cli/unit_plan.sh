@@ -43,9 +43,9 @@ print(f"plan: {len(plans)} layouts, {p['fitting']} fit, first {plans[0]['stage']
 sys.exit(bad)
 PY
 # the memory of a plan is estimate's row for its stage and offload at its micro batch and recomputation
-read -r st off mb ack dev < <(python3 -c '
+read -r mb ack dev < <(python3 -c '
 import json; q = [q for q in json.load(open("p1.json"))["plans"] if q["stage"] == 2 and q["offload"] == "none"][0]
-print(q["stage"], q["offload"], q["micro_batch"], q["activation_checkpointing"], q["device_per_gpu_gib"])')
+print(q["micro_batch"], q["activation_checkpointing"], q["device_per_gpu_gib"])')
 "$QWENFT" estimate small.cfg --json --set zero_optimization.stage=2 --set zero_optimization.offload_optimizer.device=none \
   --set zero_optimization.offload_param.device=none --set activation_checkpointing="$ack" \
   --set train_micro_batch_size_per_gpu="$mb" > est.json || fail "estimate exited $?"

@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "deck/deck.h"
 #include "plan/estimate.h"
+#include "plan/plan.h"
 #include "util/json_out.h"
 #include "plan/estimate_generate.h"
 #include "model/model.h"
@@ -41,23 +42,23 @@ static const qf_opt EST_OPTS[] = {
 
 static const char *const OFFLOADS[] = {"none", "optimizer", "optimizer+param"};
 
-/* the deck's model, from --preset, model.from, or the deck's preset / dimensions */
-static int est_model(const est_opts *o, qf_deck *d, qf_model_config *c, qf_err *e) {
-    if (o->preset) {
-        if (qf_preset_lookup(o->preset, c) != 0) {
+/* the deck's model, from --preset, model.from, or the deck's preset / dimensions (commands.h) */
+int qf_cli_deck_model(const char *preset, const char *cmd, qf_deck *d, qf_model_config *c, qf_err *e) {
+    if (preset) {
+        if (qf_preset_lookup(preset, c) != 0) {
             char names[1024] = "";
             for (const char *const *n = qf_preset_names(); *n; n++)
                 snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? ", " : "", *n);
-            return qf_err_set(e, QF_EXIT_INPUT, "--preset=%s: unknown preset (known: %s)", o->preset, names);
+            return qf_err_set(e, QF_EXIT_INPUT, "--preset=%s: unknown preset (known: %s)", preset, names);
         }
         d->model_from[0] = 0;
-        snprintf(d->model_preset, sizeof d->model_preset, "%s", o->preset);
+        snprintf(d->model_preset, sizeof d->model_preset, "%s", preset);
     }
     if (d->model_from[0] && (qf_exists(d->model_from) || !d->model_preset[0])) {
         if (!qf_exists(d->model_from))
             return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'model.from': %s does not exist (model.preset beside it, or "
-                              "estimate --preset=NAME, plans for a published architecture without the weights)",
-                              qf_deck_path_where(d, "model.from"), d->model_from);
+                              "%s --preset=NAME, plans for a published architecture without the weights)",
+                              qf_deck_path_where(d, "model.from"), d->model_from, cmd);
         char resolved[QF_PATH_MAX + 64], pm[256];
         if (qf_model_source_config(d->model_from, c, resolved, sizeof resolved, e)) return e->code;
         if (qf_deck_preset_matches(d, c, pm, sizeof pm))
@@ -67,8 +68,8 @@ static int est_model(const est_opts *o, qf_deck *d, qf_model_config *c, qf_err *
     }
     /* model.from not there yet: its architecture from model.preset beside it */
     if (d->model_from[0])
-        fprintf(stderr, "estimate: model.from %s does not exist yet: planning with model.preset \"%s\" (%s)\n",
-                d->model_from, d->model_preset, qf_deck_path_where(d, "model.preset"));
+        fprintf(stderr, "%s: model.from %s does not exist yet: planning with model.preset \"%s\" (%s)\n",
+                cmd, d->model_from, d->model_preset, qf_deck_path_where(d, "model.preset"));
     char msg[512];
     if (qf_deck_model_config(d, c, msg, sizeof msg)) return qf_err_set(e, QF_EXIT_INPUT, "%s: model: %s", d->path, msg);
     return 0;
@@ -101,7 +102,7 @@ static int estimate_run(const void *opts) {
     qf_err e = {0};
     qf_model_config c;
     memset(&c, 0, sizeof c);
-    if (qf_deck_load(deck, o->sets.n, (char *const *)o->sets.v, W, &d, &e) == 0) est_model(o, &d, &c, &e);
+    if (qf_deck_load(deck, o->sets.n, (char *const *)o->sets.v, W, &d, &e) == 0) qf_cli_deck_model(o->preset, "estimate", &d, &c, &e);
     char why[256];
     if (!e.code && qf_model_check_batch(d.train_micro_batch_size_per_gpu, d.seq_len, why, sizeof why))
         qf_err_set(&e, QF_EXIT_INPUT, "%s: %s", deck, why);
@@ -110,7 +111,35 @@ static int estimate_run(const void *opts) {
         return e.code;
     }
     qf_deck_resolve_auto(&d, c.hidden_size);
+    /* "auto" layout keys: the rows below are every stage and offload anyway; the micro batch and recomputation
+     * are shown at their defaults (qwen-ft plan chooses them) */
     int gpu = !strcmp(o->device, "gpu");
+    qf_plan_space sp;
+    int planned = qf_plan_space_from_deck(&d, 0, &sp);
+    char plan_line[512] = "";
+    if (planned) { /* the planner's choice on table rates (qwen-ft plan measures them), for the micro batch and
+                    * recomputation of the rows */
+        qf_plan_machine mc = {.world = W, .ranks_per_node = G, .nodes = (W + G - 1) / G,
+                              .act_bytes = gpu && (d.bf16 || d.fp16) ? 2 : 4,
+                              .gpu_budget = gpu ? (int64_t)(d.gpu_memory_limit_gb * 1073741824.0) : 0};
+        qf_plan_rates rates;
+        qf_plan_rates_default(&c, d.seq_len, !gpu, &rates);
+        qf_plan *pl = NULL;
+        int np = qf_plan_search(&c, &d, &sp, &mc, &rates, &pl);
+        char desc[256];
+        if (np > 0 && pl[0].fits) {
+            qf_plan_describe(&pl[0], c.num_layers, desc, sizeof desc);
+            snprintf(plan_line, sizeof plan_line, "the planner's choice on table rates: %s", desc);
+            const qf_grads_home g = d.offload_optimizer_gradients;
+            qf_plan_apply(&pl[0], &d);
+            d.offload_optimizer_gradients = g;
+        } else {
+            snprintf(plan_line, sizeof plan_line, "no layout fits%s: the rows show the \"auto\" keys at their defaults",
+                     gpu && d.gpu_memory_limit_gb > 0 ? " gpu_memory_limit_gb" : "");
+        }
+        free(pl);
+    }
+    qf_plan_autos_default(&d);
     int64_t ab = gpu && (d.bf16 || d.fp16) ? 2 : 4;
     if (rank != 0) return 0;
     static const char *const ackpt_names[] = {"off", "full", "selective", "pointwise"};
@@ -172,7 +201,14 @@ static int estimate_run(const void *opts) {
                    QF_GIB(m.params), QF_GIB(m.grads), ghost ? 'h' : ' ', QF_GIB(m.optimizer), QF_GIB(m.activations),
                    QF_GIB(m.device_total), QF_GIB(m.host_per_rank), QF_GIB(m.host_per_node), mine ? "*" : "");
         }
-    if (o->json) return qf_json_print(js, stdout) ? QF_EXIT_RUNTIME : 0;
+    if (o->json) {
+        json_object_set_new(js, "auto_keys", json_boolean(planned));
+        if (planned) json_object_set_new(js, "auto_plan", json_string(plan_line));
+        return qf_json_print(js, stdout) ? QF_EXIT_RUNTIME : 0;
+    }
+    if (planned)
+        printf("(the deck leaves the layout to the planner (\"auto\"); %s; `qwen-ft plan %s` ranks the layouts on "
+               "measured rates)\n", plan_line, deck);
     printf("(GiB; * = the deck's choice; h = the gradient shard in host memory (offload_optimizer.gradients: host, or "
            "auto where the device shard would not fit gpu_memory_limit_gb); formulas: docs/zero.md)\n");
     /* qwen-ft generate: the whole model on one device, or its layers split across the ranks */

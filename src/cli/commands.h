@@ -6,5 +6,11 @@
 #define QF_COMMANDS_H
 #include "options.h"
 extern const qf_cmd qf_cmd_train, qf_cmd_eval, qf_cmd_prepare, qf_cmd_import, qf_cmd_export, qf_cmd_generate,
-    qf_cmd_estimate, qf_cmd_report, qf_cmd_plot, qf_cmd_deck, qf_cmd_serve;
+    qf_cmd_estimate, qf_cmd_plan, qf_cmd_report, qf_cmd_plot, qf_cmd_deck, qf_cmd_serve;
+
+/* The deck's model for estimate and plan (cmd_estimate.c): --preset NAME (when not NULL), model.from when it
+ * exists, else the deck's model.preset or explicit dimensions; cmd names the command in messages. 0 or exit code. */
+#include "deck/deck.h"
+#include "model_config.h"
+int qf_cli_deck_model(const char *preset, const char *cmd, qf_deck *d, qf_model_config *c, qf_err *e);
 #endif

@@ -13,8 +13,8 @@
 #include "util.h"
 
 static const qf_cmd *const COMMANDS[] = {&qf_cmd_train,  &qf_cmd_eval,     &qf_cmd_prepare,
-                                         &qf_cmd_import, &qf_cmd_export,   &qf_cmd_generate, &qf_cmd_serve,
-                                         &qf_cmd_estimate, &qf_cmd_report, &qf_cmd_plot,
+                                          &qf_cmd_import, &qf_cmd_export,   &qf_cmd_generate, &qf_cmd_serve,
+                                          &qf_cmd_estimate, &qf_cmd_plan, &qf_cmd_report, &qf_cmd_plot,
                                          &qf_cmd_deck};
 #define NCOMMANDS ((int)(sizeof COMMANDS / sizeof COMMANDS[0]))
 

@@ -25,11 +25,14 @@ enum {
 typedef enum { QF_SCHED_NONE = 0, QF_SCHED_WARMUP_LR, QF_SCHED_WARMUP_DECAY_LR, QF_SCHED_WARMUP_COSINE_LR,
                QF_SCHED_LINEAR /* the HF Trainer's lr_scheduler_type "linear" */ } qf_sched_type;
 typedef enum { QF_WARMUP_LOG = 0, QF_WARMUP_LINEAR } qf_warmup_type;
-typedef enum { QF_OFFLOAD_NONE = 0, QF_OFFLOAD_CPU } qf_offload_device;
+/* QF_OFFLOAD_AUTO / QF_ACKPT_AUTO / zero_stage, offload_optimizer_ratio -1 / recompute_layers -2: "auto", the
+ * layout planner decides at the start of a run (src/plan/plan.h; qf_deck_plan_autos says which) */
+typedef enum { QF_OFFLOAD_NONE = 0, QF_OFFLOAD_CPU, QF_OFFLOAD_AUTO } qf_offload_device;
 /* where the reduced gradient shard lives with offload_optimizer (auto: the run decides by its memory plan) */
 typedef enum { QF_GRADS_AUTO = 0, QF_GRADS_DEVICE, QF_GRADS_HOST } qf_grads_home;
 typedef enum { QF_NONFINITE_SKIP = 0, QF_NONFINITE_STOP } qf_nonfinite_action;
-typedef enum { QF_ACKPT_NONE = 0, QF_ACKPT_FULL, QF_ACKPT_SELECTIVE, QF_ACKPT_POINTWISE } qf_ackpt;
+typedef enum { QF_ACKPT_NONE = 0, QF_ACKPT_FULL, QF_ACKPT_SELECTIVE, QF_ACKPT_POINTWISE, QF_ACKPT_AUTO } qf_ackpt;
+#define QF_RECOMPUTE_AUTO (-2)
 typedef enum { QF_FP8R_TENSORWISE = 0, QF_FP8R_ROWWISE } qf_fp8_recipe; /* fp8.recipe */
 
 typedef struct qf_deck {

@@ -33,25 +33,27 @@ static int deck_check_precision(const deck_ctx *c) {
 
 static int deck_check_zero(const deck_ctx *c) {
     const qf_deck *d = c->d;
-    if (d->offload_optimizer == QF_OFFLOAD_CPU && d->zero_stage < 1)
+    /* "auto" values (stage -1, device "auto", ratio -1): the planner keeps to these rules (src/plan/plan.c) */
+    if (d->offload_optimizer == QF_OFFLOAD_CPU && d->zero_stage == 0)
         return deck_fail(c, deck_src(c, "zero_optimization.offload_optimizer.device"),
                          "zero_optimization.offload_optimizer.device",
                          "optimizer offload needs zero_optimization.stage >= 1, got stage %d", d->zero_stage);
-    if (d->offload_optimizer != QF_OFFLOAD_CPU && d->offload_optimizer_ratio < 1)
+    if (d->offload_optimizer == QF_OFFLOAD_NONE && d->offload_optimizer_ratio >= 0 && d->offload_optimizer_ratio < 1)
         return deck_fail(c, deck_src(c, "zero_optimization.offload_optimizer.ratio"),
                          "zero_optimization.offload_optimizer.ratio",
                          "%g (the host's share of the optimizer) needs zero_optimization.offload_optimizer.device = "
                          "\"cpu\", got \"%s\"", d->offload_optimizer_ratio,
                          c->keys[deck_idx("zero_optimization.offload_optimizer.device")].choices[d->offload_optimizer]);
     if (d->offload_optimizer_gradients == QF_GRADS_HOST &&
-        (d->offload_optimizer != QF_OFFLOAD_CPU || d->zero_stage < 2 || d->offload_optimizer_ratio < 1))
+        (d->offload_optimizer == QF_OFFLOAD_NONE || (d->zero_stage >= 0 && d->zero_stage < 2) ||
+         (d->offload_optimizer_ratio >= 0 && d->offload_optimizer_ratio < 1)))
         return deck_fail(c, deck_src(c, "zero_optimization.offload_optimizer.gradients"),
                          "zero_optimization.offload_optimizer.gradients",
                          "\"host\" needs zero_optimization.offload_optimizer.device = \"cpu\", stage >= 2 and "
                          "offload_optimizer.ratio = 1 (got device \"%s\", stage %d, ratio %g)",
                          c->keys[deck_idx("zero_optimization.offload_optimizer.device")].choices[d->offload_optimizer],
                          d->zero_stage, d->offload_optimizer_ratio);
-    if (d->offload_param == QF_OFFLOAD_CPU && d->zero_stage != 3)
+    if (d->offload_param == QF_OFFLOAD_CPU && d->zero_stage >= 0 && d->zero_stage != 3)
         return deck_fail(c, deck_src(c, "zero_optimization.offload_param.device"),
                          "zero_optimization.offload_param.device",
                          "parameter offload needs zero_optimization.stage 3, got stage %d", d->zero_stage);

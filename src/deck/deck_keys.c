@@ -29,11 +29,11 @@
 #define S_LIN SB(QF_SCHED_LINEAR)
 
 static const char *const k_arch[] = {"qwen2", "qwen3", NULL};
-static const char *const k_ackpt[] = {"none", "full", "selective", "pointwise", NULL};
+static const char *const k_ackpt[] = {"none", "full", "selective", "pointwise", "auto", NULL};
 static const char *const k_opt[] = {"AdamW", "Adam", NULL};
 static const char *const k_sched[] = {"none", "WarmupLR", "WarmupDecayLR", "WarmupCosineLR", "linear", NULL};
 static const char *const k_warmup[] = {"log", "linear", NULL};
-static const char *const k_offload[] = {"none", "cpu", NULL};
+static const char *const k_offload[] = {"none", "cpu", "auto", NULL};
 static const char *const k_grads[] = {"auto", "device", "host", NULL};
 static const char *const k_nonfinite[] = {"skip", "stop", NULL};
 static const char *const k_dtype[] = {"fp32", "fp16", "bf16", NULL};
@@ -101,17 +101,20 @@ static const qf_deck_key k_keys[] = {
      .ds = "qwen-ft only", .help = "seed of the random init (preset / explicit dimensions)"},
 
     {.path = "activation_checkpointing", .type = QF_KT_ENUM, OFF(activation_checkpointing), .def = "none",
-     .flags = QF_KF_BOOL_ENUM, .choices = k_ackpt,
+     .flags = QF_KF_BOOL_ENUM, .choices = k_ackpt, .autov = "auto", .doc_auto = "the layout planner's mode",
      .ds = "HF `gradient_checkpointing` (DeepSpeed's `activation_checkpointing` group only tunes partitioning)",
      .help = "recompute activations in the backward pass: true = \"full\" (the whole layer from its input), "
              "\"selective\" (only the MLP intermediates, the largest part: two of the layer's seven matmuls again), "
              "\"pointwise\" (keep every GEMM output, recompute only the two RMSNorms and SwiGLU: no matmul), "
-             "false = \"none\"; recompute_layers limits it to the first layers"},
+             "false = \"none\"; recompute_layers limits it to the first layers; \"auto\": the layout planner picks the "
+             "mode (and recompute_layers) at the start of the run (docs/zero.md, `qwen-ft plan`)"},
     {.path = "recompute_layers", .type = QF_KT_INT, OFF(recompute_layers), .def = "-1", RANGE(-1, INT_MAX),
+     .flags = QF_KF_AUTO_SENTINEL, .autov = "-2", .doc_auto = "the layout planner's count",
      .ds = "qwen-ft only (Megatron's --recompute-num-layers)", .doc_default = "(all layers)",
      .help = "how many decoder layers, the first ones, activation_checkpointing recomputes; the others keep all "
              "their activations (memory between two modes; `qwen-ft estimate` shows it); needs "
-             "activation_checkpointing, at most the model's layers"},
+             "activation_checkpointing, at most the model's layers; \"auto\": the planner's (with "
+             "activation_checkpointing \"auto\", the default)"},
     /* DeepSpeed's activation_checkpointing group configures deepspeed.checkpointing, which HF models never call */
     {.path = "activation_checkpointing.partition_activations", .type = QF_KT_BOOL, OFF(ac_partition_activations),
      .def = "false", .ds = "`activation_checkpointing.partition_activations`",
@@ -290,17 +293,22 @@ static const qf_deck_key k_keys[] = {
 
     /* ---- ZeRO ---- */
     {.path = "zero_optimization.stage", .type = QF_KT_INT, OFF(zero_stage), .def = "0", RANGE(0, 3),
-     .ds = "`zero_optimization.stage`", .help = "0 DDP, 1 optimizer states, 2 + gradients, 3 + parameters sharded"},
+     .flags = QF_KF_AUTO_SENTINEL, .autov = "-1", .doc_auto = "the layout planner's stage",
+     .ds = "`zero_optimization.stage` (\"auto\": qwen-ft only)",
+     .help = "0 DDP, 1 optimizer states, 2 + gradients, 3 + parameters sharded; \"auto\": the layout planner "
+             "picks the fastest stage that fits at the start of the run (`qwen-ft plan`)"},
     {.path = "zero_optimization.offload_optimizer.device", .type = QF_KT_ENUM, OFF(offload_optimizer),
-     .def = "none", .choices = k_offload, .ds = "`zero_optimization.offload_optimizer.device`",
-     .help = "keep optimizer states (and the step) on the host; stage >= 1"},
+     .def = "none", .choices = k_offload, .autov = "auto", .doc_auto = "the layout planner's", .ds = "`zero_optimization.offload_optimizer.device`",
+     .help = "keep optimizer states (and the step) on the host; stage >= 1; \"auto\": the layout planner decides"},
     {.path = "zero_optimization.offload_optimizer.pin_memory", .type = QF_KT_BOOL,
      OFF(offload_optimizer_pin_memory), .def = "false", .ds = "`zero_optimization.offload_optimizer.pin_memory`",
      .help = "page-locked host buffers for the optimizer offload"},
     {.path = "zero_optimization.offload_optimizer.ratio", .type = QF_KT_FLOAT, OFF(offload_optimizer_ratio),
-     .def = "1", RANGE(0, 1), .ds = "`zero_optimization.offload_optimizer.ratio` (ZeRO-Offload++)",
+     .def = "1", RANGE(0, 1), .flags = QF_KF_AUTO_SENTINEL, .autov = "-1", .doc_auto = "the layout planner's share",
+     .ds = "`zero_optimization.offload_optimizer.ratio` (ZeRO-Offload++)",
      .help = "share of the optimizer states and step on the host (the end of each rank's range); the rest stays "
-             "on the GPU and is updated there first, so the next forward starts at once (device = cpu)"},
+             "on the GPU and is updated there first, so the next forward starts at once (device = cpu or auto); "
+             "\"auto\": the layout planner's choice of 1, 0.75, 0.5, 0.25"},
     {.path = "zero_optimization.offload_optimizer.gradients", .type = QF_KT_ENUM, OFF(offload_optimizer_gradients),
      .def = "auto", .choices = k_grads, .ds = "qwen-ft only (DeepSpeed streams gradients to the host with offload)",
      .help = "where the reduced gradient shard lives with offload_optimizer at stage 2-3: \"device\" (on the GPU "
@@ -327,8 +335,8 @@ static const qf_deck_key k_keys[] = {
      STR(offload_optimizer_nvme_path), .def = "", .flags = QF_KF_UNSET, .doc_default = "(none)",
      .ds = "`zero_optimization.offload_optimizer.nvme_path`", NVME_ONLY, .help = "NVMe directory of the optimizer offload"},
     {.path = "zero_optimization.offload_param.device", .type = QF_KT_ENUM, OFF(offload_param), .def = "none",
-     .choices = k_offload, .ds = "`zero_optimization.offload_param.device`",
-     .help = "keep parameters on the host between uses; stage 3 only"},
+     .choices = k_offload, .autov = "auto", .doc_auto = "the layout planner's", .ds = "`zero_optimization.offload_param.device`",
+     .help = "keep parameters on the host between uses; stage 3 only; \"auto\": the layout planner decides"},
     {.path = "zero_optimization.offload_param.pin_memory", .type = QF_KT_BOOL, OFF(offload_param_pin_memory),
      .def = "false", .ds = "`zero_optimization.offload_param.pin_memory`",
      .help = "page-locked host buffers for the parameter offload"},

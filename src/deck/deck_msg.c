@@ -93,7 +93,7 @@ static void deck_expect(const qf_deck_key *k, char *buf, size_t n) {
     if (k->choices) {
         deck_choices_text(k, choices, sizeof choices);
         snprintf(buf, n, "%s%s%s", (k->flags & QF_KF_BOOL_ENUM) ? "true, false or one of " : "one of ", choices,
-                 k->autov ? " or \"auto\"" : "");
+                 k->autov && qf_deck_keys_choice(k, "auto") < 0 ? " or \"auto\"" : "");
         return;
     }
     snprintf(buf, n, "%s%s%s", what, range, k->autov ? " or \"auto\"" : "");

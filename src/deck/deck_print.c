@@ -29,7 +29,11 @@ static void deck_print_value(const qf_deck_key *k, const qf_deck *d, FILE *f) {
     double a, b;
     int64_t v;
     switch (k->type) {
-    case QF_KT_FLOAT: deck_print_float(qf_deck_keys_get_float(k, d), f); return;
+    case QF_KT_FLOAT:
+        if ((k->flags & QF_KF_AUTO_SENTINEL) && k->autov && qf_deck_keys_get_float(k, d) == atof(k->autov))
+            fputs("\"auto\"", f);
+        else deck_print_float(qf_deck_keys_get_float(k, d), f);
+        return;
     case QF_KT_STRING: qf_deck_print_string(qf_deck_keys_get_string(k, d), f); return;
     case QF_KT_ENUM: qf_deck_print_string(k->choices[qf_deck_keys_get_int(k, d)], f); return;
     case QF_KT_BOOL: fputs(qf_deck_keys_get_int(k, d) ? "true" : "false", f); return;
@@ -43,7 +47,7 @@ static void deck_print_value(const qf_deck_key *k, const qf_deck *d, FILE *f) {
         return;
     default:
         v = qf_deck_keys_get_int(k, d);
-        if ((k->flags & QF_KF_AUTO_SENTINEL) && v == -1) fputs("\"auto\"", f);
+        if ((k->flags & QF_KF_AUTO_SENTINEL) && v == (k->autov ? atoll(k->autov) : -1)) fputs("\"auto\"", f);
         else fprintf(f, "%lld%s", (long long)v, v < INT_MIN || v > INT_MAX ? "L" : "");
     }
 }

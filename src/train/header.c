@@ -84,6 +84,7 @@ void qf_run_header(qf_run *r, FILE *f, const char *what) {
             fprintf(f, "recomputation: %s in layers 0-%d (%d of %d)%s\n", names[d->activation_checkpointing], k - 1, k,
                     L, k < L ? "; the others keep all their activations" : "");
     }
+    if (r->plan_text) fputs(r->plan_text, f); /* the "auto" layout keys: the planner's choice (run_plan.c) */
     /* the memory plan: the estimate's formulas (docs/zero.md) for this deck, ranks and backend */
     qf_mem_estimate est;
     qf_estimate(&r->model.cfg, d, r->comm.world_size, r->comm.local_size, (int64_t)r->ops->act_bytes, &est);

@@ -135,6 +135,18 @@ static char *deck_to_text(const qf_deck *d) {
     return buf;
 }
 
+/* an allocation of a planned layout failed after all: the message names the next plan to try (the engine
+ * allocates once, before the first step; run_plan.c) */
+static int plan_failed(qf_run *r, qf_err *e) {
+    if (r->planned && e->code == QF_EXIT_RUNTIME) {
+        size_t n = strlen(e->msg);
+        snprintf(e->msg + n, sizeof e->msg - n, " (the \"auto\" layout plan did not fit after all%s%s%s)",
+                 r->plan_next[0] ? "; the next plan: " : "", r->plan_next,
+                 r->plan_next[0] ? ": set those keys in the deck, or lower gpu_memory_limit_gb" : "");
+    }
+    return e->code;
+}
+
 static int setup(qf_run *r, const qf_run_args *a, int mode, qf_err *e) {
     if (qf_deck_load(a->deck, a->sets.n, (char *const *)a->sets.v, r->comm.world_size, &r->deck, e)) return e->code;
     qf_deck *d = &r->deck;
@@ -151,6 +163,7 @@ static int setup(qf_run *r, const qf_run_args *a, int mode, qf_err *e) {
     if (strcmp(r->ops->name, "cpu") && qf_comm_init_nccl(&r->comm, e)) return e->code;
     if (qf_run_check_path(d, "model.from", d->model_from, e) || resolve_model(r, e)) return e->code;
     qf_deck_resolve_auto(d, r->model.cfg.hidden_size);
+    if (qf_run_plan_layout(r, e)) return e->code;
     qf_plan_grads_home(d, &r->model.cfg, r->comm.world_size, r->comm.local_size, (int64_t)r->ops->act_bytes,
                        (int64_t)qf_backend_device_budget(r->ops, d), r->grads_why, sizeof r->grads_why);
     if (mode == QF_RUN_TRAIN) {
@@ -189,9 +202,9 @@ static int setup(qf_run *r, const qf_run_args *a, int mode, qf_err *e) {
         return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'recompute_layers' = %d: the model has %d layers", d->path,
                           d->recompute_layers, r->model.cfg.num_layers);
     if (qf_model_alloc_acts(&r->model, d->train_micro_batch_size_per_gpu, d->seq_len,
-                            d->activation_checkpointing, d->recompute_layers, e))
-        return e->code;
-    if (qf_zero_init(&r->zero, &r->model, &r->comm, d, mode == QF_RUN_TRAIN, e)) return e->code;
+                            d->activation_checkpointing, d->recompute_layers, e) ||
+        qf_zero_init(&r->zero, &r->model, &r->comm, d, mode == QF_RUN_TRAIN, e))
+        return plan_failed(r, e);
 
     /* parameters: a checkpoint in checkpoint.dir wins (resume), else model.from, else random init */
     char ck[QF_PATH_MAX + 64];
@@ -306,6 +319,7 @@ void qf_run_free(qf_run *r) {
         qf_dataset_close(&r->valid_ds);
     }
     free(r->deck_text);
+    free(r->plan_text);
     qf_ckpt_lock_release(&r->lock);
     qf_comm_free(&r->comm);
 }

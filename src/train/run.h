@@ -42,6 +42,9 @@ typedef struct qf_run {
     double flops_per_token, peak_flops; /* peak_flops 0: no peak known (MFU n/a) */
     char backend_info[384];     /* which op table, which GPU, which attention path */
     char grads_why[256];        /* why offload_optimizer.gradients is what it is (plan/grads_home.c) */
+    int planned;                /* the layout came from the planner ("auto" keys; run_plan.c) */
+    char *plan_text;            /* rank 0: the chosen layout and the runner-ups, for the run header (or NULL) */
+    char plan_next[256];        /* rank 0: the next plan that fits (or "") */
     int64_t rss_base;           /* resident bytes before the model state and activations were allocated */
     /* fault injection for the failure tests (QWENFT_INJECT_FAULT="rank:step:nan|fail", docs/testing.md) */
     int fault_rank;
@@ -69,6 +72,10 @@ typedef struct qf_run_args {
 /* 0 when value (the deck's key, a path to read) exists or is empty; else exit 2 naming the deck's file and line
  * (run_paths.c). */
 int qf_run_check_path(const qf_deck *d, const char *key, const char *value, qf_err *e);
+
+/* The deck's "auto" layout keys (stage, offload, ratio, micro batch, recomputation): rank 0 plans (calibrating
+ * when the cache has no rates), every rank applies the choice (run_plan.c). 0 or an exit code. */
+int qf_run_plan_layout(qf_run *r, qf_err *e);
 
 /* Fills r->carry from the sources of the run (run_carry.c); after the parameters are loaded. */
 void qf_run_carry_files(qf_run *r);

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# bench/auto_grid.sh PART... — the [auto] issue's targets on the GPU machine: for a model, seq_len and
+# gpu_memory_limit_gb, a run with every layout key "auto" against a reduced hand grid — the layouts `qwen-ft plan`
+# ranks top-5 and the obvious hand choices (ZeRO-3 + full offload + full recomputation, micro 1: the seed's layout;
+# ZeRO-2 + optimizer offload + full recomputation, micro 1; stage 0 without offload, selective recomputation,
+# micro 1) — each for a few steps; tokens/s (the median of the steps after the second) and the GPU peak per run go to
+# $OUT/auto_grid.jsonl, and a line per part says auto's ratio to the best measured run and its plan time.
+#   PART = model:seq:cap, e.g. 7b:4096:24 (cap 0 = no limit); models 1.5b 3b 7b (Qwen2.5); "all" lists every part.
+#   One part is 6-9 runs of 5 steps (a few minutes): give a device call one to three parts, e.g.
+#     bash bench/auto_grid.sh 1.5b:512:24 1.5b:512:48 1.5b:512:0
+#   The calibration cache is shared by the runs of a machine ($OUT/plan-cache): the first plan of a model and
+#   seq_len measures, the rest read it. tiny:64:0 runs a small explicit model (CPU ranks: a smoke test of the script).
+# Run from the repo root after `. .devdeps/env.sh`, with QWENFT set to the CUDA build's binary.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+Q=${QWENFT:-$root/build/qwen-ft}
+out=${OUT:-/tmp}
+steps=${STEPS:-5}
+work=$(mktemp -d)
+cache="$out/plan-cache"
+mkdir -p "$cache"
+export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+if [ "${1:-}" = all ]; then
+  for m in 1.5b 3b 7b; do for s in 512 4096; do for c in 24 48 0; do echo "$m:$s:$c"; done; done; done
+  exit 0
+fi
+[ $# -ge 1 ] || { echo "usage: bench/auto_grid.sh model:seq:cap ... | all" >&2; exit 2; }
+
+# run NAME PART KIND [--set ...]: one training run; one JSON line
+run_one() {
+  local name=$1 part=$2 kind=$3; shift 3
+  rm -rf "${work:?}/$name"; mkdir -p "$work/$name/ck"
+  cp "$cache/qwenft-plan-rates.json" "$work/$name/ck/" 2>/dev/null || true
+  local t0; t0=$(date +%s.%N)
+  timeout "${TLIMIT:-150}" mpirun -np 1 --bind-to none -x NCCL_NVLS_ENABLE -x QWENFT_BACKEND "$Q" train "$work/deck.cfg" \
+    --set checkpoint.dir="$work/$name/ck" --set log.dir="$work/$name/log" "$@" > "$work/$name.out" 2>&1
+  local rc=$?
+  cp "$work/$name.out" "$out/auto_grid-${part//:/_}-$name.log"
+  [ -s "$work/$name/ck/qwenft-plan-rates.json" ] && cp "$work/$name/ck/qwenft-plan-rates.json" "$cache/" 2>/dev/null
+  python3 - "$work/$name/log/metrics.jsonl" "$work/$name.out" "$part" "$kind" "$rc" "$*" "$t0" <<'PY' | tee -a "$out/auto_grid.jsonl"
+import json, re, sys
+path, log, part, kind, rc, sets, t0 = sys.argv[1:8]
+try:
+    steps = [json.loads(l) for l in open(path) if '"loss"' in l]
+except OSError:
+    steps = []
+text = open(log, errors="replace").read()
+rest = steps[2:] or steps
+t = sorted(s["tokens_per_s"] for s in rest)
+mid = t[len(t) // 2] if t else None
+plan = re.search(r'layout plan \("auto"\): (.*?); predicted .*?, ([0-9]+) tokens/s', text)
+deck = text.split("---- resolved deck ----")[-1] if "---- resolved deck ----" in text else ""
+g = lambda k: (re.search(rf"\n\s*{k} = ([^;]+);", deck) or [None, None])[1]
+layout = dict(stage=g("stage"), micro=g("train_micro_batch_size_per_gpu"), accum=g("gradient_accumulation_steps"),
+              ackpt=g("activation_checkpointing"), recompute_layers=g("recompute_layers"))
+off = re.findall(r'device = "([a-z]+)"', deck)
+layout["offload"] = off
+row = dict(part=part, kind=kind, rc=int(rc), steps=len(steps), tok_s=round(mid) if mid else None,
+           peak_gpu_gib=max((x.get("peak_gpu_mem_gib") or 0 for x in steps), default=None), layout=layout, sets=sets,
+           plan=plan.group(1) if plan else None, predicted_tok_s=int(plan.group(2)) if plan else None,
+           oom="out of memory" in text.lower() or "cannot allocate" in text.lower())
+print(json.dumps(row))
+PY
+}
+
+for part in "$@"; do
+  IFS=: read -r m seq cap <<<"$part"
+  case "$m" in
+    tiny) model='model = { arch = "qwen3"; vocab_size = 512; hidden_size = 128; intermediate_size = 256; num_hidden_layers = 4; num_attention_heads = 4; num_key_value_heads = 2; head_dim = 32; init_seed = 1; };'
+          vocab=512; eos="--eos-id 511" ;;
+    1.5b|3b|7b) model="model = { preset = \"qwen2.5-$m\"; init_seed = 1; };"
+          vocab=$([ "$m" = 7b ] && echo 152064 || echo 151936); eos="" ;;
+    *) echo "bench/auto_grid.sh: unknown model $m (1.5b, 3b, 7b, tiny)" >&2; exit 2 ;;
+  esac
+  tb=$([ "$seq" -ge 4096 ] && echo 8 || echo 32)
+  python3 "$root/bench/make_data.py" "$work/d.jsonl" $((tb * (steps + 1))) "$seq" "$vocab"
+  # shellcheck disable=SC2086
+  "$Q" prepare --in "$work/d.jsonl" --out "$work/d.h5" --vocab-size "$vocab" $eos > /dev/null
+  cat > "$work/deck.cfg" <<DECK
+$model
+data = { train = "$work/d.h5"; seq_len = $seq; shuffle = false; };
+train_batch_size = $tb; train_micro_batch_size_per_gpu = "auto";
+max_steps = $steps; gradient_clipping = 1.0;
+activation_checkpointing = "auto";
+optimizer = { type = "AdamW"; params = { lr = 1e-5; weight_decay = 0.01; }; };
+bf16 = { enabled = true; };
+zero_optimization = { stage = "auto"; overlap_comm = true;
+                      offload_optimizer = { device = "auto"; pin_memory = true; };
+                      offload_param = { device = "auto"; pin_memory = true; }; };
+gpu_memory_limit_gb = $cap;
+checkpoint = { every_steps = 0; at_end = false; };
+log = { steps_per_print = 1; };
+eval = { every_steps = 0; };
+DECK
+  # the plan (and its time: calibration included when the cache has no rates for this shape)
+  t0=$(date +%s.%N)
+  "$Q" plan "$work/deck.cfg" --cache "$cache" --top 5 --json > "$work/plan.json" 2> "$work/plan.err"
+  prc=$?
+  plan_s=$(python3 -c "import time,sys; print(round(time.time() - float(sys.argv[1]), 2))" "$t0")
+  cp "$work/plan.json" "$out/auto_grid-${part//:/_}-plan.json"
+  echo "{\"part\": \"$part\", \"kind\": \"plan\", \"rc\": $prc, \"plan_s\": $plan_s}" | tee -a "$out/auto_grid.jsonl"
+  run_one auto "$part" auto
+  # the planner's top 5 as hand runs (the layouts pinned by --set)
+  python3 - "$work/plan.json" > "$work/top.txt" <<'PY'
+import json, sys
+try: p = json.load(open(sys.argv[1]))
+except Exception: sys.exit(0)
+for q in p.get("plans", [])[:5]:
+    if not q["fits"]: continue
+    off = q["offload"]
+    sets = [f"zero_optimization.stage={q['stage']}",
+            f"zero_optimization.offload_optimizer.device={'cpu' if off != 'none' else 'none'}",
+            f"zero_optimization.offload_param.device={'cpu' if off == 'optimizer+param' else 'none'}",
+            f"zero_optimization.offload_optimizer.ratio={q['ratio'] if off != 'none' else 1}",
+            f"train_micro_batch_size_per_gpu={q['micro_batch']}",
+            f"activation_checkpointing={q['activation_checkpointing']}"]
+    if q["activation_checkpointing"] != "none":
+        sets.append(f"recompute_layers={q['recompute_layers']}")
+    print(" ".join("--set " + s for s in sets))
+PY
+  k=0
+  while read -r line; do
+    k=$((k + 1))
+    # shellcheck disable=SC2086
+    run_one "top$k" "$part" "plan#$k" $line < /dev/null # mpirun reads stdin
+  done < "$work/top.txt"
+  for hand in "3 cpu cpu full" "2 cpu none full" "0 none none selective"; do
+    read -r st oo op ak <<<"$hand"
+    run_one "hand_s${st}_${oo}_${op}_${ak}" "$part" "hand" --set zero_optimization.stage="$st" \
+      --set zero_optimization.offload_optimizer.device="$oo" --set zero_optimization.offload_param.device="$op" \
+      --set zero_optimization.offload_optimizer.ratio=1 --set train_micro_batch_size_per_gpu=1 \
+      --set activation_checkpointing="$ak"
+  done
+  python3 - "$out/auto_grid.jsonl" "$part" <<'PY' | tee -a "$out/auto_grid_summary.txt"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+rows = [r for r in rows if r.get("part") == sys.argv[2]]
+plan = [r for r in rows if r["kind"] == "plan"][-1:]
+auto = [r for r in rows if r["kind"] == "auto"][-1:]
+runs = [r for r in rows if r["kind"] != "plan" and r.get("tok_s")]
+best = max(runs, key=lambda r: r["tok_s"], default=None)
+a = auto[0] if auto else None
+ratio = a["tok_s"] / best["tok_s"] if a and a.get("tok_s") and best else 0
+print(f"{sys.argv[2]}: auto {a['tok_s'] if a else None} tok/s ({a['plan'] if a else '?'}; predicted "
+      f"{a['predicted_tok_s'] if a else '?'}; peak {a['peak_gpu_gib'] if a else '?'} GiB; rc {a['rc'] if a else '?'}), "
+      f"best {best['tok_s'] if best else None} ({best['kind'] if best else '-'}: {best['sets'] if best else ''}), "
+      f"ratio {ratio:.3f} {'ok' if ratio >= 0.9 else 'BELOW 0.9'}; plan {plan[0]['plan_s'] if plan else '?'} s; "
+      f"OOM runs {sum(1 for r in rows if r.get('oom'))}")
+PY
+done
+rm -rf "$work"

@@ -1,0 +1,131 @@
+/* test_plan.c — the layout planner's speed model (src/plan/speed.c) against the formula of docs/zero.md "How auto
+ * plans", recomputed here term by term from synthetic rates, and the search (src/plan/plan.c): the batch rule, the
+ * fewest recomputed layers that fit (one fewer does not), and the ranking (fitting plans first, by tokens/s). */
+#include <math.h>
+#include <string.h>
+#include "qf_test.h"
+#include "deck/deck.h"
+#include "model/model.h"
+#include "plan/plan.h"
+
+static int near(double a, double b) { return fabs(a - b) <= 1e-9 * (fabs(a) + fabs(b)) + 1e-15; }
+static double dmax(double a, double b) { return a > b ? a : b; }
+
+static void rates(qf_plan_rates *r, int T) {
+    memset(r, 0, sizeof *r);
+    const double fix[4] = {1e-3, 2e-3, 1.5e-3, 1.1e-3}, per[4] = {10e-3, 14e-3, 12e-3, 10.5e-3};
+    for (int m = 0; m < 4; m++) r->layer_fixed[m] = fix[m], r->layer_per_row[m] = per[m];
+    r->fwd_share = 0.3;
+    r->matmul_flops = 1e13;
+    r->dev_adam = 1e10;
+    r->host_adam = 2e9;
+    r->h2d = 20e9;
+    r->d2h = 25e9;
+    r->net = 100e9;
+    r->net_inter = 10e9;
+    r->seq_len = T;
+}
+
+int main(void) {
+    qf_model_config c;
+    CHECK(qf_preset_lookup("qwen2.5-1.5b", &c) == 0);
+    qf_deck d;
+    qf_deck_defaults(&d);
+    d.seq_len = 1024;
+    d.overlap_comm = 1;
+    qf_deck_resolve_auto(&d, c.hidden_size);
+    qf_plan_rates r;
+    rates(&r, d.seq_len);
+    const int L = c.num_layers, T = d.seq_len;
+    const double n = (double)qf_model_num_params(&c), head = 6.0 * (double)c.vocab_size * c.hidden_size * T / r.matmul_flops;
+
+    /* 1. one rank, stage 0, no offload: A micro-batches of compute + the device AdamW */
+    qf_plan_machine mc = {.world = 1, .ranks_per_node = 1, .nodes = 1, .act_bytes = 2, .gpu_budget = 0, .host_budget = 0};
+    qf_plan p = {.stage = 0, .offload = 0, .ratio = 1, .micro = 2, .accum = 3, .ackpt = QF_ACKPT_NONE, .rec_layers = -1};
+    qf_plan_speed(&c, &d, &mc, &r, &p);
+    double micro = L * (1e-3 + 10e-3 * 2) + 2 * head;
+    CHECK(near(p.t_compute, 3 * micro), "compute %g, want %g", p.t_compute, 3 * micro);
+    CHECK(near(p.t_adam, n / r.dev_adam) && p.t_comm == 0 && p.t_pcie == 0);
+    CHECK(near(p.tok_s, 3.0 * 2 * T / (3 * micro + n / r.dev_adam)), "tok/s %g", p.tok_s);
+
+    /* 2. full recomputation in 10 of L layers: those layers at the full mode's rate */
+    qf_plan q = p;
+    q.ackpt = QF_ACKPT_FULL;
+    q.rec_layers = 10;
+    qf_plan_speed(&c, &d, &mc, &r, &q);
+    double mq = (L - 10) * (1e-3 + 10e-3 * 2) + 10 * (2e-3 + 14e-3 * 2) + 2 * head;
+    CHECK(near(q.t_compute, 3 * mq), "recompute %g, want %g", q.t_compute, 3 * mq);
+
+    /* 3. stage 3 + optimizer offload on one rank: the host pipeline overlaps the next forward */
+    p = (qf_plan){.stage = 3, .offload = 1, .ratio = 1, .micro = 1, .accum = 1, .ackpt = QF_ACKPT_NONE, .rec_layers = -1};
+    qf_plan_speed(&c, &d, &mc, &r, &p);
+    double m1 = L * (1e-3 + 10e-3) + head, fwd = 0.3 * L * (1e-3 + 10e-3) + head / 3;
+    double P = dmax(n / r.host_adam, 2 * n / r.d2h + 2 * n / r.h2d);
+    CHECK(near(p.t_adam, dmax(0, P - fwd)), "offload step %g, want %g", p.t_adam, dmax(0, P - fwd));
+    CHECK(near(p.t_step, m1 + dmax(0, P - fwd)));
+    /* ratio 0.5: half on the device first, half on the host */
+    q = p;
+    q.ratio = 0.5;
+    qf_plan_speed(&c, &d, &mc, &r, &q);
+    double P2 = dmax(0.5 * n / r.host_adam, 2 * 0.5 * n / r.d2h + 2 * 0.5 * n / r.h2d);
+    CHECK(near(q.t_adam, 0.5 * n / r.dev_adam + dmax(0, P2 - fwd)), "ratio 0.5: %g", q.t_adam);
+    /* full offload: the gathers read the node copy each micro-batch (2 ab n H2D, exposed beyond the compute), no
+     * parameter upload in the step */
+    q = p;
+    q.offload = 2;
+    qf_plan_speed(&c, &d, &mc, &r, &q);
+    CHECK(near(q.t_pcie, dmax(0, 2 * 2 * n / r.h2d - m1)), "param offload pcie %g", q.t_pcie);
+    CHECK(near(q.t_adam, dmax(0, dmax(n / r.host_adam, 2 * n / r.d2h) - fwd)), "param offload step %g", q.t_adam);
+
+    /* 4. eight ranks on one node, stage 0: the gradient all-reduce after the backward is exposed; stage 2 without
+     * overlap_comm: a reduce-scatter per micro-batch and the all-gather */
+    qf_plan_machine m8 = {.world = 8, .ranks_per_node = 8, .nodes = 1, .act_bytes = 2};
+    p = (qf_plan){.stage = 0, .offload = 0, .ratio = 1, .micro = 1, .accum = 4, .ackpt = QF_ACKPT_NONE, .rec_layers = -1};
+    qf_plan_speed(&c, &d, &m8, &r, &p);
+    const double N = 2 * n, f = 7.0 / 8;
+    CHECK(near(p.t_comm, 2 * f * N / r.net), "stage 0 comm %g", p.t_comm);
+    CHECK(near(p.tok_s, 4.0 * 8 * T / p.t_step));
+    qf_deck dn = d;
+    dn.overlap_comm = 0;
+    p.stage = 2;
+    qf_plan_speed(&c, &dn, &m8, &r, &p);
+    CHECK(near(p.t_comm, f * N / r.net + 4 * f * N / r.net), "stage 2 comm %g", p.t_comm);
+    /* two nodes: the inter-node rate */
+    m8.ranks_per_node = 4;
+    m8.nodes = 2;
+    p.stage = 0;
+    qf_plan_speed(&c, &d, &m8, &r, &p);
+    CHECK(near(p.t_comm, 2 * f * N / r.net_inter), "two nodes %g", p.t_comm);
+
+    /* 5. the search under a 12 GiB card: the batch rule holds, fitting plans come first by tokens/s, and a partial
+     * recomputation is the fewest layers that fit */
+    qf_deck ds = d;
+    ds.train_batch_size = 16;
+    qf_plan_space sp = {.stage = 1, .micro = 1, .offload_mask = 7, .ackpt_mask = 0xf, .rec_auto = 1,
+                        .train_batch = 16, .max_micro = 64};
+    qf_plan_machine mg = {.world = 1, .ranks_per_node = 1, .nodes = 1, .act_bytes = 2,
+                          .gpu_budget = (int64_t)12 << 30, .host_budget = (int64_t)256 << 30};
+    qf_plan *pl = NULL;
+    int np = qf_plan_search(&c, &ds, &sp, &mg, &r, &pl), partial = 0;
+    CHECK(np > 0 && pl[0].fits);
+    for (int i = 0; i < np; i++) {
+        CHECK(pl[i].micro * pl[i].accum == 16, "micro %d x accum %d", pl[i].micro, pl[i].accum);
+        if (i && pl[i].fits && pl[i - 1].fits) CHECK(pl[i].tok_s <= pl[i - 1].tok_s * 1.0201);
+        if (i && pl[i].fits) CHECK(pl[i - 1].fits, "a fitting plan after one that does not");
+        if (pl[i].fits && pl[i].ackpt != QF_ACKPT_NONE && pl[i].rec_layers > 1) {
+            qf_plan less = pl[i];
+            less.rec_layers--;
+            qf_plan_eval(&c, &ds, &mg, &r, &less);
+            CHECK(!less.fits, "%d recomputed layers fit too", less.rec_layers);
+            partial++;
+        }
+    }
+    CHECK(partial > 0, "no partial recomputation among %d plans", np);
+    free(pl);
+    /* nothing fits a 1 GiB card */
+    mg.gpu_budget = (int64_t)1 << 30;
+    np = qf_plan_search(&c, &ds, &sp, &mg, &r, &pl);
+    CHECK(np > 0 && !pl[0].fits);
+    free(pl);
+    return qf_test_end("test_plan", NULL);
+}

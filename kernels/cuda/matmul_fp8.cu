@@ -42,7 +42,9 @@ struct qf_fp8_state {
     size_t cap[4];
     bf16 *tmp; // a GEMM's output when cuBLASLt refuses beta = 1 for it (then added to the output)
     size_t tmp_cap;
-    float *sc;    // 4 scale slots of vcap floats (inverse scales, what cuBLASLt multiplies by)
+    float *sc;    // 4 scale slots of vcap floats (inverse scales, what cuBLASLt multiplies by); tensorwise's three
+                  // scalars at sc + 16 i, each 64-byte aligned as the probe's that ran (the first GPU run had them
+                  // 4 bytes apart and cuBLASLt 13.1 refused every GEMM with NOT_SUPPORTED: the suspected cause)
     unsigned *am; // 3 amax slots of vcap words
     size_t vcap;
     qf_fp8_plan plans[QF_FP8_PLANS];
@@ -262,7 +264,7 @@ void cu_matmul_fp8_fwd(void *out_, const void *x_, const void *w_, const void *b
     float *sx, *sw;
     int rc;
     if (RECIPE == QF_FP8_TENSORWISE) {
-        sx = st->sc, sw = st->sc + 1;
+        sx = st->sc, sw = st->sc + 16;
         CHECK_CUDA(cudaMemsetAsync(st->am, 0, 2 * sizeof(unsigned), qfc_stream()));
         fp8_amax(x, (size_t)N * IN, st->am);
         fp8_amax(w, (size_t)OUT * IN, st->am + 1);
@@ -313,8 +315,8 @@ void cu_matmul_fp8_bwd(void *dx_, void *dw_, void *db_, const void *dout_, const
     const int fg = tw ? QF_FP8_E5M2 : QF_FP8_E4M3, pow2 = !tw;
     // scale slots: tensorwise sc[0] x, sc[1] W, sc[2] dy; rowwise sc[0..V) dy rows, [V..2V) dy columns,
     // [2V..3V) x columns, [3V..4V) W columns; amax words likewise (am[0..V) dy, [V..2V) x, [2V..3V) W)
-    float *s_g = st->sc + (tw ? 2 : 0), *s_gT = tw ? s_g : st->sc + V, *s_x = st->sc + (tw ? 0 : 2 * V),
-          *s_w = st->sc + (tw ? 1 : 3 * V);
+    float *s_g = st->sc + (tw ? 32 : 0), *s_gT = tw ? s_g : st->sc + V, *s_x = st->sc + (tw ? 0 : 2 * V),
+          *s_w = st->sc + (tw ? 16 : 3 * V);
     unsigned *a_g = st->am + (tw ? 2 : 0), *a_x = st->am + (tw ? 0 : V), *a_w = st->am + (tw ? 1 : 2 * V);
     if (do_dw || do_dx) CHECK_CUDA(cudaMemsetAsync(st->am, 0, (tw ? 3 : 3 * V) * sizeof(unsigned), qfc_stream()));
     if (tw) {

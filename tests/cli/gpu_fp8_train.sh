@@ -53,7 +53,7 @@ must_run() {
   run "$@" || { echo "FAIL: $1 ($*) exited non-zero:"; tail -20 "$1.out"; exit 1; }
   grep -q '^backend: cuda' "$1.out" || { echo "FAIL: $1 did not run on the CUDA backend"; grep '^backend' "$1.out"; exit 1; }
 }
-cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader -i "${CUDA_VISIBLE_DEVICES%%,*}" 2>/dev/null | head -1 || true)
+cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader -i "$(d=${CUDA_VISIBLE_DEVICES:-0}; echo "${d%%,*}")" 2>/dev/null | head -1 || true)
 [ -n "$cc" ] || cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1)
 cc10=$(awk -v c="$cc" 'BEGIN { split(c, a, "."); print a[1] * 10 + a[2] }')
 echo "GPU compute capability $cc"

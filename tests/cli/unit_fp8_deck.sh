@@ -28,7 +28,7 @@ expect2() {
   local name=$1 pat=$2; shift 2
   set +e; "$@" > "$name.out" 2>&1; local rc=$?; set -e
   [ "$rc" = 2 ] || { cat "$name.out"; fail "$name: exit $rc, expected 2"; }
-  head -1 "$name.out" | grep -Eq "$pat" || { cat "$name.out"; fail "$name: message does not match /$pat/"; }
+  grep -v '^\[\|^ \|^    ' "$name.out" | head -1 | grep -Eq "$pat" || { cat "$name.out"; fail "$name: message does not match /$pat/"; }
   [ ! -e "$name/ck" ] && [ ! -e "$name/l/metrics.jsonl" ] || fail "$name: wrote outputs before refusing"
   echo "ok $name: $(head -1 "$name.out")"
 }

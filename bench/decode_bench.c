@@ -1,0 +1,171 @@
+/* decode_bench.c — where a decoding step's time goes on the GPU, through the op table (the [serve] issue's decode
+ * target: a step that reads the weights once near the memory-bandwidth limit).
+ *
+ * For a model shape (default Qwen2.5-7B: C 3584, F 18944, H 28, KV 4, D 128, V 152064; bf16):
+ *  1. each linear layer's matmul_fwd at M = 1, 8, 32, 128 rows: microseconds and the weights' GB/s;
+ *  2. attention_paged for M sequences of CTX cached positions (blocks of 16);
+ *  3. the pointwise ops at M rows (launch-bound at decode sizes);
+ *  4. the layer stack (28 layers of the model's op sequence, no head) queued back to back without a host sync, and
+ *     the same with the head: the eager step the model runs, against the sum of its parts.
+ * Timing: the best of 5 rounds of REPS calls between syncs (the host queues ahead, as in the model).
+ * Usage: decode_bench [CTX] (default 512). Exits 77 without a GPU. */
+#include "ops.h"
+#include "util.h"
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct dbench {
+    const qf_ops *g;
+    int C, F, H, KV, D, V, L, M, ctx, bs, maxb;
+    void *w[6], *x, *y, *big, *res, *q, *k, *v, *att, *kp, *vp, *gate, *up, *swi, *ln, *normw, *bias;
+    float *rstd;
+    int32_t *pos, *seq, *btab, *tok;
+} dbench;
+
+enum { W_Q, W_KV, W_O, W_GU, W_D, W_HEAD };
+
+static void *dev_fill(const qf_ops *g, size_t n, float amp) {
+    float *h = qf_malloc(n * 4);
+    uint64_t s = 0x9E3779B97F4A7C15ull ^ n;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
+        h[i] = (float)((((s * 0x2545F4914F6CDD1Dull) >> 11) * 0x1.0p-53 * 2.0 - 1.0) * amp);
+    }
+    float *st = g->alloc(n * 4);
+    void *d = g->alloc(n * g->act_bytes);
+    QF_CHECK(st && d);
+    g->copy_h2d(st, h, n * 4);
+    g->act_from_f32(d, st, n);
+    g->free(st);
+    free(h);
+    return d;
+}
+
+static double best_of(dbench *b, void (*fn)(dbench *, int), int arg, int reps) {
+    double best = 1e30;
+    fn(b, arg); /* warm: plans, caches */
+    for (int r = 0; r < 5; r++) {
+        b->g->sync();
+        const double t0 = qf_now();
+        for (int i = 0; i < reps; i++) fn(b, arg);
+        b->g->sync();
+        const double t = (qf_now() - t0) / reps;
+        if (t < best) best = t;
+    }
+    return best;
+}
+
+static int lin_in[6], lin_out[6]; /* set from the shape in main */
+static const char *const lin_name[6] = {"q", "k|v", "o", "gate|up", "down", "head"};
+
+static void run_matmul(dbench *b, int i) { b->g->matmul_fwd(b->big, b->x, b->w[i], NULL, b->M, lin_in[i], lin_out[i], 0); }
+static void run_paged(dbench *b, int unused) {
+    (void)unused;
+    b->g->attention_paged(b->att, b->q, b->k, b->v, b->kp, b->vp, b->seq, b->pos, b->btab, b->M, b->maxb, b->bs, b->H,
+                          b->KV, b->D);
+}
+static void run_rmsnorm(dbench *b, int unused) {
+    (void)unused;
+    b->g->rmsnorm_fwd(b->ln, b->rstd, b->res, b->normw, b->M, b->C, 1e-6f);
+}
+static void run_rope(dbench *b, int unused) {
+    (void)unused;
+    b->g->rope_fwd(b->q, b->pos, b->M, b->H, b->D, 1e6);
+}
+static void run_swiglu(dbench *b, int unused) {
+    (void)unused;
+    b->g->swiglu_fwd(b->swi, b->gate, b->up, b->M, b->F);
+}
+/* one layer as model.c's layer_forward queues it */
+static void run_layer(dbench *b) {
+    const qf_ops *g = b->g;
+    int M = b->M, C = b->C, F = b->F, HD = b->H * b->D, KD = b->KV * b->D;
+    g->rmsnorm_fwd(b->ln, b->rstd, b->res, b->normw, M, C, 1e-6f);
+    g->matmul_fwd(b->q, b->ln, b->w[W_Q], b->bias, M, C, HD, 0);
+    g->matmul_fwd(b->k, b->ln, b->w[W_KV], b->bias, M, C, KD, 0);
+    g->matmul_fwd(b->v, b->ln, b->w[W_KV], b->bias, M, C, KD, 0);
+    g->rope_fwd(b->q, b->pos, M, b->H, b->D, 1e6);
+    g->rope_fwd(b->k, b->pos, M, b->KV, b->D, 1e6);
+    run_paged(b, 0);
+    g->matmul_fwd_add(b->y, b->att, b->w[W_O], b->res, M, HD, C);
+    g->rmsnorm_fwd(b->ln, b->rstd, b->y, b->normw, M, C, 1e-6f);
+    g->matmul_fwd(b->gate, b->ln, b->w[W_GU], NULL, M, C, F, 0);
+    g->matmul_fwd(b->up, b->ln, b->w[W_GU], NULL, M, C, F, 0);
+    g->swiglu_fwd(b->swi, b->gate, b->up, M, F);
+    g->matmul_fwd_add(b->res, b->swi, b->w[W_D], b->y, M, F, C);
+}
+static void run_stack(dbench *b, int head) {
+    for (int l = 0; l < b->L; l++) run_layer(b);
+    if (head) b->g->matmul_fwd(b->big, b->ln, b->w[W_HEAD], NULL, b->M, b->C, b->V, 0);
+}
+
+int main(int argc, char **argv) {
+    if (qf_cuda_device_count() <= 0 || !qf_ops_cuda()) {
+        printf("decode_bench: no GPU\n");
+        return 77;
+    }
+    dbench b = {.g = qf_ops_cuda(), .C = 3584, .F = 18944, .H = 28, .KV = 4, .D = 128, .V = 152064, .L = 28,
+                .ctx = argc > 1 ? atoi(argv[1]) : 512, .bs = 16};
+    const qf_ops *g = b.g;
+    const int Mmax = 128;
+    char ver[256];
+    qf_cuda_versions(ver, sizeof ver);
+    printf("decode_bench: %s; Qwen2.5-7B shapes, bf16, %d cached positions per sequence\n", ver, b.ctx);
+    int HD = b.H * b.D, KD = b.KV * b.D;
+    int ins[6] = {b.C, b.C, HD, b.C, b.F, b.C}, outs[6] = {HD, KD, b.C, b.F, b.C, b.V};
+    memcpy(lin_in, ins, sizeof ins), memcpy(lin_out, outs, sizeof outs);
+    for (int i = 0; i < 6; i++) b.w[i] = dev_fill(g, (size_t)lin_in[i] * lin_out[i], 0.02f);
+    b.x = dev_fill(g, (size_t)Mmax * b.F, 1), b.y = g->alloc((size_t)Mmax * b.F * 2);
+    b.big = g->alloc((size_t)Mmax * b.V * 2), b.res = dev_fill(g, (size_t)Mmax * b.C, 1);
+    b.q = dev_fill(g, (size_t)Mmax * HD, 1), b.k = dev_fill(g, (size_t)Mmax * KD, 1), b.v = dev_fill(g, (size_t)Mmax * KD, 1);
+    b.att = g->alloc((size_t)Mmax * HD * 2), b.ln = g->alloc((size_t)Mmax * b.C * 2);
+    b.gate = dev_fill(g, (size_t)Mmax * b.F, 1), b.up = dev_fill(g, (size_t)Mmax * b.F, 1);
+    b.swi = g->alloc((size_t)Mmax * b.F * 2), b.normw = dev_fill(g, (size_t)b.C, 1);
+    b.bias = dev_fill(g, (size_t)HD, 0.1f), b.rstd = g->alloc((size_t)Mmax * 4);
+    b.maxb = (b.ctx + 1 + b.bs - 1) / b.bs;
+    const size_t pool = (size_t)Mmax * b.maxb * b.bs * KD;
+    b.kp = dev_fill(g, pool, 1), b.vp = dev_fill(g, pool, 1);
+    int32_t *h = qf_malloc((size_t)Mmax * b.maxb * 4);
+    for (int i = 0; i < Mmax * b.maxb; i++) h[i] = i; /* sequence s owns blocks s*maxb .. */
+    b.btab = g->alloc((size_t)Mmax * b.maxb * 4);
+    g->copy_h2d(b.btab, h, (size_t)Mmax * b.maxb * 4);
+    for (int i = 0; i < Mmax; i++) h[i] = i;
+    b.seq = g->alloc((size_t)Mmax * 4);
+    g->copy_h2d(b.seq, h, (size_t)Mmax * 4);
+    for (int i = 0; i < Mmax; i++) h[i] = b.ctx; /* the new token's position: ctx cached before it */
+    b.pos = g->alloc((size_t)Mmax * 4);
+    g->copy_h2d(b.pos, h, (size_t)Mmax * 4);
+    free(h);
+    static const int Ms[] = {1, 8, 32, 128};
+    double layer_bytes = 0;
+    for (int i = 0; i < 5; i++) layer_bytes += (double)lin_in[i] * lin_out[i] * 2 * (i == W_KV || i == W_GU ? 2 : 1);
+    const double step_bytes = layer_bytes * b.L + (double)b.C * b.V * 2;
+    printf("weights read per step: %.2f GB (layers %.2f, head %.2f)\n", step_bytes / 1e9, layer_bytes * b.L / 1e9,
+           (double)b.C * b.V * 2 / 1e9);
+    for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++) {
+        b.M = Ms[mi];
+        printf("M = %d\n", b.M);
+        double sum = 0;
+        for (int i = 0; i < 6; i++) {
+            const double t = best_of(&b, run_matmul, i, 50);
+            const double gbs = (double)lin_in[i] * lin_out[i] * 2 / t / 1e9;
+            printf("  matmul %-8s [%d x %d]  %8.1f us  %7.0f GB/s\n", lin_name[i], lin_out[i], lin_in[i], t * 1e6, gbs);
+            sum += t * (i == W_HEAD ? 1.0 / b.L : (i == W_KV || i == W_GU ? 2 : 1));
+        }
+        const double ta = best_of(&b, run_paged, 0, 50), tn = best_of(&b, run_rmsnorm, 0, 100);
+        const double tr = best_of(&b, run_rope, 0, 100), ts = best_of(&b, run_swiglu, 0, 100);
+        const double kvb = (double)b.M * (b.ctx + 1) * KD * 2 * 2;
+        printf("  attention_paged %8.1f us (%5.0f GB/s of cache)  rmsnorm %.1f us  rope %.1f us  swiglu %.1f us\n",
+               ta * 1e6, kvb / ta / 1e9, tn * 1e6, tr * 1e6, ts * 1e6);
+        sum = sum * b.L + (ta + 2 * tn + 2 * tr + ts) * b.L;
+        const double stack = best_of(&b, run_stack, 1, 3);
+        printf("  step (28 layers + head): sum of parts %.2f ms; queued back to back %.2f ms = %.0f tok/s per "
+               "sequence, %.0f tok/s; weights at %.0f GB/s\n",
+               sum * 1e3, stack * 1e3, 1 / stack, b.M / stack, step_bytes / stack / 1e9);
+        fflush(stdout);
+    }
+    return 0;
+}

@@ -65,7 +65,7 @@ static void run_matmul(dbench *b, int i) { b->g->matmul_fwd(b->big, b->x, b->w[i
 static void run_paged(dbench *b, int unused) {
     (void)unused;
     b->g->attention_paged(b->att, b->q, b->k, b->v, b->kp, b->vp, b->seq, b->pos, b->btab, b->M, b->maxb, b->bs, b->H,
-                          b->KV, b->D);
+                          b->KV, b->D, b->ctx + 1);
 }
 static void run_rmsnorm(dbench *b, int unused) {
     (void)unused;

@@ -119,11 +119,12 @@ typedef struct qf_ops {
      * pos[n] of it. The caches kpool, vpool [nblocks, bs, KV, D] are cut into blocks of bs positions; position p of
      * sequence s lives in block btab[s*maxb + p/bs], slot p%bs. First writes k, v [N, KV, D] there, then query n,
      * q[N, H, D], attends positions 0 .. pos[n] of its sequence (causal, GQA, scale 1/sqrt(D)); out[N, H, D] WRITE.
-     * seq, pos, btab are backend memory. On the CPU table a query's arithmetic is exactly attention_decode's, so
-     * paged and contiguous decoding agree bit for bit. */
+     * seq, pos, btab are backend memory; max_len (host) bounds every pos[n] + 1 (<= maxb * bs): the GPU sizes its
+     * split of the positions by it. On the CPU table a query's arithmetic is exactly attention_decode's, so paged
+     * and contiguous decoding agree bit for bit. */
     void (*attention_paged)(void *out, const void *q, const void *k, const void *v, void *kpool, void *vpool,
                             const int32_t *seq, const int32_t *pos, const int32_t *btab, int N, int maxb, int bs,
-                            int H, int KV, int D);
+                            int H, int KV, int D, int max_len);
 
     /* Asynchronous copies (offload): copy_start queues a copy of `bytes` (dir QF_COPY_H2D: dst backend, src host;
      * QF_COPY_D2H: dst host, src backend) on the backend's copy engine, ordered after everything queued on the
@@ -148,6 +149,14 @@ typedef struct qf_ops {
      * copies; NCCL's traffic is not in it). The training monitor's PCIe figure (src/train/monitor.c). The CPU
      * table moves nothing: 0 and 0. */
     void (*copy_bytes)(uint64_t bytes[2]);
+
+    /* Greedy decoding without copying logits to the host (qwen-ft serve): out_host[r] = the index of the largest of
+     * row r of x[n, V] (act dtype), the first one on ties, as the host argmax over the rows' fp32 values (exact
+     * widenings of act) picks it; NaNs never win (the CPU table's row whose first value is NaN picks 0, as
+     * generate/sample.c does). logprob_host (NULL: not wanted): each pick's log-softmax, -log sum_v exp(x_v - max)
+     * (the CPU table sums in double in index order, as serve's host path; the GPU's order differs in the last
+     * bits). Returns with the outputs filled (one sync). */
+    void (*argmax_rows)(int32_t *out_host, float *logprob_host, const void *x, int n, int V);
 } qf_ops;
 enum { QF_COPY_H2D = 0, QF_COPY_D2H = 1, QF_COPY_TICKETS = 64 };
 
@@ -167,6 +176,9 @@ double qf_cpu_act_sumsq(const void *g, int act_dtype, size_t n, int threads);
 void qf_cpu_act_add(void *y, const void *x, int act_dtype, size_t n, int threads);
 void qf_cpu_act_from_f32(void *dst, const float *src, int act_dtype, size_t n, int threads);
 void qf_cpu_act_set_nan(void *p, int act_dtype, size_t i);
+/* fp8 tables (below): a linear layer with fewer input or output features runs in bf16 (kernels/cuda/matmul_fp8.cu) */
+enum { QF_FP8_MIN_DIM = 1024 };
+
 #ifdef QWENFT_HAVE_CUDA
 /* kernels/cuda: devices visible to this process, and "CUDA runtime x.y | cuBLASLt n | NCCL n" */
 int qf_cuda_device_count(void);
@@ -192,8 +204,13 @@ const qf_ops *qf_ops_cuda_f16(void);
  * calls matmul_* for the decoder's linear layers only: the lm_head and loss (classifier) stay bf16. */
 enum { QF_FP8_TENSORWISE = 0, QF_FP8_ROWWISE = 1 };
 const qf_ops *qf_ops_cuda_fp8(int recipe, char *why, int cap);
-/* GEMMs the fp8 tables ran in fp8 (counts[0]) and in bf16 (counts[1]: dimensions or alignment fp8 cannot take) */
+/* GEMMs the fp8 tables ran in fp8 (counts[0]) and in bf16 (counts[1]: dimensions or alignment fp8 cannot take,
+ * or a layer narrower than QF_FP8_MIN_DIM in IN or OUT, where quantizing costs more than fp8 saves) */
 void qf_cuda_fp8_counts(uint64_t counts[2]);
+/* the narrowest IN / OUT the fp8 tables take in fp8: QF_FP8_MIN_DIM, or env QWENFT_FP8_MIN_DIM (a test hook,
+ * docs/testing.md); set_min_dim: the same hook for the GPU tests */
+void qf_cuda_fp8_set_min_dim(int d);
+int qf_cuda_fp8_min_dim(void);
 /* alloc() returns NULL once the backend's device bytes would exceed `bytes` (gpu_memory_limit_gb; 0 = no limit).
  * current/peak count every buffer the backend holds: alloc()'s, its scratch and the cuBLASLt workspace. */
 void qf_cuda_set_memory_limit(size_t bytes);

@@ -19,6 +19,7 @@ void cpu_add_inplace(void *y, const void *x, size_t n);
 double cpu_sumsq(const void *g, size_t n);
 void cpu_scale(void *g, float s, size_t n);
 int cpu_nonfinite(const void *g, size_t n);
+void cpu_argmax_rows(int32_t *out, float *logprob, const void *x, int n, int V);
 void cpu_act_from_f32(void *dst, const float *src, size_t n);
 void cpu_act_to_f32(float *dst, const void *src, size_t n);
 
@@ -43,7 +44,7 @@ void cpu_attention_decode(void *out, const void *q, const void *k, const void *v
                           const int32_t *start, int B, int Tq, int S, int H, int KV, int D);
 void cpu_attention_paged(void *out, const void *q, const void *k, const void *v, void *kpool, void *vpool,
                          const int32_t *seq, const int32_t *pos, const int32_t *btab, int N, int maxb, int bs, int H,
-                         int KV, int D);
+                         int KV, int D, int max_len);
 void cpu_attention_bwd(void *dq, void *dk, void *dv, const void *dout, const void *out, const float *lse,
                        const void *q, const void *k, const void *v, const int32_t *seg_start, int B, int T, int H,
                        int KV, int D);

@@ -77,7 +77,7 @@ void cpu_attention_decode(void *out_, const void *q_, const void *k_, const void
 
 void cpu_attention_paged(void *out_, const void *q_, const void *k_, const void *v_, void *kp_, void *vp_,
                          const int32_t *seq, const int32_t *pos, const int32_t *btab, int N, int maxb, int bs, int H,
-                         int KV, int D) {
+                         int KV, int D, int max_len) {
     float *out = out_, *kp = kp_, *vp = vp_;
     const float *q = q_, *k = k_, *v = v_;
     QF_CHECK(KV > 0 && H % KV == 0 && N >= 1 && bs >= 1 && maxb >= 1);
@@ -85,7 +85,7 @@ void cpu_attention_paged(void *out_, const void *q_, const void *k_, const void 
     const size_t row = (size_t)KV * D;
     int tmax = 0;
     for (int n = 0; n < N; n++) {
-        QF_CHECK(seq[n] >= 0 && pos[n] >= 0 && pos[n] / bs < maxb);
+        QF_CHECK(seq[n] >= 0 && pos[n] >= 0 && pos[n] < max_len && pos[n] / bs < maxb);
         const int32_t *blk = btab + (size_t)seq[n] * maxb;
         const size_t dst = ((size_t)blk[pos[n] / bs] * bs + pos[n] % bs) * row;
         memcpy(kp + dst, k + (size_t)n * row, row * sizeof(float));

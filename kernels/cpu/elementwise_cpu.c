@@ -113,3 +113,23 @@ void cpu_act_from_f32(void *dst, const float *src, size_t n) {
 void cpu_act_to_f32(float *dst, const void *src, size_t n) {
     if (n && dst != src) memmove(dst, src, n * sizeof(float));
 }
+
+/* generate/sample.c's greedy scan, row by row: strictly larger wins, so the first maximum; the log-softmax of the
+ * pick as serve's host path forms it (the maximum subtracted, exps summed in double in index order) */
+void cpu_argmax_rows(int32_t *out, float *logprob, const void *x_, int n, int V) {
+    const float *x = x_;
+    for (int r = 0; r < n; r++) {
+        const float *row = x + (size_t)r * V;
+        int best = 0;
+        for (int i = 1; i < V; i++)
+            if (row[i] > row[best]) best = i;
+        out[r] = best;
+        if (logprob) {
+            float mx = -INFINITY;
+            for (int i = 0; i < V; i++) mx = row[i] > mx ? row[i] : mx;
+            double sum = 0;
+            for (int i = 0; i < V; i++) sum += expf(row[i] - mx);
+            logprob[r] = (float)((double)(row[best] - mx) - log(sum));
+        }
+    }
+}

@@ -60,6 +60,7 @@ static const qf_ops cpu_ops = {
     .range_push = cpu_range_push,
     .range_pop = cpu_range_pop,
     .copy_bytes = cpu_copy_bytes,
+    .argmax_rows = cpu_argmax_rows,
     .swiglu_fwd = cpu_swiglu_fwd,
     .swiglu_bwd = cpu_swiglu_bwd,
     .add_inplace = cpu_add_inplace,

@@ -254,6 +254,10 @@ template <typename T> void cu_add_inplace(void *y, const void *x, size_t n);
 template <typename T> double cu_sumsq(const void *g, size_t n);
 template <typename T> void cu_scale(void *g, float s, size_t n);
 template <typename T> int cu_nonfinite(const void *g, size_t n);
+// gemv_cuda.cu: out[N, OUT] = x w^T (+ bias) (+ res | + out) at decoding sizes (N <= 8); false: not taken
+template <typename T>
+bool cu_gemv(T *out, const T *x, const T *w, const T *bias, const T *res, int N, int IN, int OUT, int accumulate);
+template <typename T> void cu_argmax_rows(int32_t *out_host, float *logprob_host, const void *x, int n, int V);
 template <typename T>
 void cu_adamw(float *p, void *p_act, const void *g, float *m, float *v, size_t n, float gscale, float lr, float beta1,
               float beta2, float eps, float wd, int t);

@@ -3,22 +3,19 @@
 // serve's ragged batches over a block KV pool), the same two kernels with the cache row of position j found
 // through the sequence's block table.
 //
-// Two kernels on the compute stream:
-//   kv_append:   k, v [B*Tq, KV, D] -> caches [B, S, KV, D] at positions start[b] + i (grid-stride, 8 per thread
-//                when D % 8 == 0 and everything is 16-byte aligned);
-//   decode_attn: one block per (row b, new token i, query head h); its 8 warps take cache positions j = warp,
-//                warp + 8, ... <= t = start[b] + i; a warp's 32 lanes split the head dimension (D <= 256, so a
-//                lane holds at most 8 accumulators), compute q.k_j with a warp reduction and keep an online
-//                softmax (running max, sum, weighted v); the warps' partial results merge through shared memory.
-//                fp32 math throughout, scale 1/sqrt(D) folded into q, one rounding to T on store. The query reads
-//                its GQA kv head h / (H/KV); the cache rows it reads are contiguous in D (coalesced).
-// Memory-bound by design: each step reads the cache once per query head (GQA heads of one kv head share it
-// through L2). Not split over positions: at batch 1 and long contexts a split-K ("flash-decoding") variant would
-// use more SMs (docs/performance.md).
+// Kernels on the compute stream:
+//   kv_append:    k, v [B*Tq, KV, D] -> caches [B, S, KV, D] at positions start[b] + i (grid-stride, 8 per thread
+//                 when D % 8 == 0 and everything is 16-byte aligned); kv_append_paged likewise into the pool;
+//   attn_split:   one block per (query token, kv head, split of cache positions, group of up to 8 GQA heads): the
+//                 heads of one kv head share each k/v row read; the split size gives about two blocks per SM
+//                 (batch 1 at a 512-token context: 17 splits of 32), so a decoding step's attention is spread over
+//                 the GPU instead of one block per head ("flash-decoding");
+//   attn_combine: merges the splits of a token whose positions span several (running max and exp-sum).
+// fp32 math throughout, scale 1/sqrt(D) folded into q, one rounding to T on store. The CPU table's result is the
+// reference (tests/gpu/test_decode_cuda.c, test_paged_cuda.c: within bf16 rounding, not bit for bit).
 #include "cuda_common.cuh"
 #include <math.h>
 
-static const int DA_WARPS = 8;
 static const int DA_MAX_D = 256;
 
 template <typename T>
@@ -48,69 +45,192 @@ __global__ void kv_append_kernel(T *kc, T *vc, const T *k, const T *v, const int
     }
 }
 
-template <typename T>
-__global__ void __launch_bounds__(DA_WARPS * 32)
-    decode_attn_kernel(T *out, const T *q, const T *kc, const T *vc, const int32_t *start, int Tq, int S, int H,
-                       int KV, int D, float scale) {
-    extern __shared__ float da_smem[]; // q[D] | m[W] | l[W] | acc[W][D]
-    float *qs = da_smem, *wm = qs + D, *wl = wm + DA_WARPS, *wacc = wl + DA_WARPS;
-    const int item = blockIdx.x; // ((b*Tq) + i)*H + h
-    const int h = item % H, bi = item / H, i = bi % Tq, b = bi / Tq, kh = h / (H / KV);
-    const int t = start[b] + i;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const T *qh = q + (size_t)item * D;
-    for (int d = threadIdx.x; d < D; d += blockDim.x) qs[d] = tof<T>(qh[d]) * scale;
-    __syncthreads();
-    const size_t prow = (size_t)KV * D; // one cache position
-    const T *kb = kc + (size_t)b * S * prow + (size_t)kh * D, *vb = vc + (size_t)b * S * prow + (size_t)kh * D;
-    float m = -INFINITY, l = 0.0f, acc[DA_MAX_D / 32];
-#pragma unroll
-    for (int c = 0; c < DA_MAX_D / 32; c++) acc[c] = 0.0f;
-    for (int j = warp; j <= t; j += DA_WARPS) {
-        const T *kj = kb + (size_t)j * prow, *vj = vb + (size_t)j * prow;
-        float s = 0.0f;
-#pragma unroll
-        for (int c = 0; c < DA_MAX_D / 32; c++) {
-            const int d = lane + 32 * c;
-            if (d < D) s += qs[d] * tof<T>(kj[d]);
-        }
-        s = warp_sum(s);
-        const float mn = fmaxf(m, s), corr = expf(m - mn), p = expf(s - mn);
-        l = l * corr + p;
-#pragma unroll
-        for (int c = 0; c < DA_MAX_D / 32; c++) {
-            const int d = lane + 32 * c;
-            if (d < D) acc[c] = acc[c] * corr + p * tof<T>(vj[d]);
-        }
-        m = mn;
+// ---- the attention kernels (split over cache positions, "flash-decoding") -------------------------------------
+//
+// attn_split_kernel: one block per (query token, kv head, split of SPLIT cache positions, group of <= AS_MAXG of the
+// kv head's query heads); the GQA heads of one kv head share every k/v row it reads. Phase 1: a thread per cache
+// position scores it against the group's queries (q.k * scale, fp32, q in shared memory read 4 at a time); phase
+// 2: per head, the split's max and exp-sum (a warp per head); phase 3: D/8 threads per cache row, each 8 dimensions
+// with 16-byte loads, and 128/(D/8) rows at a time (position lanes), sum p_j v_j over the split; the lanes merge
+// in shared memory. A token whose
+// positions fit one split writes its output directly; otherwise the split's unnormalised sum, max and exp-sum go
+// to scratch, and attn_combine_kernel merges the splits of each (token, head) into the output.
+// Rows: where position p of token tok's sequence lives (contiguous caches [B, S] or a paged pool).
+static const int AS_THREADS = 128;
+static const int AS_MAXG = 8;      // query heads per block (more GQA heads: more blocks)
+static const int AS_MAX_SPLIT = 512;
+
+struct rows_contig { // attention_decode: token tok = b*Tq + i at position start[b] + i; rows b*S + p
+    const int32_t *start;
+    int Tq, S;
+    __device__ __forceinline__ int last(int tok) const { return start[tok / Tq] + tok % Tq; }
+    __device__ __forceinline__ int row(int tok, int p) const { return (tok / Tq) * S + p; }
+};
+struct rows_paged { // attention_paged: token tok of sequence seq[tok] at pos[tok]; rows through the block table
+    const int32_t *seq, *pos, *btab;
+    int maxb, bs;
+    __device__ __forceinline__ int last(int tok) const { return pos[tok]; }
+    __device__ __forceinline__ int row(int tok, int p) const {
+        return btab[(size_t)seq[tok] * maxb + p / bs] * bs + p % bs;
     }
-    if (lane == 0) wm[warp] = m, wl[warp] = l;
+};
+
+template <typename T, typename Rows>
+__global__ void __launch_bounds__(AS_THREADS)
+    attn_split_kernel(T *out, float *part, const T *q, const T *kc, const T *vc, Rows rows, int H, int KV, int D,
+                      int split, int nsplit, float scale, bool vec) {
+    extern __shared__ float as_smem[]; // qs[MAXG][D] | ps[MAXG][split] | rowix[split]; later red[P][MAXG][D]
+    __shared__ float ml[2 * AS_MAXG];  // per head: the split's max, exp-sum
+    const int tok = blockIdx.x / KV, kh = blockIdx.x % KV, s = blockIdx.y, G = H / KV, g0 = blockIdx.z * AS_MAXG;
+    const int ng = min(AS_MAXG, G - g0), t = rows.last(tok), p0 = s * split;
+    if (p0 > t) return; // past this token's positions
+    const int n = min(t + 1 - p0, split), tid = threadIdx.x, h0 = kh * G + g0;
+    float *qs = as_smem, *ps = qs + AS_MAXG * D;
+    int *rowix = reinterpret_cast<int *>(ps + AS_MAXG * split);
+    for (int e = tid; e < AS_MAXG * D; e += AS_THREADS) // heads past ng read as 0
+        qs[e] = e < ng * D ? tof<T>(q[((size_t)tok * H + h0) * D + e]) * scale : 0.0f;
+    __syncthreads();
+    const size_t prow = (size_t)KV * D;
+    for (int j = tid; j < n; j += AS_THREADS) { // phase 1: scores
+        const int r = rows.row(tok, p0 + j);
+        rowix[j] = r;
+        const T *kj = kc + (size_t)r * prow + (size_t)kh * D;
+        float acc[AS_MAXG];
 #pragma unroll
-    for (int c = 0; c < DA_MAX_D / 32; c++) {
-        const int d = lane + 32 * c;
-        if (d < D) wacc[warp * D + d] = acc[c];
+        for (int g = 0; g < AS_MAXG; g++) acc[g] = 0.0f;
+        for (int d = 0; d < D; d += 8) {
+            float f[8];
+            ld8<T>(f, kj, d, D, vec);
+#pragma unroll
+            for (int g = 0; g < AS_MAXG; g++) {
+                if (g >= ng) break;
+                const float4 a = *reinterpret_cast<const float4 *>(qs + g * D + d);
+                const float4 b = *reinterpret_cast<const float4 *>(qs + g * D + d + 4);
+                acc[g] += a.x * f[0] + a.y * f[1] + a.z * f[2] + a.w * f[3] + b.x * f[4] + b.y * f[5] + b.z * f[6] +
+                          b.w * f[7];
+            }
+        }
+#pragma unroll
+        for (int g = 0; g < AS_MAXG; g++)
+            if (g < ng) ps[g * split + j] = acc[g];
     }
     __syncthreads();
-    float M = -INFINITY;
-    for (int w = 0; w < DA_WARPS; w++) M = fmaxf(M, wm[w]);
-    for (int d = threadIdx.x; d < D; d += blockDim.x) {
-        float L = 0.0f, A = 0.0f;
-        for (int w = 0; w < DA_WARPS; w++) {
-            if (wm[w] == -INFINITY) continue; // a warp that had no position
-            const float c = expf(wm[w] - M);
-            L += wl[w] * c;
-            A += wacc[w * D + d] * c;
+    const int warp = tid / 32, lane = tid % 32;
+    for (int g = warp; g < ng; g += AS_THREADS / 32) { // phase 2: the split's max and exp-sum per head
+        float m = -INFINITY;
+        for (int j = lane; j < n; j += 32) m = fmaxf(m, ps[g * split + j]);
+        m = warp_max(m);
+        float l = 0.0f;
+        for (int j = lane; j < n; j += 32) {
+            const float e = expf(ps[g * split + j] - m);
+            ps[g * split + j] = e;
+            l += e;
         }
-        out[(size_t)item * D + d] = fromf<T>(A / L);
+        l = warp_sum(l);
+        if (lane == 0) ml[2 * g] = m, ml[2 * g + 1] = l;
+    }
+    __syncthreads();
+    // phase 3: p . v with 16-byte loads: DV = D/8 threads cover a cache row, P = THREADS/DV position lanes take
+    // every P-th position (8 rows in flight per block at D = 128); then the lanes' sums merge in shared memory
+    const int DV = D / 8, P = AS_THREADS / DV, dv = tid % DV, pl = tid / DV;
+    float acc[AS_MAXG][8];
+#pragma unroll
+    for (int g = 0; g < AS_MAXG; g++)
+#pragma unroll
+        for (int c = 0; c < 8; c++) acc[g][c] = 0.0f;
+    if (pl < P) {
+#pragma unroll 2
+        for (int j = pl; j < n; j += P) {
+            float f[8];
+            ld8<T>(f, vc + (size_t)rowix[j] * prow + (size_t)kh * D, (size_t)dv * 8, (size_t)D, vec);
+#pragma unroll
+            for (int g = 0; g < AS_MAXG; g++) {
+                if (g >= ng) break;
+                const float w = ps[g * split + j];
+#pragma unroll
+                for (int c = 0; c < 8; c++) acc[g][c] += w * f[c];
+            }
+        }
+    }
+    __syncthreads(); // ps, rowix are read: the buffer becomes red[P][MAXG][D]
+    float *red = as_smem;
+    if (pl < P)
+#pragma unroll
+        for (int g = 0; g < AS_MAXG; g++)
+            if (g < ng)
+#pragma unroll
+                for (int c = 0; c < 8; c++) red[((size_t)pl * AS_MAXG + g) * D + dv * 8 + c] = acc[g][c];
+    __syncthreads();
+    const bool direct = t < split; // the token's positions all in split 0
+    for (int e = tid; e < ng * D; e += AS_THREADS) {
+        const int g = e / D, d = e % D;
+        float a = 0.0f;
+        for (int o = 0; o < P; o++) a += red[((size_t)o * AS_MAXG + g) * D + d];
+        const size_t oh = (size_t)tok * H + h0 + g;
+        if (direct) out[oh * D + d] = fromf<T>(a / ml[2 * g + 1]);
+        else part[(oh * nsplit + s) * D + d] = a;
+    }
+    if (!direct && tid < ng) {
+        const size_t oh = (size_t)tok * H + h0 + tid;
+        float *mlo = part + (size_t)gridDim.x / KV * H * nsplit * D; // after the partial sums: [N*H, nsplit, 2]
+        mlo[(oh * nsplit + s) * 2] = ml[2 * tid], mlo[(oh * nsplit + s) * 2 + 1] = ml[2 * tid + 1];
     }
 }
 
+// one block per (token, head) of a token whose positions span several splits: out = sum_s e^(m_s - M) acc_s /
+// sum_s e^(m_s - M) l_s
+template <typename T, typename Rows>
+__global__ void attn_combine_kernel(T *out, const float *part, Rows rows, int N, int H, int D, int split, int nsplit) {
+    const int oh = blockIdx.x, tok = oh / H, t = rows.last(tok);
+    if (t < split) return; // written by attn_split_kernel
+    const int ns = t / split + 1;
+    const float *ml = part + (size_t)N * H * nsplit * D + (size_t)oh * nsplit * 2;
+    float M = -INFINITY;
+    for (int s = 0; s < ns; s++) M = fmaxf(M, ml[2 * s]);
+    float L = 0.0f;
+    for (int s = 0; s < ns; s++) L += ml[2 * s + 1] * expf(ml[2 * s] - M);
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float A = 0.0f;
+        for (int s = 0; s < ns; s++) A += part[((size_t)oh * nsplit + s) * D + d] * expf(ml[2 * s] - M);
+        out[(size_t)oh * D + d] = fromf<T>(A / L);
+    }
+}
+
+// out[N, H, D] for N query tokens whose last positions are at most max_len - 1: the split size that gives the GPU
+// about two blocks per SM, the split kernel, and the combine where a token spans several splits
+template <typename T, typename Rows>
+static void attn_split_launch(void *out, const void *q, const void *kc, const void *vc, Rows rows, int N, int H,
+                              int KV, int D, int max_len) {
+    const int G = H / KV, ngroups = (G + AS_MAXG - 1) / AS_MAXG;
+    const long items = (long)N * KV * ngroups;
+    const long want = (2L * qfc().num_sms + items - 1) / items; // splits per item
+    long split = (max_len + want - 1) / want;
+    split = (split + 31) / 32 * 32;
+    split = split < 32 ? 32 : split > AS_MAX_SPLIT ? AS_MAX_SPLIT : split;
+    const int nsplit = (int)((max_len + split - 1) / split);
+    const bool vec = D % 8 == 0 && qf_ptr_aligned(kc, 16) && qf_ptr_aligned(vc, 16);
+    float *part = NULL;
+    if (nsplit > 1) part = (float *)qfc_scratch(sizeof(float) * (size_t)N * H * nsplit * (D + 2));
+    const size_t phases = sizeof(float) * ((size_t)AS_MAXG * D + (size_t)AS_MAXG * split) + sizeof(int) * split;
+    const size_t merge = sizeof(float) * (size_t)(AS_THREADS / (D / 8)) * AS_MAXG * D; // red: 32 KiB
+    const size_t smem = phases > merge ? phases : merge;
+    const dim3 grid((unsigned)((size_t)N * KV), (unsigned)nsplit, (unsigned)ngroups);
+    attn_split_kernel<T, Rows><<<grid, AS_THREADS, smem, qfc_stream()>>>(
+        (T *)out, part, (const T *)q, (const T *)kc, (const T *)vc, rows, H, KV, D, (int)split, nsplit,
+        (float)(1.0 / sqrt((double)D)), vec);
+    CHECK_LAUNCH();
+    if (nsplit > 1) {
+        attn_combine_kernel<T, Rows><<<(unsigned)((size_t)N * H), D < 128 ? D : 128, 0, qfc_stream()>>>(
+            (T *)out, part, rows, N, H, D, (int)split, nsplit);
+        CHECK_LAUNCH();
+    }
+}
 template <typename T>
 void cu_attention_decode(void *out, const void *q, const void *k, const void *v, void *kcache, void *vcache,
                          const int32_t *start, int B, int Tq, int S, int H, int KV, int D) {
-    if (D > DA_MAX_D || KV <= 0 || H % KV != 0 || Tq < 1)
-        qf_fatal_at(__FILE__, __LINE__, "attention_decode: unsupported shape H %d KV %d D %d Tq %d (D <= %d)", H, KV, D,
-                    Tq, DA_MAX_D);
+    if (D > DA_MAX_D || D % 8 || KV <= 0 || H % KV != 0 || Tq < 1)
+        qf_fatal_at(__FILE__, __LINE__, "attention_decode: unsupported shape H %d KV %d D %d Tq %d (D <= %d, a multiple "
+                    "of 8)", H, KV, D, Tq, DA_MAX_D);
     const int KVD = KV * D;
     const size_t n = (size_t)B * Tq * KVD;
     const bool vec = KVD % 8 == 0 && qf_ptr_aligned(k, 16) && qf_ptr_aligned(v, 16) && qf_ptr_aligned(kcache, 16) &&
@@ -118,11 +238,7 @@ void cu_attention_decode(void *out, const void *q, const void *k, const void *v,
     kv_append_kernel<T><<<qf_blocks((n + 7) / 8, 256, (unsigned)qfc().num_sms * 8u), 256, 0, qfc_stream()>>>(
         (T *)kcache, (T *)vcache, (const T *)k, (const T *)v, start, B, Tq, S, KVD, vec);
     CHECK_LAUNCH();
-    const size_t smem = sizeof(float) * ((size_t)D + 2 * DA_WARPS + (size_t)DA_WARPS * D);
-    decode_attn_kernel<T><<<(unsigned)((size_t)B * Tq * H), DA_WARPS * 32, smem, qfc_stream()>>>(
-        (T *)out, (const T *)q, (const T *)kcache, (const T *)vcache, start, Tq, S, H, KV, D,
-        (float)(1.0 / sqrt((double)D)));
-    CHECK_LAUNCH();
+    attn_split_launch<T>(out, q, kcache, vcache, rows_contig{start, Tq, S}, B * Tq, H, KV, D, S);
 }
 
 // ---- paged (attention_paged) ----------------------------------------------------------------------------------
@@ -143,80 +259,19 @@ __global__ void kv_append_paged_kernel(T *kp, T *vp, const T *k, const T *v, con
 }
 
 template <typename T>
-__global__ void __launch_bounds__(DA_WARPS * 32)
-    paged_attn_kernel(T *out, const T *q, const T *kp, const T *vp, const int32_t *seq, const int32_t *pos,
-                      const int32_t *btab, int maxb, int bs, int H, int KV, int D, float scale) {
-    extern __shared__ float da_smem[]; // q[D] | m[W] | l[W] | acc[W][D]
-    float *qs = da_smem, *wm = qs + D, *wl = wm + DA_WARPS, *wacc = wl + DA_WARPS;
-    const int item = blockIdx.x; // tok*H + h
-    const int h = item % H, tok = item / H, kh = h / (H / KV);
-    const int t = pos[tok];
-    const int32_t *blk = btab + (size_t)seq[tok] * maxb;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const T *qh = q + (size_t)item * D;
-    for (int d = threadIdx.x; d < D; d += blockDim.x) qs[d] = tof<T>(qh[d]) * scale;
-    __syncthreads();
-    const size_t prow = (size_t)KV * D;
-    float m = -INFINITY, l = 0.0f, acc[DA_MAX_D / 32];
-#pragma unroll
-    for (int c = 0; c < DA_MAX_D / 32; c++) acc[c] = 0.0f;
-    for (int j = warp; j <= t; j += DA_WARPS) {
-        const size_t r = pg_row(blk, j, bs) * prow + (size_t)kh * D;
-        const T *kj = kp + r, *vj = vp + r;
-        float s = 0.0f;
-#pragma unroll
-        for (int c = 0; c < DA_MAX_D / 32; c++) {
-            const int d = lane + 32 * c;
-            if (d < D) s += qs[d] * tof<T>(kj[d]);
-        }
-        s = warp_sum(s);
-        const float mn = fmaxf(m, s), corr = expf(m - mn), p = expf(s - mn);
-        l = l * corr + p;
-#pragma unroll
-        for (int c = 0; c < DA_MAX_D / 32; c++) {
-            const int d = lane + 32 * c;
-            if (d < D) acc[c] = acc[c] * corr + p * tof<T>(vj[d]);
-        }
-        m = mn;
-    }
-    if (lane == 0) wm[warp] = m, wl[warp] = l;
-#pragma unroll
-    for (int c = 0; c < DA_MAX_D / 32; c++) {
-        const int d = lane + 32 * c;
-        if (d < D) wacc[warp * D + d] = acc[c];
-    }
-    __syncthreads();
-    float M = -INFINITY;
-    for (int w = 0; w < DA_WARPS; w++) M = fmaxf(M, wm[w]);
-    for (int d = threadIdx.x; d < D; d += blockDim.x) {
-        float L = 0.0f, A = 0.0f;
-        for (int w = 0; w < DA_WARPS; w++) {
-            if (wm[w] == -INFINITY) continue;
-            const float c = expf(wm[w] - M);
-            L += wl[w] * c;
-            A += wacc[w * D + d] * c;
-        }
-        out[(size_t)item * D + d] = fromf<T>(A / L);
-    }
-}
-
-template <typename T>
 void cu_attention_paged(void *out, const void *q, const void *k, const void *v, void *kpool, void *vpool,
                         const int32_t *seq, const int32_t *pos, const int32_t *btab, int N, int maxb, int bs, int H,
-                        int KV, int D) {
-    if (D > DA_MAX_D || KV <= 0 || H % KV != 0 || N < 1 || bs < 1)
-        qf_fatal_at(__FILE__, __LINE__, "attention_paged: unsupported shape H %d KV %d D %d N %d bs %d (D <= %d)", H,
-                    KV, D, N, bs, DA_MAX_D);
+                        int KV, int D, int max_len) {
+    if (D > DA_MAX_D || D % 8 || KV <= 0 || H % KV != 0 || N < 1 || bs < 1 ||
+        max_len < 1 || max_len > maxb * bs)
+        qf_fatal_at(__FILE__, __LINE__, "attention_paged: unsupported shape H %d KV %d D %d N %d bs %d max_len %d (D "
+                    "<= %d, a multiple of 8; max_len <= maxb * bs)", H, KV, D, N, bs, max_len, DA_MAX_D);
     const int KVD = KV * D;
     const size_t n = (size_t)N * KVD;
     kv_append_paged_kernel<T><<<qf_blocks(n, 256, (unsigned)qfc().num_sms * 8u), 256, 0, qfc_stream()>>>(
         (T *)kpool, (T *)vpool, (const T *)k, (const T *)v, seq, pos, btab, N, maxb, bs, KVD);
     CHECK_LAUNCH();
-    const size_t smem = sizeof(float) * ((size_t)D + 2 * DA_WARPS + (size_t)DA_WARPS * D);
-    paged_attn_kernel<T><<<(unsigned)((size_t)N * H), DA_WARPS * 32, smem, qfc_stream()>>>(
-        (T *)out, (const T *)q, (const T *)kpool, (const T *)vpool, seq, pos, btab, maxb, bs, H, KV, D,
-        (float)(1.0 / sqrt((double)D)));
-    CHECK_LAUNCH();
+    attn_split_launch<T>(out, q, kpool, vpool, rows_paged{seq, pos, btab, maxb, bs}, N, H, KV, D, max_len);
 }
 
 #define QF_DECODE_INSTANTIATE(T)                                                                                     \
@@ -224,7 +279,7 @@ void cu_attention_paged(void *out, const void *q, const void *k, const void *v, 
                                          const int32_t *, int, int, int, int, int, int);                      \
     template void cu_attention_paged<T>(void *, const void *, const void *, const void *, void *, void *,            \
                                         const int32_t *, const int32_t *, const int32_t *, int, int, int, int, int,  \
-                                        int);
+                                        int, int);
 QF_DECODE_INSTANTIATE(float)
 QF_DECODE_INSTANTIATE(bf16)
 QF_DECODE_INSTANTIATE(f16)

@@ -135,6 +135,8 @@ template <typename T> __global__ void add_bias_kernel(T *out, const T *b, int N,
 template <typename T>
 void cu_matmul_fwd(void *out, const void *x, const void *w, const void *b, int N, int IN, int OUT, int accumulate) {
     if (N <= 0 || OUT <= 0) return;
+    if (cu_gemv<T>((T *)out, (const T *)x, (const T *)w, (const T *)b, (const T *)NULL, N, IN, OUT, accumulate))
+        return; // decoding sizes (gemv_cuda.cu)
     if (b && !qf_ptr_aligned(b, 16)) {
         cu_gemm_nt<T>((T *)out, (const T *)x, (const T *)w, (const T *)NULL, N, OUT, IN, accumulate);
         const size_t total = (size_t)N * OUT;
@@ -150,6 +152,7 @@ void cu_matmul_fwd(void *out, const void *x, const void *w, const void *b, int N
 template <typename T>
 void cu_matmul_fwd_add(void *out, const void *x, const void *w, const void *res, int N, int IN, int OUT) {
     if (N <= 0 || OUT <= 0) return;
+    if (cu_gemv<T>((T *)out, (const T *)x, (const T *)w, (const T *)NULL, (const T *)res, N, IN, OUT, 0)) return;
     lt_gemm<T>(CUBLAS_OP_T, CUBLAS_OP_N, OUT, N, IN, (const T *)w, IN, (const T *)x, IN, (T *)out, OUT,
                (const T *)NULL, 1.0f, (const T *)res);
 }

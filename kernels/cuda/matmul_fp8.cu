@@ -21,11 +21,15 @@
 //               forward/dgrad and per channel (over the tokens) for the wgrad, W per output row for the forward and
 //               per input column for the dgrad.
 // A layer whose N, IN or OUT is not a multiple of 16, or whose output is not 16-byte aligned, runs that GEMM in
-// bf16 (cu_matmul_* / cu_gemm_*: the bf16 table's own); qf_cuda_fp8_counts() counts both kinds.
+// bf16 (cu_matmul_* / cu_gemm_*: the bf16 table's own); so does a layer with IN or OUT under QF_FP8_MIN_DIM: its
+// quantization passes (x and dy are read and written once more per GEMM) cost more than the fp8 GEMM saves
+// (Qwen2.5-7B's k/v, 3584 -> 512 at 4096 tokens, measured on an H200: fp8 313 against bf16 617 TFLOP/s forward +
+// backward; q/o 3584 -> 3584: 811 against 753). qf_cuda_fp8_counts() counts both kinds.
 // Buffers (the backend's stream-ordered allocations, counted in its memory): the fp8 copies of the operands, grown to
 // the largest layer (7B at 4096 tokens: about 4 x 78 MB), plus scale vectors.
 #include "fp8.cuh"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 struct qf_fp8_plan {
@@ -50,12 +54,17 @@ struct qf_fp8_state {
     qf_fp8_plan plans[QF_FP8_PLANS];
     int plan_next;
     unsigned long long n_fp8, n_bf16;
+    int min_dim; // IN and OUT at least this for fp8 (QF_FP8_MIN_DIM; tests lower it: qf_cuda_fp8_set_min_dim)
     int warned_beta, warned_algo;
 };
 
 static qf_fp8_state *fp8_state() {
     qf_cuda_ctx &c = qfc();
-    if (!c.fp8) c.fp8 = (qf_fp8_state *)qf_calloc(1, sizeof(qf_fp8_state));
+    if (!c.fp8) {
+        c.fp8 = (qf_fp8_state *)qf_calloc(1, sizeof(qf_fp8_state));
+        const char *e = getenv("QWENFT_FP8_MIN_DIM"); // test hook (docs/testing.md): tiny models all in fp8
+        c.fp8->min_dim = e && *e ? atoi(e) : QF_FP8_MIN_DIM;
+    }
     return c.fp8;
 }
 
@@ -240,7 +249,9 @@ static int fp8_gemm(bf16 *out, const uint8_t *a8, int fa, const float *sa, const
     return -1;
 }
 
-static int dims_ok(int N, int IN, int OUT) { return N % 16 == 0 && IN % 16 == 0 && OUT % 16 == 0; }
+static int dims_ok(const qf_fp8_state *st, int N, int IN, int OUT) {
+    return N % 16 == 0 && IN % 16 == 0 && OUT % 16 == 0 && IN >= st->min_dim && OUT >= st->min_dim;
+}
 static uint8_t *buf(qf_fp8_state *st, int i, size_t bytes) {
     grow((void **)&st->buf[i], &st->cap[i], bytes);
     return st->buf[i];
@@ -253,7 +264,7 @@ void cu_matmul_fp8_fwd(void *out_, const void *x_, const void *w_, const void *b
     qf_fp8_state *st = fp8_state();
     bf16 *out = (bf16 *)out_;
     const bf16 *x = (const bf16 *)x_, *w = (const bf16 *)w_, *b = (const bf16 *)b_;
-    if (!dims_ok(N, IN, OUT) || !qf_ptr_aligned(out, 16)) {
+    if (!dims_ok(st, N, IN, OUT) || !qf_ptr_aligned(out, 16)) {
         cu_matmul_fwd<bf16>(out_, x_, w_, b_, N, IN, OUT, accumulate);
         st->n_bf16++;
         return;
@@ -299,7 +310,7 @@ void cu_matmul_fp8_bwd(void *dx_, void *dw_, void *db_, const void *dout_, const
                        int IN, int OUT, int accumulate_dx) {
     if (N <= 0) return;
     qf_fp8_state *st = fp8_state();
-    if (!dims_ok(N, IN, OUT)) {
+    if (!dims_ok(st, N, IN, OUT)) {
         cu_matmul_bwd<bf16>(dx_, dw_, db_, dout_, x_, w_, N, IN, OUT, accumulate_dx);
         st->n_bf16 += (dx_ != NULL) + (dw_ != NULL);
         return;
@@ -428,6 +439,9 @@ int qfc_fp8_probe(int recipe, char *why, int cap) {
     }
     return 1;
 }
+
+extern "C" void qf_cuda_fp8_set_min_dim(int d) { fp8_state()->min_dim = d; }
+extern "C" int qf_cuda_fp8_min_dim(void) { return fp8_state()->min_dim; }
 
 extern "C" void qf_cuda_fp8_counts(uint64_t counts[2]) {
     qf_cuda_ctx &c = qfc();

@@ -60,10 +60,15 @@ __global__ void __launch_bounds__(256) rmsnorm_fwd_kernel(T *out, float *rstd, c
 template <typename T> void cu_rmsnorm_fwd(void *out, float *rstd, const void *x, const void *w, int N, int C, float eps) {
     if (N <= 0 || C <= 0) return;
     const bool vec = C % 8 == 0 && qf_ptr_aligned(out, 16) && qf_ptr_aligned(x, 16) && qf_ptr_aligned(w, 16);
-    // a warp per row at every width (a block per row spent its time in block-wide reductions: 1.7 ms of a Qwen2.5-1.5B
-    // step at 8,192 tokens for 0.7 ms of traffic)
-    rmsnorm_fwd_kernel<T, 32><<<(N + 7) / 8, 256, 0, qfc_stream()>>>((T *)out, rstd, (const T *)x, (const T *)w, N, C,
-                                                                      eps, vec);
+    // a warp per row (a block per row spent its time in block-wide reductions: 1.7 ms of a Qwen2.5-1.5B step at
+    // 8,192 tokens for 0.7 ms of traffic), except for fewer rows than SMs (decoding: one row of Qwen2.5-7B's 3584
+    // took 10 us as one warp's serial loads; a block per row spreads them)
+    if (N < qfc().num_sms)
+        rmsnorm_fwd_kernel<T, 256><<<N, 256, 0, qfc_stream()>>>((T *)out, rstd, (const T *)x, (const T *)w, N, C, eps,
+                                                                 vec);
+    else
+        rmsnorm_fwd_kernel<T, 32><<<(N + 7) / 8, 256, 0, qfc_stream()>>>((T *)out, rstd, (const T *)x, (const T *)w, N,
+                                                                          C, eps, vec);
     CHECK_LAUNCH();
 }
 

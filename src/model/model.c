@@ -367,7 +367,7 @@ static void layer_forward(qf_model *m, int l) {
     o->rope_fwd(a->k, m->d_pos, N, KV, D, c->rope_theta);
     if (m->paged) /* paged mode: k/v into each sequence's blocks, attend them */
         o->attention_paged(a->att, a->q, a->k, a->v, m->kc[l], m->vc[l], m->d_seq, m->d_pos, m->d_btab, N, m->maxb,
-                           m->block_size, H, KV, D);
+                           m->block_size, H, KV, D, m->paged_len);
     else if (m->S) /* KV-cache mode: append k/v at each row's positions, attend the cache */
         o->attention_decode(a->att, a->q, a->k, a->v, m->kc[l], m->vc[l], m->d_start, m->B, m->T, m->S, H, KV, D);
     else
@@ -643,7 +643,11 @@ int qf_model_alloc_paged(qf_model *m, int Ntok, int max_seqs, int nblocks, int b
 void qf_model_paged_begin(qf_model *m, const int32_t *tokens, const int32_t *seq, const int32_t *pos, int N,
                           const int32_t *btab, int embed) {
     QF_CHECK(m->paged && N >= 1 && N <= m->Tcap);
-    for (int n = 0; n < N; n++) QF_CHECK(seq[n] >= 0 && seq[n] < m->max_seqs && pos[n] >= 0 && pos[n] / m->block_size < m->maxb);
+    m->paged_len = 1;
+    for (int n = 0; n < N; n++) {
+        QF_CHECK(seq[n] >= 0 && seq[n] < m->max_seqs && pos[n] >= 0 && pos[n] / m->block_size < m->maxb);
+        m->paged_len = pos[n] + 1 > m->paged_len ? pos[n] + 1 : m->paged_len;
+    }
     m->T = N;
     m->ops->copy_h2d(m->d_pos, pos, (size_t)N * sizeof *pos);
     m->ops->copy_h2d(m->d_seq, seq, (size_t)N * sizeof *seq);
@@ -655,19 +659,37 @@ void qf_model_paged_begin(qf_model *m, const int32_t *tokens, const int32_t *seq
     }
 }
 
-void qf_model_paged_logits(qf_model *m, const int32_t *rows, int n, float *out) {
+/* dec_logits[n, V] (act) = the head over the final residual rows rows[n] of the last paged call */
+static void paged_head(qf_model *m, const int32_t *rows, int n) {
     const qf_ops *o = m->ops;
     int C = m->cfg.hidden_size, L = m->cfg.num_layers, V = (int)m->cfg.vocab_size;
     QF_CHECK(m->paged && n >= 1 && n <= m->max_seqs);
     size_t rb = (size_t)C * o->act_bytes;
+    int run = 1; /* rows[i] = rows[0] + i (a decoding-only call): the norm reads the residual in place */
     for (int i = 0; i < n; i++) {
         QF_CHECK(rows[i] >= 0 && rows[i] < m->T);
-        o->copy_d2d((char *)m->dec_x + i * rb, (const char *)m->res[L] + (size_t)rows[i] * rb, rb);
+        run &= rows[i] == rows[0] + i;
+    }
+    const void *x = (const char *)m->res[L] + (size_t)rows[0] * rb;
+    if (!run) {
+        for (int i = 0; i < n; i++)
+            o->copy_d2d((char *)m->dec_x + i * rb, (const char *)m->res[L] + (size_t)rows[i] * rb, rb);
+        x = m->dec_x;
     }
     will_use(m, L + 1, 0);
-    o->rmsnorm_fwd(m->lnf, m->rstdf, m->dec_x, P(m, m->ix_norm), n, C, (float)m->cfg.rms_norm_eps);
+    o->rmsnorm_fwd(m->lnf, m->rstdf, x, P(m, m->ix_norm), n, C, (float)m->cfg.rms_norm_eps);
     if (m->ix_head == m->ix_embed) will_use(m, 0, 0);
     o->matmul_fwd(m->dec_logits, m->lnf, P(m, m->ix_head), NULL, n, C, V, 0);
-    o->act_to_f32(m->dec_logits_f32, m->dec_logits, (size_t)n * V);
-    o->copy_d2h(out, m->dec_logits_f32, (size_t)n * V * 4);
+}
+
+void qf_model_paged_logits(qf_model *m, const int32_t *rows, int n, float *out) {
+    const size_t V = (size_t)m->cfg.vocab_size;
+    paged_head(m, rows, n);
+    m->ops->act_to_f32(m->dec_logits_f32, m->dec_logits, (size_t)n * V);
+    m->ops->copy_d2h(out, m->dec_logits_f32, (size_t)n * V * 4);
+}
+
+void qf_model_paged_argmax(qf_model *m, const int32_t *rows, int n, int32_t *ids, float *logprob) {
+    paged_head(m, rows, n);
+    m->ops->argmax_rows(ids, logprob, m->dec_logits, n, (int)m->cfg.vocab_size);
 }

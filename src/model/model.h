@@ -88,6 +88,7 @@ typedef struct qf_model {
     /* Paged mode (qf_model_alloc_paged, qwen-ft serve): one ragged row of T tokens of many sequences; kc/vc[l] are
      * block pools [nblocks, block_size, KV, D] (allocated as one row of S = nblocks * block_size positions). */
     int paged, block_size, max_seqs, maxb; /* maxb: block-table entries per sequence */
+    int paged_len;                         /* this call: 1 + its largest position */
     int32_t *d_seq, *d_btab;  /* [Tcap] sequence of each token; [max_seqs, maxb] block tables */
 } qf_model;
 
@@ -150,6 +151,10 @@ void qf_model_paged_begin(qf_model *m, const int32_t *tokens, const int32_t *seq
                           const int32_t *btab, int embed);
 /* Final norm and lm_head on the call's tokens rows[0..n) (n <= max_seqs): out[n, V] host fp32. */
 void qf_model_paged_logits(qf_model *m, const int32_t *rows, int n, float *out);
+/* The same head, greedy: ids[n] (host) = each row's argmax on the backend (ops.h argmax_rows), with no logits
+ * copied to the host; equals the argmax of qf_model_paged_logits' rows. logprob[n] (NULL: none): the picks'
+ * log-softmax. */
+void qf_model_paged_argmax(qf_model *m, const int32_t *rows, int n, int32_t *ids, float *logprob);
 
 /* Element range of parameter i within the flat buffer, its pointer given the unit base. */
 static inline int64_t qf_model_param_off(const qf_model *m, int i) { return m->offset[i]; }

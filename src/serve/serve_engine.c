@@ -118,21 +118,30 @@ static int engine_stop_string(const qf_engine *g, const qf_serve_job *j) {
     return 0;
 }
 
-/* the next token of the job in slot s from its logits row; the job leaves when it is done (under g->mu) */
-static void engine_pick(qf_engine *g, int s, float *lg, double now) {
+/* 1 when job j's next token is its logits' argmax (greedy, no repetition penalty): the backend picks it */
+static int engine_device_pick(const qf_serve_job *j) {
+    const double pen = j->sample.repetition_penalty;
+    return j->sample.greedy && !(pen != 1.0 && pen > 0);
+}
+
+/* the next token of the job in slot s from its logits row, or (lg NULL) the backend's pick t with its log-softmax
+ * lp; the job leaves when it is done (under g->mu) */
+static void engine_pick(qf_engine *g, int s, float *lg, int32_t t, float lp, double now) {
     qf_serve_job *j = g->slot[s];
     int64_t V = g->o.cfg->vocab_size;
-    if (j->want_logprob) memcpy(g->raw, lg, (size_t)V * sizeof(float));
-    int32_t t = qf_sample_pick(&g->smp, &j->sample, lg, j->ids, (size_t)(j->plen + j->nout), &j->rng);
-    if (j->want_logprob) {
-        float mx = -INFINITY;
-        for (int64_t v = 0; v < V; v++) mx = g->raw[v] > mx ? g->raw[v] : mx;
-        double sum = 0;
-        for (int64_t v = 0; v < V; v++) sum += expf(g->raw[v] - mx);
-        j->logprob[j->nout] = (float)((double)(g->raw[t] - mx) - log(sum));
-    } else {
-        j->logprob[j->nout] = NAN;
+    if (lg) {
+        if (j->want_logprob) memcpy(g->raw, lg, (size_t)V * sizeof(float));
+        t = qf_sample_pick(&g->smp, &j->sample, lg, j->ids, (size_t)(j->plen + j->nout), &j->rng);
+        lp = NAN;
+        if (j->want_logprob) { /* as cpu_argmax_rows forms it */
+            float mx = -INFINITY;
+            for (int64_t v = 0; v < V; v++) mx = g->raw[v] > mx ? g->raw[v] : mx;
+            double sum = 0;
+            for (int64_t v = 0; v < V; v++) sum += expf(g->raw[v] - mx);
+            lp = (float)((double)(g->raw[t] - mx) - log(sum));
+        }
     }
+    j->logprob[j->nout] = j->want_logprob ? lp : NAN;
     j->ids[j->plen + j->nout++] = t;
     pthread_mutex_lock(&g->o.met->mu);
     g->o.met->generation_tokens++;
@@ -178,12 +187,22 @@ static int engine_step(qf_engine *g) {
         if (j->prefilled == j->plen) g->rows[nrows] = N - 1, g->row_slot[nrows++] = s;
     }
     if (N == 0) return 0;
+    /* greedy rows without a penalty are picked on the backend: only their ids (and log-softmax) cross to the host */
+    int device = 1, want_lp = 0;
+    for (int r = 0; r < nrows; r++) {
+        const qf_serve_job *j = g->slot[g->row_slot[r]];
+        device &= engine_device_pick(j);
+        want_lp |= j->want_logprob;
+    }
     qf_model_paged_begin(&g->m, g->tok, g->seq, g->pos, N, g->kv.btab, 1);
     qf_model_decode_layers(&g->m, 0, L);
-    if (nrows) qf_model_paged_logits(&g->m, g->rows, nrows, g->logits);
+    if (nrows && device) qf_model_paged_argmax(&g->m, g->rows, nrows, g->pick, want_lp ? g->pick_lp : NULL);
+    else if (nrows) qf_model_paged_logits(&g->m, g->rows, nrows, g->logits);
     double now = qf_now();
     pthread_mutex_lock(&g->mu);
-    for (int r = 0; r < nrows; r++) engine_pick(g, g->row_slot[r], g->logits + (size_t)r * V, now);
+    for (int r = 0; r < nrows; r++)
+        engine_pick(g, g->row_slot[r], device ? NULL : g->logits + (size_t)r * V, device ? g->pick[r] : 0,
+                    device && want_lp ? g->pick_lp[r] : NAN, now);
     pthread_mutex_lock(&g->o.met->mu);
     g->o.met->prompt_tokens += (uint64_t)prompt_tok;
     g->o.met->steps++;
@@ -235,6 +254,8 @@ int qf_engine_start(qf_engine *g, const qf_engine_opts *o, qf_err *e) {
     g->row_slot = qf_malloc((size_t)o->max_batch * sizeof(int32_t));
     g->logits = qf_malloc((size_t)o->max_batch * o->cfg->vocab_size * sizeof(float));
     g->raw = qf_malloc((size_t)o->cfg->vocab_size * sizeof(float));
+    g->pick = qf_malloc((size_t)o->max_batch * sizeof(int32_t));
+    g->pick_lp = qf_malloc((size_t)o->max_batch * sizeof(float));
     pthread_mutex_init(&g->mu, NULL);
     pthread_cond_init(&g->cv, NULL);
     if (pthread_create(&g->thread, NULL, engine_main, g))
@@ -265,5 +286,7 @@ void qf_engine_stop(qf_engine *g) {
     free(g->row_slot);
     free(g->logits);
     free(g->raw);
+    free(g->pick);
+    free(g->pick_lp);
     memset(g, 0, sizeof *g);
 }

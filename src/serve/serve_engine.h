@@ -84,6 +84,8 @@ typedef struct qf_engine {
     int Ntok;
     int32_t *tok, *seq, *pos, *rows, *row_slot;
     float *logits, *raw;
+    int32_t *pick;               /* [max_batch] greedy picks made on the backend (no logits copied) */
+    float *pick_lp;              /* [max_batch] their log-softmax */
 } qf_engine;
 
 /* Loads the model (every layer, on this rank's backend), sizes the paged caches and starts the engine thread.

@@ -41,12 +41,32 @@ void qf_run_header(qf_run *r, FILE *f, const char *what) {
                                   "dynamic loss scaling)"
                                 : "computes in fp32",
             (d->bf16 || d->fp16) && !strcmp(r->ops->name, "cpu") ? " (bf16/fp16 apply on GPUs; fp16 loss scaling still runs)" : "");
-    if (d->fp8 && !strncmp(r->ops->name, "cuda-fp8", 8))
-        fprintf(f, "precision: fp8.enabled: the decoder's linear layers (q/k/v/o, gate/up/down) run their GEMMs on fp8 tensor "
-                   "cores, recipe %s, current scaling; lm_head, loss, norms, attention and the optimizer stay as above; "
-                   "checkpoints and exports are unchanged\n",
+    if (d->fp8 && !strncmp(r->ops->name, "cuda-fp8", 8)) {
+        int mind = QF_FP8_MIN_DIM;
+#ifdef QWENFT_HAVE_CUDA
+        mind = qf_cuda_fp8_min_dim();
+#endif
+        const qf_model_config *c = &r->model.cfg;
+        const int C = c->hidden_size, F = c->intermediate_size, HD = c->num_heads * c->head_dim,
+                  KD = c->num_kv_heads * c->head_dim;
+        const struct { const char *name; int in, out; } lin[] = {{"q", C, HD}, {"k/v", C, KD}, {"o", HD, C},
+                                                                 {"gate/up", C, F}, {"down", F, C}};
+        char fp8s[64] = "", bf16s[64] = "";
+        for (size_t i = 0; i < sizeof lin / sizeof lin[0]; i++) {
+            char *dst = lin[i].in >= mind && lin[i].out >= mind ? fp8s : bf16s;
+            snprintf(dst + strlen(dst), 64 - strlen(dst), "%s%s", dst[0] ? ", " : "", lin[i].name);
+        }
+        fprintf(f, "precision: fp8.enabled: the decoder's linear layers %s run their GEMMs on fp8 tensor cores, recipe "
+                   "%s, current scaling",
+                fp8s[0] ? fp8s : "(none)",
                 d->fp8_recipe == QF_FP8R_ROWWISE ? "rowwise (per-row scales, all e4m3)"
                                                  : "tensorwise (per-tensor scales, e4m3 forward, e5m2 gradients)");
+        if (bf16s[0])
+            fprintf(f, "; %s stay bf16 (in or out under %d features: quantizing costs more than fp8 saves)", bf16s,
+                    mind);
+        fprintf(f, "; lm_head, loss, norms, attention and the optimizer stay as above; checkpoints and exports are "
+                   "unchanged\n");
+    }
     if (d->offload_optimizer == QF_OFFLOAD_CPU) { /* the host AdamW runs on this rank's OpenMP threads */
         int threads = r->zero.off.threads;
         long cores = sysconf(_SC_NPROCESSORS_ONLN);

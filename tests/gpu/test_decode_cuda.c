@@ -59,6 +59,7 @@ int main(void) {
         run_case(gs[i], 2, 300, 8, 2, 128, 40, 4);
         run_case(gs[i], 5, 50, 14, 2, 80, 1, 5);
         run_case(gs[i], 1, 2048, 28, 4, 128, 2000, 2);
+        run_case(gs[i], 2, 600, 20, 2, 128, 300, 3); /* GQA 10: two head groups per kv head */
     }
     printf("test_decode_cuda: %d checks, %d failed\n", n_checks, n_fail);
     return n_fail ? 1 : 0;

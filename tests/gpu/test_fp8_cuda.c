@@ -1,5 +1,7 @@
 /* test_fp8_cuda.c — the fp8 linear layers (qf_ops_cuda_fp8, kernels/cuda/matmul_fp8.cu) against the bf16 and fp32
- * paths, at Qwen2.5-7B shapes (4096 tokens; C = 3584, F = 18944, KV*D = 512) and small ones.
+ * paths, at Qwen2.5-7B shapes (4096 tokens; C = 3584, F = 18944, KV*D = 512) and small ones. First the layers the
+ * table runs in bf16 by design (narrower than QF_FP8_MIN_DIM, or not multiples of 16): bit for bit the bf16 table's;
+ * then, with the policy's minimum lowered to 0 (qf_cuda_fp8_set_min_dim), every shape below in fp8.
  *
  * Inputs (rounded to bf16, as the model hands them over): activations x ~ N(0, 1) with 1% of the channels x 10
  * (the outlier channels of real hidden states: they set a tensorwise amax), weights W ~ N(0, 0.02) (the init of
@@ -235,8 +237,9 @@ static void test_accumulate(const qf_ops *g8, int N, int IN, int OUT) {
         free(hdwa);
 }
 
-/* N, IN or OUT not a multiple of 16: the bf16 table's GEMMs, bit for bit */
-static void test_fallback(const qf_ops *g8, int N, int IN, int OUT) {
+/* a layer the fp8 table runs in bf16 (why: N, IN or OUT not a multiple of 16, or narrower than the fp8 policy's
+ * QF_FP8_MIN_DIM): the bf16 table's GEMMs, bit for bit */
+static void test_fallback(const qf_ops *g8, int N, int IN, int OUT, const char *why) {
     const size_t nx = (size_t)N * IN, nw = (size_t)OUT * IN, ny = (size_t)N * OUT;
     float *x = bf16_randn(nx, 1.0, 0, IN), *w = bf16_randn(nw, 0.02, 0, IN), *dy = bf16_randn(ny, 1e-3, 0, OUT);
     float *b = bf16_randn((size_t)OUT, 0.1, 0, OUT);
@@ -249,9 +252,10 @@ static void test_fallback(const qf_ops *g8, int N, int IN, int OUT) {
     run_table(g16, x, w, b, dy, N, IN, OUT, y16, dx16, dw16);
     const int same = !memcmp(y8, y16, ny * 4) && !memcmp(dx8, dx16, nx * 4) && !memcmp(dw8, dw16, nw * 4);
     qf_gpu_report_bool(g8->name,
-                       check_name("%dx%d->%d (not multiples of 16): the bf16 GEMMs bit for bit, counted "
-                                  "as bf16 (+%llu fp8, +%llu bf16)",
-                                  N, IN, OUT, (unsigned long long)(c1[0] - c0[0]), (unsigned long long)(c1[1] - c0[1])),
+                       check_name("%dx%d->%d (%s): the bf16 GEMMs bit for bit, counted as bf16 (+%llu fp8, "
+                                  "+%llu bf16)",
+                                  N, IN, OUT, why, (unsigned long long)(c1[0] - c0[0]),
+                                  (unsigned long long)(c1[1] - c0[1])),
                        same && c1[0] == c0[0] && c1[1] - c0[1] == 3);
     free(x), free(w), free(dy), free(b), free(y8), free(dx8), free(dw8), free(y16), free(dx16), free(dw16);
 }
@@ -326,9 +330,13 @@ int main(int argc, char **argv) {
         }
         return 0;
     }
-    for (int t = 0; t < 2; t++) {
+    for (int t = 0; t < 2; t++) { /* the policy's narrow layers in bf16, then every shape in fp8 for the checks */
         if (!tabs[t]) continue;
-        test_fallback(tabs[t], 100, 70, 37);
+        qf_cuda_fp8_set_min_dim(QF_FP8_MIN_DIM);
+        test_fallback(tabs[t], 256, 3584, 512, "OUT under QF_FP8_MIN_DIM: 7B's k/v in bf16 by policy");
+        test_fallback(tabs[t], 256, 512, 3584, "IN under QF_FP8_MIN_DIM");
+        qf_cuda_fp8_set_min_dim(0);
+        test_fallback(tabs[t], 100, 70, 37, "not multiples of 16");
         test_shape(tabs[t], t, 256, 128, 64, 1);   /* small, with the q/k/v bias */
         test_shape(tabs[t], t, 1024, 896, 128, 1); /* Qwen2.5-0.5B k/v */
         test_accumulate(tabs[t], 512, 256, 384);

@@ -829,6 +829,11 @@ int main(int argc, char **argv) {
     test_matmul(70, 64, 40, 2);
     test_matmul(260, 300, 20, 0);
     test_matmul(5, 20, 300, 1);
+    /* decoding sizes: gemv_cuda.cu (N <= 8, IN % 8 == 0), with the unaligned bias of a model's q/k/v view */
+    test_matmul(1, 3584, 512, 2);
+    test_matmul(3, 896, 136, 1);
+    test_matmul(8, 1536, 264, 0);
+    test_matmul(2, 72, 33, 2);
     if (!small) {
         test_matmul(1024, 1024, 4096, 1);
         test_matmul(1000, 896, 1000, 0);

@@ -45,7 +45,9 @@ static void paged_vs_decode(int nseq, const int *plen, int chunk, int calls, int
         }
         float *q = rnd((size_t)N * H * D, &seed), *k = rnd((size_t)N * row, &seed), *v = rnd((size_t)N * row, &seed);
         float *out = qf_malloc((size_t)N * H * D * 4);
-        o->attention_paged(out, q, k, v, kp, vp, seq, pos, btab, N, maxb, bs, H, KV, D);
+        int max_len = 1;
+        for (int n = 0; n < N; n++) max_len = pos[n] + 1 > max_len ? pos[n] + 1 : max_len;
+        o->attention_paged(out, q, k, v, kp, vp, seq, pos, btab, N, maxb, bs, H, KV, D, max_len);
         for (int s = 0; s < nseq; s++) { /* the same tokens, one sequence at a time, through attention_decode */
             size_t qo = (size_t)first[s] * H * D, ko = (size_t)first[s] * row, nq = (size_t)cnt[s] * H * D;
             float *ref = qf_malloc(nq * 4);

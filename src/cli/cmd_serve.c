@@ -1,17 +1,20 @@
 /* cmd_serve.c — `qwen-ft serve`: the model behind TGI's and OpenAI's HTTP APIs with continuous batching over a
  * paged KV cache (src/serve/). Options and the set-up live here: the model config, the tokenizer and its chat
  * template (the one prepare and generate --chat render with), the backend, the stop ids; serve/serve_http.c runs
- * the server, serve/serve_engine.c the batch. One rank: under mpirun with several ranks it refuses (exit 2). */
+ * the server, serve/serve_engine.c the batch. Under mpirun/srun the layers split over the ranks as generate's
+ * (serve/serve_split.c): rank 0 serves HTTP and schedules, every rank runs its layers of each step. */
 #include <stddef.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "chat_template.h"
 #include "tokenizer.h"
 #include "commands.h"
 #include "options.h"
 #include "qf_version.h"
+#include "generate/decode.h"
 #include "generate/gen_prompts.h"
 #include "model/backend.h"
 #include "serve/serve.h"
@@ -67,7 +70,8 @@ static const qf_opt SERVE_OPTS[] = {
      .help = "after SIGTERM/SIGINT, running requests get S seconds to finish before they are cancelled"},
 };
 
-#define serve_bad(...) qf_opts_bad(stderr, "serve", "", __VA_ARGS__)
+/* the same bad input on every rank: said once, by rank 0 (stderr NULL elsewhere: qf_opts_bad writes nothing) */
+#define serve_bad(...) qf_opts_bad(rank == 0 ? stderr : NULL, "serve", "", __VA_ARGS__)
 
 /* the tokenizer: --tokenizer or the model directory's; required */
 static int serve_tokenizer(const serve_args *a, qf_tokenizer **tok, const char **path, qf_err *e) {
@@ -80,25 +84,30 @@ static int serve_tokenizer(const serve_args *a, qf_tokenizer **tok, const char *
 }
 
 static int serve_backend(const serve_args *a, const qf_ops **ops, char *info, size_t n, qf_err *e) {
+    MPI_Comm node; /* one GPU per rank of the node, as generate */
+    int local = 0;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &local);
+    MPI_Comm_free(&node);
     qf_deck d;
     qf_deck_defaults(&d);
     d.bf16 = !strcmp(a->dtype, "bf16");
     d.fp16 = !strcmp(a->dtype, "fp16");
     d.gpu_memory_limit_gb = a->gpu_limit_gb;
-    return qf_backend_select(&d, 0, ops, info, n, e);
+    return qf_backend_select(&d, local, ops, info, n, e);
 }
 
 static int serve_main(const void *args) {
     const serve_args *a = args;
-    int world = 1;
+    int world = 1, rank = 0, threads = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &world);
-    if (world > 1) {
-        int rank;
-        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Query_thread(&threads);
+    if (world > 1 && threads < MPI_THREAD_SERIALIZED) { /* rank 0's engine thread calls MPI */
         if (rank == 0)
-            fprintf(stderr, "qwen-ft serve: %d ranks: serve runs on one rank (one GPU, or the CPU); the layer split "
-                            "of generate is not served yet: start it without mpirun or with -np 1\n", world);
-        return QF_EXIT_INPUT;
+            fprintf(stderr, "qwen-ft serve: %d ranks need MPI_THREAD_SERIALIZED; this MPI gives level %d: run serve "
+                            "on one rank\n", world, threads);
+        return QF_EXIT_RUNTIME;
     }
     qf_err e = {0};
     qf_model_config c;
@@ -110,7 +119,7 @@ static int serve_main(const void *args) {
         qf_model_source_config(a->model, &c, resolved, sizeof resolved, &e);
     }
     if (e.code) {
-        fprintf(stderr, "qwen-ft: %s\n", e.msg);
+        if (rank == 0) fprintf(stderr, "qwen-ft: %s\n", e.msg);
         return e.code;
     }
     int64_t ctx = c.max_position_embeddings > 0 ? c.max_position_embeddings : 4096;
@@ -126,7 +135,7 @@ static int serve_main(const void *args) {
     qf_tokenizer *tok = NULL;
     const char *tpath;
     if (serve_tokenizer(a, &tok, &tpath, &e)) {
-        fprintf(stderr, "qwen-ft: %s\n", e.msg);
+        if (rank == 0) fprintf(stderr, "qwen-ft: %s\n", e.msg);
         return e.code;
     }
     qf_chat_template tm;
@@ -134,7 +143,7 @@ static int serve_main(const void *args) {
     qf_err ce = {0};
     int have_tm = qf_gen_template(tpath, a->template_name, tok, &tm, &ce) == 0;
     if (!have_tm && a->template_name) {
-        fprintf(stderr, "qwen-ft serve: %s\n", ce.msg);
+        if (rank == 0) fprintf(stderr, "qwen-ft serve: %s\n", ce.msg);
         qf_tok_free(tok);
         return QF_EXIT_INPUT;
     }
@@ -148,7 +157,12 @@ static int serve_main(const void *args) {
     char info[256];
     int rc = serve_backend(a, &ops, info, sizeof info, &e);
     if (!rc) {
-        fprintf(stderr, "qwen-ft serve: %s\n", info);
+        int l0 = 0, l1 = c.num_layers;
+        qf_decode_split(c.num_layers, world, rank, &l0, &l1);
+        if (world > 1)
+            fprintf(stderr, "qwen-ft serve: rank %d of %d (pid %ld): layers [%d, %d) on %s\n", rank, world,
+                    (long)getpid(), l0, l1, info);
+        else fprintf(stderr, "qwen-ft serve: %s\n", info);
         qf_serve_opts o = {.model = a->model, .model_id = a->model_id ? a->model_id : a->model, .host = a->host,
                            .api_key = a->api_key, .port = a->port, .max_batch = a->max_batch, .max_input = max_input,
                            .max_total = max_total, .max_queue = a->max_queue, .chunk = a->chunk, .block_size = 16,
@@ -156,10 +170,12 @@ static int serve_main(const void *args) {
                            .max_body = (size_t)a->max_body_kb * 1024, .cfg = &c, .ops = ops, .tok = tok,
                            .tmpl = have_tm ? &tm : NULL, .tmpl_why = ce.msg, .system = a->system, .stop_ids = stops,
                            .nstop_ids = nstops, .dtype = ops->act_bytes == 4 ? "float32" : a->dtype,
-                           .version = QWENFT_VERSION};
+                           .version = QWENFT_VERSION, .comm = MPI_COMM_WORLD, .rank = rank, .world = world,
+                           .l0 = l0, .l1 = l1};
         rc = qf_serve_run(&o, &e);
     }
-    if (rc) fprintf(stderr, "qwen-ft: %s\n", e.msg);
+    if (rc && e.msg[0] && world > 1) fprintf(stderr, "qwen-ft: rank %d: %s\n", rank, e.msg);
+    else if (rc && e.msg[0]) fprintf(stderr, "qwen-ft: %s\n", e.msg);
     if (have_tm) qf_tmpl_free(&tm);
     qf_tok_free(tok);
     return rc;
@@ -172,9 +188,10 @@ const qf_cmd qf_cmd_serve = {
     .summary = "HTTP server: TGI and OpenAI APIs, continuous batching over a paged KV cache",
     .about = "Endpoints: POST /generate, /generate_stream (TGI), /v1/completions, /v1/chat/completions (OpenAI,\n"
              "stream true/false); GET /health, /info, /v1/models, /metrics (Prometheus). One engine thread runs\n"
-             "the model; requests join and leave the batch between steps. Runs on one rank: the GPU when there\n"
-             "is one, else the CPU. SIGTERM/SIGINT: stop accepting, let running requests finish\n"
-             "(--shutdown-grace), exit 0. docs/serve.md has the fields, limits, errors and metrics.",
+             "the model; requests join and leave the batch between steps. On the GPU when there is one, else\n"
+             "the CPU; under mpirun/srun the layers split over the ranks as generate's (rank 0 serves HTTP).\n"
+             "SIGTERM/SIGINT: stop accepting, let running requests finish (--shutdown-grace), exit 0.\n"
+             "docs/serve.md has the fields, limits, errors and metrics.",
     .opts = SERVE_OPTS,
     .nopts = QF_NOPTS(SERVE_OPTS),
     .size = sizeof(serve_args),

@@ -137,7 +137,12 @@ int main(int argc, char **argv) {
     /* a closed stdout (`qwen-ft prepare ... | head`) is EPIPE on a write, not a death by SIGPIPE that would leave
      * the temporaries behind: the command finishes its outputs and exits through the normal path */
     signal(SIGPIPE, SIG_IGN);
-    MPI_Init(NULL, NULL);
+    if (cmd == &qf_cmd_serve) { /* rank 0's engine thread makes the layer split's calls (serve/serve_split.c) */
+        int provided;
+        MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
+    } else {
+        MPI_Init(NULL, NULL);
+    }
     qf_fatal_set_hook(qf_comm_fatal); /* QF_FATAL on any rank now stops them all */
     rc = cmd->rank0 ? qf_comm_on_rank0(cmd->run, opts) : cmd->run(opts);
     /* a failing rank that could not agree has already called MPI_Abort; the rest reach here */

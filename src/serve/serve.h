@@ -6,6 +6,7 @@
  * docs/serve.md describes the endpoints, fields, limits, errors and metrics. */
 #ifndef QF_SERVE_H
 #define QF_SERVE_H
+#include <mpi.h>
 #include <stddef.h>
 #include "chat_template.h"
 #include "model_config.h"
@@ -28,14 +29,21 @@ typedef struct qf_serve_opts {
     const int32_t *stop_ids;
     int nstop_ids;
     const char *dtype, *version; /* for /info */
+    /* the layer split (generate's, decode.h): rank `rank` of `world` in comm holds decoder layers [l0, l1); rank 0
+     * serves HTTP and runs the scheduler, every rank runs its layers of each step */
+    MPI_Comm comm;
+    int rank, world, l0, l1;
 } qf_serve_opts;
 
-/* Serves until SIGTERM or SIGINT; 0 (a clean shutdown) or an exit code with e filled. */
+/* Collective over o->comm. Serves until SIGTERM or SIGINT (rank 0; the other ranks follow its steps until it
+ * stops); 0 (a clean shutdown) or an exit code with e filled (e->msg empty on a rank whose failure was another
+ * rank's: that rank prints it). */
 int qf_serve_run(const qf_serve_opts *o, qf_err *e);
 
-/* The KV pool: blocks of block_size positions for max_batch requests of max_total positions, fewer when the
- * budget (bytes, 0 = none) minus weights and activations holds fewer; at least one whole request. 0, or exit 2
- * with e saying what does not fit. */
+/* This rank's KV pool: blocks of block_size positions for max_batch requests of max_total positions, fewer when
+ * the budget (bytes, 0 = none) minus this rank's weights (its layers [l0, l1), the embedding on the first rank,
+ * the head on the last) and activations holds fewer; at least one whole request. 0, or exit 2 with e saying what
+ * does not fit. qf_serve_run takes the smallest over the ranks. */
 int qf_serve_plan_blocks(const qf_serve_opts *o, int *nblocks, double *kv_gib, qf_err *e);
 
 /* UTF-8 helpers of the replies (serve_text.c): s[n] with every ill-formed sequence as U+FFFD (malloc'd, *outlen);

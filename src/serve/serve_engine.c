@@ -55,6 +55,7 @@ static void engine_leave(qf_engine *g, int s, qf_job_finish why) {
     if (j->finish == QF_JOB_RUNNING) j->finish = why;
     j->released = 1;
     qf_kv_give(&g->kv, s);
+    g->btab_dirty = 1;
     g->slot[s] = NULL;
     g->nrunning--;
 }
@@ -87,6 +88,7 @@ static int engine_schedule(qf_engine *g) {
         if (!g->qhead) g->qtail = NULL;
         g->qn--;
         j->slot = s, j->prefilled = 0, j->admitted = 1;
+        g->btab_dirty = 1;
         qf_rng_seed2(&j->rng, j->seed, 0);
         g->slot[s] = j;
         g->nrunning++;
@@ -164,7 +166,6 @@ static void engine_pick(qf_engine *g, int s, float *lg, int32_t t, float lp, dou
 
 /* one model call over the running batch: every decoding sequence's newest token, then prompt chunks; 1 if run */
 static int engine_step(qf_engine *g) {
-    const int L = g->o.cfg->num_layers;
     int N = 0, nrows = 0, budget = g->o.chunk;
     int64_t V = g->o.cfg->vocab_size;
     for (int s = 0; s < g->o.max_batch; s++) { /* decoding: one token each */
@@ -194,10 +195,9 @@ static int engine_step(qf_engine *g) {
         device &= engine_device_pick(j);
         want_lp |= j->want_logprob;
     }
-    qf_model_paged_begin(&g->m, g->tok, g->seq, g->pos, N, g->kv.btab, 1);
-    qf_model_decode_layers(&g->m, 0, L);
-    if (nrows && device) qf_model_paged_argmax(&g->m, g->rows, nrows, g->pick, want_lp ? g->pick_lp : NULL);
-    else if (nrows) qf_model_paged_logits(&g->m, g->rows, nrows, g->logits);
+    const int mode = device ? (want_lp ? 2 : 1) : 0;
+    if (g->o.world > 1) qf_split_send(g, 1, N, nrows, mode); /* the other ranks' layers (serve_split.c) */
+    qf_split_call(g, N, nrows, mode);
     double now = qf_now();
     pthread_mutex_lock(&g->mu);
     for (int r = 0; r < nrows; r++)
@@ -229,39 +229,65 @@ static void *engine_main(void *arg) {
         engine_step(g);
         if (g->o.notify) g->o.notify(g->o.notify_ctx);
     }
+    if (g->o.world > 1) qf_split_send(g, 0, 0, 0, 0); /* the other ranks stop following */
     return NULL;
 }
 
 /* ---- set-up -------------------------------------------------------------------------------------------------- */
 
-int qf_engine_start(qf_engine *g, const qf_engine_opts *o, qf_err *e) {
+int qf_engine_init(qf_engine *g, const qf_engine_opts *o, qf_err *e) {
     memset(g, 0, sizeof *g);
     g->o = *o;
-    int L = o->cfg->num_layers, maxb = (o->max_total + o->block_size - 1) / o->block_size;
+    const int L = o->cfg->num_layers, maxb = (o->max_total + o->block_size - 1) / o->block_size;
+    if (g->o.world < 1) g->o.world = 1, g->o.rank = 0;
+    if (g->o.world == 1) g->o.l0 = 0, g->o.l1 = L;
+    const int first = g->o.rank == 0, last = g->o.rank == g->o.world - 1;
     g->Ntok = o->chunk + o->max_batch;
+    g->inited = 1;
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
     if (qf_model_create(&g->m, o->cfg, o->ops, 0, e)) return e->code;
     g->have_model = 1;
-    if (qf_decode_units_load(&g->du, &g->m, o->model, 0, L, 1, 1, 0, e)) return e->code;
-    if (qf_model_alloc_paged(&g->m, g->Ntok, o->max_batch, o->nblocks, o->block_size, maxb, 0, L, 1, e))
+    if (qf_decode_units_load(&g->du, &g->m, o->model, g->o.l0, g->o.l1, first, last, 0, e)) return e->code;
+    if (qf_model_alloc_paged(&g->m, g->Ntok, o->max_batch, o->nblocks, o->block_size, maxb, g->o.l0, g->o.l1, last,
+                             e))
         return e->code;
-    qf_kv_init(&g->kv, o->nblocks, o->block_size, maxb, o->max_batch);
-    qf_sampler_init(&g->smp, o->cfg->vocab_size);
+    if (first) {
+        qf_kv_init(&g->kv, o->nblocks, o->block_size, maxb, o->max_batch);
+        qf_sampler_init(&g->smp, o->cfg->vocab_size);
+        g->btab = g->kv.btab;
+    } else {
+        g->btab = qf_calloc((size_t)o->max_batch * maxb, sizeof *g->btab);
+    }
+    g->btab_dirty = 1;
+    if (g->o.world > 1) g->stage = qf_malloc((size_t)g->Ntok * o->cfg->hidden_size * o->ops->act_bytes);
     g->slot = qf_calloc((size_t)o->max_batch, sizeof *g->slot);
     g->tok = qf_malloc((size_t)g->Ntok * sizeof(int32_t));
     g->seq = qf_malloc((size_t)g->Ntok * sizeof(int32_t));
     g->pos = qf_malloc((size_t)g->Ntok * sizeof(int32_t));
     g->rows = qf_malloc((size_t)o->max_batch * sizeof(int32_t));
     g->row_slot = qf_malloc((size_t)o->max_batch * sizeof(int32_t));
-    g->logits = qf_malloc((size_t)o->max_batch * o->cfg->vocab_size * sizeof(float));
+    if (first || last) g->logits = qf_malloc((size_t)o->max_batch * o->cfg->vocab_size * sizeof(float));
     g->raw = qf_malloc((size_t)o->cfg->vocab_size * sizeof(float));
     g->pick = qf_malloc((size_t)o->max_batch * sizeof(int32_t));
     g->pick_lp = qf_malloc((size_t)o->max_batch * sizeof(float));
-    pthread_mutex_init(&g->mu, NULL);
-    pthread_cond_init(&g->cv, NULL);
-    if (pthread_create(&g->thread, NULL, engine_main, g))
+    return 0;
+}
+
+int qf_engine_start(qf_engine *g, qf_err *e) {
+    QF_CHECK(g->inited && g->o.rank == 0);
+    if (pthread_create(&g->thread, NULL, engine_main, g)) {
+        if (g->o.world > 1) qf_split_send(g, 0, 0, 0, 0); /* the other ranks are following: let them go */
         return qf_err_set(e, QF_EXIT_RUNTIME, "serve: cannot start the engine thread");
+    }
     g->started = 1;
     return 0;
+}
+
+void qf_engine_follow(qf_engine *g) {
+    QF_CHECK(g->inited && g->o.rank > 0);
+    int N, nrows, mode;
+    while (qf_split_recv(g, &N, &nrows, &mode)) qf_split_call(g, N, nrows, mode);
 }
 
 void qf_engine_stop(qf_engine *g) {
@@ -271,9 +297,13 @@ void qf_engine_stop(qf_engine *g) {
         pthread_cond_signal(&g->cv);
         pthread_mutex_unlock(&g->mu);
         pthread_join(g->thread, NULL);
+    }
+    if (g->inited) {
         pthread_mutex_destroy(&g->mu);
         pthread_cond_destroy(&g->cv);
     }
+    if (g->btab != g->kv.btab) free(g->btab);
+    free(g->stage);
     qf_decode_units_free(&g->du);
     if (g->have_model) qf_model_free(&g->m);
     if (g->kv.nblocks) qf_kv_free(&g->kv);

@@ -12,6 +12,7 @@
  * job on its own stream qf_rng_seed2(seed, 0): the stream of generate's first prompt. */
 #ifndef QF_SERVE_ENGINE_H
 #define QF_SERVE_ENGINE_H
+#include <mpi.h>
 #include <pthread.h>
 #include <stdint.h>
 #include "generate/decode_units.h"
@@ -63,6 +64,9 @@ typedef struct qf_engine_opts {
     qf_serve_metrics *met;
     void (*notify)(void *ctx);/* called from the engine thread after a step that changed any job */
     void *notify_ctx;
+    /* the layer split (serve.h): this rank holds layers [l0, l1) of world ranks in comm */
+    MPI_Comm comm;
+    int rank, world, l0, l1;
 } qf_engine_opts;
 
 typedef struct qf_engine {
@@ -86,11 +90,20 @@ typedef struct qf_engine {
     float *logits, *raw;
     int32_t *pick;               /* [max_batch] greedy picks made on the backend (no logits copied) */
     float *pick_lp;              /* [max_batch] their log-softmax */
+    /* the layer split (serve_split.c) */
+    int32_t *btab;               /* [max_batch * maxb] the block tables the call uses (rank 0: the pool's) */
+    int btab_dirty;              /* rank 0: the tables changed since the ranks last got them */
+    void *stage;                 /* host staging of the residual stream [Ntok, C] (act) between ranks */
+    int inited;
 } qf_engine;
 
-/* Loads the model (every layer, on this rank's backend), sizes the paged caches and starts the engine thread.
- * 0 or an exit code (e). */
-int qf_engine_start(qf_engine *g, const qf_engine_opts *o, qf_err *e);
+/* Every rank: loads this rank's layers [l0, l1) (and the embedding on rank 0, the head on the last rank) on its
+ * backend and sizes the paged caches; 0 or an exit code (e). Not collective: the caller agrees on the result. */
+int qf_engine_init(qf_engine *g, const qf_engine_opts *o, qf_err *e);
+/* Rank 0, after qf_engine_init: starts the engine thread (the scheduler; it runs every step through the split). */
+int qf_engine_start(qf_engine *g, qf_err *e);
+/* The other ranks, after qf_engine_init: run rank 0's steps (their layers of each call) until it stops. */
+void qf_engine_follow(qf_engine *g);
 /* Queues job: 0, or -1 when the queue holds max_queue jobs (nothing queued). */
 int qf_engine_submit(qf_engine *g, qf_serve_job *job);
 /* Asks the engine to drop job at its next step (it is released then). */
@@ -99,8 +112,18 @@ void qf_engine_cancel(qf_engine *g, qf_serve_job *job);
 void qf_engine_cancel_all(qf_engine *g);
 /* jobs queued + running */
 int qf_engine_load(qf_engine *g);
-/* Stops the thread (after the jobs in hand are released) and frees everything. */
+/* Stops the thread (after the jobs in hand are released; rank 0 then stops the other ranks) and frees
+ * everything. */
 void qf_engine_stop(qf_engine *g);
+
+/* serve_split.c: one model call of the step through the ranks. Rank 0 (W > 1) first sends the call (cmd 1) or the
+ * end (cmd 0) to the others; qf_split_recv is their side (1: a call, in g's arrays; 0: the end). Then every rank
+ * runs qf_split_call: its layers, the residual from the rank before and to the rank after, and on the last rank the
+ * head of rows[0..nrows): the greedy picks (mode 1; 2: with their log-softmax) or the logits (mode 0), which reach
+ * rank 0's g->pick / pick_lp / logits. */
+void qf_split_send(qf_engine *g, int cmd, int N, int nrows, int mode);
+int qf_split_recv(qf_engine *g, int *N, int *nrows, int *mode);
+void qf_split_call(qf_engine *g, int N, int nrows, int mode);
 
 
 #endif

@@ -38,6 +38,7 @@ typedef struct serve_ctx {
     double drain_deadline;
     unsigned long next_id;
     int nblocks;
+    int have_met;
 } serve_ctx;
 
 struct http_job {
@@ -655,74 +656,115 @@ static void http_on_signal(evutil_socket_t sig, short what, void *arg) {
 
 /* ---- the server ---------------------------------------------------------------------------------------------- */
 
+/* the ranks agree on rc (the largest code); a rank whose own rc is 0 gets an empty message: the failure is another
+ * rank's, which prints it */
+static int serve_agree(const qf_serve_opts *o, int rc, qf_err *e) {
+    if (o->world <= 1) return rc;
+    int all = rc;
+    MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MAX, o->comm);
+    if (all && !rc) e->code = all, e->msg[0] = 0;
+    return all;
+}
+
+static qf_engine_opts serve_engine_opts(const qf_serve_opts *o, int nblocks) {
+    return (qf_engine_opts){.model = o->model, .cfg = o->cfg, .ops = o->ops, .max_batch = o->max_batch,
+                            .max_total = o->max_total, .max_queue = o->max_queue, .chunk = o->chunk,
+                            .block_size = o->block_size, .nblocks = nblocks, .stop_ids = o->stop_ids,
+                            .nstop_ids = o->nstop_ids, .tok = o->tok, .comm = o->comm, .rank = o->rank,
+                            .world = o->world, .l0 = o->l0, .l1 = o->l1};
+}
+
+/* ranks > 0: their layers of every step until rank 0 stops */
+static int serve_follow(const qf_serve_opts *o, int nblocks, qf_err *e) {
+    /* mpirun forwards SIGTERM/SIGINT to every rank: these ranks stop when rank 0, having drained, says so */
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
+    qf_engine g;
+    qf_engine_opts eo = serve_engine_opts(o, nblocks);
+    int rc = serve_agree(o, qf_engine_init(&g, &eo, e), e);
+    if (!rc) qf_engine_follow(&g);
+    qf_engine_stop(&g);
+    return rc;
+}
+
 int qf_serve_run(const qf_serve_opts *o, qf_err *e) {
+    /* the KV pool: the smallest that every rank's budget holds */
+    int nblocks = 0;
+    double kv_gib = 0;
+    int rc = qf_serve_plan_blocks(o, &nblocks, &kv_gib, e);
+    if (o->world > 1) {
+        int least = nblocks;
+        MPI_Allreduce(&nblocks, &least, 1, MPI_INT, MPI_MIN, o->comm);
+        if (nblocks > 0) kv_gib = kv_gib * least / nblocks;
+        nblocks = least;
+    }
+    if ((rc = serve_agree(o, rc, e))) return rc;
+    if (o->rank > 0) return serve_follow(o, nblocks, e);
     serve_ctx *c = qf_calloc(1, sizeof *c);
     c->o = o;
+    c->nblocks = nblocks;
     c->lim = (qf_serve_limits){.max_new = o->max_total - 1, .tgi_default_new = 100, .completion_default_new = 16};
-    double kv_gib = 0;
-    if (qf_serve_plan_blocks(o, &c->nblocks, &kv_gib, e)) {
-        free(c);
-        return e->code;
-    }
     signal(SIGPIPE, SIG_IGN);
     evthread_use_pthreads();
     c->base = event_base_new();
     c->http = c->base ? evhttp_new(c->base) : NULL;
-    if (!c->http) {
-        free(c);
-        return qf_err_set(e, QF_EXIT_RUNTIME, "serve: cannot create the HTTP server (libevent)");
-    }
-    evhttp_set_max_body_size(c->http, (ev_ssize_t)o->max_body);
-    evhttp_set_max_headers_size(c->http, 64 * 1024);
-    evhttp_set_timeout(c->http, 600);
-    evhttp_set_allowed_methods(c->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
-                                            EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
-    evhttp_set_gencb(c->http, http_route, c);
-    c->sock = evhttp_bind_socket_with_handle(c->http, o->host, (ev_uint16_t)o->port);
-    if (!c->sock) {
-        int err = errno;
-        evhttp_free(c->http);
-        event_base_free(c->base);
-        free(c);
-        return qf_err_set(e, QF_EXIT_INPUT, "serve: cannot listen on %s:%d: %s", o->host, o->port, strerror(err));
-    }
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
     int port = o->port;
-    if (getsockname(evhttp_bound_socket_get_fd(c->sock), (struct sockaddr *)&ss, &sl) == 0)
-        port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                              : ((struct sockaddr_in *)&ss)->sin_port);
-    qf_metrics_init(&c->met, c->nblocks, o->max_batch);
-    qf_engine_opts eo = {.model = o->model, .cfg = o->cfg, .ops = o->ops, .max_batch = o->max_batch,
-                         .max_total = o->max_total, .max_queue = o->max_queue, .chunk = o->chunk,
-                         .block_size = o->block_size, .nblocks = c->nblocks, .stop_ids = o->stop_ids,
-                         .nstop_ids = o->nstop_ids, .tok = o->tok, .met = &c->met, .notify = http_notify,
-                         .notify_ctx = c};
-    c->notify_ev = event_new(c->base, -1, EV_PERSIST, http_on_notify, c);
-    c->sig_term = evsignal_new(c->base, SIGTERM, http_on_signal, c);
-    c->sig_int = evsignal_new(c->base, SIGINT, http_on_signal, c);
-    c->tick = event_new(c->base, -1, EV_PERSIST, http_tick, c);
-    event_add(c->sig_term, NULL);
-    event_add(c->sig_int, NULL);
-    int rc = qf_engine_start(&c->eng, &eo, e);
+    if (!c->http) rc = qf_err_set(e, QF_EXIT_RUNTIME, "serve: cannot create the HTTP server (libevent)");
     if (!rc) {
-        fprintf(stderr, "qwen-ft serve: %s on %s: %d KV blocks of %d positions (%.3f GiB), batch <= %d, queue <= %d\n"
-                        "qwen-ft serve: listening on http://%s:%d\n", o->model_id, o->ops->name, c->nblocks,
-                o->block_size, kv_gib, o->max_batch, o->max_queue, o->host, port);
+        evhttp_set_max_body_size(c->http, (ev_ssize_t)o->max_body);
+        evhttp_set_max_headers_size(c->http, 64 * 1024);
+        evhttp_set_timeout(c->http, 600);
+        evhttp_set_allowed_methods(c->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
+                                                EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
+        evhttp_set_gencb(c->http, http_route, c);
+        c->sock = evhttp_bind_socket_with_handle(c->http, o->host, (ev_uint16_t)o->port);
+        if (!c->sock)
+            rc = qf_err_set(e, QF_EXIT_INPUT, "serve: cannot listen on %s:%d: %s", o->host, o->port, strerror(errno));
+    }
+    if (!rc) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        if (getsockname(evhttp_bound_socket_get_fd(c->sock), (struct sockaddr *)&ss, &sl) == 0)
+            port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                  : ((struct sockaddr_in *)&ss)->sin_port);
+        qf_metrics_init(&c->met, c->nblocks, o->max_batch);
+        c->have_met = 1;
+    }
+    qf_engine_opts eo = serve_engine_opts(o, c->nblocks);
+    eo.met = &c->met, eo.notify = http_notify, eo.notify_ctx = c;
+    if (!rc) rc = qf_engine_init(&c->eng, &eo, e);
+    rc = serve_agree(o, rc, e); /* every rank loaded its layers (or none serves) */
+    if (!rc) {
+        c->notify_ev = event_new(c->base, -1, EV_PERSIST, http_on_notify, c);
+        c->sig_term = evsignal_new(c->base, SIGTERM, http_on_signal, c);
+        c->sig_int = evsignal_new(c->base, SIGINT, http_on_signal, c);
+        c->tick = event_new(c->base, -1, EV_PERSIST, http_tick, c);
+        event_add(c->sig_term, NULL);
+        event_add(c->sig_int, NULL);
+        rc = qf_engine_start(&c->eng, e);
+    }
+    if (!rc) {
+        fprintf(stderr, "qwen-ft serve: %s on %s: %d KV blocks of %d positions (%.3f GiB%s), batch <= %d, queue <= %d\n",
+                o->model_id, o->ops->name, c->nblocks, o->block_size, kv_gib, o->world > 1 ? " on rank 0" : "",
+                o->max_batch, o->max_queue);
+        if (o->world > 1)
+            fprintf(stderr, "qwen-ft serve: the layers split over %d ranks (generate's split; rank 0 serves HTTP "
+                            "and schedules, rank %d runs the head)\n", o->world, o->world - 1);
+        fprintf(stderr, "qwen-ft serve: listening on http://%s:%d\n", o->host, port);
         fflush(stderr);
         event_base_dispatch(c->base);
         fprintf(stderr, "qwen-ft serve: stopped\n");
     }
-    qf_engine_cancel_all(&c->eng);
+    if (c->eng.inited) qf_engine_cancel_all(&c->eng);
     qf_engine_stop(&c->eng);
     while (c->active) http_job_unlink_free(c->active);
-    event_free(c->notify_ev);
-    event_free(c->sig_term);
-    event_free(c->sig_int);
-    event_free(c->tick);
-    evhttp_free(c->http);
-    event_base_free(c->base);
-    qf_metrics_destroy(&c->met);
+    if (c->notify_ev) event_free(c->notify_ev);
+    if (c->sig_term) event_free(c->sig_term);
+    if (c->sig_int) event_free(c->sig_int);
+    if (c->tick) event_free(c->tick);
+    if (c->http) evhttp_free(c->http);
+    if (c->base) event_base_free(c->base);
+    if (c->have_met) qf_metrics_destroy(&c->met);
     free(c);
     return rc;
 }

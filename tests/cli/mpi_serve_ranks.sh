@@ -1,12 +1,83 @@
 #!/usr/bin/env bash
-# qwen-ft serve runs on one rank: under mpirun with 2 ranks it refuses with exit code 2 on every rank and one message
-# saying so (docs/serve.md), before it loads anything or listens.
+# qwen-ft serve under mpirun: the layers split over the ranks as generate's (src/serve/serve_split.c). With the tiny
+# fixture model widened to the fixture tokenizer (2 layers) on 2 ranks (one layer each) and 3 ranks (rank 0 holds
+# only the embedding):
+#   - every greedy reply under concurrency (--max-batch 3, --prefill-chunk 8: requests queue, join a running batch and
+#     prefill in chunks) has exactly the tokens `qwen-ft generate` gives on one rank, TGI details ids and a stream;
+#     a sampled request with a seed too (the logits travel from the last rank to rank 0)
+#   - each rank says which layers it holds; SIGTERM to rank 0 (2 ranks), or to every rank as srun/scancel send it
+#     (3 ranks), drains and every rank exits 0 (so does mpirun). (A SIGTERM to mpirun itself reaches every rank
+#     and drains the same way, but Open MPI's mpirun then exits 1 for a job it signalled: not tested.)
+#   - bad input is said once (rank 0) with exit 2 on every rank, before anything listens
 # Env: QWENFT, WORK, SRC (tests/mpi_common.sh).
 source "$SRC/tests/mpi_common.sh"
+. "$SRC/tests/unit_common.sh"
+FIX="$SRC/tests/reference/fixtures"
+wide_fixture
+
 rc=0
-timeout 60 "$MPIRUN" -np 2 "$QWENFT" serve --model preset:qwen2.5-0.5b --port 0 > out.txt 2> err.txt || rc=$?
-[ "$rc" -eq 2 ] || { echo "FAIL: serve on 2 ranks: exit $rc, expected 2"; cat err.txt; exit 1; }
-n=$(grep -c "serve runs on one rank" err.txt || true)
-[ "$n" -eq 1 ] || { echo "FAIL: expected the refusal once, got $n times:"; cat err.txt; exit 1; }
-! grep -q "listening on" err.txt || { echo "FAIL: it listened"; exit 1; }
-echo "PASS: serve on 2 ranks: exit 2, '$(grep -o 'serve runs on one rank[^;]*' err.txt)'"
+timeout 60 "$MPIRUN" -np 2 "$QWENFT" serve --model wide --port 0 --max-total-tokens 1 > bad.out 2> bad.err || rc=$?
+[ "$rc" -eq 2 ] || { echo "FAIL: bad --max-total-tokens on 2 ranks: exit $rc, expected 2"; cat bad.err; exit 1; }
+n=$(grep -c "max-total-tokens 1: at least 2" bad.err || true)
+[ "$n" -eq 1 ] || { echo "FAIL: expected the refusal once, got $n times:"; cat bad.err; exit 1; }
+! grep -q "listening on" bad.err || { echo "FAIL: it listened"; exit 1; }
+echo "ok: bad input on 2 ranks: exit 2, said once"
+
+PYTHONPATH="$SRC/tests/tools" python3 - "$QWENFT" "$MPIRUN" <<'PY'
+import json, os, re, signal, subprocess, sys, threading, time
+from serve_harness import Server
+q, mpirun = sys.argv[1], sys.argv[2]; bad = 0
+def fail(msg):
+    global bad; bad += 1; print("FAIL:", msg)
+
+texts = ["the quick brown fox", "a", "hello there, general kenobi", "data " * 30, "one two three four five six",
+         "zebra", "the model was trained on large amounts of data"]
+N = 16
+with open("p.jsonl", "w") as f:
+    for t in texts: f.write(json.dumps({"prompt": t}) + "\n")
+def generate(*extra):
+    p = subprocess.run([q, "generate", "--model", "wide", "--prompts", "p.jsonl", "--json", "-n", str(N), *extra],
+                       capture_output=True, text=True)
+    if p.returncode: print(p.stderr); sys.exit(1)
+    return [json.loads(l) for l in p.stdout.splitlines()]
+ref = generate()
+ref_ids = [r["ids"] for r in ref]
+seeded_ids = generate("--temperature", "0.8", "--top-k", "20", "--seed", "11")[0]["ids"] # row 0: serve's stream
+
+for np_ in (2, 3):
+    S = Server(q, "--model", "wide", "--max-batch", "3", "--max-queue", "64", "--prefill-chunk", "8",
+               "--max-total-tokens", "256", log=f"serve{np_}.err", launcher=(mpirun, "-np", str(np_)))
+    try:
+        got = {}
+        def worker(i):
+            s, h, b = S.post("/generate", {"inputs": texts[i], "parameters": {"max_new_tokens": N, "details": True}})
+            got[i] = [t["id"] for t in b["details"]["tokens"]] if s == 200 else (s, b)
+        ts = [threading.Thread(target=worker, args=(i,)) for i in range(len(texts))]
+        for t in ts: t.start()
+        for t in ts: t.join()
+        for i in range(len(texts)):
+            if got.get(i) != ref_ids[i]: fail(f"{np_} ranks, prompt {i}: {got.get(i)} != generate's {ref_ids[i]}")
+        ev = S.sse("/generate_stream", {"inputs": texts[2], "parameters": {"max_new_tokens": N}})
+        ids = [json.loads(e)["token"]["id"] for e in ev]
+        if ids != ref_ids[2]: fail(f"{np_} ranks, stream: {ids} != {ref_ids[2]}")
+        s, h, b = S.post("/generate", {"inputs": texts[0], "parameters": {"max_new_tokens": N, "details": True,
+                         "do_sample": True, "temperature": 0.8, "top_k": 20, "seed": 11}})
+        sids = [t["id"] for t in b["details"]["tokens"]] if s == 200 else (s, b)
+        if sids != seeded_ids: fail(f"{np_} ranks, seeded sample: {sids} != generate --seed's {seeded_ids}")
+    finally: # SIGTERM to the ranks (rank 0's pid from its line), not to mpirun
+        log = open(f"serve{np_}.err").read()
+        pids = {int(r): int(p) for r, p in re.findall(r"rank (\d+) of \d+ \(pid (\d+)\)", log)}
+        for r, p in pids.items():
+            if r == 0 or np_ == 3: os.kill(p, signal.SIGTERM)
+        try: rc = S.p.wait(timeout=60)
+        except subprocess.TimeoutExpired: S.p.kill(); rc = "hung"
+        S.errf.close()
+    log = open(f"serve{np_}.err").read()
+    if rc != 0: fail(f"{np_} ranks: exit {rc} after SIGTERM:\n{log}")
+    for r in range(np_):
+        if not re.search(f"rank {r} of {np_} \\(pid \\d+\\): layers \\[", log): fail(f"{np_} ranks: rank {r} did not say its layers:\n{log}")
+    if "the layers split over %d ranks" % np_ not in log: fail(f"{np_} ranks: no split line:\n{log}")
+    if not bad: print(f"ok: {np_} ranks: {len(texts)} concurrent greedy replies, a stream and a seeded sample equal "
+                      f"generate's on one rank; SIGTERM: exit 0")
+sys.exit(1 if bad else 0)
+PY

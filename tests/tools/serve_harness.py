@@ -4,11 +4,12 @@ import http.client, json, os, re, signal, subprocess, time
 
 
 class Server:
-    def __init__(self, qwenft, *args, log="serve.err"):
+    def __init__(self, qwenft, *args, log="serve.err", launcher=()):
+        """launcher: a command prefix (["mpirun", "-np", "2"]: the layers split over the ranks)"""
         self.log = log
         self.errf = open(log, "wb")
         env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
-        self.p = subprocess.Popen([qwenft, "serve", "--port", "0", *args], stdout=subprocess.DEVNULL,
+        self.p = subprocess.Popen([*launcher, qwenft, "serve", "--port", "0", *args], stdout=subprocess.DEVNULL,
                                   stderr=self.errf, env=env)
         self.port = None
         t0 = time.time()

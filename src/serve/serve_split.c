@@ -1,0 +1,79 @@
+/* serve_split.c — a serve step through the layer split (serve_engine.h): generate's split (decode.h), driven by
+ * rank 0's scheduler one call at a time.
+ *
+ * Per call, rank 0 broadcasts a header {cmd, N, nrows, mode, tables changed} and the call's arrays: tokens,
+ * sequences and positions [N], the head's rows [nrows], and the block tables [max_batch * maxb] only when an
+ * admission or a leave changed them. Every rank then runs its layers on the ragged batch: rank r > 0 receives the
+ * residual stream [N, C] (act, through host memory) from rank r-1 and sends its result to rank r+1; the last rank
+ * runs the head and sends rank 0 the greedy picks (and their log-softmax) or the [nrows, V] fp32 logits. Every
+ * rank computes what one rank would, so the split changes no token (tests/cli/mpi_serve_ranks.sh). Only rank 0's
+ * engine thread calls MPI on rank 0 (MPI_THREAD_SERIALIZED, main.c); a rank that dies stops them all (QF_FATAL ->
+ * MPI_Abort). */
+#include <limits.h>
+#include "serve_engine.h"
+
+enum { SPLIT_TAG_RES = 11, SPLIT_TAG_PICK = 12, SPLIT_TAG_LP = 13, SPLIT_TAG_LOGITS = 14 };
+
+static size_t split_btab_len(const qf_engine *g) {
+    return (size_t)g->o.max_batch * (size_t)((g->o.max_total + g->o.block_size - 1) / g->o.block_size);
+}
+
+void qf_split_send(qf_engine *g, int cmd, int N, int nrows, int mode) {
+    int hdr[5] = {cmd, N, nrows, mode, g->btab_dirty};
+    MPI_Bcast(hdr, 5, MPI_INT, 0, g->o.comm);
+    if (!cmd) return;
+    MPI_Bcast(g->tok, N, MPI_INT32_T, 0, g->o.comm);
+    MPI_Bcast(g->seq, N, MPI_INT32_T, 0, g->o.comm);
+    MPI_Bcast(g->pos, N, MPI_INT32_T, 0, g->o.comm);
+    if (nrows) MPI_Bcast(g->rows, nrows, MPI_INT32_T, 0, g->o.comm);
+    if (g->btab_dirty) MPI_Bcast(g->btab, (int)split_btab_len(g), MPI_INT32_T, 0, g->o.comm);
+    g->btab_dirty = 0;
+}
+
+int qf_split_recv(qf_engine *g, int *N, int *nrows, int *mode) {
+    int hdr[5];
+    MPI_Bcast(hdr, 5, MPI_INT, 0, g->o.comm);
+    if (!hdr[0]) return 0;
+    *N = hdr[1], *nrows = hdr[2], *mode = hdr[3];
+    QF_CHECK(*N >= 1 && *N <= g->Ntok && *nrows >= 0 && *nrows <= g->o.max_batch);
+    MPI_Bcast(g->tok, *N, MPI_INT32_T, 0, g->o.comm);
+    MPI_Bcast(g->seq, *N, MPI_INT32_T, 0, g->o.comm);
+    MPI_Bcast(g->pos, *N, MPI_INT32_T, 0, g->o.comm);
+    if (*nrows) MPI_Bcast(g->rows, *nrows, MPI_INT32_T, 0, g->o.comm);
+    if (hdr[4]) MPI_Bcast(g->btab, (int)split_btab_len(g), MPI_INT32_T, 0, g->o.comm);
+    return 1;
+}
+
+void qf_split_call(qf_engine *g, int N, int nrows, int mode) {
+    const qf_ops *o = g->o.ops;
+    const int W = g->o.world, r = g->o.rank, last = r == W - 1;
+    const size_t rbytes = (size_t)N * g->o.cfg->hidden_size * o->act_bytes;
+    const int64_t V = g->o.cfg->vocab_size;
+    QF_CHECK(rbytes <= INT_MAX);
+    qf_model_paged_begin(&g->m, g->tok, g->seq, g->pos, N, g->btab, r == 0);
+    if (r > 0) {
+        MPI_Recv(g->stage, (int)rbytes, MPI_BYTE, r - 1, SPLIT_TAG_RES, g->o.comm, MPI_STATUS_IGNORE);
+        o->copy_h2d(qf_model_decode_residual(&g->m, g->o.l0), g->stage, rbytes);
+    }
+    qf_model_decode_layers(&g->m, g->o.l0, g->o.l1);
+    if (!last) {
+        o->copy_d2h(g->stage, qf_model_decode_residual(&g->m, g->o.l1), rbytes);
+        MPI_Send(g->stage, (int)rbytes, MPI_BYTE, r + 1, SPLIT_TAG_RES, g->o.comm);
+    }
+    if (!nrows) return;
+    QF_CHECK((size_t)nrows * V <= INT_MAX);
+    if (last) {
+        if (mode) qf_model_paged_argmax(&g->m, g->rows, nrows, g->pick, mode == 2 ? g->pick_lp : NULL);
+        else qf_model_paged_logits(&g->m, g->rows, nrows, g->logits);
+        if (W > 1) {
+            if (mode) MPI_Send(g->pick, nrows, MPI_INT32_T, 0, SPLIT_TAG_PICK, g->o.comm);
+            if (mode == 2) MPI_Send(g->pick_lp, nrows, MPI_FLOAT, 0, SPLIT_TAG_LP, g->o.comm);
+            if (!mode) MPI_Send(g->logits, (int)(nrows * V), MPI_FLOAT, 0, SPLIT_TAG_LOGITS, g->o.comm);
+        }
+    } else if (r == 0) {
+        if (mode) MPI_Recv(g->pick, nrows, MPI_INT32_T, W - 1, SPLIT_TAG_PICK, g->o.comm, MPI_STATUS_IGNORE);
+        if (mode == 2) MPI_Recv(g->pick_lp, nrows, MPI_FLOAT, W - 1, SPLIT_TAG_LP, g->o.comm, MPI_STATUS_IGNORE);
+        if (!mode)
+            MPI_Recv(g->logits, (int)(nrows * V), MPI_FLOAT, W - 1, SPLIT_TAG_LOGITS, g->o.comm, MPI_STATUS_IGNORE);
+    }
+}

@@ -190,6 +190,19 @@ static int engine_up(qf_run *r, int mode, qf_err *e) {
                             d->recompute_layers, e) ||
         qf_zero_init(&r->zero, &r->model, &r->comm, d, mode == QF_RUN_TRAIN, e))
         return plan_failed(r, e);
+    /* the steps' transient buffers (stages 2-3: the gathered units and unit gradients in flight, which the plan
+     * counts; they come from the engine's pool during a step): taken once and given back, so that a layout whose
+     * in-flight peak does not fit falls back here, before any step */
+    const qf_mem_estimate *pm = r->planned ? &r->plans[r->plan_at].mem : NULL;
+    if (pm && t->on && !t->failed && pm->params_live + pm->grads_live > 0) {
+        size_t live = (size_t)(pm->params_live + pm->grads_live);
+        void *p = qf_mem_trial_alloc(t, r->ops, live, "the steps' unit buffers (gathered parameters and unit "
+                                     "gradients in flight)");
+        if (p) {
+            r->ops->free(p);
+            t->held -= (int64_t)live;
+        }
+    }
     return 0;
 }
 
@@ -224,12 +237,19 @@ static int engine_agree(qf_run *r, int rc, qf_err *e) {
     int mx = v[0];
     MPI_Allreduce(MPI_IN_PLACE, &mx, 1, MPI_INT, MPI_MAX, r->comm.world);
     MPI_Allreduce(MPI_IN_PLACE, &v[1], 1, MPI_INT, MPI_MIN, r->comm.world);
-    if (mx) {
-        if (!rc) qf_err_set(e, mx, "the set-up failed on another rank");
-        return mx;
-    }
+    if (mx) return mx; /* the ranks that failed say why (qf_run_setup) */
     if (v[1] == W) {
         r->model.trial = NULL;
+        /* an allocation that fails in a step after all (the kernels' scratch, a pool buffer) stays fatal: its
+         * message names the next plan */
+        int ni = r->plan_at + 1 < r->nplans && r->plans[r->plan_at + 1].fits ? r->plan_at + 1 : -1;
+        if (ni >= 0) {
+            char next[256];
+            qf_run_plan_describe(r, ni, next, sizeof next);
+            snprintf(r->oom_hint, sizeof r->oom_hint, " (the \"auto\" layout plan did not fit after all; the next "
+                     "plan: %s: set those keys in the deck, or lower gpu_memory_limit_gb)", next);
+            r->zero.oom_hint = r->oom_hint;
+        }
         return 0;
     }
     oom_report o = {.rank = v[1], .host = r->trial.host, .bytes = (long long)r->trial.bytes};

@@ -55,6 +55,7 @@ typedef struct qf_run {
     qf_mem_trial trial;         /* the engine's set-up under a plan (model/mem_trial.h; run.c) */
     size_t trial_base;          /* the backend's bytes before the set-up (CUDA; 0 on CPU ranks) */
     char plan_tried[2048];      /* the plans that ran out of memory, and where */
+    char oom_hint[384];         /* planned: what an out-of-memory error in a step adds (the next plan; zero.h) */
     int64_t rss_base;           /* resident bytes before the model state and activations were allocated */
     /* fault injection for the failure tests (QWENFT_INJECT_FAULT="rank:step:nan|fail", docs/testing.md) */
     int fault_rank;

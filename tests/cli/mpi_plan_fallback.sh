@@ -57,8 +57,8 @@ PY
   same_ckpt "${name}_hand" "$name" || fails=$((fails + 1))
   # the engine's count of what it holds: the same as a run that never failed
   local a b
-  a=$(grep -o 'memory: rank 0 model state peak [0-9.]* MiB (estimate [0-9.]*; sharded part [0-9.]*' "${name}_hand.out" || true)
-  b=$(grep -o 'memory: rank 0 model state peak [0-9.]* MiB (estimate [0-9.]*; sharded part [0-9.]*' "$name.out" || true)
+  a=$(grep -o 'memory: rank 0 model state peak .* activations [0-9.]* MiB (estimate [0-9.]*)' "${name}_hand.out" || true)
+  b=$(grep -o 'memory: rank 0 model state peak .* activations [0-9.]* MiB (estimate [0-9.]*)' "$name.out" || true)
   [ -n "$a" ] && [ "$a" = "$b" ] || fail "(a) $name: model state after the fallback: '$b', a fresh run: '$a'"
 }
 # the micro batch fixed: the model state dominates, and the plans run out in the ZeRO engine's set-up (gradient

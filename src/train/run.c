@@ -229,16 +229,15 @@ typedef struct {
 
 /* Every rank after engine_up (rc its code): 0 when the set-up holds everywhere (the trial ends: later failures
  * are fatal as ever); 1 when a plan ran out of memory on some rank and the next plan is applied (the caller runs
- * engine_up again); else an exit code (with e set on every rank). One collective path for all ranks whatever each
- * saw: no rank is left in a collective alone. */
+ * engine_up again); else an exit code (e set on the ranks that failed, which say why: qf_run_setup). One collective
+ * path for all ranks whatever each saw: no rank is left in a collective alone. */
 static int engine_agree(qf_run *r, int rc, qf_err *e) {
     const int W = r->comm.world_size;
-    int v[2] = {rc, r->trial.failed ? r->comm.rank : W};
-    int mx = v[0];
+    int mx = rc, first = r->trial.failed ? r->comm.rank : W; /* the worst code; the lowest rank that ran out */
     MPI_Allreduce(MPI_IN_PLACE, &mx, 1, MPI_INT, MPI_MAX, r->comm.world);
-    MPI_Allreduce(MPI_IN_PLACE, &v[1], 1, MPI_INT, MPI_MIN, r->comm.world);
-    if (mx) return mx; /* the ranks that failed say why (qf_run_setup) */
-    if (v[1] == W) {
+    MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, r->comm.world);
+    if (mx) return mx;
+    if (first == W) {
         r->model.trial = NULL;
         /* an allocation that fails in a step after all (the kernels' scratch, a pool buffer) stays fatal: its
          * message names the next plan */
@@ -252,9 +251,9 @@ static int engine_agree(qf_run *r, int rc, qf_err *e) {
         }
         return 0;
     }
-    oom_report o = {.rank = v[1], .host = r->trial.host, .bytes = (long long)r->trial.bytes};
+    oom_report o = {.rank = first, .host = r->trial.host, .bytes = (long long)r->trial.bytes};
     snprintf(o.where, sizeof o.where, "%s", r->trial.where);
-    MPI_Bcast(&o, (int)sizeof o, MPI_BYTE, v[1], r->comm.world);
+    MPI_Bcast(&o, (int)sizeof o, MPI_BYTE, first, r->comm.world);
     /* everything the set-up took goes back: the backend's count returns to what it held before (CUDA) */
     engine_down(r);
     r->model.trial = NULL;

@@ -129,18 +129,20 @@ static void *act_track(qf_model *m, void *p) {
     m->acts[m->nacts++] = p;
     return p;
 }
+/* under a layout plan's trial (m->trial on, mem_trial.h) a failure is recorded and the buffer stays NULL */
+static int in_trial(const qf_model *m) { return m->trial && m->trial->on; }
 static void *act_alloc(qf_model *m, size_t elems) {
     size_t b = elems * m->ops->act_bytes;
     m->act_bytes += b;
-    void *p = m->ops->alloc(b);
-    if (!p) QF_FATAL("out of memory allocating %zu bytes of activations", b);
-    return act_track(m, p);
+    void *p = qf_mem_trial_alloc(m->trial, m->ops, b, "activations");
+    if (!p && !in_trial(m)) QF_FATAL("out of memory allocating %zu bytes of activations", b);
+    return p ? act_track(m, p) : NULL;
 }
 static float *f32_alloc(qf_model *m, size_t elems) {
     m->act_bytes += elems * 4;
-    float *p = m->ops->alloc(elems * 4);
-    if (!p) QF_FATAL("out of memory allocating %zu bytes of activation statistics", elems * 4);
-    return act_track(m, p);
+    float *p = qf_mem_trial_alloc(m->trial, m->ops, elems * 4, "activation statistics");
+    if (!p && !in_trial(m)) QF_FATAL("out of memory allocating %zu bytes of activation statistics", elems * 4);
+    return p ? act_track(m, p) : NULL;
 }
 
 /* Parts of a layer's activations (layer_acts_alloc's `parts`) */
@@ -229,14 +231,36 @@ int qf_model_alloc_acts(qf_model *m, int B, int T, int ackpt, int rec_layers, qf
         m->dswi = act_alloc(m, N * F);
     }
     size_t ib = N * sizeof(int32_t);
-    m->d_tokens = m->ops->alloc(ib);
-    m->d_targets = m->ops->alloc(ib);
-    m->d_seg = m->ops->alloc(ib);
-    m->d_pos = m->ops->alloc(ib);
-    if (!m->d_tokens || !m->d_targets || !m->d_seg || !m->d_pos)
-        return qf_err_set(e, QF_EXIT_RUNTIME, "out of memory for the batch");
+    m->d_tokens = qf_mem_trial_alloc(m->trial, m->ops, ib, "the batch on the backend");
+    m->d_targets = qf_mem_trial_alloc(m->trial, m->ops, ib, "the batch on the backend");
+    m->d_seg = qf_mem_trial_alloc(m->trial, m->ops, ib, "the batch on the backend");
+    m->d_pos = qf_mem_trial_alloc(m->trial, m->ops, ib, "the batch on the backend");
     m->act_bytes += 4 * ib;
+    if ((!m->d_tokens || !m->d_targets || !m->d_seg || !m->d_pos) && !in_trial(m))
+        return qf_err_set(e, QF_EXIT_RUNTIME, "out of memory for the batch");
     return 0;
+}
+
+void qf_model_free_acts(qf_model *m) {
+    QF_CHECK(m->S == 0); /* training mode only: the KV-cache modes free with the model */
+    for (int i = 0; i < m->nacts; i++) m->ops->free(m->acts[i]);
+    free(m->acts);
+    void *ps[] = {m->d_tokens, m->d_targets, m->d_seg, m->d_pos};
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
+        if (ps[i]) m->ops->free(ps[i]);
+    free(m->res);
+    free(m->la);
+    free(m->lmode);
+    m->acts = NULL;
+    m->nacts = m->cap_acts = 0;
+    m->d_tokens = m->d_targets = m->d_seg = m->d_pos = NULL;
+    m->res = NULL;
+    m->la = NULL;
+    m->lmode = NULL;
+    m->lnf = m->dres = m->dq = m->dk = m->dv = m->datt = m->dgate = m->dup = m->dswi = m->dln = NULL;
+    m->rstdf = NULL;
+    m->act_bytes = 0;
+    m->B = m->T = 0;
 }
 
 void qf_model_free(qf_model *m) {

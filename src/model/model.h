@@ -18,6 +18,7 @@
 #include "ops.h"
 #include "deck/deck.h"
 #include "loader.h"
+#include "mem_trial.h"
 #include "model_config.h"
 #include "profile.h"
 
@@ -76,6 +77,7 @@ typedef struct qf_model {
     void *dres, *dq, *dk, *dv, *datt, *dgate, *dup, *dswi, *dln; /* backward scratch */
     int32_t *d_tokens, *d_targets, *d_seg, *d_pos; /* [N] backend copies of the batch */
     size_t act_bytes;         /* bytes of activations + scratch */
+    qf_mem_trial *trial;      /* a layout plan's set-up (mem_trial.h): failed allocations recorded (NULL: fatal) */
 
     /* KV-cache mode (qf_model_alloc_decode; S = 0 in training mode). The same layer_forward runs, with
      * attention_decode against the caches instead of attention_fwd; res[l] aliases resbuf[l % 2]. */
@@ -99,6 +101,8 @@ typedef struct qf_model {
 int qf_model_create(qf_model *m, const qf_model_config *cfg, const qf_ops *ops, int flags, qf_err *e);
 /* Allocates activations for micro-batches of B x T, recomputation ackpt in the first rec_layers layers (< 0: all). */
 int qf_model_alloc_acts(qf_model *m, int B, int T, int ackpt, int rec_layers, qf_err *e);
+/* Frees what qf_model_alloc_acts allocated (training mode), so that it can run again (a layout plan's fallback). */
+void qf_model_free_acts(qf_model *m);
 /* What qf_model_alloc_acts allocates, for ab bytes per act element (estimate, memory plan). */
 int64_t qf_model_act_bytes(const qf_model_config *c, int B, int T, int ackpt, int rec_layers, int64_t ab);
 void qf_model_free(qf_model *m);

@@ -135,16 +135,158 @@ static char *deck_to_text(const qf_deck *d) {
     return buf;
 }
 
-/* an allocation of a planned layout failed after all: the message names the next plan to try (the engine
- * allocates once, before the first step; run_plan.c) */
+/* an allocation of a planned layout failed after all, outside the set-up's trial: the message names the next plan
+ * to try */
 static int plan_failed(qf_run *r, qf_err *e) {
     if (r->planned && e->code == QF_EXIT_RUNTIME) {
+        char next[256] = "";
+        int i = r->plan_at + 1 < r->nplans && r->plans[r->plan_at + 1].fits ? r->plan_at + 1 : -1;
+        if (i >= 0) qf_run_plan_describe(r, i, next, sizeof next);
         size_t n = strlen(e->msg);
         snprintf(e->msg + n, sizeof e->msg - n, " (the \"auto\" layout plan did not fit after all%s%s%s)",
-                 r->plan_next[0] ? "; the next plan: " : "", r->plan_next,
-                 r->plan_next[0] ? ": set those keys in the deck, or lower gpu_memory_limit_gb" : "");
+                 next[0] ? "; the next plan: " : "", next,
+                 next[0] ? ": set those keys in the deck, or lower gpu_memory_limit_gb" : "");
     }
     return e->code;
+}
+
+/* The layout-dependent part of the set-up: the gradient home, the micro-batch rows, the activations and the ZeRO
+ * engine (model state, optimizer state, offload buffers). Under a plan its allocations run as a trial
+ * (model/mem_trial.h): one that fails is recorded in r->trial and the set-up goes on without memory, to be
+ * freed by engine_down when the ranks agree that a plan ran out (engine_agree). */
+static int engine_up(qf_run *r, int mode, qf_err *e) {
+    qf_deck *d = &r->deck;
+    qf_plan_grads_home(d, &r->model.cfg, r->comm.world_size, r->comm.local_size, (int64_t)r->ops->act_bytes,
+                       (int64_t)qf_backend_device_budget(r->ops, d), r->grads_why, sizeof r->grads_why);
+    int ga = mode == QF_RUN_TRAIN ? d->gradient_accumulation_steps : 1;
+    r->nrows = ga;
+    r->rows = qf_calloc((size_t)ga, sizeof *r->rows);
+    for (int i = 0; i < ga; i++) qf_rows_alloc(&r->rows[i], d->train_micro_batch_size_per_gpu, d->seq_len);
+    char why[256];
+    if (qf_model_check_batch(d->train_micro_batch_size_per_gpu, d->seq_len, why, sizeof why))
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: %s", d->path, why);
+    if (d->recompute_layers > r->model.cfg.num_layers)
+        return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'recompute_layers' = %d: the model has %d layers", d->path,
+                          d->recompute_layers, r->model.cfg.num_layers);
+    /* the trial; the fault hook (docs/testing.md) refuses what passes half the memory this layout is predicted
+     * to take on this rank: a card half as large as the plan thought */
+    qf_mem_trial *t = &r->trial;
+    memset(t, 0, sizeof *t);
+    t->on = r->planned;
+    const int attempt = r->plan_falls;
+    if ((r->oom_rank == -1 || r->oom_rank == r->comm.rank) && attempt < r->oom_plans) {
+        int64_t want = 0;
+        if (r->planned) want = qf_run_plan_bytes(r);
+        else {
+            qf_mem_estimate m;
+            qf_estimate(&r->model.cfg, d, r->comm.world_size, r->comm.local_size, (int64_t)r->ops->act_bytes, &m);
+            want = m.params + m.grads + m.optimizer + m.host_per_rank + m.activations;
+        }
+        t->refuse_past = want / 2 > 0 ? want / 2 : 1;
+    }
+    r->model.trial = t->on || t->refuse_past ? t : NULL;
+    r->trial_base = qf_backend_current_bytes(r->ops);
+    if (qf_model_alloc_acts(&r->model, d->train_micro_batch_size_per_gpu, d->seq_len, d->activation_checkpointing,
+                            d->recompute_layers, e) ||
+        qf_zero_init(&r->zero, &r->model, &r->comm, d, mode == QF_RUN_TRAIN, e))
+        return plan_failed(r, e);
+    /* the steps' transient buffers (stages 2-3: the gathered units and unit gradients in flight, which the plan
+     * counts; they come from the engine's pool during a step): taken once and given back, so that a layout whose
+     * in-flight peak does not fit falls back here, before any step */
+    const qf_mem_estimate *pm = r->planned ? &r->plans[r->plan_at].mem : NULL;
+    if (pm && t->on && !t->failed && pm->params_live + pm->grads_live > 0) {
+        size_t live = (size_t)(pm->params_live + pm->grads_live);
+        void *p = qf_mem_trial_alloc(t, r->ops, live, "the steps' unit buffers (gathered parameters and unit "
+                                     "gradients in flight)");
+        if (p) {
+            r->ops->free(p);
+            t->held -= (int64_t)live;
+        }
+    }
+    return 0;
+}
+
+/* frees what engine_up allocated (the model keeps its layout; the rows, activations and engine go) */
+static void engine_down(qf_run *r) {
+    if (r->zero.m) qf_zero_free(&r->zero);
+    qf_model_free_acts(&r->model);
+    for (int i = 0; i < r->nrows; i++) qf_rows_free(&r->rows[i]);
+    free(r->rows);
+    r->rows = NULL;
+    r->nrows = 0;
+}
+
+#define FALLBACKS_TEXT_(n) #n
+#define FALLBACKS_TEXT_X(n) FALLBACKS_TEXT_(n)
+#define FALLBACKS_TEXT FALLBACKS_TEXT_X(QF_RUN_PLAN_FALLBACKS)
+
+/* what ran out, on which rank: the lowest rank whose set-up failed tells every rank */
+typedef struct {
+    int rank, host;
+    long long bytes;
+    char where[96];
+} oom_report;
+
+/* Every rank after engine_up (rc its code): 0 when the set-up holds everywhere (the trial ends: later failures
+ * are fatal as ever); 1 when a plan ran out of memory on some rank and the next plan is applied (the caller runs
+ * engine_up again); else an exit code (e set on the ranks that failed, which say why: qf_run_setup). One collective
+ * path for all ranks whatever each saw: no rank is left in a collective alone. */
+static int engine_agree(qf_run *r, int rc, qf_err *e) {
+    const int W = r->comm.world_size;
+    int mx = rc, first = r->trial.failed ? r->comm.rank : W; /* the worst code; the lowest rank that ran out */
+    MPI_Allreduce(MPI_IN_PLACE, &mx, 1, MPI_INT, MPI_MAX, r->comm.world);
+    MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, r->comm.world);
+    if (mx) return mx;
+    if (first == W) {
+        r->model.trial = NULL;
+        /* an allocation that fails in a step after all (the kernels' scratch, a pool buffer) stays fatal: its
+         * message names the next plan */
+        int ni = r->plan_at + 1 < r->nplans && r->plans[r->plan_at + 1].fits ? r->plan_at + 1 : -1;
+        if (ni >= 0) {
+            char next[256];
+            qf_run_plan_describe(r, ni, next, sizeof next);
+            snprintf(r->oom_hint, sizeof r->oom_hint, " (the \"auto\" layout plan did not fit after all; the next "
+                     "plan: %s: set those keys in the deck, or lower gpu_memory_limit_gb)", next);
+            r->zero.oom_hint = r->oom_hint;
+        }
+        return 0;
+    }
+    oom_report o = {.rank = first, .host = r->trial.host, .bytes = (long long)r->trial.bytes};
+    snprintf(o.where, sizeof o.where, "%s", r->trial.where);
+    MPI_Bcast(&o, (int)sizeof o, MPI_BYTE, first, r->comm.world);
+    /* everything the set-up took goes back: the backend's count returns to what it held before (CUDA) */
+    engine_down(r);
+    r->model.trial = NULL;
+    long long leak = (long long)qf_backend_current_bytes(r->ops) - (long long)r->trial_base;
+    MPI_Allreduce(MPI_IN_PLACE, &leak, 1, MPI_LONG_LONG, MPI_MAX, r->comm.world);
+    char was[256], next[256] = "", line[1024];
+    qf_run_plan_describe(r, r->plan_at, was, sizeof was);
+    const char *kind = o.host ? "host" : strcmp(r->ops->name, "cpu") ? "device" : "device (the CPU backend's host)";
+    int ni = leak > 0 ? -1 : qf_run_plan_next(r, o.host);
+    if (ni >= 0) qf_run_plan_describe(r, ni, next, sizeof next);
+    snprintf(line, sizeof line, "layout plan: %s ran out of %s memory on rank %d at %s (%lld bytes requested); %s%s",
+             was, kind, o.rank, o.where, o.bytes, ni >= 0 ? "falling back to the next plan: " : "", next);
+    /* the plans tried, for the message when none is left */
+    size_t n = strlen(r->plan_tried);
+    snprintf(r->plan_tried + n, sizeof r->plan_tried - n, "%s%s (%s memory at %s, %lld bytes)", n ? "; " : "", was,
+             o.host ? "host" : "device", o.where, o.bytes);
+    if (ni < 0) {
+        if (leak > 0)
+            return qf_err_set(e, QF_EXIT_RUNTIME, "layout plan: %s ran out of %s memory on rank %d at %s (%lld bytes "
+                              "requested), and %lld bytes of its set-up stayed on the backend: no fallback",
+                              was, kind, o.rank, o.where, o.bytes, leak);
+        return qf_err_set(e, QF_EXIT_RUNTIME, "layout plan: every plan tried ran out of memory: %s; %s (qwen-ft plan "
+                          "%s lists the ranking): lower gpu_memory_limit_gb, free host memory, or set the layout keys "
+                          "by hand", r->plan_tried, r->plan_falls >= QF_RUN_PLAN_FALLBACKS
+                              ? "no more fallbacks (a run takes at most " FALLBACKS_TEXT ")"
+                              : "no plan that fits and needs less of that memory is left",
+                          r->deck.path);
+    }
+    if (r->comm.rank == 0) {
+        fprintf(stderr, "qwen-ft: %s\n", line);
+        fflush(stderr);
+    }
+    return 1 + qf_run_plan_fallback(r, ni, line);
 }
 
 static int setup(qf_run *r, const qf_run_args *a, int mode, qf_err *e) {
@@ -164,8 +306,6 @@ static int setup(qf_run *r, const qf_run_args *a, int mode, qf_err *e) {
     if (qf_run_check_path(d, "model.from", d->model_from, e) || resolve_model(r, e)) return e->code;
     qf_deck_resolve_auto(d, r->model.cfg.hidden_size);
     if (qf_run_plan_layout(r, e)) return e->code;
-    qf_plan_grads_home(d, &r->model.cfg, r->comm.world_size, r->comm.local_size, (int64_t)r->ops->act_bytes,
-                       (int64_t)qf_backend_device_budget(r->ops, d), r->grads_why, sizeof r->grads_why);
     if (mode == QF_RUN_TRAIN) {
         if (!d->data_train[0]) return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'data.train' is required to train", d->path);
         if (qf_run_check_path(d, "data.train", d->data_train, e) ||
@@ -191,20 +331,18 @@ static int setup(qf_run *r, const qf_run_args *a, int mode, qf_err *e) {
     } else if (mode == QF_RUN_EVAL) {
         return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'data.valid' is required by eval", d->path);
     }
-    int ga = mode == QF_RUN_TRAIN ? d->gradient_accumulation_steps : 1;
-    r->nrows = ga;
-    r->rows = qf_calloc((size_t)ga, sizeof *r->rows);
-    for (int i = 0; i < ga; i++) qf_rows_alloc(&r->rows[i], d->train_micro_batch_size_per_gpu, d->seq_len);
-    char why[256];
-    if (qf_model_check_batch(d->train_micro_batch_size_per_gpu, d->seq_len, why, sizeof why))
-        return qf_err_set(e, QF_EXIT_INPUT, "%s: %s", d->path, why);
-    if (d->recompute_layers > r->model.cfg.num_layers)
-        return qf_err_set(e, QF_EXIT_INPUT, "%s: key 'recompute_layers' = %d: the model has %d layers", d->path,
-                          d->recompute_layers, r->model.cfg.num_layers);
-    if (qf_model_alloc_acts(&r->model, d->train_micro_batch_size_per_gpu, d->seq_len,
-                            d->activation_checkpointing, d->recompute_layers, e) ||
-        qf_zero_init(&r->zero, &r->model, &r->comm, d, mode == QF_RUN_TRAIN, e))
-        return plan_failed(r, e);
+    /* the layout's memory: under a plan, a set-up that runs out of memory on any rank falls back to the next plan
+     * (before anything is loaded or written: the run is the one started with that plan by hand) */
+    for (;;) {
+        int rc = engine_up(r, mode, e);
+        if (!r->planned) {
+            if (rc) return rc;
+            break;
+        }
+        rc = engine_agree(r, rc, e);
+        if (rc == 0) break;
+        if (rc != 1) return rc;
+    }
 
     /* parameters: a checkpoint in checkpoint.dir wins (resume), else model.from, else random init */
     char ck[QF_PATH_MAX + 64];
@@ -258,11 +396,16 @@ static int setup(qf_run *r, const qf_run_args *a, int mode, qf_err *e) {
 static void fault_parse(qf_run *r) {
     const char *f = getenv("QWENFT_INJECT_FAULT");
     r->fault_rank = -1;
+    r->oom_rank = -2;
     long long step = 0;
     int rank = -1;
     char kind[8] = {0};
     /* h5write is the checkpoint writer's own fault (src/store/checkpoint.c): not one for the train loop */
-    if (f && sscanf(f, "%d:%lld:%7s", &rank, &step, kind) == 3 && strcmp(kind, "h5write") != 0) {
+    if (f && sscanf(f, "%d:%lld:%7s", &rank, &step, kind) == 3 && !strcmp(kind, "oom")) {
+        /* the set-up's: the first `step` layouts tried run out of memory on rank `rank` (-1: every rank) */
+        r->oom_rank = rank;
+        r->oom_plans = (int)step;
+    } else if (f && sscanf(f, "%d:%lld:%7s", &rank, &step, kind) == 3 && strcmp(kind, "h5write") != 0) {
         r->fault_rank = rank;
         r->fault_step = step;
         memcpy(r->fault_kind, kind, sizeof kind);
@@ -320,6 +463,8 @@ void qf_run_free(qf_run *r) {
     }
     free(r->deck_text);
     free(r->plan_text);
+    free(r->plans);
+    free(r->plan_log);
     qf_ckpt_lock_release(&r->lock);
     qf_comm_free(&r->comm);
 }

@@ -16,6 +16,7 @@
 #include "store/ckpt_lock.h"
 #include "monitor.h"
 #include "hf_files.h"
+#include "plan/plan.h"
 
 typedef struct qf_run {
     qf_deck deck;
@@ -44,12 +45,24 @@ typedef struct qf_run {
     char grads_why[256];        /* why offload_optimizer.gradients is what it is (plan/grads_home.c) */
     int planned;                /* the layout came from the planner ("auto" keys; run_plan.c) */
     char *plan_text;            /* rank 0: the chosen layout and the runner-ups, for the run header (or NULL) */
-    char plan_next[256];        /* rank 0: the next plan that fits (or "") */
+    qf_plan *plans;             /* planned: the ranking (fitting plans first), on every rank */
+    int nplans, plan_at;        /* how many; the one that runs */
+    int plan_falls;             /* fallbacks taken (a plan that ran out of memory in the engine's set-up) */
+    char *plan_log;             /* planned: one line per fallback, for the run header */
+    qf_plan_machine plan_mc;    /* rank 0: the machine planned for */
+    char plan_rates[256];       /* rank 0: where the rates came from */
+    qf_grads_home plan_grads;   /* the deck's offload_optimizer.gradients before any plan was applied */
+    qf_mem_trial trial;         /* the engine's set-up under a plan (model/mem_trial.h; run.c) */
+    size_t trial_base;          /* the backend's bytes before the set-up (CUDA; 0 on CPU ranks) */
+    char plan_tried[2048];      /* the plans that ran out of memory, and where */
+    char oom_hint[384];         /* planned: what an out-of-memory error in a step adds (the next plan; zero.h) */
     int64_t rss_base;           /* resident bytes before the model state and activations were allocated */
     /* fault injection for the failure tests (QWENFT_INJECT_FAULT="rank:step:nan|fail", docs/testing.md) */
     int fault_rank;
     int64_t fault_step;
     char fault_kind[8];
+    /* QWENFT_INJECT_FAULT="rank:K:oom" (-1: every rank): the first K layouts' set-up runs out of memory (run.c) */
+    int oom_rank, oom_plans;
     qf_profile prof;            /* log.wall_clock_breakdown (profile.h) */
     qf_monitor mon;             /* train: the per-step monitoring figures (monitor.h) */
     int64_t best_step;          /* the step of the last evaluation that improved valid_loss (-1: none yet) */
@@ -76,6 +89,17 @@ int qf_run_check_path(const qf_deck *d, const char *key, const char *value, qf_e
 /* The deck's "auto" layout keys (stage, offload, ratio, micro batch, recomputation): rank 0 plans (calibrating
  * when the cache has no rates), every rank applies the choice (run_plan.c). 0 or an exit code. */
 int qf_run_plan_layout(qf_run *r, qf_err *e);
+
+/* After a plan ran out of memory in the engine's set-up (run.c): the next plan of the ranking that needs less of
+ * the memory that ran out (host: the node's host bytes, else the device's), or -1 (none, or QF_RUN_PLAN_FALLBACKS
+ * taken); its description; the bytes
+ * the running plan predicts per rank (model state + activations: the fault hook's yardstick); taking plan next
+ * (line: what happened, for the run header). */
+#define QF_RUN_PLAN_FALLBACKS 4 /* the most fallbacks a run takes (each one's set-up allocates and frees again) */
+int qf_run_plan_next(const qf_run *r, int host);
+void qf_run_plan_describe(const qf_run *r, int i, char *buf, size_t n);
+int64_t qf_run_plan_bytes(const qf_run *r);
+int qf_run_plan_fallback(qf_run *r, int next, const char *line);
 
 /* Fills r->carry from the sources of the run (run_carry.c); after the parameters are loaded. */
 void qf_run_carry_files(qf_run *r);

@@ -28,8 +28,50 @@ static const char *plan_cache_dir(const qf_deck *d) {
     return NULL;
 }
 
-/* rank 0: the plans; fills chosen (or returns the exit code with the message in e) */
-static int plan_rank0(qf_run *r, const qf_plan_space *sp, qf_plan *chosen, qf_err *e) {
+/* rank 0: the run header's plan lines for the plan that runs (r->plans[r->plan_at]) and the runner-ups after it,
+ * after the fallbacks so far (r->plan_log) */
+static void plan_text_build(qf_run *r) {
+    const qf_model_config *c = &r->model.cfg;
+    const int cpu = !strcmp(r->ops->name, "cpu");
+    const qf_plan_machine *mc = &r->plan_mc;
+    const qf_plan *pl = r->plans, *p = &r->plans[r->plan_at];
+    const int np = r->nplans;
+    size_t cap = 4096 + strlen(r->plan_log), len = 0;
+    free(r->plan_text);
+    char *t = r->plan_text = malloc(cap), desc[256], why[256];
+    if (!t) abort();
+    t[0] = 0;
+    len += (size_t)snprintf(t + len, cap - len, "%s", r->plan_log);
+    int nfit = 0;
+    for (int i = 0; i < np; i++) nfit += pl[i].fits;
+    qf_plan_describe(p, c->num_layers, desc, sizeof desc);
+    char nth[64] = "";
+    if (r->plan_at > 0) snprintf(nth, sizeof nth, " (plan %d of the ranking, after %d fallback%s)", r->plan_at + 1,
+                                 r->plan_falls, r->plan_falls == 1 ? "" : "s");
+    len += (size_t)snprintf(t + len, cap - len,
+                            "layout plan (\"auto\"): %s%s; predicted %.3f GiB per %s (of %.2f%s), %.3f GiB host per node "
+                            "(of %.2f available), %.0f tokens/s (step %.3f s: compute %.3f, communication %.3f, PCIe "
+                            "%.3f, optimizer %.3f); %d of %d layouts fit; rates %s\n",
+                            desc, nth, QF_GIB(p->device_need), cpu ? "rank" : "GPU", QF_GIB(mc->gpu_budget),
+                            cpu ? ": CPU ranks hold it in host memory" : "", QF_GIB(p->host_node_need),
+                            QF_GIB(mc->host_budget), p->tok_s, p->t_step, p->t_compute, p->t_comm, p->t_pcie, p->t_adam,
+                            nfit, np, r->plan_rates);
+    const qf_mem_estimate *m = &p->mem;
+    len += (size_t)snprintf(t + len, cap - len,
+                            "layout plan per rank: model state %.1f MiB (device %.1f + host %.1f), activations %.1f MiB\n",
+                            (double)(m->params + m->grads + m->optimizer + m->host_per_rank) / 1048576.0,
+                            (double)(m->params + m->grads + m->optimizer) / 1048576.0,
+                            (double)m->host_per_rank / 1048576.0, (double)m->activations / 1048576.0);
+    for (int i = r->plan_at + 1, k = 2; i < np && k <= PLAN_RUNNERS + 1 && len < cap - 1; i++, k++) {
+        qf_plan_describe(&pl[i], c->num_layers, desc, sizeof desc);
+        qf_plan_why_lost(p, &pl[i], mc, why, sizeof why);
+        len += (size_t)snprintf(t + len, cap - len, "layout plan runner-up %d: %s; %.2f GiB per %s, %.0f tokens/s: %s\n",
+                                k, desc, QF_GIB(pl[i].device_need), cpu ? "rank" : "GPU", pl[i].tok_s, why);
+    }
+}
+
+/* rank 0: the plans, ranked, into r->plans (or returns the exit code with the message in e) */
+static int plan_rank0(qf_run *r, const qf_plan_space *sp, qf_err *e) {
     qf_deck *d = &r->deck;
     const qf_model_config *c = &r->model.cfg;
     const int cpu = !strcmp(r->ops->name, "cpu");
@@ -54,12 +96,9 @@ static int plan_rank0(qf_run *r, const qf_plan_space *sp, qf_plan *chosen, qf_er
             return e->code;
         np = qf_plan_search(c, d, sp, &mc, &rates, &pl);
     }
-    size_t cap = 4096, len = 0;
-    char *t = r->plan_text = malloc(cap), desc[256], why[256];
-    if (!t) abort();
-    t[0] = 0;
     if (np == 0 || !pl[0].fits) {
         const qf_plan *s = np ? &pl[0] : NULL;
+        char desc[256];
         if (s) qf_plan_describe(s, c->num_layers, desc, sizeof desc);
         qf_err_set(e, QF_EXIT_INPUT,
                    "%s: no layout that the \"auto\" keys leave open fits: the smallest (%s) needs %.2f GiB per %s "
@@ -71,56 +110,73 @@ static int plan_rank0(qf_run *r, const qf_plan_space *sp, qf_plan *chosen, qf_er
         free(pl);
         return e->code;
     }
-    *chosen = pl[0];
-    int nfit = 0;
-    for (int i = 0; i < np; i++) nfit += pl[i].fits;
-    qf_plan_describe(&pl[0], c->num_layers, desc, sizeof desc);
-    len += (size_t)snprintf(t + len, cap - len,
-                            "layout plan (\"auto\"): %s; predicted %.3f GiB per %s (of %.2f%s), %.3f GiB host per node "
-                            "(of %.2f available), %.0f tokens/s (step %.3f s: compute %.3f, communication %.3f, PCIe "
-                            "%.3f, optimizer %.3f); %d of %d layouts fit; rates %s\n",
-                            desc, QF_GIB(pl[0].device_need), cpu ? "rank" : "GPU", QF_GIB(mc.gpu_budget),
-                            cpu ? ": CPU ranks hold it in host memory" : "",
-                            QF_GIB(pl[0].host_node_need), QF_GIB(mc.host_budget), pl[0].tok_s, pl[0].t_step,
-                            pl[0].t_compute, pl[0].t_comm, pl[0].t_pcie, pl[0].t_adam, nfit, np, rates.source);
-    const qf_mem_estimate *m = &pl[0].mem;
-    len += (size_t)snprintf(t + len, cap - len,
-                            "layout plan per rank: model state %.1f MiB (device %.1f + host %.1f), activations %.1f MiB\n",
-                            (double)(m->params + m->grads + m->optimizer + m->host_per_rank) / 1048576.0,
-                            (double)(m->params + m->grads + m->optimizer) / 1048576.0,
-                            (double)m->host_per_rank / 1048576.0, (double)m->activations / 1048576.0);
-    for (int i = 1; i < np && i <= PLAN_RUNNERS && len < cap - 1; i++) {
-        qf_plan_describe(&pl[i], c->num_layers, desc, sizeof desc);
-        qf_plan_why_lost(&pl[0], &pl[i], &mc, why, sizeof why);
-        len += (size_t)snprintf(t + len, cap - len, "layout plan runner-up %d: %s; %.2f GiB per %s, %.0f tokens/s: %s\n",
-                                i + 1, desc, QF_GIB(pl[i].device_need), cpu ? "rank" : "GPU", pl[i].tok_s, why);
-    }
-    /* the next plan, for a run whose first allocation fails after all */
-    if (np > 1 && pl[1].fits && len < cap - 1) {
-        qf_plan_describe(&pl[1], c->num_layers, desc, sizeof desc);
-        snprintf(r->plan_next, sizeof r->plan_next, "%s", desc);
-    }
-    free(pl);
+    r->plans = pl;
+    r->nplans = np;
+    r->plan_mc = mc;
+    snprintf(r->plan_rates, sizeof r->plan_rates, "%s", rates.source);
     return 0;
+}
+
+/* the deck with plan i applied ("auto" of offload_optimizer.gradients stays for qf_plan_grads_home to decide) */
+static void plan_use(qf_run *r, int i) {
+    qf_deck *d = &r->deck;
+    r->plan_at = i;
+    d->offload_optimizer_gradients = r->plan_grads;
+    qf_plan_apply(&r->plans[i], d);
+    d->offload_optimizer_gradients = r->plan_grads;
 }
 
 int qf_run_plan_layout(qf_run *r, qf_err *e) {
     qf_deck *d = &r->deck;
     qf_plan_space sp;
     if (!qf_plan_space_from_deck(d, 0, &sp)) return 0;
-    qf_plan chosen;
-    memset(&chosen, 0, sizeof chosen);
     int rc = 0;
-    if (r->comm.rank == 0) rc = plan_rank0(r, &sp, &chosen, e);
+    if (r->comm.rank == 0) rc = plan_rank0(r, &sp, e);
     MPI_Bcast(&rc, 1, MPI_INT, 0, r->comm.world);
     if (rc) {
         if (r->comm.rank != 0) qf_err_set(e, rc, "%s: the layout plan failed on rank 0", d->path);
         return rc;
     }
-    MPI_Bcast(&chosen, (int)sizeof chosen, MPI_BYTE, 0, r->comm.world);
-    const qf_grads_home g = d->offload_optimizer_gradients; /* "auto" stays for qf_plan_grads_home to decide */
-    qf_plan_apply(&chosen, d);
-    d->offload_optimizer_gradients = g;
+    /* every rank holds the ranking: a fallback (qf_run_plan_fallback) needs no word from rank 0 */
+    MPI_Bcast(&r->nplans, 1, MPI_INT, 0, r->comm.world);
+    if (r->comm.rank != 0) r->plans = qf_calloc((size_t)r->nplans, sizeof *r->plans);
+    MPI_Bcast(r->plans, (int)((size_t)r->nplans * sizeof *r->plans), MPI_BYTE, 0, r->comm.world);
+    r->plan_grads = d->offload_optimizer_gradients;
+    r->plan_log = qf_strdup("");
+    plan_use(r, 0);
+    if (r->comm.rank == 0) plan_text_build(r);
     r->planned = 1;
+    return 0;
+}
+
+int qf_run_plan_next(const qf_run *r, int host) {
+    const qf_plan *f = &r->plans[r->plan_at];
+    if (r->plan_falls >= QF_RUN_PLAN_FALLBACKS) return -1;
+    for (int i = r->plan_at + 1; i < r->nplans; i++) {
+        const qf_plan *p = &r->plans[i];
+        if (!p->fits) break; /* fitting plans come first */
+        /* one that needs as much of the memory that ran out would run out too */
+        if (host ? p->host_node_need < f->host_node_need : p->device_need < f->device_need) return i;
+    }
+    return -1;
+}
+
+void qf_run_plan_describe(const qf_run *r, int i, char *buf, size_t n) {
+    qf_plan_describe(&r->plans[i], r->model.cfg.num_layers, buf, n);
+}
+
+int64_t qf_run_plan_bytes(const qf_run *r) {
+    const qf_mem_estimate *m = &r->plans[r->plan_at].mem;
+    return m->params + m->grads + m->optimizer + m->host_per_rank + m->activations;
+}
+
+int qf_run_plan_fallback(qf_run *r, int next, const char *line) {
+    r->plan_falls++;
+    size_t n = strlen(r->plan_log), k = strlen(line);
+    r->plan_log = qf_realloc(r->plan_log, n + k + 2);
+    memcpy(r->plan_log + n, line, k);
+    memcpy(r->plan_log + n + k, "\n", 2);
+    plan_use(r, next);
+    if (r->comm.rank == 0) plan_text_build(r);
     return 0;
 }

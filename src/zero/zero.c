@@ -9,9 +9,10 @@
 /* ---- host state ---------------------------------------------------------------------------------------- */
 
 static size_t AB(const qf_zero *z) { return z->ops->act_bytes; }
-static float *host_alloc(qf_zero *z, int64_t elems) {
-    zi_track(z, elems * 4);
-    return qf_calloc((size_t)(elems ? elems : 1), 4);
+static float *host_alloc(qf_zero *z, int64_t elems, const char *where) {
+    float *p = zi_host_state(z, (size_t)(elems ? elems : 1) * 4, where);
+    if (p) zi_track(z, elems * 4);
+    return p;
 }
 /* host-resident act values (the gradient shard with offload_optimizer at stages 2-3): fp32, bf16 or fp16 */
 static float host_act_get(const qf_zero *z, const void *p, int64_t i) {
@@ -328,9 +329,9 @@ static void alloc_params(qf_zero *z, int64_t shard) {
     int U = z->m->nunits;
     z->pfrom_master = z->stage == 3 && !z->offload_param && !z->offload_opt && z->with_opt;
     if (z->stage < 3) {
-        z->pfull = zi_dev_alloc(z, z->n, AB(z));
+        z->pfull = zi_dev_state(z, z->n, AB(z), "parameters");
     } else if (!z->offload_param) {
-        if (!z->pfrom_master) z->pshard = zi_dev_alloc(z, shard, AB(z));
+        if (!z->pfrom_master) z->pshard = zi_dev_state(z, shard, AB(z), "the parameter shard");
     } else {
         open_node_copy(z);
     }
@@ -348,8 +349,8 @@ static void alloc_params(qf_zero *z, int64_t shard) {
  * else the shard; then the per-unit handles and the reduce-scatter table. */
 static void alloc_grads(qf_zero *z, int64_t shard) {
     int U = z->m->nunits;
-    if (z->with_opt && z->stage < 2) z->gfull = zi_dev_alloc(z, z->n, AB(z));
-    else if (z->with_opt && !z->hgrads) z->gshard = zi_dev_alloc(z, shard, AB(z));
+    if (z->with_opt && z->stage < 2) z->gfull = zi_dev_state(z, z->n, AB(z), "gradients");
+    else if (z->with_opt && !z->hgrads) z->gshard = zi_dev_state(z, shard, AB(z), "the gradient shard");
     z->gunit = qf_calloc((size_t)U, sizeof(void *));
     z->pend = qf_calloc((size_t)U + 1, sizeof *z->pend);
 }
@@ -364,14 +365,14 @@ static int alloc_optimizer(qf_zero *z, qf_err *e) {
         z->opt_dev_end = z->opt_begin + (int64_t)llround((1.0 - z->d->offload_optimizer_ratio) * (double)opt);
     int64_t dopt = z->opt_dev_end - z->opt_begin, hopt = z->opt_end - z->opt_dev_end;
     int64_t chunk = dopt < QF_ZERO_OFFLOAD_CHUNK ? dopt : QF_ZERO_OFFLOAD_CHUNK;
-    if (z->with_opt && z->offload_param && dopt > 0) z->pstage = zi_dev_alloc(z, chunk, AB(z));
-    z->master = zi_dev_alloc(z, dopt, 4);
-    z->adam_m = zi_dev_alloc(z, dopt, 4);
-    z->adam_v = zi_dev_alloc(z, dopt, 4);
+    if (z->with_opt && z->offload_param && dopt > 0) z->pstage = zi_dev_state(z, chunk, AB(z), "the parameter staging buffer");
+    z->master = zi_dev_state(z, dopt, 4, "optimizer state (master weights)");
+    z->adam_m = zi_dev_state(z, dopt, 4, "optimizer state (Adam moments)");
+    z->adam_v = zi_dev_state(z, dopt, 4, "optimizer state (Adam moments)");
     if (z->offload_opt) {
-        z->hmaster = host_alloc(z, hopt);
-        z->hadam_m = host_alloc(z, hopt);
-        z->hadam_v = host_alloc(z, hopt);
+        z->hmaster = host_alloc(z, hopt, "the offloaded optimizer state (master weights)");
+        z->hadam_m = host_alloc(z, hopt, "the offloaded optimizer state (Adam moments)");
+        z->hadam_v = host_alloc(z, hopt, "the offloaded optimizer state (Adam moments)");
         if (qf_zoff_init(z, e)) return e->code;
         if (z->off.own_hbuf) zi_track(z, hopt * (int64_t)AB(z));
         if (z->hgrads && qf_zhg_init(z, e)) return e->code;
@@ -383,6 +384,7 @@ static int alloc_optimizer(qf_zero *z, qf_err *e) {
 /* pin_memory: page-lock the host buffers the GPU copies to and from (on GPU ranks; nothing to do on CPU ranks) */
 static void pin_host_buffers(qf_zero *z) {
     const qf_deck *d = z->d;
+    if (qf_mem_trial_failed(z->m->trial)) return; /* the set-up failed: it is freed, not used */
     int64_t hopt = z->opt_end - z->opt_dev_end;
     if (z->offload_opt && z->off.own_hbuf && d->offload_optimizer_pin_memory &&
         pin(z, z->off.hbuf, (size_t)(hopt ? hopt : 1) * AB(z)))

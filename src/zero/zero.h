@@ -146,6 +146,7 @@ typedef struct qf_zero {
     int grads_stale;                    /* the gradient buffer is zeroed at its first use in the step (grads_ready) */
     int hgrads;                         /* the gradient shard lives on the host (offload_optimizer.gradients) */
     qf_zero_hgrad hg;
+    const char *oom_hint;               /* appended to a later out-of-memory error (the run's next layout plan), or NULL */
 } qf_zero;
 
 /* with_optimizer = 0 (eval): parameters only, no gradients, master or moments */

@@ -21,17 +21,17 @@ int qf_zhg_init(qf_zero *z, qf_err *e) {
     int64_t umax = 0;
     for (int u = 0; u < U; u++) umax = zi_max(umax, z->ucount[u][z->comm->rank]);
     h->stage_n = umax < QF_ZERO_OFFLOAD_CHUNK ? umax : QF_ZERO_OFFLOAD_CHUNK;
-    h->stage = qf_calloc((size_t)(h->stage_n ? h->stage_n : 1), zi_ab(z));
+    h->stage = zi_host_state(z, (size_t)(h->stage_n ? h->stage_n : 1) * zi_ab(z), "the host gradients' staging buffer");
     if (!z->offload_param || z->d->gradient_accumulation_steps == 1) {
         h->g = z->off.hbuf; /* the step's host buffer: no second copy */
         h->alias_node = z->offload_param;
     } else {
-        h->g = qf_calloc((size_t)(shard_n(z) ? shard_n(z) : 1), zi_ab(z));
+        h->g = zi_host_state(z, (size_t)(shard_n(z) ? shard_n(z) : 1) * zi_ab(z), "the host gradient shard");
         h->own = 1;
     }
     z->off.gsrc = h->g;
     const char *why = NULL; /* unpinned: copies stay correct, slower (zero.c warns once for hbuf) */
-    if (z->d->offload_optimizer_pin_memory) {
+    if (z->d->offload_optimizer_pin_memory && !qf_mem_trial_failed(z->m->trial)) {
         h->pinned_g = h->own && qf_backend_pin(z->ops, h->g, (size_t)(shard_n(z) ? shard_n(z) : 1) * zi_ab(z), &why);
         h->pinned_stage = qf_backend_pin(z->ops, h->stage, (size_t)(h->stage_n ? h->stage_n : 1) * zi_ab(z), &why);
     }

@@ -33,6 +33,10 @@ void qf_zoff_reap(qf_zero *z);
 void zi_track(qf_zero *z, int64_t delta);
 void *zi_dev_tmp(qf_zero *z, size_t bytes);
 void *zi_dev_alloc(qf_zero *z, int64_t elems, size_t esize);
+/* the set-up's model state on the backend / in host memory: NULL (recorded) when it fails under a layout plan's
+ * trial (z->m->trial, model/mem_trial.h), else as zi_dev_tmp / a fatal host error */
+void *zi_dev_state(qf_zero *z, int64_t elems, size_t esize, const char *where);
+void *zi_host_state(qf_zero *z, size_t bytes, const char *where);
 void zi_dev_free(qf_zero *z, void *p, int64_t elems, size_t esize);
 void *zi_buf_get(qf_zero *z, int64_t elems, int zero);
 void zi_buf_put(qf_zero *z, void *p, int64_t elems);

@@ -74,7 +74,7 @@ int qf_zoff_init(qf_zero *z, qf_err *e) {
         MPI_Allgather(&c->rank, 1, MPI_INT, o->node_world, 1, MPI_INT, c->node);
         MPI_Barrier(c->node); /* every rank's initial progress is stored before any rank reads it */
     } else {
-        o->hbuf = qf_calloc((size_t)(n ? n : 1), zi_ab(z));
+        o->hbuf = zi_host_state(z, (size_t)(n ? n : 1) * zi_ab(z), "the offload's host buffer");
         o->own_hbuf = 1;
         o->prog = qf_calloc(1, sizeof *o->prog);
         atomic_store_explicit(o->prog, z->n, memory_order_release);

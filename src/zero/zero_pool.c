@@ -13,8 +13,31 @@ void *zi_dev_tmp(qf_zero *z, size_t b) {
     void *p = z->ops->alloc(b ? b : 1);
     if (!p)
         QF_FATAL("out of %s memory on rank %d: %zu bytes requested, %.2f GiB held by the backend (gpu_memory_limit_gb "
-                 "= %g)", z->ops->name, z->comm->rank, b, (double)qf_backend_current_bytes(z->ops) / 1073741824.0,
+                 "= %g)%s", z->ops->name, z->comm->rank, b, (double)qf_backend_current_bytes(z->ops) / 1073741824.0,
+                 z->d->gpu_memory_limit_gb, z->oom_hint ? z->oom_hint : "");
+    return p;
+}
+
+/* the model state of the set-up: under a layout plan's trial (mem_trial.h) a failure is recorded and the buffer
+ * stays NULL (the run falls back to the next plan), else zi_dev_tmp's fatal error */
+void *zi_dev_state(qf_zero *z, int64_t elems, size_t esize, const char *where) {
+    qf_mem_trial *t = z->m->trial;
+    if (!t) return zi_dev_alloc(z, elems, esize);
+    size_t b = (size_t)elems * esize;
+    void *p = qf_mem_trial_alloc(t, z->ops, b, where);
+    if (!p && !t->on)
+        QF_FATAL("out of %s memory on rank %d: %zu bytes requested, %.2f GiB held by the backend (gpu_memory_limit_gb "
+                 "= %g)", z->ops->name, z->comm->rank, b ? b : 1, (double)qf_backend_current_bytes(z->ops) / 1073741824.0,
                  z->d->gpu_memory_limit_gb);
+    if (p) zi_track(z, (int64_t)b);
+    return p;
+}
+/* host memory of the set-up (the offloaded optimizer state, the host gradient shard), zero-filled: as zi_dev_state */
+void *zi_host_state(qf_zero *z, size_t bytes, const char *where) {
+    qf_mem_trial *t = z->m->trial;
+    if (!t) return qf_calloc(bytes ? bytes : 1, 1);
+    void *p = qf_mem_trial_alloc(t, NULL, bytes, where);
+    if (!p && !t->on) QF_FATAL("out of host memory on rank %d allocating %zu bytes of %s", z->comm->rank, bytes, where);
     return p;
 }
 

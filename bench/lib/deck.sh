@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # bench/lib/deck.sh — the random-init training deck and data that bench/speed_gpu.sh, bench/run_bench.sh and
 # bench/fp8_bench.sh train on; source it (`. "$root/bench/lib/deck.sh"`), it runs nothing by itself.
 #

@@ -26,31 +26,16 @@ ackpt=${ACKPT:-none} # the fastest exact bf16 plan for 7B at seq 4096 on one H20
 work=$(mktemp -d)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0
 mkdir -p "$out" "$keep"
+. "$root/bench/lib/deck.sh"
 
-# deck7b NAME STEPS DATA FP8 [extra deck lines]: a Qwen2.5-7B random-init deck, written to $work/NAME.cfg
+# deck7b NAME STEPS DATA FP8 [extra deck lines]: a Qwen2.5-7B random-init deck (bench/lib/deck.sh; FP8 none or a
+# recipe), written to $work/NAME.cfg
 deck7b() {
   local name=$1 steps=$2 data=$3 fp8=$4; shift 4
-  local fp8line=""
-  [ "$fp8" != none ] && fp8line="fp8 = { enabled = true; recipe = \"$fp8\"; };"
-  cat > "$work/$name.cfg" <<DECK
-model = { preset = "qwen2.5-7b"; init_seed = 1; };
-data = { train = "$data"; seq_len = 4096; shuffle = true; seed = 7; };
-train_micro_batch_size_per_gpu = 1; gradient_accumulation_steps = 1;
-max_steps = $steps; gradient_clipping = 1.0;
-activation_checkpointing = "$ackpt";
-optimizer = { type = "AdamW"; params = { lr = 3e-4; betas = [0.9, 0.95]; weight_decay = 0.01; }; };
-scheduler = { type = "WarmupDecayLR"; params = { warmup_min_lr = 0; warmup_max_lr = 3e-4; warmup_num_steps = 30;
-              warmup_type = "linear"; total_num_steps = $steps; }; };
-bf16 = { enabled = true; };
-$fp8line
-zero_optimization = { stage = 0; };
-eval = { every_steps = 0; };
-checkpoint = { dir = "$work/ck-$name"; every_steps = 0; keep = 1; at_end = false; };
-log = { dir = "$keep/fp8-$name"; steps_per_print = 10; };
-peak_tflops = 989;
-$*
-DECK
+  deck_write "$work/$name.cfg" qwen2.5-7b 4096 1 "$steps" "$data" "fp8:$fp8" ackpt="$ackpt" shuffle=true seed=7 \
+    lr=3e-4 betas="0.9, 0.95" warmup=30 eval=0 ckpt="$work/ck-$name" log="$keep/fp8-$name" print=10 -- "$*"
 }
+
 # train7b NAME: runs $work/NAME.cfg (log in $OUT/fp8-NAME.log, metrics in $KEEP/fp8-NAME and $OUT); non-zero on failure
 train7b() {
   rm -rf "$keep/fp8-$1"
@@ -66,8 +51,7 @@ case "${1:-}" in
     ctest --test-dir "$B" -R 'fp8' --output-on-failure 2>&1 | tail -60
     "$B/tests/test_fp8_cuda" --bench | tee "$out/fp8_gemm_bench.txt" ;;
   speed)
-    python3 "$root/bench/make_data.py" "$work/d.jsonl" 14 4096 152064
-    "$Q" prepare --in "$work/d.jsonl" --out "$work/d.h5" --vocab-size 152064 > /dev/null
+    deck_data "$Q" "$work/d.h5" 14 4096 "$(deck_vocab qwen2.5-7b)"
     for r in none tensorwise rowwise; do
       n=speed-$([ $r = none ] && echo bf16 || echo $r)
       deck7b "$n" 10 "$work/d.h5" "$r"

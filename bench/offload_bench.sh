@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/offload_bench.sh SPEC ... — qwen-ft offload runs on one GPU as the [offload] issue measures them, one JSON line
 # each (tokens/s as the median of the steps after the second, MFU, GPU peak, host growth per parameter), into
-# $OUT/offload.jsonl. Run on the GPU machine after `. .devdeps/env.sh`.
+# $OUT/offload.jsonl (each run's output and metrics.jsonl in $OUT/qwen-ft-SPEC.log and .metrics.jsonl, SPEC's ':'
+# as '_'). Run on the GPU machine after `. .devdeps/env.sh`.
 #   SPEC = model:seq:micro:ackpt:offload:accum:prec[:cap_gb[:steps[:breakdown[:ratio]]]]
 #     offload none | opt (optimizer states on the host) | all (+ parameters), ZeRO-3; prec bf16 | fp16;
 #     cap_gb: gpu_memory_limit_gb (0 = none); breakdown 1: log.wall_clock_breakdown (its breakdown object is kept);
@@ -46,6 +47,7 @@ DECK
   kill $sampler 2>/dev/null; wait $sampler 2>/dev/null
   peak=$(cat "$work/peak" 2>/dev/null || echo "$base")
   cp "$work/q.out" "$out/qwen-ft-${spec//:/_}.log"
+  cp "$work/log/metrics.jsonl" "$out/qwen-ft-${spec//:/_}.metrics.jsonl" 2> /dev/null
   python3 - "$work/log/metrics.jsonl" "$spec" "$rc" "$base" "$peak" "$work/q.out" <<'PY' | tee -a "$out/offload.jsonl"
 import json, re, sys
 path, spec, rc, base, peak, log = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]

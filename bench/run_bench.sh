@@ -10,27 +10,17 @@ Q=${QWENFT:-$root/build/qwen-ft}
 out=${OUT:-/tmp}
 work=$(mktemp -d)
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+. "$root/bench/lib/deck.sh"
 for spec in "$@"; do
   IFS=: read -r model seq micro ackpt stage <<<"$spec"
   stage=${stage:-$([ "$n" -gt 1 ] && echo 3 || echo 0)}
   steps=8
   rows=$(( micro * n * (steps + 2) ))
-  vocab=$([ "${model#qwen2.5-}" = 7b ] || [ "${model#qwen2.5-}" = 14b ] && echo 152064 || echo 151936)
-  python3 "$root/bench/make_data.py" "$work/d.jsonl" "$rows" "$seq" "$vocab"
-  "$Q" prepare --in "$work/d.jsonl" --out "$work/d.h5" --vocab-size "$vocab" > /dev/null
-  cat > "$work/bench.cfg" <<DECK
-model = { preset = "$model"; init_seed = 1; };
-data = { train = "$work/d.h5"; seq_len = $seq; shuffle = false; };
-train_micro_batch_size_per_gpu = $micro; gradient_accumulation_steps = 1;
-max_steps = $steps; gradient_clipping = 1.0;
-activation_checkpointing = $([ "$ackpt" = 1 ] && echo true || echo false);
-optimizer = { type = "AdamW"; params = { lr = 1e-5; weight_decay = 0.01; }; };
-bf16 = { enabled = true; };
-zero_optimization = { stage = $stage; overlap_comm = true; };
-checkpoint = { dir = "$work/ck-$model"; every_steps = 0; keep = 1; at_end = false; };
-log = { dir = "$work/log-$model-$seq-$micro-$ackpt-$n"; steps_per_print = 1; };
-peak_tflops = 989;
-DECK
+  vocab=$(deck_vocab "$model")
+  deck_data "$Q" "$work/d.h5" "$rows" "$seq" "$vocab"
+  deck_write "$work/bench.cfg" "$model" "$seq" "$micro" "$steps" "$work/d.h5" bf16 \
+    ackpt="$([ "$ackpt" = 1 ] && echo true || echo false)" stage="$stage" overlap=true ckpt="$work/ck-$model" \
+    log="$work/log-$model-$seq-$micro-$ackpt-$n"
   rm -rf "$work/ck-$model"
   timeout 600 mpirun -np "$n" -x NCCL_NVLS_ENABLE "$Q" train "$work/bench.cfg" > "$work/q.out" 2>&1 ||
     { echo "qwen-ft failed:"; tail -20 "$work/q.out"; }

@@ -16,30 +16,17 @@ Q=${QWENFT:-$root/build-cuda/qwen-ft}
 out=${OUT:-/tmp}
 work=$(mktemp -d)
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+. "$root/bench/lib/deck.sh"
 
-# one run: MODEL SEQ MICRO ACKPT STEPS TAG [--set ...]; prints the median step's JSON line
+# one run: MODEL SEQ MICRO ACKPT STEPS TAG [--set ...] (bench/lib/deck.sh's deck, bf16, ZeRO 0); prints the median
+# step's JSON line
 one() {
   local model=$1 seq=$2 micro=$3 ackpt=$4 steps=$5 tag=$6; shift 6
-  local vocab=151936
-  case $model in qwen2.5-7b|qwen2.5-14b) vocab=152064 ;; esac
-  local d="$work/d-$model-$seq-$micro.h5"
-  if [ ! -f "$d" ]; then
-    python3 "$root/bench/make_data.py" "$work/d.jsonl" $((micro * (steps + 2))) "$seq" "$vocab"
-    "$Q" prepare --in "$work/d.jsonl" --out "$d" --vocab-size "$vocab" > /dev/null
-  fi
-  cat > "$work/$tag.cfg" <<DECK
-model = { preset = "$model"; init_seed = 1; };
-data = { train = "$d"; seq_len = $seq; shuffle = false; };
-train_micro_batch_size_per_gpu = $micro; gradient_accumulation_steps = 1;
-max_steps = $steps; gradient_clipping = 1.0;
-activation_checkpointing = "$ackpt";
-optimizer = { type = "AdamW"; params = { lr = 1e-5; weight_decay = 0.01; }; };
-bf16 = { enabled = true; };
-zero_optimization = { stage = 0; };
-checkpoint = { dir = "$work/ck-$tag"; every_steps = 0; keep = 1; at_end = false; };
-log = { dir = "$work/log-$tag"; steps_per_print = 1; };
-peak_tflops = 989;
-DECK
+  local vocab d="$work/d-$model-$seq-$micro.h5"
+  vocab=$(deck_vocab "$model")
+  [ -f "$d" ] || deck_data "$Q" "$d" $((micro * (steps + 2))) "$seq" "$vocab"
+  deck_write "$work/$tag.cfg" "$model" "$seq" "$micro" "$steps" "$d" bf16 ackpt="$ackpt" ckpt="$work/ck-$tag" \
+    log="$work/log-$tag"
   timeout "${TLIMIT:-300}" "$Q" train "$work/$tag.cfg" "$@" > "$out/$tag.log" 2>&1 ||
     { echo "{\"tag\": \"$tag\", \"failed\": true}"; tail -5 "$out/$tag.log" >&2; return; }
   python3 - "$work/log-$tag/metrics.jsonl" "$tag" <<'PY'

@@ -24,7 +24,6 @@
 #include "plan/estimate_generate.h"
 #include "generate/gen_prompts.h"
 #include "model/model.h"
-#include "store/model_io.h"
 
 #define GEN_MAX_STOPS 32
 
@@ -398,12 +397,7 @@ static int generate_main(const void *args) {
     qf_gen_prompts P = {0};
     int32_t stops[GEN_MAX_STOPS + 3];
     int nstops = 0;
-    if (!strncmp(op.model, "preset:", 7)) {
-        if (qf_preset_lookup(op.model + 7, &c))
-            qf_err_set(&e, QF_EXIT_INPUT, "generate: --model %s: unknown preset (qwen-ft's presets: docs/deck.md)", op.model);
-    } else {
-        qf_model_source_config(op.model, &c, resolved, sizeof resolved, &e);
-    }
+    qf_cli_model_config("generate", op.model, &c, resolved, sizeof resolved, &e);
     if (!e.code && rank == 0)
         gen_prepare(&op, world, &c, &tok, &P, stops, &nstops, &e);
     rc = e.code;

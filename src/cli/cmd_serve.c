@@ -18,7 +18,6 @@
 #include "generate/gen_prompts.h"
 #include "model/backend.h"
 #include "serve/serve.h"
-#include "store/model_io.h"
 
 typedef struct serve_args {
     const char *model, *tokenizer, *host, *api_key, *template_name, *system, *dtype, *model_id;
@@ -112,12 +111,7 @@ static int serve_main(const void *args) {
     qf_err e = {0};
     qf_model_config c;
     char resolved[QF_PATH_MAX + 64];
-    if (!strncmp(a->model, "preset:", 7)) {
-        if (qf_preset_lookup(a->model + 7, &c))
-            qf_err_set(&e, QF_EXIT_INPUT, "serve: --model %s: unknown preset (qwen-ft's presets: docs/deck.md)", a->model);
-    } else {
-        qf_model_source_config(a->model, &c, resolved, sizeof resolved, &e);
-    }
+    qf_cli_model_config("serve", a->model, &c, resolved, sizeof resolved, &e);
     if (e.code) {
         if (rank == 0) fprintf(stderr, "qwen-ft: %s\n", e.msg);
         return e.code;

@@ -13,4 +13,10 @@ extern const qf_cmd qf_cmd_train, qf_cmd_eval, qf_cmd_prepare, qf_cmd_import, qf
 #include "deck/deck.h"
 #include "model_config.h"
 int qf_cli_deck_model(const char *preset, const char *cmd, qf_deck *d, qf_model_config *c, qf_err *e);
+/* The model of --model M for generate and serve (cli_model.c): M is preset:NAME (a published architecture, random
+ * init) or a model source (HDF5 model, checkpoint file or directory, HF directory: store/model_io.h's
+ * qf_model_source_config, which writes the file it read to resolved, cap bytes). cmd names the command in messages.
+ * 0 or the exit code (2: an unknown preset, named with "CMD: --model M"). */
+int qf_cli_model_config(const char *cmd, const char *model, qf_model_config *c, char *resolved, size_t cap,
+                        qf_err *e);
 #endif

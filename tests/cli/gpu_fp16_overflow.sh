@@ -17,38 +17,12 @@
 #      node copy kept the gradients would train on them as parameters.
 # Skipped (77) without a GPU or with a binary built without the CUDA backend.
 set -euo pipefail
-if ! command -v nvidia-smi > /dev/null || ! nvidia-smi -L > /dev/null 2>&1; then echo "no GPU: skipped"; exit 77; fi
-if "$QWENFT" report 2>&1 | grep -q '^CUDA backend: not compiled in'; then
-  echo "qwen-ft was built without the CUDA backend: skipped"; exit 77
-fi
-export QWENFT_BACKEND=cuda OMP_NUM_THREADS=2
 . "$SRC/tests/unit_common.sh"
-rm -rf "$WORK"; mkdir -p "$WORK"; cd "$WORK"
+gpu_prologue
 demo_h5 2000 train.jsonl train.h5
-cat > deck.cfg <<'DECK'
-model = { arch = "qwen2"; vocab_size = 320; hidden_size = 128; intermediate_size = 256; num_hidden_layers = 2;
-          num_attention_heads = 2; num_key_value_heads = 1; tie_word_embeddings = true; init_seed = 5; };
-data = { train = "train.h5"; seq_len = 128; shuffle = true; seed = 3; };
-train_batch_size = 16; train_micro_batch_size_per_gpu = 8;
-max_steps = 70; gradient_clipping = 1.0;
-optimizer = { type = "AdamW"; params = { lr = 3e-3; betas = [0.9, 0.95]; weight_decay = 0.01; }; };
-scheduler = { type = "WarmupDecayLR"; params = { warmup_min_lr = 3e-4; warmup_max_lr = 3e-3; warmup_num_steps = 10;
-              warmup_type = "linear"; total_num_steps = 70; }; };
-fp16 = { enabled = true; initial_scale_power = 40; loss_scale_window = 15; hysteresis = 2; };
-eval = { every_steps = 0; };
-log = { steps_per_print = 10; };
-zero_optimization = { stage = 0; };
-DECK
-# run NAME [--set ...]: trains into NAME/ (checkpoints NAME/ck, metrics NAME/l/metrics.jsonl); env passes through
-run() {
-  local name=$1; shift
-  if ! timeout 300 "$QWENFT" train deck.cfg --set checkpoint.dir="$name/ck" --set log.dir="$name/l" "$@" > "$name.out" 2>&1; then
-    echo "FAIL: $name ($*) exited non-zero:"; tail -20 "$name.out"; exit 1
-  fi
-  grep -q '^backend: cuda' "$name.out" || { echo "FAIL: $name did not run on the CUDA backend"; grep '^backend' "$name.out"; exit 1; }
-}
-run ref --set fp16.enabled=false
-run A
+tiny_gpu_deck 70 'fp16 = { enabled = true; initial_scale_power = 40; loss_scale_window = 15; hysteresis = 2; };' > deck.cfg
+gpu_train_must ref --set fp16.enabled=false
+gpu_train_must A
 grep -q '^backend: cuda.*fp16' A.out || { echo "FAIL: A did not select the fp16 table"; grep '^backend' A.out; exit 1; }
 
 # checks.py MODE RUN REF [K]: MODE a (run A) or b (run B with the fault at step K; A's metrics for comparison)
@@ -121,12 +95,12 @@ sys.exit(1 if fails else 0)
 PY
 python3 checks.py a A ref
 K=$(cat K)
-QWENFT_INJECT_FAULT="0:$K:nan" run B
+QWENFT_INJECT_FAULT="0:$K:nan" gpu_train_must B
 python3 checks.py b B ref "$K"
 off=(--set zero_optimization.stage=3 --set zero_optimization.offload_optimizer.device=cpu
      --set zero_optimization.offload_param.device=cpu --set train_micro_batch_size_per_gpu=16 --set max_steps=$((K + 10)))
-QWENFT_INJECT_FAULT="0:$K:nan" run C_dev "${off[@]}" --set zero_optimization.offload_optimizer.gradients=device
-QWENFT_INJECT_FAULT="0:$K:nan" run C_host "${off[@]}" --set zero_optimization.offload_optimizer.gradients=host
+QWENFT_INJECT_FAULT="0:$K:nan" gpu_train_must C_dev "${off[@]}" --set zero_optimization.offload_optimizer.gradients=device
+QWENFT_INJECT_FAULT="0:$K:nan" gpu_train_must C_host "${off[@]}" --set zero_optimization.offload_optimizer.gradients=host
 grep -q "gradient shard lives in host memory, in the node copy's range" C_host.out ||
   { echo "FAIL: C_host: gradients not in the node copy"; grep "gradient shard" C_host.out; exit 1; }
 python3 - "$K" <<'PY'

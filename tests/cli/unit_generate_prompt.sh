@@ -6,7 +6,8 @@
 # without --json it prints that text. Continuations holding lone UTF-8 continuation bytes (ids 94, 95) give U+FFFD
 # where transformers' decode does. The tokenizer is found in the model directory when it holds tokenizer.json.
 # Generation stops after <|im_end|> / <|endoftext|> (a tokenizer with those tokens moved onto ids the tiny model
-# emits). Bad input: --prompt without a tokenizer, --prompt with --prompt-ids (exit 2).
+# emits). Bad input: --prompt without a tokenizer, --prompt with --prompt-ids, an unknown --model preset:NAME or a
+# missing --model (exit 2).
 # Env: QWENFT (binary), WORK (scratch dir, created here), SRC (source tree).
 set -euo pipefail
 . "$SRC/tests/unit_common.sh"
@@ -87,6 +88,10 @@ err = gen(m, "--prompt", "hello", tokenizer="no/such/tokenizer.json", rc=2)
 if "no/such/tokenizer.json" not in err: bad += 1; print(f"FAIL: a missing tokenizer is not named: {err}")
 err = gen(m, "--prompt", "zzzz zzzz", rc=2)  # ids above the tiny model's vocabulary (96)
 if "vocabulary" not in err: bad += 1; print(f"FAIL: prompt ids outside the model: {err}")
+err = gen("preset:qwen9-1t", "--prompt-ids", "1,2", tokenizer=None, rc=2)
+if "generate: --model preset:qwen9-1t: unknown preset" not in err: bad += 1; print(f"FAIL: an unknown preset: {err}")
+err = gen("no/such/model.h5", "--prompt-ids", "1,2", tokenizer=None, rc=2)
+if "no/such/model.h5" not in err: bad += 1; print(f"FAIL: a missing --model is not named: {err}")
 sys.exit(1 if bad else 0)
 PY
 echo "unit_generate_prompt: all checks passed"

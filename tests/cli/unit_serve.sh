@@ -12,11 +12,17 @@
 #     come back) long before max_new
 #   - /metrics counts the requests, tokens and latencies; /info and /v1/models describe the server
 #   - SIGTERM: no new requests, the running stream finishes, exit 0
+#   - --model preset:NAME unknown, or a missing --model: exit 2 naming it
 # Env: QWENFT (binary), WORK (scratch dir, created here), SRC (source tree).
 set -euo pipefail
 . "$SRC/tests/unit_common.sh"
 fixture_prologue
 wide_fixture
+# --model: an unknown preset or a missing model is exit 2 naming it, before anything listens
+for m in preset:qwen9-1t no/such/model.h5; do # (the preset named with "serve: --model preset:qwen9-1t: unknown preset")
+  rc=0; "$QWENFT" serve --model "$m" --port 0 > /dev/null 2> bad.err || rc=$?
+  [ $rc -eq 2 ] && grep -qF "$m" bad.err || { echo "FAIL: serve --model $m: exit $rc: $(cat bad.err)"; exit 1; }
+done
 
 PYTHONPATH="$SRC/tests/tools" python3 - "$QWENFT" <<'PY'
 import json, signal, socket, subprocess, sys, threading, time

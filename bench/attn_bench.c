@@ -7,6 +7,7 @@
  * causal row of one document attends half the full square), backward = 2.5 x forward.
  * Usage: attn_bench [bf16|fp16] (default bf16). Prints one line per path and shape; the first call of each (plan
  * build for cuDNN) is timed apart. */
+#include "bench_dev.h"
 #include "ops.h"
 #include "util.h"
 #include <math.h>
@@ -44,28 +45,12 @@ static double time_it(att *a, void (*fn)(att *), int reps) {
     }
     return best;
 }
-static void *dev_rand(const qf_ops *g, size_t n, double amp, unsigned seed) {
-    float *h = qf_malloc(n * 4);
-    uint64_t s = 0x9E3779B97F4A7C15ull ^ seed;
-    for (size_t i = 0; i < n; i++) {
-        s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
-        h[i] = (float)((((s * 0x2545F4914F6CDD1Dull) >> 11) * 0x1.0p-53 * 2.0 - 1.0) * amp);
-    }
-    float *st = g->alloc(n * 4);
-    void *d = g->alloc(n * g->act_bytes);
-    QF_CHECK(st && d);
-    g->copy_h2d(st, h, n * 4);
-    g->act_from_f32(d, st, n);
-    g->free(st);
-    free(h);
-    return d;
-}
 
 static void bench(const qf_ops *g, const char *model, int path, int B, int T, int H, int KV, int D, int docs) {
     att a = {.g = g, .B = B, .T = T, .H = H, .KV = KV, .D = D};
     const size_t nq = (size_t)B * T * H * D, nk = (size_t)B * T * KV * D;
-    a.q = dev_rand(g, nq, 1, 1), a.k = dev_rand(g, nk, 1, 2), a.v = dev_rand(g, nk, 1, 3);
-    a.dout = dev_rand(g, nq, 0.1, 4);
+    a.q = bench_dev_rand(g, nq, 1, 1), a.k = bench_dev_rand(g, nk, 1, 2), a.v = bench_dev_rand(g, nk, 1, 3);
+    a.dout = bench_dev_rand(g, nq, 0.1, 4);
     a.o = g->alloc(nq * 2), a.dq = g->alloc(nq * 2), a.dk = g->alloc(nk * 2), a.dv = g->alloc(nk * 2);
     a.lse = g->alloc((size_t)B * H * T * 4);
     int32_t *seg = qf_malloc((size_t)B * T * 4);

@@ -9,6 +9,7 @@
  *     the same with the head: the eager step the model runs, against the sum of its parts.
  * Timing: the best of 5 rounds of REPS calls between syncs (the host queues ahead, as in the model).
  * Usage: decode_bench [CTX] (default 512). Exits 77 without a GPU. */
+#include "bench_dev.h"
 #include "ops.h"
 #include "util.h"
 #include <math.h>
@@ -27,22 +28,8 @@ typedef struct dbench {
 
 enum { W_Q, W_KV, W_O, W_GU, W_D, W_HEAD };
 
-static void *dev_fill(const qf_ops *g, size_t n, float amp) {
-    float *h = qf_malloc(n * 4);
-    uint64_t s = 0x9E3779B97F4A7C15ull ^ n;
-    for (size_t i = 0; i < n; i++) {
-        s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
-        h[i] = (float)((((s * 0x2545F4914F6CDD1Dull) >> 11) * 0x1.0p-53 * 2.0 - 1.0) * amp);
-    }
-    float *st = g->alloc(n * 4);
-    void *d = g->alloc(n * g->act_bytes);
-    QF_CHECK(st && d);
-    g->copy_h2d(st, h, n * 4);
-    g->act_from_f32(d, st, n);
-    g->free(st);
-    free(h);
-    return d;
-}
+/* n values in [-amp, amp) on the backend, each buffer its own stream */
+static void *dev_fill(const qf_ops *g, size_t n, float amp) { return bench_dev_rand(g, n, amp, n); }
 
 static double best_of(dbench *b, void (*fn)(dbench *, int), int arg, int reps) {
     double best = 1e30;

@@ -60,6 +60,16 @@ static void engine_leave(qf_engine *g, int s, qf_job_finish why) {
     g->nrunning--;
 }
 
+/* the queue, batch and KV gauges of /metrics (under g->mu): set wherever they change, before the HTTP thread is
+ * woken, so a client that got its reply reads them already updated */
+static void engine_gauges(qf_engine *g) {
+    pthread_mutex_lock(&g->o.met->mu);
+    g->o.met->queue_depth = g->qn;
+    g->o.met->batch_size = g->nrunning;
+    g->o.met->kv_used = g->kv.nblocks - g->kv.nfree;
+    pthread_mutex_unlock(&g->o.met->mu);
+}
+
 /* drops cancelled jobs (queued and running) and admits queued ones that fit; 1 when anything changed */
 static int engine_schedule(qf_engine *g) {
     int changed = 0;
@@ -94,11 +104,7 @@ static int engine_schedule(qf_engine *g) {
         g->nrunning++;
         changed = 1;
     }
-    pthread_mutex_lock(&g->o.met->mu);
-    g->o.met->queue_depth = g->qn;
-    g->o.met->batch_size = g->nrunning;
-    g->o.met->kv_used = g->kv.nblocks - g->kv.nfree;
-    pthread_mutex_unlock(&g->o.met->mu);
+    engine_gauges(g);
     return changed;
 }
 
@@ -207,6 +213,7 @@ static int engine_step(qf_engine *g) {
     g->o.met->prompt_tokens += (uint64_t)prompt_tok;
     g->o.met->steps++;
     pthread_mutex_unlock(&g->o.met->mu);
+    engine_gauges(g); /* jobs that finished in this step have left the batch */
     pthread_mutex_unlock(&g->mu);
     return nrows > 0;
 }

@@ -6,7 +6,9 @@
 #     request == generate --chat;
 #   - bf16: the same requests run, every reply well-formed, and how many greedy continuations agree with fp32 is
 #     reported (bf16 may part after a near-tie);
-#   - /metrics after the run: no row or KV block left held.
+#   - /metrics after the run: no row or KV block left held;
+#   - fp32 on 2 ranks sharing the GPU (mpirun: the layers split, src/serve/serve_split.c): the same 40 replies ==
+#     CPU generate (skipped, saying so, where mpirun is not on PATH).
 # Skipped (exit 77) without a GPU. Env: QWENFT, WORK, SRC.
 set -euo pipefail
 if ! command -v nvidia-smi > /dev/null || ! nvidia-smi -L > /dev/null 2>&1; then echo "no GPU: skipped"; exit 77; fi
@@ -26,11 +28,14 @@ with open("p.jsonl", "w") as f:
 p = subprocess.run([q, "generate", "--model", "wide", "--prompts", "p.jsonl", "--json", "-n", str(N)], capture_output=True,
                    text=True, check=True, env=dict(os.environ, QWENFT_BACKEND="cpu"))
 ref = [json.loads(l) for l in p.stdout.splitlines()]
-def run(dtype):
+def run(dtype, ranks=1):
     global bad
     os.environ["QWENFT_BACKEND"] = "cuda"
-    S = Server(q, "--model", "wide", "--dtype", dtype, "--max-batch", "8", "--prefill-chunk", "16", log=f"serve_{dtype}.err")
-    if "on cuda" not in open(f"serve_{dtype}.err").read(): bad += 1; print(f"FAIL: {dtype}: not on the GPU")
+    log = f"serve_{dtype}_{ranks}.err"
+    launcher = ("mpirun", "-np", str(ranks)) if ranks > 1 else ()
+    S = Server(q, "--model", "wide", "--dtype", dtype, "--max-batch", "8", "--prefill-chunk", "16", log=log,
+               launcher=launcher)
+    if "on cuda" not in open(log).read(): bad += 1; print(f"FAIL: {dtype}: not on the GPU")
     out = {}
     def one(i):
         s, h, b = S.post("/generate", {"inputs": texts[i], "parameters": {"max_new_tokens": N, "details": True}})
@@ -42,8 +47,8 @@ def run(dtype):
                                               "max_tokens": N, "temperature": 0})
     m = S.metrics()
     if m["qwenft_batch_size"] != 0 or m["qwenft_kv_blocks_used"] != 0: bad += 1; print(f"FAIL: {dtype}: rows or blocks left held")
-    rc = S.stop()
-    if rc != 0: bad += 1; print(f"FAIL: {dtype}: exit {rc} after SIGTERM")
+    rc = S.stop_ranks() if ranks > 1 else S.stop()
+    if rc != 0: bad += 1; print(f"FAIL: {dtype} on {ranks} rank(s): exit {rc} after SIGTERM")
     return out, c["choices"][0]["message"]["content"] if s == 200 else None
 f32, chat32 = run("fp32")
 same = sum(f32[i] == ref[i % 8]["ids"] for i in range(len(texts)))
@@ -55,6 +60,17 @@ ok = all(isinstance(v, list) and len(v) >= 1 for v in b16.values())
 if not ok: bad += 1; print(f"FAIL: bf16: bad replies {[v for v in b16.values() if not isinstance(v, list)][:3]}")
 agree = sum(b16[i] == f32[i] for i in range(len(texts)))
 print(f"CUDA bf16 serve: {len(texts)} replies well-formed; {agree}/{len(texts)} greedy continuations equal fp32's")
+import shutil
+if shutil.which("mpirun"):
+    os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1"); os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    os.environ.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
+    s2, chat2 = run("fp32", ranks=2)
+    same2 = sum(s2[i] == ref[i % 8]["ids"] for i in range(len(texts)))
+    if same2 != len(texts) or chat2 != ref[8]["text"]:
+        bad += 1; print(f"FAIL: CUDA fp32 serve on 2 ranks: {same2}/{len(texts)} greedy continuations == CPU generate")
+    else: print(f"CUDA fp32 serve on 2 ranks (one GPU, the layers split): {len(texts)} replies == CPU generate")
+else:
+    print("skip: the 2-rank case (mpirun not on PATH)")
 sys.exit(1 if bad else 0)
 PY
 echo PASS

@@ -24,7 +24,7 @@ n=$(grep -c "max-total-tokens 1: at least 2" bad.err || true)
 echo "ok: bad input on 2 ranks: exit 2, said once"
 
 PYTHONPATH="$SRC/tests/tools" python3 - "$QWENFT" "$MPIRUN" <<'PY'
-import json, os, re, signal, subprocess, sys, threading, time
+import json, re, subprocess, sys, threading
 from serve_harness import Server
 q, mpirun = sys.argv[1], sys.argv[2]; bad = 0
 def fail(msg):
@@ -64,14 +64,8 @@ for np_ in (2, 3):
                          "do_sample": True, "temperature": 0.8, "top_k": 20, "seed": 11}})
         sids = [t["id"] for t in b["details"]["tokens"]] if s == 200 else (s, b)
         if sids != seeded_ids: fail(f"{np_} ranks, seeded sample: {sids} != generate --seed's {seeded_ids}")
-    finally: # SIGTERM to the ranks (rank 0's pid from its line), not to mpirun
-        log = open(f"serve{np_}.err").read()
-        pids = {int(r): int(p) for r, p in re.findall(r"rank (\d+) of \d+ \(pid (\d+)\)", log)}
-        for r, p in pids.items():
-            if r == 0 or np_ == 3: os.kill(p, signal.SIGTERM)
-        try: rc = S.p.wait(timeout=60)
-        except subprocess.TimeoutExpired: S.p.kill(); rc = "hung"
-        S.errf.close()
+    finally: # SIGTERM to rank 0 (2 ranks) or to every rank (3), not to mpirun
+        rc = S.stop_ranks(which={0} if np_ == 2 else None)
     log = open(f"serve{np_}.err").read()
     if rc != 0: fail(f"{np_} ranks: exit {rc} after SIGTERM:\n{log}")
     for r in range(np_):

@@ -68,6 +68,23 @@ class Server:
                 out[k] = float(v)
         return out
 
+    def stop_ranks(self, which=None, sig=signal.SIGTERM, timeout=60):
+        """a server under a launcher: the signal to its ranks (pids from their 'rank R of W (pid P)' lines; which:
+        the ranks, default all), as srun/scancel send it, not to mpirun (Open MPI's mpirun exits 1 for a job it
+        signalled); the launcher's exit code"""
+        pids = {int(r): int(p) for r, p in re.findall(r"rank (\d+) of \d+ \(pid (\d+)\)",
+                                                          open(self.log, errors="replace").read())}
+        for r, p in pids.items():
+            if which is None or r in which:
+                os.kill(p, sig)
+        try:
+            rc = self.p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            rc = "hung"
+        self.errf.close()
+        return rc
+
     def stop(self, sig=signal.SIGTERM, timeout=60):
         if self.p.poll() is None:
             self.p.send_signal(sig)

@@ -362,20 +362,6 @@ static int gen_prepare(const gen_opts *op, int world, const qf_model_config *c, 
 }
 
 /* every rank's op table: the GPU of its local rank in op->dtype, else the CPU */
-static int gen_backend(const gen_opts *op, const qf_ops **ops, char *info, size_t n, qf_err *e) {
-    MPI_Comm node;
-    int local = 0;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-    MPI_Comm_rank(node, &local);
-    MPI_Comm_free(&node);
-    qf_deck d;
-    qf_deck_defaults(&d);
-    d.bf16 = !strcmp(op->dtype, "bf16");
-    d.fp16 = !strcmp(op->dtype, "fp16");
-    d.gpu_memory_limit_gb = op->gpu_limit_gb;
-    return qf_backend_select(&d, local, ops, info, n, e);
-}
-
 static int gen_agree(int rc, qf_err *e) {
     int worst = 0;
     MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
@@ -404,7 +390,7 @@ static int generate_main(const void *args) {
     MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
     const qf_ops *ops = NULL;
     char info[256];
-    if (!rc && gen_backend(&op, &ops, info, sizeof info, &e) == 0 && op.timing)
+    if (!rc && qf_cli_backend(op.dtype, op.gpu_limit_gb, &ops, info, sizeof info, &e) == 0 && op.timing)
         fprintf(stderr, "qwen-ft generate: rank %d: %s\n", rank, info);
     if (!rc) rc = gen_agree(e.code, &e);
     if (!rc && rank == 0 && !op.stream && op.gpu_limit_gb > 0) { /* the layers stream when they do not fit */

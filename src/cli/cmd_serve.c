@@ -82,20 +82,6 @@ static int serve_tokenizer(const serve_args *a, qf_tokenizer **tok, const char *
                       a->tokenizer ? "" : " (serve needs a tokenizer: pass --tokenizer)");
 }
 
-static int serve_backend(const serve_args *a, const qf_ops **ops, char *info, size_t n, qf_err *e) {
-    MPI_Comm node; /* one GPU per rank of the node, as generate */
-    int local = 0;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-    MPI_Comm_rank(node, &local);
-    MPI_Comm_free(&node);
-    qf_deck d;
-    qf_deck_defaults(&d);
-    d.bf16 = !strcmp(a->dtype, "bf16");
-    d.fp16 = !strcmp(a->dtype, "fp16");
-    d.gpu_memory_limit_gb = a->gpu_limit_gb;
-    return qf_backend_select(&d, local, ops, info, n, e);
-}
-
 static int serve_main(const void *args) {
     const serve_args *a = args;
     int world = 1, rank = 0, threads = 0;
@@ -149,7 +135,7 @@ static int serve_main(const void *args) {
     if (s2 >= 0 && s2 != (nstops ? stops[0] : -1)) stops[nstops++] = s2;
     const qf_ops *ops = NULL;
     char info[256];
-    int rc = serve_backend(a, &ops, info, sizeof info, &e);
+    int rc = qf_cli_backend(a->dtype, a->gpu_limit_gb, &ops, info, sizeof info, &e);
     if (!rc) {
         int l0 = 0, l1 = c.num_layers;
         qf_decode_split(c.num_layers, world, rank, &l0, &l1);

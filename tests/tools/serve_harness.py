@@ -77,17 +77,15 @@ class Server:
         for r, p in pids.items():
             if which is None or r in which:
                 os.kill(p, sig)
-        try:
-            rc = self.p.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            rc = "hung"
-        self.errf.close()
-        return rc
+        return self._wait(timeout)
 
     def stop(self, sig=signal.SIGTERM, timeout=60):
         if self.p.poll() is None:
             self.p.send_signal(sig)
+        return self._wait(timeout)
+
+    def _wait(self, timeout):
+        """the exit code, or "hung" (killed) after timeout s"""
         try:
             rc = self.p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:

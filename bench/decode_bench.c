@@ -6,7 +6,9 @@
  *  2. attention_paged for M sequences of CTX cached positions (blocks of 16);
  *  3. the pointwise ops at M rows (launch-bound at decode sizes);
  *  4. the layer stack (28 layers of the model's op sequence, no head) queued back to back without a host sync, and
- *     the same with the head: the eager step the model runs, against the sum of its parts.
+ *     the same with the head: the eager step the model runs, against the sum of its parts;
+ *  5. where the decoding fast path takes the rows (ops.h decode_qkv, decode_mlp: M <= 2 at these shapes), its
+ *     parts and its step (6 launches a layer).
  * Timing: the best of 5 rounds of REPS calls between syncs (the host queues ahead, as in the model).
  * Usage: decode_bench [CTX] (default 512). Exits 77 without a GPU. */
 #include "bench_dev.h"
@@ -84,6 +86,49 @@ static void run_layer(dbench *b) {
     g->swiglu_fwd(b->swi, b->gate, b->up, M, F);
     g->matmul_fwd_add(b->res, b->swi, b->w[W_D], b->y, M, F, C);
 }
+/* the decoding fast path's layer (model.c layer_forward_decode): 6 launches */
+static qf_decode_qkv fast_qkv(dbench *b) {
+    return (qf_decode_qkv){.q = b->q, .kpool = b->kp, .vpool = b->vp, .x = b->res, .ln_w = b->normw, .wq = b->w[W_Q],
+                           .bq = b->bias, .wk = b->w[W_KV], .bk = b->bias, .wv = b->w[W_KV], .bv = b->bias,
+                           .seq = b->seq, .pos = b->pos, .btab = b->btab, .ln = b->ln, .k = b->k, .v = b->v,
+                           .rstd = b->rstd, .N = b->M, .C = b->C, .H = b->H, .KV = b->KV, .D = b->D, .maxb = b->maxb,
+                           .bs = b->bs, .eps = 1e-6f, .theta = 1e6};
+}
+static qf_decode_mlp fast_mlp(dbench *b) {
+    return (qf_decode_mlp){.out = b->swi, .x = b->y, .ln_w = b->normw, .wg = b->w[W_GU], .wu = b->w[W_GU],
+                           .ln = b->ln, .gate = b->gate, .up = b->up, .rstd = b->rstd, .N = b->M, .C = b->C,
+                           .F = b->F, .eps = 1e-6f};
+}
+static void run_fast_qkv(dbench *b, int unused) {
+    (void)unused;
+    qf_decode_qkv a = fast_qkv(b);
+    QF_CHECK(b->g->decode_qkv(&a));
+}
+static void run_fast_mlp(dbench *b, int unused) {
+    (void)unused;
+    qf_decode_mlp a = fast_mlp(b);
+    QF_CHECK(b->g->decode_mlp(&a));
+}
+static void run_paged_only(dbench *b, int unused) {
+    (void)unused;
+    b->g->attention_paged(b->att, b->q, NULL, NULL, b->kp, b->vp, b->seq, b->pos, b->btab, b->M, b->maxb, b->bs, b->H,
+                          b->KV, b->D, b->ctx + 1);
+}
+static void run_layer_fast(dbench *b) {
+    const qf_ops *g = b->g;
+    run_fast_qkv(b, 0);
+    run_paged_only(b, 0);
+    g->matmul_fwd_add(b->y, b->att, b->w[W_O], b->res, b->M, b->H * b->D, b->C);
+    run_fast_mlp(b, 0);
+    g->matmul_fwd_add(b->res, b->swi, b->w[W_D], b->y, b->M, b->F, b->C);
+}
+static void run_stack_fast(dbench *b, int head) {
+    for (int l = 0; l < b->L; l++) run_layer_fast(b);
+    if (head) {
+        b->g->rmsnorm_fwd(b->ln, b->rstd, b->res, b->normw, b->M, b->C, 1e-6f);
+        b->g->matmul_fwd(b->big, b->ln, b->w[W_HEAD], NULL, b->M, b->C, b->V, 0);
+    }
+}
 static void run_stack(dbench *b, int head) {
     for (int l = 0; l < b->L; l++) run_layer(b);
     if (head) b->g->matmul_fwd(b->big, b->ln, b->w[W_HEAD], NULL, b->M, b->C, b->V, 0);
@@ -126,7 +171,7 @@ int main(int argc, char **argv) {
     b.pos = g->alloc((size_t)Mmax * 4);
     g->copy_h2d(b.pos, h, (size_t)Mmax * 4);
     free(h);
-    static const int Ms[] = {1, 8, 32, 128};
+    static const int Ms[] = {1, 2, 8, 32, 128};
     double layer_bytes = 0;
     for (int i = 0; i < 5; i++) layer_bytes += (double)lin_in[i] * lin_out[i] * 2 * (i == W_KV || i == W_GU ? 2 : 1);
     const double step_bytes = layer_bytes * b.L + (double)b.C * b.V * 2;
@@ -152,6 +197,17 @@ int main(int argc, char **argv) {
         printf("  step (28 layers + head): sum of parts %.2f ms; queued back to back %.2f ms = %.0f tok/s per "
                "sequence, %.0f tok/s; weights at %.0f GB/s\n",
                sum * 1e3, stack * 1e3, 1 / stack, b.M / stack, step_bytes / stack / 1e9);
+        qf_decode_qkv qa = fast_qkv(&b);
+        qf_decode_mlp ma = fast_mlp(&b);
+        if (g->decode_qkv(&qa) && g->decode_mlp(&ma)) { /* the fast path takes these rows */
+            const double fq = best_of(&b, run_fast_qkv, 0, 100), fm = best_of(&b, run_fast_mlp, 0, 50);
+            const double fa = best_of(&b, run_paged_only, 0, 100);
+            const double fast = best_of(&b, run_stack_fast, 1, 3);
+            printf("  fast path: decode_qkv %.1f us (%.0f GB/s), attention (no append) %.1f us, decode_mlp %.1f us "
+                   "(%.0f GB/s); step %.2f ms = %.0f tok/s per sequence, %.0f tok/s; weights at %.0f GB/s\n",
+                   fq * 1e6, (double)(HD + 2 * KD) * b.C * 2 / fq / 1e9, fa * 1e6, fm * 1e6,
+                   2.0 * b.F * b.C * 2 / fm / 1e9, fast * 1e3, 1 / fast, b.M / fast, step_bytes / fast / 1e9);
+        }
         fflush(stdout);
     }
     return 0;

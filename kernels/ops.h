@@ -23,6 +23,31 @@
 #include <stdint.h>
 #include "dtype.h"
 
+/* The decoding fast path's arguments (qf_ops decode_qkv, decode_mlp; qwen-ft serve's paged calls of one or two
+ * tokens). Shapes as the model's: x [N, C] the residual stream, ln_w [C] the norm's weight; wq [H*D, C], bq [H*D];
+ * wk, wv [KV*D, C], bk, bv [KV*D] (biases may be NULL); wg, wu [F, C]; seq, pos, btab as attention_paged's. The
+ * scratch members are the unfused sequence's buffers, which a table may use or leave untouched. */
+typedef struct qf_decode_qkv {
+    void *q;                                 /* out [N, H, D]: the rotated queries */
+    void *kpool, *vpool;                     /* [nblocks, bs, KV, D]: the rotated k and v land at the tokens' slots */
+    const void *x, *ln_w;
+    const void *wq, *bq, *wk, *bk, *wv, *bv;
+    const int32_t *seq, *pos, *btab;
+    void *ln, *k, *v;                        /* scratch [N, C], [N, KV*D], [N, KV*D] */
+    float *rstd;                             /* scratch [N] */
+    int N, C, H, KV, D, maxb, bs;
+    float eps;
+    double theta;
+} qf_decode_qkv;
+typedef struct qf_decode_mlp {
+    void *out;                               /* out [N, F] = silu(ln Wg^T) * (ln Wu^T), ln = RMSNorm(x) */
+    const void *x, *ln_w, *wg, *wu;
+    void *ln, *gate, *up;                    /* scratch [N, C], [N, F], [N, F] */
+    float *rstd;                             /* scratch [N] */
+    int N, C, F;
+    float eps;
+} qf_decode_mlp;
+
 typedef struct qf_ops {
     const char *name;        /* "cpu" | "cuda" | "cuda-f32" | "cuda-f16" */
     size_t act_bytes;        /* bytes of one act element (4 on cpu) */
@@ -120,7 +145,8 @@ typedef struct qf_ops {
      * sequence s lives in block btab[s*maxb + p/bs], slot p%bs. First writes k, v [N, KV, D] there, then query n,
      * q[N, H, D], attends positions 0 .. pos[n] of its sequence (causal, GQA, scale 1/sqrt(D)); out[N, H, D] WRITE.
      * seq, pos, btab are backend memory; max_len (host) bounds every pos[n] + 1 (<= maxb * bs): the GPU sizes its
-     * split of the positions by it. On the CPU table a query's arithmetic is exactly attention_decode's, so paged
+     * split of the positions by it. k = v = NULL: the tokens' k and v are in the pools already (decode_qkv wrote
+     * them), only the attention runs. On the CPU table a query's arithmetic is exactly attention_decode's, so paged
      * and contiguous decoding agree bit for bit. */
     void (*attention_paged)(void *out, const void *q, const void *k, const void *v, void *kpool, void *vpool,
                             const int32_t *seq, const int32_t *pos, const int32_t *btab, int N, int maxb, int bs,
@@ -157,6 +183,19 @@ typedef struct qf_ops {
      * (the CPU table sums in double in index order, as serve's host path; the GPU's order differs in the last
      * bits). Returns with the outputs filled (one sync). */
     void (*argmax_rows)(int32_t *out_host, float *logprob_host, const void *x, int n, int V);
+
+    /* The decoding fast path (qwen-ft serve: a paged call of a few tokens through a layer without q/k norms), each
+     * the unfused ops' result in fewer passes over the weights:
+     *   decode_qkv: ln = rmsnorm_fwd(x, ln_w); q, k, v = matmul_fwd(ln, wq|wk|wv, bq|bk|bv); rope_fwd on q and k
+     *               (pos, theta); k and v written into the pools as attention_paged's first step writes them (then
+     *               call attention_paged with k = v = NULL);
+     *   decode_mlp: out = swiglu_fwd(matmul_fwd(ln, wg), matmul_fwd(ln, wu)), ln = rmsnorm_fwd(x, ln_w).
+     * Each returns 1 when it ran and 0, having done nothing, where the table does not take those shapes (the caller
+     * runs the unfused ops). The values are the unfused sequence's: bit for bit on the CPU table (it runs that
+     * sequence) and on the CUDA bf16 / fp16 tables (kernels/cuda/decode_fused_cuda.cu: the same roundings in the
+     * same order); fp32 CUDA within the last bit of the norm's rstd. */
+    int (*decode_qkv)(const qf_decode_qkv *a);
+    int (*decode_mlp)(const qf_decode_mlp *a);
 } qf_ops;
 enum { QF_COPY_H2D = 0, QF_COPY_D2H = 1, QF_COPY_TICKETS = 64 };
 

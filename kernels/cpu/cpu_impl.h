@@ -9,6 +9,7 @@
 #define QF_CPU_IMPL_H
 #include <stddef.h>
 #include <stdint.h>
+#include "ops.h"
 
 /* elementwise_cpu.c */
 void cpu_embedding_fwd(void *out, const int32_t *tokens, const void *wte, int N, int C);
@@ -45,6 +46,12 @@ void cpu_attention_decode(void *out, const void *q, const void *k, const void *v
 void cpu_attention_paged(void *out, const void *q, const void *k, const void *v, void *kpool, void *vpool,
                          const int32_t *seq, const int32_t *pos, const int32_t *btab, int N, int maxb, int bs, int H,
                          int KV, int D, int max_len);
+/* k, v [N, KV*D] into the pools at each token's (seq, pos) slot (attention_paged's first step) */
+void cpu_kv_append_paged(float *kp, float *vp, const float *k, const float *v, const int32_t *seq, const int32_t *pos,
+                         const int32_t *btab, int N, int maxb, int bs, int KV, int D);
+/* decode_fused_cpu.c: ops.h decode_qkv / decode_mlp as the unfused sequence of this table's ops */
+int cpu_decode_qkv(const qf_decode_qkv *a);
+int cpu_decode_mlp(const qf_decode_mlp *a);
 void cpu_attention_bwd(void *dq, void *dk, void *dv, const void *dout, const void *out, const float *lse,
                        const void *q, const void *k, const void *v, const int32_t *seg_start, int B, int T, int H,
                        int KV, int D);

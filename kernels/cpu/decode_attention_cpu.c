@@ -75,6 +75,17 @@ void cpu_attention_decode(void *out_, const void *q_, const void *k_, const void
     }
 }
 
+void cpu_kv_append_paged(float *kp, float *vp, const float *k, const float *v, const int32_t *seq, const int32_t *pos,
+                         const int32_t *btab, int N, int maxb, int bs, int KV, int D) {
+    const size_t row = (size_t)KV * D;
+    for (int n = 0; n < N; n++) {
+        const int32_t *blk = btab + (size_t)seq[n] * maxb;
+        const size_t dst = ((size_t)blk[pos[n] / bs] * bs + pos[n] % bs) * row;
+        memcpy(kp + dst, k + (size_t)n * row, row * sizeof(float));
+        memcpy(vp + dst, v + (size_t)n * row, row * sizeof(float));
+    }
+}
+
 void cpu_attention_paged(void *out_, const void *q_, const void *k_, const void *v_, void *kp_, void *vp_,
                          const int32_t *seq, const int32_t *pos, const int32_t *btab, int N, int maxb, int bs, int H,
                          int KV, int D, int max_len) {
@@ -84,14 +95,12 @@ void cpu_attention_paged(void *out_, const void *q_, const void *k_, const void 
     const int rep = H / KV;
     const size_t row = (size_t)KV * D;
     int tmax = 0;
+    QF_CHECK((k == NULL) == (v == NULL));
     for (int n = 0; n < N; n++) {
         QF_CHECK(seq[n] >= 0 && pos[n] >= 0 && pos[n] < max_len && pos[n] / bs < maxb);
-        const int32_t *blk = btab + (size_t)seq[n] * maxb;
-        const size_t dst = ((size_t)blk[pos[n] / bs] * bs + pos[n] % bs) * row;
-        memcpy(kp + dst, k + (size_t)n * row, row * sizeof(float));
-        memcpy(vp + dst, v + (size_t)n * row, row * sizeof(float));
         tmax = pos[n] > tmax ? pos[n] : tmax;
     }
+    if (k) cpu_kv_append_paged(kp, vp, k, v, seq, pos, btab, N, maxb, bs, KV, D);
     const float scale = 1.0f / sqrtf((float)D);
     const long items = (long)N * H;
 #pragma omp parallel

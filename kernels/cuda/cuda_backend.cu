@@ -28,6 +28,10 @@ void cu_attention_paged(void *out, const void *q, const void *k, const void *v, 
                         const int32_t *seq, const int32_t *pos, const int32_t *btab, int N, int maxb, int bs, int H,
                         int KV, int D, int max_len);
 
+// decode_fused_cuda.cu (ops.h decode_qkv, decode_mlp)
+template <typename T> int cu_decode_qkv(const qf_decode_qkv *a);
+template <typename T> int cu_decode_mlp(const qf_decode_mlp *a);
+
 // ---- the tables -------------------------------------------------------------------------------------------------
 #define QF_CUDA_TABLE(NAME, T, DT)                                                                                   \
     QF_CUDA_TABLE_MM(NAME, T, DT, cu_matmul_fwd<T>, cu_matmul_bwd<T>, cu_matmul_fwd_add<T>)
@@ -38,7 +42,8 @@ void cu_attention_paged(void *out, const void *q, const void *k, const void *v, 
             cu_rmsnorm_bwd<T>, MM_FWD, MM_BWD, MM_FWD_ADD, cu_rope_fwd<T>, cu_rope_bwd<T>,                         \
             cu_attention_fwd<T>, cu_attention_bwd<T>, cu_swiglu_fwd<T>, cu_swiglu_bwd<T>, cu_add_inplace<T>,         \
             cu_classifier<T>, cu_sumsq<T>, cu_scale<T>, cu_nonfinite<T>, cu_adamw<T>, cu_attention_decode<T>,          \
-            cu_attention_paged<T>, cu_copy_start, cu_copy_finish, cu_copy_wait, cu_range_push, cu_range_pop, cu_copy_bytes, cu_argmax_rows<T>  \
+            cu_attention_paged<T>, cu_copy_start, cu_copy_finish, cu_copy_wait, cu_range_push, cu_range_pop, cu_copy_bytes, cu_argmax_rows<T>, \
+            cu_decode_qkv<T>, cu_decode_mlp<T>                                                                        \
     }
 static const qf_ops cuda_ops_bf16 = QF_CUDA_TABLE("cuda", bf16, QF_DT_BF16);
 static const qf_ops cuda_ops_f32 = QF_CUDA_TABLE("cuda-f32", float, QF_DT_F32);

@@ -99,6 +99,8 @@ struct qf_cuda_ctx {
     qf_lt_plan *plans;
     int nplans, plan_next;
     qf_fp8_state *fp8;         // fp8 linear layers (matmul_fp8.cu), created by the first fp8 table
+    int *split_cnt;            // the decode attention's per-item split counters, zero between calls
+    size_t split_cnt_n;
 };
 
 qf_cuda_ctx &qfc();                       // the context (initialised)
@@ -114,6 +116,7 @@ void cu_copy_d2d(void *dst, const void *src, size_t bytes);
 void cu_zero(void *p, size_t bytes);
 void cu_sync(void);
 void *qfc_scratch(size_t bytes);          // device scratch of at least `bytes` (256-aligned); valid until the next call
+int *qfc_split_counters(size_t n);        // n zeroed ints that kernels leave zeroed (grown, never shrunk)
 static inline cudaStream_t qfc_stream() { return qfc().stream; }
 void qfc_device_malloc(void **p, size_t bytes); // internal buffers: cudaMalloc + accounting, fatal on failure
 void qfc_device_free(void *p, size_t bytes);

@@ -168,6 +168,19 @@ void *qfc_scratch(size_t bytes) {
     return g_ctx.scratch;
 }
 
+int *qfc_split_counters(size_t n) {
+    if (n > g_ctx.split_cnt_n) {
+        const size_t m = qf_align_up(n, 1024);
+        qfc_device_free(g_ctx.split_cnt, g_ctx.split_cnt_n * sizeof(int)); // waits for the kernels using it
+        g_ctx.split_cnt = NULL;
+        g_ctx.split_cnt_n = 0;
+        qfc_device_malloc((void **)&g_ctx.split_cnt, m * sizeof(int));
+        CHECK_CUDA(cudaMemsetAsync(g_ctx.split_cnt, 0, m * sizeof(int), g_ctx.stream));
+        g_ctx.split_cnt_n = m;
+    }
+    return g_ctx.split_cnt;
+}
+
 // ---- public knobs ---------------------------------------------------------------------------------------------
 extern "C" void qf_cuda_set_memory_limit(size_t bytes) { g_ctx.limit = bytes; }
 extern "C" size_t qf_cuda_peak_bytes(void) { return g_ctx.peak; }

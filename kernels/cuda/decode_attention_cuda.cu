@@ -10,7 +10,10 @@
 //                 heads of one kv head share each k/v row read; the split size gives about two blocks per SM
 //                 (batch 1 at a 512-token context: 17 splits of 32), so a decoding step's attention is spread over
 //                 the GPU instead of one block per head ("flash-decoding");
-//   attn_combine: merges the splits of a token whose positions span several (running max and exp-sum).
+//                 a token whose positions span several splits has each split's partial sums written to scratch,
+//                 and the split block that finishes last (a per-item counter, reset by that block) merges them
+//                 (running max and exp-sum): one launch whatever the split (a separate merge kernel was a second
+//                 launch per layer, a few microseconds of a batch-1 step's 25 us attention).
 // fp32 math throughout, scale 1/sqrt(D) folded into q, one rounding to T on store. The CPU table's result is the
 // reference (tests/gpu/test_decode_cuda.c, test_paged_cuda.c: within bf16 rounding, not bit for bit).
 #include "cuda_common.cuh"
@@ -54,7 +57,8 @@ __global__ void kv_append_kernel(T *kc, T *vc, const T *k, const T *v, const int
 // with 16-byte loads, and 128/(D/8) rows at a time (position lanes), sum p_j v_j over the split; the lanes merge
 // in shared memory. A token whose
 // positions fit one split writes its output directly; otherwise the split's unnormalised sum, max and exp-sum go
-// to scratch, and attn_combine_kernel merges the splits of each (token, head) into the output.
+// to scratch, and the item's last block to finish merges its splits into the output (cnt: one counter per item,
+// zero between calls).
 // Rows: where position p of token tok's sequence lives (contiguous caches [B, S] or a paged pool).
 static const int AS_THREADS = 128;
 static const int AS_MAXG = 8;      // query heads per block (more GQA heads: more blocks)
@@ -77,8 +81,8 @@ struct rows_paged { // attention_paged: token tok of sequence seq[tok] at pos[to
 
 template <typename T, typename Rows>
 __global__ void __launch_bounds__(AS_THREADS)
-    attn_split_kernel(T *out, float *part, const T *q, const T *kc, const T *vc, Rows rows, int H, int KV, int D,
-                      int split, int nsplit, float scale, bool vec) {
+    attn_split_kernel(T *out, float *part, int *cnt, const T *q, const T *kc, const T *vc, Rows rows, int H, int KV,
+                      int D, int split, int nsplit, float scale, bool vec) {
     extern __shared__ float as_smem[]; // qs[MAXG][D] | ps[MAXG][split] | rowix[split]; later red[P][MAXG][D]
     __shared__ float ml[2 * AS_MAXG];  // per head: the split's max, exp-sum
     const int tok = blockIdx.x / KV, kh = blockIdx.x % KV, s = blockIdx.y, G = H / KV, g0 = blockIdx.z * AS_MAXG;
@@ -170,29 +174,36 @@ __global__ void __launch_bounds__(AS_THREADS)
         if (direct) out[oh * D + d] = fromf<T>(a / ml[2 * g + 1]);
         else part[(oh * nsplit + s) * D + d] = a;
     }
-    if (!direct && tid < ng) {
+    if (direct) return;
+    float *mlo = part + (size_t)gridDim.x / KV * H * nsplit * D; // after the partial sums: [N*H, nsplit, 2]
+    if (tid < ng) {
         const size_t oh = (size_t)tok * H + h0 + tid;
-        float *mlo = part + (size_t)gridDim.x / KV * H * nsplit * D; // after the partial sums: [N*H, nsplit, 2]
         mlo[(oh * nsplit + s) * 2] = ml[2 * tid], mlo[(oh * nsplit + s) * 2 + 1] = ml[2 * tid + 1];
     }
-}
-
-// one block per (token, head) of a token whose positions span several splits: out = sum_s e^(m_s - M) acc_s /
-// sum_s e^(m_s - M) l_s
-template <typename T, typename Rows>
-__global__ void attn_combine_kernel(T *out, const float *part, Rows rows, int N, int H, int D, int split, int nsplit) {
-    const int oh = blockIdx.x, tok = oh / H, t = rows.last(tok);
-    if (t < split) return; // written by attn_split_kernel
+    // the last of the item's ns blocks merges: out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s per (token,
+    // head), s in split order (the other blocks' partials read past L1: they were written on other SMs)
+    __shared__ int last;
+    __threadfence(); // this block's partials visible to the device before it counts itself
+    __syncthreads();
+    if (tid == 0) {
+        int *c = cnt + (size_t)blockIdx.x * gridDim.z + blockIdx.z;
+        last = atomicAdd(c, 1) == t / split; // ns - 1 blocks before it
+        if (last) *c = 0;                    // every block of the item has counted: ready for the next call
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
     const int ns = t / split + 1;
-    const float *ml = part + (size_t)N * H * nsplit * D + (size_t)oh * nsplit * 2;
-    float M = -INFINITY;
-    for (int s = 0; s < ns; s++) M = fmaxf(M, ml[2 * s]);
-    float L = 0.0f;
-    for (int s = 0; s < ns; s++) L += ml[2 * s + 1] * expf(ml[2 * s] - M);
-    for (int d = threadIdx.x; d < D; d += blockDim.x) {
-        float A = 0.0f;
-        for (int s = 0; s < ns; s++) A += part[((size_t)oh * nsplit + s) * D + d] * expf(ml[2 * s] - M);
-        out[(size_t)oh * D + d] = fromf<T>(A / L);
+    for (int e = tid; e < ng * D; e += AS_THREADS) {
+        const int g = e / D, d = e % D;
+        const size_t oh = (size_t)tok * H + h0 + g;
+        const float *mh = mlo + oh * nsplit * 2;
+        float M = -INFINITY;
+        for (int j = 0; j < ns; j++) M = fmaxf(M, __ldcg(mh + 2 * j));
+        float L = 0.0f, A = 0.0f;
+        for (int j = 0; j < ns; j++) L += __ldcg(mh + 2 * j + 1) * expf(__ldcg(mh + 2 * j) - M);
+        for (int j = 0; j < ns; j++) A += __ldcg(part + (oh * nsplit + j) * D + d) * expf(__ldcg(mh + 2 * j) - M);
+        out[oh * D + d] = fromf<T>(A / L);
     }
 }
 
@@ -210,20 +221,19 @@ static void attn_split_launch(void *out, const void *q, const void *kc, const vo
     const int nsplit = (int)((max_len + split - 1) / split);
     const bool vec = D % 8 == 0 && qf_ptr_aligned(kc, 16) && qf_ptr_aligned(vc, 16);
     float *part = NULL;
-    if (nsplit > 1) part = (float *)qfc_scratch(sizeof(float) * (size_t)N * H * nsplit * (D + 2));
+    int *cnt = NULL;
+    if (nsplit > 1) {
+        part = (float *)qfc_scratch(sizeof(float) * (size_t)N * H * nsplit * (D + 2));
+        cnt = qfc_split_counters((size_t)N * KV * ngroups);
+    }
     const size_t phases = sizeof(float) * ((size_t)AS_MAXG * D + (size_t)AS_MAXG * split) + sizeof(int) * split;
     const size_t merge = sizeof(float) * (size_t)(AS_THREADS / (D / 8)) * AS_MAXG * D; // red: 32 KiB
     const size_t smem = phases > merge ? phases : merge;
     const dim3 grid((unsigned)((size_t)N * KV), (unsigned)nsplit, (unsigned)ngroups);
     attn_split_kernel<T, Rows><<<grid, AS_THREADS, smem, qfc_stream()>>>(
-        (T *)out, part, (const T *)q, (const T *)kc, (const T *)vc, rows, H, KV, D, (int)split, nsplit,
+        (T *)out, part, cnt, (const T *)q, (const T *)kc, (const T *)vc, rows, H, KV, D, (int)split, nsplit,
         (float)(1.0 / sqrt((double)D)), vec);
     CHECK_LAUNCH();
-    if (nsplit > 1) {
-        attn_combine_kernel<T, Rows><<<(unsigned)((size_t)N * H), D < 128 ? D : 128, 0, qfc_stream()>>>(
-            (T *)out, part, rows, N, H, D, (int)split, nsplit);
-        CHECK_LAUNCH();
-    }
 }
 template <typename T>
 void cu_attention_decode(void *out, const void *q, const void *k, const void *v, void *kcache, void *vcache,
@@ -268,9 +278,12 @@ void cu_attention_paged(void *out, const void *q, const void *k, const void *v, 
                     "<= %d, a multiple of 8; max_len <= maxb * bs)", H, KV, D, N, bs, max_len, DA_MAX_D);
     const int KVD = KV * D;
     const size_t n = (size_t)N * KVD;
-    kv_append_paged_kernel<T><<<qf_blocks(n, 256, (unsigned)qfc().num_sms * 8u), 256, 0, qfc_stream()>>>(
-        (T *)kpool, (T *)vpool, (const T *)k, (const T *)v, seq, pos, btab, N, maxb, bs, KVD);
-    CHECK_LAUNCH();
+    QF_CHECK((k == NULL) == (v == NULL));
+    if (k) { // else decode_qkv wrote them
+        kv_append_paged_kernel<T><<<qf_blocks(n, 256, (unsigned)qfc().num_sms * 8u), 256, 0, qfc_stream()>>>(
+            (T *)kpool, (T *)vpool, (const T *)k, (const T *)v, seq, pos, btab, N, maxb, bs, KVD);
+        CHECK_LAUNCH();
+    }
     attn_split_launch<T>(out, q, kpool, vpool, rows_paged{seq, pos, btab, maxb, bs}, N, H, KV, D, max_len);
 }
 

@@ -369,6 +369,40 @@ void qf_model_init_random(qf_model *m, uint64_t seed) {
 /* training: each layer's set (shared parts aliased); KV-cache mode: one scratch set for every layer */
 static qf_layer_acts *acts_of(qf_model *m, int l) { return m->lmode ? &m->la[l] : &m->la[0]; }
 
+/* A paged call's layer through the table's decoding fast path (ops.h decode_qkv, decode_mlp: the unfused ops'
+ * values in fewer launches and passes over the weights): 1 when it ran, 0 (nothing done) where the table does not
+ * take it. Inference only: the norms' inputs and statistics are not kept. */
+static int layer_forward_decode(qf_model *m, int l) {
+    const qf_ops *o = m->ops;
+    const qf_model_config *c = &m->cfg;
+    const qf_layer_ix *x = &m->lix[l];
+    qf_layer_acts *a = acts_of(m, l);
+    int N = m->B * m->T, C = c->hidden_size, F = c->intermediate_size, H = c->num_heads, KV = c->num_kv_heads,
+        D = c->head_dim;
+    float eps = (float)c->rms_norm_eps;
+    if (!m->paged || c->qk_norm || !o->decode_qkv) return 0;
+    qf_decode_qkv qa = {.q = a->q, .kpool = m->kc[l], .vpool = m->vc[l], .x = m->res[l], .ln_w = P(m, x->ln1),
+                        .wq = P(m, x->qw), .bq = P(m, x->qb), .wk = P(m, x->kw), .bk = P(m, x->kb), .wv = P(m, x->vw),
+                        .bv = P(m, x->vb), .seq = m->d_seq, .pos = m->d_pos, .btab = m->d_btab, .ln = a->ln1,
+                        .k = a->k, .v = a->v, .rstd = a->rstd1, .N = N, .C = C, .H = H, .KV = KV, .D = D,
+                        .maxb = m->maxb, .bs = m->block_size, .eps = eps, .theta = c->rope_theta};
+    if (!o->decode_qkv(&qa)) return 0;
+    o->attention_paged(a->att, a->q, NULL, NULL, m->kc[l], m->vc[l], m->d_seq, m->d_pos, m->d_btab, N, m->maxb,
+                       m->block_size, H, KV, D, m->paged_len);
+    o->matmul_fwd_add(a->mid, a->att, P(m, x->ow), m->res[l], N, H * D, C);
+    qf_decode_mlp ma = {.out = a->swi, .x = a->mid, .ln_w = P(m, x->ln2), .wg = P(m, x->gate), .wu = P(m, x->up),
+                        .ln = a->ln2, .gate = a->gate, .up = a->up, .rstd = a->rstd2, .N = N, .C = C, .F = F,
+                        .eps = eps};
+    if (!o->decode_mlp || !o->decode_mlp(&ma)) {
+        o->rmsnorm_fwd(a->ln2, a->rstd2, a->mid, P(m, x->ln2), N, C, eps);
+        o->matmul_fwd(a->gate, a->ln2, P(m, x->gate), NULL, N, C, F, 0);
+        o->matmul_fwd(a->up, a->ln2, P(m, x->up), NULL, N, C, F, 0);
+        o->swiglu_fwd(a->swi, a->gate, a->up, N, F);
+    }
+    o->matmul_fwd_add(m->res[l + 1], a->swi, P(m, x->down), a->mid, N, F, C); /* res[l+1] = mid + swi Wd^T */
+    return 1;
+}
+
 /* res[l] -> res[l+1] (the caller has announced unit l+1 through will_use) */
 static void layer_forward(qf_model *m, int l) {
     const qf_ops *o = m->ops;
@@ -378,6 +412,7 @@ static void layer_forward(qf_model *m, int l) {
     int N = m->B * m->T, C = c->hidden_size, F = c->intermediate_size, H = c->num_heads, KV = c->num_kv_heads,
         D = c->head_dim;
     float eps = (float)c->rms_norm_eps;
+    if (m->paged && layer_forward_decode(m, l)) return;
     o->rmsnorm_fwd(a->ln1, a->rstd1, m->res[l], P(m, x->ln1), N, C, eps);
     void *q = c->qk_norm ? a->qraw : a->q, *k = c->qk_norm ? a->kraw : a->k;
     o->matmul_fwd(q, a->ln1, P(m, x->qw), P(m, x->qb), N, C, H * D, 0);

@@ -3,6 +3,7 @@
  * chunks of some sequences with single decoding tokens of others, block tables that are shuffled permutations of
  * the pool (blocks of 16 positions), GQA 1, 4, 7 and 18 (three groups of query heads per kv head), head_dim 64, 128 and 80, a sequence of 1500 positions.
  * Outputs on the max norm as test_decode_cuda (fp32 1e-5, bf16 1e-2, fp16 1.25e-3); the pools bit for bit (a copy).
+ * Then the decoding fast path (decode_qkv, decode_mlp) against the same table's unfused ops (run_fast).
  * Exit: 0 passed, 1 a check failed, 77 "no GPU: skipped". */
 #define QF_GPU_TEST_SEED 0x2545F4914F6CDD1Dull
 #include "qf_gpu_test.h"
@@ -60,6 +61,104 @@ static void run_case(const qf_ops *g, int nseq, const int *plen, int chunk, int 
     free(kp), free(vp), free(btab), free(perm), free(done), free(seq), free(pos);
 }
 
+/* The decoding fast path (ops.h decode_qkv, decode_mlp; kernels/cuda/decode_fused_cuda.cu) against the same table's
+ * unfused ops for N tokens of N sequences at positions pos0 + n: q, the pools, the attention over them, and the MLP
+ * product; bit for bit on bf16 and fp16, fp32 within 1e-6 (the norm's rstd may differ in its last bit). Also that
+ * the table declines what it does not take (3 rows: the unfused path runs) and leaves the outputs alone. */
+static void run_fast(const qf_ops *g, int N, int C, int H, int KV, int D, int F, int pos0, int bias) {
+    const double tol = g->act_dtype == QF_DT_F32 ? 1e-6 : 0;
+    const int HD = H * D, KD = KV * D, bs = 16, maxb = (pos0 + N + bs - 1) / bs + 1, nblocks = N * maxb;
+    const size_t pool = (size_t)nblocks * bs * KD;
+    const float sw = 1.0f / sqrtf((float)C);
+    float *hx = frand((size_t)N * C, 2), *hln = frand((size_t)C, 1.5), *hw[5], *hb[3];
+    const size_t wn[5] = {(size_t)HD * C, (size_t)KD * C, (size_t)KD * C, (size_t)F * C, (size_t)F * C};
+    void *w[5], *b[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < 5; i++) hw[i] = frand(wn[i], sw), w[i] = up(g, hw[i], wn[i]);
+    for (int i = 0; i < 3; i++) {
+        hb[i] = frand(i ? (size_t)KD : (size_t)HD, 0.5);
+        if (bias) b[i] = up(g, hb[i], i ? (size_t)KD : (size_t)HD);
+    }
+    int32_t *seq = qf_malloc((size_t)N * 4), *pos = qf_malloc((size_t)N * 4), *bt = qf_malloc((size_t)N * maxb * 4);
+    for (int n = 0; n < N; n++) seq[n] = n, pos[n] = pos0 + n;
+    for (int i = 0; i < N * maxb; i++) bt[i] = (N * maxb - 1 - i); /* blocks in reverse */
+    int32_t *dseq = g->alloc((size_t)N * 4), *dpos = g->alloc((size_t)N * 4), *dbt = g->alloc((size_t)N * maxb * 4);
+    g->copy_h2d(dseq, seq, (size_t)N * 4), g->copy_h2d(dpos, pos, (size_t)N * 4);
+    g->copy_h2d(dbt, bt, (size_t)N * maxb * 4);
+    float *hk = frand(pool, 1), *hv = frand(pool, 1); /* the cache before: earlier positions' k/v */
+    void *x = up(g, hx, (size_t)N * C), *lnw = up(g, hln, (size_t)C), *kp[2], *vp[2];
+    for (int i = 0; i < 2; i++) kp[i] = up(g, hk, pool), vp[i] = up(g, hv, pool);
+    const size_t ab = g->act_bytes;
+    void *ln = g->alloc((size_t)N * C * ab), *q[2], *k = g->alloc((size_t)N * KD * ab), *v = g->alloc((size_t)N * KD * ab);
+    void *att[2], *gate = g->alloc((size_t)N * F * ab), *upb = g->alloc((size_t)N * F * ab), *swi[2];
+    float *rstd = g->alloc((size_t)N * 4);
+    for (int i = 0; i < 2; i++) {
+        q[i] = g->alloc((size_t)N * HD * ab), att[i] = g->alloc((size_t)N * HD * ab);
+        swi[i] = g->alloc((size_t)N * F * ab);
+    }
+    const float eps = 1e-6f;
+    const double theta = 1e6;
+    /* unfused: the model's op sequence */
+    g->rmsnorm_fwd(ln, rstd, x, lnw, N, C, eps);
+    g->matmul_fwd(q[0], ln, w[0], b[0], N, C, HD, 0);
+    g->matmul_fwd(k, ln, w[1], b[1], N, C, KD, 0);
+    g->matmul_fwd(v, ln, w[2], b[2], N, C, KD, 0);
+    g->rope_fwd(q[0], dpos, N, H, D, theta);
+    g->rope_fwd(k, dpos, N, KV, D, theta);
+    g->attention_paged(att[0], q[0], k, v, kp[0], vp[0], dseq, dpos, dbt, N, maxb, bs, H, KV, D, pos0 + N);
+    g->rmsnorm_fwd(ln, rstd, x, lnw, N, C, eps);
+    g->matmul_fwd(gate, ln, w[3], NULL, N, C, F, 0);
+    g->matmul_fwd(upb, ln, w[4], NULL, N, C, F, 0);
+    g->swiglu_fwd(swi[0], gate, upb, N, F);
+    /* fast */
+    qf_decode_qkv qa = {.q = q[1], .kpool = kp[1], .vpool = vp[1], .x = x, .ln_w = lnw, .wq = w[0], .bq = b[0],
+                        .wk = w[1], .bk = b[1], .wv = w[2], .bv = b[2], .seq = dseq, .pos = dpos, .btab = dbt,
+                        .ln = ln, .k = k, .v = v, .rstd = rstd, .N = N, .C = C, .H = H, .KV = KV, .D = D,
+                        .maxb = maxb, .bs = bs, .eps = eps, .theta = theta};
+    qf_decode_mlp ma = {.out = swi[1], .x = x, .ln_w = lnw, .wg = w[3], .wu = w[4], .ln = ln, .gate = gate,
+                        .up = upb, .rstd = rstd, .N = N, .C = C, .F = F, .eps = eps};
+    char lab[96];
+    snprintf(lab, sizeof lab, "%-9s fast N %d C %d H %d KV %d D %d F %d pos %d%s", g->name, N, C, H, KV, D, F, pos0,
+             bias ? "" : " no bias");
+    const int ran_q = g->decode_qkv && g->decode_qkv(&qa), ran_m = g->decode_mlp && g->decode_mlp(&ma);
+    qf_gpu_report_bool(lab, "  decode_qkv and decode_mlp take it", ran_q && ran_m);
+    if (ran_q && ran_m) {
+        g->attention_paged(att[1], q[1], NULL, NULL, kp[1], vp[1], dseq, dpos, dbt, N, maxb, bs, H, KV, D, pos0 + N);
+        const size_t nq = (size_t)N * HD, nf = (size_t)N * F;
+        float *a0 = down_new(g, q[0], nq), *a1 = down_new(g, q[1], nq);
+        qf_gpu_report(lab, 40, "  q == unfused", relerr(a1, a0, nq), tol);
+        free(a0), free(a1);
+        a0 = down_new(g, kp[0], pool), a1 = down_new(g, kp[1], pool);
+        float *b0 = down_new(g, vp[0], pool), *b1 = down_new(g, vp[1], pool);
+        qf_gpu_report(lab, 40, "  k, v pools == unfused", fmax(relerr(a1, a0, pool), relerr(b1, b0, pool)), tol);
+        free(a0), free(a1), free(b0), free(b1);
+        a0 = down_new(g, att[0], nq), a1 = down_new(g, att[1], nq);
+        qf_gpu_report(lab, 40, "  attention (k = v = NULL) == unfused", relerr(a1, a0, nq), tol);
+        free(a0), free(a1);
+        a0 = down_new(g, swi[0], nf), a1 = down_new(g, swi[1], nf);
+        qf_gpu_report(lab, 40, "  mlp == unfused", relerr(a1, a0, nf), tol);
+        free(a0), free(a1);
+    }
+    for (int i = 0; i < 5; i++) g->free(w[i]), free(hw[i]);
+    for (int i = 0; i < 3; i++) g->free(b[i]), free(hb[i]);
+    for (int i = 0; i < 2; i++) g->free(kp[i]), g->free(vp[i]), g->free(q[i]), g->free(att[i]), g->free(swi[i]);
+    g->free(x), g->free(lnw), g->free(ln), g->free(k), g->free(v), g->free(gate), g->free(upb), g->free(rstd);
+    g->free(dseq), g->free(dpos), g->free(dbt);
+    free(hx), free(hln), free(hk), free(hv), free(seq), free(pos), free(bt);
+}
+
+/* 3 rows are beyond the fast path (the GEMV's 16 KiB rule at C 3584): declined, outputs untouched */
+static void run_fast_declined(const qf_ops *g) {
+    const int N = 3, C = 3584;
+    float *z = calloc((size_t)N * C, sizeof(float));
+    void *x = up(g, z, (size_t)N * C), *o = up(g, z, (size_t)N * C);
+    qf_decode_mlp ma = {.out = o, .x = x, .ln_w = x, .wg = x, .wu = x, .N = N, .C = C, .F = 1, .eps = 1e-6f};
+    qf_decode_qkv qa = {.q = o, .x = x, .ln_w = x, .wq = x, .wk = x, .wv = x, .N = N, .C = C, .H = 1, .KV = 1, .D = 64};
+    char lab[64];
+    snprintf(lab, sizeof lab, "%-9s", g->name);
+    qf_gpu_report_bool(lab, "fast path declines 3 rows of 3584", !g->decode_qkv(&qa) && !g->decode_mlp(&ma));
+    g->free(x), g->free(o), free(z);
+}
+
 int main(void) {
     if (qf_cuda_device_count() <= 0 || !qf_ops_cuda()) {
         printf("test_paged_cuda: no GPU: skipped\n");
@@ -73,6 +172,10 @@ int main(void) {
         run_case(gs[i], 5, b, 32, 5, 8, 2, 128);
         run_case(gs[i], 5, b, 16, 3, 14, 2, 80);
         run_case(gs[i], 2, l, 512, 4, 28, 4, 128);
+        run_fast(gs[i], 1, 512, 8, 2, 64, 1024, 37, 1);
+        run_fast(gs[i], 2, 256, 4, 4, 128, 512, 600, 0);
+        run_fast(gs[i], 1, 3584, 28, 4, 128, 18944, 511, 1); /* Qwen2.5-7B's shapes */
+        run_fast_declined(gs[i]);
     }
     printf("test_paged_cuda: %d checks, %d failed\n", n_checks, n_fail);
     return n_fail ? 1 : 0;

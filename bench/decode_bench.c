@@ -23,12 +23,12 @@
 typedef struct dbench {
     const qf_ops *g;
     int C, F, H, KV, D, V, L, M, ctx, bs, maxb;
-    void *w[6], *x, *y, *big, *res, *q, *k, *v, *att, *kp, *vp, *gate, *up, *swi, *ln, *normw, *bias;
+    void *w[8], *x, *y, *big, *res, *q, *k, *v, *att, *kp, *vp, *gate, *up, *swi, *ln, *normw, *bias;
     float *rstd;
-    int32_t *pos, *seq, *btab, *tok;
+    int32_t *pos, *seq, *btab, *tok, *hbtab;
 } dbench;
 
-enum { W_Q, W_KV, W_O, W_GU, W_D, W_HEAD };
+enum { W_Q, W_KV, W_O, W_GU, W_D, W_HEAD, W_V, W_UP }; /* v and up: weights of their own (distinct bytes) */
 
 /* n values in [-amp, amp) on the backend, each buffer its own stream */
 static void *dev_fill(const qf_ops *g, size_t n, float amp) { return bench_dev_rand(g, n, amp, n); }
@@ -75,27 +75,27 @@ static void run_layer(dbench *b) {
     g->rmsnorm_fwd(b->ln, b->rstd, b->res, b->normw, M, C, 1e-6f);
     g->matmul_fwd(b->q, b->ln, b->w[W_Q], b->bias, M, C, HD, 0);
     g->matmul_fwd(b->k, b->ln, b->w[W_KV], b->bias, M, C, KD, 0);
-    g->matmul_fwd(b->v, b->ln, b->w[W_KV], b->bias, M, C, KD, 0);
+    g->matmul_fwd(b->v, b->ln, b->w[W_V], b->bias, M, C, KD, 0);
     g->rope_fwd(b->q, b->pos, M, b->H, b->D, 1e6);
     g->rope_fwd(b->k, b->pos, M, b->KV, b->D, 1e6);
     run_paged(b, 0);
     g->matmul_fwd_add(b->y, b->att, b->w[W_O], b->res, M, HD, C);
     g->rmsnorm_fwd(b->ln, b->rstd, b->y, b->normw, M, C, 1e-6f);
     g->matmul_fwd(b->gate, b->ln, b->w[W_GU], NULL, M, C, F, 0);
-    g->matmul_fwd(b->up, b->ln, b->w[W_GU], NULL, M, C, F, 0);
+    g->matmul_fwd(b->up, b->ln, b->w[W_UP], NULL, M, C, F, 0);
     g->swiglu_fwd(b->swi, b->gate, b->up, M, F);
     g->matmul_fwd_add(b->res, b->swi, b->w[W_D], b->y, M, F, C);
 }
 /* the decoding fast path's layer (model.c layer_forward_decode): 6 launches */
 static qf_decode_qkv fast_qkv(dbench *b) {
     return (qf_decode_qkv){.q = b->q, .kpool = b->kp, .vpool = b->vp, .x = b->res, .ln_w = b->normw, .wq = b->w[W_Q],
-                           .bq = b->bias, .wk = b->w[W_KV], .bk = b->bias, .wv = b->w[W_KV], .bv = b->bias,
+                           .bq = b->bias, .wk = b->w[W_KV], .bk = b->bias, .wv = b->w[W_V], .bv = b->bias,
                            .seq = b->seq, .pos = b->pos, .btab = b->btab, .ln = b->ln, .k = b->k, .v = b->v,
                            .rstd = b->rstd, .N = b->M, .C = b->C, .H = b->H, .KV = b->KV, .D = b->D, .maxb = b->maxb,
                            .bs = b->bs, .eps = 1e-6f, .theta = 1e6};
 }
 static qf_decode_mlp fast_mlp(dbench *b) {
-    return (qf_decode_mlp){.out = b->swi, .x = b->y, .ln_w = b->normw, .wg = b->w[W_GU], .wu = b->w[W_GU],
+    return (qf_decode_mlp){.out = b->swi, .x = b->y, .ln_w = b->normw, .wg = b->w[W_GU], .wu = b->w[W_UP],
                            .ln = b->ln, .gate = b->gate, .up = b->up, .rstd = b->rstd, .N = b->M, .C = b->C,
                            .F = b->F, .eps = 1e-6f};
 }
@@ -134,6 +134,28 @@ static void run_stack(dbench *b, int head) {
     if (head) b->g->matmul_fwd(b->big, b->ln, b->w[W_HEAD], NULL, b->M, b->C, b->V, 0);
 }
 
+/* what a serve step adds around the layers (src/model/model.c paged_begin, paged_head; serve_engine.c): the
+ * host's positions, sequences, block tables (128 sequences x maxb) and tokens copied up, the embedding, the layers,
+ * the final norm and head, and the greedy pick read back (argmax_rows syncs) */
+static void run_serve_step(dbench *b, int fast) {
+    const qf_ops *g = b->g;
+    int32_t hp[128], hs[128], ht[128];
+    for (int i = 0; i < b->M; i++) hp[i] = b->ctx, hs[i] = i, ht[i] = i;
+    g->copy_h2d(b->pos, hp, (size_t)b->M * 4), g->copy_h2d(b->seq, hs, (size_t)b->M * 4);
+    g->copy_h2d(b->btab, b->hbtab, (size_t)128 * b->maxb * 4);
+    g->copy_h2d(b->tok, ht, (size_t)b->M * 4);
+    g->embedding_fwd(b->res, b->tok, b->w[W_HEAD], b->M, b->C);
+    if (fast) run_stack_fast(b, 1);
+    else run_stack(b, 1);
+    int32_t ids[128];
+    g->argmax_rows(ids, NULL, b->big, b->M, b->V);
+}
+static void run_argmax(dbench *b, int unused) {
+    (void)unused;
+    int32_t ids[128];
+    b->g->argmax_rows(ids, NULL, b->big, b->M, b->V);
+}
+
 int main(int argc, char **argv) {
     if (qf_cuda_device_count() <= 0 || !qf_ops_cuda()) {
         printf("decode_bench: no GPU\n");
@@ -150,6 +172,7 @@ int main(int argc, char **argv) {
     int ins[6] = {b.C, b.C, HD, b.C, b.F, b.C}, outs[6] = {HD, KD, b.C, b.F, b.C, b.V};
     memcpy(lin_in, ins, sizeof ins), memcpy(lin_out, outs, sizeof outs);
     for (int i = 0; i < 6; i++) b.w[i] = dev_fill(g, (size_t)lin_in[i] * lin_out[i], 0.02f);
+    b.w[W_V] = dev_fill(g, (size_t)b.C * KD, 0.02f), b.w[W_UP] = dev_fill(g, (size_t)b.C * b.F, 0.02f);
     b.x = dev_fill(g, (size_t)Mmax * b.F, 1), b.y = g->alloc((size_t)Mmax * b.F * 2);
     b.big = g->alloc((size_t)Mmax * b.V * 2), b.res = dev_fill(g, (size_t)Mmax * b.C, 1);
     b.q = dev_fill(g, (size_t)Mmax * HD, 1), b.k = dev_fill(g, (size_t)Mmax * KD, 1), b.v = dev_fill(g, (size_t)Mmax * KD, 1);
@@ -164,6 +187,9 @@ int main(int argc, char **argv) {
     for (int i = 0; i < Mmax * b.maxb; i++) h[i] = i; /* sequence s owns blocks s*maxb .. */
     b.btab = g->alloc((size_t)Mmax * b.maxb * 4);
     g->copy_h2d(b.btab, h, (size_t)Mmax * b.maxb * 4);
+    b.hbtab = qf_malloc((size_t)Mmax * b.maxb * 4);
+    memcpy(b.hbtab, h, (size_t)Mmax * b.maxb * 4);
+    b.tok = g->alloc((size_t)Mmax * 4);
     for (int i = 0; i < Mmax; i++) h[i] = i;
     b.seq = g->alloc((size_t)Mmax * 4);
     g->copy_h2d(b.seq, h, (size_t)Mmax * 4);
@@ -203,6 +229,9 @@ int main(int argc, char **argv) {
             const double fq = best_of(&b, run_fast_qkv, 0, 100), fm = best_of(&b, run_fast_mlp, 0, 50);
             const double fa = best_of(&b, run_paged_only, 0, 100);
             const double fast = best_of(&b, run_stack_fast, 1, 3);
+            const double ss = best_of(&b, run_serve_step, 1, 3), am = best_of(&b, run_argmax, 0, 20);
+            printf("  serve step (copies up, embedding, fast layers, head, argmax read back): %.2f ms = %.0f tok/s "
+                   "per sequence; argmax_rows alone %.1f us\n", ss * 1e3, 1 / ss, am * 1e6);
             printf("  fast path: decode_qkv %.1f us (%.0f GB/s), attention (no append) %.1f us, decode_mlp %.1f us "
                    "(%.0f GB/s); step %.2f ms = %.0f tok/s per sequence, %.0f tok/s; weights at %.0f GB/s\n",
                    fq * 1e6, (double)(HD + 2 * KD) * b.C * 2 / fq / 1e9, fa * 1e6, fm * 1e6,

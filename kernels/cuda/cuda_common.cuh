@@ -69,6 +69,7 @@ struct qf_cuda_ctx {
     int state; // 0 not yet initialised, 1 ready, -1 no usable GPU
     int device, num_sms;
     size_t smem_optin;         // max dynamic shared memory per block
+    int pdl;                   // programmatic dependent launch available (sm_90+): qfc_launch_pdl
     cudaStream_t stream;       // the one compute stream (qf_cuda_stream())
     cublasLtHandle_t lt;       // one cuBLASLt handle
     void *lt_ws;               // its workspace
@@ -238,6 +239,49 @@ __device__ __forceinline__ double warp_sum_d(double v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
+// ---- programmatic dependent launch (sm_90+) ---------------------------------------------------------------------
+// A kernel launched by qfc_launch_pdl may start while the kernel before it on the stream is still running: before
+// qf_pdl_wait() it may only hint (qf_prefetch_l2: weights it will read) and must write nothing (its loads come
+// after the wait: a weight may be a slot that a copy queued before it is still filling); qf_pdl_wait() returns once the preceding kernel has completed and its writes are visible. A kernel
+// that calls qf_pdl_trigger() early lets the next such kernel be scheduled onto the SMs its own blocks leave (the
+// launch gap and the tail overlap the next kernel's weight prefetch). Both are no-ops before sm_90 and for kernels
+// launched without the attribute.
+__device__ __forceinline__ void qf_pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void qf_pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+// a hint that p's 128-byte line is wanted soon: into L2, no register written
+__device__ __forceinline__ void qf_prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+template <typename... KArgs, typename... Args>
+static inline void qfc_launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, Args... args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = qfc_stream();
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at, cfg.numAttrs = qfc().pdl ? 1 : 0;
+    CHECK_CUDA(cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...));
+}
+
+// fixed-order sum over a block of 256 threads (8 warps), result in every thread; sh: 8 doubles of shared memory
+__device__ __forceinline__ double block256_sum_d(double v, double *sh) {
+    v = warp_sum_d(v);
+    const int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+    __syncthreads(); // sh may still be read by the previous call
+    if (l == 0) sh[w] = v;
+    __syncthreads();
+    double r = 0.0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) r += sh[i];
+    return r;
+}
+
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));

@@ -131,6 +131,7 @@ int qfc_context_init(void (*first)(void)) {
     }
     g_ctx.num_sms = prop.multiProcessorCount;
     g_ctx.smem_optin = prop.sharedMemPerBlockOptin;
+    g_ctx.pdl = prop.major >= 9; // programmatic dependent launch (Hopper and newer)
     CHECK_CUDA(cudaStreamCreateWithFlags(&g_ctx.stream, cudaStreamNonBlocking));
     CHECK_CUDA(cudaDeviceGetDefaultMemPool(&g_ctx.pool, g_ctx.device));
     uint64_t keep = UINT64_MAX; // never hand pool memory back at sync points

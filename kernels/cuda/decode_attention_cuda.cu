@@ -79,10 +79,11 @@ struct rows_paged { // attention_paged: token tok of sequence seq[tok] at pos[to
     }
 };
 
-template <typename T, typename Rows>
+template <typename T, typename Rows, int TPP>
 __global__ void __launch_bounds__(AS_THREADS)
     attn_split_kernel(T *out, float *part, int *cnt, const T *q, const T *kc, const T *vc, Rows rows, int H, int KV,
                       int D, int split, int nsplit, float scale, bool vec) {
+    qf_pdl_trigger(); // the o projection after it may be scheduled (it waits for this kernel before reading)
     extern __shared__ float as_smem[]; // qs[MAXG][D] | ps[MAXG][split] | rowix[split]; later red[P][MAXG][D]
     __shared__ float ml[2 * AS_MAXG];  // per head: the split's max, exp-sum
     const int tok = blockIdx.x / KV, kh = blockIdx.x % KV, s = blockIdx.y, G = H / KV, g0 = blockIdx.z * AS_MAXG;
@@ -95,28 +96,40 @@ __global__ void __launch_bounds__(AS_THREADS)
         qs[e] = e < ng * D ? tof<T>(q[((size_t)tok * H + h0) * D + e]) * scale : 0.0f;
     __syncthreads();
     const size_t prow = (size_t)KV * D;
-    for (int j = tid; j < n; j += AS_THREADS) { // phase 1: scores
-        const int r = rows.row(tok, p0 + j);
-        rowix[j] = r;
-        const T *kj = kc + (size_t)r * prow + (size_t)kh * D;
+    // phase 1: scores, TPP threads per cache position (each D/TPP dimensions; their sums meet by shuffles): the
+    // split's positions in passes of AS_THREADS/TPP, uniform over the block
+    const int sub = tid % TPP, DT = D / TPP;
+    for (int j0 = 0; j0 < n; j0 += AS_THREADS / TPP) {
+        const int j = j0 + tid / TPP;
         float acc[AS_MAXG];
 #pragma unroll
         for (int g = 0; g < AS_MAXG; g++) acc[g] = 0.0f;
-        for (int d = 0; d < D; d += 8) {
-            float f[8];
-            ld8<T>(f, kj, d, D, vec);
+        if (j < n) {
+            const int r = rows.row(tok, p0 + j);
+            if (sub == 0) rowix[j] = r;
+            const T *kj = kc + (size_t)r * prow + (size_t)kh * D + (size_t)sub * DT;
+            for (int d = 0; d < DT; d += 8) {
+                float f[8];
+                ld8<T>(f, kj, d, DT, vec);
 #pragma unroll
-            for (int g = 0; g < AS_MAXG; g++) {
-                if (g >= ng) break;
-                const float4 a = *reinterpret_cast<const float4 *>(qs + g * D + d);
-                const float4 b = *reinterpret_cast<const float4 *>(qs + g * D + d + 4);
-                acc[g] += a.x * f[0] + a.y * f[1] + a.z * f[2] + a.w * f[3] + b.x * f[4] + b.y * f[5] + b.z * f[6] +
-                          b.w * f[7];
+                for (int g = 0; g < AS_MAXG; g++) {
+                    if (g >= ng) break;
+                    const float *qg = qs + g * D + sub * DT + d;
+                    const float4 a = *reinterpret_cast<const float4 *>(qg);
+                    const float4 b = *reinterpret_cast<const float4 *>(qg + 4);
+                    acc[g] += a.x * f[0] + a.y * f[1] + a.z * f[2] + a.w * f[3] + b.x * f[4] + b.y * f[5] +
+                              b.z * f[6] + b.w * f[7];
+                }
             }
         }
 #pragma unroll
         for (int g = 0; g < AS_MAXG; g++)
-            if (g < ng) ps[g * split + j] = acc[g];
+#pragma unroll
+            for (int o = 1; o < TPP; o <<= 1) acc[g] += __shfl_xor_sync(0xffffffffu, acc[g], o);
+        if (j < n && sub == 0)
+#pragma unroll
+            for (int g = 0; g < AS_MAXG; g++)
+                if (g < ng) ps[g * split + j] = acc[g];
     }
     __syncthreads();
     const int warp = tid / 32, lane = tid % 32;
@@ -193,17 +206,34 @@ __global__ void __launch_bounds__(AS_THREADS)
     __syncthreads();
     if (!last) return;
     __threadfence();
-    const int ns = t / split + 1;
-    for (int e = tid; e < ng * D; e += AS_THREADS) {
-        const int g = e / D, d = e % D;
-        const size_t oh = (size_t)tok * H + h0 + g;
-        const float *mh = mlo + oh * nsplit * 2;
+    // per head, the splits' weights e^(m_s - M) / L into shared memory (free now: red was read before the count),
+    // a warp per head; then each thread merges 4 dimensions of a head over the splits with 16-byte loads
+    const int ns = t / split + 1, D4 = D / 4;
+    float *wgt = as_smem; // [ng][ns]
+    for (int g = warp; g < ng; g += AS_THREADS / 32) {
+        const float *mh = mlo + ((size_t)tok * H + h0 + g) * nsplit * 2;
         float M = -INFINITY;
-        for (int j = 0; j < ns; j++) M = fmaxf(M, __ldcg(mh + 2 * j));
-        float L = 0.0f, A = 0.0f;
-        for (int j = 0; j < ns; j++) L += __ldcg(mh + 2 * j + 1) * expf(__ldcg(mh + 2 * j) - M);
-        for (int j = 0; j < ns; j++) A += __ldcg(part + (oh * nsplit + j) * D + d) * expf(__ldcg(mh + 2 * j) - M);
-        out[oh * D + d] = fromf<T>(A / L);
+        for (int j = lane; j < ns; j += 32) M = fmaxf(M, __ldcg(mh + 2 * j));
+        M = warp_max(M);
+        float L = 0.0f;
+        for (int j = lane; j < ns; j += 32) L += __ldcg(mh + 2 * j + 1) * expf(__ldcg(mh + 2 * j) - M);
+        L = warp_sum(L);
+        for (int j = lane; j < ns; j += 32) wgt[g * ns + j] = expf(__ldcg(mh + 2 * j) - M) / L;
+    }
+    __syncthreads();
+    for (int e = tid; e < ng * D4; e += AS_THREADS) {
+        const int g = e / D4, d4 = e % D4;
+        const size_t oh = (size_t)tok * H + h0 + g;
+        const float4 *pp = reinterpret_cast<const float4 *>(part + oh * nsplit * D) + d4;
+        float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 4
+        for (int j = 0; j < ns; j++) {
+            const float w = wgt[g * ns + j];
+            const float4 v = __ldcg(pp + (size_t)j * D4);
+            a.x += w * v.x, a.y += w * v.y, a.z += w * v.z, a.w += w * v.w;
+        }
+        T *o = out + oh * D + (size_t)d4 * 4;
+        o[0] = fromf<T>(a.x), o[1] = fromf<T>(a.y), o[2] = fromf<T>(a.z), o[3] = fromf<T>(a.w);
     }
 }
 
@@ -228,11 +258,22 @@ static void attn_split_launch(void *out, const void *q, const void *kc, const vo
     }
     const size_t phases = sizeof(float) * ((size_t)AS_MAXG * D + (size_t)AS_MAXG * split) + sizeof(int) * split;
     const size_t merge = sizeof(float) * (size_t)(AS_THREADS / (D / 8)) * AS_MAXG * D; // red: 32 KiB
-    const size_t smem = phases > merge ? phases : merge;
+    const size_t weights = sizeof(float) * (size_t)AS_MAXG * nsplit;                    // the last block's wgt
+    size_t smem = phases > merge ? phases : merge;
+    smem = smem > weights ? smem : weights;
+    if (smem > (size_t)48 << 10) // the default dynamic limit (not raised for this kernel)
+        qf_fatal_at(__FILE__, __LINE__, "attention: %d cache positions need %zu bytes of shared memory per block "
+                    "(at most 48 KiB)", max_len, smem);
     const dim3 grid((unsigned)((size_t)N * KV), (unsigned)nsplit, (unsigned)ngroups);
-    attn_split_kernel<T, Rows><<<grid, AS_THREADS, smem, qfc_stream()>>>(
-        (T *)out, part, cnt, (const T *)q, (const T *)kc, (const T *)vc, rows, H, KV, D, (int)split, nsplit,
-        (float)(1.0 / sqrt((double)D)), vec);
+    const float scale = (float)(1.0 / sqrt((double)D));
+    if (D % 32 == 0) // 4 threads per position in the scores (8-element chunks each)
+        attn_split_kernel<T, Rows, 4><<<grid, AS_THREADS, smem, qfc_stream()>>>(
+            (T *)out, part, cnt, (const T *)q, (const T *)kc, (const T *)vc, rows, H, KV, D, (int)split, nsplit, scale,
+            vec);
+    else
+        attn_split_kernel<T, Rows, 1><<<grid, AS_THREADS, smem, qfc_stream()>>>(
+            (T *)out, part, cnt, (const T *)q, (const T *)kc, (const T *)vc, rows, H, KV, D, (int)split, nsplit, scale,
+            vec);
     CHECK_LAUNCH();
 }
 template <typename T>

@@ -8,17 +8,19 @@
 //     16-byte loads and dots them with the normalised input rows; q's pair is rotated and stored, k's rotated and
 //     written at the token's pool slot, v's written there as is.
 //   decode_mlp_kernel: RMSNorm + gate/up GEMV + SwiGLU, one launch: a warp owns feature j of gate and of up.
-// The input rows are normalised by every warp as it reads them (their sum of squares in a first pass over the row,
-// from L1/L2: M x C elements shared by every warp of the SM), so no block-wide barrier precedes the weight stream.
+// A block first requests its warps' first weight chunks (streaming loads), then normalises the M input rows into
+// shared memory (256 threads, as rmsnorm_fwd's block-per-row form), and its warps stream the rest of their rows
+// against them: the weight stream is in flight while the rows are normalised. Both are programmatic dependent
+// launches (cuda_common.cuh): before qf_pdl_wait they only ask L2 for weight lines (q/k/v's whole rows, gate/up's
+// first chunks) while the kernel before them still runs; every load into registers comes after it.
 //
-// Values: the unfused sequence's, operation for operation — the norm as norm_cuda.cu's (double sum of squares,
-// x * rstd rounded to T, times the weight, rounded to T), each dot as gemv_cuda.cu's (lane-strided 8-element
-// chunks, fp32, the same warp reduction), bias then one rounding to T, RoPE as norm_cuda.cu's vectorised form
-// (inv_freq by a double power, the fp32 angle's sincosf) on the rounded values, SwiGLU as elementwise_cuda.cu's on
-// the rounded gate and up. So on the bf16 and fp16 tables the fast path gives the unfused path's bits (the sum of
-// squares of bf16 values is exact in double whatever its order); on fp32 the rstd may differ in its last bit.
-// Taken where gemv_cuda.cu's GEMV would be (M x C x sizeof(T) <= 16 KiB, C % 8 == 0, 16-byte aligned rows), for
-// head dims that norm_cuda.cu's vectorised RoPE takes (D % 16 == 0, D <= 512); else the caller runs the unfused ops.
+// Values: the unfused sequence's, operation for operation — the norm as norm_cuda.cu's block-per-row form (the same
+// chunks per thread, double sums, block256_sum_d; x * rstd rounded to T, times the weight, rounded to T), each dot
+// as gemv_cuda.cu's (lane-strided 8-element chunks in order, fp32, the same warp reduction), bias then one rounding
+// to T, RoPE as norm_cuda.cu's vectorised form (inv_freq by a double power, the fp32 angle's sincosf) on the rounded
+// values, SwiGLU as elementwise_cuda.cu's on the rounded gate and up: the unfused path's bits (test_paged_cuda).
+// Taken where gemv_cuda.cu's GEMV would be (M x C x sizeof(T) <= 16 KiB, M <= 2, C % 8 == 0, 16-byte aligned rows),
+// for head dims that the vectorised RoPE takes (D % 16 == 0, D <= 512); else the caller runs the unfused ops.
 #include "cuda_common.cuh"
 #include "ops.h"
 #include <math.h>
@@ -26,65 +28,103 @@
 static const int DF_WARPS = 8;
 static const size_t DF_X_BYTES = (size_t)16 << 10;
 
-// rstd of row x[0..C) (every lane gets it), as rmsnorm_fwd_kernel computes it
-template <typename T> __device__ __forceinline__ float df_rstd(const T *x, int C, float eps, int lane) {
-    double ss = 0.0;
-    for (int c = lane * 8; c < C; c += 32 * 8) {
-        float f[8];
-        ld8<T>(f, x, (size_t)c, (size_t)C, true);
-#pragma unroll
-        for (int e = 0; e < 8; e++) ss += (double)f[e] * (double)f[e];
-    }
-    ss = warp_sum_d(ss);
-    const float var = (float)(ss / C);
-    return 1.0f / sqrtf(var + eps);
-}
-
-// the normalised chunk x[c..c+8) of a row: the value rmsnorm_fwd stores, read back
-template <typename T>
-__device__ __forceinline__ void df_norm8(float (&f)[8], const T *x, const T *g, int c, int C, float r) {
-    float gw[8];
-    ld8<T>(f, x, (size_t)c, (size_t)C, true);
-    ld8<T>(gw, g, (size_t)c, (size_t)C, true);
-#pragma unroll
-    for (int e = 0; e < 8; e++) f[e] = round_to<T>(__fmul_rn(gw[e], round_to<T>(__fmul_rn(f[e], r))));
-}
-
-// 8 weights at p[i..i+8) (p 16-byte aligned, i % 8 == 0) read once: streaming loads (evict-first), so that the
-// weight stream does not push the input rows, which every warp re-reads, out of L1
-template <typename T> __device__ __forceinline__ void ld8w(float (&f)[8], const T *p, size_t i);
-template <> __device__ __forceinline__ void ld8w<float>(float (&f)[8], const float *p, size_t i) {
-    const float4 a = __ldcs(reinterpret_cast<const float4 *>(p + i)), b = __ldcs(reinterpret_cast<const float4 *>(p + i + 4));
-    f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
-}
-template <typename T> __device__ __forceinline__ void ld8w_16(float (&f)[8], const T *p, size_t i) {
-    const uint4 u = __ldcs(reinterpret_cast<const uint4 *>(p + i));
-    const T *h = reinterpret_cast<const T *>(&u);
-#pragma unroll
-    for (int j = 0; j < 8; j++) f[j] = tof<T>(h[j]);
-}
-template <> __device__ __forceinline__ void ld8w<bf16>(float (&f)[8], const bf16 *p, size_t i) { ld8w_16<bf16>(f, p, i); }
-template <> __device__ __forceinline__ void ld8w<f16>(float (&f)[8], const f16 *p, size_t i) { ld8w_16<f16>(f, p, i); }
-
-// acc1[m] = xn[m] . w1, acc2[m] = xn[m] . w2 for the M rows (gemv_kernel's order), every lane holding the sums
+// The block's M input rows normalised into shared memory, xs[M][C] (fp32 holding the T values rmsnorm_fwd would
+// store): 256 threads, each row's sum of squares exactly as rmsnorm_fwd_kernel's block-per-row form (the same
+// chunks per thread, block256_sum_d), so the rstd is the unfused one's bit for bit on every table.
 template <typename T, int M>
-__device__ __forceinline__ void df_dot2(float (&acc1)[M], float (&acc2)[M], const T *x, const T *g,
-                                        const float (&r)[M], const T *w1, const T *w2, int C, int lane) {
+__device__ __forceinline__ void df_norm_rows(float *xs, const T *x, const T *g, int C, float eps) {
+    __shared__ double sh[8];
+    for (int m = 0; m < M; m++) {
+        const T *xr = x + (size_t)m * C;
+        double ss = 0.0;
+        for (int c = threadIdx.x * 8; c < C; c += 256 * 8) {
+            float f[8];
+            ld8<T>(f, xr, (size_t)c, (size_t)C, true);
+#pragma unroll
+            for (int e = 0; e < 8; e++) ss += (double)f[e] * (double)f[e];
+        }
+        ss = block256_sum_d(ss, sh);
+        const float var = (float)(ss / C);
+        const float r = 1.0f / sqrtf(var + eps);
+        for (int c = threadIdx.x * 8; c < C; c += 256 * 8) {
+            float f[8], gw[8];
+            ld8<T>(f, xr, (size_t)c, (size_t)C, true);
+            ld8<T>(gw, g, (size_t)c, (size_t)C, true);
+#pragma unroll
+            for (int e = 0; e < 8; e++) xs[(size_t)m * C + c + e] = round_to<T>(__fmul_rn(gw[e], round_to<T>(__fmul_rn(f[e], r))));
+        }
+    }
+    __syncthreads();
+}
+
+// 8 weights as 16 bytes, read once: streaming loads (evict-first)
+template <typename T> struct df_w16 {
+    uint4 a, b; // T = float: 8 floats in two 16-byte words (b unused for 16-bit T)
+};
+template <typename T> __device__ __forceinline__ void df_ldw(df_w16<T> &w, const T *p, size_t i) {
+    w.a = __ldcs(reinterpret_cast<const uint4 *>(p + i));
+    if (sizeof(T) == 4) w.b = __ldcs(reinterpret_cast<const uint4 *>(p + i + 4));
+}
+template <typename T> __device__ __forceinline__ void df_unpack(float (&f)[8], const df_w16<T> &w) {
+    if (sizeof(T) == 4) {
+        const float *u = reinterpret_cast<const float *>(&w.a), *v = reinterpret_cast<const float *>(&w.b);
+#pragma unroll
+        for (int j = 0; j < 4; j++) f[j] = u[j], f[4 + j] = v[j];
+    } else {
+        const T *h = reinterpret_cast<const T *>(&w.a);
+#pragma unroll
+        for (int j = 0; j < 8; j++) f[j] = tof<T>(h[j]);
+    }
+}
+
+// Two weight rows w1, w2 [C] against the M normalised rows xs: acc1[m] = xs[m] . w1, acc2[m] = xs[m] . w2, summed
+// as gemv_kernel sums (lane-strided 8-element chunks in order, fp32, warp_sum), every lane holding the sums. The
+// first DF_PF chunks of both rows are requested before the block's normalisation (df_begin), so the weight stream
+// is in flight while the rows are normalised; each chunk consumed requests the one DF_PF ahead.
+static const int DF_PF = 4;
+template <typename T> struct df_pipe {
+    df_w16<T> a[DF_PF], b[DF_PF];
+};
+template <typename T>
+__device__ __forceinline__ void df_begin(df_pipe<T> &p, const T *w1, const T *w2, int C, int lane, bool on) {
+#pragma unroll
+    for (int i = 0; i < DF_PF; i++) {
+        const int k = lane * 8 + i * 256;
+        if (on && k < C) df_ldw<T>(p.a[i], w1, (size_t)k), df_ldw<T>(p.b[i], w2, (size_t)k);
+    }
+}
+// the first n elements (of C) of both rows asked of L2 (a hint: no register, nothing read that could change), before
+// qf_pdl_wait, so that the rows are in flight while the kernel before this one ends
+template <typename T>
+__device__ __forceinline__ void df_prefetch_l2(const T *w1, const T *w2, int n, int C, int lane) {
+    const int line = 128 / (int)sizeof(T), end = n < C ? n : C;
+    for (int k = lane * line; k < end; k += 32 * line) qf_prefetch_l2(w1 + k), qf_prefetch_l2(w2 + k);
+}
+template <typename T, int M>
+__device__ __forceinline__ void df_dot2(float (&acc1)[M], float (&acc2)[M], df_pipe<T> &p, const float *xs,
+                                        const T *w1, const T *w2, int C, int lane) {
 #pragma unroll
     for (int m = 0; m < M; m++) acc1[m] = 0.0f, acc2[m] = 0.0f;
-#pragma unroll 4
-    for (int k = lane * 8; k < C; k += 32 * 8) {
-        float a[8], b[8];
-        ld8w<T>(a, w1, (size_t)k);
-        ld8w<T>(b, w2, (size_t)k);
+    for (int k0 = lane * 8; k0 < C; k0 += DF_PF * 256) {
 #pragma unroll
-        for (int m = 0; m < M; m++) {
-            float xf[8];
-            df_norm8<T>(xf, x + (size_t)m * C, g, k, C, r[m]);
+        for (int i = 0; i < DF_PF; i++) {
+            const int k = k0 + i * 256;
+            if (k >= C) break;
+            float a[8], b[8];
+            df_unpack<T>(a, p.a[i]);
+            df_unpack<T>(b, p.b[i]);
+            const int kn = k + DF_PF * 256;
+            if (kn < C) df_ldw<T>(p.a[i], w1, (size_t)kn), df_ldw<T>(p.b[i], w2, (size_t)kn);
 #pragma unroll
-            for (int e = 0; e < 8; e++) acc1[m] += a[e] * xf[e];
+            for (int m = 0; m < M; m++) {
+                const float4 x0 = *reinterpret_cast<const float4 *>(xs + (size_t)m * C + k);
+                const float4 x1 = *reinterpret_cast<const float4 *>(xs + (size_t)m * C + k + 4);
+                const float xf[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
 #pragma unroll
-            for (int e = 0; e < 8; e++) acc2[m] += b[e] * xf[e];
+                for (int e = 0; e < 8; e++) acc1[m] += a[e] * xf[e];
+#pragma unroll
+                for (int e = 0; e < 8; e++) acc2[m] += b[e] * xf[e];
+            }
         }
     }
 #pragma unroll
@@ -102,17 +142,23 @@ struct df_qkv_args {
 
 // one warp per (head of q | k | v, i < D/2): outputs i and i + D/2 of that head for the M tokens
 template <typename T, int M> __global__ void __launch_bounds__(DF_WARPS * 32) decode_qkv_kernel(df_qkv_args a) {
+    extern __shared__ float df_xs[]; // [M][C]
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, half = a.D / 2;
     const int p = blockIdx.x * DF_WARPS + warp, hh = p / half, i = p % half;
-    if (hh >= a.H + 2 * a.KV) return;
+    const bool on = hh < a.H + 2 * a.KV; // the last block's spare warps still take part in the normalisation
     const int part = hh < a.H ? 0 : hh < a.H + a.KV ? 1 : 2, head = hh - (part == 0 ? 0 : part == 1 ? a.H : a.H + a.KV);
-    const T *x = (const T *)a.x, *g = (const T *)a.g, *w = (const T *)a.w[part], *bias = (const T *)a.b[part];
+    const T *w = (const T *)a.w[part], *bias = (const T *)a.b[part];
     const int o1 = head * a.D + i, o2 = o1 + half;
-    float r[M];
-#pragma unroll
-    for (int m = 0; m < M; m++) r[m] = df_rstd<T>(x + (size_t)m * a.C, a.C, a.eps, lane);
+    const T *w1 = w + (size_t)o1 * a.C, *w2 = w + (size_t)o2 * a.C;
+    qf_pdl_trigger();
+    if (on) df_prefetch_l2<T>(w1, w2, a.C, a.C, lane); // the whole rows: q/k/v's 33 MB (7B) fit L2
+    qf_pdl_wait(); // x is the previous kernel's output (and streamed weights may have just landed: loads after it)
+    df_pipe<T> pipe;
+    df_begin<T>(pipe, w1, w2, a.C, lane, on);
+    df_norm_rows<T, M>(df_xs, (const T *)a.x, (const T *)a.g, a.C, a.eps);
+    if (!on) return;
     float acc1[M], acc2[M];
-    df_dot2<T, M>(acc1, acc2, x, g, r, w + (size_t)o1 * a.C, w + (size_t)o2 * a.C, a.C, lane);
+    df_dot2<T, M>(acc1, acc2, pipe, df_xs, w1, w2, a.C, lane);
     if (lane >= M) return;
     float u = 0.0f, v = 0.0f; // lane m stores token m
 #pragma unroll
@@ -143,13 +189,19 @@ template <typename T, int M> __global__ void __launch_bounds__(DF_WARPS * 32) de
 template <typename T, int M>
 __global__ void __launch_bounds__(DF_WARPS * 32)
     decode_mlp_kernel(T *out, const T *x, const T *g, const T *wg, const T *wu, int C, int F, float eps) {
+    extern __shared__ float df_xs[]; // [M][C]
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, j = blockIdx.x * DF_WARPS + warp;
-    if (j >= F) return;
-    float r[M];
-#pragma unroll
-    for (int m = 0; m < M; m++) r[m] = df_rstd<T>(x + (size_t)m * C, C, eps, lane);
+    const bool on = j < F;
+    const T *w1 = wg + (size_t)(on ? j : 0) * C, *w2 = wu + (size_t)(on ? j : 0) * C;
+    qf_pdl_trigger();
+    if (on) df_prefetch_l2<T>(w1, w2, DF_PF * 256, C, lane); // the first chunks: gate/up are far larger than L2
+    qf_pdl_wait();
+    df_pipe<T> pipe;
+    df_begin<T>(pipe, w1, w2, C, lane, on);
+    df_norm_rows<T, M>(df_xs, x, g, C, eps);
+    if (!on) return;
     float ag[M], au[M];
-    df_dot2<T, M>(ag, au, x, g, r, wg + (size_t)j * C, wu + (size_t)j * C, C, lane);
+    df_dot2<T, M>(ag, au, pipe, df_xs, w1, w2, C, lane);
     if (lane >= M) return;
     float gv = 0.0f, uv = 0.0f;
 #pragma unroll
@@ -171,10 +223,11 @@ template <typename T> int cu_decode_qkv(const qf_decode_qkv *d) {
     df_qkv_args a = {d->q, d->kpool, d->vpool, d->x, d->ln_w, {d->wq, d->wk, d->wv}, {d->bq, d->bk, d->bv},
                      d->seq, d->pos, d->btab, d->C, d->H, d->KV, d->D, d->maxb, d->bs, d->eps, d->theta};
     const unsigned grid = (unsigned)(((size_t)(d->H + 2 * d->KV) * half + DF_WARPS - 1) / DF_WARPS);
+    const size_t smem = sizeof(float) * (size_t)d->N * d->C;
     if (d->N == 1)
-        decode_qkv_kernel<T, 1><<<grid, DF_WARPS * 32, 0, qfc_stream()>>>(a);
+        qfc_launch_pdl(decode_qkv_kernel<T, 1>, grid, DF_WARPS * 32, smem, a);
     else
-        decode_qkv_kernel<T, 2><<<grid, DF_WARPS * 32, 0, qfc_stream()>>>(a);
+        qfc_launch_pdl(decode_qkv_kernel<T, 2>, grid, DF_WARPS * 32, smem, a);
     CHECK_LAUNCH();
     return 1;
 }
@@ -184,12 +237,13 @@ template <typename T> int cu_decode_mlp(const qf_decode_mlp *d) {
         !qf_ptr_aligned(d->wu, 16))
         return 0;
     const unsigned grid = (unsigned)((d->F + DF_WARPS - 1) / DF_WARPS);
+    const size_t smem = sizeof(float) * (size_t)d->N * d->C;
+    T *out = (T *)d->out;
+    const T *x = (const T *)d->x, *g = (const T *)d->ln_w, *wg = (const T *)d->wg, *wu = (const T *)d->wu;
     if (d->N == 1)
-        decode_mlp_kernel<T, 1><<<grid, DF_WARPS * 32, 0, qfc_stream()>>>(
-            (T *)d->out, (const T *)d->x, (const T *)d->ln_w, (const T *)d->wg, (const T *)d->wu, d->C, d->F, d->eps);
+        qfc_launch_pdl(decode_mlp_kernel<T, 1>, grid, DF_WARPS * 32, smem, out, x, g, wg, wu, d->C, d->F, d->eps);
     else
-        decode_mlp_kernel<T, 2><<<grid, DF_WARPS * 32, 0, qfc_stream()>>>(
-            (T *)d->out, (const T *)d->x, (const T *)d->ln_w, (const T *)d->wg, (const T *)d->wu, d->C, d->F, d->eps);
+        qfc_launch_pdl(decode_mlp_kernel<T, 2>, grid, DF_WARPS * 32, smem, out, x, g, wg, wu, d->C, d->F, d->eps);
     CHECK_LAUNCH();
     return 1;
 }

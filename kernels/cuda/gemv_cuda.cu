@@ -11,6 +11,8 @@
 // otherwise cuBLASLt. Measured (7B, H200): one row, q/o 7.2 us (3.5 TB/s), k/v 6.2 us, gate/up 38.3 us; but one
 // row of down (IN 18944: 37 KiB) 46 us against cuBLASLt's 38, and 8 rows of q (57 KiB) 29.7 us against 12: rows
 // that leave L1 are re-read from L2 by every warp. The sums differ from cuBLASLt's in order only (fp32 both).
+// Launched as a programmatic dependent launch (cuda_common.cuh): each warp asks L2 for its row of W while the
+// kernel before it still runs, then waits for that kernel before reading x.
 #include "cuda_common.cuh"
 
 static const int GV_WARPS = 8;
@@ -19,10 +21,14 @@ static const size_t GV_X_BYTES = (size_t)16 << 10;
 template <typename T, int M>
 __global__ void __launch_bounds__(GV_WARPS * 32)
     gemv_kernel(T *out, const T *x, const T *w, const T *bias, const T *res, int IN, int OUT, int accumulate) {
+    qf_pdl_trigger();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int o = blockIdx.x * GV_WARPS + warp;
     if (o >= OUT) return;
     const T *wr = w + (size_t)o * IN;
+    const int line = 128 / (int)sizeof(T);                                 // elements per 128-byte line
+    for (int k = lane * line; k < IN; k += 32 * line) qf_prefetch_l2(wr + k); // W's row while the previous kernel ends
+    qf_pdl_wait();
     float acc[M];
 #pragma unroll
     for (int m = 0; m < M; m++) acc[m] = 0.0f;
@@ -62,7 +68,7 @@ bool cu_gemv(T *out, const T *x, const T *w, const T *bias, const T *res, int N,
     const unsigned grid = (unsigned)((OUT + GV_WARPS - 1) / GV_WARPS);
 #define GV_CASE(m)                                                                                                    \
     case m:                                                                                                          \
-        gemv_kernel<T, m><<<grid, GV_WARPS * 32, 0, qfc_stream()>>>(out, x, w, bias, res, IN, OUT, accumulate);    \
+        qfc_launch_pdl(gemv_kernel<T, m>, grid, GV_WARPS * 32, 0, out, x, w, bias, res, IN, OUT, accumulate);      \
         break;
     switch (N) {
         GV_CASE(1) GV_CASE(2) GV_CASE(3) GV_CASE(4) GV_CASE(5) GV_CASE(6) GV_CASE(7) GV_CASE(8)

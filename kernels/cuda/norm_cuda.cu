@@ -13,19 +13,6 @@
 // that the 32 lanes of a warp, each owning 8 consecutive columns, hit 32 different banks.
 __device__ __forceinline__ int dw_slot(int c, int C8) { return (c & 7) * C8 + (c >> 3); }
 
-// fixed-order sum over a block of 256 threads (8 warps), result in every thread
-__device__ __forceinline__ double block256_sum_d(double v, double *sh) {
-    v = warp_sum_d(v);
-    const int w = threadIdx.x >> 5, l = threadIdx.x & 31;
-    __syncthreads(); // sh may still be read by the previous call
-    if (l == 0) sh[w] = v;
-    __syncthreads();
-    double r = 0.0;
-#pragma unroll
-    for (int i = 0; i < 8; i++) r += sh[i];
-    return r;
-}
-
 // TPR threads per row: 32 (warp per row, 8 rows per block) or 256 (block per row)
 template <typename T, int TPR>
 __global__ void __launch_bounds__(256) rmsnorm_fwd_kernel(T *out, float *rstd, const T *x, const T *w, int N, int C,

@@ -157,6 +157,16 @@ typedef struct qf_ops {
      * (the CPU table sums in double in index order, as serve's host path; the GPU's order differs in the last
      * bits). Returns with the outputs filled (one sync). */
     void (*argmax_rows)(int32_t *out_host, float *logprob_host, const void *x, int n, int V);
+
+    /* fp8 tables only (NULL elsewhere: the caller checks): the W of the next matmul_fwd / matmul_fwd_add /
+     * matmul_bwd call (that call consumes the tag) is parameter `id` of the model's specs at parameter version
+     * `version`, a number the owner of the parameters (the ZeRO engine) changes whenever any parameter value may
+     * have changed (0: unknown, nothing reused). The table then takes W's amax once per (id, version) and reuses it
+     * for every later call with the same pair (the backward, a recomputed forward, the next micro-batch: the same
+     * scale, the same results bit for bit), however W's buffer moves (ZeRO-3 reuses gathered buffers: a pointer is
+     * no identity); with an amax history (qf_cuda_fp8_set_amax_history) a new version's scale comes from the
+     * history. id < 0: forget every saved scale and history (a new owner's versions start again). */
+    void (*fp8_weight)(int id, uint64_t version);
 } qf_ops;
 enum { QF_COPY_H2D = 0, QF_COPY_D2H = 1, QF_COPY_TICKETS = 64 };
 
@@ -211,6 +221,23 @@ void qf_cuda_fp8_counts(uint64_t counts[2]);
  * docs/testing.md); set_min_dim: the same hook for the GPU tests */
 void qf_cuda_fp8_set_min_dim(int d);
 int qf_cuda_fp8_min_dim(void);
+/* What the fp8 tables did (tensorwise), since the backend started: GEMMs in fp8 / in bf16 (qf_cuda_fp8_counts),
+ * tensor amax passes (activations, gradients and weights), the weights' share of them, and weight casts that took a
+ * saved scale (the same parameter version: no pass) or a new version's scale from the amax history (no pass). */
+typedef struct qf_cuda_fp8_stat {
+    uint64_t gemm_fp8, gemm_bf16, amax_passes, weight_amax_passes, weight_reused, weight_delayed;
+} qf_cuda_fp8_stat;
+void qf_cuda_fp8_stats(qf_cuda_fp8_stat *s);
+/* fp8.amax_history_len: 0 current scaling of the weights (their own amax at each new parameter version), n > 0
+ * delayed scaling from the max of each weight's last n amaxes (kernels/cuda/fp8.cuh); a change forgets every saved
+ * scale. Activations and gradients are always current-scaled. */
+enum { QF_FP8_HISTORY_MAX = 1024 };
+void qf_cuda_fp8_set_amax_history(int n);
+int qf_cuda_fp8_amax_history(void);
+/* test_fp8_cuda --bench: GB/s (bytes read + written per second) of the fp8 cast kernels on a bf16 x[R, C] on the
+ * device, reps timed runs each after a warm-up: gbs[0] fp8_amax, [1] fp8_quant, [2] fp8_quant recording the amax
+ * (the history's cast), [3] fp8_quant_t with both layouts (dy's), [4] fp8_quant_t transposed only (x^T, W^T). */
+void qf_cuda_fp8_bench_casts(const void *x, int R, int C, int reps, double gbs[5]);
 /* alloc() returns NULL once the backend's device bytes would exceed `bytes` (gpu_memory_limit_gb; 0 = no limit).
  * current/peak count every buffer the backend holds: alloc()'s, its scratch and the cuBLASLt workspace. */
 void qf_cuda_set_memory_limit(size_t bytes);

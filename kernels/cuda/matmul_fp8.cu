@@ -41,6 +41,13 @@ struct qf_fp8_plan {
 };
 #define QF_FP8_PLANS 64
 
+// a weight's saved scale (ops.h fp8_weight): the parameter version its amax was taken at, its size, its history
+struct qf_fp8_wslot {
+    uint64_t version; // 0: none saved
+    size_t numel;
+    int count, pos; // history entries filled (<= hist), the entry this version records into
+};
+
 struct qf_fp8_state {
     uint8_t *buf[4]; // 0: q(x) / q(x)^T, 1: q(W) / q(W)^T, 2: q(dy), 3: q(dy)^T
     size_t cap[4];
@@ -54,6 +61,15 @@ struct qf_fp8_state {
     qf_fp8_plan plans[QF_FP8_PLANS];
     int plan_next;
     unsigned long long n_fp8, n_bf16;
+    unsigned long long n_amax, n_amax_w, n_w_reused, n_w_delayed; // qf_cuda_fp8_stats
+    // weights: the next matmul's tag (fp8_weight) and each parameter id's saved amax: wam[id * (hist + 1)] is the
+    // amax word its scale comes from at w[id].version, followed by its history of hist words (fp8.cuh)
+    int tag_set, tag_id;
+    uint64_t tag_ver;
+    qf_fp8_wslot *w;
+    int wcap;
+    unsigned *wam;
+    int hist; // fp8.amax_history_len (qf_cuda_fp8_set_amax_history)
     int min_dim; // IN and OUT at least this for fp8 (QF_FP8_MIN_DIM; tests lower it: qf_cuda_fp8_set_min_dim)
     int warned_beta, warned_algo;
 };
@@ -257,11 +273,93 @@ static uint8_t *buf(qf_fp8_state *st, int i, size_t bytes) {
     return st->buf[i];
 }
 
+// ---- weights: one amax per parameter version ----------------------------------------------------------------------
+static void wslots_forget(qf_fp8_state *st) {
+    if (st->w) memset(st->w, 0, (size_t)st->wcap * sizeof *st->w);
+    if (st->wam) cu_zero(st->wam, (size_t)st->wcap * (st->hist + 1) * sizeof(unsigned));
+}
+static void wslots_grow(qf_fp8_state *st, int id) {
+    if (id < st->wcap && st->wam) return;
+    int cap = st->wcap * 2 > id + 1 ? st->wcap * 2 : id + 1;
+    if (cap < 64) cap = 64;
+    const size_t stride = (size_t)st->hist + 1;
+    unsigned *wam = (unsigned *)cu_alloc((size_t)cap * stride * sizeof(unsigned)); // zero-filled
+    if (!wam) QF_FATAL("out of GPU memory for the fp8 weights' scales (%d parameters)", cap);
+    if (st->wam) {
+        cu_copy_d2d(wam, st->wam, (size_t)st->wcap * stride * sizeof(unsigned));
+        cu_free(st->wam);
+    }
+    st->wam = wam;
+    st->w = (qf_fp8_wslot *)qf_realloc(st->w, (size_t)cap * sizeof *st->w);
+    memset(st->w + st->wcap, 0, (size_t)(cap - st->wcap) * sizeof *st->w);
+    st->wcap = cap;
+}
+// the tag of this call's W (and none for the next call): *id < 0 or *ver == 0 when untagged
+static void tag_take(qf_fp8_state *st, int *id, uint64_t *ver) {
+    *id = st->tag_set ? st->tag_id : -1;
+    *ver = st->tag_set ? st->tag_ver : 0;
+    st->tag_set = 0;
+}
+// The amax word (device) of W's scale in this call, numel = OUT * IN. Untagged: an amax pass into scratch. Tagged
+// with the version saved for it: the saved word (no pass: the same scale and fp8 values as before). A new version:
+// an amax pass into its slot, or with a history (and one entry at least) the history's max, *record then naming the
+// entry the cast records this version's amax into (else NULL).
+static unsigned *weight_amax(qf_fp8_state *st, int id, uint64_t ver, const bf16 *w, size_t numel, unsigned *scratch,
+                             unsigned **record) {
+    *record = NULL;
+    if (id < 0 || !ver) {
+        CHECK_CUDA(cudaMemsetAsync(scratch, 0, sizeof(unsigned), qfc_stream()));
+        fp8_amax(w, numel, scratch);
+        st->n_amax++, st->n_amax_w++;
+        return scratch;
+    }
+    wslots_grow(st, id);
+    qf_fp8_wslot *s = &st->w[id];
+    unsigned *slot = st->wam + (size_t)id * (st->hist + 1);
+    if (s->numel && s->numel != numel)
+        QF_FATAL("fp8 weight tag: parameter %d has %zu elements in this matmul, %zu before (a mistagged matmul)", id,
+                 numel, s->numel);
+    if (s->version == ver) {
+        st->n_w_reused++;
+        return slot;
+    }
+    s->version = ver, s->numel = numel;
+    if (st->hist > 0 && s->count > 0) {
+        fp8_hist_step(slot, st->hist, s->pos, 0);
+        *record = slot + 1 + s->pos;
+        st->n_w_delayed++;
+    } else {
+        CHECK_CUDA(cudaMemsetAsync(slot, 0, sizeof(unsigned), qfc_stream()));
+        fp8_amax(w, numel, slot);
+        st->n_amax++, st->n_amax_w++;
+        if (st->hist > 0) fp8_hist_step(slot, st->hist, s->pos, 1);
+    }
+    if (st->hist > 0) {
+        s->pos = (s->pos + 1) % st->hist;
+        if (s->count < st->hist) s->count++;
+    }
+    return slot;
+}
+
+// ops.h fp8_weight: the next matmul's W is parameter id at version ver; id < 0: forget every saved scale
+void cu_fp8_weight(int id, uint64_t ver) {
+    qf_fp8_state *st = fp8_state();
+    if (id < 0) {
+        st->tag_set = 0;
+        wslots_forget(st);
+        return;
+    }
+    st->tag_set = 1, st->tag_id = id, st->tag_ver = ver;
+}
+
 template <int RECIPE>
 void cu_matmul_fp8_fwd(void *out_, const void *x_, const void *w_, const void *b_, int N, int IN, int OUT,
                        int accumulate) {
-    if (N <= 0 || OUT <= 0) return;
     qf_fp8_state *st = fp8_state();
+    int wid;
+    uint64_t wver;
+    tag_take(st, &wid, &wver);
+    if (N <= 0 || OUT <= 0) return;
     bf16 *out = (bf16 *)out_;
     const bf16 *x = (const bf16 *)x_, *w = (const bf16 *)w_, *b = (const bf16 *)b_;
     if (!dims_ok(st, N, IN, OUT) || !qf_ptr_aligned(out, 16)) {
@@ -276,11 +374,12 @@ void cu_matmul_fp8_fwd(void *out_, const void *x_, const void *w_, const void *b
     int rc;
     if (RECIPE == QF_FP8_TENSORWISE) {
         sx = st->sc, sw = st->sc + 16;
-        CHECK_CUDA(cudaMemsetAsync(st->am, 0, 2 * sizeof(unsigned), qfc_stream()));
+        CHECK_CUDA(cudaMemsetAsync(st->am, 0, sizeof(unsigned), qfc_stream()));
         fp8_amax(x, (size_t)N * IN, st->am);
-        fp8_amax(w, (size_t)OUT * IN, st->am + 1);
-        fp8_quant(x8, x, (size_t)N * IN, st->am, sx, QF_FP8_E4M3, 0);
-        fp8_quant(w8, w, (size_t)OUT * IN, st->am + 1, sw, QF_FP8_E4M3, 0);
+        st->n_amax++;
+        unsigned *rec, *aw = weight_amax(st, wid, wver, w, (size_t)OUT * IN, st->am + 1, &rec);
+        fp8_quant(x8, x, (size_t)N * IN, st->am, sx, QF_FP8_E4M3, 0, NULL);
+        fp8_quant(w8, w, (size_t)OUT * IN, aw, sw, QF_FP8_E4M3, 0, rec);
         rc = fp8_gemm(out, x8, QF_FP8_E4M3, sx, w8, QF_FP8_E4M3, sw, 0, eb, N, OUT, IN, accumulate, 1);
     } else {
         sx = st->sc, sw = st->sc + st->vcap;
@@ -300,7 +399,10 @@ void cu_matmul_fp8_fwd(void *out_, const void *x_, const void *w_, const void *b
 // beta = 1 on D; a separate C operand is one more layout to probe for one copy of [N, OUT] bf16 saved)
 template <int RECIPE>
 void cu_matmul_fp8_fwd_add(void *out, const void *x, const void *w, const void *res, int N, int IN, int OUT) {
-    if (N <= 0 || OUT <= 0) return;
+    if (N <= 0 || OUT <= 0) {
+        fp8_state()->tag_set = 0; // the tag was this call's
+        return;
+    }
     if (res != out) cu_copy_d2d(out, res, (size_t)N * OUT * sizeof(bf16));
     cu_matmul_fp8_fwd<RECIPE>(out, x, w, NULL, N, IN, OUT, 1);
 }
@@ -308,8 +410,11 @@ void cu_matmul_fp8_fwd_add(void *out, const void *x, const void *w, const void *
 template <int RECIPE>
 void cu_matmul_fp8_bwd(void *dx_, void *dw_, void *db_, const void *dout_, const void *x_, const void *w_, int N,
                        int IN, int OUT, int accumulate_dx) {
-    if (N <= 0) return;
     qf_fp8_state *st = fp8_state();
+    int wid;
+    uint64_t wver;
+    tag_take(st, &wid, &wver);
+    if (N <= 0) return;
     if (!dims_ok(st, N, IN, OUT)) {
         cu_matmul_bwd<bf16>(dx_, dw_, db_, dout_, x_, w_, N, IN, OUT, accumulate_dx);
         st->n_bf16 += (dx_ != NULL) + (dw_ != NULL);
@@ -333,13 +438,14 @@ void cu_matmul_fp8_bwd(void *dx_, void *dw_, void *db_, const void *dout_, const
     if (tw) {
         if (do_dw || do_dx) {
             fp8_amax(dy, ny, a_g);
-            fp8_quant_t(g8, gT8, dy, N, OUT, a_g, 0, s_g, fg, 0); // q(dy) and q(dy)^T in one pass
+            st->n_amax++;
+            fp8_quant_t(g8, gT8, dy, N, OUT, a_g, 0, s_g, fg, 0, NULL); // q(dy) and q(dy)^T in one pass
         }
     } else {
         if (do_dx) fp8_quant_rows(g8, dy, N, OUT, s_g, fg, 1);
         if (do_dw) {
             fp8_amax_cols(dy, N, OUT, a_g);
-            fp8_quant_t(NULL, gT8, dy, N, OUT, a_g, 1, s_gT, fg, 1);
+            fp8_quant_t(NULL, gT8, dy, N, OUT, a_g, 1, s_gT, fg, 1, NULL);
         }
     }
     // wgrad first, so that dx may share memory with x (stream order)
@@ -348,10 +454,10 @@ void cu_matmul_fp8_bwd(void *dx_, void *dw_, void *db_, const void *dout_, const
         if (do_dw) {
             uint8_t *xT8 = buf(st, 0, (size_t)N * IN);
             if (tw)
-                fp8_amax(x, (size_t)N * IN, a_x);
+                fp8_amax(x, (size_t)N * IN, a_x), st->n_amax++;
             else
                 fp8_amax_cols(x, N, IN, a_x);
-            fp8_quant_t(NULL, xT8, x, N, IN, a_x, !tw, s_x, QF_FP8_E4M3, pow2);
+            fp8_quant_t(NULL, xT8, x, N, IN, a_x, !tw, s_x, QF_FP8_E4M3, pow2, NULL);
             rc = fp8_gemm(dw, gT8, fg, s_gT, xT8, QF_FP8_E4M3, s_x, !tw, NULL, OUT, IN, N, 1, 0);
         }
         if (rc < 0) {
@@ -364,11 +470,12 @@ void cu_matmul_fp8_bwd(void *dx_, void *dw_, void *db_, const void *dout_, const
         int rc = -1;
         if (do_dx) {
             uint8_t *wT8 = buf(st, 1, (size_t)OUT * IN);
+            unsigned *rec = NULL;
             if (tw)
-                fp8_amax(w, (size_t)OUT * IN, a_w);
+                a_w = weight_amax(st, wid, wver, w, (size_t)OUT * IN, a_w, &rec);
             else
                 fp8_amax_cols(w, OUT, IN, a_w);
-            fp8_quant_t(NULL, wT8, w, OUT, IN, a_w, !tw, s_w, QF_FP8_E4M3, pow2);
+            fp8_quant_t(NULL, wT8, w, OUT, IN, a_w, !tw, s_w, QF_FP8_E4M3, pow2, rec);
             rc = fp8_gemm(dx, g8, fg, s_g, wT8, QF_FP8_E4M3, s_w, !tw, NULL, N, IN, OUT, accumulate_dx, 0);
         }
         if (rc < 0) {
@@ -442,6 +549,25 @@ int qfc_fp8_probe(int recipe, char *why, int cap) {
 
 extern "C" void qf_cuda_fp8_set_min_dim(int d) { fp8_state()->min_dim = d; }
 extern "C" int qf_cuda_fp8_min_dim(void) { return fp8_state()->min_dim; }
+
+extern "C" void qf_cuda_fp8_stats(qf_cuda_fp8_stat *s) {
+    qf_cuda_ctx &c = qfc();
+    memset(s, 0, sizeof *s);
+    if (!c.fp8) return;
+    s->gemm_fp8 = c.fp8->n_fp8, s->gemm_bf16 = c.fp8->n_bf16;
+    s->amax_passes = c.fp8->n_amax, s->weight_amax_passes = c.fp8->n_amax_w;
+    s->weight_reused = c.fp8->n_w_reused, s->weight_delayed = c.fp8->n_w_delayed;
+}
+extern "C" void qf_cuda_fp8_set_amax_history(int n) {
+    qf_fp8_state *st = fp8_state();
+    QF_CHECK(n >= 0 && n <= QF_FP8_HISTORY_MAX);
+    if (n == st->hist) return;
+    if (st->wam) cu_free(st->wam); // another stride: every saved scale and history is dropped
+    free(st->w);
+    st->wam = NULL, st->w = NULL, st->wcap = 0;
+    st->hist = n;
+}
+extern "C" int qf_cuda_fp8_amax_history(void) { return fp8_state()->hist; }
 
 extern "C" void qf_cuda_fp8_counts(uint64_t counts[2]) {
     qf_cuda_ctx &c = qfc();

@@ -105,6 +105,7 @@ typedef struct qf_deck {
     int fp16_auto_cast;             /* accepted, no effect here */
     int fp8;                        /* fp8.enabled: the decoder's linear layers' GEMMs in fp8 (GPU, bf16 runs) */
     qf_fp8_recipe fp8_recipe;       /* fp8.recipe: "tensorwise" | "rowwise" */
+    int fp8_amax_history_len;       /* fp8.amax_history_len: 0 current scaling of the weights, n delayed (last n amaxes) */
 
     /* ZeRO */
     int zero_stage;

@@ -3,7 +3,8 @@
 # anything trains (no checkpoint, no metrics):
 #   A  fp8.enabled without bf16.enabled (fp32) and with fp16.enabled: refused while the deck loads (estimate and
 #      train alike), naming the deck's line of fp8.enabled;
-#   B  an unknown fp8.recipe: refused with the allowed values and the nearest one;
+#   B  an unknown fp8.recipe: refused with the allowed values and the nearest one; fp8.amax_history_len outside
+#      0..1024 (or not an integer): refused naming the key and the range;
 #   C  fp8 with bf16 on the CPU backend (a CPU-only build, or QWENFT_BACKEND=cpu in a CUDA build): train refuses
 #      at backend selection, naming fp8.enabled, the recipe and the CPU backend;
 #   D  the keys are in `deck --keys` and docs/deck.md's key reference; fp8 = { enabled = false; recipe = ...; }
@@ -45,6 +46,11 @@ expect2 A_fp16 "^qwen-ft: fp16.cfg:7: key 'fp8.enabled': fp8 training needs bf16
 { base; echo 'bf16 = { enabled = true; };'; echo 'fp8 = { enabled = true; recipe = "row-wise"; };'; } > badrecipe.cfg
 expect2 B_recipe "^qwen-ft: badrecipe.cfg:7: key 'fp8.recipe': expected one of \"tensorwise\", \"rowwise\", got \"row-wise\" \(did you mean \"rowwise\"\?\)" \
   "$QWENFT" estimate badrecipe.cfg
+for h in 1025 -1 2.5; do
+  { base; echo 'bf16 = { enabled = true; };'; echo "fp8 = { enabled = true; amax_history_len = $h; };"; } > hist.cfg
+  expect2 "B_history_$h" "^qwen-ft: hist.cfg:7: key 'fp8.amax_history_len': expected an integer in 0..1024" \
+    "$QWENFT" estimate hist.cfg
+done
 # C
 for r in tensorwise rowwise; do
   { base; echo 'bf16 = { enabled = true; };'; echo "fp8 = { enabled = true; recipe = \"$r\"; };"; } > cpu_$r.cfg
@@ -53,7 +59,7 @@ for r in tensorwise rowwise; do
 done
 # D
 "$QWENFT" deck --keys > keys.md
-for k in fp8.enabled fp8.recipe; do
+for k in fp8.enabled fp8.recipe fp8.amax_history_len; do
   grep -q "^| \`$k\` |" keys.md || fail "deck --keys lacks $k"
   grep -qF "$(grep "^| \`$k\` |" keys.md)" "$SRC/docs/deck.md" || fail "docs/deck.md's key reference differs for $k (regenerate it)"
 done

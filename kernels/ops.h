@@ -167,6 +167,13 @@ typedef struct qf_ops {
      * no identity); with an amax history (qf_cuda_fp8_set_amax_history) a new version's scale comes from the
      * history. id < 0: forget every saved scale and history (a new owner's versions start again). */
     void (*fp8_weight)(int id, uint64_t version);
+    /* fp8 tables only (NULL elsewhere): the x of the next matmul_fwd / matmul_bwd is the x of the previous matmul
+     * call, of the same kind (forward after forward, backward after backward), and unchanged since: the table may
+     * use that call's fp8 copy of x (its cast and scale) instead of quantizing x again. The table checks what it can
+     * (the same pointer, N and IN; the previous call left such a copy and nothing reallocated it; that call's output
+     * did not overlap x) and otherwise quantizes as usual; that x was not written in between is the caller's word.
+     * The model gives it for k and v after q (ln1) and up after gate (ln2), in the forward and the backward. */
+    void (*fp8_same_x)(void);
 } qf_ops;
 enum { QF_COPY_H2D = 0, QF_COPY_D2H = 1, QF_COPY_TICKETS = 64 };
 
@@ -222,10 +229,12 @@ void qf_cuda_fp8_counts(uint64_t counts[2]);
 void qf_cuda_fp8_set_min_dim(int d);
 int qf_cuda_fp8_min_dim(void);
 /* What the fp8 tables did (tensorwise), since the backend started: GEMMs in fp8 / in bf16 (qf_cuda_fp8_counts),
- * tensor amax passes (activations, gradients and weights), the weights' share of them, and weight casts that took a
- * saved scale (the same parameter version: no pass) or a new version's scale from the amax history (no pass). */
+ * tensor amax passes (activations, gradients and weights), the weights' share of them, weight casts that took a
+ * saved scale (the same parameter version: no pass) or a new version's scale from the amax history (no pass), and
+ * calls whose x was the previous call's (fp8_same_x). */
 typedef struct qf_cuda_fp8_stat {
     uint64_t gemm_fp8, gemm_bf16, amax_passes, weight_amax_passes, weight_reused, weight_delayed;
+    uint64_t x_reused; /* calls that took the previous call's fp8 x (fp8_same_x): no amax pass, no cast of x */
 } qf_cuda_fp8_stat;
 void qf_cuda_fp8_stats(qf_cuda_fp8_stat *s);
 /* fp8.amax_history_len: 0 current scaling of the weights (their own amax at each new parameter version), n > 0

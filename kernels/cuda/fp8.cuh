@@ -51,6 +51,8 @@ void cu_matmul_fp8_bwd(void *dx, void *dw, void *db, const void *dout, const voi
                        int OUT, int accumulate_dx);
 // ops.h fp8_weight (matmul_fp8.cu)
 void cu_fp8_weight(int id, uint64_t version);
+// ops.h fp8_same_x (matmul_fp8.cu)
+void cu_fp8_same_x(void);
 // 1 when this GPU and cuBLASLt run the recipe's fp8 GEMMs, else 0 with the reason in why
 int qfc_fp8_probe(int recipe, char *why, int cap);
 

@@ -20,6 +20,10 @@
 //               a scale per row of op(A) and per column of op(B)); x and dy are quantized per token for the
 //               forward/dgrad and per channel (over the tokens) for the wgrad, W per output row for the forward and
 //               per input column for the dgrad.
+// Quantization traffic: a weight's amax is taken once per parameter version (the model's fp8_weight tag, ops.h; with
+// fp8.amax_history_len > 0 not at all after the first use: the cast records it, fp8.cuh), and a call the model marks
+// as reading the previous call's x (fp8_same_x: k/v after q on ln1, up after gate on ln2) takes that call's fp8 copy
+// of x and its scale (buf[0], sc[0]) instead of casting x again.
 // A layer whose N, IN or OUT is not a multiple of 16, or whose output is not 16-byte aligned, runs that GEMM in
 // bf16 (cu_matmul_* / cu_gemm_*: the bf16 table's own); so does a layer with IN or OUT under QF_FP8_MIN_DIM: its
 // quantization passes (x and dy are read and written once more per GEMM) cost more than the fp8 GEMM saves
@@ -48,6 +52,15 @@ struct qf_fp8_wslot {
     int count, pos; // history entries filled (<= hist), the entry this version records into
 };
 
+// the fp8 copy of an x that a call left in buf[0] with its inverse scale in sc[0] (tensorwise), for the next call
+// the model promises the same x (ops.h fp8_same_x): kind 1 the forward's q(x), 2 the backward's q(x)^T
+struct qf_fp8_xcopy {
+    int kind, N, IN;
+    const void *x;
+    const uint8_t *buf;
+    const float *sc;
+};
+
 struct qf_fp8_state {
     uint8_t *buf[4]; // 0: q(x) / q(x)^T, 1: q(W) / q(W)^T, 2: q(dy), 3: q(dy)^T
     size_t cap[4];
@@ -70,6 +83,9 @@ struct qf_fp8_state {
     int wcap;
     unsigned *wam;
     int hist; // fp8.amax_history_len (qf_cuda_fp8_set_amax_history)
+    int same_x; // the next call's x is the previous call's (fp8_same_x)
+    qf_fp8_xcopy xc;
+    unsigned long long n_x_reused;
     int min_dim; // IN and OUT at least this for fp8 (QF_FP8_MIN_DIM; tests lower it: qf_cuda_fp8_set_min_dim)
     int warned_beta, warned_algo;
 };
@@ -341,6 +357,33 @@ static unsigned *weight_amax(qf_fp8_state *st, int id, uint64_t ver, const bf16 
     return slot;
 }
 
+// ---- an input shared by consecutive calls (ops.h fp8_same_x) ----------------------------------------------------
+// At a call's start: the promise and the copy the previous call left (then none: a call that casts x records it).
+static qf_fp8_xcopy xcopy_take(qf_fp8_state *st, int *promised) {
+    *promised = st->same_x;
+    st->same_x = 0;
+    qf_fp8_xcopy prev = st->xc;
+    st->xc.kind = 0;
+    return prev;
+}
+// after the buffers are sized: the previous copy is this call's x of this kind, its buffers not reallocated since
+static int xcopy_fits(qf_fp8_state *st, const qf_fp8_xcopy *prev, int promised, int kind, const void *x, int N,
+                      int IN) {
+    const int ok = promised && prev->kind == kind && prev->x == x && prev->N == N && prev->IN == IN &&
+                   prev->buf == st->buf[0] && prev->sc == st->sc;
+    if (ok) st->n_x_reused++;
+    return ok;
+}
+// buf[0] and sc[0] hold x's fp8 copy of this kind, unless this call's output [out, out + out_bytes) overlaps x (x
+// is not what it was once the call returns)
+static void xcopy_keep(qf_fp8_state *st, int kind, const void *x, int N, int IN, const void *out, size_t out_bytes) {
+    const char *a = (const char *)x, *o = (const char *)out;
+    const size_t xb = (size_t)N * IN * sizeof(bf16);
+    if (o && o < a + xb && a < o + out_bytes) return;
+    st->xc = {kind, N, IN, x, st->buf[0], st->sc};
+}
+void cu_fp8_same_x(void) { fp8_state()->same_x = 1; }
+
 // ops.h fp8_weight: the next matmul's W is parameter id at version ver; id < 0: forget every saved scale
 void cu_fp8_weight(int id, uint64_t ver) {
     qf_fp8_state *st = fp8_state();
@@ -359,6 +402,8 @@ void cu_matmul_fp8_fwd(void *out_, const void *x_, const void *w_, const void *b
     int wid;
     uint64_t wver;
     tag_take(st, &wid, &wver);
+    int promised;
+    const qf_fp8_xcopy xprev = xcopy_take(st, &promised);
     if (N <= 0 || OUT <= 0) return;
     bf16 *out = (bf16 *)out_;
     const bf16 *x = (const bf16 *)x_, *w = (const bf16 *)w_, *b = (const bf16 *)b_;
@@ -374,12 +419,16 @@ void cu_matmul_fp8_fwd(void *out_, const void *x_, const void *w_, const void *b
     int rc;
     if (RECIPE == QF_FP8_TENSORWISE) {
         sx = st->sc, sw = st->sc + 16;
-        CHECK_CUDA(cudaMemsetAsync(st->am, 0, sizeof(unsigned), qfc_stream()));
-        fp8_amax(x, (size_t)N * IN, st->am);
-        st->n_amax++;
+        const int reuse = xcopy_fits(st, &xprev, promised, 1, x, N, IN); // q(x) and its scale as they lie
+        if (!reuse) {
+            CHECK_CUDA(cudaMemsetAsync(st->am, 0, sizeof(unsigned), qfc_stream()));
+            fp8_amax(x, (size_t)N * IN, st->am);
+            st->n_amax++;
+        }
         unsigned *rec, *aw = weight_amax(st, wid, wver, w, (size_t)OUT * IN, st->am + 1, &rec);
-        fp8_quant(x8, x, (size_t)N * IN, st->am, sx, QF_FP8_E4M3, 0, NULL);
+        if (!reuse) fp8_quant(x8, x, (size_t)N * IN, st->am, sx, QF_FP8_E4M3, 0, NULL);
         fp8_quant(w8, w, (size_t)OUT * IN, aw, sw, QF_FP8_E4M3, 0, rec);
+        xcopy_keep(st, 1, x, N, IN, out, (size_t)N * OUT * sizeof(bf16));
         rc = fp8_gemm(out, x8, QF_FP8_E4M3, sx, w8, QF_FP8_E4M3, sw, 0, eb, N, OUT, IN, accumulate, 1);
     } else {
         sx = st->sc, sw = st->sc + st->vcap;
@@ -400,7 +449,8 @@ void cu_matmul_fp8_fwd(void *out_, const void *x_, const void *w_, const void *b
 template <int RECIPE>
 void cu_matmul_fp8_fwd_add(void *out, const void *x, const void *w, const void *res, int N, int IN, int OUT) {
     if (N <= 0 || OUT <= 0) {
-        fp8_state()->tag_set = 0; // the tag was this call's
+        qf_fp8_state *st = fp8_state();
+        st->tag_set = 0, st->same_x = 0, st->xc.kind = 0; // the tag and the promise were this call's
         return;
     }
     if (res != out) cu_copy_d2d(out, res, (size_t)N * OUT * sizeof(bf16));
@@ -414,6 +464,8 @@ void cu_matmul_fp8_bwd(void *dx_, void *dw_, void *db_, const void *dout_, const
     int wid;
     uint64_t wver;
     tag_take(st, &wid, &wver);
+    int promised;
+    const qf_fp8_xcopy xprev = xcopy_take(st, &promised);
     if (N <= 0) return;
     if (!dims_ok(st, N, IN, OUT)) {
         cu_matmul_bwd<bf16>(dx_, dw_, db_, dout_, x_, w_, N, IN, OUT, accumulate_dx);
@@ -453,11 +505,16 @@ void cu_matmul_fp8_bwd(void *dx_, void *dw_, void *db_, const void *dout_, const
         int rc = -1;
         if (do_dw) {
             uint8_t *xT8 = buf(st, 0, (size_t)N * IN);
-            if (tw)
-                fp8_amax(x, (size_t)N * IN, a_x), st->n_amax++;
-            else
+            if (tw) {
+                if (!xcopy_fits(st, &xprev, promised, 2, x, N, IN)) { // else q(x)^T and its scale as they lie
+                    fp8_amax(x, (size_t)N * IN, a_x), st->n_amax++;
+                    fp8_quant_t(NULL, xT8, x, N, IN, a_x, 0, s_x, QF_FP8_E4M3, 0, NULL);
+                }
+                xcopy_keep(st, 2, x, N, IN, do_dx ? dx : NULL, (size_t)N * IN * sizeof(bf16));
+            } else {
                 fp8_amax_cols(x, N, IN, a_x);
-            fp8_quant_t(NULL, xT8, x, N, IN, a_x, !tw, s_x, QF_FP8_E4M3, pow2, NULL);
+                fp8_quant_t(NULL, xT8, x, N, IN, a_x, 1, s_x, QF_FP8_E4M3, pow2, NULL);
+            }
             rc = fp8_gemm(dw, gT8, fg, s_gT, xT8, QF_FP8_E4M3, s_x, !tw, NULL, OUT, IN, N, 1, 0);
         }
         if (rc < 0) {
@@ -557,6 +614,7 @@ extern "C" void qf_cuda_fp8_stats(qf_cuda_fp8_stat *s) {
     s->gemm_fp8 = c.fp8->n_fp8, s->gemm_bf16 = c.fp8->n_bf16;
     s->amax_passes = c.fp8->n_amax, s->weight_amax_passes = c.fp8->n_amax_w;
     s->weight_reused = c.fp8->n_w_reused, s->weight_delayed = c.fp8->n_w_delayed;
+    s->x_reused = c.fp8->n_x_reused;
 }
 extern "C" void qf_cuda_fp8_set_amax_history(int n) {
     qf_fp8_state *st = fp8_state();

@@ -318,6 +318,10 @@ static void wtag(const qf_model *m, int i) {
     if (!m->ops->fp8_weight) return;
     m->ops->fp8_weight(i, m->hooks.param_version ? m->hooks.param_version(m->hooks.ctx) : 0);
 }
+/* the next matmul reads the previous matmul's x, unchanged (ops.h fp8_same_x: an fp8 table casts it once) */
+static void same_x(const qf_model *m) {
+    if (m->ops->fp8_same_x) m->ops->fp8_same_x();
+}
 static void will_use(qf_model *m, int u, int backward) {
     if (m->hooks.unit_will_use) m->hooks.unit_will_use(m->hooks.ctx, u, backward);
 }
@@ -388,9 +392,9 @@ static void layer_forward(qf_model *m, int l) {
     void *q = c->qk_norm ? a->qraw : a->q, *k = c->qk_norm ? a->kraw : a->k;
     wtag(m, x->qw);
     o->matmul_fwd(q, a->ln1, P(m, x->qw), P(m, x->qb), N, C, H * D, 0);
-    wtag(m, x->kw);
+    same_x(m), wtag(m, x->kw);
     o->matmul_fwd(k, a->ln1, P(m, x->kw), P(m, x->kb), N, C, KV * D, 0);
-    wtag(m, x->vw);
+    same_x(m), wtag(m, x->vw);
     o->matmul_fwd(a->v, a->ln1, P(m, x->vw), P(m, x->vb), N, C, KV * D, 0);
     if (c->qk_norm) { /* per-head RMSNorm: [N*H, D] rows */
         o->rmsnorm_fwd(a->q, a->rstdq, a->qraw, P(m, x->qn), N * H, D, eps);
@@ -411,7 +415,7 @@ static void layer_forward(qf_model *m, int l) {
     o->rmsnorm_fwd(a->ln2, a->rstd2, a->mid, P(m, x->ln2), N, C, eps);
     wtag(m, x->gate);
     o->matmul_fwd(a->gate, a->ln2, P(m, x->gate), NULL, N, C, F, 0);
-    wtag(m, x->up);
+    same_x(m), wtag(m, x->up);
     o->matmul_fwd(a->up, a->ln2, P(m, x->up), NULL, N, C, F, 0);
     o->swiglu_fwd(a->swi, a->gate, a->up, N, F);
     wtag(m, x->down);
@@ -433,7 +437,7 @@ static void layer_backward(qf_model *m, int l) {
     if (mode == QF_ACKPT_SELECTIVE) { /* recompute only the MLP intermediates (2 of the layer's 7 matmuls) */
         wtag(m, x->gate);
         o->matmul_fwd(a->gate, a->ln2, P(m, x->gate), NULL, N, C, F, 0);
-        wtag(m, x->up);
+        same_x(m), wtag(m, x->up);
         o->matmul_fwd(a->up, a->ln2, P(m, x->up), NULL, N, C, F, 0);
         o->swiglu_fwd(a->swi, a->gate, a->up, N, F);
     } else if (mode == QF_ACKPT_POINTWISE) { /* recompute only the norms and SwiGLU from the kept GEMM outputs */
@@ -449,7 +453,7 @@ static void layer_backward(qf_model *m, int l) {
     o->swiglu_bwd(m->dgate, m->dup, m->dswi, a->gate, a->up, N, F);
     wtag(m, x->gate);
     o->matmul_bwd(m->dln, G(m, x->gate), NULL, m->dgate, a->ln2, P(m, x->gate), N, C, F, 0);
-    wtag(m, x->up);
+    same_x(m), wtag(m, x->up);
     o->matmul_bwd(m->dln, G(m, x->up), NULL, m->dup, a->ln2, P(m, x->up), N, C, F, 1);
     o->rmsnorm_bwd(m->dres, G(m, x->ln2), m->dln, a->mid, P(m, x->ln2), a->rstd2, N, C, 1);
     /* attention */
@@ -467,9 +471,9 @@ static void layer_backward(qf_model *m, int l) {
     }
     wtag(m, x->qw);
     o->matmul_bwd(m->dln, G(m, x->qw), G(m, x->qb), m->dq, a->ln1, P(m, x->qw), N, C, H * D, 0);
-    wtag(m, x->kw);
+    same_x(m), wtag(m, x->kw);
     o->matmul_bwd(m->dln, G(m, x->kw), G(m, x->kb), m->dk, a->ln1, P(m, x->kw), N, C, KV * D, 1);
-    wtag(m, x->vw);
+    same_x(m), wtag(m, x->vw);
     o->matmul_bwd(m->dln, G(m, x->vw), G(m, x->vb), m->dv, a->ln1, P(m, x->vw), N, C, KV * D, 1);
     o->rmsnorm_bwd(m->dres, G(m, x->ln1), m->dln, m->res[l], P(m, x->ln1), a->rstd1, N, C, 1);
     grads_done(m, l + 1);

@@ -30,7 +30,10 @@
  * own scale (bit for bit the untagged result), while a changed W under the old version (a missed bump) keeps the
  * stale scale, which the test sees; with an amax history (test_weight_history) a new version takes its scale from
  * the history (no pass), saturates what exceeds it (the host model of that cast, to the forward's tolerance), and
- * comes back to the weight's own scale bit for bit once the history holds only the new amax.
+ * comes back to the weight's own scale bit for bit once the history holds only the new amax. fp8_same_x
+ * (test_same_x, gate/up's shared ln2): the second call takes the first's fp8 x (no amax pass, no cast), bit for bit
+ * the results without the promise; a promise the table cannot keep (another x buffer, the other kind of call) is
+ * ignored.
  * `test_fp8_cuda --bench` then times the cast kernels (amax, cast, cast recording the amax, cast + transpose in
  * both layouts, transposed cast: GB/s of bytes read + written at 7B's operand shapes) and fwd + bwd of the 7B
  * shapes in the bf16 and fp8 tables (quantization included) and prints TFLOP/s.
@@ -459,6 +462,66 @@ static void test_weight_history(const qf_ops *g8, int N, int IN, int OUT) {
         free(ye), free(xq), free(wq), free(y3), free(dx3), free(dw3);
 }
 
+/* two layers on one x (gate and up on ln2): the second with fp8_same_x, against the same calls without it */
+static void test_same_x(const qf_ops *g8, int N, int IN, int OUT) {
+    const char *tab = g8->name;
+    const size_t nx = (size_t)N * IN, nw = (size_t)OUT * IN, ny = (size_t)N * OUT;
+    float *x = bf16_randn(nx, 1.0, 1, IN), *w1 = bf16_randn(nw, 0.02, 0, IN), *w2 = bf16_randn(nw, 0.03, 0, IN),
+          *dy1 = bf16_randn(ny, 1e-3, 0, OUT), *dy2 = bf16_randn(ny, 2e-3, 0, OUT);
+    void *dX = up(g8, x, nx), *dX2 = up(g8, x, nx), *dW1 = up(g8, w1, nw), *dW2 = up(g8, w2, nw);
+    void *dG1 = up(g8, dy1, ny), *dG2 = up(g8, dy2, ny);
+    void *y1 = g8->alloc(ny * 2), *y2 = g8->alloc(ny * 2), *dx = g8->alloc(nx * 2), *dw1 = g8->alloc(nw * 2),
+         *dw2 = g8->alloc(nw * 2);
+    QF_CHECK(y1 && y2 && dx && dw1 && dw2);
+    float *h[2][4]; /* [promise][y2, dx, dw1, dw2] */
+    qf_cuda_fp8_stat s0, s1;
+    uint64_t reused[2] = {0, 0}, passes[2] = {0, 0};
+    for (int p = 0; p < 2; p++) {
+        g8->zero(dw1, nw * 2), g8->zero(dw2, nw * 2);
+        stats(&s0);
+        g8->matmul_fwd(y1, dX, dW1, NULL, N, IN, OUT, 0);
+        if (p) g8->fp8_same_x();
+        g8->matmul_fwd(y2, dX, dW2, NULL, N, IN, OUT, 0);
+        g8->matmul_bwd(dx, dw1, NULL, dG1, dX, dW1, N, IN, OUT, 0);
+        if (p) g8->fp8_same_x();
+        g8->matmul_bwd(dx, dw2, NULL, dG2, dX, dW2, N, IN, OUT, 1);
+        stats(&s1);
+        reused[p] = s1.x_reused - s0.x_reused, passes[p] = s1.amax_passes - s0.amax_passes;
+        h[p][0] = down_new(g8, y2, ny), h[p][1] = down_new(g8, dx, nx), h[p][2] = down_new(g8, dw1, nw);
+        h[p][3] = down_new(g8, dw2, nw);
+    }
+    qf_gpu_report_bool(tab,
+                       check_name("%dx%d->%d x2 on one x, the second fp8_same_x: bit for bit, x reused %llu times "
+                                  "(want 2), amax passes %llu -> %llu (want 2 fewer)",
+                                  N, IN, OUT, (unsigned long long)reused[1], (unsigned long long)passes[0],
+                                  (unsigned long long)passes[1]),
+                       same_bits(h[1][0], h[0][0], ny) && same_bits(h[1][1], h[0][1], nx) &&
+                           same_bits(h[1][2], h[0][2], nw) && same_bits(h[1][3], h[0][3], nw) && reused[0] == 0 &&
+                           reused[1] == 2 && passes[1] + 2 == passes[0]);
+    /* promises the table must not keep: another buffer with the same values; a forward after a backward */
+    stats(&s0);
+    g8->matmul_fwd(y1, dX, dW1, NULL, N, IN, OUT, 0);
+    g8->fp8_same_x();
+    g8->matmul_fwd(y2, dX2, dW2, NULL, N, IN, OUT, 0);
+    g8->zero(dw2, nw * 2);
+    g8->matmul_bwd(NULL, dw2, NULL, dG2, dX, dW2, N, IN, OUT, 0);
+    g8->fp8_same_x();
+    g8->matmul_fwd(y2, dX, dW2, NULL, N, IN, OUT, 0);
+    stats(&s1);
+    float *yy = down_new(g8, y2, ny);
+    qf_gpu_report_bool(tab,
+                       check_name("fp8_same_x on another x buffer, or a forward after a backward: ignored (x reused "
+                                  "+%llu), results unchanged",
+                                  (unsigned long long)(s1.x_reused - s0.x_reused)),
+                       s1.x_reused == s0.x_reused && same_bits(yy, h[0][0], ny));
+    free(yy);
+    for (int p = 0; p < 2; p++)
+        for (int k = 0; k < 4; k++) free(h[p][k]);
+    g8->free(dX), g8->free(dX2), g8->free(dW1), g8->free(dW2), g8->free(dG1), g8->free(dG2), g8->free(y1);
+    g8->free(y2), g8->free(dx), g8->free(dw1), g8->free(dw2);
+    free(x), free(w1), free(w2), free(dy1), free(dy2);
+}
+
 static double now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -559,6 +622,8 @@ int main(int argc, char **argv) {
             test_weight_reuse(tabs[t], 512, 1024, 768);
             test_weight_history(tabs[t], 512, 1024, 768);
             test_weight_reuse(tabs[t], 4096, 3584, 3584); /* 7B q/o */
+            test_same_x(tabs[t], 512, 1024, 768);
+            test_same_x(tabs[t], 4096, 3584, 18944); /* 7B gate/up on ln2 */
         }
         test_shape(tabs[t], t, 4096, 3584, 3584, 0);  /* 7B q/o */
         test_shape(tabs[t], t, 4096, 3584, 512, 1);   /* 7B k/v (KV*D = 4*128) */

@@ -11,7 +11,11 @@
  *     qf_zero_update (the optimizer step) and qf_zero_discard_grads; it stays put across what only reads them
  *     (forward, backward, reduce, norm, qf_zero_get_params);
  *   - the forward of a step after an optimizer step tags with the new version, and the gradients of a step leave
- *     it unchanged (two micro-batches of one step see one version). */
+ *     it unchanged (two micro-batches of one step see one version);
+ *   - the model's promises that a matmul reads the previous matmul's x (ops.h fp8_same_x: k and v after q, up after
+ *     gate, forward and backward: 3 per layer each way) name the very x pointer of the previous call, of the same
+ *     kind (forward or backward); also with each recomputation mode, whose recomputed forward tags and promises
+ *     as the forward does. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +29,8 @@ static qf_ops tab;                /* the CPU table plus the recording fp8_weight
 static const qf_model *g_m;       /* the model under test */
 static const qf_zero *g_z;        /* its engine */
 static int tag_set, tag_id, n_forget, n_tagged, n_untagged, n_wrong;
+static int same_set, n_same, n_same_wrong, prev_kind; /* fp8_same_x promises */
+static const void *prev_x;
 static uint64_t tag_ver, last_ver;
 
 static void rec_fp8_weight(int id, uint64_t version) {
@@ -34,6 +40,18 @@ static void rec_fp8_weight(int id, uint64_t version) {
         return;
     }
     tag_set = 1, tag_id = id, tag_ver = version;
+}
+static void rec_same_x(void) { same_set = 1; }
+/* a matmul of kind (1 forward, 2 backward) on x: the pending promise (if any) against the previous call */
+static void check_same(int kind, const void *x) {
+    if (same_set) {
+        n_same++;
+        if (x != prev_x || kind != prev_kind) {
+            n_same_wrong++;
+            fprintf(stderr, "wrong fp8_same_x promise: x %p kind %d after x %p kind %d\n", x, kind, prev_x, prev_kind);
+        }
+    }
+    same_set = 0, prev_x = x, prev_kind = kind;
 }
 /* the weight pointer w of an OUT x IN matmul against the pending tag; consumes it */
 static void check_tag(const void *w, int IN, int OUT) {
@@ -60,16 +78,16 @@ static void check_tag(const void *w, int IN, int OUT) {
     }
 }
 static void w_fwd(void *out, const void *x, const void *w, const void *b, int N, int IN, int OUT, int acc) {
-    check_tag(w, IN, OUT);
+    check_same(1, x), check_tag(w, IN, OUT);
     qf_ops_cpu()->matmul_fwd(out, x, w, b, N, IN, OUT, acc);
 }
 static void w_bwd(void *dx, void *dw, void *db, const void *dout, const void *x, const void *w, int N, int IN, int OUT,
                   int acc) {
-    check_tag(w, IN, OUT);
+    check_same(2, x), check_tag(w, IN, OUT);
     qf_ops_cpu()->matmul_bwd(dx, dw, db, dout, x, w, N, IN, OUT, acc);
 }
 static void w_fwd_add(void *out, const void *x, const void *w, const void *res, int N, int IN, int OUT) {
-    check_tag(w, IN, OUT);
+    check_same(1, x), check_tag(w, IN, OUT);
     qf_ops_cpu()->matmul_fwd_add(out, x, w, res, N, IN, OUT);
 }
 
@@ -117,8 +135,10 @@ static void run_stage(int stage, qf_comm *comm) {
     r.n_targets = T;
     v = qf_zero_param_version(&z);
     qf_zero_zero_grads(&z);
-    n_tagged = n_untagged = n_wrong = 0;
+    n_tagged = n_untagged = n_wrong = n_same = n_same_wrong = 0;
     for (int mb = 0; mb < 2; mb++) qf_model_step(&m, &r, 1.0f / (2 * T), 1);
+    CHECK(n_same == 2 * 6 * L && n_same_wrong == 0, "stage %d: %d fp8_same_x promises (want %d), %d wrong", stage,
+          n_same, 2 * 6 * L, n_same_wrong);
     CHECK(n_tagged == 2 * 14 * L && n_untagged == 0 && n_wrong == 0,
           "stage %d: %d tagged matmuls (want %d), %d untagged, %d mistagged", stage, n_tagged, 2 * 14 * L, n_untagged,
           n_wrong);
@@ -151,6 +171,22 @@ static void run_stage(int stage, qf_comm *comm) {
     CHECK(v2 > v1, "stage %d: setting the master weights kept the version", stage);
     qf_zero_discard_grads(&z);
     CHECK(qf_zero_param_version(&z) > v2, "stage %d: discard_grads kept the version", stage);
+    /* recomputation: the recomputed forward tags and promises too (FULL: 7 more matmuls per layer, SELECTIVE: 2) */
+    const int modes[3] = {QF_ACKPT_FULL, QF_ACKPT_SELECTIVE, QF_ACKPT_POINTWISE}, extra[3] = {7, 2, 0},
+              extra_same[3] = {3, 1, 0};
+    for (int k = 0; k < 3; k++) {
+        qf_model_free_acts(&m);
+        CHECK(qf_model_alloc_acts(&m, B, T, modes[k], -1, &e) == 0, "%s", e.msg);
+        qf_zero_zero_grads(&z);
+        n_tagged = n_untagged = n_wrong = n_same = n_same_wrong = 0;
+        (void)qf_model_step(&m, &r, 1.0f / T, 1);
+        CHECK(n_tagged == (14 + extra[k]) * L && n_untagged == 0 && n_wrong == 0 && n_same == (6 + extra_same[k]) * L &&
+                  n_same_wrong == 0,
+              "stage %d, recomputation mode %d: %d tagged (want %d), %d untagged, %d wrong; %d promises (want %d), "
+              "%d wrong", stage, modes[k], n_tagged, (14 + extra[k]) * L, n_untagged, n_wrong, n_same,
+              (6 + extra_same[k]) * L, n_same_wrong);
+        qf_zero_reduce(&z);
+    }
     const int forgets1 = n_forget;
     qf_zero_free(&z);
     CHECK(n_forget == forgets1 + 1 && m.hooks.param_version == NULL, "stage %d: qf_zero_free did not forget", stage);
@@ -164,6 +200,8 @@ int main(int argc, char **argv) {
     tab = *qf_ops_cpu();
     CHECK(tab.fp8_weight == NULL, "the CPU table has no fp8_weight");
     tab.fp8_weight = rec_fp8_weight;
+    CHECK(tab.fp8_same_x == NULL, "the CPU table has no fp8_same_x");
+    tab.fp8_same_x = rec_same_x;
     tab.matmul_fwd = w_fwd, tab.matmul_bwd = w_bwd, tab.matmul_fwd_add = w_fwd_add;
     qf_comm comm;
     qf_comm_init(&comm, &tab, 1);

@@ -56,7 +56,11 @@ void qf_run_header(qf_run *r, FILE *f, const char *what) {
             char *dst = lin[i].in >= mind && lin[i].out >= mind ? fp8s : bf16s;
             snprintf(dst + strlen(dst), 64 - strlen(dst), "%s%s", dst[0] ? ", " : "", lin[i].name);
         }
-        const int rw = d->fp8_recipe == QF_FP8R_ROWWISE, hist = rw ? 0 : d->fp8_amax_history_len;
+        const int rw = d->fp8_recipe == QF_FP8R_ROWWISE;
+        int hist = rw ? 0 : d->fp8_amax_history_len;
+#ifdef QWENFT_HAVE_CUDA
+        hist = qf_cuda_fp8_amax_history(); /* what the table runs with (backend.c set it from the deck) */
+#endif
         char scaling[200];
         if (rw)
             snprintf(scaling, sizeof scaling, "current scaling");

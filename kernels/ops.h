@@ -174,6 +174,11 @@ typedef struct qf_ops {
      * did not overlap x) and otherwise quantizes as usual; that x was not written in between is the caller's word.
      * The model gives it for k and v after q (ln1) and up after gate (ln2), in the forward and the backward. */
     void (*fp8_same_x)(void);
+    /* fp8 tables only (NULL elsewhere), effective with fp8.save_inputs (qf_cuda_fp8_set_save_inputs): mode 1, the
+     * next matmul_fwd keeps its input's quantized transpose q(x)^T (and scale) under `key` for the backward; mode 2,
+     * the next matmul_bwd's x is the x the forward saved under `key`, unchanged since (the caller's word; the table
+     * checks the pointer, N and IN): its wgrad takes the saved copy instead of quantizing x again. */
+    void (*fp8_saved_x)(int key, int mode);
 } qf_ops;
 enum { QF_COPY_H2D = 0, QF_COPY_D2H = 1, QF_COPY_TICKETS = 64 };
 
@@ -235,6 +240,7 @@ int qf_cuda_fp8_min_dim(void);
 typedef struct qf_cuda_fp8_stat {
     uint64_t gemm_fp8, gemm_bf16, amax_passes, weight_amax_passes, weight_reused, weight_delayed;
     uint64_t x_reused; /* calls that took the previous call's fp8 x (fp8_same_x): no amax pass, no cast of x */
+    uint64_t x_saved, x_saved_used; /* fp8.save_inputs: forwards that saved q(x)^T, wgrads that used one */
 } qf_cuda_fp8_stat;
 void qf_cuda_fp8_stats(qf_cuda_fp8_stat *s);
 /* fp8.amax_history_len: 0 current scaling of the weights (their own amax at each new parameter version), n > 0
@@ -243,6 +249,10 @@ void qf_cuda_fp8_stats(qf_cuda_fp8_stat *s);
 enum { QF_FP8_HISTORY_MAX = 1024 };
 void qf_cuda_fp8_set_amax_history(int n);
 int qf_cuda_fp8_amax_history(void);
+/* fp8.save_inputs: on, the forward keeps each fp8 linear layer's q(x)^T for the wgrad when the model asks
+ * (fp8_saved_x; N x IN bytes per layer input, allocated at first use); off frees them */
+void qf_cuda_fp8_set_save_inputs(int on);
+int qf_cuda_fp8_save_inputs(void);
 /* test_fp8_cuda --bench: GB/s (bytes read + written per second) of the fp8 cast kernels on a bf16 x[R, C] on the
  * device, reps timed runs each after a warm-up: gbs[0] fp8_amax, [1] fp8_quant, [2] fp8_quant recording the amax
  * (the history's cast), [3] fp8_quant_t with both layouts (dy's), [4] fp8_quant_t transposed only (x^T, W^T). */

@@ -53,6 +53,8 @@ void cu_matmul_fp8_bwd(void *dx, void *dw, void *db, const void *dout, const voi
 void cu_fp8_weight(int id, uint64_t version);
 // ops.h fp8_same_x (matmul_fp8.cu)
 void cu_fp8_same_x(void);
+// ops.h fp8_saved_x (matmul_fp8.cu)
+void cu_fp8_saved_x(int key, int mode);
 // 1 when this GPU and cuBLASLt run the recipe's fp8 GEMMs, else 0 with the reason in why
 int qfc_fp8_probe(int recipe, char *why, int cap);
 

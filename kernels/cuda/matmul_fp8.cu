@@ -61,6 +61,14 @@ struct qf_fp8_xcopy {
     const float *sc;
 };
 
+// fp8.save_inputs: the forward's q(x)^T of one linear layer input (the model's key), kept for the backward's wgrad
+struct qf_fp8_saved {
+    uint8_t *buf;
+    size_t cap;
+    const void *x;
+    int N, IN, valid, refused; // refused: no memory for it (not asked again)
+};
+
 struct qf_fp8_state {
     uint8_t *buf[4]; // 0: q(x) / q(x)^T, 1: q(W) / q(W)^T, 2: q(dy), 3: q(dy)^T
     size_t cap[4];
@@ -86,6 +94,14 @@ struct qf_fp8_state {
     int same_x; // the next call's x is the previous call's (fp8_same_x)
     qf_fp8_xcopy xc;
     unsigned long long n_x_reused;
+    // fp8.save_inputs (qf_cuda_fp8_set_save_inputs): the pending request (fp8_saved_x), the saved copies by key and
+    // their inverse scales (svsc + 16 key: 64-byte aligned, as cuBLASLt's scalar scales want them)
+    int save_on, save_key, save_mode;
+    qf_fp8_saved *sv;
+    int svcap;
+    float *svsc;
+    unsigned long long n_x_saved, n_x_saved_used;
+    int warned_save;
     int min_dim; // IN and OUT at least this for fp8 (QF_FP8_MIN_DIM; tests lower it: qf_cuda_fp8_set_min_dim)
     int warned_beta, warned_algo;
 };
@@ -384,6 +400,74 @@ static void xcopy_keep(qf_fp8_state *st, int kind, const void *x, int N, int IN,
 }
 void cu_fp8_same_x(void) { fp8_state()->same_x = 1; }
 
+// ---- fp8.save_inputs (ops.h fp8_saved_x) -----------------------------------------------------------------------------
+void cu_fp8_saved_x(int key, int mode) {
+    qf_fp8_state *st = fp8_state();
+    QF_CHECK(key >= 0 && (mode == 1 || mode == 2));
+    st->save_key = key, st->save_mode = mode;
+}
+// the pending request, for this call only (mode 0: none, or saving is off)
+static int saved_take(qf_fp8_state *st, int *key) {
+    const int mode = st->save_on ? st->save_mode : 0;
+    *key = st->save_key;
+    st->save_mode = 0;
+    return mode;
+}
+static void saved_grow(qf_fp8_state *st, int key) {
+    if (key < st->svcap) return;
+    int cap = st->svcap * 2 > key + 1 ? st->svcap * 2 : key + 1;
+    if (cap < 64) cap = 64;
+    float *sc = (float *)cu_alloc((size_t)cap * 16 * sizeof(float));
+    if (!sc) QF_FATAL("out of GPU memory for the fp8 saved inputs' scales (%d keys)", cap);
+    if (st->svsc) {
+        cu_copy_d2d(sc, st->svsc, (size_t)st->svcap * 16 * sizeof(float));
+        cu_free(st->svsc);
+    }
+    st->svsc = sc;
+    st->sv = (qf_fp8_saved *)qf_realloc(st->sv, (size_t)cap * sizeof *st->sv);
+    memset(st->sv + st->svcap, 0, (size_t)(cap - st->svcap) * sizeof *st->sv);
+    st->svcap = cap;
+}
+// key's buffer for this forward's q(x)^T [IN, N] (the entry invalid until saved_done), or NULL without memory
+static uint8_t *saved_buf(qf_fp8_state *st, int key, size_t bytes) {
+    saved_grow(st, key);
+    qf_fp8_saved *e = &st->sv[key];
+    e->valid = 0;
+    if (e->refused) return NULL;
+    if (e->cap < bytes) {
+        if (e->buf) cu_free(e->buf);
+        e->cap = 0;
+        e->buf = (uint8_t *)cu_alloc(bytes);
+        if (!e->buf) {
+            e->refused = 1;
+            if (!st->warned_save++)
+                fprintf(stderr,
+                        "qwen-ft: warning: fp8.save_inputs: no GPU memory for a saved fp8 input (%zu bytes, key %d); "
+                        "such inputs are quantized again in the backward\n",
+                        bytes, key);
+            return NULL;
+        }
+        e->cap = bytes;
+    }
+    return e->buf;
+}
+// the forward saved x's q(x)^T under key, with the scale in sc (a device float)
+static void saved_done(qf_fp8_state *st, int key, const void *x, int N, int IN, const float *sc) {
+    qf_fp8_saved *e = &st->sv[key];
+    CHECK_CUDA(cudaMemcpyAsync(st->svsc + 16 * (size_t)key, sc, sizeof(float), cudaMemcpyDeviceToDevice, qfc_stream()));
+    e->x = x, e->N = N, e->IN = IN, e->valid = 1;
+    st->n_x_saved++;
+}
+// the saved q(x)^T of key when it is this x's, else NULL; *sc its scale
+static const uint8_t *saved_get(qf_fp8_state *st, int key, const void *x, int N, int IN, const float **sc) {
+    if (key >= st->svcap) return NULL;
+    const qf_fp8_saved *e = &st->sv[key];
+    if (!e->valid || e->x != x || e->N != N || e->IN != IN) return NULL;
+    *sc = st->svsc + 16 * (size_t)key;
+    st->n_x_saved_used++;
+    return e->buf;
+}
+
 // ops.h fp8_weight: the next matmul's W is parameter id at version ver; id < 0: forget every saved scale
 void cu_fp8_weight(int id, uint64_t ver) {
     qf_fp8_state *st = fp8_state();
@@ -402,8 +486,9 @@ void cu_matmul_fp8_fwd(void *out_, const void *x_, const void *w_, const void *b
     int wid;
     uint64_t wver;
     tag_take(st, &wid, &wver);
-    int promised;
+    int promised, skey;
     const qf_fp8_xcopy xprev = xcopy_take(st, &promised);
+    const int smode = saved_take(st, &skey);
     if (N <= 0 || OUT <= 0) return;
     bf16 *out = (bf16 *)out_;
     const bf16 *x = (const bf16 *)x_, *w = (const bf16 *)w_, *b = (const bf16 *)b_;
@@ -426,7 +511,13 @@ void cu_matmul_fp8_fwd(void *out_, const void *x_, const void *w_, const void *b
             st->n_amax++;
         }
         unsigned *rec, *aw = weight_amax(st, wid, wver, w, (size_t)OUT * IN, st->am + 1, &rec);
-        if (!reuse) fp8_quant(x8, x, (size_t)N * IN, st->am, sx, QF_FP8_E4M3, 0, NULL);
+        // fp8.save_inputs: q(x) and the backward's q(x)^T in one pass (the same fp8 values either way)
+        uint8_t *xT8 = smode == 1 && !reuse ? saved_buf(st, skey, (size_t)N * IN) : NULL;
+        if (xT8)
+            fp8_quant_t(x8, xT8, x, N, IN, st->am, 0, sx, QF_FP8_E4M3, 0, NULL);
+        else if (!reuse)
+            fp8_quant(x8, x, (size_t)N * IN, st->am, sx, QF_FP8_E4M3, 0, NULL);
+        if (xT8) saved_done(st, skey, x, N, IN, sx);
         fp8_quant(w8, w, (size_t)OUT * IN, aw, sw, QF_FP8_E4M3, 0, rec);
         xcopy_keep(st, 1, x, N, IN, out, (size_t)N * OUT * sizeof(bf16));
         rc = fp8_gemm(out, x8, QF_FP8_E4M3, sx, w8, QF_FP8_E4M3, sw, 0, eb, N, OUT, IN, accumulate, 1);
@@ -450,7 +541,7 @@ template <int RECIPE>
 void cu_matmul_fp8_fwd_add(void *out, const void *x, const void *w, const void *res, int N, int IN, int OUT) {
     if (N <= 0 || OUT <= 0) {
         qf_fp8_state *st = fp8_state();
-        st->tag_set = 0, st->same_x = 0, st->xc.kind = 0; // the tag and the promise were this call's
+        st->tag_set = 0, st->same_x = 0, st->xc.kind = 0, st->save_mode = 0; // the requests were this call's
         return;
     }
     if (res != out) cu_copy_d2d(out, res, (size_t)N * OUT * sizeof(bf16));
@@ -464,8 +555,9 @@ void cu_matmul_fp8_bwd(void *dx_, void *dw_, void *db_, const void *dout_, const
     int wid;
     uint64_t wver;
     tag_take(st, &wid, &wver);
-    int promised;
+    int promised, skey;
     const qf_fp8_xcopy xprev = xcopy_take(st, &promised);
+    const int smode = saved_take(st, &skey);
     if (N <= 0) return;
     if (!dims_ok(st, N, IN, OUT)) {
         cu_matmul_bwd<bf16>(dx_, dw_, db_, dout_, x_, w_, N, IN, OUT, accumulate_dx);
@@ -505,7 +597,12 @@ void cu_matmul_fp8_bwd(void *dx_, void *dw_, void *db_, const void *dout_, const
         int rc = -1;
         if (do_dw) {
             uint8_t *xT8 = buf(st, 0, (size_t)N * IN);
-            if (tw) {
+            const uint8_t *sx8 = NULL;
+            const float *ssx = NULL;
+            if (tw && smode == 2) sx8 = saved_get(st, skey, x, N, IN, &ssx); // the forward's q(x)^T
+            if (sx8) {
+                xT8 = (uint8_t *)sx8, s_x = (float *)ssx;
+            } else if (tw) {
                 if (!xcopy_fits(st, &xprev, promised, 2, x, N, IN)) { // else q(x)^T and its scale as they lie
                     fp8_amax(x, (size_t)N * IN, a_x), st->n_amax++;
                     fp8_quant_t(NULL, xT8, x, N, IN, a_x, 0, s_x, QF_FP8_E4M3, 0, NULL);
@@ -615,6 +712,7 @@ extern "C" void qf_cuda_fp8_stats(qf_cuda_fp8_stat *s) {
     s->amax_passes = c.fp8->n_amax, s->weight_amax_passes = c.fp8->n_amax_w;
     s->weight_reused = c.fp8->n_w_reused, s->weight_delayed = c.fp8->n_w_delayed;
     s->x_reused = c.fp8->n_x_reused;
+    s->x_saved = c.fp8->n_x_saved, s->x_saved_used = c.fp8->n_x_saved_used;
 }
 extern "C" void qf_cuda_fp8_set_amax_history(int n) {
     qf_fp8_state *st = fp8_state();
@@ -626,6 +724,15 @@ extern "C" void qf_cuda_fp8_set_amax_history(int n) {
     st->hist = n;
 }
 extern "C" int qf_cuda_fp8_amax_history(void) { return fp8_state()->hist; }
+extern "C" void qf_cuda_fp8_set_save_inputs(int on) {
+    qf_fp8_state *st = fp8_state();
+    st->save_on = on != 0;
+    if (on) return;
+    for (int k = 0; k < st->svcap; k++) // off: the saved copies go
+        if (st->sv[k].buf) cu_free(st->sv[k].buf);
+    if (st->sv) memset(st->sv, 0, (size_t)st->svcap * sizeof *st->sv);
+}
+extern "C" int qf_cuda_fp8_save_inputs(void) { return fp8_state()->save_on; }
 
 extern "C" void qf_cuda_fp8_counts(uint64_t counts[2]) {
     qf_cuda_ctx &c = qfc();

@@ -39,6 +39,7 @@ int qf_backend_select(const qf_deck *d, int local_rank, const qf_ops **ops, char
                                     (int)sizeof why);
                 if (!o) return fp8_refuse(d, why, e);
                 qf_cuda_fp8_set_amax_history(d->fp8_recipe == QF_FP8R_ROWWISE ? 0 : d->fp8_amax_history_len);
+                qf_cuda_fp8_set_save_inputs(d->fp8_recipe != QF_FP8R_ROWWISE && d->fp8_save_inputs);
             }
             if (o) {
                 *ops = o;

@@ -72,6 +72,7 @@ typedef struct qf_model {
 
     /* activations for micro-batches of B rows of T tokens */
     int B, T, ackpt;          /* ackpt: qf_ackpt (deck.h), the deck's mode */
+    int save_x;               /* this forward has a backward: fp8 tables may keep the layer inputs' fp8 copies */
     int *lmode;               /* [L] each layer's mode (training; NULL in KV-cache mode) */
     void **acts; int nacts, cap_acts; /* every activation buffer, freed together */
     qf_profile *prof;         /* log.wall_clock_breakdown: phase marks and recomputation (NULL: off) */

@@ -79,6 +79,13 @@ void qf_run_header(qf_run *r, FILE *f, const char *what) {
         if (bf16s[0])
             fprintf(f, "; %s stay bf16 (in or out under %d features: quantizing costs more than fp8 saves)", bf16s,
                     mind);
+        int save = !rw && d->fp8_save_inputs;
+#ifdef QWENFT_HAVE_CUDA
+        save = qf_cuda_fp8_save_inputs();
+#endif
+        if (save)
+            fprintf(f, "; fp8.save_inputs: the forward keeps each fp8 layer input's q(x)^T for the wgrad (layers "
+                       "without recomputation)");
         fprintf(f, "; lm_head, loss, norms, attention and the optimizer stay as above; checkpoints and exports are "
                    "unchanged\n");
     }

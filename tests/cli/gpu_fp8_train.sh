@@ -17,6 +17,7 @@
 #   E  delayed scaling of the weights (fp8.amax_history_len = 16): the header says so; the loss checks of A; not
 #      bit-identical to A (the scales differ: fp8 with a history really ran); with full recomputation bit-identical
 #      to itself without (the history advances once per parameter version, not per forward).
+#   F  fp8.save_inputs (the forward's fp8 x^T kept for the wgrad): bit-identical losses to A, and the header says so.
 #   D  checkpoints stay bf16/fp32: the fp8 run's final checkpoint loads into `qwen-ft eval` in plain bf16.
 # On a GPU of compute capability < 8.9 the test instead checks that train refuses fp8 (exit 2, naming
 # fp8.enabled and the compute capability), then exits 77 (nothing to train in fp8).
@@ -107,6 +108,12 @@ if [ "$(losses ref)" = "$(losses ref_full)" ]; then
   [ "$(losses E)" = "$(losses E_full)" ] || fail "E: delayed scaling with activation_checkpointing = full differs from without"
   echo "ok E: delayed scaling recomputes exactly"
 fi
+
+# F
+gpu_train_must F --set fp8.enabled=true --set fp8.save_inputs=true
+grep -q '^precision: fp8.enabled: .*fp8.save_inputs: the forward keeps' F.out || { grep '^precision' F.out; fail "F's run header does not name fp8.save_inputs"; }
+[ "$(losses F)" = "$(losses A)" ] || fail "F: fp8.save_inputs changed the losses (the saved copies must be the backward's own values)"
+echo "ok F: fp8.save_inputs gives A's losses bit for bit"
 
 # D
 ls A/ck/step-00000080.h5 > /dev/null || fail "D: the fp8 run wrote no checkpoint at step 80"

@@ -9,7 +9,9 @@
 #      at backend selection, naming fp8.enabled, the recipe and the CPU backend;
 #   D  the keys are in `deck --keys` and docs/deck.md's key reference; fp8 = { enabled = false; recipe = ...; }
 #      trains, and the run header lists fp8.recipe as having no effect (fp8.enabled is false);
-#   E  `estimate --device gpu` counts the fp8 buffers in the device total, as matmul_fp8.cu allocates them.
+#   E  `estimate --device gpu` counts the fp8 buffers in the device total, as matmul_fp8.cu allocates them, and with
+#      fp8.save_inputs the saved q(x)^T of the 4 fp8 layer inputs of every layer without recomputation (none with
+#      activation_checkpointing on all layers).
 set -euo pipefail
 . "$SRC/tests/unit_common.sh"
 rm -rf "$WORK"; mkdir -p "$WORK"; cd "$WORK"
@@ -59,7 +61,7 @@ for r in tensorwise rowwise; do
 done
 # D
 "$QWENFT" deck --keys > keys.md
-for k in fp8.enabled fp8.recipe fp8.amax_history_len; do
+for k in fp8.enabled fp8.recipe fp8.amax_history_len fp8.save_inputs; do
   grep -q "^| \`$k\` |" keys.md || fail "deck --keys lacks $k"
   grep -qF "$(grep "^| \`$k\` |" keys.md)" "$SRC/docs/deck.md" || fail "docs/deck.md's key reference differs for $k (regenerate it)"
 done
@@ -71,7 +73,9 @@ grep -q "accepted, no effect here: .*fp8.recipe (fp8.enabled is false)" D.out ||
 printf 'model = { preset = "qwen2.5-7b"; };\nbf16 = { enabled = true; };\ndata = { seq_len = 4096; };\ntrain_micro_batch_size_per_gpu = 1;\nactivation_checkpointing = true;\n' > e.cfg
 "$QWENFT" estimate e.cfg --device gpu > e0.out 2>&1 || { cat e0.out; fail "estimate e.cfg"; }
 "$QWENFT" estimate e.cfg --device gpu --set fp8.enabled=true > e1.out 2>&1 || { cat e1.out; fail "estimate e.cfg fp8"; }
-python3 - e0.out e1.out <<'PY' || fail "E: estimate's fp8 buffers"
+"$QWENFT" estimate e.cfg --device gpu --set fp8.enabled=true --set fp8.save_inputs=true > e2.out 2>&1 || { cat e2.out; fail "estimate e.cfg fp8 save (recomputation)"; }
+"$QWENFT" estimate e.cfg --device gpu --set fp8.enabled=true --set fp8.save_inputs=true --set activation_checkpointing=false > e3.out 2>&1 || { cat e3.out; fail "estimate e.cfg fp8 save"; }
+python3 - e0.out e1.out e2.out e3.out <<'PY' || fail "E: estimate's fp8 buffers"
 import re, sys
 N, C, HD, KD, F = 4096, 3584, 3584, 512, 18944   # Qwen2.5-7B, one micro-batch of 4096 tokens
 up = lambda x: -(-x // (2 << 20)) * (2 << 20)
@@ -84,5 +88,11 @@ assert "fp8" not in e0
 tot = lambda t: float(re.search(r"^0 +none +(?:\S+ +){4}([0-9.]+)G", t, re.M).group(1))
 assert abs(tot(e1) - tot(e0) - want / 2**30) < 0.011, (tot(e0), tot(e1), want / 2**30)
 print(f"ok E: estimate plans {want / 2**30:.3f} GiB of fp8 buffers at 7B / 4096 tokens (stage 0 device {tot(e0)} -> {tot(e1)} GiB)")
+e2, e3 = open(sys.argv[3]).read(), open(sys.argv[4]).read()
+gib = lambda t: float(re.search(r"fp8.enabled \(tensorwise\): ([0-9.]+) GiB per rank", t).group(1))
+assert abs(gib(e2) - want / 2**30) < 0.006, (gib(e2), want / 2**30) # every layer recomputes: nothing saved
+save = 28 * (up(N * C) + up(N * HD) + up(N * C) + up(N * F)) # q's ln1, o's att, gate/up's ln2, down's swi
+assert abs(gib(e3) - (want + save) / 2**30) < 0.006, (gib(e3), (want + save) / 2**30)
+print(f"ok E: fp8.save_inputs adds {save / 2**30:.3f} GiB without recomputation, nothing with it")
 PY
 echo "PASS: fp8 refused with exit 2 and the key's name on fp32/fp16 decks, a bad recipe and the CPU backend; keys documented; fp8 off trains"

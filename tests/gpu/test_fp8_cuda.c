@@ -33,7 +33,8 @@
  * comes back to the weight's own scale bit for bit once the history holds only the new amax. fp8_same_x
  * (test_same_x, gate/up's shared ln2): the second call takes the first's fp8 x (no amax pass, no cast), bit for bit
  * the results without the promise; a promise the table cannot keep (another x buffer, the other kind of call) is
- * ignored.
+ * ignored. fp8.save_inputs (test_saved_x): the forward's saved q(x)^T feeds the wgrad, bit for bit the results
+ * without it and one amax pass fewer; a request naming another x buffer, or with saving off, is ignored.
  * `test_fp8_cuda --bench` then times the cast kernels (amax, cast, cast recording the amax, cast + transpose in
  * both layouts, transposed cast: GB/s of bytes read + written at 7B's operand shapes) and fwd + bwd of the 7B
  * shapes in the bf16 and fp8 tables (quantization included) and prints TFLOP/s.
@@ -522,6 +523,59 @@ static void test_same_x(const qf_ops *g8, int N, int IN, int OUT) {
     free(x), free(w1), free(w2), free(dy1), free(dy2);
 }
 
+/* fp8.save_inputs: forward saving q(x)^T under a key, the backward's wgrad reading it */
+static void test_saved_x(const qf_ops *g8, int N, int IN, int OUT) {
+    const char *tab = g8->name;
+    const size_t nx = (size_t)N * IN, nw = (size_t)OUT * IN, ny = (size_t)N * OUT;
+    float *x = bf16_randn(nx, 1.0, 1, IN), *w = bf16_randn(nw, 0.02, 0, IN), *dy = bf16_randn(ny, 1e-3, 0, OUT);
+    void *dX = up(g8, x, nx), *dX2 = up(g8, x, nx), *dW = up(g8, w, nw), *dG = up(g8, dy, ny);
+    void *y = g8->alloc(ny * 2), *dx = g8->alloc(nx * 2), *dw = g8->alloc(nw * 2);
+    QF_CHECK(y && dx && dw);
+    float *h[3][3];
+    qf_cuda_fp8_stat s0, s1;
+    uint64_t saved[3], used[3], passes[3];
+    qf_cuda_fp8_set_save_inputs(1);
+    for (int p = 0; p < 3; p++) { /* 0: no request; 1: save + use; 2: save, the backward on another buffer */
+        g8->zero(dw, nw * 2);
+        stats(&s0);
+        if (p) g8->fp8_saved_x(5, 1);
+        g8->matmul_fwd(y, dX, dW, NULL, N, IN, OUT, 0);
+        if (p) g8->fp8_saved_x(5, 2);
+        g8->matmul_bwd(dx, dw, NULL, dG, p == 2 ? dX2 : dX, dW, N, IN, OUT, 0);
+        stats(&s1);
+        saved[p] = s1.x_saved - s0.x_saved, used[p] = s1.x_saved_used - s0.x_saved_used;
+        passes[p] = s1.amax_passes - s0.amax_passes;
+        h[p][0] = down_new(g8, y, ny), h[p][1] = down_new(g8, dx, nx), h[p][2] = down_new(g8, dw, nw);
+    }
+    int same = 1;
+    for (int p = 1; p < 3; p++)
+        same &= same_bits(h[p][0], h[0][0], ny) && same_bits(h[p][1], h[0][1], nx) && same_bits(h[p][2], h[0][2], nw);
+    qf_gpu_report_bool(tab,
+                       check_name("%dx%d->%d fp8_saved_x: saved %llu/%llu/%llu, used %llu/%llu/%llu (want 0/1/1, "
+                                  "0/1/0), amax passes %llu/%llu/%llu (one fewer when used), bit for bit",
+                                  N, IN, OUT, (unsigned long long)saved[0], (unsigned long long)saved[1],
+                                  (unsigned long long)saved[2], (unsigned long long)used[0],
+                                  (unsigned long long)used[1], (unsigned long long)used[2],
+                                  (unsigned long long)passes[0], (unsigned long long)passes[1],
+                                  (unsigned long long)passes[2]),
+                       same && saved[0] == 0 && saved[1] == 1 && saved[2] == 1 && used[0] == 0 && used[1] == 1 &&
+                           used[2] == 0 && passes[1] + 1 == passes[0] && passes[2] == passes[0]);
+    qf_cuda_fp8_set_save_inputs(0);
+    stats(&s0);
+    g8->fp8_saved_x(5, 1);
+    g8->matmul_fwd(y, dX, dW, NULL, N, IN, OUT, 0);
+    g8->fp8_saved_x(5, 2);
+    g8->matmul_bwd(dx, dw, NULL, dG, dX, dW, N, IN, OUT, 0);
+    stats(&s1);
+    qf_gpu_report_bool(tab, "fp8_saved_x with fp8.save_inputs off: ignored",
+                       s1.x_saved == s0.x_saved && s1.x_saved_used == s0.x_saved_used &&
+                           qf_cuda_fp8_save_inputs() == 0);
+    for (int p = 0; p < 3; p++)
+        for (int k = 0; k < 3; k++) free(h[p][k]);
+    g8->free(dX), g8->free(dX2), g8->free(dW), g8->free(dG), g8->free(y), g8->free(dx), g8->free(dw);
+    free(x), free(w), free(dy);
+}
+
 static double now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -624,6 +678,8 @@ int main(int argc, char **argv) {
             test_weight_reuse(tabs[t], 4096, 3584, 3584); /* 7B q/o */
             test_same_x(tabs[t], 512, 1024, 768);
             test_same_x(tabs[t], 4096, 3584, 18944); /* 7B gate/up on ln2 */
+            test_saved_x(tabs[t], 512, 1024, 768);
+            test_saved_x(tabs[t], 4096, 18944, 3584); /* 7B down */
         }
         test_shape(tabs[t], t, 4096, 3584, 3584, 0);  /* 7B q/o */
         test_shape(tabs[t], t, 4096, 3584, 512, 1);   /* 7B k/v (KV*D = 4*128) */

@@ -15,7 +15,10 @@
  *   - the model's promises that a matmul reads the previous matmul's x (ops.h fp8_same_x: k and v after q, up after
  *     gate, forward and backward: 3 per layer each way) name the very x pointer of the previous call, of the same
  *     kind (forward or backward); also with each recomputation mode, whose recomputed forward tags and promises
- *     as the forward does. */
+ *     as the forward does;
+ *   - fp8.save_inputs' requests (ops.h fp8_saved_x): without recomputation and with a backward, the forward saves
+ *     4 inputs per layer (q's ln1, o's att, gate's ln2, down's swi) and the backward's 7 matmuls each name the key
+ *     whose saved x is exactly their x; never in a forward-only step or a recomputed layer. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +34,8 @@ static const qf_zero *g_z;        /* its engine */
 static int tag_set, tag_id, n_forget, n_tagged, n_untagged, n_wrong;
 static int same_set, n_same, n_same_wrong, prev_kind; /* fp8_same_x promises */
 static const void *prev_x;
+static int sv_mode, sv_key, n_saves, n_uses, n_sv_wrong; /* fp8_saved_x requests */
+static const void *sv_x[64];
 static uint64_t tag_ver, last_ver;
 
 static void rec_fp8_weight(int id, uint64_t version) {
@@ -42,6 +47,24 @@ static void rec_fp8_weight(int id, uint64_t version) {
     tag_set = 1, tag_id = id, tag_ver = version;
 }
 static void rec_same_x(void) { same_set = 1; }
+static void rec_saved_x(int key, int mode) { sv_key = key, sv_mode = mode; }
+/* a matmul of kind (1 forward, 2 backward) on x: the pending fp8_saved_x request against what was saved */
+static void check_saved(int kind, const void *x) {
+    if (sv_mode) {
+        if (sv_mode != kind || sv_key < 0 || sv_key >= 64) {
+            n_sv_wrong++;
+        } else if (kind == 1) {
+            sv_x[sv_key] = x, n_saves++;
+        } else {
+            n_uses++;
+            if (sv_x[sv_key] != x) {
+                n_sv_wrong++;
+                fprintf(stderr, "fp8_saved_x: key %d's saved x %p, the backward's x %p\n", sv_key, sv_x[sv_key], x);
+            }
+        }
+    }
+    sv_mode = 0;
+}
 /* a matmul of kind (1 forward, 2 backward) on x: the pending promise (if any) against the previous call */
 static void check_same(int kind, const void *x) {
     if (same_set) {
@@ -78,16 +101,16 @@ static void check_tag(const void *w, int IN, int OUT) {
     }
 }
 static void w_fwd(void *out, const void *x, const void *w, const void *b, int N, int IN, int OUT, int acc) {
-    check_same(1, x), check_tag(w, IN, OUT);
+    check_same(1, x), check_saved(1, x), check_tag(w, IN, OUT);
     qf_ops_cpu()->matmul_fwd(out, x, w, b, N, IN, OUT, acc);
 }
 static void w_bwd(void *dx, void *dw, void *db, const void *dout, const void *x, const void *w, int N, int IN, int OUT,
                   int acc) {
-    check_same(2, x), check_tag(w, IN, OUT);
+    check_same(2, x), check_saved(2, x), check_tag(w, IN, OUT);
     qf_ops_cpu()->matmul_bwd(dx, dw, db, dout, x, w, N, IN, OUT, acc);
 }
 static void w_fwd_add(void *out, const void *x, const void *w, const void *res, int N, int IN, int OUT) {
-    check_same(1, x), check_tag(w, IN, OUT);
+    check_same(1, x), check_saved(1, x), check_tag(w, IN, OUT);
     qf_ops_cpu()->matmul_fwd_add(out, x, w, res, N, IN, OUT);
 }
 
@@ -135,8 +158,11 @@ static void run_stage(int stage, qf_comm *comm) {
     r.n_targets = T;
     v = qf_zero_param_version(&z);
     qf_zero_zero_grads(&z);
-    n_tagged = n_untagged = n_wrong = n_same = n_same_wrong = 0;
+    n_tagged = n_untagged = n_wrong = n_same = n_same_wrong = n_saves = n_uses = n_sv_wrong = 0;
     for (int mb = 0; mb < 2; mb++) qf_model_step(&m, &r, 1.0f / (2 * T), 1);
+    CHECK(n_saves == 2 * 4 * L && n_uses == 2 * 7 * L && n_sv_wrong == 0,
+          "stage %d: fp8_saved_x: %d saves (want %d), %d uses (want %d), %d wrong", stage, n_saves, 2 * 4 * L, n_uses,
+          2 * 7 * L, n_sv_wrong);
     CHECK(n_same == 2 * 6 * L && n_same_wrong == 0, "stage %d: %d fp8_same_x promises (want %d), %d wrong", stage,
           n_same, 2 * 6 * L, n_same_wrong);
     CHECK(n_tagged == 2 * 14 * L && n_untagged == 0 && n_wrong == 0,
@@ -155,8 +181,9 @@ static void run_stage(int stage, qf_comm *comm) {
     CHECK(v1 > v, "stage %d: the optimizer step kept the version", stage);
     /* the next step's forward tags with the new version */
     qf_zero_zero_grads(&z);
-    n_tagged = n_wrong = 0;
+    n_tagged = n_wrong = n_saves = n_uses = n_sv_wrong = 0;
     (void)qf_model_step(&m, &r, 1.0f / T, 0);
+    CHECK(n_saves == 0 && n_uses == 0 && n_sv_wrong == 0, "stage %d: a forward-only step asked to save inputs", stage);
     CHECK(n_tagged == 7 * L && n_wrong == 0 && last_ver == v1, "stage %d: forward after the update: %d tagged, %d wrong, "
           "version %llu (want %llu)", stage, n_tagged, n_wrong, (unsigned long long)last_ver, (unsigned long long)v1);
     /* the other writers of parameter values */
@@ -178,8 +205,11 @@ static void run_stage(int stage, qf_comm *comm) {
         qf_model_free_acts(&m);
         CHECK(qf_model_alloc_acts(&m, B, T, modes[k], -1, &e) == 0, "%s", e.msg);
         qf_zero_zero_grads(&z);
-        n_tagged = n_untagged = n_wrong = n_same = n_same_wrong = 0;
+        n_tagged = n_untagged = n_wrong = n_same = n_same_wrong = n_saves = n_uses = n_sv_wrong = 0;
         (void)qf_model_step(&m, &r, 1.0f / T, 1);
+        CHECK(n_saves == 0 && n_uses == 0 && n_sv_wrong == 0,
+              "stage %d, recomputation mode %d: fp8_saved_x requests in recomputed layers (%d, %d)", stage, modes[k],
+              n_saves, n_uses);
         CHECK(n_tagged == (14 + extra[k]) * L && n_untagged == 0 && n_wrong == 0 && n_same == (6 + extra_same[k]) * L &&
                   n_same_wrong == 0,
               "stage %d, recomputation mode %d: %d tagged (want %d), %d untagged, %d wrong; %d promises (want %d), "
@@ -202,6 +232,8 @@ int main(int argc, char **argv) {
     tab.fp8_weight = rec_fp8_weight;
     CHECK(tab.fp8_same_x == NULL, "the CPU table has no fp8_same_x");
     tab.fp8_same_x = rec_same_x;
+    CHECK(tab.fp8_saved_x == NULL, "the CPU table has no fp8_saved_x");
+    tab.fp8_saved_x = rec_saved_x;
     tab.matmul_fwd = w_fwd, tab.matmul_bwd = w_bwd, tab.matmul_fwd_add = w_fwd_add;
     qf_comm comm;
     qf_comm_init(&comm, &tab, 1);

@@ -220,7 +220,8 @@ const qf_ops *qf_ops_cuda_f32(void);
 const qf_ops *qf_ops_cuda_f16(void);
 /* qf_ops_cuda_fp8(recipe, why, cap): the qf_ops_cuda() table (bf16 act) whose matmul_fwd / matmul_bwd run their
  * GEMMs on fp8 tensor cores (kernels/cuda/matmul_fp8.cu): operands quantized with current scaling (each tensor's, or
- * with QF_FP8_ROWWISE each row's, own amax at the call), bf16 in and out, fp32 accumulation. A call whose N, IN or
+ * with QF_FP8_ROWWISE each row's, own amax; a weight tagged by fp8_weight: its amax once per parameter version, or
+ * with an amax history delayed), bf16 in and out, fp32 accumulation. A call whose N, IN or
  * OUT is not a multiple of 16 runs in bf16. NULL, with the reason in why[cap], when this GPU (compute capability
  * < 8.9) or the installed cuBLASLt cannot run the recipe; the first call probes it with a small GEMM. The model
  * calls matmul_* for the decoder's linear layers only: the lm_head and loss (classifier) stay bf16. */

@@ -406,11 +406,13 @@ void cu_fp8_saved_x(int key, int mode) {
     QF_CHECK(key >= 0 && (mode == 1 || mode == 2));
     st->save_key = key, st->save_mode = mode;
 }
-// the pending request, for this call only (mode 0: none, or saving is off)
+// the pending request, for this call only (mode 0: none, or saving is off); a forward's request invalidates what
+// was saved under the key before (this call saves it again, or nothing stands there)
 static int saved_take(qf_fp8_state *st, int *key) {
     const int mode = st->save_on ? st->save_mode : 0;
     *key = st->save_key;
     st->save_mode = 0;
+    if (mode == 1 && *key < st->svcap) st->sv[*key].valid = 0;
     return mode;
 }
 static void saved_grow(qf_fp8_state *st, int key) {

@@ -581,8 +581,9 @@ static double now(void) {
     clock_gettime(CLOCK_MONOTONIC, &t);
     return t.tv_sec + 1e-9 * t.tv_nsec;
 }
-/* fwd + dgrad + wgrad of one shape, reps times: TFLOP/s (6 N IN OUT flops per rep) */
-static double time_layer(const qf_ops *g, int N, int IN, int OUT, int reps) {
+/* fwd + dgrad + wgrad of one shape, reps times: TFLOP/s (6 N IN OUT flops per rep); tag: W named with a new
+ * parameter version each rep (fp8_weight: the amax pass in the forward only, as in training) */
+static double time_layer_tag(const qf_ops *g, int N, int IN, int OUT, int reps, int tag) {
     const size_t nx = (size_t)N * IN, nw = (size_t)OUT * IN, ny = (size_t)N * OUT;
     float *x = bf16_randn(nx, 1.0, 1, IN), *w = bf16_randn(nw, 0.02, 0, IN), *dy = bf16_randn(ny, 3e-6, 0, OUT);
     void *dX = up(g, x, nx), *dW = up(g, w, nw), *dG = up(g, dy, ny);
@@ -593,7 +594,9 @@ static double time_layer(const qf_ops *g, int N, int IN, int OUT, int reps) {
             g->sync();
             t0 = now();
         }
+        if (tag) g->fp8_weight(3, (uint64_t)(r + 3));
         g->matmul_fwd(y, dX, dW, NULL, N, IN, OUT, 0);
+        if (tag) g->fp8_weight(3, (uint64_t)(r + 3));
         g->matmul_bwd(dx, dw, NULL, dG, dX, dW, N, IN, OUT, 0);
     }
     g->sync();
@@ -601,6 +604,9 @@ static double time_layer(const qf_ops *g, int N, int IN, int OUT, int reps) {
     g->free(dX), g->free(dW), g->free(dG), g->free(y), g->free(dx), g->free(dw);
     free(x), free(w), free(dy);
     return 6.0 * N * IN * OUT / dt / 1e12;
+}
+static double time_layer(const qf_ops *g, int N, int IN, int OUT, int reps) {
+    return time_layer_tag(g, N, IN, OUT, reps, 0);
 }
 
 int main(int argc, char **argv) {
@@ -658,6 +664,13 @@ int main(int argc, char **argv) {
             printf("bench %5dx%5d->%5d fwd+bwd: bf16 %.0f TFLOP/s", N, IN, OUT, time_layer(g16, N, IN, OUT, 20));
             for (int t = 0; t < 2; t++)
                 if (tabs[t]) printf(", %s %.0f TFLOP/s", tabs[t]->name, time_layer(tabs[t], N, IN, OUT, 20));
+            if (tabs[0] && qf_cuda_fp8_min_dim() <= (IN < OUT ? IN : OUT)) { /* the weight's amax once per version */
+                tabs[0]->fp8_weight(-1, 0);
+                printf(", %s W tagged %.0f", tabs[0]->name, time_layer_tag(tabs[0], N, IN, OUT, 20, 1));
+                qf_cuda_fp8_set_amax_history(16);
+                printf(", + history 16 %.0f TFLOP/s", time_layer_tag(tabs[0], N, IN, OUT, 20, 1));
+                qf_cuda_fp8_set_amax_history(0);
+            }
             printf("\n");
         }
         return 0;

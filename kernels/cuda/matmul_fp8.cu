@@ -609,7 +609,7 @@ void cu_matmul_fp8_bwd(void *dx_, void *dw_, void *db_, const void *dout_, const
                     fp8_amax(x, (size_t)N * IN, a_x), st->n_amax++;
                     fp8_quant_t(NULL, xT8, x, N, IN, a_x, 0, s_x, QF_FP8_E4M3, 0, NULL);
                 }
-                xcopy_keep(st, 2, x, N, IN, do_dx ? dx : NULL, (size_t)N * IN * sizeof(bf16));
+                xcopy_keep(st, 2, x, N, IN, dx, (size_t)N * IN * sizeof(bf16)); // dx (any path) may alias x
             } else {
                 fp8_amax_cols(x, N, IN, a_x);
                 fp8_quant_t(NULL, xT8, x, N, IN, a_x, 1, s_x, QF_FP8_E4M3, pow2, NULL);

@@ -31,82 +31,12 @@
 // backward; q/o 3584 -> 3584: 811 against 753). qf_cuda_fp8_counts() counts both kinds.
 // Buffers (the backend's stream-ordered allocations, counted in its memory): the fp8 copies of the operands, grown to
 // the largest layer (7B at 4096 tokens: about 4 x 78 MB), plus scale vectors.
-#include "fp8.cuh"
+#include "fp8_state.cuh"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-struct qf_fp8_plan {
-    int used, fa, fb, m, n, k, outer, bias, fast, no_beta;
-    int refused; // cuBLASLt's heuristic offered it, the matmul call said NOT_SUPPORTED: never used again
-    cublasLtMatmulDesc_t op;
-    cublasLtMatrixLayout_t A, B, C;
-    cublasLtMatmulAlgo_t algo;
-};
-#define QF_FP8_PLANS 64
-
-// a weight's saved scale (ops.h fp8_weight): the parameter version its amax was taken at, its size, its history
-struct qf_fp8_wslot {
-    uint64_t version; // 0: none saved
-    size_t numel;
-    int count, pos; // history entries filled (<= hist), the entry this version records into
-};
-
-// the fp8 copy of an x that a call left in buf[0] with its inverse scale in sc[0] (tensorwise), for the next call
-// the model promises the same x (ops.h fp8_same_x): kind 1 the forward's q(x), 2 the backward's q(x)^T
-struct qf_fp8_xcopy {
-    int kind, N, IN;
-    const void *x;
-    const uint8_t *buf;
-    const float *sc;
-};
-
-// fp8.save_inputs: the forward's q(x)^T of one linear layer input (the model's key), kept for the backward's wgrad
-struct qf_fp8_saved {
-    uint8_t *buf;
-    size_t cap;
-    const void *x;
-    int N, IN, valid, refused; // refused: no memory for it (not asked again)
-};
-
-struct qf_fp8_state {
-    uint8_t *buf[4]; // 0: q(x) / q(x)^T, 1: q(W) / q(W)^T, 2: q(dy), 3: q(dy)^T
-    size_t cap[4];
-    bf16 *tmp; // a GEMM's output when cuBLASLt refuses beta = 1 for it (then added to the output)
-    size_t tmp_cap;
-    float *sc;    // 4 scale slots of vcap floats (inverse scales, what cuBLASLt multiplies by); tensorwise's three
-                  // scalars at sc + 16 i, each 64-byte aligned as the probe's that ran (the first GPU run had them
-                  // 4 bytes apart and cuBLASLt 13.1 refused every GEMM with NOT_SUPPORTED: the suspected cause)
-    unsigned *am; // 3 amax slots of vcap words
-    size_t vcap;
-    qf_fp8_plan plans[QF_FP8_PLANS];
-    int plan_next;
-    unsigned long long n_fp8, n_bf16;
-    unsigned long long n_amax, n_amax_w, n_w_reused, n_w_delayed; // qf_cuda_fp8_stats
-    // weights: the next matmul's tag (fp8_weight) and each parameter id's saved amax: wam[id * (hist + 1)] is the
-    // amax word its scale comes from at w[id].version, followed by its history of hist words (fp8.cuh)
-    int tag_set, tag_id;
-    uint64_t tag_ver;
-    qf_fp8_wslot *w;
-    int wcap;
-    unsigned *wam;
-    int hist; // fp8.amax_history_len (qf_cuda_fp8_set_amax_history)
-    int same_x; // the next call's x is the previous call's (fp8_same_x)
-    qf_fp8_xcopy xc;
-    unsigned long long n_x_reused;
-    // fp8.save_inputs (qf_cuda_fp8_set_save_inputs): the pending request (fp8_saved_x), the saved copies by key and
-    // their inverse scales (svsc + 16 key: 64-byte aligned, as cuBLASLt's scalar scales want them)
-    int save_on, save_key, save_mode;
-    qf_fp8_saved *sv;
-    int svcap;
-    float *svsc;
-    unsigned long long n_x_saved, n_x_saved_used;
-    int warned_save;
-    int min_dim; // IN and OUT at least this for fp8 (QF_FP8_MIN_DIM; tests lower it: qf_cuda_fp8_set_min_dim)
-    int warned_beta, warned_algo;
-};
-
-static qf_fp8_state *fp8_state() {
+qf_fp8_state *fp8_state() {
     qf_cuda_ctx &c = qfc();
     if (!c.fp8) {
         c.fp8 = (qf_fp8_state *)qf_calloc(1, sizeof(qf_fp8_state));
@@ -305,192 +235,16 @@ static uint8_t *buf(qf_fp8_state *st, int i, size_t bytes) {
     return st->buf[i];
 }
 
-// ---- weights: one amax per parameter version ----------------------------------------------------------------------
-static void wslots_forget(qf_fp8_state *st) {
-    if (st->w) memset(st->w, 0, (size_t)st->wcap * sizeof *st->w);
-    if (st->wam) cu_zero(st->wam, (size_t)st->wcap * (st->hist + 1) * sizeof(unsigned));
-}
-static void wslots_grow(qf_fp8_state *st, int id) {
-    if (id < st->wcap && st->wam) return;
-    int cap = st->wcap * 2 > id + 1 ? st->wcap * 2 : id + 1;
-    if (cap < 64) cap = 64;
-    const size_t stride = (size_t)st->hist + 1;
-    unsigned *wam = (unsigned *)cu_alloc((size_t)cap * stride * sizeof(unsigned)); // zero-filled
-    if (!wam) QF_FATAL("out of GPU memory for the fp8 weights' scales (%d parameters)", cap);
-    if (st->wam) {
-        cu_copy_d2d(wam, st->wam, (size_t)st->wcap * stride * sizeof(unsigned));
-        cu_free(st->wam);
-    }
-    st->wam = wam;
-    st->w = (qf_fp8_wslot *)qf_realloc(st->w, (size_t)cap * sizeof *st->w);
-    memset(st->w + st->wcap, 0, (size_t)(cap - st->wcap) * sizeof *st->w);
-    st->wcap = cap;
-}
-// the tag of this call's W (and none for the next call): *id < 0 or *ver == 0 when untagged
-static void tag_take(qf_fp8_state *st, int *id, uint64_t *ver) {
-    *id = st->tag_set ? st->tag_id : -1;
-    *ver = st->tag_set ? st->tag_ver : 0;
-    st->tag_set = 0;
-}
-// The amax word (device) of W's scale in this call, numel = OUT * IN. Untagged: an amax pass into scratch. Tagged
-// with the version saved for it: the saved word (no pass: the same scale and fp8 values as before). A new version:
-// an amax pass into its slot, or with a history (and one entry at least) the history's max, *record then naming the
-// entry the cast records this version's amax into (else NULL).
-static unsigned *weight_amax(qf_fp8_state *st, int id, uint64_t ver, const bf16 *w, size_t numel, unsigned *scratch,
-                             unsigned **record) {
-    *record = NULL;
-    if (id < 0 || !ver) {
-        CHECK_CUDA(cudaMemsetAsync(scratch, 0, sizeof(unsigned), qfc_stream()));
-        fp8_amax(w, numel, scratch);
-        st->n_amax++, st->n_amax_w++;
-        return scratch;
-    }
-    wslots_grow(st, id);
-    qf_fp8_wslot *s = &st->w[id];
-    unsigned *slot = st->wam + (size_t)id * (st->hist + 1);
-    if (s->numel && s->numel != numel)
-        QF_FATAL("fp8 weight tag: parameter %d has %zu elements in this matmul, %zu before (a mistagged matmul)", id,
-                 numel, s->numel);
-    if (s->version == ver) {
-        st->n_w_reused++;
-        return slot;
-    }
-    s->version = ver, s->numel = numel;
-    if (st->hist > 0 && s->count > 0) {
-        fp8_hist_step(slot, st->hist, s->pos, 0);
-        *record = slot + 1 + s->pos;
-        st->n_w_delayed++;
-    } else {
-        CHECK_CUDA(cudaMemsetAsync(slot, 0, sizeof(unsigned), qfc_stream()));
-        fp8_amax(w, numel, slot);
-        st->n_amax++, st->n_amax_w++;
-        if (st->hist > 0) fp8_hist_step(slot, st->hist, s->pos, 1);
-    }
-    if (st->hist > 0) {
-        s->pos = (s->pos + 1) % st->hist;
-        if (s->count < st->hist) s->count++;
-    }
-    return slot;
-}
-
-// ---- an input shared by consecutive calls (ops.h fp8_same_x) ----------------------------------------------------
-// At a call's start: the promise and the copy the previous call left (then none: a call that casts x records it).
-static qf_fp8_xcopy xcopy_take(qf_fp8_state *st, int *promised) {
-    *promised = st->same_x;
-    st->same_x = 0;
-    qf_fp8_xcopy prev = st->xc;
-    st->xc.kind = 0;
-    return prev;
-}
-// after the buffers are sized: the previous copy is this call's x of this kind, its buffers not reallocated since
-static int xcopy_fits(qf_fp8_state *st, const qf_fp8_xcopy *prev, int promised, int kind, const void *x, int N,
-                      int IN) {
-    const int ok = promised && prev->kind == kind && prev->x == x && prev->N == N && prev->IN == IN &&
-                   prev->buf == st->buf[0] && prev->sc == st->sc;
-    if (ok) st->n_x_reused++;
-    return ok;
-}
-// buf[0] and sc[0] hold x's fp8 copy of this kind, unless this call's output [out, out + out_bytes) overlaps x (x
-// is not what it was once the call returns)
-static void xcopy_keep(qf_fp8_state *st, int kind, const void *x, int N, int IN, const void *out, size_t out_bytes) {
-    const char *a = (const char *)x, *o = (const char *)out;
-    const size_t xb = (size_t)N * IN * sizeof(bf16);
-    if (o && o < a + xb && a < o + out_bytes) return;
-    st->xc = {kind, N, IN, x, st->buf[0], st->sc};
-}
-void cu_fp8_same_x(void) { fp8_state()->same_x = 1; }
-
-// ---- fp8.save_inputs (ops.h fp8_saved_x) -----------------------------------------------------------------------------
-void cu_fp8_saved_x(int key, int mode) {
-    qf_fp8_state *st = fp8_state();
-    QF_CHECK(key >= 0 && (mode == 1 || mode == 2));
-    st->save_key = key, st->save_mode = mode;
-}
-// the pending request, for this call only (mode 0: none, or saving is off); a forward's request invalidates what
-// was saved under the key before (this call saves it again, or nothing stands there)
-static int saved_take(qf_fp8_state *st, int *key) {
-    const int mode = st->save_on ? st->save_mode : 0;
-    *key = st->save_key;
-    st->save_mode = 0;
-    if (mode == 1 && *key < st->svcap) st->sv[*key].valid = 0;
-    return mode;
-}
-static void saved_grow(qf_fp8_state *st, int key) {
-    if (key < st->svcap) return;
-    int cap = st->svcap * 2 > key + 1 ? st->svcap * 2 : key + 1;
-    if (cap < 64) cap = 64;
-    float *sc = (float *)cu_alloc((size_t)cap * 16 * sizeof(float));
-    if (!sc) QF_FATAL("out of GPU memory for the fp8 saved inputs' scales (%d keys)", cap);
-    if (st->svsc) {
-        cu_copy_d2d(sc, st->svsc, (size_t)st->svcap * 16 * sizeof(float));
-        cu_free(st->svsc);
-    }
-    st->svsc = sc;
-    st->sv = (qf_fp8_saved *)qf_realloc(st->sv, (size_t)cap * sizeof *st->sv);
-    memset(st->sv + st->svcap, 0, (size_t)(cap - st->svcap) * sizeof *st->sv);
-    st->svcap = cap;
-}
-// key's buffer for this forward's q(x)^T [IN, N] (the entry invalid until saved_done), or NULL without memory
-static uint8_t *saved_buf(qf_fp8_state *st, int key, size_t bytes) {
-    saved_grow(st, key);
-    qf_fp8_saved *e = &st->sv[key];
-    e->valid = 0;
-    if (e->refused) return NULL;
-    if (e->cap < bytes) {
-        if (e->buf) cu_free(e->buf);
-        e->cap = 0;
-        e->buf = (uint8_t *)cu_alloc(bytes);
-        if (!e->buf) {
-            e->refused = 1;
-            if (!st->warned_save++)
-                fprintf(stderr,
-                        "qwen-ft: warning: fp8.save_inputs: no GPU memory for a saved fp8 input (%zu bytes, key %d); "
-                        "such inputs are quantized again in the backward\n",
-                        bytes, key);
-            return NULL;
-        }
-        e->cap = bytes;
-    }
-    return e->buf;
-}
-// the forward saved x's q(x)^T under key, with the scale in sc (a device float)
-static void saved_done(qf_fp8_state *st, int key, const void *x, int N, int IN, const float *sc) {
-    qf_fp8_saved *e = &st->sv[key];
-    CHECK_CUDA(cudaMemcpyAsync(st->svsc + 16 * (size_t)key, sc, sizeof(float), cudaMemcpyDeviceToDevice, qfc_stream()));
-    e->x = x, e->N = N, e->IN = IN, e->valid = 1;
-    st->n_x_saved++;
-}
-// the saved q(x)^T of key when it is this x's, else NULL; *sc its scale
-static const uint8_t *saved_get(qf_fp8_state *st, int key, const void *x, int N, int IN, const float **sc) {
-    if (key >= st->svcap) return NULL;
-    const qf_fp8_saved *e = &st->sv[key];
-    if (!e->valid || e->x != x || e->N != N || e->IN != IN) return NULL;
-    *sc = st->svsc + 16 * (size_t)key;
-    st->n_x_saved_used++;
-    return e->buf;
-}
-
-// ops.h fp8_weight: the next matmul's W is parameter id at version ver; id < 0: forget every saved scale
-void cu_fp8_weight(int id, uint64_t ver) {
-    qf_fp8_state *st = fp8_state();
-    if (id < 0) {
-        st->tag_set = 0;
-        wslots_forget(st);
-        return;
-    }
-    st->tag_set = 1, st->tag_id = id, st->tag_ver = ver;
-}
-
 template <int RECIPE>
 void cu_matmul_fp8_fwd(void *out_, const void *x_, const void *w_, const void *b_, int N, int IN, int OUT,
                        int accumulate) {
     qf_fp8_state *st = fp8_state();
     int wid;
     uint64_t wver;
-    tag_take(st, &wid, &wver);
+    fp8_tag_take(st, &wid, &wver);
     int promised, skey;
-    const qf_fp8_xcopy xprev = xcopy_take(st, &promised);
-    const int smode = saved_take(st, &skey);
+    const qf_fp8_xcopy xprev = fp8_xcopy_take(st, &promised);
+    const int smode = fp8_saved_take(st, &skey);
     if (N <= 0 || OUT <= 0) return;
     bf16 *out = (bf16 *)out_;
     const bf16 *x = (const bf16 *)x_, *w = (const bf16 *)w_, *b = (const bf16 *)b_;
@@ -506,22 +260,22 @@ void cu_matmul_fp8_fwd(void *out_, const void *x_, const void *w_, const void *b
     int rc;
     if (RECIPE == QF_FP8_TENSORWISE) {
         sx = st->sc, sw = st->sc + 16;
-        const int reuse = xcopy_fits(st, &xprev, promised, 1, x, N, IN); // q(x) and its scale as they lie
+        const int reuse = fp8_xcopy_fits(st, &xprev, promised, 1, x, N, IN); // q(x) and its scale as they lie
         if (!reuse) {
             CHECK_CUDA(cudaMemsetAsync(st->am, 0, sizeof(unsigned), qfc_stream()));
             fp8_amax(x, (size_t)N * IN, st->am);
             st->n_amax++;
         }
-        unsigned *rec, *aw = weight_amax(st, wid, wver, w, (size_t)OUT * IN, st->am + 1, &rec);
+        unsigned *rec, *aw = fp8_weight_amax(st, wid, wver, w, (size_t)OUT * IN, st->am + 1, &rec);
         // fp8.save_inputs: q(x) and the backward's q(x)^T in one pass (the same fp8 values either way)
-        uint8_t *xT8 = smode == 1 && !reuse ? saved_buf(st, skey, (size_t)N * IN) : NULL;
+        uint8_t *xT8 = smode == 1 && !reuse ? fp8_saved_buf(st, skey, (size_t)N * IN) : NULL;
         if (xT8)
             fp8_quant_t(x8, xT8, x, N, IN, st->am, 0, sx, QF_FP8_E4M3, 0, NULL);
         else if (!reuse)
             fp8_quant(x8, x, (size_t)N * IN, st->am, sx, QF_FP8_E4M3, 0, NULL);
-        if (xT8) saved_done(st, skey, x, N, IN, sx);
+        if (xT8) fp8_saved_done(st, skey, x, N, IN, sx);
         fp8_quant(w8, w, (size_t)OUT * IN, aw, sw, QF_FP8_E4M3, 0, rec);
-        xcopy_keep(st, 1, x, N, IN, out, (size_t)N * OUT * sizeof(bf16));
+        fp8_xcopy_keep(st, 1, x, N, IN, out, (size_t)N * OUT * sizeof(bf16));
         rc = fp8_gemm(out, x8, QF_FP8_E4M3, sx, w8, QF_FP8_E4M3, sw, 0, eb, N, OUT, IN, accumulate, 1);
     } else {
         sx = st->sc, sw = st->sc + st->vcap;
@@ -556,10 +310,10 @@ void cu_matmul_fp8_bwd(void *dx_, void *dw_, void *db_, const void *dout_, const
     qf_fp8_state *st = fp8_state();
     int wid;
     uint64_t wver;
-    tag_take(st, &wid, &wver);
+    fp8_tag_take(st, &wid, &wver);
     int promised, skey;
-    const qf_fp8_xcopy xprev = xcopy_take(st, &promised);
-    const int smode = saved_take(st, &skey);
+    const qf_fp8_xcopy xprev = fp8_xcopy_take(st, &promised);
+    const int smode = fp8_saved_take(st, &skey);
     if (N <= 0) return;
     if (!dims_ok(st, N, IN, OUT)) {
         cu_matmul_bwd<bf16>(dx_, dw_, db_, dout_, x_, w_, N, IN, OUT, accumulate_dx);
@@ -601,15 +355,15 @@ void cu_matmul_fp8_bwd(void *dx_, void *dw_, void *db_, const void *dout_, const
             uint8_t *xT8 = buf(st, 0, (size_t)N * IN);
             const uint8_t *sx8 = NULL;
             const float *ssx = NULL;
-            if (tw && smode == 2) sx8 = saved_get(st, skey, x, N, IN, &ssx); // the forward's q(x)^T
+            if (tw && smode == 2) sx8 = fp8_saved_get(st, skey, x, N, IN, &ssx); // the forward's q(x)^T
             if (sx8) {
                 xT8 = (uint8_t *)sx8, s_x = (float *)ssx;
             } else if (tw) {
-                if (!xcopy_fits(st, &xprev, promised, 2, x, N, IN)) { // else q(x)^T and its scale as they lie
+                if (!fp8_xcopy_fits(st, &xprev, promised, 2, x, N, IN)) { // else q(x)^T and its scale as they lie
                     fp8_amax(x, (size_t)N * IN, a_x), st->n_amax++;
                     fp8_quant_t(NULL, xT8, x, N, IN, a_x, 0, s_x, QF_FP8_E4M3, 0, NULL);
                 }
-                xcopy_keep(st, 2, x, N, IN, dx, (size_t)N * IN * sizeof(bf16)); // dx (any path) may alias x
+                fp8_xcopy_keep(st, 2, x, N, IN, dx, (size_t)N * IN * sizeof(bf16)); // dx (any path) may alias x
             } else {
                 fp8_amax_cols(x, N, IN, a_x);
                 fp8_quant_t(NULL, xT8, x, N, IN, a_x, 1, s_x, QF_FP8_E4M3, pow2, NULL);
@@ -628,7 +382,7 @@ void cu_matmul_fp8_bwd(void *dx_, void *dw_, void *db_, const void *dout_, const
             uint8_t *wT8 = buf(st, 1, (size_t)OUT * IN);
             unsigned *rec = NULL;
             if (tw)
-                a_w = weight_amax(st, wid, wver, w, (size_t)OUT * IN, a_w, &rec);
+                a_w = fp8_weight_amax(st, wid, wver, w, (size_t)OUT * IN, a_w, &rec);
             else
                 fp8_amax_cols(w, OUT, IN, a_w);
             fp8_quant_t(NULL, wT8, w, OUT, IN, a_w, !tw, s_w, QF_FP8_E4M3, pow2, rec);
@@ -716,26 +470,6 @@ extern "C" void qf_cuda_fp8_stats(qf_cuda_fp8_stat *s) {
     s->x_reused = c.fp8->n_x_reused;
     s->x_saved = c.fp8->n_x_saved, s->x_saved_used = c.fp8->n_x_saved_used;
 }
-extern "C" void qf_cuda_fp8_set_amax_history(int n) {
-    qf_fp8_state *st = fp8_state();
-    QF_CHECK(n >= 0 && n <= QF_FP8_HISTORY_MAX);
-    if (n == st->hist) return;
-    if (st->wam) cu_free(st->wam); // another stride: every saved scale and history is dropped
-    free(st->w);
-    st->wam = NULL, st->w = NULL, st->wcap = 0;
-    st->hist = n;
-}
-extern "C" int qf_cuda_fp8_amax_history(void) { return fp8_state()->hist; }
-extern "C" void qf_cuda_fp8_set_save_inputs(int on) {
-    qf_fp8_state *st = fp8_state();
-    st->save_on = on != 0;
-    if (on) return;
-    for (int k = 0; k < st->svcap; k++) // off: the saved copies go
-        if (st->sv[k].buf) cu_free(st->sv[k].buf);
-    if (st->sv) memset(st->sv, 0, (size_t)st->svcap * sizeof *st->sv);
-}
-extern "C" int qf_cuda_fp8_save_inputs(void) { return fp8_state()->save_on; }
-
 extern "C" void qf_cuda_fp8_counts(uint64_t counts[2]) {
     qf_cuda_ctx &c = qfc();
     counts[0] = c.fp8 ? c.fp8->n_fp8 : 0;

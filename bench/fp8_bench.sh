@@ -5,8 +5,10 @@
 #   tests   the fp8 gpu tests: test_fp8_cuda (GEMMs vs the host quantizer model and fp32 at 7B shapes) and
 #           gpu_fp8_train (tiny-model training fp8 vs bf16), then test_fp8_cuda --bench (per-layer TFLOP/s)
 #   speed   Qwen2.5-7B seq 4096 micro 1, no recomputation (ACKPT=full for full), one GPU, random init, 10 steps: bf16, fp8
-#           tensorwise and fp8 rowwise in the same call; one JSON line each (median tokens/s of steps 3.., MFU
-#           against the bf16 peak, peak memory) in $OUT/fp8_speed.jsonl and the fp8/bf16 ratios
+#           tensorwise (fp8.amax_history_len = 0, the default), fp8 tensorwise with a history of 16 (delayed weight
+#           scales), the same with fp8.save_inputs and fp8 rowwise in the same call (RUNS overrides the list, e.g.
+#           RUNS="none tensorwise:16:save"); one JSON line each (median tokens/s of steps 3.., MFU against
+#           the bf16 peak, peak memory) in $OUT/fp8_speed.jsonl and the fp8/bf16 ratios
 #   loss-bf16, loss-tensorwise, loss-rowwise
 #           Qwen2.5-7B seq 4096 micro 1 (recomputation as ACKPT), 300 steps on the bundled demo corpus
 #           (inputs/demo/train.jsonl, byte tokens), same init and data order, one run per part (one device call
@@ -52,8 +54,8 @@ case "${1:-}" in
     "$B/tests/test_fp8_cuda" --bench | tee "$out/fp8_gemm_bench.txt" ;;
   speed)
     deck_data "$Q" "$work/d.h5" 14 4096 "$(deck_vocab qwen2.5-7b)"
-    for r in none tensorwise rowwise; do
-      n=speed-$([ $r = none ] && echo bf16 || echo $r)
+    for r in ${RUNS:-none tensorwise tensorwise:16 tensorwise:16:save rowwise}; do
+      n=speed-$([ $r = none ] && echo bf16 || echo ${r/:/-h} | tr : -)
       deck7b "$n" 10 "$work/d.h5" "$r"
       train7b "$n" || continue
       python3 - "$keep/fp8-$n/metrics.jsonl" "$n" "$ackpt" <<'PY' | tee -a "$out/fp8_speed.jsonl"
@@ -72,7 +74,7 @@ rows = {}
 for l in open(sys.argv[1]):
     if l.startswith("{"): r = json.loads(l); rows[r["run"]] = r
 b = rows.get("speed-bf16")
-for k in ("speed-tensorwise", "speed-rowwise"):
+for k in ("speed-tensorwise", "speed-tensorwise-h16", "speed-tensorwise-h16-save", "speed-rowwise"):
     if b and k in rows:
         print(f"{k}: {rows[k]['tok_s']} tok/s vs bf16 {b['tok_s']}: {rows[k]['tok_s'] / b['tok_s']:.3f}x "
               f"(MFU at the bf16 peak {rows[k]['mfu']:.3f} vs {b['mfu']:.3f}; target >= 1.25x)")

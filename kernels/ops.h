@@ -193,9 +193,31 @@ typedef struct qf_ops {
      * Each returns 1 when it ran and 0, having done nothing, where the table does not take those shapes (the caller
      * runs the unfused ops). The values are the unfused sequence's: bit for bit on the CPU table (it runs that
      * sequence) and on the CUDA bf16 / fp16 tables (kernels/cuda/decode_fused_cuda.cu: the same roundings in the
-     * same order); fp32 CUDA within the last bit of the norm's rstd. */
+     * same order; tested bit for bit on bf16 and fp16, fp32 within 1e-6). */
     int (*decode_qkv)(const qf_decode_qkv *a);
     int (*decode_mlp)(const qf_decode_mlp *a);
+
+    /* fp8 tables only (NULL elsewhere: the caller checks): the W of the next matmul_fwd / matmul_fwd_add /
+     * matmul_bwd call (that call consumes the tag) is parameter `id` of the model's specs at parameter version
+     * `version`, a number the owner of the parameters (the ZeRO engine) changes whenever any parameter value may
+     * have changed (0: unknown, nothing reused). The table then takes W's amax once per (id, version) and reuses it
+     * for every later call with the same pair (the backward, a recomputed forward, the next micro-batch: the same
+     * scale, the same results bit for bit), however W's buffer moves (ZeRO-3 reuses gathered buffers: a pointer is
+     * no identity); with an amax history (qf_cuda_fp8_set_amax_history) a new version's scale comes from the
+     * history. id < 0: forget every saved scale and history (a new owner's versions start again). */
+    void (*fp8_weight)(int id, uint64_t version);
+    /* fp8 tables only (NULL elsewhere): the x of the next matmul_fwd / matmul_bwd is the x of the previous matmul
+     * call, of the same kind (forward after forward, backward after backward), and unchanged since: the table may
+     * use that call's fp8 copy of x (its cast and scale) instead of quantizing x again. The table checks what it can
+     * (the same pointer, N and IN; the previous call left such a copy and nothing reallocated it; that call's output
+     * did not overlap x) and otherwise quantizes as usual; that x was not written in between is the caller's word.
+     * The model gives it for k and v after q (ln1) and up after gate (ln2), in the forward and the backward. */
+    void (*fp8_same_x)(void);
+    /* fp8 tables only (NULL elsewhere), effective with fp8.save_inputs (qf_cuda_fp8_set_save_inputs): mode 1, the
+     * next matmul_fwd keeps its input's quantized transpose q(x)^T (and scale) under `key` for the backward; mode 2,
+     * the next matmul_bwd's x is the x the forward saved under `key`, unchanged since (the caller's word; the table
+     * checks the pointer, N and IN): its wgrad takes the saved copy instead of quantizing x again. */
+    void (*fp8_saved_x)(int key, int mode);
 } qf_ops;
 enum { QF_COPY_H2D = 0, QF_COPY_D2H = 1, QF_COPY_TICKETS = 64 };
 
@@ -237,7 +259,8 @@ const qf_ops *qf_ops_cuda_f32(void);
 const qf_ops *qf_ops_cuda_f16(void);
 /* qf_ops_cuda_fp8(recipe, why, cap): the qf_ops_cuda() table (bf16 act) whose matmul_fwd / matmul_bwd run their
  * GEMMs on fp8 tensor cores (kernels/cuda/matmul_fp8.cu): operands quantized with current scaling (each tensor's, or
- * with QF_FP8_ROWWISE each row's, own amax at the call), bf16 in and out, fp32 accumulation. A call whose N, IN or
+ * with QF_FP8_ROWWISE each row's, own amax; a weight tagged by fp8_weight: its amax once per parameter version, or
+ * with an amax history delayed), bf16 in and out, fp32 accumulation. A call whose N, IN or
  * OUT is not a multiple of 16 runs in bf16. NULL, with the reason in why[cap], when this GPU (compute capability
  * < 8.9) or the installed cuBLASLt cannot run the recipe; the first call probes it with a small GEMM. The model
  * calls matmul_* for the decoder's linear layers only: the lm_head and loss (classifier) stay bf16. */
@@ -250,6 +273,30 @@ void qf_cuda_fp8_counts(uint64_t counts[2]);
  * docs/testing.md); set_min_dim: the same hook for the GPU tests */
 void qf_cuda_fp8_set_min_dim(int d);
 int qf_cuda_fp8_min_dim(void);
+/* What the fp8 tables did (tensorwise), since the backend started: GEMMs in fp8 / in bf16 (qf_cuda_fp8_counts),
+ * tensor amax passes (activations, gradients and weights), the weights' share of them, weight casts that took a
+ * saved scale (the same parameter version: no pass) or a new version's scale from the amax history (no pass), and
+ * calls whose x was the previous call's (fp8_same_x). */
+typedef struct qf_cuda_fp8_stat {
+    uint64_t gemm_fp8, gemm_bf16, amax_passes, weight_amax_passes, weight_reused, weight_delayed;
+    uint64_t x_reused; /* calls that took the previous call's fp8 x (fp8_same_x): no amax pass, no cast of x */
+    uint64_t x_saved, x_saved_used; /* fp8.save_inputs: forwards that saved q(x)^T, wgrads that used one */
+} qf_cuda_fp8_stat;
+void qf_cuda_fp8_stats(qf_cuda_fp8_stat *s);
+/* fp8.amax_history_len: 0 current scaling of the weights (their own amax at each new parameter version), n > 0
+ * delayed scaling from the max of each weight's last n amaxes (kernels/cuda/fp8.cuh); a change forgets every saved
+ * scale. Activations and gradients are always current-scaled. */
+enum { QF_FP8_HISTORY_MAX = 1024 };
+void qf_cuda_fp8_set_amax_history(int n);
+int qf_cuda_fp8_amax_history(void);
+/* fp8.save_inputs: on, the forward keeps each fp8 linear layer's q(x)^T for the wgrad when the model asks
+ * (fp8_saved_x; N x IN bytes per layer input, allocated at first use); off frees them */
+void qf_cuda_fp8_set_save_inputs(int on);
+int qf_cuda_fp8_save_inputs(void);
+/* test_fp8_cuda --bench: GB/s (bytes read + written per second) of the fp8 cast kernels on a bf16 x[R, C] on the
+ * device, reps timed runs each after a warm-up: gbs[0] fp8_amax, [1] fp8_quant, [2] fp8_quant recording the amax
+ * (the history's cast), [3] fp8_quant_t with both layouts (dy's), [4] fp8_quant_t transposed only (x^T, W^T). */
+void qf_cuda_fp8_bench_casts(const void *x, int R, int C, int reps, double gbs[5]);
 /* alloc() returns NULL once the backend's device bytes would exceed `bytes` (gpu_memory_limit_gb; 0 = no limit).
  * current/peak count every buffer the backend holds: alloc()'s, its scratch and the cuBLASLt workspace. */
 void qf_cuda_set_memory_limit(size_t bytes);

@@ -10,8 +10,9 @@
 # deck_write FILE PRESET SEQ MICRO STEPS DATA PRECISION [KEY=VALUE ...] [-- LINE ...]: a deck for a model of PRESET
 #   (model.init_seed = 1) on DATA (data.train) at seq_len SEQ, micro batch MICRO, no gradient accumulation, STEPS
 #   steps, gradient clipping 1.0, AdamW (weight decay 0.01), peak_tflops 989 (H200 bf16 dense), written to FILE.
-#   PRECISION: bf16; fp8:RECIPE (bf16 plus fp8 = { enabled = true; recipe = RECIPE; }); fp8:none (bf16 with an empty
-#   line where the fp8 line stands: fp8_bench.sh's baseline, so that its bf16 and fp8 decks differ in that line only).
+#   PRECISION: bf16; fp8:RECIPE (bf16 plus fp8 = { enabled = true; recipe = RECIPE; }); fp8:RECIPE:N (the same with
+#   amax_history_len = N); fp8:RECIPE:N:save (and save_inputs = true); fp8:none (bf16 with an empty line where the fp8 line stands: fp8_bench.sh's baseline, so
+#   that its bf16 and fp8 decks differ in that line only).
 #   KEY=VALUE (default):
 #     ckpt=DIR, log=DIR  checkpoint.dir (no checkpoints are written) and log.dir: required
 #     ackpt=PLAN         activation_checkpointing (none): quoted, except true and false
@@ -62,8 +63,11 @@ deck_write() {
   case $precision in
     bf16) ;;
     fp8:none) fp8line=$'\n' ;;
+    fp8:?*:?*) local rh=${precision#fp8:} sv=""
+      [ "${rh%:save}" != "$rh" ] && { sv=" save_inputs = true;"; rh=${rh%:save}; }
+      fp8line="fp8 = { enabled = true; recipe = \"${rh%%:*}\"; amax_history_len = ${rh#*:};$sv };"$'\n' ;;
     fp8:?*) fp8line="fp8 = { enabled = true; recipe = \"${precision#fp8:}\"; };"$'\n' ;;
-    *) echo "deck_write: $file: precision '$precision' is not bf16, fp8:RECIPE or fp8:none" >&2; return 2 ;;
+    *) echo "deck_write: $file: precision '$precision' is not bf16, fp8:RECIPE[:N] or fp8:none" >&2; return 2 ;;
   esac
   local ack="\"$ackpt\""
   case $ackpt in true | false) ack=$ackpt ;; esac

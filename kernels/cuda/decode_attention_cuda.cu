@@ -84,21 +84,26 @@ __global__ void __launch_bounds__(AS_THREADS)
     attn_split_kernel(T *out, float *part, int *cnt, const T *q, const T *kc, const T *vc, Rows rows, int H, int KV,
                       int D, int split, int nsplit, float scale, bool vec) {
     qf_pdl_trigger(); // the o projection after it may be scheduled (it waits for this kernel before reading)
-    extern __shared__ float as_smem[]; // qs[MAXG][D] | ps[MAXG][split] | rowix[split]; later red[P][MAXG][D]
+    extern __shared__ float as_smem[]; // qs[MAXG][QS] | ps[MAXG][split] | rowix[split]; later red[P][MAXG][D]
     __shared__ float ml[2 * AS_MAXG];  // per head: the split's max, exp-sum
     const int tok = blockIdx.x / KV, kh = blockIdx.x % KV, s = blockIdx.y, G = H / KV, g0 = blockIdx.z * AS_MAXG;
     const int ng = min(AS_MAXG, G - g0), t = rows.last(tok), p0 = s * split;
     if (p0 > t) return; // past this token's positions
     const int n = min(t + 1 - p0, split), tid = threadIdx.x, h0 = kh * G + g0;
-    float *qs = as_smem, *ps = qs + AS_MAXG * D;
+    // qs: head g's D values in TPP slices of D/TPP, each slice padded by 4 floats (the TPP threads of a position read
+    // 16-byte words of different slices at once: without the pad they would sit 4 * D/TPP bytes apart, in the same
+    // banks)
+    const int DT = D / TPP, QS = D + 4 * TPP;
+    float *qs = as_smem, *ps = qs + AS_MAXG * QS;
     int *rowix = reinterpret_cast<int *>(ps + AS_MAXG * split);
     for (int e = tid; e < AS_MAXG * D; e += AS_THREADS) // heads past ng read as 0
-        qs[e] = e < ng * D ? tof<T>(q[((size_t)tok * H + h0) * D + e]) * scale : 0.0f;
+        qs[(e / D) * QS + (e % D) / DT * (DT + 4) + e % DT] =
+            e < ng * D ? tof<T>(q[((size_t)tok * H + h0) * D + e]) * scale : 0.0f;
     __syncthreads();
     const size_t prow = (size_t)KV * D;
     // phase 1: scores, TPP threads per cache position (each D/TPP dimensions; their sums meet by shuffles): the
     // split's positions in passes of AS_THREADS/TPP, uniform over the block
-    const int sub = tid % TPP, DT = D / TPP;
+    const int sub = tid % TPP;
     for (int j0 = 0; j0 < n; j0 += AS_THREADS / TPP) {
         const int j = j0 + tid / TPP;
         float acc[AS_MAXG];
@@ -114,7 +119,7 @@ __global__ void __launch_bounds__(AS_THREADS)
 #pragma unroll
                 for (int g = 0; g < AS_MAXG; g++) {
                     if (g >= ng) break;
-                    const float *qg = qs + g * D + sub * DT + d;
+                    const float *qg = qs + g * QS + sub * (DT + 4) + d;
                     const float4 a = *reinterpret_cast<const float4 *>(qg);
                     const float4 b = *reinterpret_cast<const float4 *>(qg + 4);
                     acc[g] += a.x * f[0] + a.y * f[1] + a.z * f[2] + a.w * f[3] + b.x * f[4] + b.y * f[5] +
@@ -256,7 +261,11 @@ static void attn_split_launch(void *out, const void *q, const void *kc, const vo
         part = (float *)qfc_scratch(sizeof(float) * (size_t)N * H * nsplit * (D + 2));
         cnt = qfc_split_counters((size_t)N * KV * ngroups);
     }
-    const size_t phases = sizeof(float) * ((size_t)AS_MAXG * D + (size_t)AS_MAXG * split) + sizeof(int) * split;
+    // 4 threads per position in the scores where a split holds few positions (decoding: 32 of a 512-token context at
+    // batch 1, so 32 of the 128 threads would work), else one
+    const int tpp = D % 32 == 0 && split <= 64 ? 4 : 1;
+    const size_t phases =
+        sizeof(float) * ((size_t)AS_MAXG * (D + 4 * tpp) + (size_t)AS_MAXG * split) + sizeof(int) * split;
     const size_t merge = sizeof(float) * (size_t)(AS_THREADS / (D / 8)) * AS_MAXG * D; // red: 32 KiB
     const size_t weights = sizeof(float) * (size_t)AS_MAXG * nsplit;                    // the last block's wgt
     size_t smem = phases > merge ? phases : merge;
@@ -266,7 +275,7 @@ static void attn_split_launch(void *out, const void *q, const void *kc, const vo
                     "(at most 48 KiB)", max_len, smem);
     const dim3 grid((unsigned)((size_t)N * KV), (unsigned)nsplit, (unsigned)ngroups);
     const float scale = (float)(1.0 / sqrt((double)D));
-    if (D % 32 == 0) // 4 threads per position in the scores (8-element chunks each)
+    if (tpp == 4)
         attn_split_kernel<T, Rows, 4><<<grid, AS_THREADS, smem, qfc_stream()>>>(
             (T *)out, part, cnt, (const T *)q, (const T *)kc, (const T *)vc, rows, H, KV, D, (int)split, nsplit, scale,
             vec);

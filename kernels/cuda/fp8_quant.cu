@@ -40,6 +40,11 @@ static __device__ __forceinline__ float absmax8_nan(const float (&f)[8], float m
 }
 // the word atomicMax sees: NaN as the largest pattern (0x7fc00000 > every finite and Inf pattern)
 static __device__ __forceinline__ unsigned amax_word(float m) { return m != m ? 0x7fc00000u : __float_as_uint(m); }
+// *record = max(*record, w), the atomic skipped when *record is already as large (most blocks of a cast: one word
+// that every block of the grid would otherwise hit)
+static __device__ __forceinline__ void record_max(unsigned *record, unsigned w) {
+    if (w > *(volatile unsigned *)record) atomicMax(record, w);
+}
 
 static __device__ __forceinline__ float block_max(float m, float *sh) {
     // warp_max drops NaN (fmaxf); carry it as the top word instead
@@ -57,11 +62,31 @@ static __device__ __forceinline__ float block_max(float m, float *sh) {
 }
 
 // ---- tensor amax -------------------------------------------------------------------------------------------------
+// Grid-stride, four 16-byte loads in flight per thread before any of them is reduced (one load at a time leaves a
+// streaming read latency-bound: a few MB in flight is what HBM3 needs to run near its bandwidth).
 __global__ void fp8_amax_kernel(const bf16 *x, size_t n, bool vec, unsigned *amax) {
     __shared__ float sh[32];
     float m = 0.0f;
-    for (size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8; i < n;
-         i += (size_t)gridDim.x * blockDim.x * 8) {
+    const size_t stride = (size_t)gridDim.x * blockDim.x * 8;
+    size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8;
+    if (vec)
+        for (; i + 3 * stride + 8 <= n; i += 4 * stride) {
+            uint4 u[4];
+#pragma unroll
+            for (int k = 0; k < 4; k++) u[k] = *reinterpret_cast<const uint4 *>(x + i + k * stride);
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&u[k]);
+                float f[8];
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const float2 t = __bfloat1622float2(h[j]);
+                    f[2 * j] = t.x, f[2 * j + 1] = t.y;
+                }
+                m = absmax8_nan(f, m);
+            }
+        }
+    for (; i < n; i += stride) {
         float f[8];
         ld8<bf16>(f, x, i, n, vec);
         m = absmax8_nan(f, m);
@@ -117,27 +142,40 @@ void fp8_amax_cols(const bf16 *x, int R, int C, unsigned *amax) {
 }
 
 // ---- row-major cast with one scale -------------------------------------------------------------------------------
+// RECORD: the block's amax of what it cast goes to *record (atomicMax), for a weight's amax history (fp8.cuh)
+template <bool RECORD>
 __global__ void fp8_quant_kernel(uint8_t *out, const bf16 *x, size_t n, bool vec, const unsigned *amax, float *inv,
-                                 int fmt, int pow2) {
+                                 int fmt, int pow2, unsigned *record) {
+    __shared__ float sh[32];
     const float s = fp8_scale_of(__uint_as_float(*amax), fmt, pow2);
     if (blockIdx.x == 0 && threadIdx.x == 0) *inv = 1.0f / s;
+    float m = 0.0f;
     for (size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8; i < n;
          i += (size_t)gridDim.x * blockDim.x * 8) {
         float f[8];
         ld8<bf16>(f, x, i, n, vec);
+        if (RECORD) m = absmax8_nan(f, m); // ld8 reads past n as 0
         if (vec && i + 8 <= n) {
             *reinterpret_cast<uint2 *>(out + i) = q8(f, s, fmt);
         } else {
             for (int j = 0; j < 8 && i + j < n; j++) out[i + j] = q1(f[j] * s, fmt);
         }
     }
+    if (RECORD) {
+        m = block_max(m, sh);
+        if (threadIdx.x == 0) record_max(record, amax_word(m));
+    }
 }
 
-void fp8_quant(uint8_t *out, const bf16 *x, size_t n, const unsigned *amax, float *inv, int fmt, int pow2) {
+void fp8_quant(uint8_t *out, const bf16 *x, size_t n, const unsigned *amax, float *inv, int fmt, int pow2,
+               unsigned *record) {
     if (!n) return;
     const bool vec = qf_ptr_aligned(x, 16) && qf_ptr_aligned(out, 8);
-    fp8_quant_kernel<<<qf_blocks((n + 7) / 8, 256, (unsigned)qfc().num_sms * 8u), 256, 0, qfc_stream()>>>(
-        out, x, n, vec, amax, inv, fmt, pow2);
+    const unsigned blocks = qf_blocks((n + 7) / 8, 256, (unsigned)qfc().num_sms * 8u);
+    if (record)
+        fp8_quant_kernel<true><<<blocks, 256, 0, qfc_stream()>>>(out, x, n, vec, amax, inv, fmt, pow2, record);
+    else
+        fp8_quant_kernel<false><<<blocks, 256, 0, qfc_stream()>>>(out, x, n, vec, amax, inv, fmt, pow2, NULL);
     CHECK_LAUNCH();
 }
 
@@ -146,9 +184,13 @@ void fp8_quant(uint8_t *out, const bf16 *x, size_t n, const unsigned *amax, floa
 // memory (rows padded to 68 bytes against bank conflicts) and writes the transpose 8 bytes per thread.
 #define QF_QT_TILE 64
 #define QF_QT_PAD 68
+template <bool RECORD>
 __global__ void fp8_quant_t_kernel(uint8_t *out, uint8_t *outT, const bf16 *x, int R, int C, bool vec,
-                                   const unsigned *amax, int per_col, float *inv, int fmt, int pow2) {
+                                   const unsigned *amax, int per_col, float *inv, int fmt, int pow2,
+                                   unsigned *record) {
     __shared__ __align__(16) uint8_t tile[QF_QT_TILE][QF_QT_PAD];
+    __shared__ float sh[32];
+    float m = 0.0f;
     const int r0 = blockIdx.y * QF_QT_TILE, c0 = blockIdx.x * QF_QT_TILE;
     const int tx = threadIdx.x & 7, ty = threadIdx.x >> 3; // 8 x 32
     const int c = c0 + tx * 8;                             // this thread's 8 columns in the load phase
@@ -171,6 +213,7 @@ __global__ void fp8_quant_t_kernel(uint8_t *out, uint8_t *outT, const bf16 *x, i
         if (r < R && c < C) {
             float f[8];
             ld8<bf16>(f, x + (size_t)r * C, c, C, vec);
+            if (RECORD) m = absmax8_nan(f, m); // C % 8 == 0: all 8 are x's
             uint8_t b[8];
 #pragma unroll
             for (int j = 0; j < 8; j++) b[j] = q1(f[j] * sc[j], fmt);
@@ -180,6 +223,10 @@ __global__ void fp8_quant_t_kernel(uint8_t *out, uint8_t *outT, const bf16 *x, i
         }
         *reinterpret_cast<uint32_t *>(&tile[rr][tx * 8]) = q.x;
         *reinterpret_cast<uint32_t *>(&tile[rr][tx * 8 + 4]) = q.y;
+    }
+    if (RECORD) { // every thread of the block gets here (block_max syncs)
+        m = block_max(m, sh);
+        if (threadIdx.x == 0) record_max(record, amax_word(m));
     }
     if (!outT) return;
     __syncthreads();
@@ -204,15 +251,20 @@ __global__ void fp8_quant_t_kernel(uint8_t *out, uint8_t *outT, const bf16 *x, i
 }
 
 void fp8_quant_t(uint8_t *out, uint8_t *outT, const bf16 *x, int R, int C, const unsigned *amax, int per_col,
-                 float *inv, int fmt, int pow2) {
+                 float *inv, int fmt, int pow2, unsigned *record) {
     if (R <= 0 || C <= 0 || (!out && !outT)) return;
-    QF_CHECK(C % 8 == 0 && !(per_col && out));
+    QF_CHECK(C % 8 == 0 && !(per_col && out) && !(per_col && record));
     QF_CHECK(!out || qf_ptr_aligned(out, 8));
     QF_CHECK(!outT || qf_ptr_aligned(outT, 8));
     const bool vec = qf_ptr_aligned(x, 16);
     dim3 grid((unsigned)((C + QF_QT_TILE - 1) / QF_QT_TILE), (unsigned)((R + QF_QT_TILE - 1) / QF_QT_TILE));
     QF_CHECK(grid.y <= 65535u);
-    fp8_quant_t_kernel<<<grid, 256, 0, qfc_stream()>>>(out, outT, x, R, C, vec, amax, per_col, inv, fmt, pow2);
+    if (record)
+        fp8_quant_t_kernel<true>
+            <<<grid, 256, 0, qfc_stream()>>>(out, outT, x, R, C, vec, amax, per_col, inv, fmt, pow2, record);
+    else
+        fp8_quant_t_kernel<false>
+            <<<grid, 256, 0, qfc_stream()>>>(out, outT, x, R, C, vec, amax, per_col, inv, fmt, pow2, NULL);
     CHECK_LAUNCH();
 }
 
@@ -245,5 +297,27 @@ void fp8_quant_rows(uint8_t *out, const bf16 *x, int R, int C, float *inv, int f
     const bool vec = qf_ptr_aligned(x, 16) && qf_ptr_aligned(out, 8) && C % 8 == 0;
     const int threads = C >= 2048 ? 256 : 128;
     fp8_quant_rows_kernel<<<(unsigned)R, threads, 0, qfc_stream()>>>(out, x, C, vec, inv, fmt, pow2);
+    CHECK_LAUNCH();
+}
+
+// ---- a weight's amax history (fp8.cuh fp8_hist_step): slot[0] the amax word of the scale, slot[1 .. H] the history -
+__global__ void fp8_hist_kernel(unsigned *slot, int H, int pos, int after_pass) {
+    if (after_pass) { // the amax pass wrote slot[0]: it is the history's first entry
+        if (threadIdx.x == 0) slot[1 + pos] = slot[0];
+        return;
+    }
+    unsigned m = 0;
+    for (int i = threadIdx.x; i < H; i += 32) m = max(m, slot[1 + i]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+    __syncwarp();
+    if (threadIdx.x == 0) {
+        slot[0] = m;
+        slot[1 + pos] = 0; // the oldest entry gives way to this version's amax (recorded by the cast)
+    }
+}
+
+void fp8_hist_step(unsigned *slot, int H, int pos, int after_pass) {
+    fp8_hist_kernel<<<1, 32, 0, qfc_stream()>>>(slot, H, pos, after_pass);
     CHECK_LAUNCH();
 }

@@ -20,6 +20,10 @@
 //               a scale per row of op(A) and per column of op(B)); x and dy are quantized per token for the
 //               forward/dgrad and per channel (over the tokens) for the wgrad, W per output row for the forward and
 //               per input column for the dgrad.
+// Quantization traffic: a weight's amax is taken once per parameter version (the model's fp8_weight tag, ops.h; with
+// fp8.amax_history_len > 0 not at all after the first use: the cast records it, fp8.cuh), and a call the model marks
+// as reading the previous call's x (fp8_same_x: k/v after q on ln1, up after gate on ln2) takes that call's fp8 copy
+// of x and its scale (buf[0], sc[0]) instead of casting x again.
 // A layer whose N, IN or OUT is not a multiple of 16, or whose output is not 16-byte aligned, runs that GEMM in
 // bf16 (cu_matmul_* / cu_gemm_*: the bf16 table's own); so does a layer with IN or OUT under QF_FP8_MIN_DIM: its
 // quantization passes (x and dy are read and written once more per GEMM) cost more than the fp8 GEMM saves
@@ -27,38 +31,12 @@
 // backward; q/o 3584 -> 3584: 811 against 753). qf_cuda_fp8_counts() counts both kinds.
 // Buffers (the backend's stream-ordered allocations, counted in its memory): the fp8 copies of the operands, grown to
 // the largest layer (7B at 4096 tokens: about 4 x 78 MB), plus scale vectors.
-#include "fp8.cuh"
+#include "fp8_state.cuh"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-struct qf_fp8_plan {
-    int used, fa, fb, m, n, k, outer, bias, fast, no_beta;
-    int refused; // cuBLASLt's heuristic offered it, the matmul call said NOT_SUPPORTED: never used again
-    cublasLtMatmulDesc_t op;
-    cublasLtMatrixLayout_t A, B, C;
-    cublasLtMatmulAlgo_t algo;
-};
-#define QF_FP8_PLANS 64
-
-struct qf_fp8_state {
-    uint8_t *buf[4]; // 0: q(x) / q(x)^T, 1: q(W) / q(W)^T, 2: q(dy), 3: q(dy)^T
-    size_t cap[4];
-    bf16 *tmp; // a GEMM's output when cuBLASLt refuses beta = 1 for it (then added to the output)
-    size_t tmp_cap;
-    float *sc;    // 4 scale slots of vcap floats (inverse scales, what cuBLASLt multiplies by); tensorwise's three
-                  // scalars at sc + 16 i, each 64-byte aligned as the probe's that ran (the first GPU run had them
-                  // 4 bytes apart and cuBLASLt 13.1 refused every GEMM with NOT_SUPPORTED: the suspected cause)
-    unsigned *am; // 3 amax slots of vcap words
-    size_t vcap;
-    qf_fp8_plan plans[QF_FP8_PLANS];
-    int plan_next;
-    unsigned long long n_fp8, n_bf16;
-    int min_dim; // IN and OUT at least this for fp8 (QF_FP8_MIN_DIM; tests lower it: qf_cuda_fp8_set_min_dim)
-    int warned_beta, warned_algo;
-};
-
-static qf_fp8_state *fp8_state() {
+qf_fp8_state *fp8_state() {
     qf_cuda_ctx &c = qfc();
     if (!c.fp8) {
         c.fp8 = (qf_fp8_state *)qf_calloc(1, sizeof(qf_fp8_state));
@@ -260,8 +238,14 @@ static uint8_t *buf(qf_fp8_state *st, int i, size_t bytes) {
 template <int RECIPE>
 void cu_matmul_fp8_fwd(void *out_, const void *x_, const void *w_, const void *b_, int N, int IN, int OUT,
                        int accumulate) {
-    if (N <= 0 || OUT <= 0) return;
     qf_fp8_state *st = fp8_state();
+    int wid;
+    uint64_t wver;
+    fp8_tag_take(st, &wid, &wver);
+    int promised, skey;
+    const qf_fp8_xcopy xprev = fp8_xcopy_take(st, &promised);
+    const int smode = fp8_saved_take(st, &skey);
+    if (N <= 0 || OUT <= 0) return;
     bf16 *out = (bf16 *)out_;
     const bf16 *x = (const bf16 *)x_, *w = (const bf16 *)w_, *b = (const bf16 *)b_;
     if (!dims_ok(st, N, IN, OUT) || !qf_ptr_aligned(out, 16)) {
@@ -276,11 +260,22 @@ void cu_matmul_fp8_fwd(void *out_, const void *x_, const void *w_, const void *b
     int rc;
     if (RECIPE == QF_FP8_TENSORWISE) {
         sx = st->sc, sw = st->sc + 16;
-        CHECK_CUDA(cudaMemsetAsync(st->am, 0, 2 * sizeof(unsigned), qfc_stream()));
-        fp8_amax(x, (size_t)N * IN, st->am);
-        fp8_amax(w, (size_t)OUT * IN, st->am + 1);
-        fp8_quant(x8, x, (size_t)N * IN, st->am, sx, QF_FP8_E4M3, 0);
-        fp8_quant(w8, w, (size_t)OUT * IN, st->am + 1, sw, QF_FP8_E4M3, 0);
+        const int reuse = fp8_xcopy_fits(st, &xprev, promised, 1, x, N, IN); // q(x) and its scale as they lie
+        if (!reuse) {
+            CHECK_CUDA(cudaMemsetAsync(st->am, 0, sizeof(unsigned), qfc_stream()));
+            fp8_amax(x, (size_t)N * IN, st->am);
+            st->n_amax++;
+        }
+        unsigned *rec, *aw = fp8_weight_amax(st, wid, wver, w, (size_t)OUT * IN, st->am + 1, &rec);
+        // fp8.save_inputs: q(x) and the backward's q(x)^T in one pass (the same fp8 values either way)
+        uint8_t *xT8 = smode == 1 && !reuse ? fp8_saved_buf(st, skey, (size_t)N * IN) : NULL;
+        if (xT8)
+            fp8_quant_t(x8, xT8, x, N, IN, st->am, 0, sx, QF_FP8_E4M3, 0, NULL);
+        else if (!reuse)
+            fp8_quant(x8, x, (size_t)N * IN, st->am, sx, QF_FP8_E4M3, 0, NULL);
+        if (xT8) fp8_saved_done(st, skey, x, N, IN, sx);
+        fp8_quant(w8, w, (size_t)OUT * IN, aw, sw, QF_FP8_E4M3, 0, rec);
+        fp8_xcopy_keep(st, 1, x, N, IN, out, (size_t)N * OUT * sizeof(bf16));
         rc = fp8_gemm(out, x8, QF_FP8_E4M3, sx, w8, QF_FP8_E4M3, sw, 0, eb, N, OUT, IN, accumulate, 1);
     } else {
         sx = st->sc, sw = st->sc + st->vcap;
@@ -300,7 +295,11 @@ void cu_matmul_fp8_fwd(void *out_, const void *x_, const void *w_, const void *b
 // beta = 1 on D; a separate C operand is one more layout to probe for one copy of [N, OUT] bf16 saved)
 template <int RECIPE>
 void cu_matmul_fp8_fwd_add(void *out, const void *x, const void *w, const void *res, int N, int IN, int OUT) {
-    if (N <= 0 || OUT <= 0) return;
+    if (N <= 0 || OUT <= 0) {
+        qf_fp8_state *st = fp8_state();
+        st->tag_set = 0, st->same_x = 0, st->xc.kind = 0, st->save_mode = 0; // the requests were this call's
+        return;
+    }
     if (res != out) cu_copy_d2d(out, res, (size_t)N * OUT * sizeof(bf16));
     cu_matmul_fp8_fwd<RECIPE>(out, x, w, NULL, N, IN, OUT, 1);
 }
@@ -308,8 +307,14 @@ void cu_matmul_fp8_fwd_add(void *out, const void *x, const void *w, const void *
 template <int RECIPE>
 void cu_matmul_fp8_bwd(void *dx_, void *dw_, void *db_, const void *dout_, const void *x_, const void *w_, int N,
                        int IN, int OUT, int accumulate_dx) {
-    if (N <= 0) return;
     qf_fp8_state *st = fp8_state();
+    int wid;
+    uint64_t wver;
+    fp8_tag_take(st, &wid, &wver);
+    int promised, skey;
+    const qf_fp8_xcopy xprev = fp8_xcopy_take(st, &promised);
+    const int smode = fp8_saved_take(st, &skey);
+    if (N <= 0) return;
     if (!dims_ok(st, N, IN, OUT)) {
         cu_matmul_bwd<bf16>(dx_, dw_, db_, dout_, x_, w_, N, IN, OUT, accumulate_dx);
         st->n_bf16 += (dx_ != NULL) + (dw_ != NULL);
@@ -333,13 +338,14 @@ void cu_matmul_fp8_bwd(void *dx_, void *dw_, void *db_, const void *dout_, const
     if (tw) {
         if (do_dw || do_dx) {
             fp8_amax(dy, ny, a_g);
-            fp8_quant_t(g8, gT8, dy, N, OUT, a_g, 0, s_g, fg, 0); // q(dy) and q(dy)^T in one pass
+            st->n_amax++;
+            fp8_quant_t(g8, gT8, dy, N, OUT, a_g, 0, s_g, fg, 0, NULL); // q(dy) and q(dy)^T in one pass
         }
     } else {
         if (do_dx) fp8_quant_rows(g8, dy, N, OUT, s_g, fg, 1);
         if (do_dw) {
             fp8_amax_cols(dy, N, OUT, a_g);
-            fp8_quant_t(NULL, gT8, dy, N, OUT, a_g, 1, s_gT, fg, 1);
+            fp8_quant_t(NULL, gT8, dy, N, OUT, a_g, 1, s_gT, fg, 1, NULL);
         }
     }
     // wgrad first, so that dx may share memory with x (stream order)
@@ -347,11 +353,21 @@ void cu_matmul_fp8_bwd(void *dx_, void *dw_, void *db_, const void *dout_, const
         int rc = -1;
         if (do_dw) {
             uint8_t *xT8 = buf(st, 0, (size_t)N * IN);
-            if (tw)
-                fp8_amax(x, (size_t)N * IN, a_x);
-            else
+            const uint8_t *sx8 = NULL;
+            const float *ssx = NULL;
+            if (tw && smode == 2) sx8 = fp8_saved_get(st, skey, x, N, IN, &ssx); // the forward's q(x)^T
+            if (sx8) {
+                xT8 = (uint8_t *)sx8, s_x = (float *)ssx;
+            } else if (tw) {
+                if (!fp8_xcopy_fits(st, &xprev, promised, 2, x, N, IN)) { // else q(x)^T and its scale as they lie
+                    fp8_amax(x, (size_t)N * IN, a_x), st->n_amax++;
+                    fp8_quant_t(NULL, xT8, x, N, IN, a_x, 0, s_x, QF_FP8_E4M3, 0, NULL);
+                }
+                fp8_xcopy_keep(st, 2, x, N, IN, dx, (size_t)N * IN * sizeof(bf16)); // dx (any path) may alias x
+            } else {
                 fp8_amax_cols(x, N, IN, a_x);
-            fp8_quant_t(NULL, xT8, x, N, IN, a_x, !tw, s_x, QF_FP8_E4M3, pow2);
+                fp8_quant_t(NULL, xT8, x, N, IN, a_x, 1, s_x, QF_FP8_E4M3, pow2, NULL);
+            }
             rc = fp8_gemm(dw, gT8, fg, s_gT, xT8, QF_FP8_E4M3, s_x, !tw, NULL, OUT, IN, N, 1, 0);
         }
         if (rc < 0) {
@@ -364,11 +380,12 @@ void cu_matmul_fp8_bwd(void *dx_, void *dw_, void *db_, const void *dout_, const
         int rc = -1;
         if (do_dx) {
             uint8_t *wT8 = buf(st, 1, (size_t)OUT * IN);
+            unsigned *rec = NULL;
             if (tw)
-                fp8_amax(w, (size_t)OUT * IN, a_w);
+                a_w = fp8_weight_amax(st, wid, wver, w, (size_t)OUT * IN, a_w, &rec);
             else
                 fp8_amax_cols(w, OUT, IN, a_w);
-            fp8_quant_t(NULL, wT8, w, OUT, IN, a_w, !tw, s_w, QF_FP8_E4M3, pow2);
+            fp8_quant_t(NULL, wT8, w, OUT, IN, a_w, !tw, s_w, QF_FP8_E4M3, pow2, rec);
             rc = fp8_gemm(dx, g8, fg, s_g, wT8, QF_FP8_E4M3, s_w, !tw, NULL, N, IN, OUT, accumulate_dx, 0);
         }
         if (rc < 0) {
@@ -443,6 +460,16 @@ int qfc_fp8_probe(int recipe, char *why, int cap) {
 extern "C" void qf_cuda_fp8_set_min_dim(int d) { fp8_state()->min_dim = d; }
 extern "C" int qf_cuda_fp8_min_dim(void) { return fp8_state()->min_dim; }
 
+extern "C" void qf_cuda_fp8_stats(qf_cuda_fp8_stat *s) {
+    qf_cuda_ctx &c = qfc();
+    memset(s, 0, sizeof *s);
+    if (!c.fp8) return;
+    s->gemm_fp8 = c.fp8->n_fp8, s->gemm_bf16 = c.fp8->n_bf16;
+    s->amax_passes = c.fp8->n_amax, s->weight_amax_passes = c.fp8->n_amax_w;
+    s->weight_reused = c.fp8->n_w_reused, s->weight_delayed = c.fp8->n_w_delayed;
+    s->x_reused = c.fp8->n_x_reused;
+    s->x_saved = c.fp8->n_x_saved, s->x_saved_used = c.fp8->n_x_saved_used;
+}
 extern "C" void qf_cuda_fp8_counts(uint64_t counts[2]) {
     qf_cuda_ctx &c = qfc();
     counts[0] = c.fp8 ? c.fp8->n_fp8 : 0;

@@ -105,6 +105,8 @@ typedef struct qf_deck {
     int fp16_auto_cast;             /* accepted, no effect here */
     int fp8;                        /* fp8.enabled: the decoder's linear layers' GEMMs in fp8 (GPU, bf16 runs) */
     qf_fp8_recipe fp8_recipe;       /* fp8.recipe: "tensorwise" | "rowwise" */
+    int fp8_amax_history_len;       /* fp8.amax_history_len: 0 current scaling of the weights, n delayed (last n amaxes) */
+    int fp8_save_inputs;            /* fp8.save_inputs: the forward keeps each fp8 layer input's q(x)^T for the wgrad */
 
     /* ZeRO */
     int zero_stage;

@@ -13,6 +13,10 @@ static const char *sources_switched_off(const qf_deck *d, const qf_deck_key *k) 
     const char *p = k->path;
     if (starts(p, "fp16.") && strcmp(p, "fp16.enabled") != 0 && !d->fp16) return "fp16.enabled is false";
     if (starts(p, "fp8.") && strcmp(p, "fp8.enabled") != 0 && !d->fp8) return "fp8.enabled is false";
+    if (strcmp(p, "fp8.amax_history_len") == 0 && d->fp8_recipe == QF_FP8R_ROWWISE)
+        return "fp8.recipe is \"rowwise\": its per-row scales are current";
+    if (strcmp(p, "fp8.save_inputs") == 0 && d->fp8_recipe == QF_FP8R_ROWWISE)
+        return "fp8.recipe is \"rowwise\": tensorwise only";
     if (k->sched_mask && d->sched == QF_SCHED_NONE) return "scheduler.type is \"none\": the lr stays constant";
     if (starts(p, "zero_optimization.stage3_") && d->zero_stage < 3) return "stage 3 only";
     if (strcmp(p, "zero_optimization.offload_optimizer.pin_memory") == 0 && d->offload_optimizer == QF_OFFLOAD_NONE)

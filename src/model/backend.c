@@ -38,6 +38,8 @@ int qf_backend_select(const qf_deck *d, int local_rank, const qf_ops **ops, char
                 o = qf_ops_cuda_fp8(d->fp8_recipe == QF_FP8R_ROWWISE ? QF_FP8_ROWWISE : QF_FP8_TENSORWISE, why,
                                     (int)sizeof why);
                 if (!o) return fp8_refuse(d, why, e);
+                qf_cuda_fp8_set_amax_history(d->fp8_recipe == QF_FP8R_ROWWISE ? 0 : d->fp8_amax_history_len);
+                qf_cuda_fp8_set_save_inputs(d->fp8_recipe != QF_FP8R_ROWWISE && d->fp8_save_inputs);
             }
             if (o) {
                 *ops = o;

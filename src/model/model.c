@@ -312,6 +312,23 @@ static void *G(const qf_model *m, int i) {
     char *base = m->hooks.unit_grads(m->hooks.ctx, u);
     return base + (size_t)(m->offset[i] - m->unit_off[u]) * m->ops->act_bytes;
 }
+/* names parameter i (a linear layer's weight) and the parameters' version to the op table before its matmul (ops.h
+ * fp8_weight; only the fp8 tables have it) */
+static void wtag(const qf_model *m, int i) {
+    if (!m->ops->fp8_weight) return;
+    m->ops->fp8_weight(i, m->hooks.param_version ? m->hooks.param_version(m->hooks.ctx) : 0);
+}
+/* the next matmul reads the previous matmul's x, unchanged (ops.h fp8_same_x: an fp8 table casts it once) */
+static void same_x(const qf_model *m) {
+    if (m->ops->fp8_same_x) m->ops->fp8_same_x();
+}
+/* fp8.save_inputs (ops.h fp8_saved_x): layer l's input j (0 ln1, 1 att, 2 ln2, 3 swi) as key 4 l + j; mode 1 the
+ * forward saves it, 2 the backward reads what was saved. Only layers that keep their activations (no recomputation:
+ * a recomputed layer's inputs live in buffers shared between layers) and forwards with a backward. */
+static void saved_x(const qf_model *m, int l, int j, int mode) {
+    if (!m->ops->fp8_saved_x || !m->lmode || m->lmode[l] != QF_ACKPT_NONE || (mode == 1 && !m->save_x)) return;
+    m->ops->fp8_saved_x(4 * l + j, mode);
+}
 static void will_use(qf_model *m, int u, int backward) {
     if (m->hooks.unit_will_use) m->hooks.unit_will_use(m->hooks.ctx, u, backward);
 }
@@ -415,8 +432,11 @@ static void layer_forward(qf_model *m, int l) {
     if (m->paged && layer_forward_decode(m, l)) return;
     o->rmsnorm_fwd(a->ln1, a->rstd1, m->res[l], P(m, x->ln1), N, C, eps);
     void *q = c->qk_norm ? a->qraw : a->q, *k = c->qk_norm ? a->kraw : a->k;
+    saved_x(m, l, 0, 1), wtag(m, x->qw);
     o->matmul_fwd(q, a->ln1, P(m, x->qw), P(m, x->qb), N, C, H * D, 0);
+    same_x(m), wtag(m, x->kw);
     o->matmul_fwd(k, a->ln1, P(m, x->kw), P(m, x->kb), N, C, KV * D, 0);
+    same_x(m), wtag(m, x->vw);
     o->matmul_fwd(a->v, a->ln1, P(m, x->vw), P(m, x->vb), N, C, KV * D, 0);
     if (c->qk_norm) { /* per-head RMSNorm: [N*H, D] rows */
         o->rmsnorm_fwd(a->q, a->rstdq, a->qraw, P(m, x->qn), N * H, D, eps);
@@ -432,11 +452,15 @@ static void layer_forward(qf_model *m, int l) {
     else
         o->attention_fwd(a->att, a->lse, a->q, a->k, a->v, m->d_seg, m->B, m->T, H, KV, D);
     /* mid = res + att Wo^T */
+    saved_x(m, l, 1, 1), wtag(m, x->ow);
     o->matmul_fwd_add(a->mid, a->att, P(m, x->ow), m->res[l], N, H * D, C);
     o->rmsnorm_fwd(a->ln2, a->rstd2, a->mid, P(m, x->ln2), N, C, eps);
+    saved_x(m, l, 2, 1), wtag(m, x->gate);
     o->matmul_fwd(a->gate, a->ln2, P(m, x->gate), NULL, N, C, F, 0);
+    same_x(m), wtag(m, x->up);
     o->matmul_fwd(a->up, a->ln2, P(m, x->up), NULL, N, C, F, 0);
     o->swiglu_fwd(a->swi, a->gate, a->up, N, F);
+    saved_x(m, l, 3, 1), wtag(m, x->down);
     o->matmul_fwd_add(m->res[l + 1], a->swi, P(m, x->down), a->mid, N, F, C); /* res[l+1] = mid + swi Wd^T */
 }
 
@@ -453,7 +477,9 @@ static void layer_backward(qf_model *m, int l) {
     if (mode == QF_ACKPT_FULL) layer_forward(m, l); /* recompute this layer's activations from res[l] */
     qf_layer_acts *a = acts_of(m, l);
     if (mode == QF_ACKPT_SELECTIVE) { /* recompute only the MLP intermediates (2 of the layer's 7 matmuls) */
+        wtag(m, x->gate);
         o->matmul_fwd(a->gate, a->ln2, P(m, x->gate), NULL, N, C, F, 0);
+        same_x(m), wtag(m, x->up);
         o->matmul_fwd(a->up, a->ln2, P(m, x->up), NULL, N, C, F, 0);
         o->swiglu_fwd(a->swi, a->gate, a->up, N, F);
     } else if (mode == QF_ACKPT_POINTWISE) { /* recompute only the norms and SwiGLU from the kept GEMM outputs */
@@ -464,12 +490,16 @@ static void layer_backward(qf_model *m, int l) {
     }
     if (m->prof) m->prof->recomputing = 0;
     /* MLP */
+    saved_x(m, l, 3, 2), wtag(m, x->down);
     o->matmul_bwd(m->dswi, G(m, x->down), NULL, m->dres, a->swi, P(m, x->down), N, F, C, 0);
     o->swiglu_bwd(m->dgate, m->dup, m->dswi, a->gate, a->up, N, F);
+    saved_x(m, l, 2, 2), wtag(m, x->gate);
     o->matmul_bwd(m->dln, G(m, x->gate), NULL, m->dgate, a->ln2, P(m, x->gate), N, C, F, 0);
+    same_x(m), saved_x(m, l, 2, 2), wtag(m, x->up);
     o->matmul_bwd(m->dln, G(m, x->up), NULL, m->dup, a->ln2, P(m, x->up), N, C, F, 1);
     o->rmsnorm_bwd(m->dres, G(m, x->ln2), m->dln, a->mid, P(m, x->ln2), a->rstd2, N, C, 1);
     /* attention */
+    saved_x(m, l, 1, 2), wtag(m, x->ow);
     o->matmul_bwd(m->datt, G(m, x->ow), NULL, m->dres, a->att, P(m, x->ow), N, H * D, C, 0);
     o->attention_bwd(m->dq, m->dk, m->dv, m->datt, a->att, a->lse, a->q, a->k, a->v, m->d_seg, m->B, m->T, H, KV,
                      D);
@@ -481,8 +511,11 @@ static void layer_backward(qf_model *m, int l) {
         o->rmsnorm_bwd(m->datt, G(m, x->kn), m->dk, a->kraw, P(m, x->kn), a->rstdk, N * KV, D, 0);
         o->copy_d2d(m->dk, m->datt, (size_t)N * KV * D * o->act_bytes);
     }
+    saved_x(m, l, 0, 2), wtag(m, x->qw);
     o->matmul_bwd(m->dln, G(m, x->qw), G(m, x->qb), m->dq, a->ln1, P(m, x->qw), N, C, H * D, 0);
+    same_x(m), saved_x(m, l, 0, 2), wtag(m, x->kw);
     o->matmul_bwd(m->dln, G(m, x->kw), G(m, x->kb), m->dk, a->ln1, P(m, x->kw), N, C, KV * D, 1);
+    same_x(m), saved_x(m, l, 0, 2), wtag(m, x->vw);
     o->matmul_bwd(m->dln, G(m, x->vw), G(m, x->vb), m->dv, a->ln1, P(m, x->vw), N, C, KV * D, 1);
     o->rmsnorm_bwd(m->dres, G(m, x->ln1), m->dln, m->res[l], P(m, x->ln1), a->rstd1, N, C, 1);
     grads_done(m, l + 1);
@@ -518,7 +551,9 @@ double qf_model_step(qf_model *m, const qf_rows *r, float grad_scale, int backwa
     int V = (int)m->cfg.vocab_size;
     QF_CHECK(!backward || m->grads || m->hooks.unit_grads != default_unit_grads);
     upload_batch(m, r);
+    m->save_x = backward;
     forward_trunk(m);
+    m->save_x = 0;
     if (backward) qf_profile_lap(m->prof, QF_PH_FORWARD);
     double loss = 0;
     if (!backward) {
@@ -547,6 +582,7 @@ void qf_model_logits(qf_model *m, const qf_rows *r, float *out) {
     forward_trunk(m);
     void *logits = o->alloc((size_t)N * V * o->act_bytes);
     QF_CHECK(logits);
+    wtag(m, m->ix_head);
     o->matmul_fwd(logits, m->lnf, P(m, m->ix_head), NULL, N, C, V, 0);
     float *tmp = o->alloc((size_t)N * V * 4);
     QF_CHECK(tmp);

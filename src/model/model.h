@@ -31,6 +31,10 @@ typedef struct qf_model_hooks {
     void (*unit_grads_done)(void *ctx, int unit);
     /* called before the forward / backward first needs unit u's parameters (prefetch point) */
     void (*unit_will_use)(void *ctx, int unit, int backward);
+    /* the parameters' version: changes whenever any parameter value may have changed (the engine's optimizer step,
+     * loads, ...); NULL or 0: unknown. Before each linear layer the model names its weight and this version to the
+     * op table (ops.h fp8_weight), which may then reuse what it derived from the same weight at the same version. */
+    uint64_t (*param_version)(void *ctx);
 } qf_model_hooks;
 
 typedef struct qf_layer_ix { /* indices into specs, -1 when absent */
@@ -68,6 +72,7 @@ typedef struct qf_model {
 
     /* activations for micro-batches of B rows of T tokens */
     int B, T, ackpt;          /* ackpt: qf_ackpt (deck.h), the deck's mode */
+    int save_x;               /* this forward has a backward: fp8 tables may keep the layer inputs' fp8 copies */
     int *lmode;               /* [L] each layer's mode (training; NULL in KV-cache mode) */
     void **acts; int nacts, cap_acts; /* every activation buffer, freed together */
     qf_profile *prof;         /* log.wall_clock_breakdown: phase marks and recomputation (NULL: off) */

@@ -10,7 +10,9 @@
  *   activations  what the model allocates for one micro-batch (qf_model_act_bytes)
  *   fp8          fp8.enabled on GPUs: kernels/cuda/matmul_fp8.cu's buffers, each grown to the largest layer and
  *                rounded up to 2 MiB: q(x) [N, max IN], q(W) [max OUT x IN], q(dy) and q(dy)^T [N, max OUT] (bytes),
- *                7 fp32 scale/amax vectors of the largest dimension */
+ *                7 fp32 scale/amax vectors of the largest dimension; fp8.save_inputs (tensorwise): q(x)^T of each
+ *                fp8 linear layer input (ln1 of q, att of o, ln2 of gate/up, swi of down: N x IN bytes) of every
+ *                layer without recomputation */
 #include "estimate.h"
 #include <math.h>
 #include <stdlib.h>
@@ -30,7 +32,18 @@ static int64_t fp8_bytes(const qf_model_config *c, const qf_deck *d) {
 #define QF_UP2(x) (((x) + mib2 - 1) / mib2 * mib2)
     int64_t v = N > mx_out ? N : mx_out;
     v = (v + 1023) / 1024 * 1024;
-    return QF_UP2(N * mx_in) + QF_UP2(mw) + 2 * QF_UP2(N * mx_out) + 7 * 4 * v;
+    int64_t saved = 0;
+    if (d->fp8_save_inputs && d->fp8_recipe != QF_FP8R_ROWWISE) {
+        const int64_t mn = QF_FP8_MIN_DIM;
+        const int64_t per = (C >= mn && HD >= mn ? QF_UP2(N * C) : 0) + (HD >= mn && C >= mn ? QF_UP2(N * HD) : 0) +
+                            (C >= mn && F >= mn ? QF_UP2(N * C) : 0) + (F >= mn && C >= mn ? QF_UP2(N * F) : 0);
+        const int L = c->num_layers;
+        int kept = L; /* layers that keep their activations (model.c layer_mode: the first recompute_layers recompute) */
+        if (d->activation_checkpointing != QF_ACKPT_NONE)
+            kept = d->recompute_layers < 0 || d->recompute_layers >= L ? 0 : L - d->recompute_layers;
+        saved = per * kept;
+    }
+    return QF_UP2(N * mx_in) + QF_UP2(mw) + 2 * QF_UP2(N * mx_out) + 7 * 4 * v + saved;
 #undef QF_UP2
 }
 

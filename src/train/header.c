@@ -56,14 +56,36 @@ void qf_run_header(qf_run *r, FILE *f, const char *what) {
             char *dst = lin[i].in >= mind && lin[i].out >= mind ? fp8s : bf16s;
             snprintf(dst + strlen(dst), 64 - strlen(dst), "%s%s", dst[0] ? ", " : "", lin[i].name);
         }
+        const int rw = d->fp8_recipe == QF_FP8R_ROWWISE;
+        int hist = rw ? 0 : d->fp8_amax_history_len;
+#ifdef QWENFT_HAVE_CUDA
+        hist = qf_cuda_fp8_amax_history(); /* what the table runs with (backend.c set it from the deck) */
+#endif
+        char scaling[200];
+        if (rw)
+            snprintf(scaling, sizeof scaling, "current scaling");
+        else if (hist)
+            snprintf(scaling, sizeof scaling,
+                     "scaling: weights delayed (fp8.amax_history_len = %d: the max of each weight's last %d amaxes, "
+                     "recorded by its cast), activations and gradients current", hist, hist);
+        else
+            snprintf(scaling, sizeof scaling,
+                     "scaling: current (fp8.amax_history_len = 0; each weight's amax once per parameter version)");
         fprintf(f, "precision: fp8.enabled: the decoder's linear layers %s run their GEMMs on fp8 tensor cores, recipe "
-                   "%s, current scaling",
+                   "%s, %s",
                 fp8s[0] ? fp8s : "(none)",
-                d->fp8_recipe == QF_FP8R_ROWWISE ? "rowwise (per-row scales, all e4m3)"
-                                                 : "tensorwise (per-tensor scales, e4m3 forward, e5m2 gradients)");
+                rw ? "rowwise (per-row scales, all e4m3)" : "tensorwise (per-tensor scales, e4m3 forward, e5m2 gradients)",
+                scaling);
         if (bf16s[0])
             fprintf(f, "; %s stay bf16 (in or out under %d features: quantizing costs more than fp8 saves)", bf16s,
                     mind);
+        int save = !rw && d->fp8_save_inputs;
+#ifdef QWENFT_HAVE_CUDA
+        save = qf_cuda_fp8_save_inputs();
+#endif
+        if (save)
+            fprintf(f, "; fp8.save_inputs: the forward keeps each fp8 layer input's q(x)^T for the wgrad (layers "
+                       "without recomputation)");
         fprintf(f, "; lm_head, loss, norms, attention and the optimizer stay as above; checkpoints and exports are "
                    "unchanged\n");
     }

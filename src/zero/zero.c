@@ -392,8 +392,14 @@ static void pin_host_buffers(qf_zero *z) {
     if (z->offload_param && d->offload_param_pin_memory && pin(z, z->pnode, (size_t)z->n * AB(z))) z->pinned[1] = z->pnode;
 }
 
+/* every path that may change a parameter value calls this first (zero.h qf_zero_param_version) */
+static void params_changing(qf_zero *z) { z->param_version++; }
+static uint64_t hk_param_version(void *ctx) { return ((const qf_zero *)ctx)->param_version; }
+uint64_t qf_zero_param_version(const qf_zero *z) { return z->param_version; }
+
 static void install_hooks(qf_zero *z, qf_model *m) {
     m->hooks.ctx = z;
+    m->hooks.param_version = hk_param_version;
     m->hooks.unit_params = hk_params;
     m->hooks.unit_grads = hk_grads;
     m->hooks.unit_grads_done = hk_grads_done;
@@ -412,6 +418,9 @@ int qf_zero_init(qf_zero *z, qf_model *m, qf_comm *c, const qf_deck *d, int with
     if ((rc = alloc_optimizer(z, e))) return rc;
     pin_host_buffers(z);
     z->sharded_state_bytes = z->cur_state_bytes;
+    /* versions restart with this engine: the table forgets what an earlier engine's versions named */
+    if (z->ops->fp8_weight) z->ops->fp8_weight(-1, 0);
+    z->param_version = 1;
     install_hooks(z, m);
     return 0;
 }
@@ -464,6 +473,8 @@ void qf_zero_free(qf_zero *z) {
     free(z->shard_count);
     free(z->shard_displ);
     z->m->hooks.unit_params = NULL;
+    z->m->hooks.param_version = NULL;
+    if (z->ops->fp8_weight) z->ops->fp8_weight(-1, 0);
     memset(z, 0, sizeof *z);
 }
 
@@ -498,6 +509,7 @@ static void act_to_host(qf_zero *z, float *host, const void *src, int64_t n) {
 
 void qf_zero_set_params(qf_zero *z, int64_t b, int64_t e, const float *host) {
     qf_zero_sync(z);
+    params_changing(z);
     if (z->offload_param) { /* straight into the node's host copy */
         host_act_from_f32(z, at(z, z->pnode, b), host, e - b);
     } else if (!z->pfrom_master) {
@@ -531,10 +543,12 @@ void qf_zero_opt_get(qf_zero *z, int which, int64_t lo, int64_t n, float *out) {
 }
 
 void qf_zero_opt_set(qf_zero *z, int which, int64_t lo, int64_t n, const float *in) {
+    if (which == 0) params_changing(z); /* the master: stage 3 gathers parameters rounded from it */
     opt_copy(z, which, lo, n, NULL, in);
 }
 
 void qf_zero_params_commit(qf_zero *z) {
+    params_changing(z);
     if (z->offload_param) node_exchange(z);
     units_invalidate(z);
 }
@@ -633,6 +647,7 @@ void qf_zero_sync(qf_zero *z) {
 void qf_zero_update(qf_zero *z, double lr, float gscale) {
     int64_t ob = z->opt_begin, oe = z->opt_end;
     const void *g = opt_grads(z);
+    params_changing(z);
     z->adam_t++;
     z->ops->range_push("zero.update");
     if (z->offload_opt) { /* zero_offload.c: gradients down, host AdamW (overlapped with the next forward) */
@@ -670,6 +685,7 @@ void qf_zero_update(qf_zero *z, double lr, float gscale) {
 }
 
 void qf_zero_discard_grads(qf_zero *z) {
+    params_changing(z); /* the node copy's range held gradients (offload_optimizer.gradients = host) */
     if (z->hgrads) qf_zhg_discard(z);
 }
 

@@ -147,6 +147,8 @@ typedef struct qf_zero {
     int hgrads;                         /* the gradient shard lives on the host (offload_optimizer.gradients) */
     qf_zero_hgrad hg;
     const char *oom_hint;               /* appended to a later out-of-memory error (the run's next layout plan), or NULL */
+    uint64_t param_version;             /* the model's hook param_version: bumped by every entry point that may change
+                                         * parameter values (qf_zero_param_version) */
 } qf_zero;
 
 /* with_optimizer = 0 (eval): parameters only, no gradients, master or moments */
@@ -189,6 +191,12 @@ void qf_zero_sync(qf_zero *z);
 
 /* Test hook: makes this rank's first reduced gradient element NaN (non-finite / fp16 overflow tests). */
 void qf_zero_poison_grads(qf_zero *z);
+
+/* The parameters' version (model.h hooks.param_version; the fp8 tables key their saved weight scales by it): 1 after
+ * qf_zero_init, then one more at every call that may change parameter values, before any of them changes —
+ * qf_zero_set_params, qf_zero_params_commit, qf_zero_opt_set of the master weights, qf_zero_update (also when its
+ * host AdamW overlaps the next forward: every unit waits for its own update) and qf_zero_discard_grads. */
+uint64_t qf_zero_param_version(const qf_zero *z);
 
 /* Bytes of model state (parameters, gradients, master, moments) this rank holds now, by the engine's count. */
 int64_t qf_zero_state_bytes(const qf_zero *z);

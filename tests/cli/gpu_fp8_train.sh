@@ -11,9 +11,13 @@
 #      7B target, 1.5% per step over 300 steps on real text, is bench/fp8_bench.sh's).
 #   B  rowwise: the same, where the GPU and cuBLASLt run it (sm_90); elsewhere train must refuse it with exit 2
 #      naming fp8.enabled and the reason, and its checks are skipped.
-#   C  current scaling recomputes exactly: activation_checkpointing = "full" gives bit-identical losses to A
-#      (delayed scaling from an amax history would not: the recomputed forward would see an updated history).
+#   C  current scaling recomputes exactly: activation_checkpointing = "full" gives bit-identical losses to A (a
+#      weight's scale is fixed per parameter version, so the recomputed forward quantizes as the original did).
 #      Checked only where the bf16 run is itself exact under recomputation on this GPU (the control).
+#   E  delayed scaling of the weights (fp8.amax_history_len = 16): the header says so; the loss checks of A; not
+#      bit-identical to A (the scales differ: fp8 with a history really ran); with full recomputation bit-identical
+#      to itself without (the history advances once per parameter version, not per forward).
+#   F  fp8.save_inputs (the forward's fp8 x^T kept for the wgrad): bit-identical losses to A, and the header says so.
 #   D  checkpoints stay bf16/fp32: the fp8 run's final checkpoint loads into `qwen-ft eval` in plain bf16.
 # On a GPU of compute capability < 8.9 the test instead checks that train refuses fp8 (exit 2, naming
 # fp8.enabled and the compute capability), then exits 77 (nothing to train in fp8).
@@ -92,6 +96,24 @@ else
   [ "$(losses A)" = "$(losses A_full)" ] || fail "C: fp8 with activation_checkpointing = full differs from fp8 without"
   echo "ok C: fp8 losses bit-identical with and without full recomputation (bf16 control likewise)"
 fi
+
+# E
+gpu_train_must E --set fp8.enabled=true --set fp8.amax_history_len=16
+grep -q '^precision: fp8.enabled: .*scaling: weights delayed (fp8.amax_history_len = 16' E.out || { grep '^precision' E.out; fail "E's run header does not name delayed scaling"; }
+grep -q '^precision: fp8.enabled: .*scaling: current (fp8.amax_history_len = 0' A.out || { grep '^precision' A.out; fail "A's run header does not name current scaling"; }
+python3 compare.py E ref ctl
+[ "$(losses E)" != "$(losses A)" ] || fail "E: delayed scaling gave A's losses bit for bit (the history did not act)"
+if [ "$(losses ref)" = "$(losses ref_full)" ]; then
+  gpu_train_must E_full --set fp8.enabled=true --set fp8.amax_history_len=16 --set activation_checkpointing=full
+  [ "$(losses E)" = "$(losses E_full)" ] || fail "E: delayed scaling with activation_checkpointing = full differs from without"
+  echo "ok E: delayed scaling recomputes exactly"
+fi
+
+# F
+gpu_train_must F --set fp8.enabled=true --set fp8.save_inputs=true
+grep -q '^precision: fp8.enabled: .*fp8.save_inputs: the forward keeps' F.out || { grep '^precision' F.out; fail "F's run header does not name fp8.save_inputs"; }
+[ "$(losses F)" = "$(losses A)" ] || fail "F: fp8.save_inputs changed the losses (the saved copies must be the backward's own values)"
+echo "ok F: fp8.save_inputs gives A's losses bit for bit"
 
 # D
 ls A/ck/step-00000080.h5 > /dev/null || fail "D: the fp8 run wrote no checkpoint at step 80"

@@ -3,12 +3,15 @@
 # anything trains (no checkpoint, no metrics):
 #   A  fp8.enabled without bf16.enabled (fp32) and with fp16.enabled: refused while the deck loads (estimate and
 #      train alike), naming the deck's line of fp8.enabled;
-#   B  an unknown fp8.recipe: refused with the allowed values and the nearest one;
+#   B  an unknown fp8.recipe: refused with the allowed values and the nearest one; fp8.amax_history_len outside
+#      0..1024 (or not an integer): refused naming the key and the range;
 #   C  fp8 with bf16 on the CPU backend (a CPU-only build, or QWENFT_BACKEND=cpu in a CUDA build): train refuses
 #      at backend selection, naming fp8.enabled, the recipe and the CPU backend;
 #   D  the keys are in `deck --keys` and docs/deck.md's key reference; fp8 = { enabled = false; recipe = ...; }
 #      trains, and the run header lists fp8.recipe as having no effect (fp8.enabled is false);
-#   E  `estimate --device gpu` counts the fp8 buffers in the device total, as matmul_fp8.cu allocates them.
+#   E  `estimate --device gpu` counts the fp8 buffers in the device total, as matmul_fp8.cu allocates them, and with
+#      fp8.save_inputs the saved q(x)^T of the 4 fp8 layer inputs of every layer without recomputation (none with
+#      activation_checkpointing on all layers).
 set -euo pipefail
 . "$SRC/tests/unit_common.sh"
 rm -rf "$WORK"; mkdir -p "$WORK"; cd "$WORK"
@@ -45,6 +48,11 @@ expect2 A_fp16 "^qwen-ft: fp16.cfg:7: key 'fp8.enabled': fp8 training needs bf16
 { base; echo 'bf16 = { enabled = true; };'; echo 'fp8 = { enabled = true; recipe = "row-wise"; };'; } > badrecipe.cfg
 expect2 B_recipe "^qwen-ft: badrecipe.cfg:7: key 'fp8.recipe': expected one of \"tensorwise\", \"rowwise\", got \"row-wise\" \(did you mean \"rowwise\"\?\)" \
   "$QWENFT" estimate badrecipe.cfg
+for h in 1025 -1 2.5; do
+  { base; echo 'bf16 = { enabled = true; };'; echo "fp8 = { enabled = true; amax_history_len = $h; };"; } > hist.cfg
+  expect2 "B_history_$h" "^qwen-ft: hist.cfg:7: key 'fp8.amax_history_len': expected an integer in 0..1024" \
+    "$QWENFT" estimate hist.cfg
+done
 # C
 for r in tensorwise rowwise; do
   { base; echo 'bf16 = { enabled = true; };'; echo "fp8 = { enabled = true; recipe = \"$r\"; };"; } > cpu_$r.cfg
@@ -53,7 +61,7 @@ for r in tensorwise rowwise; do
 done
 # D
 "$QWENFT" deck --keys > keys.md
-for k in fp8.enabled fp8.recipe; do
+for k in fp8.enabled fp8.recipe fp8.amax_history_len fp8.save_inputs; do
   grep -q "^| \`$k\` |" keys.md || fail "deck --keys lacks $k"
   grep -qF "$(grep "^| \`$k\` |" keys.md)" "$SRC/docs/deck.md" || fail "docs/deck.md's key reference differs for $k (regenerate it)"
 done
@@ -65,7 +73,9 @@ grep -q "accepted, no effect here: .*fp8.recipe (fp8.enabled is false)" D.out ||
 printf 'model = { preset = "qwen2.5-7b"; };\nbf16 = { enabled = true; };\ndata = { seq_len = 4096; };\ntrain_micro_batch_size_per_gpu = 1;\nactivation_checkpointing = true;\n' > e.cfg
 "$QWENFT" estimate e.cfg --device gpu > e0.out 2>&1 || { cat e0.out; fail "estimate e.cfg"; }
 "$QWENFT" estimate e.cfg --device gpu --set fp8.enabled=true > e1.out 2>&1 || { cat e1.out; fail "estimate e.cfg fp8"; }
-python3 - e0.out e1.out <<'PY' || fail "E: estimate's fp8 buffers"
+"$QWENFT" estimate e.cfg --device gpu --set fp8.enabled=true --set fp8.save_inputs=true > e2.out 2>&1 || { cat e2.out; fail "estimate e.cfg fp8 save (recomputation)"; }
+"$QWENFT" estimate e.cfg --device gpu --set fp8.enabled=true --set fp8.save_inputs=true --set activation_checkpointing=false > e3.out 2>&1 || { cat e3.out; fail "estimate e.cfg fp8 save"; }
+python3 - e0.out e1.out e2.out e3.out <<'PY' || fail "E: estimate's fp8 buffers"
 import re, sys
 N, C, HD, KD, F = 4096, 3584, 3584, 512, 18944   # Qwen2.5-7B, one micro-batch of 4096 tokens
 up = lambda x: -(-x // (2 << 20)) * (2 << 20)
@@ -78,5 +88,11 @@ assert "fp8" not in e0
 tot = lambda t: float(re.search(r"^0 +none +(?:\S+ +){4}([0-9.]+)G", t, re.M).group(1))
 assert abs(tot(e1) - tot(e0) - want / 2**30) < 0.011, (tot(e0), tot(e1), want / 2**30)
 print(f"ok E: estimate plans {want / 2**30:.3f} GiB of fp8 buffers at 7B / 4096 tokens (stage 0 device {tot(e0)} -> {tot(e1)} GiB)")
+e2, e3 = open(sys.argv[3]).read(), open(sys.argv[4]).read()
+gib = lambda t: float(re.search(r"fp8.enabled \(tensorwise\): ([0-9.]+) GiB per rank", t).group(1))
+assert abs(gib(e2) - want / 2**30) < 0.006, (gib(e2), want / 2**30) # every layer recomputes: nothing saved
+save = 28 * (up(N * C) + up(N * HD) + up(N * C) + up(N * F)) # q's ln1, o's att, gate/up's ln2, down's swi
+assert abs(gib(e3) - (want + save) / 2**30) < 0.006, (gib(e3), (want + save) / 2**30)
+print(f"ok E: fp8.save_inputs adds {save / 2**30:.3f} GiB without recomputation, nothing with it")
 PY
 echo "PASS: fp8 refused with exit 2 and the key's name on fp32/fp16 decks, a bad recipe and the CPU backend; keys documented; fp8 off trains"

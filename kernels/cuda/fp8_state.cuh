@@ -96,6 +96,22 @@ int fp8_xcopy_fits(qf_fp8_state *st, const qf_fp8_xcopy *prev, int promised, int
 void fp8_xcopy_keep(qf_fp8_state *st, int kind, const void *x, int N, int IN, const void *out, size_t out_bytes);
 // fp8.save_inputs: the pending request (mode 0 none or off, 1 save, 2 use; a save request invalidates the key)
 int fp8_saved_take(qf_fp8_state *st, int *key);
+// everything the model said about the matmul call now starting (each take above, once): W's tag, the shared-x
+// promise with the previous call's copy, the save_inputs request
+struct qf_fp8_call {
+    int wid;
+    uint64_t wver;
+    int promised;
+    qf_fp8_xcopy xprev;
+    int smode, skey;
+};
+static inline qf_fp8_call fp8_call_take(qf_fp8_state *st) {
+    qf_fp8_call c;
+    fp8_tag_take(st, &c.wid, &c.wver);
+    c.xprev = fp8_xcopy_take(st, &c.promised);
+    c.smode = fp8_saved_take(st, &c.skey);
+    return c;
+}
 // key's buffer for this forward's q(x)^T [IN, N], or NULL without memory (then quantized again in the backward)
 uint8_t *fp8_saved_buf(qf_fp8_state *st, int key, size_t bytes);
 // the forward saved x's q(x)^T under key, its inverse scale in sc (a device float)

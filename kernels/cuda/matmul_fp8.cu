@@ -239,12 +239,10 @@ template <int RECIPE>
 void cu_matmul_fp8_fwd(void *out_, const void *x_, const void *w_, const void *b_, int N, int IN, int OUT,
                        int accumulate) {
     qf_fp8_state *st = fp8_state();
-    int wid;
-    uint64_t wver;
-    fp8_tag_take(st, &wid, &wver);
-    int promised, skey;
-    const qf_fp8_xcopy xprev = fp8_xcopy_take(st, &promised);
-    const int smode = fp8_saved_take(st, &skey);
+    const qf_fp8_call call = fp8_call_take(st);
+    const int wid = call.wid, promised = call.promised, smode = call.smode, skey = call.skey;
+    const uint64_t wver = call.wver;
+    const qf_fp8_xcopy &xprev = call.xprev;
     if (N <= 0 || OUT <= 0) return;
     bf16 *out = (bf16 *)out_;
     const bf16 *x = (const bf16 *)x_, *w = (const bf16 *)w_, *b = (const bf16 *)b_;
@@ -308,12 +306,10 @@ template <int RECIPE>
 void cu_matmul_fp8_bwd(void *dx_, void *dw_, void *db_, const void *dout_, const void *x_, const void *w_, int N,
                        int IN, int OUT, int accumulate_dx) {
     qf_fp8_state *st = fp8_state();
-    int wid;
-    uint64_t wver;
-    fp8_tag_take(st, &wid, &wver);
-    int promised, skey;
-    const qf_fp8_xcopy xprev = fp8_xcopy_take(st, &promised);
-    const int smode = fp8_saved_take(st, &skey);
+    const qf_fp8_call call = fp8_call_take(st);
+    const int wid = call.wid, promised = call.promised, smode = call.smode, skey = call.skey;
+    const uint64_t wver = call.wver;
+    const qf_fp8_xcopy &xprev = call.xprev;
     if (N <= 0) return;
     if (!dims_ok(st, N, IN, OUT)) {
         cu_matmul_bwd<bf16>(dx_, dw_, db_, dout_, x_, w_, N, IN, OUT, accumulate_dx);

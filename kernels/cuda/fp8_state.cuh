@@ -76,7 +76,7 @@ struct qf_fp8_state {
     int warned_beta, warned_algo;
 };
 
-// the context's fp8 state, created at its first use (matmul_fp8.cu)
+// the context's fp8 state, created at its first use (fp8_state.cu)
 qf_fp8_state *fp8_state();
 
 // ---- fp8_reuse.cu ---------------------------------------------------------------------------------------------------

@@ -36,16 +36,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-qf_fp8_state *fp8_state() {
-    qf_cuda_ctx &c = qfc();
-    if (!c.fp8) {
-        c.fp8 = (qf_fp8_state *)qf_calloc(1, sizeof(qf_fp8_state));
-        const char *e = getenv("QWENFT_FP8_MIN_DIM"); // test hook (docs/testing.md): tiny models all in fp8
-        c.fp8->min_dim = e && *e ? atoi(e) : QF_FP8_MIN_DIM;
-    }
-    return c.fp8;
-}
-
 static void grow(void **p, size_t *cap, size_t need) {
     if (need <= *cap) return;
     need = qf_align_up(need, 2u << 20);

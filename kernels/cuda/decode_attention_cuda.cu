@@ -5,7 +5,8 @@
 //
 // Kernels on the compute stream:
 //   kv_append:    k, v [B*Tq, KV, D] -> caches [B, S, KV, D] at positions start[b] + i (grid-stride, 8 per thread
-//                 when D % 8 == 0 and everything is 16-byte aligned); kv_append_paged likewise into the pool;
+//                 when D % 8 == 0 and everything is 16-byte aligned); kv_append_paged likewise into the pool
+//                 (skipped when attention_paged gets k = v = NULL: decode_qkv wrote them);
 //   attn_split:   one block per (query token, kv head, split of cache positions, group of up to 8 GQA heads): the
 //                 heads of one kv head share each k/v row read; the split size gives about two blocks per SM
 //                 (batch 1 at a 512-token context: 17 splits of 32), so a decoding step's attention is spread over
@@ -51,8 +52,9 @@ __global__ void kv_append_kernel(T *kc, T *vc, const T *k, const T *v, const int
 // ---- the attention kernels (split over cache positions, "flash-decoding") -------------------------------------
 //
 // attn_split_kernel: one block per (query token, kv head, split of SPLIT cache positions, group of <= AS_MAXG of the
-// kv head's query heads); the GQA heads of one kv head share every k/v row it reads. Phase 1: a thread per cache
-// position scores it against the group's queries (q.k * scale, fp32, q in shared memory read 4 at a time); phase
+// kv head's query heads); the GQA heads of one kv head share every k/v row it reads. Phase 1: TPP threads per cache
+// position (4 for splits of <= 64 positions with D % 32 == 0, else 1; their partial dots meet by shuffles) score it
+// against the group's queries (q.k * scale, fp32, q in shared memory read 4 at a time, its TPP slices padded); phase
 // 2: per head, the split's max and exp-sum (a warp per head); phase 3: D/8 threads per cache row, each 8 dimensions
 // with 16-byte loads, and 128/(D/8) rows at a time (position lanes), sum p_j v_j over the split; the lanes merge
 // in shared memory. A token whose

@@ -8,7 +8,7 @@
 #   beside H5) packed into H5 by `QWENFT prepare`
 #
 # deck_write FILE PRESET SEQ MICRO STEPS DATA PRECISION [KEY=VALUE ...] [-- LINE ...]: a deck for a model of PRESET
-#   (model.init_seed = 1) on DATA (data.train) at seq_len SEQ, micro batch MICRO, no gradient accumulation, STEPS
+#   (model.init_seed = 1 unless init=N) on DATA (data.train) at seq_len SEQ, micro batch MICRO, no gradient accumulation, STEPS
 #   steps, gradient clipping 1.0, AdamW (weight decay 0.01), peak_tflops 989 (H200 bf16 dense), written to FILE.
 #   PRECISION: bf16; fp8:RECIPE (bf16 plus fp8 = { enabled = true; recipe = RECIPE; }); fp8:RECIPE:N (the same with
 #   amax_history_len = N); fp8:RECIPE:N:save (and save_inputs = true); fp8:none (bf16 with an empty line where the fp8 line stands: fp8_bench.sh's baseline, so
@@ -17,6 +17,7 @@
 #     ckpt=DIR, log=DIR  checkpoint.dir (no checkpoints are written) and log.dir: required
 #     ackpt=PLAN         activation_checkpointing (none): quoted, except true and false
 #     shuffle=BOOL       data.shuffle (false); seed=N adds data.seed
+#     init=N             model.init_seed (1): another random init with the same data order
 #     lr=LR              AdamW's lr (1e-5); betas="B1, B2" adds AdamW's betas
 #     warmup=N           adds WarmupDecayLR: 0 to lr over N steps (linear), decaying to 0 at STEPS
 #     stage=N            zero_optimization.stage (0); overlap=BOOL adds zero_optimization.overlap_comm
@@ -44,12 +45,12 @@ deck_write() {
   fi
   local file=$1 preset=$2 seq=$3 micro=$4 steps=$5 data=$6 precision=$7
   shift 7
-  local ckpt="" log="" ackpt=none shuffle=false seed="" lr=1e-5 betas="" warmup="" stage=0 overlap="" eval="" print=1
+  local ckpt="" log="" ackpt=none shuffle=false seed="" init=1 lr=1e-5 betas="" warmup="" stage=0 overlap="" eval="" print=1
   while [ $# -gt 0 ] && [ "$1" != -- ]; do
     case $1 in
-      ckpt=* | log=* | ackpt=* | shuffle=* | seed=* | lr=* | betas=* | warmup=* | stage=* | overlap=* | eval=* | print=*)
+      ckpt=* | log=* | ackpt=* | shuffle=* | seed=* | init=* | lr=* | betas=* | warmup=* | stage=* | overlap=* | eval=* | print=*)
         printf -v "${1%%=*}" %s "${1#*=}" ;;
-      *) echo "deck_write: $file: unknown argument '$1' (KEY=VALUE with KEY one of ckpt log ackpt shuffle seed lr" \
+      *) echo "deck_write: $file: unknown argument '$1' (KEY=VALUE with KEY one of ckpt log ackpt shuffle seed init lr" \
         "betas warmup stage overlap eval print, or -- then lines)" >&2; return 2 ;;
     esac
     shift
@@ -72,7 +73,7 @@ deck_write() {
   local ack="\"$ackpt\""
   case $ackpt in true | false) ack=$ackpt ;; esac
   {
-    printf 'model = { preset = "%s"; init_seed = 1; };\n' "$preset"
+    printf 'model = { preset = "%s"; init_seed = %s; };\n' "$preset" "$init"
     printf 'data = { train = "%s"; seq_len = %s; shuffle = %s;%s };\n' "$data" "$seq" "$shuffle" "${seed:+ seed = $seed;}"
     printf 'train_micro_batch_size_per_gpu = %s; gradient_accumulation_steps = 1;\n' "$micro"
     printf 'max_steps = %s; gradient_clipping = 1.0;\n' "$steps"

@@ -17,6 +17,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <cstring>
 
@@ -132,6 +133,10 @@ int qfc_context_init(void (*first)(void)) {
     g_ctx.num_sms = prop.multiProcessorCount;
     g_ctx.smem_optin = prop.sharedMemPerBlockOptin;
     g_ctx.pdl = prop.major >= 9; // programmatic dependent launch (Hopper and newer)
+    {
+        const char *gv = getenv("QWENFT_GEMV");
+        g_ctx.gemv_l1 = gv && !strcmp(gv, "l1");
+    }
     CHECK_CUDA(cudaStreamCreateWithFlags(&g_ctx.stream, cudaStreamNonBlocking));
     CHECK_CUDA(cudaDeviceGetDefaultMemPool(&g_ctx.pool, g_ctx.device));
     uint64_t keep = UINT64_MAX; // never hand pool memory back at sync points

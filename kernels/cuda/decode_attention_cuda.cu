@@ -15,6 +15,8 @@
 //                 and the split block that finishes last (a per-item counter, reset by that block) merges them
 //                 (running max and exp-sum): one launch whatever the split (a separate merge kernel was a second
 //                 launch per layer, a few microseconds of a batch-1 step's 25 us attention).
+// attn_split is a programmatic dependent launch: its blocks ask L2 for their k/v rows, then wait for the kernel
+// before them (cuda_common.cuh).
 // fp32 math throughout, scale 1/sqrt(D) folded into q, one rounding to T on store. The CPU table's result is the
 // reference (tests/gpu/test_decode_cuda.c, test_paged_cuda.c: within bf16 rounding, not bit for bit).
 #include "cuda_common.cuh"
@@ -85,13 +87,27 @@ template <typename T, typename Rows, int TPP>
 __global__ void __launch_bounds__(AS_THREADS)
     attn_split_kernel(T *out, float *part, int *cnt, const T *q, const T *kc, const T *vc, Rows rows, int H, int KV,
                       int D, int split, int nsplit, float scale, bool vec) {
-    qf_pdl_trigger(); // the o projection after it may be scheduled (it waits for this kernel before reading)
     extern __shared__ float as_smem[]; // qs[MAXG][QS] | ps[MAXG][split] | rowix[split]; later red[P][MAXG][D]
     __shared__ float ml[2 * AS_MAXG];  // per head: the split's max, exp-sum
     const int tok = blockIdx.x / KV, kh = blockIdx.x % KV, s = blockIdx.y, G = H / KV, g0 = blockIdx.z * AS_MAXG;
     const int ng = min(AS_MAXG, G - g0), t = rows.last(tok), p0 = s * split;
     if (p0 > t) return; // past this token's positions
     const int n = min(t + 1 - p0, split), tid = threadIdx.x, h0 = kh * G + g0;
+    const size_t prow = (size_t)KV * D;
+    { // a programmatic dependent launch: the split's k and v rows asked of L2 while the kernel before it (decode_qkv,
+      // the q projection or the append) ends; positions and block tables are the step's host copies, which precede
+      // every kernel of the step, and nothing is loaded into registers from the caches or q before the wait
+        const int lines = (int)((D * sizeof(T) + 127) / 128);
+        for (int e = tid; e < 2 * n * lines; e += AS_THREADS) {
+            const int j = e / (2 * lines), c = e % (2 * lines);
+            const T *base = (c < lines ? kc : vc) + (size_t)rows.row(tok, p0 + j) * prow + (size_t)kh * D;
+            qf_prefetch_l2(reinterpret_cast<const char *>(base) + (size_t)(c % lines) * 128);
+        }
+    }
+    qf_pdl_wait();
+    // the o projection after it may be scheduled now (it waits for this kernel before reading; triggered after the
+    // wait, so that its weight prefetch overlaps this kernel, not the ones before it, and L2 holds one kernel's)
+    qf_pdl_trigger();
     // qs: head g's D values in TPP slices of D/TPP, each slice padded by 4 floats (the TPP threads of a position read
     // 16-byte words of different slices at once: without the pad they would sit 4 * D/TPP bytes apart, in the same
     // banks)
@@ -102,7 +118,6 @@ __global__ void __launch_bounds__(AS_THREADS)
         qs[(e / D) * QS + (e % D) / DT * (DT + 4) + e % DT] =
             e < ng * D ? tof<T>(q[((size_t)tok * H + h0) * D + e]) * scale : 0.0f;
     __syncthreads();
-    const size_t prow = (size_t)KV * D;
     // phase 1: scores, TPP threads per cache position (each D/TPP dimensions; their sums meet by shuffles): the
     // split's positions in passes of AS_THREADS/TPP, uniform over the block
     const int sub = tid % TPP;
@@ -278,13 +293,11 @@ static void attn_split_launch(void *out, const void *q, const void *kc, const vo
     const dim3 grid((unsigned)((size_t)N * KV), (unsigned)nsplit, (unsigned)ngroups);
     const float scale = (float)(1.0 / sqrt((double)D));
     if (tpp == 4)
-        attn_split_kernel<T, Rows, 4><<<grid, AS_THREADS, smem, qfc_stream()>>>(
-            (T *)out, part, cnt, (const T *)q, (const T *)kc, (const T *)vc, rows, H, KV, D, (int)split, nsplit, scale,
-            vec);
+        qfc_launch_pdl(attn_split_kernel<T, Rows, 4>, grid, AS_THREADS, smem, (T *)out, part, cnt, (const T *)q,
+                       (const T *)kc, (const T *)vc, rows, H, KV, D, (int)split, nsplit, scale, vec);
     else
-        attn_split_kernel<T, Rows, 1><<<grid, AS_THREADS, smem, qfc_stream()>>>(
-            (T *)out, part, cnt, (const T *)q, (const T *)kc, (const T *)vc, rows, H, KV, D, (int)split, nsplit, scale,
-            vec);
+        qfc_launch_pdl(attn_split_kernel<T, Rows, 1>, grid, AS_THREADS, smem, (T *)out, part, cnt, (const T *)q,
+                       (const T *)kc, (const T *)vc, rows, H, KV, D, (int)split, nsplit, scale, vec);
     CHECK_LAUNCH();
 }
 template <typename T>

@@ -834,6 +834,10 @@ int main(int argc, char **argv) {
     test_matmul(3, 896, 136, 1);
     test_matmul(8, 1536, 264, 0);
     test_matmul(2, 72, 33, 2);
+    /* rows past L1's 16 KiB: gemv_cuda.cu's shared-memory form (two W rows per warp; an odd OUT leaves a lone row) */
+    test_matmul(1, 18944, 520, 2);
+    test_matmul(2, 18944, 264, 1);
+    test_matmul(1, 9000, 33, 0);
     if (!small) {
         test_matmul(1024, 1024, 4096, 1);
         test_matmul(1000, 896, 1000, 0);

@@ -2,7 +2,11 @@
  * cpu_adam on the same cores (bench/adamw_bench_ds.py). One pass = widen the act gradients, AdamW on fp32
  * master/m/v, round the parameters to act in place: what one offloaded optimizer step does per parameter.
  *   adamw_bench [N_MILLION=512] [THREADS=all] [DTYPE=bf16|fp16|fp32] [REPEATS=5]
- * Prints one JSON line: {"impl": "qwen-ft", "dtype": ..., "threads": ..., "n": ..., "gparams_per_s": best}. */
+ * Prints one JSON line: {"impl": "qwen-ft", "dtype": ..., "threads": ..., "n": ..., "gparams_per_s": best,
+ * "bytes_per_param": what one pass moves (fp32 master, m, v read and written; the gradient read; the parameter
+ * written), "gb_per_s": best x bytes_per_param, "host_gb_per_s": the host memory bandwidth that bounds the pass,
+ * measured the same way (a += s b over two of the same fp32 arrays, same threads, best of REPEATS: 12 bytes per
+ * element, each array read before it is written, as the pass's, so no write-allocate traffic goes uncounted)}. */
 #include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -47,8 +51,18 @@ int main(int argc, char **argv) {
             else ((uint16_t *)g)[i] = dt == QF_DT_BF16 ? qf_f32_to_bf16(1e-3f) : qf_f32_to_f16(1e-3f);
         }
     }
+    double triad = 0;
+    for (int r = 0; r < reps; r++) { /* m += s v: 12 bytes per element */
+        double t0 = qf_now();
+#pragma omp parallel for num_threads(threads) schedule(static)
+        for (size_t i = 0; i < n; i++) m[i] += 0.5f * v[i];
+        double rate = 12.0 * (double)n / (qf_now() - t0) / 1e9;
+        if (rate > triad) triad = rate;
+    }
+    const double bpp = 12.0 + 12.0 + (double)ab + (double)ab; /* master, m, v in and out; gradient in, param out */
     printf("{\"impl\": \"qwen-ft qf_cpu_adamw_act\", \"dtype\": \"%s\", \"threads\": %d, \"n\": %zu, "
-           "\"gparams_per_s\": %.3f}\n", dts, threads, n, best);
+           "\"gparams_per_s\": %.3f, \"bytes_per_param\": %.0f, \"gb_per_s\": %.1f, \"host_gb_per_s\": %.1f}\n",
+           dts, threads, n, best, bpp, best * bpp, triad);
     free(p), free(m), free(v), free(g);
     return 0;
 }

@@ -65,8 +65,9 @@ static const qf_opt SERVE_OPTS[] = {
     {.name = "dtype", .type = QF_OPT_CHOICE, .off = offsetof(serve_args, dtype), .def = "bf16",
      .choices = "bf16|fp16|fp32", .help = "compute dtype on a GPU (the CPU computes in fp32)"},
     {.name = "cuda-graphs", .type = QF_OPT_CHOICE, .off = offsetof(serve_args, cuda_graphs), .def = "on",
-     .choices = "on|off", .help = "on: each decoding step (every token a sequence's next) is replayed as one CUDA "
-                                  "graph per shape instead of ~141 launches (GPU; the same tokens bit for bit)"},
+     .choices = "on|off", .help = "on: each decoding step (every token a sequence's next) runs as one CUDA graph "
+                                  "per shape instead of a launch per kernel (141 at Qwen2.5-7B; GPU only; the same "
+                                  "tokens bit for bit)"},
     {.name = "shutdown-grace", .type = QF_OPT_DOUBLE, .off = offsetof(serve_args, grace_s), .def = "30",
      .meta = "S", .lo = 0, .hi = 86400,
      .help = "after SIGTERM/SIGINT, running requests get S seconds to finish before they are cancelled"},

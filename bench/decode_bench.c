@@ -8,9 +8,11 @@
  *  4. the layer stack (28 layers of the model's op sequence, no head) queued back to back without a host sync, and
  *     the same with the head: the eager step the model runs, against the sum of its parts;
  *  5. where the decoding fast path takes the rows (ops.h decode_qkv, decode_mlp: M <= 2 at these shapes), its
- *     parts and its step (6 launches a layer).
+ *     parts and its step (6 launches a layer);
+ *  6. with --cuda-graphs on (the default): the same whole steps (layers + head) replayed as one CUDA graph each
+ *     (ops.h graph_run, as qwen-ft serve runs its decode step), next to the queued ones: what the launch gaps cost.
  * Timing: the best of 5 rounds of REPS calls between syncs (the host queues ahead, as in the model).
- * Usage: decode_bench [CTX] (default 512). Exits 77 without a GPU. */
+ * Usage: decode_bench [CTX] [--cuda-graphs on|off] (CTX default 512). Exits 77 without a GPU, 2 on a bad argument. */
 #include "bench_dev.h"
 #include "ops.h"
 #include "util.h"
@@ -150,6 +152,36 @@ static void run_serve_step(dbench *b, int fast) {
     int32_t ids[128];
     g->argmax_rows(ids, NULL, b->big, b->M, b->V);
 }
+/* the whole step as one graph (ops.h graph_run: the first call of a key eager, the second captured, then replays) */
+typedef struct gstep {
+    dbench *b;
+    int fast, embed;
+} gstep;
+static void step_body(void *p) {
+    gstep *s = p;
+    if (s->embed) s->b->g->embedding_fwd(s->b->res, s->b->tok, s->b->w[W_HEAD], s->b->M, s->b->C);
+    if (s->fast) run_stack_fast(s->b, 1);
+    else run_stack(s->b, 1);
+}
+static uint64_t step_key(const dbench *b, int fast, int embed) {
+    return 0xdec0de0000ull + (uint64_t)b->M * 8 + (uint64_t)fast * 2 + (uint64_t)embed * 4 + ((uint64_t)b->ctx << 20);
+}
+static void run_stack_graph(dbench *b, int fast) {
+    gstep s = {b, fast, 0};
+    b->g->graph_run(step_key(b, fast, 0), step_body, &s);
+}
+/* run_serve_step with the embedding, layers and head as one graph (the copies up and the argmax outside it) */
+static void run_serve_step_graph(dbench *b, int fast) {
+    const qf_ops *g = b->g;
+    int32_t hp[128], hs[128], ht[128];
+    for (int i = 0; i < b->M; i++) hp[i] = b->ctx, hs[i] = i, ht[i] = i;
+    g->copy_h2d(b->pos, hp, (size_t)b->M * 4), g->copy_h2d(b->seq, hs, (size_t)b->M * 4);
+    g->copy_h2d(b->tok, ht, (size_t)b->M * 4); /* the tables did not change: serve copies them only when they do */
+    gstep s = {b, fast, 1};
+    g->graph_run(step_key(b, fast, 1), step_body, &s);
+    int32_t ids[128];
+    g->argmax_rows(ids, NULL, b->big, b->M, b->V);
+}
 static void run_argmax(dbench *b, int unused) {
     (void)unused;
     int32_t ids[128];
@@ -161,13 +193,27 @@ int main(int argc, char **argv) {
         printf("decode_bench: no GPU\n");
         return 77;
     }
+    int ctx = 512, graphs = 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--cuda-graphs") && i + 1 < argc && (!strcmp(argv[i + 1], "on") || !strcmp(argv[i + 1], "off"))) {
+            graphs = !strcmp(argv[++i], "on");
+        } else if (!strncmp(argv[i], "--cuda-graphs=", 14) && (!strcmp(argv[i] + 14, "on") || !strcmp(argv[i] + 14, "off"))) {
+            graphs = !strcmp(argv[i] + 14, "on");
+        } else if (argv[i][0] != '-' && atoi(argv[i]) >= 1 && atoi(argv[i]) <= 1 << 20) {
+            ctx = atoi(argv[i]);
+        } else {
+            fprintf(stderr, "decode_bench: bad argument '%s' (usage: decode_bench [CTX] [--cuda-graphs on|off])\n", argv[i]);
+            return 2;
+        }
+    }
     dbench b = {.g = qf_ops_cuda(), .C = 3584, .F = 18944, .H = 28, .KV = 4, .D = 128, .V = 152064, .L = 28,
-                .ctx = argc > 1 ? atoi(argv[1]) : 512, .bs = 16};
+                .ctx = ctx, .bs = 16};
     const qf_ops *g = b.g;
     const int Mmax = 128;
     char ver[256];
     qf_cuda_versions(ver, sizeof ver);
-    printf("decode_bench: %s; Qwen2.5-7B shapes, bf16, %d cached positions per sequence\n", ver, b.ctx);
+    printf("decode_bench: %s; Qwen2.5-7B shapes, bf16, %d cached positions per sequence; cuda graphs %s\n", ver, b.ctx,
+           graphs ? "on" : "off");
     int HD = b.H * b.D, KD = b.KV * b.D;
     int ins[6] = {b.C, b.C, HD, b.C, b.F, b.C}, outs[6] = {HD, KD, b.C, b.F, b.C, b.V};
     memcpy(lin_in, ins, sizeof ins), memcpy(lin_out, outs, sizeof outs);
@@ -223,6 +269,11 @@ int main(int argc, char **argv) {
         printf("  step (28 layers + head): sum of parts %.2f ms; queued back to back %.2f ms = %.0f tok/s per "
                "sequence, %.0f tok/s; weights at %.0f GB/s\n",
                sum * 1e3, stack * 1e3, 1 / stack, b.M / stack, step_bytes / stack / 1e9);
+        if (graphs) {
+            const double gst = best_of(&b, run_stack_graph, 0, 3);
+            printf("  step as one CUDA graph: %.2f ms = %.0f tok/s per sequence (queued %.2f ms: %.3f ms of launch "
+                   "gaps)\n", gst * 1e3, 1 / gst, stack * 1e3, (stack - gst) * 1e3);
+        }
         qf_decode_qkv qa = fast_qkv(&b);
         qf_decode_mlp ma = fast_mlp(&b);
         if (g->decode_qkv(&qa) && g->decode_mlp(&ma)) { /* the fast path takes these rows */
@@ -236,6 +287,16 @@ int main(int argc, char **argv) {
                    "(%.0f GB/s); step %.2f ms = %.0f tok/s per sequence, %.0f tok/s; weights at %.0f GB/s\n",
                    fq * 1e6, (double)(HD + 2 * KD) * b.C * 2 / fq / 1e9, fa * 1e6, fm * 1e6,
                    2.0 * b.F * b.C * 2 / fm / 1e9, fast * 1e3, 1 / fast, b.M / fast, step_bytes / fast / 1e9);
+            if (graphs) {
+                const double gf = best_of(&b, run_stack_graph, 1, 3), gs = best_of(&b, run_serve_step_graph, 1, 3);
+                qf_cuda_graph_stat st;
+                qf_cuda_graph_stats(&st);
+                printf("  fast path as one CUDA graph: step %.2f ms = %.0f tok/s per sequence (queued %.2f ms: %.3f ms "
+                       "of launch gaps); serve step with the graph %.2f ms = %.0f tok/s (queued %.2f ms); graphs: "
+                       "%llu captured, %llu replays%s\n",
+                       gf * 1e3, 1 / gf, fast * 1e3, (fast - gf) * 1e3, gs * 1e3, 1 / gs, ss * 1e3,
+                       (unsigned long long)st.captures, (unsigned long long)st.replays, st.off ? " (turned off)" : "");
+            }
         }
         fflush(stdout);
     }

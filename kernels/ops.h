@@ -218,6 +218,19 @@ typedef struct qf_ops {
      * the next matmul_bwd's x is the x the forward saved under `key`, unchanged since (the caller's word; the table
      * checks the pointer, N and IN): its wgrad takes the saved copy instead of quantizing x again. */
     void (*fp8_saved_x)(int key, int mode);
+
+    /* CUDA graphs (qwen-ft serve's decode step; kernels/cuda/graph_cuda.cu): runs the GPU work that body(arg) queues,
+     * as one graph replay where the table can. `key` names everything the work depends on that is not in device
+     * memory (shapes, pointers, host scalars): two calls with the same key must queue the same launches with the same
+     * arguments; values that change between calls (tokens, positions, tables) live in device buffers filled before the
+     * call. The CUDA tables run body eagerly the first time a key is seen (the warm-up: scratch and cuBLASLt plans
+     * settle), capture it the second time, then replay the graph (at most 64 cached, least recently used evicted); a
+     * graph is recaptured when the backend's scratch or split counters grew since its capture, and graphs are off for
+     * the rest of the run (one line on stderr, the work runs eagerly) when a capture or instantiation fails. body
+     * must not copy to or from the host, sync, allocate or free. Returns 1 when a graph ran (captured or replayed),
+     * 0 when body ran eagerly. body = NULL: forget every cached graph and key (their owner frees the buffers they
+     * point into; qf_model_free). The CPU table (and tables that cannot: fp8) just call body(arg) and return 0. */
+    int (*graph_run)(uint64_t key, void (*body)(void *arg), void *arg);
 } qf_ops;
 enum { QF_COPY_H2D = 0, QF_COPY_D2H = 1, QF_COPY_TICKETS = 64 };
 
@@ -304,6 +317,18 @@ size_t qf_cuda_current_bytes(void);
 size_t qf_cuda_peak_bytes(void);
 /* which attention path the CUDA tables take (cuDNN fused or mma.sync, and why), for the run header */
 void qf_cuda_attention_describe(char *buf, int cap);
+/* What graph_run did since the backend started (or the last qf_cuda_graph_reset): calls that ran eagerly as a key's
+ * warm-up, captures, replays, graphs dropped because the scratch or split counters grew after their capture
+ * (recaptured), graphs evicted (least recently used), graphs cached now; off: 1 once a failure turned graphs off. */
+typedef struct qf_cuda_graph_stat {
+    uint64_t warmups, captures, replays, regrown, evicted;
+    int cached, off;
+} qf_cuda_graph_stat;
+void qf_cuda_graph_stats(qf_cuda_graph_stat *s);
+/* forgets every cached graph and key, zeroes the counters and turns graphs back on (tests, decode_bench) */
+void qf_cuda_graph_reset(void);
+/* grows the backend's scratch buffer to at least `bytes` (a test hook: graphs captured before are recaptured) */
+void qf_cuda_scratch_reserve(size_t bytes);
 /* the compute stream (a cudaStream_t), for NCCL and for events; NULL before qf_ops_cuda() succeeded */
 void *qf_cuda_stream(void);
 /* The pinned host <-> device copy rate of this GPU's link in GB/s (1e9 bytes/s) each way: one timed copy of

@@ -27,6 +27,12 @@ static void cpu_copy_wait(int ticket) { (void)ticket; }
 static void cpu_range_push(const char *name) { (void)name; }
 static void cpu_range_pop(void) {}
 static void cpu_copy_bytes(uint64_t bytes[2]) { bytes[QF_COPY_H2D] = bytes[QF_COPY_D2H] = 0; } /* no link to cross */
+/* no graphs on the host: the work runs as it is queued */
+static int cpu_graph_run(uint64_t key, void (*body)(void *arg), void *arg) {
+    (void)key;
+    if (body) body(arg);
+    return 0;
+}
 
 static const qf_ops cpu_ops = {
     .name = "cpu",
@@ -63,6 +69,7 @@ static const qf_ops cpu_ops = {
     .argmax_rows = cpu_argmax_rows,
     .decode_qkv = cpu_decode_qkv,
     .decode_mlp = cpu_decode_mlp,
+    .graph_run = cpu_graph_run,
     .swiglu_fwd = cpu_swiglu_fwd,
     .swiglu_bwd = cpu_swiglu_bwd,
     .add_inplace = cpu_add_inplace,

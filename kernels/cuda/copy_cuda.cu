@@ -11,6 +11,7 @@
 
 int cu_copy_start(void *dst, const void *src, size_t bytes, int dir) {
     qf_cuda_ctx &c = qfc();
+    (void)qfc_capture_spoiled("copy_start"); // not in a graph (graph_cuda.cu): the capture is thrown away
     const int t = c.copy_next++;
     cudaEvent_t done = c.copy_ev[t % QF_COPY_TICKETS];
     if (c.copy_busy[t % QF_COPY_TICKETS])

@@ -33,9 +33,11 @@ template <typename T> int cu_decode_qkv(const qf_decode_qkv *a);
 template <typename T> int cu_decode_mlp(const qf_decode_mlp *a);
 
 // ---- the tables -------------------------------------------------------------------------------------------------
+// graph_run: cu_graph_run (graph_cuda.cu) on the bf16, fp32 and fp16 tables; the fp8 tables run the work eagerly
+// (their weight scales and saved inputs are host-side state a replay would not see change)
 #define QF_CUDA_TABLE(NAME, T, DT)                                                                                   \
-    QF_CUDA_TABLE_MM(NAME, T, DT, cu_matmul_fwd<T>, cu_matmul_bwd<T>, cu_matmul_fwd_add<T>, NULL, NULL, NULL)
-#define QF_CUDA_TABLE_MM(NAME, T, DT, MM_FWD, MM_BWD, MM_FWD_ADD, FP8_WEIGHT, FP8_SAME_X, FP8_SAVED_X)                                                  \
+    QF_CUDA_TABLE_MM(NAME, T, DT, cu_matmul_fwd<T>, cu_matmul_bwd<T>, cu_matmul_fwd_add<T>, NULL, NULL, NULL, cu_graph_run)
+#define QF_CUDA_TABLE_MM(NAME, T, DT, MM_FWD, MM_BWD, MM_FWD_ADD, FP8_WEIGHT, FP8_SAME_X, FP8_SAVED_X, GRAPH_RUN)                                       \
     {                                                                                                                \
         NAME, sizeof(T), DT, cu_alloc, cu_free, cu_copy_h2d, cu_copy_d2h, cu_copy_d2d, cu_zero, cu_sync,                 \
             cu_act_from_f32<T>, cu_act_to_f32<T>, cu_embedding_fwd<T>, cu_embedding_bwd<T>, cu_rmsnorm_fwd<T>,       \
@@ -43,7 +45,7 @@ template <typename T> int cu_decode_mlp(const qf_decode_mlp *a);
             cu_attention_fwd<T>, cu_attention_bwd<T>, cu_swiglu_fwd<T>, cu_swiglu_bwd<T>, cu_add_inplace<T>,         \
             cu_classifier<T>, cu_sumsq<T>, cu_scale<T>, cu_nonfinite<T>, cu_adamw<T>, cu_attention_decode<T>,          \
             cu_attention_paged<T>, cu_copy_start, cu_copy_finish, cu_copy_wait, cu_range_push, cu_range_pop, cu_copy_bytes, cu_argmax_rows<T>, \
-            cu_decode_qkv<T>, cu_decode_mlp<T>, FP8_WEIGHT, FP8_SAME_X, FP8_SAVED_X                            \
+            cu_decode_qkv<T>, cu_decode_mlp<T>, FP8_WEIGHT, FP8_SAME_X, FP8_SAVED_X, GRAPH_RUN                 \
     }
 static const qf_ops cuda_ops_bf16 = QF_CUDA_TABLE("cuda", bf16, QF_DT_BF16);
 static const qf_ops cuda_ops_f32 = QF_CUDA_TABLE("cuda-f32", float, QF_DT_F32);
@@ -52,12 +54,12 @@ static const qf_ops cuda_ops_fp8_tensorwise = QF_CUDA_TABLE_MM("cuda-fp8", bf16,
                                                               cu_matmul_fp8_fwd<QF_FP8_TENSORWISE>,
                                                               cu_matmul_fp8_bwd<QF_FP8_TENSORWISE>,
                                                               cu_matmul_fp8_fwd_add<QF_FP8_TENSORWISE>, cu_fp8_weight, cu_fp8_same_x,
-                                                              cu_fp8_saved_x);
+                                                              cu_fp8_saved_x, cu_graph_eager);
 static const qf_ops cuda_ops_fp8_rowwise = QF_CUDA_TABLE_MM("cuda-fp8-rowwise", bf16, QF_DT_BF16,
                                                            cu_matmul_fp8_fwd<QF_FP8_ROWWISE>,
                                                            cu_matmul_fp8_bwd<QF_FP8_ROWWISE>,
                                                            cu_matmul_fp8_fwd_add<QF_FP8_ROWWISE>, cu_fp8_weight, cu_fp8_same_x,
-                                                              cu_fp8_saved_x);
+                                                              cu_fp8_saved_x, cu_graph_eager);
 
 extern "C" const qf_ops *qf_ops_cuda(void) { return ctx_init() ? &cuda_ops_bf16 : NULL; }
 extern "C" const qf_ops *qf_ops_cuda_f32(void) { return ctx_init() ? &cuda_ops_f32 : NULL; }

@@ -39,17 +39,20 @@ template <> struct qf_cuda_dtype<bf16> { static constexpr cudaDataType_t value =
 template <> struct qf_cuda_dtype<f16> { static constexpr cudaDataType_t value = CUDA_R_16F; };
 
 // ---- errors: print file and line, then QF_FATAL's handler (stops every rank) ------------------------------------
+// While graph_run captures (graph_cuda.cu) an error is recorded instead (qfc_capture_absorb: 1): the capture is then
+// thrown away and the same work runs eagerly, where a real error stops the run as usual.
+int qfc_capture_absorb(const char *file, int line, const char *what);
 #define CHECK_CUDA(call)                                                                                         \
     do {                                                                                                         \
         cudaError_t qf_e_ = (call);                                                                              \
-        if (qf_e_ != cudaSuccess)                                                                                \
+        if (qf_e_ != cudaSuccess && !qfc_capture_absorb(__FILE__, __LINE__, cudaGetErrorName(qf_e_)))            \
             qf_fatal_at(__FILE__, __LINE__, "CUDA error %s (%s) in %s", cudaGetErrorName(qf_e_),                 \
                         cudaGetErrorString(qf_e_), #call);                                                       \
     } while (0)
 #define CHECK_CUBLAS(call)                                                                                       \
     do {                                                                                                         \
         cublasStatus_t qf_s_ = (call);                                                                           \
-        if (qf_s_ != CUBLAS_STATUS_SUCCESS)                                                                      \
+        if (qf_s_ != CUBLAS_STATUS_SUCCESS && !qfc_capture_absorb(__FILE__, __LINE__, cublasLtGetStatusString(qf_s_))) \
             qf_fatal_at(__FILE__, __LINE__, "cuBLAS error %d (%s) in %s", (int)qf_s_,                            \
                         cublasLtGetStatusString(qf_s_), #call);                                                  \
     } while (0)
@@ -58,6 +61,7 @@ template <> struct qf_cuda_dtype<f16> { static constexpr cudaDataType_t value = 
 
 // ---- the backend context ------------------------------------------------------------------------------------------
 struct qf_lt_plan; // matmul_cuda.cu: one cached cuBLASLt problem (descriptors + algorithm)
+struct qf_graph_cache; // graph_cuda.cu: graph_run's keys and instantiated graphs
 struct qf_fp8_state; // matmul_fp8.cu: the fp8 linear layers' buffers, scales and plans
 
 struct qf_cuda_alloc_entry {
@@ -103,6 +107,19 @@ struct qf_cuda_ctx {
     qf_fp8_state *fp8;         // fp8 linear layers (matmul_fp8.cu), created by the first fp8 table
     int *split_cnt;            // the decode attention's per-item split counters, zero between calls
     size_t split_cnt_n;
+    // CUDA graphs (graph_cuda.cu). gen counts the growths of scratch and split_cnt: a graph captured at another
+    // generation holds pointers to freed buffers and is recaptured. While capturing, errors are recorded
+    // (capture_err: the first, file:line and name) and ops that must not be captured (copies to or from the host,
+    // syncs, alloc, free) say so in capture_spoil; buffers replaced during a capture wait in retired[] until it ends.
+    uint64_t gen;
+    int capturing;
+    char capture_err[160];
+    const char *capture_spoil;
+    enum { RETIRED_MAX = 8 };
+    void *retired[RETIRED_MAX];
+    size_t retired_bytes[RETIRED_MAX];
+    int nretired;
+    qf_graph_cache *graphs;
 };
 
 qf_cuda_ctx &qfc();                       // the context (initialised)
@@ -119,6 +136,12 @@ void cu_zero(void *p, size_t bytes);
 void cu_sync(void);
 void *qfc_scratch(size_t bytes);          // device scratch of at least `bytes` (256-aligned); valid until the next call
 int *qfc_split_counters(size_t n);        // n zeroed ints that kernels leave zeroed (grown, never shrunk)
+// graph_cuda.cu: an op that must not run inside a captured body (`what`: "copy_h2d", ...) marks the capture spoiled
+// (graphs turn off, the body reruns eagerly); 1 when a capture is under way
+int qfc_capture_spoiled(const char *what);
+void qfc_retired_free(void); // frees the buffers replaced during the capture that just ended
+int cu_graph_run(uint64_t key, void (*body)(void *arg), void *arg);
+int cu_graph_eager(uint64_t key, void (*body)(void *arg), void *arg); // tables without graphs (fp8)
 static inline cudaStream_t qfc_stream() { return qfc().stream; }
 void qfc_device_malloc(void **p, size_t bytes); // internal buffers: cudaMalloc + accounting, fatal on failure
 void qfc_device_free(void *p, size_t bytes);

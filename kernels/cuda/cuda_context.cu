@@ -161,27 +161,62 @@ qf_cuda_ctx &qfc() {
     return g_ctx;
 }
 
+// ---- graph capture (graph_cuda.cu runs it; the context keeps its state) ----------------------------------------
+int qfc_capture_absorb(const char *file, int line, const char *what) {
+    if (!g_ctx.capturing) return 0;
+    if (!g_ctx.capture_err[0]) snprintf(g_ctx.capture_err, sizeof g_ctx.capture_err, "%s at %s:%d", what, file, line);
+    (void)cudaGetLastError();
+    return 1;
+}
+int qfc_capture_spoiled(const char *what) {
+    if (!g_ctx.capturing) return 0;
+    if (!g_ctx.capture_spoil) g_ctx.capture_spoil = what;
+    return 1;
+}
+// a buffer the context replaces: freed now (cudaFree waits for the kernels still using it), or, during a capture
+// (whose nodes may point at it and run only at the launch after it), once the capture's graph has run
+static void release(void *p, size_t bytes) {
+    if (!p) return;
+    if (g_ctx.capturing && g_ctx.nretired < qf_cuda_ctx::RETIRED_MAX) {
+        g_ctx.retired[g_ctx.nretired] = p, g_ctx.retired_bytes[g_ctx.nretired++] = bytes;
+        return;
+    }
+    if (g_ctx.capturing) qfc_capture_spoiled("more buffers replaced during a capture than it can keep");
+    qfc_device_free(p, bytes);
+}
+void qfc_retired_free(void) {
+    for (int i = 0; i < g_ctx.nretired; i++) qfc_device_free(g_ctx.retired[i], g_ctx.retired_bytes[i]);
+    g_ctx.nretired = 0;
+}
+
 void *qfc_scratch(size_t bytes) {
     bytes = qf_align_up(bytes ? bytes : 1, 1u << 20);
     if (bytes > g_ctx.scratch_bytes) {
-        // cudaFree waits for the kernels still using the old buffer
-        qfc_device_free(g_ctx.scratch, g_ctx.scratch_bytes);
+        release(g_ctx.scratch, g_ctx.scratch_bytes);
         g_ctx.scratch = NULL;
         g_ctx.scratch_bytes = 0;
         qfc_device_malloc(&g_ctx.scratch, bytes);
         g_ctx.scratch_bytes = bytes;
+        g_ctx.gen++; // graphs captured before hold the old pointer
     }
     return g_ctx.scratch;
+}
+extern "C" void qf_cuda_scratch_reserve(size_t bytes) {
+    if (g_ctx.state == 1) (void)qfc_scratch(bytes);
 }
 
 int *qfc_split_counters(size_t n) {
     if (n > g_ctx.split_cnt_n) {
         const size_t m = qf_align_up(n, 1024);
-        qfc_device_free(g_ctx.split_cnt, g_ctx.split_cnt_n * sizeof(int)); // waits for the kernels using it
+        release(g_ctx.split_cnt, g_ctx.split_cnt_n * sizeof(int));
+        g_ctx.gen++;
         g_ctx.split_cnt = NULL;
         g_ctx.split_cnt_n = 0;
         qfc_device_malloc((void **)&g_ctx.split_cnt, m * sizeof(int));
-        CHECK_CUDA(cudaMemsetAsync(g_ctx.split_cnt, 0, m * sizeof(int), g_ctx.stream));
+        if (g_ctx.capturing) // zero now, not in the graph: a capture may be thrown away unrun
+            CHECK_CUDA(cudaMemset(g_ctx.split_cnt, 0, m * sizeof(int)));
+        else
+            CHECK_CUDA(cudaMemsetAsync(g_ctx.split_cnt, 0, m * sizeof(int), g_ctx.stream));
         g_ctx.split_cnt_n = m;
     }
     return g_ctx.split_cnt;
@@ -201,6 +236,15 @@ void *cu_alloc(size_t bytes) {
     const size_t n = qf_align_up(bytes ? bytes : 1, 256);
     if (g_ctx.limit && g_ctx.cur + n > g_ctx.limit) return NULL;
     void *p = NULL;
+    if (qfc_capture_spoiled("alloc")) { // not into the graph: a plain allocation (the capture is thrown away)
+        if (cudaMalloc(&p, n) != cudaSuccess || cudaMemset(p, 0, n) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return NULL;
+        }
+        amap_put(p, n);
+        account(n, 0);
+        return p;
+    }
     cudaError_t e = cudaMallocAsync(&p, n, g_ctx.stream);
     if (e != cudaSuccess) {
         (void)cudaGetLastError(); // out of memory is not sticky
@@ -222,11 +266,19 @@ void *cu_alloc(size_t bytes) {
 void cu_free(void *p) {
     if (!p) return;
     const size_t n = amap_take(p);
+    if (qfc_capture_spoiled("free")) { // after the capture (release keeps it; qfc_device_free accounts it)
+        release(p, n);
+        return;
+    }
     CHECK_CUDA(cudaFreeAsync(p, g_ctx.stream));
     account(0, n);
 }
 void cu_copy_h2d(void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
+    if (qfc_capture_spoiled("copy_h2d")) { // captured, never run: the body reruns eagerly
+        CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, g_ctx.stream));
+        return;
+    }
     g_ctx.moved[QF_COPY_H2D] += bytes;
     if (bytes <= g_ctx.stage_bytes) {
         const int s = g_ctx.stage_next;
@@ -245,7 +297,7 @@ void cu_copy_h2d(void *dst, const void *src, size_t bytes) {
     if (pinned) CHECK_CUDA(cudaStreamSynchronize(g_ctx.stream));
 }
 void cu_copy_d2h(void *dst, const void *src, size_t bytes) {
-    if (!bytes) return;
+    if (!bytes || qfc_capture_spoiled("copy_d2h")) return;
     g_ctx.moved[QF_COPY_D2H] += bytes;
     CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, g_ctx.stream));
     CHECK_CUDA(cudaStreamSynchronize(g_ctx.stream));
@@ -257,7 +309,9 @@ void cu_copy_d2d(void *dst, const void *src, size_t bytes) {
 void cu_zero(void *p, size_t bytes) {
     if (bytes) CHECK_CUDA(cudaMemsetAsync(p, 0, bytes, g_ctx.stream));
 }
-void cu_sync(void) { CHECK_CUDA(cudaStreamSynchronize(g_ctx.stream)); }
+void cu_sync(void) {
+    if (!qfc_capture_spoiled("sync")) CHECK_CUDA(cudaStreamSynchronize(g_ctx.stream));
+}
 void cu_copy_bytes(uint64_t bytes[2]) {
     bytes[QF_COPY_H2D] = g_ctx.moved[QF_COPY_H2D];
     bytes[QF_COPY_D2H] = g_ctx.moved[QF_COPY_D2H];

@@ -266,6 +266,7 @@ void qf_model_free_acts(qf_model *m) {
 void qf_model_free(qf_model *m) {
     const qf_ops *o = m->ops;
     if (!o) return;
+    if (m->paged && o->graph_run) o->graph_run(0, NULL, NULL); /* graphs of paged calls point into these buffers */
     int L = m->cfg.num_layers;
     if (m->S) { /* KV-cache mode: res[] aliases resbuf[] */
         for (int l = 0; l < L; l++) {
@@ -735,23 +736,40 @@ int qf_model_alloc_paged(qf_model *m, int Ntok, int max_seqs, int nblocks, int b
     return 0;
 }
 
-void qf_model_paged_begin(qf_model *m, const int32_t *tokens, const int32_t *seq, const int32_t *pos, int N,
-                          const int32_t *btab, int embed) {
+/* the attention's bound for a call whose largest position is maxpos: maxpos + 1 rounded up to a multiple of
+ * QF_PAGED_LEN_STEP, at most the block tables' reach (attention_paged bounds each token by its own position; the
+ * split of the positions, and so the rounding of the sums, follows this bound: one bound for eager and graph) */
+static int paged_len_of(const qf_model *m, int maxpos) {
+    const int64_t reach = (int64_t)m->maxb * m->block_size;
+    int64_t b = ((int64_t)maxpos + QF_PAGED_LEN_STEP) / QF_PAGED_LEN_STEP * QF_PAGED_LEN_STEP;
+    return (int)(b < reach ? b : reach);
+}
+
+void qf_model_paged_inputs(qf_model *m, const int32_t *tokens, const int32_t *seq, const int32_t *pos, int N,
+                           const int32_t *btab) {
     QF_CHECK(m->paged && N >= 1 && N <= m->Tcap);
-    m->paged_len = 1;
+    int maxpos = 0;
     for (int n = 0; n < N; n++) {
         QF_CHECK(seq[n] >= 0 && seq[n] < m->max_seqs && pos[n] >= 0 && pos[n] / m->block_size < m->maxb);
-        m->paged_len = pos[n] + 1 > m->paged_len ? pos[n] + 1 : m->paged_len;
+        maxpos = pos[n] > maxpos ? pos[n] : maxpos;
     }
+    m->paged_len = paged_len_of(m, maxpos);
     m->T = N;
     m->ops->copy_h2d(m->d_pos, pos, (size_t)N * sizeof *pos);
     m->ops->copy_h2d(m->d_seq, seq, (size_t)N * sizeof *seq);
-    m->ops->copy_h2d(m->d_btab, btab, (size_t)m->max_seqs * m->maxb * sizeof *btab);
-    if (embed) {
-        m->ops->copy_h2d(m->d_tokens, tokens, (size_t)N * sizeof *tokens);
-        will_use(m, 0, 0);
-        m->ops->embedding_fwd(m->res[0], m->d_tokens, P(m, m->ix_embed), N, m->cfg.hidden_size);
-    }
+    if (btab) m->ops->copy_h2d(m->d_btab, btab, (size_t)m->max_seqs * m->maxb * sizeof *btab);
+    if (tokens) m->ops->copy_h2d(m->d_tokens, tokens, (size_t)N * sizeof *tokens);
+}
+
+static void paged_embed(qf_model *m) {
+    will_use(m, 0, 0);
+    m->ops->embedding_fwd(m->res[0], m->d_tokens, P(m, m->ix_embed), m->T, m->cfg.hidden_size);
+}
+
+void qf_model_paged_begin(qf_model *m, const int32_t *tokens, const int32_t *seq, const int32_t *pos, int N,
+                          const int32_t *btab, int embed) {
+    qf_model_paged_inputs(m, embed ? tokens : NULL, seq, pos, N, btab);
+    if (embed) paged_embed(m);
 }
 
 /* dec_logits[n, V] (act) = the head over the final residual rows rows[n] of the last paged call */
@@ -775,6 +793,56 @@ static void paged_head(qf_model *m, const int32_t *rows, int n) {
     o->rmsnorm_fwd(m->lnf, m->rstdf, x, P(m, m->ix_norm), n, C, (float)m->cfg.rms_norm_eps);
     if (m->ix_head == m->ix_embed) will_use(m, 0, 0);
     o->matmul_fwd(m->dec_logits, m->lnf, P(m, m->ix_head), NULL, n, C, V, 0);
+}
+
+/* ---- a paged call's GPU work as one unit (qf_model_paged_run: eager or one graph replay) ---- */
+typedef struct paged_work {
+    qf_model *m;
+    int embed, l0, l1, nrows;
+    const int32_t *rows;
+} paged_work;
+
+static void paged_body(void *arg) {
+    paged_work *w = arg;
+    if (w->embed) paged_embed(w->m);
+    qf_model_decode_layers(w->m, w->l0, w->l1);
+    if (w->nrows) paged_head(w->m, w->rows, w->nrows);
+}
+
+static uint64_t key_mix(uint64_t h, uint64_t v) { return mix64(h ^ mix64(v + 0x632be59bd9b4e019ull)); }
+
+int qf_model_paged_run(qf_model *m, int embed, int l0, int l1, const int32_t *rows, int nrows, int graph) {
+    QF_CHECK(m->paged && m->T >= 1 && l0 >= 0 && l0 <= l1 && l1 <= m->cfg.num_layers && nrows >= 0 &&
+             nrows <= m->max_seqs);
+    paged_work w = {.m = m, .embed = embed, .l0 = l0, .l1 = l1, .nrows = nrows, .rows = rows};
+    int run = 1; /* the head's rows follow each other: its input is a pointer into the residual (no gather) */
+    for (int i = 0; i < nrows; i++) {
+        QF_CHECK(rows[i] >= 0 && rows[i] < m->T);
+        run &= rows[i] == rows[0] + i;
+    }
+    if (!graph || !m->ops->graph_run || m->prof || !run) {
+        paged_body(&w);
+        return 0;
+    }
+    /* every host value the queued work depends on: the table and the model (its buffers), the call's shapes, the
+     * head's first row, the attention's bound */
+    uint64_t k = key_mix(0, (uint64_t)(uintptr_t)m->ops);
+    k = key_mix(k, (uint64_t)(uintptr_t)m);
+    const int64_t v[] = {m->T, embed, l0, l1, nrows, nrows ? rows[0] : -1, m->paged_len};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) k = key_mix(k, (uint64_t)v[i]);
+    return m->ops->graph_run(k, paged_body, &w);
+}
+
+void qf_model_paged_pick(qf_model *m, int n, int32_t *ids, float *logprob) {
+    QF_CHECK(m->dec_logits && n >= 1 && n <= m->max_seqs);
+    m->ops->argmax_rows(ids, logprob, m->dec_logits, n, (int)m->cfg.vocab_size);
+}
+
+void qf_model_paged_read_logits(qf_model *m, int n, float *out) {
+    const size_t V = (size_t)m->cfg.vocab_size;
+    QF_CHECK(m->dec_logits && n >= 1 && n <= m->max_seqs);
+    m->ops->act_to_f32(m->dec_logits_f32, m->dec_logits, (size_t)n * V);
+    m->ops->copy_d2h(out, m->dec_logits_f32, (size_t)n * V * 4);
 }
 
 void qf_model_paged_logits(qf_model *m, const int32_t *rows, int n, float *out) {

@@ -95,7 +95,8 @@ typedef struct qf_model {
     /* Paged mode (qf_model_alloc_paged, qwen-ft serve): one ragged row of T tokens of many sequences; kc/vc[l] are
      * block pools [nblocks, block_size, KV, D] (allocated as one row of S = nblocks * block_size positions). */
     int paged, block_size, max_seqs, maxb; /* maxb: block-table entries per sequence */
-    int paged_len;                         /* this call: 1 + its largest position */
+    int paged_len;                         /* this call: 1 + its largest position, rounded up to a multiple of
+                                            * QF_PAGED_LEN_STEP (at most maxb * block_size): attention's bound */
     int32_t *d_seq, *d_btab;  /* [Tcap] sequence of each token; [max_seqs, maxb] block tables */
 } qf_model;
 
@@ -158,6 +159,24 @@ int64_t qf_model_paged_bytes(const qf_model_config *c, int Ntok, int max_seqs, i
  * embed != 0: embeds the tokens into the residual of layer 0. Then qf_model_decode_layers as in KV-cache mode. */
 void qf_model_paged_begin(qf_model *m, const int32_t *tokens, const int32_t *seq, const int32_t *pos, int N,
                           const int32_t *btab, int embed);
+/* The attention bound's granularity: calls whose largest positions round to the same multiple share one graph */
+enum { QF_PAGED_LEN_STEP = 64 };
+/* qf_model_paged_begin's copies alone (no kernel): tokens (NULL: not copied; only the embedding reads them), seq,
+ * pos [N] and, when btab != NULL, the block tables (NULL: the device copy is still current). Small copies are
+ * staged through pinned memory on the compute stream (ops.h copy_h2d): the host does not wait for them. */
+void qf_model_paged_inputs(qf_model *m, const int32_t *tokens, const int32_t *seq, const int32_t *pos, int N,
+                           const int32_t *btab);
+/* The GPU work of the call set up by qf_model_paged_inputs: the embedding (embed != 0), layers [l0, l1) and, when
+ * nrows > 0, the final norm and lm_head over rows[0..nrows) into the backend's logits (read them with
+ * qf_model_paged_pick or qf_model_paged_read_logits). graph != 0: as one CUDA graph per shape (ops.h graph_run; key:
+ * N, the layers, embed, nrows and rows[0], the bucketed paged_len), where the table has graphs, the profiler is off
+ * and the rows follow each other (rows[i] = rows[0] + i); the caller vouches that the unit hooks only hand out
+ * resident buffers (no copies, no syncs: decode_units without streaming). The values are the eager ones bit for
+ * bit. 1 when a graph ran. */
+int qf_model_paged_run(qf_model *m, int embed, int l0, int l1, const int32_t *rows, int nrows, int graph);
+/* After qf_model_paged_run with nrows >= n: the greedy picks (as qf_model_paged_argmax), or the logits [n, V] fp32 */
+void qf_model_paged_pick(qf_model *m, int n, int32_t *ids, float *logprob);
+void qf_model_paged_read_logits(qf_model *m, int n, float *out);
 /* Final norm and lm_head on the call's tokens rows[0..n) (n <= max_seqs): out[n, V] host fp32. */
 void qf_model_paged_logits(qf_model *m, const int32_t *rows, int n, float *out);
 /* The same head, greedy: ids[n] (host) = each row's argmax on the backend (ops.h argmax_rows), with no logits

@@ -33,6 +33,7 @@ typedef struct qf_serve_opts {
      * serves HTTP and runs the scheduler, every rank runs its layers of each step */
     MPI_Comm comm;
     int rank, world, l0, l1;
+    int cuda_graphs;       /* --cuda-graphs: 1 on (decoding steps as CUDA graphs where the backend has them), 0 off */
 } qf_serve_opts;
 
 /* Collective over o->comm. Serves until SIGTERM or SIGINT (rank 0; the other ranks follow its steps until it

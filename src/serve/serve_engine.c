@@ -55,7 +55,7 @@ static void engine_leave(qf_engine *g, int s, qf_job_finish why) {
     if (j->finish == QF_JOB_RUNNING) j->finish = why;
     j->released = 1;
     qf_kv_give(&g->kv, s);
-    g->btab_dirty = 1;
+    g->btab_dirty = g->btab_stale = 1;
     g->slot[s] = NULL;
     g->nrunning--;
 }
@@ -98,7 +98,7 @@ static int engine_schedule(qf_engine *g) {
         if (!g->qhead) g->qtail = NULL;
         g->qn--;
         j->slot = s, j->prefilled = 0, j->admitted = 1;
-        g->btab_dirty = 1;
+        g->btab_dirty = g->btab_stale = 1;
         qf_rng_seed2(&j->rng, j->seed, 0);
         g->slot[s] = j;
         g->nrunning++;
@@ -266,7 +266,7 @@ int qf_engine_init(qf_engine *g, const qf_engine_opts *o, qf_err *e) {
     } else {
         g->btab = qf_calloc((size_t)o->max_batch * maxb, sizeof *g->btab);
     }
-    g->btab_dirty = 1;
+    g->btab_dirty = g->btab_stale = 1;
     if (g->o.world > 1) g->stage = qf_malloc((size_t)g->Ntok * o->cfg->hidden_size * o->ops->act_bytes);
     g->slot = qf_calloc((size_t)o->max_batch, sizeof *g->slot);
     g->tok = qf_malloc((size_t)g->Ntok * sizeof(int32_t));
@@ -278,8 +278,17 @@ int qf_engine_init(qf_engine *g, const qf_engine_opts *o, qf_err *e) {
     g->raw = qf_malloc((size_t)o->cfg->vocab_size * sizeof(float));
     g->pick = qf_malloc((size_t)o->max_batch * sizeof(int32_t));
     g->pick_lp = qf_malloc((size_t)o->max_batch * sizeof(float));
+    /* graphs need every buffer in place: resident weights (no streamed layers), no profiler marks, a GPU table */
+    g->graphs = 0;
+    if (!o->cuda_graphs) g->graphs_why = "off (--cuda-graphs off)";
+    else if (!o->ops->graph_run || !strncmp(o->ops->name, "cpu", 3)) g->graphs_why = "off (the CPU backend)";
+    else if (g->du.stream) g->graphs_why = "off (layers streamed from host memory)";
+    else if (g->m.prof) g->graphs_why = "off (the profiler is on)";
+    else g->graphs = 1, g->graphs_why = "on (decode step)";
     return 0;
 }
+
+const char *qf_engine_graphs(const qf_engine *g) { return g->graphs_why ? g->graphs_why : "off"; }
 
 int qf_engine_start(qf_engine *g, qf_err *e) {
     QF_CHECK(g->inited && g->o.rank == 0);

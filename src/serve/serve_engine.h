@@ -67,6 +67,7 @@ typedef struct qf_engine_opts {
     /* the layer split (serve.h): this rank holds layers [l0, l1) of world ranks in comm */
     MPI_Comm comm;
     int rank, world, l0, l1;
+    int cuda_graphs;          /* --cuda-graphs on: decoding steps as CUDA graphs where the backend has them */
 } qf_engine_opts;
 
 typedef struct qf_engine {
@@ -93,6 +94,9 @@ typedef struct qf_engine {
     /* the layer split (serve_split.c) */
     int32_t *btab;               /* [max_batch * maxb] the block tables the call uses (rank 0: the pool's) */
     int btab_dirty;              /* rank 0: the tables changed since the ranks last got them */
+    int btab_stale;              /* every rank: the tables changed since they were last copied to the backend */
+    int graphs;                  /* decoding steps run as CUDA graphs (qf_engine_graphs says why or why not) */
+    const char *graphs_why;
     void *stage;                 /* host staging of the residual stream [Ntok, C] (act) between ranks */
     int inited;
 } qf_engine;
@@ -100,6 +104,9 @@ typedef struct qf_engine {
 /* Every rank: loads this rank's layers [l0, l1) (and the embedding on rank 0, the head on the last rank) on its
  * backend and sizes the paged caches; 0 or an exit code (e). Not collective: the caller agrees on the result. */
 int qf_engine_init(qf_engine *g, const qf_engine_opts *o, qf_err *e);
+/* "on (decode step)" or "off (why)": whether the steps whose every token is a row of the head (decoding) run as
+ * one CUDA graph each (ops.h graph_run; qf_model_paged_run), for the start-up log */
+const char *qf_engine_graphs(const qf_engine *g);
 /* Rank 0, after qf_engine_init: starts the engine thread (the scheduler; it runs every step through the split). */
 int qf_engine_start(qf_engine *g, qf_err *e);
 /* The other ranks, after qf_engine_init: run rank 0's steps (their layers of each call) until it stops. */

@@ -671,7 +671,7 @@ static qf_engine_opts serve_engine_opts(const qf_serve_opts *o, int nblocks) {
                             .max_total = o->max_total, .max_queue = o->max_queue, .chunk = o->chunk,
                             .block_size = o->block_size, .nblocks = nblocks, .stop_ids = o->stop_ids,
                             .nstop_ids = o->nstop_ids, .tok = o->tok, .comm = o->comm, .rank = o->rank,
-                            .world = o->world, .l0 = o->l0, .l1 = o->l1};
+                            .world = o->world, .l0 = o->l0, .l1 = o->l1, .cuda_graphs = o->cuda_graphs};
 }
 
 /* ranks > 0: their layers of every step until rank 0 stops */
@@ -750,10 +750,21 @@ int qf_serve_run(const qf_serve_opts *o, qf_err *e) {
         if (o->world > 1)
             fprintf(stderr, "qwen-ft serve: the layers split over %d ranks (generate's split; rank 0 serves HTTP "
                             "and schedules, rank %d runs the head)\n", o->world, o->world - 1);
+        fprintf(stderr, "qwen-ft serve: cuda graphs: %s\n", qf_engine_graphs(&c->eng));
         fprintf(stderr, "qwen-ft serve: listening on http://%s:%d\n", o->host, port);
         fflush(stderr);
         event_base_dispatch(c->base);
         fprintf(stderr, "qwen-ft serve: stopped\n");
+#ifdef QWENFT_HAVE_CUDA
+        if (c->eng.graphs) { /* rank 0's (every rank runs the same steps) */
+            qf_cuda_graph_stat st;
+            qf_cuda_graph_stats(&st);
+            fprintf(stderr, "qwen-ft serve: cuda graphs: %llu warm-ups, %llu captured, %llu replays, %llu recaptured "
+                            "after a buffer grew, %llu evicted%s\n", (unsigned long long)st.warmups,
+                    (unsigned long long)st.captures, (unsigned long long)st.replays,
+                    (unsigned long long)st.regrown, (unsigned long long)st.evicted, st.off ? "; turned off" : "");
+        }
+#endif
     }
     if (c->eng.inited) qf_engine_cancel_all(&c->eng);
     qf_engine_stop(&c->eng);

@@ -40,7 +40,7 @@ int qf_split_recv(qf_engine *g, int *N, int *nrows, int *mode) {
     MPI_Bcast(g->seq, *N, MPI_INT32_T, 0, g->o.comm);
     MPI_Bcast(g->pos, *N, MPI_INT32_T, 0, g->o.comm);
     if (*nrows) MPI_Bcast(g->rows, *nrows, MPI_INT32_T, 0, g->o.comm);
-    if (hdr[4]) MPI_Bcast(g->btab, (int)split_btab_len(g), MPI_INT32_T, 0, g->o.comm);
+    if (hdr[4]) MPI_Bcast(g->btab, (int)split_btab_len(g), MPI_INT32_T, 0, g->o.comm), g->btab_stale = 1;
     return 1;
 }
 
@@ -50,12 +50,19 @@ void qf_split_call(qf_engine *g, int N, int nrows, int mode) {
     const size_t rbytes = (size_t)N * g->o.cfg->hidden_size * o->act_bytes;
     const int64_t V = g->o.cfg->vocab_size;
     QF_CHECK(rbytes <= INT_MAX);
-    qf_model_paged_begin(&g->m, g->tok, g->seq, g->pos, N, g->btab, r == 0);
+    /* a decoding step: every token is a head row, in order (every rank sees the same rows): one CUDA graph per
+     * shape (qf_model_paged_run) */
+    int decode = g->graphs && nrows == N;
+    for (int i = 0; decode && i < nrows; i++) decode = g->rows[i] == i;
+    /* the inputs: small copies staged through pinned memory, the tables only when they changed */
+    qf_model_paged_inputs(&g->m, r == 0 ? g->tok : NULL, g->seq, g->pos, N, g->btab_stale ? g->btab : NULL);
+    g->btab_stale = 0;
     if (r > 0) {
         MPI_Recv(g->stage, (int)rbytes, MPI_BYTE, r - 1, SPLIT_TAG_RES, g->o.comm, MPI_STATUS_IGNORE);
         o->copy_h2d(qf_model_decode_residual(&g->m, g->o.l0), g->stage, rbytes);
     }
-    qf_model_decode_layers(&g->m, g->o.l0, g->o.l1);
+    /* embedding (rank 0), this rank's layers, the head (the last rank): eager, or one graph launch */
+    qf_model_paged_run(&g->m, r == 0, g->o.l0, g->o.l1, g->rows, last ? nrows : 0, decode);
     if (!last) {
         o->copy_d2h(g->stage, qf_model_decode_residual(&g->m, g->o.l1), rbytes);
         MPI_Send(g->stage, (int)rbytes, MPI_BYTE, r + 1, SPLIT_TAG_RES, g->o.comm);
@@ -63,8 +70,8 @@ void qf_split_call(qf_engine *g, int N, int nrows, int mode) {
     if (!nrows) return;
     QF_CHECK((size_t)nrows * V <= INT_MAX);
     if (last) {
-        if (mode) qf_model_paged_argmax(&g->m, g->rows, nrows, g->pick, mode == 2 ? g->pick_lp : NULL);
-        else qf_model_paged_logits(&g->m, g->rows, nrows, g->logits);
+        if (mode) qf_model_paged_pick(&g->m, nrows, g->pick, mode == 2 ? g->pick_lp : NULL);
+        else qf_model_paged_read_logits(&g->m, nrows, g->logits);
         if (W > 1) {
             if (mode) MPI_Send(g->pick, nrows, MPI_INT32_T, 0, SPLIT_TAG_PICK, g->o.comm);
             if (mode == 2) MPI_Send(g->pick_lp, nrows, MPI_FLOAT, 0, SPLIT_TAG_LP, g->o.comm);

@@ -7,6 +7,10 @@
 #   - bf16: the same requests run, every reply well-formed, and how many greedy continuations agree with fp32 is
 #     reported (bf16 may part after a near-tie);
 #   - /metrics after the run: no row or KV block left held;
+#   - CUDA graphs (--cuda-graphs, default on: the decode step replayed as one graph per shape): the start-up log says
+#     "cuda graphs: on (decode step)" and the stop line counts replays; bf16 requests one at a time (the same steps
+#     every run) give the same ids with --cuda-graphs off as with graphs on (graph replays are the eager launches
+#     bit for bit); the fp32 runs above (graphs on) equal CPU generate;
 #   - fp32 on 2 ranks sharing the GPU (mpirun: the layers split, src/serve/serve_split.c): the same 40 replies ==
 #     CPU generate (skipped, saying so, where mpirun is not on PATH).
 # Skipped (exit 77) without a GPU. Env: QWENFT, WORK, SRC.
@@ -60,6 +64,27 @@ ok = all(isinstance(v, list) and len(v) >= 1 for v in b16.values())
 if not ok: bad += 1; print(f"FAIL: bf16: bad replies {[v for v in b16.values() if not isinstance(v, list)][:3]}")
 agree = sum(b16[i] == f32[i] for i in range(len(texts)))
 print(f"CUDA bf16 serve: {len(texts)} replies well-formed; {agree}/{len(texts)} greedy continuations equal fp32's")
+import re
+def one_at_a_time(*extra):
+    os.environ["QWENFT_BACKEND"] = "cuda"
+    log = "serve_seq_%s.err" % ("off" if extra else "on")
+    S = Server(q, "--model", "wide", "--dtype", "bf16", "--max-batch", "8", "--prefill-chunk", "16", *extra, log=log)
+    out = []
+    for t in texts[:8]:
+        s, h, b = S.post("/generate", {"inputs": t, "parameters": {"max_new_tokens": N, "details": True}})
+        out.append([t["id"] for t in b["details"]["tokens"]] if s == 200 else (s, b))
+    S.stop()
+    return out, open(log).read()
+g_on, log_on = one_at_a_time()
+g_off, log_off = one_at_a_time("--cuda-graphs", "off")
+if "cuda graphs: on (decode step)" not in log_on: bad += 1; print("FAIL: graphs on: the start-up log does not say 'cuda graphs: on (decode step)'")
+if "cuda graphs: off (--cuda-graphs off)" not in log_off: bad += 1; print("FAIL: --cuda-graphs off: not in the start-up log")
+m = re.search(r"cuda graphs: (\d+) warm-ups, (\d+) captured, (\d+) replays", log_on)
+steps = sum(len(v) - 1 for v in g_on if isinstance(v, list)) # decoding calls (the first token comes with the prompt)
+w, c, r = (int(x) for x in m.groups()) if m else (0, 0, 0)
+if not m or r < steps // 2 or w + c + r < steps: bad += 1; print(f"FAIL: graphs on: {m.group(0) if m else 'no graph counts in the log'} for {steps} decoding steps")
+if g_on != g_off: bad += 1; print(f"FAIL: bf16 one at a time: graphs on != off: {sum(a == b for a, b in zip(g_on, g_off))}/8 equal")
+else: print(f"CUDA bf16 serve, one request at a time: graphs on == off for 8 prompts ({steps} decoding steps: {w} warm-ups, {c} captures, {r} replays)")
 import shutil
 if shutil.which("mpirun"):
     os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1"); os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")

@@ -12,7 +12,8 @@
 #     come back) long before max_new
 #   - /metrics counts the requests, tokens and latencies; /info and /v1/models describe the server
 #   - SIGTERM: no new requests, the running stream finishes, exit 0
-#   - --model preset:NAME unknown, or a missing --model: exit 2 naming it
+#   - --model preset:NAME unknown, or a missing --model: exit 2 naming it; --cuda-graphs other than on|off: exit 2
+#     naming the option; the start-up log says whether the decode step runs as CUDA graphs (the CPU: off, why)
 # Env: QWENFT (binary), WORK (scratch dir, created here), SRC (source tree).
 set -euo pipefail
 . "$SRC/tests/unit_common.sh"
@@ -22,6 +23,10 @@ wide_fixture
 for m in preset:qwen9-1t no/such/model.h5; do # (the preset named with "serve: --model preset:qwen9-1t: unknown preset")
   rc=0; "$QWENFT" serve --model "$m" --port 0 > /dev/null 2> bad.err || rc=$?
   [ $rc -eq 2 ] && grep -qF "$m" bad.err || { echo "FAIL: serve --model $m: exit $rc: $(cat bad.err)"; exit 1; }
+done
+for v in maybe ON 1; do # --cuda-graphs: on or off only
+  rc=0; "$QWENFT" serve --model wide --cuda-graphs "$v" --port 0 > /dev/null 2> bad.err || rc=$?
+  [ $rc -eq 2 ] && grep -qF -- "cuda-graphs" bad.err || { echo "FAIL: serve --cuda-graphs $v: exit $rc: $(cat bad.err)"; exit 1; }
 done
 
 PYTHONPATH="$SRC/tests/tools" python3 - "$QWENFT" <<'PY'
@@ -43,6 +48,7 @@ def generate(recs, n, *extra):
 
 S = Server(q, "--model", "wide", "--max-batch", "3", "--max-queue", "64", "--prefill-chunk", "8",
            "--max-total-tokens", "256", "--max-input-tokens", "128")
+if "cuda graphs: off (the CPU backend)" not in open("serve.err").read(): fail("start-up log: no 'cuda graphs: off (the CPU backend)'")
 try:
     # ---- greedy parity under concurrency ----------------------------------------------------------------------
     texts = ["the quick brown fox", "a", "hello there, general kenobi", "data " * 30, "one two three four five six",
@@ -239,7 +245,8 @@ expect("first server: exit after SIGTERM", rc, 0)
 
 # ---- --api-key and a full queue -----------------------------------------------------------------------------------
 S = Server(q, "--model", "wide", "--api-key", "sekrit", "--max-batch", "1", "--max-queue", "1", "--max-total-tokens",
-           "512", log="serve2.err")
+           "512", "--cuda-graphs", "off", log="serve2.err")
+if "cuda graphs: off (--cuda-graphs off)" not in open("serve2.err").read(): fail("--cuda-graphs off: not in the start-up log")
 try:
     expect("/health needs no key", S.req("GET", "/health")[0], 200)
     for path in ("/info", "/v1/models", "/metrics"):

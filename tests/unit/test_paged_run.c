@@ -1,0 +1,64 @@
+/* test_paged_run.c — serve's paged call as one unit of GPU work (src/model/model.c qf_model_paged_inputs,
+ * qf_model_paged_run, qf_model_paged_pick / _read_logits) on the CPU table:
+ *   - the CPU table's graph_run runs the body once per call and returns 0 (no graphs on the host), body NULL is a
+ *     no-op;
+ *   - the attention's bound: 1 + the largest position rounded up to a multiple of QF_PAGED_LEN_STEP, at most the
+ *     tables' reach;
+ *   - two models with the same parameters, one asking for graphs, agree bit for bit over a prompt call and decoding
+ *     steps whose batch shrinks (tests/paged_run_common.h), the block tables copied once;
+ *   - qf_model_paged_pick equals the argmax of qf_model_paged_read_logits, and qf_model_paged_argmax (the head
+ *     run again) gives the same picks.
+ * The CUDA side (graphs captured and replayed) is tests/gpu/test_graph_cuda.c. */
+#include "paged_run_common.h"
+#include "qf_test.h"
+
+static int n_body;
+static void count_body(void *arg) { n_body += *(int *)arg; }
+
+int main(void) {
+    const qf_ops *o = qf_ops_cpu();
+    int inc = 1;
+    CHECK(o->graph_run != NULL, "the CPU table has graph_run");
+    for (int i = 0; i < 3; i++) CHECK(o->graph_run(42, count_body, &inc) == 0, "graph_run returns 0 on the CPU");
+    CHECK(n_body == 3, "graph_run ran the body %d times for 3 calls", n_body);
+    CHECK(o->graph_run(0, NULL, NULL) == 0 && n_body == 3, "graph_run(body NULL) does nothing");
+
+    qf_model_config c;
+    pr_config(&c, 64, 128, 2, 4, 2, 16, 97);
+    qf_err e = {0};
+    pr_state s;
+    const int plen[3] = {5, 62, 17};
+    CHECK(pr_init(&s, o, &c, 3, plen, 200, &e) == 0, "set-up: %s", e.msg);
+    CHECK(!s.bad[0], "%s", s.bad);
+    /* the bound: maxb 13 blocks of 16 = 208 positions */
+    const int32_t tok[2] = {1, 2}, seq[2] = {0, 1};
+    const int32_t p1[2] = {0, 63}, p2[2] = {64, 3}, p3[2] = {207, 0};
+    qf_model_paged_inputs(&s.A, tok, seq, p1, 2, NULL);
+    CHECK(s.A.paged_len == 64, "largest position 63: bound %d, want 64", s.A.paged_len);
+    qf_model_paged_inputs(&s.A, tok, seq, p2, 2, NULL);
+    CHECK(s.A.paged_len == 128, "largest position 64: bound %d, want 128", s.A.paged_len);
+    qf_model_paged_inputs(&s.A, tok, seq, p3, 2, NULL);
+    CHECK(s.A.paged_len == 208, "largest position 207: bound %d, want the reach 208", s.A.paged_len);
+    for (int step = 0; step < 12; step++) {
+        if (step == 4) s.active[1] = 0; /* the 62-token sequence (crossing 64 at step 2) leaves */
+        if (step == 8) s.active[0] = 0;
+        pr_decode(&s);
+    }
+    CHECK(!s.bad[0], "%s", s.bad);
+    CHECK(s.steps == 12 && s.graph_steps == 0, "12 steps, %d of them graphs on the CPU", s.graph_steps);
+    pr_compare_pools(&s);
+    CHECK(!s.bad[0], "%s", s.bad);
+    /* the picks of the last step (one row: sequence 2) */
+    int32_t id = -1, id2 = -1, row = 0;
+    qf_model_paged_pick(&s.B, 1, &id, NULL);
+    qf_model_paged_read_logits(&s.B, 1, s.lb);
+    int32_t best = 0;
+    for (int v = 1; v < s.V; v++)
+        if (s.lb[v] > s.lb[best]) best = v;
+    CHECK(id == best, "paged_pick %d, argmax of the logits %d", id, best);
+    qf_model_paged_argmax(&s.B, &row, 1, &id2, NULL);
+    CHECK(id2 == id, "paged_argmax %d, paged_pick %d", id2, id);
+    pr_free(&s);
+    printf("test_paged_run: %d checks, %d failed\n", qf_test_checks, qf_test_failures);
+    return qf_test_failures != 0;
+}

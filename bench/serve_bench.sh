@@ -6,7 +6,8 @@
 #   3. the seed's Locust test: 100 users, spawn rate 10, {"inputs", "parameters": {"max_new_tokens": 256}} to
 #      /generate for 2 minutes (BENCH_LOCUST_TIME): requests/s, failures, p50 and p95 latency.
 # One JSON line per part in $OUT/serve_bench.jsonl, the server's /metrics at the end in $OUT/serve_metrics.txt.
-# SERVE_MODEL=PATH serves a model directory instead of the preset (QWENFT_BACKEND=cpu: a dry run on a CPU).
+# SERVE_MODEL=PATH serves a model directory instead of the preset (QWENFT_BACKEND=cpu: a dry run on a CPU);
+# SERVE_ARGS adds serve options (e.g. "--cuda-graphs off"); BENCH_LOCUST_TIME=0 skips part 3.
 # Needs: QWENFT (default build-cuda/qwen-ft), a python with locust (PY; `pip install -r
 # tests/reference/requirements-serve.txt`), TOKENIZER (default the fixture tokenizer: its ids are a subset of the
 # model's vocabulary; replies of a random model decode as U+FFFD where the fixture lacks an id).
@@ -18,9 +19,9 @@ PY=${PY:-python3}
 out=${OUT:-/tmp}
 tok=${TOKENIZER:-$root/tests/reference/fixtures/tokenizer/tokenizer.json}
 work=$(mktemp -d)
-"$PY" -c "import locust" 2> /dev/null || { echo "serve_bench: $PY has no locust (pip install -r tests/reference/requirements-serve.txt)"; exit 2; }
+[ "${BENCH_LOCUST_TIME:-2m}" = 0 ] || "$PY" -c "import locust" 2> /dev/null || { echo "serve_bench: $PY has no locust (pip install -r tests/reference/requirements-serve.txt)"; exit 2; }
 QWENFT_BACKEND=${QWENFT_BACKEND:-cuda} "$Q" serve --model "${SERVE_MODEL:-preset:$model}" --tokenizer "$tok" --port 0 --max-batch 128 --max-queue 4096 \
-  --max-total-tokens "${BENCH_MAX_TOTAL:-1024}" --model-id "$model" 2> "$work/serve.err" &
+  --max-total-tokens "${BENCH_MAX_TOTAL:-1024}" --model-id "$model" ${SERVE_ARGS:-} 2> "$work/serve.err" &
 pid=$!
 for _ in $(seq 600); do grep -q "listening on" "$work/serve.err" && break; sleep 0.5; kill -0 $pid 2> /dev/null || break; done
 port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$work/serve.err")
@@ -59,7 +60,7 @@ while True:
     if line.startswith(b"data: "): times.append(time.time())
 c.close()
 n = len(times)
-print(json.dumps({"part": "batch1", "model": model, "prompt_tokens": ntok(prompt(1)), "new": n, "ttft_s": round(times[0] - t0, 4),
+print(json.dumps({"part": "batch1", "model": model, "serve_args": __import__("os").environ.get("SERVE_ARGS", ""), "prompt_tokens": ntok(prompt(1)), "new": n, "ttft_s": round(times[0] - t0, 4),
                   "decode_tok_s": round((n - 1) / (times[-1] - times[0]), 1) if n > 1 else None}))
 # 2. 32 concurrent greedy completions
 res = []
@@ -75,10 +76,11 @@ for t in th: t.start()
 for t in th: t.join()
 wall = time.time() - t0
 gen = sum(u["completion_tokens"] for _, u in res)
-print(json.dumps({"part": "concurrent32", "model": model, "ok": len(res), "prompt_tokens_mean": sum(u["prompt_tokens"] for _, u in res) / max(1, len(res)),
+print(json.dumps({"part": "concurrent32", "model": model, "serve_args": __import__("os").environ.get("SERVE_ARGS", ""), "ok": len(res), "prompt_tokens_mean": sum(u["prompt_tokens"] for _, u in res) / max(1, len(res)),
                   "generated": gen, "wall_s": round(wall, 3), "generated_tok_s": round(gen / wall, 1),
                   "latency_max_s": round(max(l for l, _ in res), 3)}))
 PY
+if [ "${BENCH_LOCUST_TIME:-2m}" != 0 ]; then
 cat > "$work/stress_test.py" <<'LF'
 from locust import HttpUser, task, constant
 class QwenUser(HttpUser):
@@ -99,6 +101,7 @@ print(json.dumps({"part": "locust100", "model": sys.argv[2], "users": 100, "spaw
                   "requests": int(a["Request Count"]), "failures": int(a["Failure Count"]),
                   "req_s": round(float(a["Requests/s"]), 2), "p50_ms": a["50%"], "p95_ms": a["95%"]}))
 PY
+fi
 curl -s "$url/metrics" > "$out/serve_metrics.txt" 2> /dev/null || true
 kill -TERM $pid; wait $pid; echo "serve exit: $?"
 rm -rf "$work"

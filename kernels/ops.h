@@ -122,6 +122,10 @@ typedef struct qf_ops {
     /* fp32 flat-buffer ops used by the optimizer / ZeRO engine (all on backend memory) */
     /* returns sum of squares of g[n] (as double, on host) */
     double (*sumsq)(const void *g, size_t n);
+    /* the same sum, bit for bit, written to out (backend memory, one double) in stream order, the host not waiting:
+     * the offload's host gradient path takes each piece's sum before its download and reads them all with one
+     * copy_d2h after the backward (src/zero/zero_hgrad.c) */
+    void (*sumsq_to)(double *out, const void *g, size_t n);
     /* g[n] *= s (act) */
     void (*scale)(void *g, float s, size_t n);
     /* 1 if any of g[n] is inf or nan */

@@ -18,6 +18,7 @@ void cpu_swiglu_fwd(void *out, const void *gate, const void *up, int N, int F);
 void cpu_swiglu_bwd(void *dgate, void *dup, const void *dout, const void *gate, const void *up, int N, int F);
 void cpu_add_inplace(void *y, const void *x, size_t n);
 double cpu_sumsq(const void *g, size_t n);
+void cpu_sumsq_to(double *out, const void *g, size_t n);
 void cpu_scale(void *g, float s, size_t n);
 int cpu_nonfinite(const void *g, size_t n);
 void cpu_argmax_rows(int32_t *out, float *logprob, const void *x, int n, int V);

@@ -99,6 +99,8 @@ double cpu_sumsq(const void *g_, size_t n) {
     return s;
 }
 
+void cpu_sumsq_to(double *out, const void *g, size_t n) { *out = cpu_sumsq(g, n); }
+
 int cpu_nonfinite(const void *g_, size_t n) {
     const float *g = g_;
     int bad = 0;

@@ -75,6 +75,7 @@ static const qf_ops cpu_ops = {
     .add_inplace = cpu_add_inplace,
     .classifier = cpu_classifier,
     .sumsq = cpu_sumsq,
+    .sumsq_to = cpu_sumsq_to,
     .scale = cpu_scale,
     .nonfinite = cpu_nonfinite,
     .adamw = cpu_adamw,

@@ -323,6 +323,7 @@ template <typename T>
 void cu_swiglu_bwd(void *dgate, void *dup, const void *dout, const void *gate, const void *up, int N, int F);
 template <typename T> void cu_add_inplace(void *y, const void *x, size_t n);
 template <typename T> double cu_sumsq(const void *g, size_t n);
+template <typename T> void cu_sumsq_to(double *out, const void *g, size_t n);
 template <typename T> void cu_scale(void *g, float s, size_t n);
 template <typename T> int cu_nonfinite(const void *g, size_t n);
 // gemv_cuda.cu: out[N, OUT] = x w^T (+ bias) (+ res | + out) at decoding sizes (N <= 8); false: not taken

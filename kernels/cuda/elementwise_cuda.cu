@@ -234,18 +234,27 @@ __global__ void sum_partials_kernel(double *out, const double *part, size_t np) 
     const double r = block_sum_d(s, sh);
     if (threadIdx.x == 0) *out = r;
 }
-template <typename T> double cu_sumsq(const void *g, size_t n) {
-    if (!n) return 0.0;
+// the partials of g[n] summed into out (device), queued on the compute stream
+template <typename T> static void sumsq_queue(double *out, const void *g, size_t n) {
     qf_cuda_ctx &c = qfc();
     const size_t nb = (n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK;
     double *part = (double *)qfc_scratch(nb * sizeof(double));
     sumsq_partial_kernel<T><<<(unsigned)nb, SUMSQ_THREADS, 0, c.stream>>>(part, (const T *)g, n, qf_ptr_aligned(g, 16));
     CHECK_LAUNCH();
-    sum_partials_kernel<<<1, 1024, 0, c.stream>>>((double *)c.small_dev, part, nb);
+    sum_partials_kernel<<<1, 1024, 0, c.stream>>>(out, part, nb);
     CHECK_LAUNCH();
+}
+template <typename T> double cu_sumsq(const void *g, size_t n) {
+    if (!n) return 0.0;
+    qf_cuda_ctx &c = qfc();
+    sumsq_queue<T>((double *)c.small_dev, g, n);
     CHECK_CUDA(cudaMemcpyAsync(c.small_host, c.small_dev, sizeof(double), cudaMemcpyDeviceToHost, c.stream));
     CHECK_CUDA(cudaStreamSynchronize(c.stream));
     return *(const double *)c.small_host;
+}
+template <typename T> void cu_sumsq_to(double *out, const void *g, size_t n) {
+    if (n) sumsq_queue<T>(out, g, n);
+    else CHECK_CUDA(cudaMemsetAsync(out, 0, sizeof(double), qfc().stream));
 }
 
 // ---- nonfinite ---------------------------------------------------------------------------------------------------
@@ -331,6 +340,7 @@ void cu_adamw(float *p, void *p_act, const void *g, float *m, float *v, size_t n
     template void cu_swiglu_bwd<T>(void *, void *, const void *, const void *, const void *, int, int);             \
     template void cu_add_inplace<T>(void *, const void *, size_t);                                                   \
     template double cu_sumsq<T>(const void *, size_t);                                                               \
+    template void cu_sumsq_to<T>(double *, const void *, size_t);                                                    \
     template void cu_scale<T>(void *, float, size_t);                                                                \
     template int cu_nonfinite<T>(const void *, size_t);                                                              \
     template void cu_adamw<T>(float *, void *, const void *, float *, float *, size_t, float, float, float, float,  \

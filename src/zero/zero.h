@@ -51,13 +51,15 @@ typedef struct qf_zero_pending { /* a non-blocking reduce-scatter of one unit's 
  * not read again in the step once every rank has reduced it; a skipped step rounds them back from the master);
  * a buffer of its own with offload_param and accumulation. */
 #define QF_ZHG_INFLIGHT 2
+enum { QF_ZHG_PSQ_NONE, QF_ZHG_PSQ_HOST, QF_ZHG_PSQ_DEV }; /* summed at the norm; psq[u]; psq_dev[u] */
 typedef struct qf_zero_hgrad {
     void *g;                            /* host act [shard] */
     int own, alias_node;                /* g allocated here; g is the node copy's range */
     int pinned_g, pinned_stage;         /* page-locked here (pin_memory) */
     unsigned char *filled;              /* [nunits] the unit's piece holds this step's gradients */
-    double *psq;                        /* [nunits] 16-bit types: the piece's sum of squares, taken as it landed */
-    unsigned char *psq_ok;              /* [nunits] psq is the piece's final value (no later contribution) */
+    double *psq;                        /* [nunits] the piece's sum of squares (host), when psq_ok says so */
+    unsigned char *psq_ok;              /* [nunits] QF_ZHG_PSQ_*: where the piece's final sum of squares is */
+    double *psq_dev;                    /* backend [nunits] 16-bit types: each piece's sum, queued before its download */
     int ticket[QF_ZHG_INFLIGHT];        /* downloads in flight, oldest first */
     int dunit[QF_ZHG_INFLIGHT];
     void *dbuf[QF_ZHG_INFLIGHT];

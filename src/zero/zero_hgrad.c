@@ -17,6 +17,7 @@ int qf_zhg_init(qf_zero *z, qf_err *e) {
     h->filled = qf_calloc((size_t)U, 1);
     h->psq = qf_calloc((size_t)U, sizeof *h->psq);
     h->psq_ok = qf_calloc((size_t)U, 1);
+    if (z->ops->act_dtype != QF_DT_F32) h->psq_dev = zi_dev_state(z, U, sizeof(double), "the host gradients' piece sums");
     for (int i = 0; i < QF_ZHG_INFLIGHT; i++) h->ticket[i] = -1;
     int64_t umax = 0;
     for (int u = 0; u < U; u++) umax = zi_max(umax, z->ucount[u][z->comm->rank]);
@@ -43,19 +44,11 @@ int qf_zhg_init(qf_zero *z, qf_err *e) {
 static char *piece(const qf_zero *z, int u) { return host_at(z, zi_ub(z, u) + z->udispl[u][z->comm->rank]); }
 static int64_t piece_n(const qf_zero *z, int u) { return z->ucount[u][z->comm->rank]; }
 
-/* The oldest download done: its device buffer back to the pool; with 16-bit gradients its sum of squares is taken
- * now, while the GPU goes on with the backward, so that the norm after the backward is a sum over the units. (fp32
- * — CPU ranks — sums the whole shard at the norm in the CPU table's chunks instead: the same bits as the device
- * shard's norm.) */
+/* The oldest download done: its device buffer back to the pool. */
 static void pop_oldest(qf_zero *z) {
     qf_zero_hgrad *h = &z->hg;
     z->ops->copy_finish(h->ticket[0], 1);
     zi_buf_put(z, h->dbuf[0], h->dn[0]);
-    const int u = h->dunit[0];
-    if (z->ops->act_dtype != QF_DT_F32) {
-        h->psq[u] = qf_cpu_act_sumsq(piece(z, u), z->ops->act_dtype, (size_t)piece_n(z, u), z->off.threads);
-        h->psq_ok[u] = 1;
-    }
     for (int i = 1; i < h->nq; i++)
         h->ticket[i - 1] = h->ticket[i], h->dunit[i - 1] = h->dunit[i], h->dbuf[i - 1] = h->dbuf[i], h->dn[i - 1] = h->dn[i];
     h->nq--;
@@ -73,6 +66,7 @@ void qf_zhg_free(qf_zero *z) {
     free(h->stage);
     if (h->pinned_g) qf_backend_unpin(z->ops, h->g);
     if (h->own) free(h->g);
+    zi_dev_free(z, h->psq_dev, z->m->nunits, sizeof(double));
     free(h->filled);
     free(h->psq);
     free(h->psq_ok);
@@ -86,13 +80,22 @@ void qf_zhg_clear(qf_zero *z) {
 }
 
 /* A completed reduce-scatter: p->recv (device act [p->n], this rank's piece of unit p->unit) to the host shard.
- * Takes p->recv (returned to the pool once its download is done). */
+ * Takes p->recv (returned to the pool once its download is done). With 16-bit gradients the piece's sum of squares
+ * is queued on the backend first (sumsq_to), so that the norm after the backward is a sum over the units that costs
+ * the host neither a pass over the gradients nor a wait in the backward (the host pass, 2 bytes per parameter
+ * read by the trainer's thread as each piece landed, held the GPU's queue back: Qwen2.5-7B, 15 GB a step). fp32
+ * (CPU ranks) sums the whole shard at the norm in the CPU table's chunks instead: the same bits as the device
+ * shard's norm. */
 void qf_zhg_take(qf_zero *z, qf_zero_pending *p) {
     qf_zero_hgrad *h = &z->hg;
     size_t ab = zi_ab(z);
     char *dst = host_at(z, p->lo);
     if (!h->filled[p->unit]) { /* the step's first contribution: straight to its place, asynchronously */
         if (h->nq == QF_ZHG_INFLIGHT) pop_oldest(z);
+        if (h->psq_dev) {
+            z->ops->sumsq_to(h->psq_dev + p->unit, p->recv, (size_t)p->n);
+            h->psq_ok[p->unit] = QF_ZHG_PSQ_DEV;
+        }
         h->ticket[h->nq] = z->ops->copy_start(dst, p->recv, (size_t)p->n * ab, QF_COPY_D2H);
         h->dunit[h->nq] = p->unit;
         h->dbuf[h->nq] = p->recv;
@@ -100,7 +103,7 @@ void qf_zhg_take(qf_zero *z, qf_zero_pending *p) {
         h->filled[p->unit] = 1;
     } else { /* accumulate: earlier downloads land first, then through the staging buffer, added here */
         qf_zhg_drain(z);
-        h->psq_ok[p->unit] = 0; /* summed again at the norm */
+        h->psq_ok[p->unit] = QF_ZHG_PSQ_NONE; /* summed again at the norm */
         z->ops->range_push("zero.hgrad_accumulate");
         for (int64_t o = 0; o < p->n; o += h->stage_n) {
             int64_t k = zi_min(p->n - o, h->stage_n);
@@ -124,7 +127,7 @@ void qf_zhg_finish(qf_zero *z) {
             memset(host_at(z, zi_ub(z, u) + z->udispl[u][r]), 0, (size_t)n * zi_ab(z));
             z->hg.filled[u] = 1;
             z->hg.psq[u] = 0.0;
-            z->hg.psq_ok[u] = 1;
+            z->hg.psq_ok[u] = QF_ZHG_PSQ_HOST;
         }
     }
 }
@@ -132,12 +135,18 @@ void qf_zhg_finish(qf_zero *z) {
 double qf_zhg_sumsq(qf_zero *z) {
     const int dt = z->ops->act_dtype;
     if (dt == QF_DT_F32) return qf_cpu_act_sumsq(z->hg.g, dt, (size_t)shard_n(z), z->off.threads);
-    double s = 0.0; /* the units in order: the pieces' sums taken as they landed, or now */
-    for (int u = 0; u < z->m->nunits; u++) {
+    const int U = z->m->nunits;
+    double *dsum = qf_calloc((size_t)U, sizeof(double)); /* the backend's piece sums, one copy */
+    if (z->hg.psq_dev) z->ops->copy_d2h(dsum, z->hg.psq_dev, (size_t)U * sizeof(double));
+    double s = 0.0; /* the units in order: the backend's sums taken before the downloads, or the host's now */
+    for (int u = 0; u < U; u++) {
         if (!piece_n(z, u)) continue;
-        s += z->hg.psq_ok[u] ? z->hg.psq[u]
-                             : qf_cpu_act_sumsq(piece(z, u), dt, (size_t)piece_n(z, u), z->off.threads);
+        const int w = z->hg.psq_ok[u];
+        s += w == QF_ZHG_PSQ_DEV    ? dsum[u]
+             : w == QF_ZHG_PSQ_HOST ? z->hg.psq[u]
+                                    : qf_cpu_act_sumsq(piece(z, u), dt, (size_t)piece_n(z, u), z->off.threads);
     }
+    free(dsum);
     return s;
 }
 

@@ -60,8 +60,12 @@ static void replay_semantics(const qf_ops *g) {
     qf_cuda_graph_stats(&st);
     qf_gpu_report_bool(lab, "graph_run(body NULL) forgets the graphs", st.cached == 0 && !g->graph_run(1001, add_body, &a));
     free(y);
-    /* a spoiled capture: off for the run, the work done eagerly */
-    spoil_host = y0;
+    /* a spoiled capture: off for the run, the work done eagerly (the host copy holds y0 in the table's act type,
+     * as copy_h2d takes it) */
+    void *y0act = qf_malloc(n * g->act_bytes), *y0dev = up(g, y0, n);
+    g->copy_d2h(y0act, y0dev, n * g->act_bytes);
+    g->free(y0dev);
+    spoil_host = y0act;
     qf_cuda_graph_reset();
     g->graph_run(1002, spoil_body, &a); /* warm-up: y = y0 + x */
     const int r2 = g->graph_run(1002, spoil_body, &a); /* capture: refused, then eager: y = y0 + x again */
@@ -76,7 +80,7 @@ static void replay_semantics(const qf_ops *g) {
     qf_cuda_graph_stats(&st);
     qf_gpu_report_bool(lab, "qf_cuda_graph_reset turns them on again", !st.off && st.cached == 0);
     g->free(a.y), g->free(a.x);
-    free(y), free(h), free(y0);
+    free(y), free(h), free(y0), free(y0act);
 }
 
 /* the serve decode step: A eager, B graphs (see the header comment) */

@@ -390,6 +390,15 @@ static void test_flat(size_t n) {
         const double gs = g->sumsq(dS, n), gs2 = g->sumsq(dS, n);
         report(g, check_name("sumsq n=%zu (double, relative)", n), relerr_d(gs, ss), 1e-12);
         report_bool(g, "sumsq is deterministic", gs == gs2);
+        { /* sumsq_to: the same bits, written on the device (two sums in one buffer, then one copy down) */
+            double *dd = g->alloc(2 * sizeof(double)), hd[2] = {-1.0, -1.0};
+            g->sumsq_to(dd, dS, n);
+            g->sumsq_to(dd + 1, dS, 0);
+            g->copy_d2h(hd, dd, sizeof hd);
+            report_bool(g, check_name("sumsq_to n=%zu == sumsq bit for bit", n), hd[0] == gs);
+            report_bool(g, "sumsq_to of 0 elements writes 0", hd[1] == 0.0);
+            g->free(dd);
+        }
         /* odd offset (unaligned view) */
         const double so = cpu->sumsq(y + 3, n - 3);
         const double go = g->sumsq((char *)dS + 3 * g->act_bytes, n - 3);

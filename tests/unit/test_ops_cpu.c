@@ -682,6 +682,11 @@ static void test_reductions(void) {
     for (size_t i = 0; i < n; i++) ref += (double)g[i] * g[i];
     report("sumsq vs sequential double sum (relative)", fabs(ops->sumsq(g, n) - ref) / ref, 1e-12);
     report("sumsq of 0 elements", fabs(ops->sumsq(g, 0)), 0.0);
+    double st[2] = {-1.0, -1.0};
+    ops->sumsq_to(st, g, n);
+    ops->sumsq_to(st + 1, g, 0);
+    report_bool("sumsq_to == sumsq bit for bit", st[0] == ops->sumsq(g, n));
+    report_bool("sumsq_to of 0 elements writes 0", st[1] == 0.0);
     float *y = frand(n, 1), *y0 = fdup(y, n), *s = fdup(g, n);
     ops->add_inplace(y, g, n);
     int ok = 1;

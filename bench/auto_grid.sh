@@ -4,7 +4,8 @@
 # ranks top-5 and the obvious hand choices (ZeRO-3 + full offload + full recomputation, micro 1: the seed's layout;
 # ZeRO-2 + optimizer offload + full recomputation, micro 1; stage 0 without offload, selective recomputation,
 # micro 1) — each for a few steps; tokens/s (the median of the steps after the second) and the GPU peak per run go to
-# $OUT/auto_grid.jsonl, and a line per part says auto's ratio to the best measured run and its plan time.
+# $OUT/auto_grid.jsonl, and a line per part says auto's ratio to the best measured run and its plan time
+# ($OUT/auto_grid_summary.txt); every run's log and each part's plan go into $OUT/auto_grid-logs.tar as they come.
 #   PART = model:seq:cap, e.g. 7b:4096:24 (cap 0 = no limit); models 1.5b 3b 7b (Qwen2.5); "all" lists every part.
 #   One part is 6-9 runs of 5 steps (a few minutes): give a device call one to three parts, e.g.
 #     bash bench/auto_grid.sh 1.5b:512:24 1.5b:512:48 1.5b:512:0
@@ -26,6 +27,12 @@ if [ "${1:-}" = all ]; then
 fi
 [ $# -ge 1 ] || { echo "usage: bench/auto_grid.sh model:seq:cap ... | all" >&2; exit 2; }
 
+# keep FILE NAME: FILE appended to $OUT/auto_grid-logs.tar as NAME, at once (the device machine returns at most 8
+# files of a call, and a call cut off by its time limit returns what is there: so few files, each written as it comes)
+keep() {
+  mkdir -p "$work/keep" && cp "$1" "$work/keep/$2" && tar -rf "$out/auto_grid-logs.tar" -C "$work/keep" "$2" && rm -f "$work/keep/$2"
+}
+
 # run NAME PART KIND [--set ...]: one training run; one JSON line
 run_one() {
   local name=$1 part=$2 kind=$3; shift 3
@@ -35,7 +42,7 @@ run_one() {
   timeout "${TLIMIT:-150}" mpirun -np 1 --bind-to none -x NCCL_NVLS_ENABLE -x QWENFT_BACKEND "$Q" train "$work/deck.cfg" \
     --set checkpoint.dir="$work/$name/ck" --set log.dir="$work/$name/log" "$@" > "$work/$name.out" 2>&1
   local rc=$?
-  cp "$work/$name.out" "$out/auto_grid-${part//:/_}-$name.log"
+  keep "$work/$name.out" "auto_grid-${part//:/_}-$name.log"
   [ -s "$work/$name/ck/qwenft-plan-rates.json" ] && cp "$work/$name/ck/qwenft-plan-rates.json" "$cache/" 2>/dev/null
   python3 - "$work/$name/log/metrics.jsonl" "$work/$name.out" "$part" "$kind" "$rc" "$*" "$t0" <<'PY' | tee -a "$out/auto_grid.jsonl"
 import json, re, sys
@@ -97,7 +104,7 @@ DECK
   "$Q" plan "$work/deck.cfg" --cache "$cache" --top 5 --json > "$work/plan.json" 2> "$work/plan.err"
   prc=$?
   plan_s=$(python3 -c "import time,sys; print(round(time.time() - float(sys.argv[1]), 2))" "$t0")
-  cp "$work/plan.json" "$out/auto_grid-${part//:/_}-plan.json"
+  keep "$work/plan.json" "auto_grid-${part//:/_}-plan.json"
   echo "{\"part\": \"$part\", \"kind\": \"plan\", \"rc\": $prc, \"plan_s\": $plan_s}" | tee -a "$out/auto_grid.jsonl"
   run_one auto "$part" auto
   # the planner's top 5 as hand runs (the layouts pinned by --set)

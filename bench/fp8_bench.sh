@@ -15,7 +15,7 @@
 #           prepare --tokenizer`), else the bundled demo corpus (inputs/demo/train.jsonl, byte tokens);
 #           loss-bf16-init2 is bf16 from another random init (model.init_seed 2), the control: how far two exact
 #           bf16 runs are apart step by step. Metrics in $KEEP/fp8-loss-RUN/metrics.jsonl (KEEP=/tmp/fp8-bench by
-#           default: it outlives the call on a warm machine) and copied to $OUT; once bf16 and another run are
+#           default: it outlives the call on a warm machine) and in $OUT/fp8-metrics.tar; once bf16 and another run are
 #           there, the overlay $OUT/fp8_loss_RUN.svg (qwen-ft plot) and in $OUT/fp8_loss.jsonl the largest relative
 #           loss difference to bf16 after step 20 (the target: <= 1.5% at every logged step), its median,
 #           and the same over 10-step means
@@ -42,12 +42,13 @@ deck7b() {
     lr=3e-4 betas="0.9, 0.95" warmup=30 eval=0 ckpt="$work/ck-$name" log="$keep/fp8-$name" print=10 -- "$*"
 }
 
-# train7b NAME: runs $work/NAME.cfg (log in $OUT/fp8-NAME.log, metrics in $KEEP/fp8-NAME and $OUT); non-zero on failure
+# train7b NAME: runs $work/NAME.cfg (log in $OUT/fp8-NAME.log, metrics in $KEEP/fp8-NAME and appended to
+# $OUT/fp8-metrics.tar as fp8-NAME/metrics.jsonl: the device returns at most 8 files of a call); non-zero on failure
 train7b() {
   rm -rf "$keep/fp8-$1"
   timeout "${TLIMIT:-560}" "$Q" train "$work/$1.cfg" > "$out/fp8-$1.log" 2>&1
   local rc=$?
-  mkdir -p "$out/fp8-$1"; cp "$keep/fp8-$1/metrics.jsonl" "$out/fp8-$1/" 2> /dev/null
+  [ -f "$keep/fp8-$1/metrics.jsonl" ] && tar -rf "$out/fp8-metrics.tar" -C "$keep" "fp8-$1/metrics.jsonl"
   [ $rc = 0 ] || { echo "qwen-ft $1 failed (exit $rc):"; tail -20 "$out/fp8-$1.log"; return 1; }
   grep -E '^(backend|precision)' "$out/fp8-$1.log"
 }

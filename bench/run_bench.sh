@@ -3,6 +3,7 @@
 # ../shared/bench/peer_torch.py, staged into .devdeps/bench/) on the same GPUs in the same call: same model
 # (random init from the preset), seq_len, micro batch and activation checkpointing. Prints one JSON line per run
 # and the ratio; results also go to $OUT/bench.jsonl. Run on the GPU machine after `. .devdeps/env.sh`.
+# QWENFT_UPDATE_OVERLAP=0 is passed to the ranks (the row says which: docs/zero.md); PEER=0 runs qwen-ft only.
 set -uo pipefail
 n=$1; shift
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,19 +23,20 @@ for spec in "$@"; do
     ackpt="$([ "$ackpt" = 1 ] && echo true || echo false)" stage="$stage" overlap=true ckpt="$work/ck-$model" \
     log="$work/log-$model-$seq-$micro-$ackpt-$n"
   rm -rf "$work/ck-$model"
-  timeout 600 mpirun -np "$n" -x NCCL_NVLS_ENABLE "$Q" train "$work/bench.cfg" > "$work/q.out" 2>&1 ||
+  timeout 600 mpirun -np "$n" -x NCCL_NVLS_ENABLE ${QWENFT_UPDATE_OVERLAP:+-x QWENFT_UPDATE_OVERLAP} "$Q" train "$work/bench.cfg" > "$work/q.out" 2>&1 ||
     { echo "qwen-ft failed:"; tail -20 "$work/q.out"; }
   cp "$work/q.out" "$out/qwen-ft-$model-x$n.log"
   python3 - "$work/log-$model-$seq-$micro-$ackpt-$n/metrics.jsonl" "$model" "$n" "$seq" "$micro" "$ackpt" "$stage" <<'PY' | tee -a "$out/bench.jsonl"
-import json, sys
+import json, os, sys
 steps = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l]
 t = sorted(s["tokens_per_s"] for s in steps[2:])
 mid = t[len(t) // 2]
 s = [x for x in steps if x["tokens_per_s"] == mid][0]
 print(json.dumps(dict(impl="qwen-ft", model=sys.argv[2], world=int(sys.argv[3]), seq=int(sys.argv[4]), mbs=int(sys.argv[5]),
-      ckpt=int(sys.argv[6]), stage=int(sys.argv[7]), tok_s=round(mid), mfu=s["mfu"], peak_mem_gb=s.get("peak_gpu_mem_gib"))))
+      ckpt=int(sys.argv[6]), stage=int(sys.argv[7]), tok_s=round(mid), mfu=s["mfu"], peak_mem_gb=s.get("peak_gpu_mem_gib"),
+      update_overlap=os.environ.get("QWENFT_UPDATE_OVERLAP", "1") != "0")))
 PY
-  bash "$root/.devdeps/bench/run_peer.sh" "$n" "$model:$seq:$micro:$ackpt:0" | grep '^{' | tail -1 >> "$out/bench.jsonl"
+  [ "${PEER:-1}" = 0 ] || bash "$root/.devdeps/bench/run_peer.sh" "$n" "$model:$seq:$micro:$ackpt:0" | grep '^{' | tail -1 >> "$out/bench.jsonl"
 done
 python3 - "$out/bench.jsonl" <<'PY'
 import json, sys

@@ -169,6 +169,19 @@ typedef struct qf_ops {
      * that started it still calls copy_finish): the one call another host thread (the offload AdamW) may make. */
     void (*copy_wait)(int ticket);
 
+    /* A side stream for work that may overlap what is queued after it (the GPU-resident ZeRO engine's optimizer
+     * step overlapping the next forward unit by unit, src/zero/zero.c): between side_begin() and side_end() every op
+     * runs on the side stream, after everything queued on the compute stream before side_begin; side_mark() (inside)
+     * returns a mark of the side work issued so far; side_wait(mark) (outside) makes the compute stream wait for it,
+     * the host not waiting. Work on the compute stream that reads or writes what the side work touches waits for
+     * its mark first; a mark stays valid for the next QF_SIDE_MARKS marks. Inside a CUDA graph capture side_begin
+     * spoils the capture and the ops stay on the capturing stream (marks -1, waits on them no-ops). The CPU table
+     * runs every op at once: marks 0, waits no-ops. */
+    void (*side_begin)(void);
+    int (*side_mark)(void);
+    void (*side_end)(void);
+    void (*side_wait)(int mark);
+
     /* NVTX ranges around units, collectives, copies and the optimizer, so nsys timelines read naturally; no-ops
      * on the CPU table. Pushes and pops nest per host thread. */
     void (*range_push)(const char *name);
@@ -236,7 +249,7 @@ typedef struct qf_ops {
      * point into; qf_model_free). The CPU table (and tables that cannot: fp8) just call body(arg) and return 0. */
     int (*graph_run)(uint64_t key, void (*body)(void *arg), void *arg);
 } qf_ops;
-enum { QF_COPY_H2D = 0, QF_COPY_D2H = 1, QF_COPY_TICKETS = 64 };
+enum { QF_COPY_H2D = 0, QF_COPY_D2H = 1, QF_COPY_TICKETS = 64, QF_SIDE_MARKS = 1024 };
 
 const qf_ops *qf_ops_cpu(void);
 

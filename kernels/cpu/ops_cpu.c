@@ -24,6 +24,11 @@ static void cpu_copy_finish(int ticket, int host_wait) {
 }
 
 static void cpu_copy_wait(int ticket) { (void)ticket; }
+/* one thread of work: the side stream's ops run at once, in order */
+static void cpu_side_begin(void) {}
+static int cpu_side_mark(void) { return 0; }
+static void cpu_side_end(void) {}
+static void cpu_side_wait(int mark) { (void)mark; }
 static void cpu_range_push(const char *name) { (void)name; }
 static void cpu_range_pop(void) {}
 static void cpu_copy_bytes(uint64_t bytes[2]) { bytes[QF_COPY_H2D] = bytes[QF_COPY_D2H] = 0; } /* no link to cross */
@@ -63,6 +68,10 @@ static const qf_ops cpu_ops = {
     .copy_start = cpu_copy_start,
     .copy_finish = cpu_copy_finish,
     .copy_wait = cpu_copy_wait,
+    .side_begin = cpu_side_begin,
+    .side_mark = cpu_side_mark,
+    .side_end = cpu_side_end,
+    .side_wait = cpu_side_wait,
     .range_push = cpu_range_push,
     .range_pop = cpu_range_pop,
     .copy_bytes = cpu_copy_bytes,

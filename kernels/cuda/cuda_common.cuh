@@ -98,6 +98,11 @@ struct qf_cuda_ctx {
     cudaEvent_t copy_order, copy_ev[QF_COPY_TICKETS];
     int copy_busy[QF_COPY_TICKETS];
     int copy_next;
+    // the side stream (side_cuda.cu): created at the first side_begin; while side_on, `stream` is the side stream
+    // and main_stream the compute stream; side_ev is a ring of QF_SIDE_MARKS mark events
+    cudaStream_t side_stream, main_stream;
+    cudaEvent_t side_fork, *side_ev;
+    int side_on, side_skip, side_next;
     uint64_t moved[2];         // bytes copied host -> device [QF_COPY_H2D] and back [QF_COPY_D2H] (ops.h copy_bytes)
     qf_cuda_alloc_entry *amap; // open-addressing table of alloc() pointers -> sizes
     size_t amap_cap, amap_used;
@@ -148,6 +153,11 @@ void qfc_device_free(void *p, size_t bytes);
 void qfc_copy_init();                     // the copy stream and its events (copy_cuda.cu)
 int cu_copy_start(void *dst, const void *src, size_t bytes, int dir);
 void cu_copy_wait(int ticket);
+// side_cuda.cu: the side stream (ops.h side_begin .. side_wait)
+void cu_side_begin(void);
+int cu_side_mark(void);
+void cu_side_end(void);
+void cu_side_wait(int mark);
 void cu_range_push(const char *name);
 void cu_range_pop();
 void cu_copy_finish(int ticket, int host_wait);

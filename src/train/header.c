@@ -89,6 +89,12 @@ void qf_run_header(qf_run *r, FILE *f, const char *what) {
         fprintf(f, "; lm_head, loss, norms, attention and the optimizer stay as above; checkpoints and exports are "
                    "unchanged\n");
     }
+    if (d->offload_optimizer != QF_OFFLOAD_CPU && r->zero.with_opt)
+        fprintf(f, "optimizer: AdamW on the %s backend, %s%s%s\n", r->ops->name,
+                r->zero.side ? "overlapped with the next forward unit by unit (each unit's update waited for at its "
+                               "first use; QWENFT_UPDATE_OVERLAP=0 completes it inside each step)"
+                             : "completed inside each step (",
+                r->zero.side ? "" : r->zero.side_off_why, r->zero.side ? "" : ")");
     if (d->offload_optimizer == QF_OFFLOAD_CPU) { /* the host AdamW runs on this rank's OpenMP threads */
         int threads = r->zero.off.threads;
         long cores = sysconf(_SC_NPROCESSORS_ONLN);

@@ -112,10 +112,22 @@ static void unit_ensure(qf_zero *z, int u) {
     else gather_wait(z, u);
 }
 
+/* every unit's update done before the compute stream goes on (a host read after it syncs as ever) */
+static void side_join(qf_zero *z) {
+    if (!z->side_pending) return;
+    z->ops->side_wait(z->side_last);
+    for (int u = 0; u < z->m->nunits; u++) z->umark[u] = -1;
+    z->side_pending = 0;
+}
+
 static void *hk_params(void *ctx, int u) {
     qf_zero *z = ctx;
     if (z->stage < 3) {
         if (z->offload_opt) param_refresh(z, u);
+        else if (z->side_pending && z->umark[u] >= 0) { /* the first use of unit u since its update */
+            z->ops->side_wait(z->umark[u]);
+            z->umark[u] = -1;
+        }
         return at(z, z->pfull, ub(z, u));
     }
     unit_ensure(z, u);
@@ -160,11 +172,13 @@ static void units_invalidate(qf_zero *z) {
 
 /* ---- stages 2-3: gradients reduce-scattered unit by unit --------------------------------------------------- */
 
-/* The gradient buffer is zeroed at the start of a step, unless an overlapped offload step still reads it (its
- * download): then at the first write, when the forward has waited for every unit and the step is done. */
+/* The gradient buffer is zeroed at the start of a step, unless an overlapped update still reads it (the offload's
+ * download, the backend's AdamW on the side stream): then at the first write, when the forward has waited for every
+ * unit and the update is done. */
 static void grads_ready(qf_zero *z) {
     if (!z->grads_stale) return;
     qf_zoff_join(z);
+    side_join(z);
     if (z->hgrads) qf_zhg_clear(z); /* the host shard is written piece by piece: nothing to zero */
     else if (z->stage < 2) z->ops->zero(z->gfull, (size_t)z->n * AB(z));
     else z->ops->zero(z->gshard, (size_t)(z->shard_end - z->shard_begin) * AB(z));
@@ -263,6 +277,15 @@ static void init_options(qf_zero *z, qf_model *m, qf_comm *c, const qf_deck *d, 
     /* auto is resolved by the run before the engine starts (train/run.c); an engine started without it (eval,
      * export) keeps the shard on the device */
     z->hgrads = with_optimizer && d->offload_optimizer_gradients == QF_GRADS_HOST;
+    /* the backend's AdamW overlapped with the next forward (zero.h side): where the next forward reads each unit's
+     * updated parameters in place — stages 0-2 without offload_optimizer, stages 1-2 on one rank only (on several
+     * the updated shards travel by all-gather first); QWENFT_UPDATE_OVERLAP=0 completes it inside the step */
+    const char *ov = getenv("QWENFT_UPDATE_OVERLAP");
+    z->side_off_why = z->stage == 3 ? "stage 3: the next forward gathers the updated shards"
+                      : z->stage > 0 && c->world_size > 1 ? "stages 1-2 on several ranks: the updated shards travel by all-gather first"
+                      : ov && !strcmp(ov, "0") ? "QWENFT_UPDATE_OVERLAP=0"
+                                               : NULL;
+    z->side = with_optimizer && !z->offload_opt && !z->side_off_why;
     /* an invariant, not an input check: the deck refuses offload_param below stage 3 naming file, line and key
      * (src/deck/deck_check.c), and only stage 3 builds the node copy (pnode) that offload_param reads */
     QF_CHECK(!z->offload_param || z->stage == 3);
@@ -421,6 +444,8 @@ int qf_zero_init(qf_zero *z, qf_model *m, qf_comm *c, const qf_deck *d, int with
     /* versions restart with this engine: the table forgets what an earlier engine's versions named */
     if (z->ops->fp8_weight) z->ops->fp8_weight(-1, 0);
     z->param_version = 1;
+    z->umark = qf_malloc((size_t)m->nunits * sizeof *z->umark);
+    for (int u = 0; u < m->nunits; u++) z->umark[u] = -1;
     install_hooks(z, m);
     return 0;
 }
@@ -469,6 +494,7 @@ void qf_zero_free(qf_zero *z) {
     free(z->upersist);
     free(z->gunit);
     free(z->pend);
+    free(z->umark);
     free(z->leader_of);
     free(z->shard_count);
     free(z->shard_displ);
@@ -576,7 +602,7 @@ void qf_zero_get_params(qf_zero *z, int64_t b, int64_t e, float *host) {
 
 void qf_zero_zero_grads(qf_zero *z) {
     z->grads_stale = 1;
-    if (!z->off.running) grads_ready(z);
+    if (!z->off.running && !z->side_pending) grads_ready(z);
 }
 
 void qf_zero_reduce(qf_zero *z) {
@@ -635,6 +661,7 @@ static void param_refresh(qf_zero *z, int u) {
 }
 
 void qf_zero_sync(qf_zero *z) {
+    side_join(z);
     if (!z->offload_opt || !z->off.version) return;
     qf_zoff_join(z);
     for (int u = 0; u < z->m->nunits; u++) {
@@ -644,9 +671,25 @@ void qf_zero_sync(qf_zero *z) {
     qf_zoff_reap(z);
 }
 
+/* the AdamW of [ob, oe) unit by unit on the side stream, each unit's end a mark that the next forward's first use
+ * of the unit waits for (hk_params): the same ops on the same ranges as adamw_range over [ob, oe) */
+static void side_update(qf_zero *z, const void *g, double lr, float gscale) {
+    int64_t ob = z->opt_begin, oe = z->opt_end;
+    z->ops->side_begin();
+    for (int u = 0; u < z->m->nunits; u++) {
+        int64_t lo = imax(ub(z, u), ob), hi = imin(ue(z, u), oe);
+        if (hi > lo) adamw_range(z, lo, hi, at(z, (void *)g, lo - ob), param_dev(z, lo), lr, gscale);
+        z->umark[u] = z->ops->side_mark();
+    }
+    z->side_last = z->umark[z->m->nunits - 1];
+    z->side_pending = 1;
+    z->ops->side_end();
+}
+
 void qf_zero_update(qf_zero *z, double lr, float gscale) {
     int64_t ob = z->opt_begin, oe = z->opt_end;
     const void *g = opt_grads(z);
+    side_join(z);
     params_changing(z);
     z->adam_t++;
     z->ops->range_push("zero.update");
@@ -674,6 +717,8 @@ void qf_zero_update(qf_zero *z, double lr, float gscale) {
             adamw_range(z, cb, ce, at(z, (void *)g, cb - ob), z->pstage, lr, gscale);
             z->ops->copy_d2h(at(z, z->pnode, cb), z->pstage, (size_t)(ce - cb) * AB(z));
         }
+    } else if (z->side) {
+        side_update(z, g, lr, gscale);
     } else {
         adamw_range(z, ob, oe, g, z->pfrom_master ? NULL : param_dev(z, ob), lr, gscale);
     }
@@ -685,11 +730,13 @@ void qf_zero_update(qf_zero *z, double lr, float gscale) {
 }
 
 void qf_zero_discard_grads(qf_zero *z) {
+    side_join(z);
     params_changing(z); /* the node copy's range held gradients (offload_optimizer.gradients = host) */
     if (z->hgrads) qf_zhg_discard(z);
 }
 
 void qf_zero_poison_grads(qf_zero *z) {
+    side_join(z);
     grads_ready(z);
     if (z->hgrads) {
         qf_zhg_poison(z);

@@ -148,6 +148,14 @@ typedef struct qf_zero {
     int grads_stale;                    /* the gradient buffer is zeroed at its first use in the step (grads_ready) */
     int hgrads;                         /* the gradient shard lives on the host (offload_optimizer.gradients) */
     qf_zero_hgrad hg;
+    /* the AdamW on the backend (no offload_optimizer) overlapped with the next forward (ops.h side stream): each
+     * unit's update is a mark; the forward's first use of unit u waits for umark[u], everything else that touches
+     * the parameters, the optimizer state or the gradients waits for the last (zi_side_join) */
+    int side;                           /* the overlap is on (QWENFT_UPDATE_OVERLAP, the layout: zero.c init_options) */
+    const char *side_off_why;           /* why not (the run header), or NULL */
+    int side_pending;                   /* an update's marks may still be unwaited */
+    int side_last;                      /* the last unit's mark */
+    int *umark;                         /* [nunits] unit u's mark, or -1 once waited */
     const char *oom_hint;               /* appended to a later out-of-memory error (the run's next layout plan), or NULL */
     uint64_t param_version;             /* the model's hook param_version: bumped by every entry point that may change
                                          * parameter values (qf_zero_param_version) */

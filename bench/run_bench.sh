@@ -3,7 +3,7 @@
 # ../shared/bench/peer_torch.py, staged into .devdeps/bench/) on the same GPUs in the same call: same model
 # (random init from the preset), seq_len, micro batch and activation checkpointing. Prints one JSON line per run
 # and the ratio; results also go to $OUT/bench.jsonl. Run on the GPU machine after `. .devdeps/env.sh`.
-# QWENFT_UPDATE_OVERLAP=0 is passed to the ranks (the row says which: docs/zero.md); PEER=0 runs qwen-ft only.
+# QWENFT_UPDATE_OVERLAP=1 is passed to the ranks (the row says which: docs/zero.md); PEER=0 runs qwen-ft only.
 set -uo pipefail
 n=$1; shift
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,7 +34,7 @@ mid = t[len(t) // 2]
 s = [x for x in steps if x["tokens_per_s"] == mid][0]
 print(json.dumps(dict(impl="qwen-ft", model=sys.argv[2], world=int(sys.argv[3]), seq=int(sys.argv[4]), mbs=int(sys.argv[5]),
       ckpt=int(sys.argv[6]), stage=int(sys.argv[7]), tok_s=round(mid), mfu=s["mfu"], peak_mem_gb=s.get("peak_gpu_mem_gib"),
-      update_overlap=os.environ.get("QWENFT_UPDATE_OVERLAP", "1") != "0")))
+      update_overlap=os.environ.get("QWENFT_UPDATE_OVERLAP") == "1")))
 PY
   [ "${PEER:-1}" = 0 ] || bash "$root/.devdeps/bench/run_peer.sh" "$n" "$model:$seq:$micro:$ackpt:0" | grep '^{' | tail -1 >> "$out/bench.jsonl"
 done

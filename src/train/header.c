@@ -91,8 +91,8 @@ void qf_run_header(qf_run *r, FILE *f, const char *what) {
     }
     if (d->offload_optimizer != QF_OFFLOAD_CPU && r->zero.with_opt)
         fprintf(f, "optimizer: AdamW on the %s backend, %s%s%s\n", r->ops->name,
-                r->zero.side ? "overlapped with the next forward unit by unit (each unit's update waited for at its "
-                               "first use; QWENFT_UPDATE_OVERLAP=0 completes it inside each step)"
+                r->zero.side ? "overlapped with the next forward unit by unit (QWENFT_UPDATE_OVERLAP=1: each unit's "
+                               "update waited for at its first use)"
                              : "completed inside each step (",
                 r->zero.side ? "" : r->zero.side_off_why, r->zero.side ? "" : ")");
     if (d->offload_optimizer == QF_OFFLOAD_CPU) { /* the host AdamW runs on this rank's OpenMP threads */

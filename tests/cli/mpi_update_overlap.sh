@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The backend's AdamW overlapped with the next forward (src/zero/zero.c side_update: unit by unit on the op table's
-# side stream, each unit's first use in the next forward waiting for its mark) gives the trajectory of the update
-# completed inside the step (QWENFT_UPDATE_OVERLAP=0), bit for bit: per-step losses, gradient norms and evaluation
+# The backend's AdamW overlapped with the next forward (QWENFT_UPDATE_OVERLAP=1; src/zero/zero.c side_update: unit by
+# unit on the op table's side stream, each unit's first use in the next forward waiting for its mark) gives the
+# trajectory of the update completed inside the step (the default), bit for bit: per-step losses, gradient norms and evaluation
 # losses equal as printed and the final checkpoints' master weights and Adam moments identical (h5diff), with a
 # checkpoint and an evaluation every 2 steps landing while an update is in flight, accumulation 1 and 2, stage 0 on
 # 1 and 2 ranks and stages 1-2 on one rank (overlapped) and on two (completed inside the step: the run header says
@@ -19,8 +19,8 @@ for np in ${UPDATE_OVERLAP_NP:-1 2}; do
       micro=$((24 / (np * ga)))
       lay=(--set "zero_optimization.stage=$stage" --set "train_micro_batch_size_per_gpu=$micro" --set "gradient_accumulation_steps=$ga")
       n="np${np}_s${stage}_ga${ga}"
-      run "${n}_over" "$np" "${lay[@]}" "${common[@]}" || { fails=$((fails + 1)); continue; }
-      QWENFT_UPDATE_OVERLAP=0 run "${n}_inplace" "$np" "${lay[@]}" "${common[@]}" || { fails=$((fails + 1)); continue; }
+      QWENFT_UPDATE_OVERLAP=1 run "${n}_over" "$np" "${lay[@]}" "${common[@]}" || { fails=$((fails + 1)); continue; }
+      run "${n}_inplace" "$np" "${lay[@]}" "${common[@]}" || { fails=$((fails + 1)); continue; }
       runs=$((runs + 1))
       want="overlapped with the next forward unit by unit"
       if [ "$stage" -gt 0 ] && [ "$np" -gt 1 ]; then want="completed inside each step (stages 1-2 on several ranks"; fi
@@ -35,7 +35,8 @@ for np in ${UPDATE_OVERLAP_NP:-1 2}; do
 done
 # resuming an overlapped run mid-way: 3 steps + resume to 5 == 5 steps
 one=(--set zero_optimization.stage=0 --set train_micro_batch_size_per_gpu=24 "${extra[@]}")
-if run resume_ab 1 "${one[@]}" --set max_steps=3 && run resume_ab 1 "${one[@]}" && run resume_ref 1 "${one[@]}" &&
+if QWENFT_UPDATE_OVERLAP=1 run resume_ab 1 "${one[@]}" --set max_steps=3 && QWENFT_UPDATE_OVERLAP=1 run resume_ab 1 "${one[@]}" &&
+   run resume_ref 1 "${one[@]}" &&
    grep -q "resuming" resume_ab.out; then
   same_ckpt resume_ref resume_ab || fails=$((fails + 1))
 else

@@ -61,7 +61,6 @@ typedef struct qf_zero_hgrad {
     unsigned char *psq_ok;              /* [nunits] QF_ZHG_PSQ_*: where the piece's final sum of squares is */
     double *psq_dev;                    /* backend [nunits] 16-bit types: each piece's sum, queued before its download */
     int ticket[QF_ZHG_INFLIGHT];        /* downloads in flight, oldest first */
-    int dunit[QF_ZHG_INFLIGHT];
     void *dbuf[QF_ZHG_INFLIGHT];
     int64_t dn[QF_ZHG_INFLIGHT];
     int nq;

@@ -50,7 +50,7 @@ static void pop_oldest(qf_zero *z) {
     z->ops->copy_finish(h->ticket[0], 1);
     zi_buf_put(z, h->dbuf[0], h->dn[0]);
     for (int i = 1; i < h->nq; i++)
-        h->ticket[i - 1] = h->ticket[i], h->dunit[i - 1] = h->dunit[i], h->dbuf[i - 1] = h->dbuf[i], h->dn[i - 1] = h->dn[i];
+        h->ticket[i - 1] = h->ticket[i], h->dbuf[i - 1] = h->dbuf[i], h->dn[i - 1] = h->dn[i];
     h->nq--;
 }
 
@@ -97,7 +97,6 @@ void qf_zhg_take(qf_zero *z, qf_zero_pending *p) {
             h->psq_ok[p->unit] = QF_ZHG_PSQ_DEV;
         }
         h->ticket[h->nq] = z->ops->copy_start(dst, p->recv, (size_t)p->n * ab, QF_COPY_D2H);
-        h->dunit[h->nq] = p->unit;
         h->dbuf[h->nq] = p->recv;
         h->dn[h->nq++] = p->n;
         h->filled[p->unit] = 1;

@@ -15,6 +15,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 Q=${QWENFT:-$root/build-cuda/qwen-ft}
 out=${OUT:-/tmp}
 work=$(mktemp -d)
+mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 . "$root/bench/lib/deck.sh"
 

@@ -332,6 +332,12 @@ void qf_cuda_fp8_bench_casts(const void *x, int R, int C, int reps, double gbs[5
 void qf_cuda_set_memory_limit(size_t bytes);
 size_t qf_cuda_current_bytes(void);
 size_t qf_cuda_peak_bytes(void);
+/* The tables' alloc() calls are numbered: qf_cuda_alloc_mark() is the last number so far, and
+ * qf_cuda_free_since(mark) frees (after a device sync) every buffer of a later alloc() still held, returning their
+ * bytes: what a run's step left behind when it was left by longjmp (src/train/train.c). The backend's own
+ * buffers (scratch, workspace, fp8 state) are not numbered and stay. */
+uint64_t qf_cuda_alloc_mark(void);
+size_t qf_cuda_free_since(uint64_t mark);
 /* which attention path the CUDA tables take (cuDNN fused or mma.sync, and why), for the run header */
 void qf_cuda_attention_describe(char *buf, int cap);
 /* What graph_run did since the backend started (or the last qf_cuda_graph_reset): calls that ran eagerly as a key's

@@ -9,12 +9,21 @@
 #include <sys/stat.h>
 #include <time.h>
 
-/* The one piece of process-wide state of the base layer: set once, before any thread starts (qf_fatal_set_hook). */
+/* The process-wide state of the base layer: the fatal hook, set once before any thread starts (qf_fatal_set_hook),
+ * its cleanup, and the out-of-memory hook below. */
 static qf_fatal_hook fatal_hook;
 /* and the cleanup before it: out_file.c's removal of the temporaries, installed with the first one */
 static void (*fatal_cleanup)(void);
 
+/* and the out-of-memory hook (qf_oom_set_hook): the training run's, while its first step runs */
+static qf_oom_hook oom_hook;
+static void *oom_arg;
+
 void qf_fatal_set_hook(qf_fatal_hook hook) { fatal_hook = hook; }
+void qf_oom_set_hook(qf_oom_hook hook, void *arg) {
+    oom_hook = hook;
+    oom_arg = arg;
+}
 void qf_fatal_set_cleanup(void (*cleanup)(void)) { fatal_cleanup = cleanup; }
 
 int qf_err_set(qf_err *e, int code, const char *fmt, ...) {
@@ -40,6 +49,16 @@ void qf_fatal_at(const char *file, int line, const char *fmt, ...) {
     fprintf(stderr, "qwen-ft: %s\n", buf);
     fflush(stderr);
     exit(QF_EXIT_RUNTIME);
+}
+
+void qf_oom_at(const char *file, int line, const char *what, size_t bytes, const char *fmt, ...) {
+    if (oom_hook) oom_hook(oom_arg, what, bytes); /* may not return (longjmp) */
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    qf_fatal_at(file, line, "%s", msg);
 }
 
 void *qf_malloc_at(size_t n, const char *file, int line) {

@@ -1,6 +1,6 @@
 /* util.h — the base layer (kernels/base): errors, exit codes, checked allocation, conversions, small helpers shared by
  * every layer. Knows no MPI, no files beyond mkdir/stat: kernels/, io/ and the engine (src/) all build on it.
- * No global mutable state but the fatal hook: errors travel in a qf_err the caller owns. */
+ * No global mutable state but the fatal and out-of-memory hooks: errors travel in a qf_err the caller owns. */
 #ifndef QF_UTIL_H
 #define QF_UTIL_H
 #include <stddef.h>
@@ -30,6 +30,17 @@ void qf_fatal_set_hook(qf_fatal_hook hook);
 /* A cleanup run before the hook (kernels/base/out_file.c removes its temporaries; async-signal-safe). */
 void qf_fatal_set_cleanup(void (*cleanup)(void));
 #define QF_FATAL(...) qf_fatal_at(__FILE__, __LINE__, __VA_ARGS__)
+
+/* An allocation that failed inside a training step, where the run may recover: the first step of a run whose layout
+ * came from an "auto" plan falls back to the next plan (src/train/train.c). qf_oom_at hands what (the buffer) and
+ * bytes to the out-of-memory hook, which may leave by longjmp (the run's, only while its first step runs, and only
+ * on the thread that set it); when there is none, or it returns, this is qf_fatal_at with the message. */
+void qf_oom_at(const char *file, int line, const char *what, size_t bytes, const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 5, 6)));
+typedef void (*qf_oom_hook)(void *arg, const char *what, size_t bytes);
+/* Installs the hook with its argument (NULL: none). */
+void qf_oom_set_hook(qf_oom_hook hook, void *arg);
+#define QF_OOM(what, bytes, ...) qf_oom_at(__FILE__, __LINE__, what, bytes, __VA_ARGS__)
 #define QF_CHECK(cond)                                                \
     do {                                                              \
         if (!(cond)) qf_fatal_at(__FILE__, __LINE__, "check failed: %s", #cond); \

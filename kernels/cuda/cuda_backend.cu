@@ -39,7 +39,7 @@ template <typename T> int cu_decode_mlp(const qf_decode_mlp *a);
     QF_CUDA_TABLE_MM(NAME, T, DT, cu_matmul_fwd<T>, cu_matmul_bwd<T>, cu_matmul_fwd_add<T>, NULL, NULL, NULL, cu_graph_run)
 #define QF_CUDA_TABLE_MM(NAME, T, DT, MM_FWD, MM_BWD, MM_FWD_ADD, FP8_WEIGHT, FP8_SAME_X, FP8_SAVED_X, GRAPH_RUN)                                       \
     {                                                                                                                \
-        NAME, sizeof(T), DT, cu_alloc, cu_free, cu_copy_h2d, cu_copy_d2h, cu_copy_d2d, cu_zero, cu_sync,                 \
+        NAME, sizeof(T), DT, cu_alloc_table, cu_free, cu_copy_h2d, cu_copy_d2h, cu_copy_d2d, cu_zero, cu_sync,                 \
             cu_act_from_f32<T>, cu_act_to_f32<T>, cu_embedding_fwd<T>, cu_embedding_bwd<T>, cu_rmsnorm_fwd<T>,       \
             cu_rmsnorm_bwd<T>, MM_FWD, MM_BWD, MM_FWD_ADD, cu_rope_fwd<T>, cu_rope_bwd<T>,                         \
             cu_attention_fwd<T>, cu_attention_bwd<T>, cu_swiglu_fwd<T>, cu_swiglu_bwd<T>, cu_add_inplace<T>,         \

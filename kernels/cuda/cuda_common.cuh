@@ -67,6 +67,7 @@ struct qf_fp8_state; // matmul_fp8.cu: the fp8 linear layers' buffers, scales an
 struct qf_cuda_alloc_entry {
     void *p;
     size_t n;
+    uint64_t seq; // the table's alloc(): its number (qf_cuda_alloc_mark); 0: the backend's own (cu_alloc)
 };
 
 struct qf_cuda_ctx {
@@ -106,6 +107,7 @@ struct qf_cuda_ctx {
     uint64_t moved[2];         // bytes copied host -> device [QF_COPY_H2D] and back [QF_COPY_D2H] (ops.h copy_bytes)
     qf_cuda_alloc_entry *amap; // open-addressing table of alloc() pointers -> sizes
     size_t amap_cap, amap_used;
+    uint64_t alloc_seq;        // the table's alloc() calls so far (qf_cuda_alloc_mark)
     // cuBLASLt plan cache (matmul_cuda.cu)
     qf_lt_plan *plans;
     int nplans, plan_next;
@@ -133,6 +135,7 @@ qf_cuda_ctx &qfc();                       // the context (initialised)
 int qfc_context_init(void (*first)(void));
 // the op table's memory and copy entries (cuda_context.cu), on the compute stream
 void *cu_alloc(size_t bytes);
+void *cu_alloc_table(size_t bytes); // the tables' alloc(): cu_alloc, numbered (qf_cuda_free_since)
 void cu_free(void *p);
 void cu_copy_h2d(void *dst, const void *src, size_t bytes);
 void cu_copy_d2h(void *dst, const void *src, size_t bytes);

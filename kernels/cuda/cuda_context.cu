@@ -48,9 +48,12 @@ static void account(size_t add, size_t sub) {
 
 void qfc_device_malloc(void **p, size_t bytes) {
     cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);
-    if (e != cudaSuccess)
-        qf_fatal_at(__FILE__, __LINE__, "CUDA backend: cudaMalloc of %zu bytes for an internal buffer failed: %s", bytes,
-                    cudaGetErrorString(e));
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError(); // out of memory is not sticky
+        *p = NULL;
+        qf_oom_at(__FILE__, __LINE__, "the CUDA backend's scratch", bytes,
+                  "CUDA backend: cudaMalloc of %zu bytes for an internal buffer failed: %s", bytes, cudaGetErrorString(e));
+    }
     account(bytes, 0);
 }
 void qfc_device_free(void *p, size_t bytes) {
@@ -66,7 +69,7 @@ static size_t amap_slot(const void *p, size_t cap) {
     h ^= h >> 33;
     return (size_t)(h & (cap - 1));
 }
-static void amap_put(void *p, size_t n);
+static void amap_put(void *p, size_t n, uint64_t seq);
 static void amap_grow(void) {
     qf_cuda_alloc_entry *old = g_ctx.amap;
     size_t oldcap = g_ctx.amap_cap;
@@ -74,15 +77,16 @@ static void amap_grow(void) {
     g_ctx.amap = (qf_cuda_alloc_entry *)qf_calloc(g_ctx.amap_cap, sizeof(qf_cuda_alloc_entry));
     g_ctx.amap_used = 0;
     for (size_t i = 0; i < oldcap; i++)
-        if (old[i].p) amap_put(old[i].p, old[i].n);
+        if (old[i].p) amap_put(old[i].p, old[i].n, old[i].seq);
     free(old);
 }
-static void amap_put(void *p, size_t n) {
+static void amap_put(void *p, size_t n, uint64_t seq) {
     if ((g_ctx.amap_used + 1) * 2 > g_ctx.amap_cap) amap_grow();
     size_t i = amap_slot(p, g_ctx.amap_cap);
     while (g_ctx.amap[i].p) i = (i + 1) & (g_ctx.amap_cap - 1);
     g_ctx.amap[i].p = p;
     g_ctx.amap[i].n = n;
+    g_ctx.amap[i].seq = seq;
     g_ctx.amap_used++;
 }
 // removes p, returns its size (fatal if unknown: a pointer this backend did not allocate)
@@ -241,7 +245,7 @@ void *cu_alloc(size_t bytes) {
             (void)cudaGetLastError();
             return NULL;
         }
-        amap_put(p, n);
+        amap_put(p, n, 0);
         account(n, 0);
         return p;
     }
@@ -259,9 +263,35 @@ void *cu_alloc(size_t bytes) {
         return NULL;
     }
     CHECK_CUDA(cudaMemsetAsync(p, 0, n, g_ctx.stream));
-    amap_put(p, n);
+    amap_put(p, n, 0);
     account(n, 0);
     return p;
+}
+void *cu_alloc_table(size_t bytes) {
+    void *p = cu_alloc(bytes);
+    if (p) { // number it: qf_cuda_free_since may take it back
+        size_t i = amap_slot(p, g_ctx.amap_cap);
+        while (g_ctx.amap[i].p != p) i = (i + 1) & (g_ctx.amap_cap - 1);
+        g_ctx.amap[i].seq = ++g_ctx.alloc_seq;
+    }
+    return p;
+}
+extern "C" uint64_t qf_cuda_alloc_mark(void) { return g_ctx.alloc_seq; }
+extern "C" size_t qf_cuda_free_since(uint64_t mark) {
+    if (g_ctx.state != 1 || !g_ctx.amap_cap) return 0;
+    CHECK_CUDA(cudaDeviceSynchronize()); // nothing queued still uses them
+    size_t n = 0, bytes = 0;
+    void **gone = (void **)qf_malloc(g_ctx.amap_used * sizeof(void *) + 1);
+    for (size_t i = 0; i < g_ctx.amap_cap; i++)
+        if (g_ctx.amap[i].p && g_ctx.amap[i].seq > mark) gone[n++] = g_ctx.amap[i].p;
+    for (size_t i = 0; i < n; i++) {
+        const size_t b = amap_take(gone[i]);
+        CHECK_CUDA(cudaFree(gone[i]));
+        account(0, b);
+        bytes += b;
+    }
+    free(gone);
+    return bytes;
 }
 void cu_free(void *p) {
     if (!p) return;

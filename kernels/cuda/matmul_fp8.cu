@@ -40,10 +40,11 @@ static void grow(void **p, size_t *cap, size_t need) {
     if (need <= *cap) return;
     need = qf_align_up(need, 2u << 20);
     if (*p) cu_free(*p); // stream-ordered: kernels queued before still see the old buffer
+    *cap = 0;          // consistent if the run recovers from the failure below (QF_OOM)
     *p = cu_alloc(need);
     if (!*p)
-        QF_FATAL("out of GPU memory for the fp8 buffers (%zu bytes more; gpu_memory_limit_gb or the model's size)",
-                 need);
+        QF_OOM("the fp8 buffers", need,
+               "out of GPU memory for the fp8 buffers (%zu bytes more; gpu_memory_limit_gb or the model's size)", need);
     *cap = need;
 }
 static void grow_vectors(qf_fp8_state *st, size_t n) {
@@ -52,9 +53,15 @@ static void grow_vectors(qf_fp8_state *st, size_t n) {
     n = qf_align_up(n, 1024);
     if (st->sc) cu_free(st->sc);
     if (st->am) cu_free(st->am);
+    st->vcap = 0; // consistent if the run recovers from the failure below (QF_OOM)
     st->sc = (float *)cu_alloc(4 * n * sizeof(float));
     st->am = (unsigned *)cu_alloc(3 * n * sizeof(unsigned));
-    if (!st->sc || !st->am) QF_FATAL("out of GPU memory for the fp8 scale vectors");
+    if (!st->sc || !st->am) {
+        if (st->sc) cu_free(st->sc);
+        if (st->am) cu_free(st->am);
+        st->sc = NULL, st->am = NULL;
+        QF_OOM("the fp8 scale vectors", 7 * n * sizeof(float), "out of GPU memory for the fp8 scale vectors");
+    }
     st->vcap = n;
 }
 

@@ -83,6 +83,23 @@ size_t qf_backend_peak_bytes(const qf_ops *ops) { return backend_cuda_bytes(ops,
 
 size_t qf_backend_current_bytes(const qf_ops *ops) { return backend_cuda_bytes(ops, 0); }
 
+uint64_t qf_backend_alloc_mark(const qf_ops *ops) {
+#ifdef QWENFT_HAVE_CUDA
+    if (!strncmp(ops->name, "cuda", 4)) return qf_cuda_alloc_mark();
+#endif
+    (void)ops;
+    return 0;
+}
+
+size_t qf_backend_free_since(const qf_ops *ops, uint64_t mark) {
+#ifdef QWENFT_HAVE_CUDA
+    if (!strncmp(ops->name, "cuda", 4)) return qf_cuda_free_since(mark);
+#endif
+    (void)ops;
+    (void)mark;
+    return 0;
+}
+
 size_t qf_backend_device_budget(const qf_ops *ops, const qf_deck *d) {
 #ifdef QWENFT_HAVE_CUDA
     if (!strncmp(ops->name, "cuda", 4)) {

@@ -4,6 +4,7 @@
 #ifndef QF_BACKEND_H
 #define QF_BACKEND_H
 #include <stddef.h>
+#include <stdint.h>
 #include "ops.h"
 #include "deck/deck.h"
 
@@ -19,6 +20,11 @@ void qf_backend_unpin(const qf_ops *ops, void *p);
 
 /* Bytes the backend's allocator holds now (GPU), or 0 on the CPU backend. */
 size_t qf_backend_current_bytes(const qf_ops *ops);
+/* The allocator's mark (the GPU tables number their alloc() calls; 0 on the CPU backend), and what a run left by
+ * longjmp gives back: every buffer of an alloc() after the mark still held, freed (their bytes; 0 on the CPU
+ * backend, whose buffers a step left behind stay: src/train/train.c). */
+uint64_t qf_backend_alloc_mark(const qf_ops *ops);
+size_t qf_backend_free_since(const qf_ops *ops, uint64_t mark);
 /* The device memory a run may plan with: gpu_memory_limit_gb when set, else the GPU's free memory plus what the
  * backend holds; 0 on the CPU backend (no device budget). */
 size_t qf_backend_device_budget(const qf_ops *ops, const qf_deck *d);

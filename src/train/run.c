@@ -301,6 +301,7 @@ static int setup(qf_run *r, const qf_run_args *a, int mode, qf_err *e) {
     qf_comm_init(&r->comm, r->ops, d->ranks_per_node);
     if (qf_backend_select(d, r->comm.local_rank, &r->ops, r->backend_info, sizeof r->backend_info, e)) return e->code;
     r->comm.ops = r->ops;
+    r->alloc_mark = qf_backend_alloc_mark(r->ops); /* what a first step left by longjmp leaves is freed back to it */
     /* GPU buffers travel by NCCL, also on one rank (ZeRO-3's gathers are collectives of one then) */
     if (strcmp(r->ops->name, "cpu") && qf_comm_init_nccl(&r->comm, e)) return e->code;
     if (qf_run_check_path(d, "model.from", d->model_from, e) || resolve_model(r, e)) return e->code;
@@ -397,11 +398,16 @@ static void fault_parse(qf_run *r) {
     const char *f = getenv("QWENFT_INJECT_FAULT");
     r->fault_rank = -1;
     r->oom_rank = -2;
+    r->oomstep_rank = -2;
     long long step = 0;
     int rank = -1;
     char kind[8] = {0};
     /* h5write is the checkpoint writer's own fault (src/store/checkpoint.c): not one for the train loop */
-    if (f && sscanf(f, "%d:%lld:%7s", &rank, &step, kind) == 3 && !strcmp(kind, "oom")) {
+    if (f && sscanf(f, "%d:%lld:%7s", &rank, &step, kind) == 3 && !strcmp(kind, "oomstep")) {
+        /* the first step's: the first `step` layouts tried run out of memory in it on rank `rank` (train.c) */
+        r->oomstep_rank = rank;
+        r->oomstep_plans = (int)step;
+    } else if (f && sscanf(f, "%d:%lld:%7s", &rank, &step, kind) == 3 && !strcmp(kind, "oom")) {
         /* the set-up's: the first `step` layouts tried run out of memory on rank `rank` (-1: every rank) */
         r->oom_rank = rank;
         r->oom_plans = (int)step;
@@ -416,6 +422,8 @@ int qf_run_setup(qf_run *r, const qf_run_args *a, int mode) {
     memset(r, 0, sizeof *r);
     r->lock.fd = -1;
     r->best_step = -1;
+    r->replan = a->replan;
+    r->first_step = 1;
     fault_parse(r);
     r->ops = qf_ops_cpu();
     qf_comm_init(&r->comm, r->ops, 0);

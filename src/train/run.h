@@ -2,6 +2,8 @@
  * "global" state of a run, and it is passed explicitly. */
 #ifndef QF_RUN_H
 #define QF_RUN_H
+#include <pthread.h>
+#include <setjmp.h>
 #include <stdio.h>
 #include "store/checkpoint.h"
 #include "parallel/comm.h"
@@ -17,6 +19,16 @@
 #include "monitor.h"
 #include "hf_files.h"
 #include "plan/plan.h"
+
+/* A train run started again after its first step ran out of memory under an "auto" plan (train.c): what the
+ * runs before it found, for the next plan's choice and the run header */
+typedef struct qf_replan {
+    int falls;                  /* fallbacks so far, this one included */
+    int64_t device_need;        /* the failed plan's predicted device bytes per rank: the next plan needs less */
+    char line[768];             /* what ran out, where (the fallback line without the next plan) */
+    char log[4096];             /* the fallback lines before it (qf_run plan_log) */
+    char tried[2048];           /* the plans that ran out of memory, and where (qf_run plan_tried) */
+} qf_replan;
 
 typedef struct qf_run {
     qf_deck deck;
@@ -61,8 +73,17 @@ typedef struct qf_run {
     int fault_rank;
     int64_t fault_step;
     char fault_kind[8];
-    /* QWENFT_INJECT_FAULT="rank:K:oom" (-1: every rank): the first K layouts' set-up runs out of memory (run.c) */
-    int oom_rank, oom_plans;
+    /* QWENFT_INJECT_FAULT="rank:K:oom" (-1: every rank): the first K layouts' set-up runs out of memory (run.c);
+     * "rank:K:oomstep": the first K layouts' first step does, after its first micro-batch (train.c) */
+    int oom_rank, oom_plans, oomstep_rank, oomstep_plans;
+    /* the first step under a plan on one rank: an allocation that fails in it leaves by longjmp (train.c) */
+    const qf_replan *replan;    /* this run is the fallback of one whose first step ran out of memory, or NULL */
+    jmp_buf *oom_jmp;           /* set while the first step runs (one rank, planned), else NULL */
+    pthread_t oom_thread;       /* the thread that may leave by it */
+    int first_step;             /* 1 until this process's first step has ended */
+    char oom_what[96];          /* what ran out in the first step, and how many bytes were asked for */
+    size_t oom_bytes;
+    uint64_t alloc_mark;        /* the backend's allocation mark before the set-up (qf_backend_free_since) */
     qf_profile prof;            /* log.wall_clock_breakdown (profile.h) */
     qf_monitor mon;             /* train: the per-step monitoring figures (monitor.h) */
     int64_t best_step;          /* the step of the last evaluation that improved valid_loss (-1: none yet) */
@@ -80,6 +101,7 @@ typedef struct qf_run_args {
     qf_strlist sets;
     int verbose;                /* eval --verbose: the whole run header on stderr */
     const char *resume_from;    /* train --resume-from best|latest|step-N: that checkpoint of checkpoint.dir */
+    const qf_replan *replan;    /* train: started again after a plan's first step ran out of memory (train.c) */
 } qf_run_args;
 
 /* 0 when value (the deck's key, a path to read) exists or is empty; else exit 2 naming the deck's file and line

@@ -126,6 +126,44 @@ static void plan_use(qf_run *r, int i) {
     d->offload_optimizer_gradients = r->plan_grads;
 }
 
+#define FALLBACKS_TEXT_(n) #n
+#define FALLBACKS_TEXT_X(n) FALLBACKS_TEXT_(n)
+
+/* the run started again after its first step ran out of memory (train.c): the first plan of the (new) ranking that
+ * fits and needs less device memory than the one that failed, with the fallbacks so far in the header */
+static int plan_after_step_oom(qf_run *r, const qf_replan *rp, qf_err *e) {
+    int ni = -1;
+    for (int i = 0; i < r->nplans && rp->falls <= QF_RUN_PLAN_FALLBACKS && ni < 0; i++) {
+        if (!r->plans[i].fits) break; /* fitting plans come first */
+        if (r->plans[i].device_need < rp->device_need) ni = i;
+    }
+    snprintf(r->plan_tried, sizeof r->plan_tried, "%s", rp->tried);
+    r->plan_falls = rp->falls;
+    if (ni < 0)
+        return qf_err_set(e, QF_EXIT_RUNTIME, "layout plan: every plan tried ran out of memory: %s; %s (qwen-ft plan "
+                          "%s lists the ranking): lower gpu_memory_limit_gb, free host memory, or set the layout keys "
+                          "by hand", r->plan_tried, rp->falls > QF_RUN_PLAN_FALLBACKS
+                              ? "no more fallbacks (a run takes at most " FALLBACKS_TEXT_X(QF_RUN_PLAN_FALLBACKS) ")"
+                              : "no plan that fits and needs less device memory is left",
+                          r->deck.path);
+    char next[256], line[sizeof rp->line + 300];
+    qf_run_plan_describe(r, ni, next, sizeof next);
+    snprintf(line, sizeof line, "%s; falling back to the next plan: %s", rp->line, next);
+    if (r->comm.rank == 0) {
+        fprintf(stderr, "qwen-ft: %s\n", line);
+        fflush(stderr);
+    }
+    free(r->plan_log);
+    size_t n = strlen(rp->log), k = strlen(line);
+    r->plan_log = qf_malloc(n + k + 2);
+    memcpy(r->plan_log, rp->log, n);
+    memcpy(r->plan_log + n, line, k);
+    memcpy(r->plan_log + n + k, "\n", 2);
+    plan_use(r, ni);
+    if (r->comm.rank == 0) plan_text_build(r);
+    return 0;
+}
+
 int qf_run_plan_layout(qf_run *r, qf_err *e) {
     qf_deck *d = &r->deck;
     qf_plan_space sp;
@@ -143,9 +181,10 @@ int qf_run_plan_layout(qf_run *r, qf_err *e) {
     MPI_Bcast(r->plans, (int)((size_t)r->nplans * sizeof *r->plans), MPI_BYTE, 0, r->comm.world);
     r->plan_grads = d->offload_optimizer_gradients;
     r->plan_log = qf_strdup("");
+    r->planned = 1;
+    if (r->replan) return plan_after_step_oom(r, r->replan, e);
     plan_use(r, 0);
     if (r->comm.rank == 0) plan_text_build(r);
-    r->planned = 1;
     return 0;
 }
 

@@ -1,6 +1,8 @@
 /* train.c — the training loop: global batches -> micro-batches -> ZeRO reduce -> clip -> AdamW; evaluation,
  * early stopping, checkpoints, metrics.jsonl and the progress line. */
 #include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
 #include <stdlib.h>
 #include <string.h>
 #include "loss_scale.h"
@@ -181,6 +183,15 @@ static train_clock clock_start(const qf_run *r) {
     return k;
 }
 
+/* QWENFT_INJECT_FAULT="rank:K:oomstep": the first K layout plans' first step runs out of memory after its first
+ * micro-batch (the test hook of the fallback below: docs/testing.md) */
+static void inject_step_oom(qf_run *r) {
+    if (!r->first_step || !r->planned || r->plan_falls >= r->oomstep_plans) return;
+    if (r->oomstep_rank != -1 && r->oomstep_rank != r->comm.rank) return;
+    QF_OOM("the first micro-batch's end (injected: QWENFT_INJECT_FAULT oomstep)", 0,
+           "out of memory in the first step (injected by QWENFT_INJECT_FAULT)%s", r->oom_hint);
+}
+
 /* Loads the step's batch and runs its micro-batches forward and backward with the gradients scaled by
  * loss_scale / targets, then reduces them over the ranks. Sets s->targets; returns this rank's loss sum. */
 static double accumulate_grads(qf_run *r, train_step *s) {
@@ -195,6 +206,7 @@ static double accumulate_grads(qf_run *r, train_step *s) {
     for (int j = 0; j < r->deck.gradient_accumulation_steps; j++) {
         loss_sum += qf_model_step(&r->model, &r->rows[j], grad_scale, 1);
         qf_profile_lap(prof, QF_PH_BACKWARD);
+        if (j == 0) inject_step_oom(r);
     }
     qf_zero_reduce(&r->zero);
     qf_profile_lap(prof, QF_PH_REDUCE);
@@ -427,6 +439,11 @@ static int train_loop(qf_run *r, int *stopped) {
     while (st->step < r->total_steps && !stop_early) {
         train_step s;
         int rc = take_step(r, &s);
+        if (r->first_step) { /* the first step's out-of-memory fallback ends with it (qf_train_command) */
+            r->first_step = 0;
+            r->oom_jmp = NULL;
+            qf_oom_set_hook(NULL, NULL);
+        }
         if (rc) return rc;
         log_step(r, &s, &k);
         stop_early = eval_if_due(r, s.step);
@@ -448,12 +465,46 @@ static int train_loop(qf_run *r, int *stopped) {
     return r->deck.checkpoint_at_end && k.saved_step != st->step ? save(r) : 0;
 }
 
-int qf_train_command(const qf_run_args *a) {
-    qf_signals sig; /* installed first: a signal while loading stops at the first step boundary */
-    qf_signals_install(&sig);
+/* The first step's out-of-memory hook (util.h qf_oom_set_hook), set while the first step of a planned run on one
+ * rank runs: what ran out, then back to train_once's setjmp. On several ranks the others may be inside a collective
+ * that this rank would leave: there the failure stays fatal, its message naming the next plan (zero.h oom_hint). */
+static void first_step_oom(void *arg, const char *what, size_t bytes) {
+    qf_run *r = arg;
+    if (!r->oom_jmp || !pthread_equal(pthread_self(), r->oom_thread)) return; /* a helper thread's: fatal */
+    snprintf(r->oom_what, sizeof r->oom_what, "%s", what);
+    r->oom_bytes = bytes;
+    jmp_buf *jb = r->oom_jmp;
+    r->oom_jmp = NULL;
+    qf_oom_set_hook(NULL, NULL);
+    longjmp(*jb, 1);
+}
+
+/* After the first step ran out of memory: the step's queued work ends, and rp says what the next run needs to
+ * know (the plan that failed, where, the fallbacks so far) */
+static void step_oom_replan(qf_run *r, qf_replan *rp) {
+    r->ops->sync();
+    char was[256];
+    qf_run_plan_describe(r, r->plan_at, was, sizeof was);
+    const char *kind = strcmp(r->ops->name, "cpu") ? "device" : "device (the CPU backend's host)";
+    rp->falls = r->plan_falls + 1;
+    rp->device_need = r->plans[r->plan_at].device_need;
+    snprintf(rp->line, sizeof rp->line, "layout plan: %s ran out of %s memory on rank %d in its first step at %s "
+             "(%zu bytes requested)", was, kind, r->comm.rank, r->oom_what, r->oom_bytes);
+    snprintf(rp->log, sizeof rp->log, "%s", r->plan_log ? r->plan_log : "");
+    size_t n = strlen(r->plan_tried);
+    snprintf(r->plan_tried + n, sizeof r->plan_tried - n, "%s%s (device memory in the first step at %s, %zu bytes)",
+             n ? "; " : "", was, r->oom_what, r->oom_bytes);
+    snprintf(rp->tried, sizeof rp->tried, "%s", r->plan_tried);
+}
+
+#define TRAIN_REPLAN (-1) /* train_once: the first step ran out of memory; run again with rp */
+
+static int train_once(const qf_run_args *a, qf_signals *sig, qf_replan *rp) {
     qf_run r;
-    int rc = qf_run_setup(&r, a, QF_RUN_TRAIN), stopped = 0;
-    r.sig = &sig;
+    jmp_buf jb;
+    volatile int rc = qf_run_setup(&r, a, QF_RUN_TRAIN);
+    int stopped = 0;
+    r.sig = sig;
     if (!rc) rc = open_metrics(&r);
     if (!rc && r.deck.wall_clock_breakdown) { /* the model computes through the timing wrappers (profile.h) */
         r.model.ops = qf_profile_wrap(&r.prof, r.ops);
@@ -472,6 +523,16 @@ int qf_train_command(const qf_run_args *a) {
             qf_monitor_describe(&r.mon, mon, sizeof mon);
             printf("monitor (rank 0): %s\n", mon);
         }
+        if (r.planned && r.comm.world_size == 1) { /* the first step's fallback: first_step_oom */
+            if (setjmp(jb)) {
+                step_oom_replan(&r, rp);
+                rc = TRAIN_REPLAN;
+                goto out;
+            }
+            r.oom_jmp = &jb;
+            r.oom_thread = pthread_self();
+            qf_oom_set_hook(first_step_oom, &r);
+        }
         rc = train_loop(&r, &stopped);
         if (!rc && r.comm.rank == 0 && !stopped) {
             /* what this rank really held: the engine's own count of model state, and resident-set growth */
@@ -487,9 +548,25 @@ int qf_train_command(const qf_run_args *a) {
             printf("done: %lld steps\n", (long long)r.st.step);
         }
     }
+out:
     qf_profile_unwrap(&r.prof);
     qf_monitor_free(&r.mon);
+    const qf_ops *ops = r.ops;
+    const uint64_t mark = r.alloc_mark;
     qf_run_free(&r);
+    /* what the step held only on its stack (the engine's buffers in flight) goes back too (GPU tables) */
+    if (rc == TRAIN_REPLAN) qf_backend_free_since(ops, mark);
+    return rc;
+}
+
+int qf_train_command(const qf_run_args *a) {
+    qf_signals sig; /* installed first: a signal while loading stops at the first step boundary */
+    qf_signals_install(&sig);
+    qf_run_args again = *a;
+    qf_replan rp;
+    memset(&rp, 0, sizeof rp);
+    int rc;
+    while ((rc = train_once(&again, &sig, &rp)) == TRAIN_REPLAN) again.replan = &rp;
     qf_signals_restore(&sig);
     return rc;
 }

@@ -7,7 +7,13 @@
 #      master weights and Adam moments, bit for bit, as the same deck with that plan's keys set by hand, and the
 #      engine's count of its model state is the hand run's (nothing of the failed set-ups stayed);
 #  (b) a hand-set layout that runs out keeps exit 3 and today's message (no fallback);
-#  (c) when every plan tried runs out, exit 3 naming each plan tried and where it ran out.
+#  (c) when every plan tried runs out, exit 3 naming each plan tried and where it ran out;
+#  (d) on one rank, a plan whose first step runs out of memory (QWENFT_INJECT_FAULT="0:K:oomstep": an allocation
+#      failing after the first micro-batch) falls back by itself as in (a): the run starts again with the next plan
+#      that needs less device memory and gives the hand-set run of that plan bit for bit;
+#  (e) the same on several ranks stays fatal (a rank cannot leave a collective the others are in): exit 3 on every
+#      rank, the message naming the next plan, nothing written;
+#  (f) when every plan's first step runs out, exit 3 naming each plan tried.
 # tests/cli/gpu_plan_fallback.sh runs the same on GPUs (PLAN_FALLBACK_NP ranks; PLAN_FALLBACK_TOL: the losses'
 # tolerance against the hand-set run, 0 = bit for bit, with the gradient norms and the final optimizer state too).
 . "$SRC/tests/mpi_common.sh"
@@ -22,13 +28,14 @@ auto=(--set zero_optimization.stage='"auto"' --set zero_optimization.offload_opt
       --set zero_optimization.offload_param.device='"auto"' --set activation_checkpointing='"auto"'
       --set train_micro_batch_size_per_gpu=2)
 
-# fallback NAME RANK K EXPECT_LINES AUTO_KEYS...: (a) the fallback on rank RANK (its first K plans run out), and the
-# same run set by hand
+# fallback NAME RANK K AUTO_KEYS...: (a) the fallback on rank RANK (its first K plans run out; FB_KIND oom, in the
+# set-up, or oomstep, in the first step, on FB_NP ranks), and the same run set by hand
 fallback() {
-  local name=$1 rank=$2 k=$3; shift 3
-  QWENFT_INJECT_FAULT=$rank:$k:oom run "$name" "$NP" "$@" || { fails=$((fails + 1)); return; }
-  local n
-  n=$(grep -c "^qwen-ft: layout plan: .* ran out of .* memory on rank $rank at .* ([0-9]* bytes requested); falling back to the next plan: " "$name.out" || true)
+  local name=$1 rank=$2 k=$3 np=${FB_NP:-$NP} kind=${FB_KIND:-oom}; shift 3
+  QWENFT_INJECT_FAULT=$rank:$k:$kind run "$name" "$np" "$@" || { fails=$((fails + 1)); return; }
+  local n at="at"
+  [ "$kind" = oom ] || at="in its first step at"
+  n=$(grep -c "^qwen-ft: layout plan: .* ran out of .* memory on rank $rank $at .* ([0-9]* bytes requested); falling back to the next plan: " "$name.out" || true)
   [ "$n" -eq "$k" ] || fail "(a) $name: $n fallback lines on stderr, $k expected"
   grep -q "^layout plan (\"auto\"): .* (plan [0-9]* of the ranking, after $k fallbacks\?); predicted" "$name.out" ||
     fail "(a) $name: the run header does not show the plan that ran"
@@ -38,7 +45,8 @@ fallback() {
 import re, sys
 t = open(sys.argv[1]).read()
 falls = re.findall(r'^qwen-ft: layout plan: .*falling back to the next plan: (.*)$', t, re.M)
-ran = re.search(r'^layout plan \("auto"\): (.*?) \(plan \d+ of the ranking', t, re.M)
+# the last header: a run whose first step ran out starts again and prints one per attempt
+ran = ([None] + list(re.finditer(r'^layout plan \("auto"\): (.*?) \(plan \d+ of the ranking', t, re.M)))[-1]
 if not falls or not ran or falls[-1] != ran.group(1):
     sys.exit("the header's plan is not the last fallback's")
 m = re.fullmatch(r'stage (\d), offload (none|optimizer|optimizer\+param)( \(ratio [0-9.]+\))?( \(gradients on the host\))?, '
@@ -56,7 +64,7 @@ for a, b in keys.items(): print("--set"); print(f"{a}={b}")
 PY
   ) || fail "(a) $name: the plan that ran cannot be read from the header"
   echo "$name: fell back to ${hand[*]}"
-  run "${name}_hand" "$NP" "${hand[@]}" || { fails=$((fails + 1)); return; }
+  run "${name}_hand" "$np" "${hand[@]}" || { fails=$((fails + 1)); return; }
   compare "${name}_hand" "$name" "$TOL" || fail "(a) $name: the losses differ from the hand-set run"
   if [ "$TOL" = 0 ]; then
     same_metrics "${name}_hand" "$name" || fails=$((fails + 1))
@@ -100,6 +108,37 @@ if not ok: print(t[-2000:])
 sys.exit(0 if ok else 1)
 PY
 if [ -s c/l/metrics.jsonl ] || ls c/ck/step-* > /dev/null 2>&1; then fail "(c) metrics or checkpoints were written"; fi
+
+# (d) the first step runs out on one rank: the run starts again with the next plan, by itself (once, then twice)
+FB_NP=1 FB_KIND=oomstep fallback step1 0 1 "${auto[@]}"
+FB_NP=1 FB_KIND=oomstep fallback step2 0 2 "${auto[@]::${#auto[@]}-2}" --set train_micro_batch_size_per_gpu='"auto"'
+
+# (e) on several ranks: exit 3 on every rank, naming the next plan; nothing written
+if [ "$NP" -gt 1 ]; then
+  rc=0; QWENFT_INJECT_FAULT=$LAST:1:oomstep timeout 60 "$MPIRUN" -np "$NP" "$QWENFT" train deck.cfg \
+    --set checkpoint.dir=e/ck --set log.dir=e/l "${auto[@]}" > e.out 2>&1 || rc=$?
+  if [ "$rc" -ne 3 ] || ! grep -q "out of memory in the first step (injected by QWENFT_INJECT_FAULT) (the \"auto\" layout plan did not fit after all; the next plan: .*: set those keys in the deck" e.out ||
+     grep -q 'falling back' e.out; then
+    fail "(e) the first step runs out on $NP ranks: rc $rc"; tail -5 e.out
+  else echo "(e) $NP ranks, the first step runs out: exit 3 naming the next plan"; fi
+  if [ -s e/l/metrics.jsonl ] || ls e/ck/step-* > /dev/null 2>&1; then fail "(e) metrics or checkpoints were written"; fi
+fi
+
+# (f) every plan's first step runs out (one rank): exit 3 naming the plans tried
+rc=0; QWENFT_INJECT_FAULT=0:99:oomstep timeout 60 "$MPIRUN" -np 1 "$QWENFT" train deck.cfg --set checkpoint.dir=f/ck \
+  --set log.dir=f/l "${auto[@]}" > f.out 2>&1 || rc=$?
+python3 - f.out "$rc" <<'PY' || fails=$((fails + 1))
+import re, sys
+t, rc = open(sys.argv[1]).read(), int(sys.argv[2])
+msg = re.search(r'^qwen-ft: layout plan: every plan tried ran out of memory: (.*)$', t, re.M)
+falls = re.findall(r'^qwen-ft: layout plan: (.*?) ran out of .* in its first step at .*; falling back to the next plan: (.*)$', t, re.M)
+tried = [falls[0][0]] + [f[1] for f in falls] if falls else []
+ok = rc == 3 and msg and len(tried) >= 2 and all(p + " (device memory in the first step at " in msg.group(1) for p in tried)
+print(f"(f) every plan's first step runs out: exit {rc}, {len(tried)} plans tried and named: {'ok' if ok else 'FAIL'}")
+if not ok: print(t[-2000:])
+sys.exit(0 if ok else 1)
+PY
+if [ -s f/l/metrics.jsonl ] || ls f/ck/step-* > /dev/null 2>&1; then fail "(f) metrics or checkpoints were written"; fi
 
 if [ "$fails" -ne 0 ]; then echo "FAIL: $fails"; exit 1; fi
 echo "PASS"

@@ -140,6 +140,8 @@ int qfc_context_init(void (*first)(void)) {
     {
         const char *gv = getenv("QWENFT_GEMV");
         g_ctx.gemv_l1 = gv && !strcmp(gv, "l1");
+        const char *dq = getenv("QWENFT_DECODE_QKV");
+        g_ctx.decode_qkv_form = dq && !strcmp(dq, "occ3") ? 1 : dq && !strcmp(dq, "w4") ? 2 : 0;
     }
     CHECK_CUDA(cudaStreamCreateWithFlags(&g_ctx.stream, cudaStreamNonBlocking));
     CHECK_CUDA(cudaDeviceGetDefaultMemPool(&g_ctx.pool, g_ctx.device));

@@ -29,24 +29,53 @@ static const int DF_WARPS = 8;
 static const size_t DF_X_BYTES = (size_t)16 << 10;
 
 // The block's M input rows normalised into shared memory, xs[M][C] (fp32 holding the T values rmsnorm_fwd would
-// store): 256 threads, each row's sum of squares exactly as rmsnorm_fwd_kernel's block-per-row form (the same
-// chunks per thread, block256_sum_d), so the rstd is the unfused one's bit for bit on every table.
-template <typename T, int M>
+// store): each row's sum of squares exactly as rmsnorm_fwd_kernel's block-per-row form (256 threads' chunks,
+// block256_sum_d), so the rstd is the unfused one's bit for bit on every table. A block of 128 threads (W = 4)
+// takes the chunks of threads t and t + 128 in turn and sums them as block256_sum_d would (df_sum256_from128).
+__device__ __forceinline__ double df_sum256_from128(double lo, double hi, double *sh) {
+    // block256_sum_d's order: the warp sums of threads 0-255 (warps 0-7), then sh[0] + ... + sh[7] in turn
+    lo = warp_sum_d(lo), hi = warp_sum_d(hi);
+    const int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+    __syncthreads(); // sh may still be read by the previous call
+    if (l == 0) sh[w] = lo, sh[w + 4] = hi;
+    __syncthreads();
+    double r = 0.0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) r += sh[i];
+    return r;
+}
+template <typename T, int M, int NT>
 __device__ __forceinline__ void df_norm_rows(float *xs, const T *x, const T *g, int C, float eps) {
     __shared__ double sh[8];
     for (int m = 0; m < M; m++) {
         const T *xr = x + (size_t)m * C;
         double ss = 0.0;
-        for (int c = threadIdx.x * 8; c < C; c += 256 * 8) {
-            float f[8];
-            ld8<T>(f, xr, (size_t)c, (size_t)C, true);
+        if (NT == 256) {
+            for (int c = threadIdx.x * 8; c < C; c += 256 * 8) {
+                float f[8];
+                ld8<T>(f, xr, (size_t)c, (size_t)C, true);
 #pragma unroll
-            for (int e = 0; e < 8; e++) ss += (double)f[e] * (double)f[e];
+                for (int e = 0; e < 8; e++) ss += (double)f[e] * (double)f[e];
+            }
+            ss = block256_sum_d(ss, sh);
+        } else { // NT == 128: thread t sums the chunks of threads t and t + 128 of the 256-thread form, apart
+            double hi = 0.0;
+            for (int c = threadIdx.x * 8; c < C; c += 256 * 8) {
+                float f[8];
+                ld8<T>(f, xr, (size_t)c, (size_t)C, true);
+#pragma unroll
+                for (int e = 0; e < 8; e++) ss += (double)f[e] * (double)f[e];
+                if (c + 128 * 8 < C) {
+                    ld8<T>(f, xr, (size_t)(c + 128 * 8), (size_t)C, true);
+#pragma unroll
+                    for (int e = 0; e < 8; e++) hi += (double)f[e] * (double)f[e];
+                }
+            }
+            ss = df_sum256_from128(ss, hi, sh);
         }
-        ss = block256_sum_d(ss, sh);
         const float var = (float)(ss / C);
         const float r = 1.0f / sqrtf(var + eps);
-        for (int c = threadIdx.x * 8; c < C; c += 256 * 8) {
+        for (int c = threadIdx.x * 8; c < C; c += NT * 8) {
             float f[8], gw[8];
             ld8<T>(f, xr, (size_t)c, (size_t)C, true);
             ld8<T>(gw, g, (size_t)c, (size_t)C, true);
@@ -140,11 +169,13 @@ struct df_qkv_args {
     double theta;
 };
 
-// one warp per (head of q | k | v, i < D/2): outputs i and i + D/2 of that head for the M tokens
-template <typename T, int M> __global__ void __launch_bounds__(DF_WARPS * 32) decode_qkv_kernel(df_qkv_args a) {
+// one warp per (head of q | k | v, i < D/2): outputs i and i + D/2 of that head for the M tokens; W warps a block,
+// at least MINB blocks resident per SM (the block shapes of QWENFT_DECODE_QKV, cu_decode_qkv)
+template <typename T, int M, int W, int MINB>
+__global__ void __launch_bounds__(W * 32, MINB) decode_qkv_kernel(df_qkv_args a) {
     extern __shared__ float df_xs[]; // [M][C]
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, half = a.D / 2;
-    const int p = blockIdx.x * DF_WARPS + warp, hh = p / half, i = p % half;
+    const int p = blockIdx.x * W + warp, hh = p / half, i = p % half;
     const bool on = hh < a.H + 2 * a.KV; // the last block's spare warps still take part in the normalisation
     const int part = hh < a.H ? 0 : hh < a.H + a.KV ? 1 : 2, head = hh - (part == 0 ? 0 : part == 1 ? a.H : a.H + a.KV);
     const T *w = (const T *)a.w[part], *bias = (const T *)a.b[part];
@@ -155,7 +186,7 @@ template <typename T, int M> __global__ void __launch_bounds__(DF_WARPS * 32) de
     qf_pdl_wait(); // x is the previous kernel's output (and streamed weights may have just landed: loads after it)
     df_pipe<T> pipe;
     df_begin<T>(pipe, w1, w2, a.C, lane, on);
-    df_norm_rows<T, M>(df_xs, (const T *)a.x, (const T *)a.g, a.C, a.eps);
+    df_norm_rows<T, M, W * 32>(df_xs, (const T *)a.x, (const T *)a.g, a.C, a.eps);
     if (!on) return;
     float acc1[M], acc2[M];
     df_dot2<T, M>(acc1, acc2, pipe, df_xs, w1, w2, a.C, lane);
@@ -198,7 +229,7 @@ __global__ void __launch_bounds__(DF_WARPS * 32)
     qf_pdl_wait();
     df_pipe<T> pipe;
     df_begin<T>(pipe, w1, w2, C, lane, on);
-    df_norm_rows<T, M>(df_xs, x, g, C, eps);
+    df_norm_rows<T, M, DF_WARPS * 32>(df_xs, x, g, C, eps);
     if (!on) return;
     float ag[M], au[M];
     df_dot2<T, M>(ag, au, pipe, df_xs, w1, w2, C, lane);
@@ -222,12 +253,18 @@ template <typename T> int cu_decode_qkv(const qf_decode_qkv *d) {
         return 0;
     df_qkv_args a = {d->q, d->kpool, d->vpool, d->x, d->ln_w, {d->wq, d->wk, d->wv}, {d->bq, d->bk, d->bv},
                      d->seq, d->pos, d->btab, d->C, d->H, d->KV, d->D, d->maxb, d->bs, d->eps, d->theta};
-    const unsigned grid = (unsigned)(((size_t)(d->H + 2 * d->KV) * half + DF_WARPS - 1) / DF_WARPS);
-    const size_t smem = sizeof(float) * (size_t)d->N * d->C;
-    if (d->N == 1)
-        qfc_launch_pdl(decode_qkv_kernel<T, 1>, grid, DF_WARPS * 32, smem, a);
-    else
-        qfc_launch_pdl(decode_qkv_kernel<T, 2>, grid, DF_WARPS * 32, smem, a);
+    const size_t pairs = (size_t)(d->H + 2 * d->KV) * half, smem = sizeof(float) * (size_t)d->N * d->C;
+    // the block shape (QWENFT_DECODE_QKV, a bench hook: cuda_context.cu): 8 warps (Qwen2.5-7B: 288 blocks, 93
+    // registers a thread, 2 blocks resident per SM: a second wave of 24), 8 warps with 3 resident per SM (at most
+    // 85 registers: one wave), or 4 warps (576 blocks of 128 threads, 5 resident per SM: one wave)
+    const int form = qfc().decode_qkv_form, w = form == 2 ? 4 : 8;
+    const unsigned grid = (unsigned)((pairs + w - 1) / w);
+    if (form == 2 && d->N == 1) qfc_launch_pdl(decode_qkv_kernel<T, 1, 4, 5>, grid, 4 * 32, smem, a);
+    else if (form == 2) qfc_launch_pdl(decode_qkv_kernel<T, 2, 4, 5>, grid, 4 * 32, smem, a);
+    else if (form == 1 && d->N == 1) qfc_launch_pdl(decode_qkv_kernel<T, 1, 8, 3>, grid, 8 * 32, smem, a);
+    else if (form == 1) qfc_launch_pdl(decode_qkv_kernel<T, 2, 8, 3>, grid, 8 * 32, smem, a);
+    else if (d->N == 1) qfc_launch_pdl(decode_qkv_kernel<T, 1, 8, 1>, grid, 8 * 32, smem, a);
+    else qfc_launch_pdl(decode_qkv_kernel<T, 2, 8, 1>, grid, 8 * 32, smem, a);
     CHECK_LAUNCH();
     return 1;
 }

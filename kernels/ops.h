@@ -337,6 +337,9 @@ size_t qf_cuda_peak_bytes(void);
  * bytes: what a run's step left behind when it was left by longjmp (src/train/train.c). The backend's own
  * buffers (scratch, workspace, fp8 state) are not numbered and stay. */
 uint64_t qf_cuda_alloc_mark(void);
+/* the first step's rescue (kernels/base/util.h qf_oom_rescue): n zero bytes of managed memory, numbered, freed by
+ * the tables' free(); NULL when even that fails */
+void *qf_cuda_alloc_rescue(size_t bytes);
 size_t qf_cuda_free_since(uint64_t mark);
 /* which attention path the CUDA tables take (cuDNN fused or mma.sync, and why), for the run header */
 void qf_cuda_attention_describe(char *buf, int cap);

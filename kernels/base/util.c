@@ -51,14 +51,8 @@ void qf_fatal_at(const char *file, int line, const char *fmt, ...) {
     exit(QF_EXIT_RUNTIME);
 }
 
-void qf_oom_at(const char *file, int line, const char *what, size_t bytes, const char *fmt, ...) {
-    if (oom_hook) oom_hook(oom_arg, what, bytes); /* may not return (longjmp) */
-    char msg[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    qf_fatal_at(file, line, "%s", msg);
+int qf_oom_rescue(const char *what, size_t bytes) {
+    return oom_hook ? oom_hook(oom_arg, what, bytes) : 0; /* the hook may not return (longjmp) */
 }
 
 void *qf_malloc_at(size_t n, const char *file, int line) {

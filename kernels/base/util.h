@@ -32,15 +32,15 @@ void qf_fatal_set_cleanup(void (*cleanup)(void));
 #define QF_FATAL(...) qf_fatal_at(__FILE__, __LINE__, __VA_ARGS__)
 
 /* An allocation that failed inside a training step, where the run may recover: the first step of a run whose layout
- * came from an "auto" plan falls back to the next plan (src/train/train.c). qf_oom_at hands what (the buffer) and
- * bytes to the out-of-memory hook, which may leave by longjmp (the run's, only while its first step runs, and only
- * on the thread that set it); when there is none, or it returns, this is qf_fatal_at with the message. */
-void qf_oom_at(const char *file, int line, const char *what, size_t bytes, const char *fmt, ...)
-    __attribute__((noreturn, format(printf, 5, 6)));
-typedef void (*qf_oom_hook)(void *arg, const char *what, size_t bytes);
+ * came from an "auto" plan falls back to the next plan (src/train/train.c). The site calls qf_oom_rescue(what,
+ * bytes) before its fatal error; it hands them to the out-of-memory hook (the run's, only while its first step
+ * runs), which either leaves the step by longjmp (one rank), or returns 1: the failure is noted, the caller takes
+ * rescue memory instead (host-backed: model/backend.h qf_backend_alloc_rescue) so that the step reaches the ranks'
+ * agreement at its end (several ranks); 0 (no hook, another thread): the caller stops as before (QF_FATAL). */
+typedef int (*qf_oom_hook)(void *arg, const char *what, size_t bytes);
 /* Installs the hook with its argument (NULL: none). */
 void qf_oom_set_hook(qf_oom_hook hook, void *arg);
-#define QF_OOM(what, bytes, ...) qf_oom_at(__FILE__, __LINE__, what, bytes, __VA_ARGS__)
+int qf_oom_rescue(const char *what, size_t bytes);
 #define QF_CHECK(cond)                                                \
     do {                                                              \
         if (!(cond)) qf_fatal_at(__FILE__, __LINE__, "check failed: %s", #cond); \

@@ -68,6 +68,7 @@ struct qf_cuda_alloc_entry {
     void *p;
     size_t n;
     uint64_t seq; // the table's alloc(): its number (qf_cuda_alloc_mark); 0: the backend's own (cu_alloc)
+    int managed;  // cu_alloc_rescue's managed memory (freed by cudaFree, not into the stream-ordered pool)
 };
 
 struct qf_cuda_ctx {
@@ -137,6 +138,9 @@ int qfc_context_init(void (*first)(void));
 // the op table's memory and copy entries (cuda_context.cu), on the compute stream
 void *cu_alloc(size_t bytes);
 void *cu_alloc_table(size_t bytes); // the tables' alloc(): cu_alloc, numbered (qf_cuda_free_since)
+// the first step's rescue (util.h qf_oom_rescue): managed memory past the device's (or gpu_memory_limit_gb's) end,
+// zero-filled, numbered, freed by cu_free; NULL when even that fails
+void *cu_alloc_rescue(size_t bytes);
 void cu_free(void *p);
 void cu_copy_h2d(void *dst, const void *src, size_t bytes);
 void cu_copy_d2h(void *dst, const void *src, size_t bytes);

@@ -51,8 +51,14 @@ void qfc_device_malloc(void **p, size_t bytes) {
     if (e != cudaSuccess) {
         (void)cudaGetLastError(); // out of memory is not sticky
         *p = NULL;
-        qf_oom_at(__FILE__, __LINE__, "the CUDA backend's scratch", bytes,
-                  "CUDA backend: cudaMalloc of %zu bytes for an internal buffer failed: %s", bytes, cudaGetErrorString(e));
+        // the first step's rescue (util.h qf_oom_rescue): managed memory, which cudaFree takes back as well
+        if (qf_oom_rescue("the CUDA backend's scratch", bytes) && cudaMallocManaged(p, bytes ? bytes : 1) == cudaSuccess) {
+            account(bytes, 0);
+            return;
+        }
+        (void)cudaGetLastError();
+        qf_fatal_at(__FILE__, __LINE__, "CUDA backend: cudaMalloc of %zu bytes for an internal buffer failed: %s",
+                    bytes, cudaGetErrorString(e));
     }
     account(bytes, 0);
 }
@@ -69,7 +75,7 @@ static size_t amap_slot(const void *p, size_t cap) {
     h ^= h >> 33;
     return (size_t)(h & (cap - 1));
 }
-static void amap_put(void *p, size_t n, uint64_t seq);
+static void amap_put(void *p, size_t n, uint64_t seq, int managed = 0);
 static void amap_grow(void) {
     qf_cuda_alloc_entry *old = g_ctx.amap;
     size_t oldcap = g_ctx.amap_cap;
@@ -77,25 +83,27 @@ static void amap_grow(void) {
     g_ctx.amap = (qf_cuda_alloc_entry *)qf_calloc(g_ctx.amap_cap, sizeof(qf_cuda_alloc_entry));
     g_ctx.amap_used = 0;
     for (size_t i = 0; i < oldcap; i++)
-        if (old[i].p) amap_put(old[i].p, old[i].n, old[i].seq);
+        if (old[i].p) amap_put(old[i].p, old[i].n, old[i].seq, old[i].managed);
     free(old);
 }
-static void amap_put(void *p, size_t n, uint64_t seq) {
+static void amap_put(void *p, size_t n, uint64_t seq, int managed) {
     if ((g_ctx.amap_used + 1) * 2 > g_ctx.amap_cap) amap_grow();
     size_t i = amap_slot(p, g_ctx.amap_cap);
     while (g_ctx.amap[i].p) i = (i + 1) & (g_ctx.amap_cap - 1);
     g_ctx.amap[i].p = p;
     g_ctx.amap[i].n = n;
     g_ctx.amap[i].seq = seq;
+    g_ctx.amap[i].managed = managed;
     g_ctx.amap_used++;
 }
-// removes p, returns its size (fatal if unknown: a pointer this backend did not allocate)
-static size_t amap_take(void *p) {
+// removes p, returns its size (fatal if unknown: a pointer this backend did not allocate); *managed: cu_alloc_rescue's
+static size_t amap_take(void *p, int *managed = NULL) {
     if (!g_ctx.amap_cap) QF_FATAL("CUDA backend: free of a pointer it did not allocate (%p)", p);
     size_t i = amap_slot(p, g_ctx.amap_cap);
     while (g_ctx.amap[i].p && g_ctx.amap[i].p != p) i = (i + 1) & (g_ctx.amap_cap - 1);
     if (!g_ctx.amap[i].p) QF_FATAL("CUDA backend: free of a pointer it did not allocate (%p)", p);
     const size_t n = g_ctx.amap[i].n;
+    if (managed) *managed = g_ctx.amap[i].managed;
     // backward-shift deletion keeps the probe chains intact
     size_t j = i;
     for (;;) {
@@ -278,6 +286,19 @@ void *cu_alloc_table(size_t bytes) {
     }
     return p;
 }
+void *cu_alloc_rescue(size_t bytes) {
+    const size_t n = qf_align_up(bytes ? bytes : 1, 256);
+    void *p = NULL;
+    if (cudaMallocManaged(&p, n) != cudaSuccess || cudaMemset(p, 0, n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        if (p) (void)cudaFree(p);
+        return NULL;
+    }
+    amap_put(p, n, ++g_ctx.alloc_seq, 1);
+    account(n, 0);
+    return p;
+}
+extern "C" void *qf_cuda_alloc_rescue(size_t bytes) { return g_ctx.state == 1 ? cu_alloc_rescue(bytes) : NULL; }
 extern "C" uint64_t qf_cuda_alloc_mark(void) { return g_ctx.alloc_seq; }
 extern "C" size_t qf_cuda_free_since(uint64_t mark) {
     if (g_ctx.state != 1 || !g_ctx.amap_cap) return 0;
@@ -297,9 +318,15 @@ extern "C" size_t qf_cuda_free_since(uint64_t mark) {
 }
 void cu_free(void *p) {
     if (!p) return;
-    const size_t n = amap_take(p);
+    int managed = 0;
+    const size_t n = amap_take(p, &managed);
     if (qfc_capture_spoiled("free")) { // after the capture (release keeps it; qfc_device_free accounts it)
         release(p, n);
+        return;
+    }
+    if (managed) { // cu_alloc_rescue's: the kernels queued before end first (cudaFree waits for the device)
+        CHECK_CUDA(cudaFree(p));
+        account(0, n);
         return;
     }
     CHECK_CUDA(cudaFreeAsync(p, g_ctx.stream));

@@ -40,11 +40,12 @@ static void grow(void **p, size_t *cap, size_t need) {
     if (need <= *cap) return;
     need = qf_align_up(need, 2u << 20);
     if (*p) cu_free(*p); // stream-ordered: kernels queued before still see the old buffer
-    *cap = 0;          // consistent if the run recovers from the failure below (QF_OOM)
+    *cap = 0;          // consistent if the run recovers from the failure below (util.h qf_oom_rescue)
     *p = cu_alloc(need);
+    if (!*p && qf_oom_rescue("the fp8 buffers", need)) *p = cu_alloc_rescue(need);
     if (!*p)
-        QF_OOM("the fp8 buffers", need,
-               "out of GPU memory for the fp8 buffers (%zu bytes more; gpu_memory_limit_gb or the model's size)", need);
+        QF_FATAL("out of GPU memory for the fp8 buffers (%zu bytes more; gpu_memory_limit_gb or the model's size)",
+                 need);
     *cap = need;
 }
 static void grow_vectors(qf_fp8_state *st, size_t n) {
@@ -53,15 +54,14 @@ static void grow_vectors(qf_fp8_state *st, size_t n) {
     n = qf_align_up(n, 1024);
     if (st->sc) cu_free(st->sc);
     if (st->am) cu_free(st->am);
-    st->vcap = 0; // consistent if the run recovers from the failure below (QF_OOM)
+    st->vcap = 0; // consistent if the run recovers from the failure below (util.h qf_oom_rescue)
     st->sc = (float *)cu_alloc(4 * n * sizeof(float));
+    if (!st->sc && qf_oom_rescue("the fp8 scale vectors", 4 * n * sizeof(float)))
+        st->sc = (float *)cu_alloc_rescue(4 * n * sizeof(float));
     st->am = (unsigned *)cu_alloc(3 * n * sizeof(unsigned));
-    if (!st->sc || !st->am) {
-        if (st->sc) cu_free(st->sc);
-        if (st->am) cu_free(st->am);
-        st->sc = NULL, st->am = NULL;
-        QF_OOM("the fp8 scale vectors", 7 * n * sizeof(float), "out of GPU memory for the fp8 scale vectors");
-    }
+    if (!st->am && qf_oom_rescue("the fp8 scale vectors", 3 * n * sizeof(unsigned)))
+        st->am = (unsigned *)cu_alloc_rescue(3 * n * sizeof(unsigned));
+    if (!st->sc || !st->am) QF_FATAL("out of GPU memory for the fp8 scale vectors");
     st->vcap = n;
 }
 

@@ -83,6 +83,14 @@ size_t qf_backend_peak_bytes(const qf_ops *ops) { return backend_cuda_bytes(ops,
 
 size_t qf_backend_current_bytes(const qf_ops *ops) { return backend_cuda_bytes(ops, 0); }
 
+void *qf_backend_alloc_rescue(const qf_ops *ops, size_t bytes) {
+#ifdef QWENFT_HAVE_CUDA
+    if (!strncmp(ops->name, "cuda", 4)) return qf_cuda_alloc_rescue(bytes);
+#endif
+    (void)ops;
+    return calloc(1, bytes ? bytes : 1); /* the CPU table's free() is free() */
+}
+
 uint64_t qf_backend_alloc_mark(const qf_ops *ops) {
 #ifdef QWENFT_HAVE_CUDA
     if (!strncmp(ops->name, "cuda", 4)) return qf_cuda_alloc_mark();

@@ -24,6 +24,10 @@ size_t qf_backend_current_bytes(const qf_ops *ops);
  * longjmp gives back: every buffer of an alloc() after the mark still held, freed (their bytes; 0 on the CPU
  * backend, whose buffers a step left behind stay: src/train/train.c). */
 uint64_t qf_backend_alloc_mark(const qf_ops *ops);
+/* Memory for an allocation of the first step that failed, when the run's out-of-memory hook allows it
+ * (kernels/base/util.h qf_oom_rescue): managed memory on a GPU table (it may live in host memory: slow, but the
+ * step completes), calloc on the CPU table; freed by the table's free(). NULL when even that fails. */
+void *qf_backend_alloc_rescue(const qf_ops *ops, size_t bytes);
 size_t qf_backend_free_since(const qf_ops *ops, uint64_t mark);
 /* The device memory a run may plan with: gpu_memory_limit_gb when set, else the GPU's free memory plus what the
  * backend holds; 0 on the CPU backend (no device budget). */

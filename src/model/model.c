@@ -1,5 +1,6 @@
 /* model.c — Qwen decoder forward/backward through the op table (see model.h). */
 #include "model.h"
+#include "backend.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,14 +136,16 @@ static void *act_alloc(qf_model *m, size_t elems) {
     size_t b = elems * m->ops->act_bytes;
     m->act_bytes += b;
     void *p = qf_mem_trial_alloc(m->trial, m->ops, b, "activations");
-    if (!p && !in_trial(m)) QF_OOM("activations", b, "out of memory allocating %zu bytes of activations", b);
+    if (!p && !in_trial(m) && qf_oom_rescue("activations", b)) p = qf_backend_alloc_rescue(m->ops, b);
+    if (!p && !in_trial(m)) QF_FATAL("out of memory allocating %zu bytes of activations", b);
     return p ? act_track(m, p) : NULL;
 }
 static float *f32_alloc(qf_model *m, size_t elems) {
     m->act_bytes += elems * 4;
     float *p = qf_mem_trial_alloc(m->trial, m->ops, elems * 4, "activation statistics");
-    if (!p && !in_trial(m))
-        QF_OOM("activation statistics", elems * 4, "out of memory allocating %zu bytes of activation statistics", elems * 4);
+    if (!p && !in_trial(m) && qf_oom_rescue("activation statistics", elems * 4))
+        p = qf_backend_alloc_rescue(m->ops, elems * 4);
+    if (!p && !in_trial(m)) QF_FATAL("out of memory allocating %zu bytes of activation statistics", elems * 4);
     return p ? act_track(m, p) : NULL;
 }
 

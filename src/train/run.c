@@ -239,8 +239,8 @@ static int engine_agree(qf_run *r, int rc, qf_err *e) {
     if (mx) return mx;
     if (first == W) {
         r->model.trial = NULL;
-        /* an allocation that fails in a step after all (the kernels' scratch, a pool buffer) stays fatal: its
-         * message names the next plan */
+        /* an allocation that fails in the first step falls back too (train.c first_step_oom); one that fails
+         * later, or on a helper thread, stays fatal: its message names the next plan */
         int ni = r->plan_at + 1 < r->nplans && r->plans[r->plan_at + 1].fits ? r->plan_at + 1 : -1;
         if (ni >= 0) {
             char next[256];

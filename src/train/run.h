@@ -76,13 +76,16 @@ typedef struct qf_run {
     /* QWENFT_INJECT_FAULT="rank:K:oom" (-1: every rank): the first K layouts' set-up runs out of memory (run.c);
      * "rank:K:oomstep": the first K layouts' first step does, after its first micro-batch (train.c) */
     int oom_rank, oom_plans, oomstep_rank, oomstep_plans;
-    /* the first step under a plan on one rank: an allocation that fails in it leaves by longjmp (train.c) */
+    /* the first step under a plan: an allocation that fails in it falls back to the next plan (train.c) */
     const qf_replan *replan;    /* this run is the fallback of one whose first step ran out of memory, or NULL */
-    jmp_buf *oom_jmp;           /* set while the first step runs (one rank, planned), else NULL */
-    pthread_t oom_thread;       /* the thread that may leave by it */
+    int oom_armed;              /* the first step of a planned run runs: its out-of-memory hook acts (train.c) */
+    jmp_buf *oom_jmp;           /* one rank: where it leaves the step by longjmp, else NULL */
+    int oom_rescued;            /* several ranks: this rank's step went on in rescue memory */
+    pthread_t oom_thread;       /* the thread whose failures the hook takes */
     int first_step;             /* 1 until this process's first step has ended */
-    char oom_what[96];          /* what ran out in the first step, and how many bytes were asked for */
+    char oom_what[96];          /* what ran out in the first step (the first failure), the bytes asked, the rank */
     size_t oom_bytes;
+    int oom_at_rank;
     uint64_t alloc_mark;        /* the backend's allocation mark before the set-up (qf_backend_free_since) */
     qf_profile prof;            /* log.wall_clock_breakdown (profile.h) */
     qf_monitor mon;             /* train: the per-step monitoring figures (monitor.h) */

@@ -46,7 +46,7 @@ static void plan_text_build(qf_run *r) {
     for (int i = 0; i < np; i++) nfit += pl[i].fits;
     qf_plan_describe(p, c->num_layers, desc, sizeof desc);
     char nth[64] = "";
-    if (r->plan_at > 0) snprintf(nth, sizeof nth, " (plan %d of the ranking, after %d fallback%s)", r->plan_at + 1,
+    if (r->plan_falls > 0) snprintf(nth, sizeof nth, " (plan %d of the ranking, after %d fallback%s)", r->plan_at + 1,
                                  r->plan_falls, r->plan_falls == 1 ? "" : "s");
     len += (size_t)snprintf(t + len, cap - len,
                             "layout plan (\"auto\"): %s%s; predicted %.3f GiB per %s (of %.2f%s), %.3f GiB host per node "

@@ -188,8 +188,8 @@ static train_clock clock_start(const qf_run *r) {
 static void inject_step_oom(qf_run *r) {
     if (!r->first_step || !r->planned || r->plan_falls >= r->oomstep_plans) return;
     if (r->oomstep_rank != -1 && r->oomstep_rank != r->comm.rank) return;
-    QF_OOM("the first micro-batch's end (injected: QWENFT_INJECT_FAULT oomstep)", 0,
-           "out of memory in the first step (injected by QWENFT_INJECT_FAULT)%s", r->oom_hint);
+    if (qf_oom_rescue("the first micro-batch's end (injected: QWENFT_INJECT_FAULT oomstep)", 0)) return;
+    QF_FATAL("out of memory in the first step (injected by QWENFT_INJECT_FAULT)%s", r->oom_hint);
 }
 
 /* Loads the step's batch and runs its micro-batches forward and backward with the gradients scaled by
@@ -431,7 +431,31 @@ static int stop_and_save(qf_run *r, int stop, const train_clock *k) {
     return rc;
 }
 
-/* *stopped = 1 when a signal or max_hours ended the run early (after its checkpoint) */
+#define TRAIN_REPLAN (-1) /* train_loop, train_once: the first step ran out of memory; run again with the next plan */
+
+/* Several ranks, after the first step of a planned run: whether a rank's step ran out of memory and went on in
+ * rescue memory (first_step_oom); if so, every rank learns what and where from the lowest such rank (1) */
+static int step_oom_agree(qf_run *r) {
+    const int W = r->comm.world_size;
+    int first = r->oom_rescued ? r->comm.rank : W;
+    MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, r->comm.world);
+    if (first == W) return 0;
+    struct {
+        char what[sizeof r->oom_what];
+        unsigned long long bytes;
+    } o;
+    memset(&o, 0, sizeof o);
+    snprintf(o.what, sizeof o.what, "%s", r->oom_what);
+    o.bytes = r->oom_bytes;
+    MPI_Bcast(&o, (int)sizeof o, MPI_BYTE, first, r->comm.world);
+    snprintf(r->oom_what, sizeof r->oom_what, "%s", o.what);
+    r->oom_bytes = (size_t)o.bytes;
+    r->oom_at_rank = first;
+    return 1;
+}
+
+/* *stopped = 1 when a signal or max_hours ended the run early (after its checkpoint); TRAIN_REPLAN when the first
+ * step ran out of memory on some rank (several ranks: step_oom_agree) */
 static int train_loop(qf_run *r, int *stopped) {
     qf_train_state *st = &r->st;
     train_clock k = clock_start(r);
@@ -442,7 +466,9 @@ static int train_loop(qf_run *r, int *stopped) {
         if (r->first_step) { /* the first step's out-of-memory fallback ends with it (qf_train_command) */
             r->first_step = 0;
             r->oom_jmp = NULL;
+            r->oom_armed = 0;
             qf_oom_set_hook(NULL, NULL);
+            if (r->planned && r->comm.world_size > 1 && step_oom_agree(r)) return TRAIN_REPLAN;
         }
         if (rc) return rc;
         log_step(r, &s, &k);
@@ -465,18 +491,29 @@ static int train_loop(qf_run *r, int *stopped) {
     return r->deck.checkpoint_at_end && k.saved_step != st->step ? save(r) : 0;
 }
 
-/* The first step's out-of-memory hook (util.h qf_oom_set_hook), set while the first step of a planned run on one
- * rank runs: what ran out, then back to train_once's setjmp. On several ranks the others may be inside a collective
- * that this rank would leave: there the failure stays fatal, its message naming the next plan (zero.h oom_hint). */
-static void first_step_oom(void *arg, const char *what, size_t bytes) {
+/* The first step's out-of-memory hook (util.h qf_oom_set_hook), set while the first step of a planned run runs:
+ * notes what ran out (the first failure), then on one rank leaves the step by longjmp to train_once's setjmp; on
+ * several ranks, where the others may be inside a collective this rank would leave, lets the caller take rescue
+ * memory (model/backend.h qf_backend_alloc_rescue) so that the step ends on every rank and the ranks agree after
+ * it (step_oom_agree). A helper thread's failure stays fatal (0), its message naming the next plan (zero.h
+ * oom_hint). */
+static int first_step_oom(void *arg, const char *what, size_t bytes) {
     qf_run *r = arg;
-    if (!r->oom_jmp || !pthread_equal(pthread_self(), r->oom_thread)) return; /* a helper thread's: fatal */
-    snprintf(r->oom_what, sizeof r->oom_what, "%s", what);
-    r->oom_bytes = bytes;
-    jmp_buf *jb = r->oom_jmp;
-    r->oom_jmp = NULL;
-    qf_oom_set_hook(NULL, NULL);
-    longjmp(*jb, 1);
+    if (!r->oom_armed || !pthread_equal(pthread_self(), r->oom_thread)) return 0;
+    if (!r->oom_what[0]) {
+        snprintf(r->oom_what, sizeof r->oom_what, "%s", what);
+        r->oom_bytes = bytes;
+        r->oom_at_rank = r->comm.rank;
+    }
+    if (r->oom_jmp) {
+        jmp_buf *jb = r->oom_jmp;
+        r->oom_jmp = NULL;
+        r->oom_armed = 0;
+        qf_oom_set_hook(NULL, NULL);
+        longjmp(*jb, 1);
+    }
+    r->oom_rescued = 1;
+    return 1;
 }
 
 /* After the first step ran out of memory: the step's queued work ends, and rp says what the next run needs to
@@ -489,15 +526,13 @@ static void step_oom_replan(qf_run *r, qf_replan *rp) {
     rp->falls = r->plan_falls + 1;
     rp->device_need = r->plans[r->plan_at].device_need;
     snprintf(rp->line, sizeof rp->line, "layout plan: %s ran out of %s memory on rank %d in its first step at %s "
-             "(%zu bytes requested)", was, kind, r->comm.rank, r->oom_what, r->oom_bytes);
+             "(%zu bytes requested)", was, kind, r->oom_at_rank, r->oom_what, r->oom_bytes);
     snprintf(rp->log, sizeof rp->log, "%s", r->plan_log ? r->plan_log : "");
     size_t n = strlen(r->plan_tried);
     snprintf(r->plan_tried + n, sizeof r->plan_tried - n, "%s%s (device memory in the first step at %s, %zu bytes)",
              n ? "; " : "", was, r->oom_what, r->oom_bytes);
     snprintf(rp->tried, sizeof rp->tried, "%s", r->plan_tried);
 }
-
-#define TRAIN_REPLAN (-1) /* train_once: the first step ran out of memory; run again with rp */
 
 static int train_once(const qf_run_args *a, qf_signals *sig, qf_replan *rp) {
     qf_run r;
@@ -523,17 +558,24 @@ static int train_once(const qf_run_args *a, qf_signals *sig, qf_replan *rp) {
             qf_monitor_describe(&r.mon, mon, sizeof mon);
             printf("monitor (rank 0): %s\n", mon);
         }
-        if (r.planned && r.comm.world_size == 1) { /* the first step's fallback: first_step_oom */
-            if (setjmp(jb)) {
-                step_oom_replan(&r, rp);
-                rc = TRAIN_REPLAN;
-                goto out;
+        if (r.planned) { /* the first step's fallback: first_step_oom */
+            if (r.comm.world_size == 1) {
+                if (setjmp(jb)) {
+                    step_oom_replan(&r, rp);
+                    rc = TRAIN_REPLAN;
+                    goto out;
+                }
+                r.oom_jmp = &jb;
             }
-            r.oom_jmp = &jb;
+            r.oom_armed = 1;
             r.oom_thread = pthread_self();
             qf_oom_set_hook(first_step_oom, &r);
         }
         rc = train_loop(&r, &stopped);
+        if (rc == TRAIN_REPLAN) { /* several ranks: the step ended in rescue memory on some rank */
+            step_oom_replan(&r, rp);
+            goto out;
+        }
         if (!rc && r.comm.rank == 0 && !stopped) {
             /* what this rank really held: the engine's own count of model state, and resident-set growth */
             printf("memory: rank 0 model state peak %.1f MiB (estimate %.1f; sharded part %.1f, estimate %.1f), "

@@ -11,11 +11,11 @@ void zi_track(qf_zero *z, int64_t delta) {
 /* a backend buffer, or a fatal error that says how much the backend already holds */
 void *zi_dev_tmp(qf_zero *z, size_t b) {
     void *p = z->ops->alloc(b ? b : 1);
+    if (!p && qf_oom_rescue("the engine's unit buffers", b)) p = qf_backend_alloc_rescue(z->ops, b ? b : 1);
     if (!p)
-        QF_OOM("the engine's unit buffers", b,
-               "out of %s memory on rank %d: %zu bytes requested, %.2f GiB held by the backend (gpu_memory_limit_gb "
-               "= %g)%s", z->ops->name, z->comm->rank, b, (double)qf_backend_current_bytes(z->ops) / 1073741824.0,
-               z->d->gpu_memory_limit_gb, z->oom_hint ? z->oom_hint : "");
+        QF_FATAL("out of %s memory on rank %d: %zu bytes requested, %.2f GiB held by the backend (gpu_memory_limit_gb "
+                 "= %g)%s", z->ops->name, z->comm->rank, b, (double)qf_backend_current_bytes(z->ops) / 1073741824.0,
+                 z->d->gpu_memory_limit_gb, z->oom_hint ? z->oom_hint : "");
     return p;
 }
 

@@ -139,8 +139,10 @@ int qfc_context_init(void (*first)(void));
 void *cu_alloc(size_t bytes);
 void *cu_alloc_table(size_t bytes); // the tables' alloc(): cu_alloc, numbered (qf_cuda_free_since)
 // the first step's rescue (util.h qf_oom_rescue): managed memory past the device's (or gpu_memory_limit_gb's) end,
-// zero-filled, numbered, freed by cu_free; NULL when even that fails
-void *cu_alloc_rescue(size_t bytes);
+// zero-filled, freed by cu_free; NULL when even that fails. numbered: for the tables' alloc() (qf_cuda_free_since
+// may take it back); 0 for the backend's own state (the fp8 buffers), which outlives the run: its managed pages
+// move back to the device as the next run touches them
+void *cu_alloc_rescue(size_t bytes, int numbered);
 void cu_free(void *p);
 void cu_copy_h2d(void *dst, const void *src, size_t bytes);
 void cu_copy_d2h(void *dst, const void *src, size_t bytes);

@@ -286,7 +286,7 @@ void *cu_alloc_table(size_t bytes) {
     }
     return p;
 }
-void *cu_alloc_rescue(size_t bytes) {
+void *cu_alloc_rescue(size_t bytes, int numbered) {
     const size_t n = qf_align_up(bytes ? bytes : 1, 256);
     void *p = NULL;
     if (cudaMallocManaged(&p, n) != cudaSuccess || cudaMemset(p, 0, n) != cudaSuccess) {
@@ -294,11 +294,11 @@ void *cu_alloc_rescue(size_t bytes) {
         if (p) (void)cudaFree(p);
         return NULL;
     }
-    amap_put(p, n, ++g_ctx.alloc_seq, 1);
+    amap_put(p, n, numbered ? ++g_ctx.alloc_seq : 0, 1);
     account(n, 0);
     return p;
 }
-extern "C" void *qf_cuda_alloc_rescue(size_t bytes) { return g_ctx.state == 1 ? cu_alloc_rescue(bytes) : NULL; }
+extern "C" void *qf_cuda_alloc_rescue(size_t bytes) { return g_ctx.state == 1 ? cu_alloc_rescue(bytes, 1) : NULL; }
 extern "C" uint64_t qf_cuda_alloc_mark(void) { return g_ctx.alloc_seq; }
 extern "C" size_t qf_cuda_free_since(uint64_t mark) {
     if (g_ctx.state != 1 || !g_ctx.amap_cap) return 0;

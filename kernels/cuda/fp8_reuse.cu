@@ -18,7 +18,7 @@ static void wslots_grow(qf_fp8_state *st, int id) {
     const size_t stride = (size_t)st->hist + 1;
     unsigned *wam = (unsigned *)cu_alloc((size_t)cap * stride * sizeof(unsigned)); // zero-filled
     if (!wam && qf_oom_rescue("the fp8 weights' scales", (size_t)cap * stride * sizeof(unsigned)))
-        wam = (unsigned *)cu_alloc_rescue((size_t)cap * stride * sizeof(unsigned));
+        wam = (unsigned *)cu_alloc_rescue((size_t)cap * stride * sizeof(unsigned), 0);
     if (!wam) QF_FATAL("out of GPU memory for the fp8 weights' scales (%d parameters)", cap);
     if (st->wam) {
         cu_copy_d2d(wam, st->wam, (size_t)st->wcap * stride * sizeof(unsigned));
@@ -124,7 +124,7 @@ static void saved_grow(qf_fp8_state *st, int key) {
     if (cap < 64) cap = 64;
     float *sc = (float *)cu_alloc((size_t)cap * 16 * sizeof(float));
     if (!sc && qf_oom_rescue("the fp8 saved inputs' scales", (size_t)cap * 16 * sizeof(float)))
-        sc = (float *)cu_alloc_rescue((size_t)cap * 16 * sizeof(float));
+        sc = (float *)cu_alloc_rescue((size_t)cap * 16 * sizeof(float), 0);
     if (!sc) QF_FATAL("out of GPU memory for the fp8 saved inputs' scales (%d keys)", cap);
     if (st->svsc) {
         cu_copy_d2d(sc, st->svsc, (size_t)st->svcap * 16 * sizeof(float));

@@ -42,7 +42,7 @@ static void grow(void **p, size_t *cap, size_t need) {
     if (*p) cu_free(*p); // stream-ordered: kernels queued before still see the old buffer
     *cap = 0;          // consistent if the run recovers from the failure below (util.h qf_oom_rescue)
     *p = cu_alloc(need);
-    if (!*p && qf_oom_rescue("the fp8 buffers", need)) *p = cu_alloc_rescue(need);
+    if (!*p && qf_oom_rescue("the fp8 buffers", need)) *p = cu_alloc_rescue(need, 0);
     if (!*p)
         QF_FATAL("out of GPU memory for the fp8 buffers (%zu bytes more; gpu_memory_limit_gb or the model's size)",
                  need);
@@ -57,10 +57,10 @@ static void grow_vectors(qf_fp8_state *st, size_t n) {
     st->vcap = 0; // consistent if the run recovers from the failure below (util.h qf_oom_rescue)
     st->sc = (float *)cu_alloc(4 * n * sizeof(float));
     if (!st->sc && qf_oom_rescue("the fp8 scale vectors", 4 * n * sizeof(float)))
-        st->sc = (float *)cu_alloc_rescue(4 * n * sizeof(float));
+        st->sc = (float *)cu_alloc_rescue(4 * n * sizeof(float), 0);
     st->am = (unsigned *)cu_alloc(3 * n * sizeof(unsigned));
     if (!st->am && qf_oom_rescue("the fp8 scale vectors", 3 * n * sizeof(unsigned)))
-        st->am = (unsigned *)cu_alloc_rescue(3 * n * sizeof(unsigned));
+        st->am = (unsigned *)cu_alloc_rescue(3 * n * sizeof(unsigned), 0);
     if (!st->sc || !st->am) QF_FATAL("out of GPU memory for the fp8 scale vectors");
     st->vcap = n;
 }

@@ -9,6 +9,9 @@
 #   PART = model:seq:cap, e.g. 7b:4096:24 (cap 0 = no limit); models 1.5b 3b 7b (Qwen2.5); "all" lists every part.
 #   One part is 6-9 runs of 5 steps (a few minutes): give a device call one to three parts, e.g.
 #     bash bench/auto_grid.sh 1.5b:512:24 1.5b:512:48 1.5b:512:0
+#   A plan of the top 5 with the layout auto's run resolved to is not run again (its row: auto's figure, "same_as");
+#   a run other than auto's stops (SIGKILL: no checkpoint) after TLIMIT s (default 150), or once the median of its
+#   steps after the second is below half the part's best so far (its row: those steps, "stopped" saying why).
 #   The calibration cache is shared by the runs of a machine ($OUT/plan-cache): the first plan of a model and
 #   seq_len measures, the rest read it. tiny:64:0 runs a small explicit model (CPU ranks: a smoke test of the script).
 # Run from the repo root after `. .devdeps/env.sh`, with QWENFT set to the CUDA build's binary.
@@ -39,14 +42,38 @@ run_one() {
   rm -rf "${work:?}/$name"; mkdir -p "$work/$name/ck"
   cp "$cache/qwenft-plan-rates.json" "$work/$name/ck/" 2>/dev/null || true
   local t0; t0=$(date +%s.%N)
-  timeout "${TLIMIT:-150}" mpirun -np 1 --bind-to none -x NCCL_NVLS_ENABLE -x QWENFT_BACKEND "$Q" train "$work/deck.cfg" \
-    --set checkpoint.dir="$work/$name/ck" --set log.dir="$work/$name/log" "$@" > "$work/$name.out" 2>&1
+  mpirun -np 1 --bind-to none -x NCCL_NVLS_ENABLE -x QWENFT_BACKEND "$Q" train "$work/deck.cfg" \
+    --set checkpoint.dir="$work/$name/ck" --set log.dir="$work/$name/log" "$@" > "$work/$name.out" 2>&1 &
+  local pid=$! stopped="" start=$SECONDS
+  # the watchdog: SIGKILL, not SIGTERM (a SIGTERM makes qwen-ft write a checkpoint before it stops: tens of GB of
+  # a 3B or 7B run's optimizer state onto the device's disk for nothing); a run other than auto's stops once its
+  # steps after the second are measured and below half the part's best so far (its figure is then those steps)
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1
+    if [ $((SECONDS - start)) -ge "${TLIMIT:-150}" ]; then
+      stopped="time limit ${TLIMIT:-150} s"
+    elif [ "$kind" != auto ] && [ -n "$best" ] && python3 - "$work/$name/log/metrics.jsonl" "$best" <<'PY'
+import json, sys
+try: t = [json.loads(l)["tokens_per_s"] for l in open(sys.argv[1]) if '"loss"' in l][2:]
+except (OSError, ValueError, KeyError): t = []
+sys.exit(0 if t and sorted(t)[len(t) // 2] < 0.5 * float(sys.argv[2]) else 1)
+PY
+    then
+      stopped="below half the best so far ($best tok/s)"
+    fi
+    if [ -n "$stopped" ]; then
+      pkill -KILL -f -- "checkpoint.dir=$work/$name/ck" 2>/dev/null
+      echo "bench/auto_grid.sh: $name stopped: $stopped" >> "$work/$name.out"
+      break
+    fi
+  done
+  { wait "$pid"; } 2>/dev/null # (bash would report the SIGKILL)
   local rc=$?
   keep "$work/$name.out" "auto_grid-${part//:/_}-$name.log"
   [ -s "$work/$name/ck/qwenft-plan-rates.json" ] && cp "$work/$name/ck/qwenft-plan-rates.json" "$cache/" 2>/dev/null
-  python3 - "$work/$name/log/metrics.jsonl" "$work/$name.out" "$part" "$kind" "$rc" "$*" "$t0" <<'PY' | tee -a "$out/auto_grid.jsonl"
+  python3 - "$work/$name/log/metrics.jsonl" "$work/$name.out" "$part" "$kind" "$rc" "$*" "$t0" "$stopped" <<'PY' | tee -a "$out/auto_grid.jsonl" "$work/last.json"
 import json, re, sys
-path, log, part, kind, rc, sets, t0 = sys.argv[1:8]
+path, log, part, kind, rc, sets, t0, stopped = sys.argv[1:9]
 try:
     steps = [json.loads(l) for l in open(path) if '"loss"' in l]
 except OSError:
@@ -59,19 +86,25 @@ plan = re.search(r'layout plan \("auto"\): (.*?); predicted .*?, ([0-9]+) tokens
 deck = text.split("---- resolved deck ----")[-1] if "---- resolved deck ----" in text else ""
 g = lambda k: (re.search(rf"\n\s*{k} = ([^;]+);", deck) or [None, None])[1]
 layout = dict(stage=g("stage"), micro=g("train_micro_batch_size_per_gpu"), accum=g("gradient_accumulation_steps"),
-              ackpt=g("activation_checkpointing"), recompute_layers=g("recompute_layers"))
+              ackpt=g("activation_checkpointing"), recompute_layers=g("recompute_layers"), ratio=g("ratio"))
 off = re.findall(r'device = "([a-z]+)"', deck)
 layout["offload"] = off
 row = dict(part=part, kind=kind, rc=int(rc), steps=len(steps), tok_s=round(mid) if mid else None,
            peak_gpu_gib=max((x.get("peak_gpu_mem_gib") or 0 for x in steps), default=None), layout=layout, sets=sets,
            plan=plan.group(1) if plan else None, predicted_tok_s=int(plan.group(2)) if plan else None,
            oom="out of memory" in text.lower() or "cannot allocate" in text.lower())
+if stopped:
+    row["stopped"] = stopped
 print(json.dumps(row))
 PY
+  local tok; tok=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("tok_s") or 0)' "$work/last.json")
+  rm -f "$work/last.json"
+  [ "$tok" -gt "${best:-0}" ] && best=$tok
 }
 
 for part in "$@"; do
   IFS=: read -r m seq cap <<<"$part"
+  best="" # the part's best tok/s so far (run_one)
   case "$m" in
     tiny) model='model = { arch = "qwen3"; vocab_size = 512; hidden_size = 128; intermediate_size = 256; num_hidden_layers = 4; num_attention_heads = 4; num_key_value_heads = 2; head_dim = 32; init_seed = 1; };'
           vocab=512; eos="--eos-id 511" ;;
@@ -107,13 +140,29 @@ DECK
   keep "$work/plan.json" "auto_grid-${part//:/_}-plan.json"
   echo "{\"part\": \"$part\", \"kind\": \"plan\", \"rc\": $prc, \"plan_s\": $plan_s}" | tee -a "$out/auto_grid.jsonl"
   run_one auto "$part" auto
-  # the planner's top 5 as hand runs (the layouts pinned by --set)
-  python3 - "$work/plan.json" > "$work/top.txt" <<'PY'
+  # the planner's top 5 as hand runs (the layouts pinned by --set); a plan with the layout auto's run resolved to
+  # is not run again: its row is auto's figure, marked "same_as": "auto"
+  python3 - "$work/plan.json" "$out/auto_grid.jsonl" "$part" > "$work/top.txt" <<'PY'
 import json, sys
 try: p = json.load(open(sys.argv[1]))
 except Exception: sys.exit(0)
+auto = [r for r in (json.loads(l) for l in open(sys.argv[2]) if l.strip())
+        if r.get("part") == sys.argv[3] and r["kind"] == "auto"][-1:]
+def layout(q):
+    off = q["offload"]
+    return dict(stage=str(q["stage"]), micro=str(q["micro_batch"]), ackpt='"%s"' % q["activation_checkpointing"],
+                recompute_layers=str(q["recompute_layers"] if q["activation_checkpointing"] != "none" else -1),
+                offload=["cpu" if off != "none" else "none", "cpu" if off == "optimizer+param" else "none"],
+                ratio=float(q["ratio"]) if off != "none" else None)
+def same(a, q):
+    a = dict(a, ratio=float(a["ratio"]) if a.get("ratio") and a["offload"][0] != "none" else None)
+    b = layout(q)
+    return all(a.get(k) == b[k] for k in b)
 for q in p.get("plans", [])[:5]:
     if not q["fits"]: continue
+    if auto and auto[0].get("tok_s") and same(auto[0]["layout"], q):
+        print("same_as_auto")
+        continue
     off = q["offload"]
     sets = [f"zero_optimization.stage={q['stage']}",
             f"zero_optimization.offload_optimizer.device={'cpu' if off != 'none' else 'none'}",
@@ -128,6 +177,14 @@ PY
   k=0
   while read -r line; do
     k=$((k + 1))
+    if [ "$line" = same_as_auto ]; then
+      python3 - "$out/auto_grid.jsonl" "$part" "$k" <<'PY' | tee -a "$out/auto_grid.jsonl"
+import json, sys
+a = [r for r in (json.loads(l) for l in open(sys.argv[1]) if l.strip()) if r.get("part") == sys.argv[2] and r["kind"] == "auto"][-1]
+print(json.dumps(dict(a, kind="plan#" + sys.argv[3], same_as="auto")))
+PY
+      continue
+    fi
     # shellcheck disable=SC2086
     run_one "top$k" "$part" "plan#$k" $line < /dev/null # mpirun reads stdin
   done < "$work/top.txt"

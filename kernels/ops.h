@@ -303,6 +303,11 @@ void qf_cuda_fp8_counts(uint64_t counts[2]);
  * docs/testing.md); set_min_dim: the same hook for the GPU tests */
 void qf_cuda_fp8_set_min_dim(int d);
 int qf_cuda_fp8_min_dim(void);
+/* QWENFT_DECODE_ATTN=mlp (a bench hook, docs/testing.md): the CUDA split attention (attention_decode,
+ * attention_paged) with its cache loads issued ahead of their use, for 16-bit tables at head_dim 128; the same values
+ * bit for bit. set: the same switch for the GPU tests (after the table's first use) */
+void qf_cuda_set_decode_attn_mlp(int on);
+int qf_cuda_decode_attn_mlp(void);
 /* What the fp8 tables did (tensorwise), since the backend started: GEMMs in fp8 / in bf16 (qf_cuda_fp8_counts),
  * tensor amax passes (activations, gradients and weights), the weights' share of them, weight casts that took a
  * saved scale (the same parameter version: no pass) or a new version's scale from the amax history (no pass), and

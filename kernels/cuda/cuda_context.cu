@@ -150,6 +150,8 @@ int qfc_context_init(void (*first)(void)) {
         g_ctx.gemv_l1 = gv && !strcmp(gv, "l1");
         const char *dq = getenv("QWENFT_DECODE_QKV");
         g_ctx.decode_qkv_form = dq && !strcmp(dq, "occ3") ? 1 : dq && !strcmp(dq, "w4") ? 2 : 0;
+        const char *da = getenv("QWENFT_DECODE_ATTN");
+        g_ctx.decode_attn_mlp = da && !strcmp(da, "mlp");
     }
     CHECK_CUDA(cudaStreamCreateWithFlags(&g_ctx.stream, cudaStreamNonBlocking));
     CHECK_CUDA(cudaDeviceGetDefaultMemPool(&g_ctx.pool, g_ctx.device));

@@ -83,10 +83,36 @@ struct rows_paged { // attention_paged: token tok of sequence seq[tok] at pos[to
     }
 };
 
-template <typename T, typename Rows, int TPP>
+// the 8 values of a 16-byte word of a 16-bit cache row, as ld8 converts them (the same intrinsics)
+template <typename T> __device__ __forceinline__ void unpack8(float (&f)[8], const uint4 &u);
+template <> __device__ __forceinline__ void unpack8<bf16>(float (&f)[8], const uint4 &u) {
+    const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&u);
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const float2 t = __bfloat1622float2(h[j]);
+        f[2 * j] = t.x, f[2 * j + 1] = t.y;
+    }
+}
+template <> __device__ __forceinline__ void unpack8<f16>(float (&f)[8], const uint4 &u) {
+    const __half2 *h = reinterpret_cast<const __half2 *>(&u);
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const float2 t = __half22float2(h[j]);
+        f[2 * j] = t.x, f[2 * j + 1] = t.y;
+    }
+}
+
+// DC = 0: D at run time, one 16-byte load in flight per thread (each loop turn waits for its load). DC = D
+// (QWENFT_DECODE_ATTN=mlp, a bench hook; 16-bit tables, D = 128, 16-byte aligned caches): the loops' bounds are
+// known, so a thread issues all of a cache row slice's loads in phase 1 and AS_V3 rows' loads in phase 3 before it
+// uses the first; the sums are the same in the same order (bit for bit the DC = 0 kernel's values)
+static const int AS_V3 = 8; // phase 3's v rows in flight per thread (DC > 0)
+
+template <typename T, typename Rows, int TPP, int DC>
 __global__ void __launch_bounds__(AS_THREADS)
     attn_split_kernel(T *out, float *part, int *cnt, const T *q, const T *kc, const T *vc, Rows rows, int H, int KV,
-                      int D, int split, int nsplit, float scale, bool vec) {
+                      int Drt, int split, int nsplit, float scale, bool vec) {
+    const int D = DC > 0 ? DC : Drt;
     extern __shared__ float as_smem[]; // qs[MAXG][QS] | ps[MAXG][split] | rowix[split]; later red[P][MAXG][D]
     __shared__ float ml[2 * AS_MAXG];  // per head: the split's max, exp-sum
     const int tok = blockIdx.x / KV, kh = blockIdx.x % KV, s = blockIdx.y, G = H / KV, g0 = blockIdx.z * AS_MAXG;
@@ -126,7 +152,32 @@ __global__ void __launch_bounds__(AS_THREADS)
         float acc[AS_MAXG];
 #pragma unroll
         for (int g = 0; g < AS_MAXG; g++) acc[g] = 0.0f;
-        if (j < n) {
+        if constexpr (DC > 0) { // the slice's DC/TPP/8 loads first, then the same sums as below
+            constexpr int NC = DC / TPP / 8;
+            uint4 raw[NC];
+            if (j < n) {
+                const int r = rows.row(tok, p0 + j);
+                if (sub == 0) rowix[j] = r;
+                const uint4 *kj = reinterpret_cast<const uint4 *>(kc + (size_t)r * prow + (size_t)kh * DC +
+                                                                  (size_t)sub * (DC / TPP));
+#pragma unroll
+                for (int c = 0; c < NC; c++) raw[c] = kj[c];
+#pragma unroll
+                for (int c = 0; c < NC; c++) {
+                    float f[8];
+                    unpack8<T>(f, raw[c]);
+#pragma unroll
+                    for (int g = 0; g < AS_MAXG; g++) {
+                        if (g >= ng) break;
+                        const float *qg = qs + g * QS + sub * (DT + 4) + 8 * c;
+                        const float4 a = *reinterpret_cast<const float4 *>(qg);
+                        const float4 b = *reinterpret_cast<const float4 *>(qg + 4);
+                        acc[g] += a.x * f[0] + a.y * f[1] + a.z * f[2] + a.w * f[3] + b.x * f[4] + b.y * f[5] +
+                                  b.z * f[6] + b.w * f[7];
+                    }
+                }
+            }
+        } else if (j < n) {
             const int r = rows.row(tok, p0 + j);
             if (sub == 0) rowix[j] = r;
             const T *kj = kc + (size_t)r * prow + (size_t)kh * D + (size_t)sub * DT;
@@ -177,7 +228,30 @@ __global__ void __launch_bounds__(AS_THREADS)
     for (int g = 0; g < AS_MAXG; g++)
 #pragma unroll
         for (int c = 0; c < 8; c++) acc[g][c] = 0.0f;
-    if (pl < P) {
+    if constexpr (DC > 0) { // AS_V3 rows' loads first, then the rows in the order below (P = AS_THREADS / (DC/8))
+        for (int j0 = pl; j0 < n; j0 += AS_V3 * P) {
+            uint4 raw[AS_V3];
+#pragma unroll
+            for (int u = 0; u < AS_V3; u++)
+                if (j0 + u * P < n)
+                    raw[u] = *reinterpret_cast<const uint4 *>(vc + (size_t)rowix[j0 + u * P] * prow + (size_t)kh * DC +
+                                                              (size_t)dv * 8);
+#pragma unroll
+            for (int u = 0; u < AS_V3; u++) {
+                const int j = j0 + u * P;
+                if (j >= n) break;
+                float f[8];
+                unpack8<T>(f, raw[u]);
+#pragma unroll
+                for (int g = 0; g < AS_MAXG; g++) {
+                    if (g >= ng) break;
+                    const float w = ps[g * split + j];
+#pragma unroll
+                    for (int c = 0; c < 8; c++) acc[g][c] += w * f[c];
+                }
+            }
+        }
+    } else if (pl < P) {
 #pragma unroll 2
         for (int j = pl; j < n; j += P) {
             float f[8];
@@ -292,12 +366,21 @@ static void attn_split_launch(void *out, const void *q, const void *kc, const vo
                     "(at most 48 KiB)", max_len, smem);
     const dim3 grid((unsigned)((size_t)N * KV), (unsigned)nsplit, (unsigned)ngroups);
     const float scale = (float)(1.0 / sqrt((double)D));
-    if (tpp == 4)
-        qfc_launch_pdl(attn_split_kernel<T, Rows, 4>, grid, AS_THREADS, smem, (T *)out, part, cnt, (const T *)q,
-                       (const T *)kc, (const T *)vc, rows, H, KV, D, (int)split, nsplit, scale, vec);
-    else
-        qfc_launch_pdl(attn_split_kernel<T, Rows, 1>, grid, AS_THREADS, smem, (T *)out, part, cnt, (const T *)q,
-                       (const T *)kc, (const T *)vc, rows, H, KV, D, (int)split, nsplit, scale, vec);
+    // the form with the loads in flight (DC = 128) where it applies and QWENFT_DECODE_ATTN=mlp asks for it
+    const bool mlp = qfc().decode_attn_mlp && sizeof(T) == 2 && D == 128 && vec;
+#define QF_AS_LAUNCH(TPP, DC)                                                                                          \
+    qfc_launch_pdl(attn_split_kernel<T, Rows, TPP, DC>, grid, AS_THREADS, smem, (T *)out, part, cnt, (const T *)q,    \
+                   (const T *)kc, (const T *)vc, rows, H, KV, D, (int)split, nsplit, scale, vec)
+    if constexpr (sizeof(T) == 2) {
+        if (mlp && tpp == 4) QF_AS_LAUNCH(4, 128);
+        else if (mlp) QF_AS_LAUNCH(1, 128);
+        else if (tpp == 4) QF_AS_LAUNCH(4, 0);
+        else QF_AS_LAUNCH(1, 0);
+    } else {
+        if (tpp == 4) QF_AS_LAUNCH(4, 0);
+        else QF_AS_LAUNCH(1, 0);
+    }
+#undef QF_AS_LAUNCH
     CHECK_LAUNCH();
 }
 template <typename T>
@@ -351,6 +434,9 @@ void cu_attention_paged(void *out, const void *q, const void *k, const void *v, 
     }
     attn_split_launch<T>(out, q, kpool, vpool, rows_paged{seq, pos, btab, maxb, bs}, N, H, KV, D, max_len);
 }
+
+extern "C" void qf_cuda_set_decode_attn_mlp(int on) { qfc().decode_attn_mlp = on != 0; }
+extern "C" int qf_cuda_decode_attn_mlp(void) { return qfc().decode_attn_mlp; }
 
 #define QF_DECODE_INSTANTIATE(T)                                                                                     \
     template void cu_attention_decode<T>(void *, const void *, const void *, const void *, void *, void *,           \

@@ -4,7 +4,8 @@
  * and 80 (not a multiple of 32 lanes), a long cache (2000 positions: many positions per warp).
  * After each call the outputs and both caches are compared on the max norm (err = max |gpu - cpu| / max |cpu|):
  * fp32 1e-5, bf16 1e-2, fp16 1.25e-3 (one rounding of the output, as test_ops_cuda's TOL_ACT); the caches must be
- * equal bit for bit in every table (a copy; the inputs are values that bf16 and fp16 both hold exactly).
+ * equal bit for bit in every table (a copy; the inputs are values that bf16 and fp16 both hold exactly). On the
+ * 16-bit tables at head_dim 128 the split attention's other form (QWENFT_DECODE_ATTN) gives the same values.
  * Exit: 0 passed, 1 a check failed, 77 "no GPU: skipped". */
 #define QF_GPU_TEST_SEED 0x9E3779B97F4A7C15ull
 #include "qf_gpu_test.h"
@@ -40,6 +41,18 @@ static void run_case(const qf_ops *g, int B, int S, int H, int KV, int D, int Tq
         report(g, what, relerr(ho, out, nq), tol);
         snprintf(what, sizeof what, "  caches after that call");
         report(g, what, fmax(relerr(hk, kc, cache), relerr(hv, vc, cache)), 0); /* exact values: a copy */
+        if (g->act_bytes == 2 && D == 128) { /* the split attention's other form (QWENFT_DECODE_ATTN): the same values
+                                              * (the call appends the same k, v at the same positions again) */
+            void *go2 = g->alloc(nq * g->act_bytes + 16);
+            const int was = qf_cuda_decode_attn_mlp();
+            qf_cuda_set_decode_attn_mlp(!was);
+            g->attention_decode(go2, gq, gk, gv, dk, dv, gs, B, Tq, S, H, KV, D);
+            qf_cuda_set_decode_attn_mlp(was);
+            float *h2 = down_new(g, go2, nq);
+            report(g, was ? "  the default attention form: the same values" :
+                            "  QWENFT_DECODE_ATTN=mlp's form: the same values", relerr(h2, ho, nq), 0);
+            free(h2), g->free(go2);
+        }
         for (int b = 0; b < B; b++) start[b] += Tq;
         free(q), free(k), free(v), free(out), free(ho), free(hk), free(hv);
         g->free(gq), g->free(gk), g->free(gv), g->free(go), g->free(gs);

@@ -3,6 +3,8 @@
  * chunks of some sequences with single decoding tokens of others, block tables that are shuffled permutations of
  * the pool (blocks of 16 positions), GQA 1, 4, 7 and 18 (three groups of query heads per kv head), head_dim 64, 128 and 80, a sequence of 1500 positions.
  * Outputs on the max norm as test_decode_cuda (fp32 1e-5, bf16 1e-2, fp16 1.25e-3); the pools bit for bit (a copy).
+ * On the 16-bit tables at head_dim 128, the split attention's other form (QWENFT_DECODE_ATTN=mlp, or the default
+ * when that is set) gives the same values as the one in force (0 difference).
  * Then the decoding fast path (decode_qkv, decode_mlp) against the same table's unfused ops (run_fast).
  * Exit: 0 passed, 1 a check failed, 77 "no GPU: skipped". */
 #define QF_GPU_TEST_SEED 0x2545F4914F6CDD1Dull
@@ -54,6 +56,18 @@ static void run_case(const qf_ops *g, int nseq, const int *plen, int chunk, int 
         snprintf(what, sizeof what, "%d seqs, N %d, H %d KV %d D %d, call %d", nseq, N, H, KV, D, call);
         qf_gpu_report(g->name, 64, what, relerr(ho, out, nq), tol);
         qf_gpu_report(g->name, 64, "  pools after that call", fmax(relerr(hk, kp, pool), relerr(hv, vp, pool)), 0);
+        if (g->act_bytes == 2 && D == 128) { /* the split attention's other form (QWENFT_DECODE_ATTN): the same values
+                                              * (the call appends the same k, v to the same rows again) */
+            void *go2 = g->alloc(nq * g->act_bytes + 16);
+            const int was = qf_cuda_decode_attn_mlp();
+            qf_cuda_set_decode_attn_mlp(!was);
+            g->attention_paged(go2, gq, gk, gv, dk, dv, gsq, gps, gb, N, maxb, bs, H, KV, D, max_len);
+            qf_cuda_set_decode_attn_mlp(was);
+            float *h2 = down_new(g, go2, nq);
+            qf_gpu_report(g->name, 64, was ? "  the default attention form: the same values" :
+                                             "  QWENFT_DECODE_ATTN=mlp's form: the same values", relerr(h2, ho, nq), 0);
+            free(h2), g->free(go2);
+        }
         free(q), free(k), free(v), free(out), free(ho), free(hk), free(hv);
         g->free(gq), g->free(gk), g->free(gv), g->free(go), g->free(gsq), g->free(gps);
     }

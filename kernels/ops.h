@@ -316,6 +316,8 @@ typedef struct qf_cuda_fp8_stat {
     uint64_t gemm_fp8, gemm_bf16, amax_passes, weight_amax_passes, weight_reused, weight_delayed;
     uint64_t x_reused; /* calls that took the previous call's fp8 x (fp8_same_x): no amax pass, no cast of x */
     uint64_t x_saved, x_saved_used; /* fp8.save_inputs: forwards that saved q(x)^T, wgrads that used one */
+    uint64_t outer_after; /* rowwise GEMMs run as a unit-scale GEMM + a kernel applying the row and column scales
+                           * (no outer-vector fp8 kernel in this cuBLASLt for this GPU) */
 } qf_cuda_fp8_stat;
 void qf_cuda_fp8_stats(qf_cuda_fp8_stat *s);
 /* fp8.amax_history_len: 0 current scaling of the weights (their own amax at each new parameter version), n > 0

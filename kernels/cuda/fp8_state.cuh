@@ -73,6 +73,9 @@ struct qf_fp8_state {
     unsigned long long n_x_saved, n_x_saved_used;
     int warned_save;
     int min_dim; // IN and OUT at least this for fp8 (QF_FP8_MIN_DIM; tests lower it: qf_cuda_fp8_set_min_dim)
+    int outer_none; // the probe found no outer-vector fp8 kernel: rowwise GEMMs go to the unit-scale form at once
+    float *unit; // a device 1.0f: the scalar scales of an outer-vector GEMM run as a unit-scale GEMM + scale_rows
+    unsigned long long n_outer_after; // outer-vector GEMMs whose scales a kernel applied after cuBLASLt's GEMM
     int warned_beta, warned_algo;
 };
 

@@ -176,16 +176,82 @@ static void bias_add(bf16 *out, const bf16 *b, int M, int Nc) {
     CHECK_LAUNCH();
 }
 
+// The outer-vector scales applied after a unit-scale GEMM: y[m, n] = r[m, n] sa[m] sb[n] (+ bias[n]) (+ y[m, n] when
+// acc; r = y when not), 8 elements a thread (Nc % 16 == 0). The rowwise recipe's scales are powers of two, so
+// r sa sb is exact and the values are those of a GEMM that scales inside (one rounding of the fp32 sum to bf16);
+// with acc, the sum with y is a second rounding (cuBLASLt's beta = 1 rounds once).
+__global__ void fp8_scale_rows_kernel(bf16 *y, const bf16 *r, const float *sa, const float *sb, const bf16 *bias,
+                                      int M, int Nc, int acc) {
+    const size_t total = (size_t)M * Nc;
+    for (size_t e = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8; e < total;
+         e += (size_t)gridDim.x * blockDim.x * 8) {
+        const int m = (int)(e / Nc), n = (int)(e % Nc);
+        float f[8], o[8];
+        ld8<bf16>(f, r, e, total, true);
+        if (acc) ld8<bf16>(o, y, e, total, true);
+        const float s = sa[m];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            float v = f[j] * (s * sb[n + j]);
+            if (bias) v = __fadd_rn(v, __bfloat162float(bias[n + j]));
+            f[j] = acc ? __fadd_rn(o[j], v) : v;
+        }
+        st8<bf16>(y, f, e, total, true);
+    }
+}
+static __global__ void fp8_unit_kernel(float *p) { *p = 1.0f; }
+
+// an outer-vector GEMM that cuBLASLt has no kernel for (its outer-vector fp8 kernels are sm_100+; cuBLASLt 13.1
+// offers none on sm_90): the GEMM with unit scalar scales into out (or, accumulating, into tmp), then
+// fp8_scale_rows_kernel. 0, or -1 when there is no unit-scale kernel either.
+static int fp8_gemm_outer_after(bf16 *out, const uint8_t *a8, int fa, const float *sa, const uint8_t *b8, int fb,
+                                const float *sb, const bf16 *bias, int M, int Nc, int K, int accumulate, int fast) {
+    qf_fp8_state *st = fp8_state();
+    if (!st->unit) {
+        st->unit = (float *)cu_alloc(64);
+        if (!st->unit) QF_FATAL("out of GPU memory for the fp8 unit scale");
+        fp8_unit_kernel<<<1, 1, 0, qfc_stream()>>>(st->unit);
+        CHECK_LAUNCH();
+    }
+    for (int v = 0; v < 2; v++) { // with fast accumulation where asked, then without
+        const int use_fast = fast && v == 0;
+        if (v == 1 && !fast) break;
+        qf_fp8_plan *p = fp8_plan(fb, fa, Nc, M, K, 0, 0, use_fast);
+        if (!p || p->refused) continue;
+        bf16 *r = out;
+        if (accumulate) {
+            grow((void **)&st->tmp, &st->tmp_cap, (size_t)M * Nc * sizeof(bf16));
+            r = st->tmp;
+        }
+        const cublasStatus_t s = fp8_run(p, r, a8, st->unit, b8, st->unit, NULL, 0.0f);
+        if (s == CUBLAS_STATUS_NOT_SUPPORTED) {
+            p->refused = 1;
+            continue;
+        }
+        if (s != CUBLAS_STATUS_SUCCESS)
+            QF_FATAL("cuBLASLt fp8 GEMM %d x %d x %d (formats %d/%d, unit scales) failed: %s", M, Nc, K, fa, fb,
+                     cublasLtGetStatusString(s));
+        const size_t total = (size_t)M * Nc;
+        fp8_scale_rows_kernel<<<qf_blocks((total + 7) / 8, 256, (unsigned)qfc().num_sms * 8u), 256, 0,
+                                qfc_stream()>>>(out, r, sa, sb, bias, M, Nc, accumulate);
+        CHECK_LAUNCH();
+        st->n_outer_after++;
+        return 0;
+    }
+    return -1;
+}
+
 // out[M,Nc] (bf16) = (a8[M,K] scaled by sa) (b8[Nc,K] scaled by sb)^T (+ bias[Nc]) (+ out when accumulate).
-// Scales: outer = 0: sa, sb point to one float each; outer = 1: sa[M], sb[Nc]. 0, or -1 when cuBLASLt has no fp8
-// kernel for the problem (the caller runs it in bf16).
-static int fp8_gemm(bf16 *out, const uint8_t *a8, int fa, const float *sa, const uint8_t *b8, int fb, const float *sb,
-                    int outer, const bf16 *bias, int M, int Nc, int K, int accumulate, int fast) {
+// Scales: outer = 0: sa, sb point to one float each; outer = 1: sa[M], sb[Nc] (by cuBLASLt's outer-vector mode, or
+// where it has none by fp8_gemm_outer_after). 0, or -1 when cuBLASLt has no fp8 kernel for the problem (the caller
+// runs it in bf16); quiet (fp8_gemm warns).
+static int fp8_gemm_try(bf16 *out, const uint8_t *a8, int fa, const float *sa, const uint8_t *b8, int fb,
+                        const float *sb, int outer, const bf16 *bias, int M, int Nc, int K, int accumulate, int fast) {
     qf_fp8_state *st = fp8_state();
     // the wanted variant first, then without the bias epilogue (a kernel adds it), then without fast accumulation;
     // a variant the heuristic offers but the matmul call refuses (NOT_SUPPORTED, seen with the bias epilogue on
     // sm_90 and cuBLASLt 13.1) is marked and the next one tried
-    for (int v = 0; v < 4; v++) {
+    for (int v = 0; v < 4 && !(outer && st->outer_none); v++) {
         const int use_bias = bias && !(v & 1), use_fast = fast && !(v & 2);
         if ((v & 1) && !bias) continue;
         if ((v & 2) && !fast) continue;
@@ -213,6 +279,15 @@ static int fp8_gemm(bf16 *out, const uint8_t *a8, int fa, const float *sa, const
             QF_FATAL("cuBLASLt fp8 GEMM %d x %d x %d (formats %d/%d, %s scales, bias %d) failed: %s", M, Nc, K, fa, fb,
                      outer ? "outer-vector" : "scalar", eb != NULL, cublasLtGetStatusString(s));
         if (bias && !use_bias) bias_add(out, bias, M, Nc);
+        return 0;
+    }
+    if (outer) return fp8_gemm_outer_after(out, a8, fa, sa, b8, fb, sb, bias, M, Nc, K, accumulate, fast);
+    return -1;
+}
+static int fp8_gemm(bf16 *out, const uint8_t *a8, int fa, const float *sa, const uint8_t *b8, int fb, const float *sb,
+                    int outer, const bf16 *bias, int M, int Nc, int K, int accumulate, int fast) {
+    qf_fp8_state *st = fp8_state();
+    if (!fp8_gemm_try(out, a8, fa, sa, b8, fb, sb, outer, bias, M, Nc, K, accumulate, fast)) {
         st->n_fp8++;
         return 0;
     }
@@ -416,6 +491,12 @@ int qfc_fp8_probe(int recipe, char *why, int cap) {
     const int fa = tw ? QF_FP8_E5M2 : QF_FP8_E4M3; // the dgrad's pair: e5m2 gradient x e4m3 weight (tensorwise)
     qf_fp8_plan *p = fp8_plan(QF_FP8_E4M3, fa, n, n, n, !tw, 0, 0);
     const char *mode = tw ? "per-tensor (scalar) scales" : "per-row (outer-vector) scales";
+    qf_fp8_state *st = fp8_state();
+    if (!p && !tw) { // no outer-vector kernel (cuBLASLt 13.1 on sm_90): the unit-scale GEMM + scale_rows form
+        st->outer_none = 1;
+        mode = "per-row scales applied after a unit-scale GEMM";
+        p = fp8_plan(QF_FP8_E4M3, fa, n, n, n, 0, 0, 0);
+    }
     if (!p) {
         snprintf(why, (size_t)cap, "cuBLASLt %zu offers no fp8 GEMM with %s on %s (sm_%d)", cublasLtGetVersion(), mode,
                  prop.name, cc);
@@ -430,7 +511,12 @@ int qfc_fp8_probe(int recipe, char *why, int cap) {
     float ones[2 * 64];
     for (int i = 0; i < 2 * n; i++) ones[i] = i < n ? 0.5f : 0.25f;
     CHECK_CUDA(cudaMemcpyAsync(sv, ones, sizeof ones, cudaMemcpyHostToDevice, c.stream));
-    cublasStatus_t s = fp8_run(p, out, a8, sv, b8, sv + n, NULL, 0.0f);
+    cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
+    if (st->outer_none && !tw) // the form the rowwise GEMMs will take (fp8_gemm_outer_after)
+        s = fp8_gemm_try(out, a8, fa, sv, b8, QF_FP8_E4M3, sv + n, 1, NULL, n, n, n, 0, 0) ? CUBLAS_STATUS_NOT_SUPPORTED
+                                                                                           : CUBLAS_STATUS_SUCCESS;
+    else
+        s = fp8_run(p, out, a8, sv, b8, sv + n, NULL, 0.0f);
     uint16_t h[64 * 64];
     int good = 0;
     if (s == CUBLAS_STATUS_SUCCESS) {
@@ -447,6 +533,12 @@ int qfc_fp8_probe(int recipe, char *why, int cap) {
                  prop.name, cc, mode, s != CUBLAS_STATUS_SUCCESS ? cublasLtGetStatusString(s) : "gave wrong results");
         return 0;
     }
+    // a table that runs: why[] says how, where it is not the plain way (the run header's backend line shows it)
+    if (st->outer_none && !tw)
+        snprintf(why, (size_t)cap, "per-row scales applied after a unit-scale GEMM: cuBLASLt %zu has no outer-vector "
+                 "fp8 kernel on sm_%d", cublasLtGetVersion(), cc);
+    else
+        why[0] = 0;
     return 1;
 }
 
@@ -462,6 +554,7 @@ extern "C" void qf_cuda_fp8_stats(qf_cuda_fp8_stat *s) {
     s->weight_reused = c.fp8->n_w_reused, s->weight_delayed = c.fp8->n_w_delayed;
     s->x_reused = c.fp8->n_x_reused;
     s->x_saved = c.fp8->n_x_saved, s->x_saved_used = c.fp8->n_x_saved_used;
+    s->outer_after = c.fp8->n_outer_after;
 }
 extern "C" void qf_cuda_fp8_counts(uint64_t counts[2]) {
     qf_cuda_ctx &c = qfc();

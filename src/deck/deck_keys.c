@@ -288,7 +288,8 @@ static const qf_deck_key k_keys[] = {
     {.path = "fp8.recipe", .type = QF_KT_ENUM, OFF(fp8_recipe), .def = "tensorwise", .choices = k_fp8_recipe,
      .ds = "qwen-ft only (torchao `Float8LinearConfig.from_recipe_name`)",
      .help = "\"tensorwise\": one scale per tensor, e4m3 forward and e5m2 gradients; \"rowwise\": one scale per row "
-             "(per token, per channel), all e4m3, power-of-two scales (where cuBLASLt has per-row fp8 kernels: Hopper); "
+             "(per token, per channel), all e4m3, power-of-two scales (cuBLASLt's per-row kernels, or where it has none "
+             "(Hopper with cuBLASLt 13.1), a kernel applying the scales after a unit-scale fp8 GEMM); "
              "both scale each tensor by its own amax (current scaling)"},
     {.path = "fp8.amax_history_len", .type = QF_KT_INT, OFF(fp8_amax_history_len), .def = "0", RANGE(0, 1024),
      .ds = "qwen-ft only (Transformer Engine `DelayedScaling(amax_history_len)`)",

@@ -52,8 +52,9 @@ int qf_backend_select(const qf_deck *d, int local_rank, const qf_ops **ops, char
                                              : "fp32";
                 char attn[160];
                 qf_cuda_attention_describe(attn, (int)sizeof attn);
-                snprintf(info, n, "cuda (GPU %d of %d, %s%s; attention: %s)", dev, ndev, prec,
-                         d->gpu_memory_limit_gb > 0 ? ", gpu_memory_limit_gb set" : "", attn);
+                /* why: how the fp8 table runs where it is not the plain way (rowwise without outer-vector kernels) */
+                snprintf(info, n, "cuda (GPU %d of %d, %s%s%s%s%s; attention: %s)", dev, ndev, prec, why[0] ? " (" : "",
+                         why, why[0] ? ")" : "", d->gpu_memory_limit_gb > 0 ? ", gpu_memory_limit_gb set" : "", attn);
                 return 0;
             }
         }

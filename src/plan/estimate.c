@@ -12,7 +12,8 @@
  *                rounded up to 2 MiB: q(x) [N, max IN], q(W) [max OUT x IN], q(dy) and q(dy)^T [N, max OUT] (bytes),
  *                7 fp32 scale/amax vectors of the largest dimension; fp8.save_inputs (tensorwise): q(x)^T of each
  *                fp8 linear layer input (ln1 of q, att of o, ln2 of gate/up, swi of down: N x IN bytes) of every
- *                layer without recomputation */
+ *                layer without recomputation; rowwise: a bf16 buffer of the largest accumulating GEMM output (dW
+ *                [max OUT x IN], dx or y [N, max]), where the row and column scales are applied after the GEMM */
 #include "estimate.h"
 #include <math.h>
 #include <stdlib.h>
@@ -43,7 +44,14 @@ static int64_t fp8_bytes(const qf_model_config *c, const qf_deck *d) {
             kept = d->recompute_layers < 0 || d->recompute_layers >= L ? 0 : L - d->recompute_layers;
         saved = per * kept;
     }
-    return QF_UP2(N * mx_in) + QF_UP2(mw) + 2 * QF_UP2(N * mx_out) + 7 * 4 * v + saved;
+    /* rowwise: the unit-scale GEMM's output before its scales when it accumulates (dW, or dx / y with beta = 1), bf16
+     * (matmul_fp8.cu fp8_gemm_outer_after: cuBLASLt has no outer-vector fp8 kernel on sm_89/sm_90; counted always) */
+    int64_t tmp = 0;
+    if (d->fp8_recipe == QF_FP8R_ROWWISE) {
+        tmp = mw > N * mx_in ? mw : N * mx_in;
+        tmp = QF_UP2(2 * (tmp > N * mx_out ? tmp : N * mx_out));
+    }
+    return QF_UP2(N * mx_in) + QF_UP2(mw) + 2 * QF_UP2(N * mx_out) + 7 * 4 * v + saved + tmp;
 #undef QF_UP2
 }
 

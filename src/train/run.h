@@ -53,7 +53,7 @@ typedef struct qf_run {
     qf_topology topo;           /* nodes, GPUs, P2P, InfiniBand (docs/hpc.md) */
     char nccl_line[512];        /* what the NCCL environment policy did (run header) */
     double flops_per_token, peak_flops; /* peak_flops 0: no peak known (MFU n/a) */
-    char backend_info[384];     /* which op table, which GPU, which attention path */
+    char backend_info[512];     /* which op table, which GPU, which attention path */
     char grads_why[256];        /* why offload_optimizer.gradients is what it is (plan/grads_home.c) */
     int planned;                /* the layout came from the planner ("auto" keys; run_plan.c) */
     char *plan_text;            /* rank 0: the chosen layout and the runner-ups, for the run header (or NULL) */

@@ -75,7 +75,8 @@ printf 'model = { preset = "qwen2.5-7b"; };\nbf16 = { enabled = true; };\ndata =
 "$QWENFT" estimate e.cfg --device gpu --set fp8.enabled=true > e1.out 2>&1 || { cat e1.out; fail "estimate e.cfg fp8"; }
 "$QWENFT" estimate e.cfg --device gpu --set fp8.enabled=true --set fp8.save_inputs=true > e2.out 2>&1 || { cat e2.out; fail "estimate e.cfg fp8 save (recomputation)"; }
 "$QWENFT" estimate e.cfg --device gpu --set fp8.enabled=true --set fp8.save_inputs=true --set activation_checkpointing=false > e3.out 2>&1 || { cat e3.out; fail "estimate e.cfg fp8 save"; }
-python3 - e0.out e1.out e2.out e3.out <<'PY' || fail "E: estimate's fp8 buffers"
+"$QWENFT" estimate e.cfg --device gpu --set fp8.enabled=true --set fp8.recipe=rowwise > e4.out 2>&1 || { cat e4.out; fail "estimate e.cfg fp8 rowwise"; }
+python3 - e0.out e1.out e2.out e3.out e4.out <<'PY' || fail "E: estimate's fp8 buffers"
 import re, sys
 N, C, HD, KD, F = 4096, 3584, 3584, 512, 18944   # Qwen2.5-7B, one micro-batch of 4096 tokens
 up = lambda x: -(-x // (2 << 20)) * (2 << 20)
@@ -94,5 +95,11 @@ assert abs(gib(e2) - want / 2**30) < 0.006, (gib(e2), want / 2**30) # every laye
 save = 28 * (up(N * C) + up(N * HD) + up(N * C) + up(N * F)) # q's ln1, o's att, gate/up's ln2, down's swi
 assert abs(gib(e3) - (want + save) / 2**30) < 0.006, (gib(e3), (want + save) / 2**30)
 print(f"ok E: fp8.save_inputs adds {save / 2**30:.3f} GiB without recomputation, nothing with it")
+# rowwise: the accumulating GEMMs' bf16 output before the per-row scales (dW of gate/up/down: C x F is the largest)
+tmp = up(2 * max(C * max(HD, KD, F), N * max(C, HD, F)))
+e4 = open(sys.argv[5]).read()
+r = float(re.search(r"fp8.enabled \(rowwise\): ([0-9.]+) GiB per rank", e4).group(1))
+assert abs(r - (want + tmp) / 2**30) < 0.006, (r, (want + tmp) / 2**30)
+print(f"ok E: rowwise adds {tmp / 2**30:.3f} GiB for the scales applied after the GEMM")
 PY
 echo "PASS: fp8 refused with exit 2 and the key's name on fp32/fp16 decks, a bad recipe and the CPU backend; keys documented; fp8 off trains"

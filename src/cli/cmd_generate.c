@@ -1,7 +1,7 @@
 /* cmd_generate.c — `qwen-ft generate`: continuations of one prompt or a batch of prompts with a KV cache, the smoke
  * test of a fine-tuned model. Options, prompts and output live here; prompts become ids in src/generate/gen_prompts.c, the
  * decoding loop (batched prefill, one token per row per step, layers split across ranks) is src/generate/decode.c over
- * src/model/model.c's KV-cache mode, sampling is src/generate/sample.c.
+ * src/model/model.c's paged mode (as serve's), sampling is src/generate/sample.c.
  * Each rank computes on its backend (the GPU of its local rank in a CUDA build, bf16 by default; CPU ranks in
  * fp32). With N ranks the decoder layers are split across them; rank 0 reads the prompts, samples and prints.
  * The tokenizer is --tokenizer, or else the model directory's tokenizer.json / qwen.tiktoken. Generation stops
@@ -29,7 +29,7 @@
 
 typedef struct gen_opts {
     const char *model, *prompt_ids, *prompt, *prompts, *tokenizer, *system, *dtype, *template_name;
-    int max_new, greedy, top_k, json, chat, timing, stream, ignore_eos, no_thinking;
+    int max_new, greedy, top_k, json, chat, timing, stream, ignore_eos, no_thinking, cuda_graphs;
     double temperature, top_p, repetition_penalty, gpu_limit_gb;
     uint64_t seed;
     const char *stop_strs[GEN_MAX_STOPS];
@@ -46,6 +46,7 @@ typedef struct gen_opts {
 /* The command line as the option table fills it (options.h); gen_opts_from turns it into gen_opts. */
 typedef struct gen_args {
     const char *model, *prompt_ids, *prompt, *prompts, *tokenizer, *system, *dtype, *template_name, *thinking;
+    const char *cuda_graphs;
     int max_new, greedy, top_k, json, chat, timing, stream, ignore_eos;
     double temperature, top_p, repetition_penalty, gpu_limit_gb;
     uint64_t seed;
@@ -113,6 +114,9 @@ static const qf_opt GEN_OPTS[] = {
              "not fit, they stream from host memory"},
     {.name = "stream-weights", .type = QF_OPT_FLAG, .off = offsetof(gen_args, stream),
      .help = "keep the decoder layers in host memory and stream them through two device slots"},
+    {.name = "cuda-graphs", .type = QF_OPT_CHOICE, .off = offsetof(gen_args, cuda_graphs), .def = "on",
+     .choices = "on|off", .help = "on: each decoding step runs as one CUDA graph per shape instead of a launch per "
+                                  "kernel (GPU, resident weights; the same tokens bit for bit), as serve's"},
     {.name = "timing", .type = QF_OPT_FLAG, .off = offsetof(gen_args, timing),
      .help = "time to first token and decode tokens/s on stderr"},
     {.name = "ignore-eos", .type = QF_OPT_FLAG, .off = offsetof(gen_args, ignore_eos),
@@ -129,7 +133,8 @@ static int gen_opts_from(const gen_args *a, const void *given, int rank, gen_opt
                      .greedy = 1, .top_k = a->top_k, .json = a->json, .chat = a->chat, .timing = a->timing,
                      .stream = a->stream, .ignore_eos = a->ignore_eos, .temperature = a->temperature,
                      .top_p = a->top_p, .repetition_penalty = a->repetition_penalty, .gpu_limit_gb = a->gpu_limit_gb,
-                     .seed = a->seed, .no_thinking = a->thinking && !strcmp(a->thinking, "false")};
+                     .seed = a->seed, .no_thinking = a->thinking && !strcmp(a->thinking, "false"),
+                     .cuda_graphs = strcmp(a->cuda_graphs, "off") != 0};
     qf_tmpl_id tid;
     if (a->template_name && strcmp(a->template_name, "auto") && qf_tmpl_by_name(a->template_name, &tid))
         return gen_bad(err, "--template %s: unknown (auto, or one of %s)", a->template_name, qf_tmpl_names());
@@ -411,7 +416,7 @@ static int generate_main(const void *args) {
         gs.on = rank == 0 && !op.json && tok && P.n == 1;
         qf_decode_opts d = {.model = op.model, .cfg = &c, .ops = ops, .max_new = op.max_new,
                             .sample = {op.greedy, op.top_k, op.temperature, op.top_p, op.repetition_penalty},
-                            .seed = op.seed, .stream = op.stream, .stop_ids = stops, .nstop_ids = nstops, .stop_strs = op.stop_strs,
+                            .seed = op.seed, .stream = op.stream, .cuda_graphs = op.cuda_graphs, .stop_ids = stops, .nstop_ids = nstops, .stop_strs = op.stop_strs,
                             .nstop_strs = op.nstop_strs, .tok = tok, .on_token = gen_on_token, .on_token_ctx = &gs};
         qf_decode_out out;
         rc = qf_decode_run(&d, &P, MPI_COMM_WORLD, &out, &e);

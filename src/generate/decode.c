@@ -54,7 +54,8 @@ typedef struct decode_rows {
     int B, max_new;
     int32_t **ids;   /* [B][prompt + max_new]: prompt, then generated (for the penalty) */
     int *plen, *n, *done, *finish;
-    float *logits;   /* [B, V] the latest logits of every row */
+    float *logits;   /* [B, V] the latest logits of every row (NULL when the device picks) */
+    int32_t *picks;  /* [B] the device's greedy picks (decode_picks_on_device; NULL otherwise) */
     qf_rng *rng;
     qf_sampler smp;
 } decode_rows;
@@ -82,7 +83,14 @@ static int decode_stop_string(const qf_decode_opts *o, const decode_rows *r, int
     return 0;
 }
 
-/* rank 0: the next token of every unfinished row; marks finished rows */
+/* 1 when the next token is the logits' argmax (greedy, no repetition penalty): the backend picks it */
+static int decode_picks_on_device(const qf_decode_opts *o) {
+    const double pen = o->sample.repetition_penalty;
+    return o->sample.greedy && !(pen != 1.0 && pen > 0);
+}
+
+/* rank 0: the next token of every unfinished row (the device's picks, or sampled from the logits); marks finished
+ * rows */
 static void decode_pick(const qf_decode_opts *o, decode_rows *r, int32_t *next) {
     int64_t V = o->cfg->vocab_size;
     for (int b = 0; b < r->B; b++) {
@@ -90,8 +98,9 @@ static void decode_pick(const qf_decode_opts *o, decode_rows *r, int32_t *next) 
             next[b] = r->ids[b][r->plen[b] + r->n[b] - 1];
             continue;
         }
-        int32_t t = qf_sample_pick(&r->smp, &o->sample, r->logits + (size_t)b * V, r->ids[b],
-                                   (size_t)(r->plen[b] + r->n[b]), &r->rng[b]);
+        int32_t t = r->picks ? r->picks[b]
+                             : qf_sample_pick(&r->smp, &o->sample, r->logits + (size_t)b * V, r->ids[b],
+                                              (size_t)(r->plen[b] + r->n[b]), &r->rng[b]);
         r->ids[b][r->plen[b] + r->n[b]++] = t;
         next[b] = t;
         if (o->on_token) o->on_token(o->on_token_ctx, b, t);
@@ -103,44 +112,65 @@ static void decode_pick(const qf_decode_opts *o, decode_rows *r, int32_t *next) 
     }
 }
 
-/* one call through the split: Tq tokens per row at start[b]; the last rank's logits of rows with last[b] >= 0
- * land in logits (rank 0) */
+/* one call through the split: Tq tokens per row at start[b]; for rows with last[b] >= 0, the last rank's logits (or,
+ * picks != NULL, its greedy picks) land in logits[b] (picks[b]) on rank 0 */
 typedef struct decode_ctx {
     qf_model *m;
     MPI_Comm comm;
-    int rank, W, l0, l1;
+    int rank, W, l0, l1, B;
     void *stage;     /* host staging of the residual [B*Tcap, C] act */
-    float *lg;       /* [B, V] host logits from the last rank */
+    float *lg;       /* [B, V] host logits from the last rank, in row order of the call's head rows */
+    int32_t *seq, *pos; /* [B*Tcap] a call's tokens: their row (= sequence) and position */
+    int32_t *rows, *rowb, *pick; /* [B] the head's rows (token indices), their row b, the device's picks */
+    int32_t *btab;   /* [B] block table: row b's cache is block b (one block of S positions) */
+    int btab_sent;   /* the device has the block table */
+    int graphs;      /* decoding steps as CUDA graphs */
 } decode_ctx;
 
 static void decode_call(decode_ctx *c, const int32_t *tokens, const int32_t *start, int Tq, const int32_t *last,
-                        int want_logits, float *logits) {
+                        int want, float *logits, int32_t *picks) {
     qf_model *m = c->m;
     const qf_ops *o = m->ops;
-    int B = m->B, C = m->cfg.hidden_size;
+    const int B = c->B, C = m->cfg.hidden_size, N = B * Tq, lastr = c->rank == c->W - 1;
     int64_t V = m->cfg.vocab_size;
-    size_t rbytes = (size_t)B * Tq * C * o->act_bytes;
+    size_t rbytes = (size_t)N * C * o->act_bytes;
     QF_CHECK(rbytes <= (size_t)INT32_MAX);
-    qf_model_decode_begin(m, tokens, start, Tq, c->rank == 0);
+    int nrows = 0, identity = 1;
+    for (int b = 0; b < B; b++) {
+        for (int i = 0; i < Tq; i++) c->seq[b * Tq + i] = b, c->pos[b * Tq + i] = start[b] + i;
+        if (want && last[b] >= 0) {
+            identity &= b * Tq + last[b] == nrows;
+            c->rows[nrows] = b * Tq + last[b], c->rowb[nrows++] = b;
+        }
+    }
+    qf_model_paged_inputs(m, c->rank == 0 ? tokens : NULL, c->seq, c->pos, N, c->btab_sent ? NULL : c->btab);
+    c->btab_sent = 1;
     if (c->rank > 0) {
         MPI_Recv(c->stage, (int)rbytes, MPI_BYTE, c->rank - 1, 1, c->comm, MPI_STATUS_IGNORE);
         o->copy_h2d(qf_model_decode_residual(m, c->l0), c->stage, rbytes);
     }
-    qf_model_decode_layers(m, c->l0, c->l1);
-    if (c->rank < c->W - 1) {
+    /* a decoding step (every token a head row, in order) as one CUDA graph per shape */
+    qf_model_paged_run(m, c->rank == 0, c->l0, c->l1, c->rows, lastr ? nrows : 0, c->graphs && identity && nrows == N);
+    if (!lastr) {
         o->copy_d2h(c->stage, qf_model_decode_residual(m, c->l1), rbytes);
         MPI_Send(c->stage, (int)rbytes, MPI_BYTE, c->rank + 1, 1, c->comm);
     }
-    if (!want_logits) return;
-    QF_CHECK((size_t)B * V <= (size_t)INT32_MAX);
-    if (c->rank == c->W - 1) {
-        qf_model_decode_logits(m, last, c->lg);
-        if (c->W > 1) MPI_Send(c->lg, (int)(B * V), MPI_FLOAT, 0, 2, c->comm);
+    if (!nrows) return;
+    QF_CHECK((size_t)nrows * V <= (size_t)INT32_MAX);
+    if (lastr) {
+        if (picks) qf_model_paged_pick(m, nrows, c->pick, NULL);
+        else qf_model_paged_read_logits(m, nrows, c->lg);
+        if (c->W > 1 && picks) MPI_Send(c->pick, nrows, MPI_INT32_T, 0, 2, c->comm);
+        if (c->W > 1 && !picks) MPI_Send(c->lg, (int)(nrows * V), MPI_FLOAT, 0, 2, c->comm);
     }
     if (c->rank == 0) {
-        if (c->W > 1) MPI_Recv(c->lg, (int)(B * V), MPI_FLOAT, c->W - 1, 2, c->comm, MPI_STATUS_IGNORE);
-        for (int b = 0; b < B; b++)
-            if (last[b] >= 0) memcpy(logits + (size_t)b * V, c->lg + (size_t)b * V, (size_t)V * sizeof(float));
+        if (c->W > 1 && picks) MPI_Recv(c->pick, nrows, MPI_INT32_T, c->W - 1, 2, c->comm, MPI_STATUS_IGNORE);
+        if (c->W > 1 && !picks)
+            MPI_Recv(c->lg, (int)(nrows * V), MPI_FLOAT, c->W - 1, 2, c->comm, MPI_STATUS_IGNORE);
+        for (int k = 0; k < nrows; k++) {
+            if (picks) picks[c->rowb[k]] = c->pick[k];
+            else memcpy(logits + (size_t)c->rowb[k] * V, c->lg + (size_t)k * V, (size_t)V * sizeof(float));
+        }
     }
 }
 
@@ -159,7 +189,10 @@ static void decode_load(const qf_decode_opts *o, decode_ctx *c, qf_model *m, qf_
     if (qf_model_create(m, o->cfg, o->ops, 0, e) != 0) return;
     c->m = m;
     if (qf_decode_units_load(du, m, o->model, c->l0, c->l1, first, lastr, o->stream, e) == 0)
-        qf_model_alloc_decode(m, B, Tcap, S, c->l0, c->l1, lastr, e);
+        qf_model_alloc_paged(m, B * Tcap, B, B, S, 1, c->l0, c->l1, lastr, e);
+    /* graphs need every buffer in place: resident weights, no profiler marks, a GPU table */
+    c->graphs = e->code == 0 && o->cuda_graphs && o->ops->graph_run && strncmp(o->ops->name, "cpu", 3) &&
+                !du->stream && !m->prof;
 }
 
 /* rank 0: every row's prompt copied ahead of room for max_new tokens, its sampler state and its seeded stream */
@@ -172,7 +205,8 @@ static void decode_rows_init(decode_rows *r, const qf_decode_opts *o, const qf_g
     r->done = qf_calloc((size_t)B, sizeof(int));
     r->finish = qf_calloc((size_t)B, sizeof(int));
     r->rng = qf_calloc((size_t)B, sizeof *r->rng);
-    r->logits = qf_malloc((size_t)B * V * sizeof(float));
+    if (decode_picks_on_device(o)) r->picks = qf_calloc((size_t)B, sizeof *r->picks);
+    else r->logits = qf_malloc((size_t)B * V * sizeof(float));
     qf_sampler_init(&r->smp, V);
     for (int b = 0; b < B; b++) {
         r->plen[b] = P->v[b].n;
@@ -202,6 +236,7 @@ static void decode_rows_free(decode_rows *r) {
     free(r->done);
     free(r->rng);
     free(r->logits);
+    free(r->picks);
     qf_sampler_free(&r->smp);
 }
 
@@ -228,7 +263,7 @@ static void decode_feed_free(decode_feed *f) {
 /* prefill: chunks of Tcap positions; a row past its prompt computes padding that no later query reads
  * (its decoding steps overwrite those cache positions before attending them) */
 static void decode_prefill(decode_ctx *c, const qf_gen_prompts *P, int maxn, int Tcap, decode_feed *f,
-                           float *logits) {
+                           float *logits, int32_t *picks) {
     int B = P->n;
     for (int c0 = 0; c0 < maxn; c0 += Tcap) {
         int Tq = maxn - c0 < Tcap ? maxn - c0 : Tcap, any = 0;
@@ -239,13 +274,13 @@ static void decode_prefill(decode_ctx *c, const qf_gen_prompts *P, int maxn, int
             f->last[b] = p->n - 1 >= c0 && p->n - 1 < c0 + Tq ? p->n - 1 - c0 : -1;
             any |= f->last[b] >= 0;
         }
-        decode_call(c, f->tok, f->start, Tq, f->last, any, logits);
+        decode_call(c, f->tok, f->start, Tq, f->last, any, logits, picks);
     }
 }
 
 /* decoding: one token per row per step; rank 0 picks, everyone gets the tokens */
 static void decode_steps(const qf_decode_opts *o, decode_ctx *c, const qf_gen_prompts *P, decode_rows *r,
-                         decode_feed *f) {
+                         decode_feed *f, int32_t *picks) {
     int B = P->n;
     for (int s = 0; s < o->max_new; s++) {
         int alldone = 0;
@@ -258,7 +293,7 @@ static void decode_steps(const qf_decode_opts *o, decode_ctx *c, const qf_gen_pr
         if (alldone || s + 1 == o->max_new) break;
         MPI_Bcast(f->tok, B, MPI_INT32_T, 0, c->comm);
         for (int b = 0; b < B; b++) f->start[b] = P->v[b].n + s, f->last[b] = 0;
-        decode_call(c, f->tok, f->start, 1, f->last, 1, r->logits);
+        decode_call(c, f->tok, f->start, 1, f->last, 1, r->logits, picks);
     }
 }
 
@@ -267,15 +302,23 @@ static void decode_generate(const qf_decode_opts *o, const qf_gen_prompts *P, de
                             qf_decode_out *out) {
     int B = P->n, maxn = decode_max_len(P), first = c->rank == 0, lastr = c->rank == c->W - 1;
     int64_t V = o->cfg->vocab_size;
+    const int on_device = decode_picks_on_device(o);
     c->stage = qf_malloc((size_t)B * Tcap * o->cfg->hidden_size * o->ops->act_bytes);
-    c->lg = (first || lastr) ? qf_malloc((size_t)B * V * sizeof(float)) : NULL;
+    c->lg = (first || lastr) && !on_device ? qf_malloc((size_t)B * V * sizeof(float)) : NULL;
+    c->seq = qf_malloc((size_t)B * Tcap * sizeof *c->seq);
+    c->pos = qf_malloc((size_t)B * Tcap * sizeof *c->pos);
+    c->rows = qf_malloc((size_t)B * sizeof *c->rows);
+    c->rowb = qf_malloc((size_t)B * sizeof *c->rowb);
+    c->pick = qf_malloc((size_t)B * sizeof *c->pick);
     decode_rows r = {.B = B, .max_new = o->max_new};
     if (first) decode_rows_init(&r, o, P);
+    /* every rank passes a picks array when the device picks (only rank 0's receives them) */
+    int32_t *picks = first ? r.picks : on_device ? c->pick : NULL;
     decode_feed f = decode_feed_alloc(B, Tcap);
     double t0 = MPI_Wtime();
-    decode_prefill(c, P, maxn, Tcap, &f, r.logits);
+    decode_prefill(c, P, maxn, Tcap, &f, r.logits, picks);
     double t1 = MPI_Wtime();
-    decode_steps(o, c, P, &r, &f);
+    decode_steps(o, c, P, &r, &f, picks);
     double t2 = MPI_Wtime();
     if (first) {
         decode_rows_out(&r, out);
@@ -286,6 +329,7 @@ static void decode_generate(const qf_decode_opts *o, const qf_gen_prompts *P, de
     decode_feed_free(&f);
     free(c->stage);
     free(c->lg);
+    free(c->seq), free(c->pos), free(c->rows), free(c->rowb), free(c->pick);
 }
 
 int qf_decode_run(const qf_decode_opts *o, const qf_gen_prompts *prompts_in, MPI_Comm comm, qf_decode_out *out,
@@ -301,11 +345,15 @@ int qf_decode_run(const qf_decode_opts *o, const qf_gen_prompts *prompts_in, MPI
     qf_decode_split(o->cfg->num_layers, c.W, c.rank, &c.l0, &c.l1);
     qf_model m;
     qf_decode_units du = {0};
+    c.B = B;
+    c.btab = qf_malloc((size_t)(B > 0 ? B : 1) * sizeof *c.btab);
+    for (int b = 0; b < B; b++) c.btab[b] = b;
     decode_load(o, &c, &m, &du, B, Tcap, S, e);
     if (!decode_agree(comm, e)) decode_generate(o, &P, &c, Tcap, out);
     qf_decode_units_free(&du);
     if (c.m) qf_model_free(&m);
     qf_gen_prompts_free(&P);
+    free(c.btab);
     return e->code;
 }
 

@@ -8,7 +8,12 @@
  * through host memory), runs its layers and sends the result on; the last rank sends the [B, V] logits to rank 0,
  * which samples, checks the stop conditions and broadcasts the next tokens. Every rank computes exactly what one
  * rank would, so the split changes no result. Weights are loaded per unit from the model source (each rank reads
- * only its own layers), resident on the device or streamed from host memory (src/generate/decode_units.h). */
+ * only its own layers), resident on the device or streamed from host memory (src/generate/decode_units.h).
+ *
+ * The calls run through the model's paged mode (model.h), as serve's do: row b is sequence b, its cache one block of
+ * S positions (block table b -> b), so generate takes serve's decoding path — the fused q/k/v and MLP kernels at one
+ * or two rows, a decoding step as one CUDA graph (cuda_graphs), and greedy rows without a repetition penalty
+ * picked on the device (only the ids cross to the host). */
 #ifndef QF_DECODE_H
 #define QF_DECODE_H
 #include <mpi.h>
@@ -33,6 +38,7 @@ typedef struct qf_decode_opts {
     qf_sample_opts sample;
     uint64_t seed;               /* row i samples from the stream qf_rng_seed2(seed, i) */
     int stream;                  /* 1: decoder layers stream from host memory (src/generate/decode_units.h) */
+    int cuda_graphs;             /* 1: decoding steps as one CUDA graph each where the table has graphs (not streamed) */
     /* rank 0 only: */
     const int32_t *stop_ids;     /* a row stops after generating one of these (kept in its output) */
     int nstop_ids;

@@ -246,7 +246,7 @@ int qf_model_alloc_acts(qf_model *m, int B, int T, int ackpt, int rec_layers, qf
 }
 
 void qf_model_free_acts(qf_model *m) {
-    QF_CHECK(m->S == 0); /* training mode only: the KV-cache modes free with the model */
+    QF_CHECK(m->S == 0); /* training mode only: the paged mode frees with the model */
     for (int i = 0; i < m->nacts; i++) m->ops->free(m->acts[i]);
     free(m->acts);
     void *ps[] = {m->d_tokens, m->d_targets, m->d_seg, m->d_pos};
@@ -272,12 +272,12 @@ void qf_model_free(qf_model *m) {
     if (!o) return;
     if (m->paged && o->graph_run) o->graph_run(0, NULL, NULL); /* graphs of paged calls point into these buffers */
     int L = m->cfg.num_layers;
-    if (m->S) { /* KV-cache mode: res[] aliases resbuf[] */
+    if (m->S) { /* paged mode: res[] aliases resbuf[] */
         for (int l = 0; l < L; l++) {
             if (m->kc[l]) o->free(m->kc[l]);
             if (m->vc[l]) o->free(m->vc[l]);
         }
-        void *ps[] = {m->d_start, m->dec_logits, m->dec_logits_f32, m->d_seq, m->d_btab};
+        void *ps[] = {m->dec_logits, m->dec_logits_f32, m->d_seq, m->d_btab};
         for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
             if (ps[i]) o->free(ps[i]);
         free(m->kc);
@@ -388,7 +388,7 @@ void qf_model_init_random(qf_model *m, uint64_t seed) {
 
 /* ---- forward ----------------------------------------------------------------------------------------------- */
 
-/* training: each layer's set (shared parts aliased); KV-cache mode: one scratch set for every layer */
+/* training: each layer's set (shared parts aliased); paged mode: one scratch set for every layer */
 static qf_layer_acts *acts_of(qf_model *m, int l) { return m->lmode ? &m->la[l] : &m->la[0]; }
 
 /* A paged call's layer through the table's decoding fast path (ops.h decode_qkv, decode_mlp: the unfused ops'
@@ -452,8 +452,6 @@ static void layer_forward(qf_model *m, int l) {
     if (m->paged) /* paged mode: k/v into each sequence's blocks, attend them */
         o->attention_paged(a->att, a->q, a->k, a->v, m->kc[l], m->vc[l], m->d_seq, m->d_pos, m->d_btab, N, m->maxb,
                            m->block_size, H, KV, D, m->paged_len);
-    else if (m->S) /* KV-cache mode: append k/v at each row's positions, attend the cache */
-        o->attention_decode(a->att, a->q, a->k, a->v, m->kc[l], m->vc[l], m->d_start, m->B, m->T, m->S, H, KV, D);
     else
         o->attention_fwd(a->att, a->lse, a->q, a->k, a->v, m->d_seg, m->B, m->T, H, KV, D);
     /* mid = res + att Wo^T */
@@ -597,28 +595,30 @@ void qf_model_logits(qf_model *m, const qf_rows *r, float *out) {
     o->free(logits);
 }
 
-/* ---- KV-cache mode ------------------------------------------------------------------------------------------ */
+/* ---- the cached layers' buffers (paged mode below) ------------------------------------------------------- */
 
-int64_t qf_model_decode_bytes(const qf_model_config *c, int B, int Tcap, int S, int nlayers, int head, int64_t ab) {
-    int64_t N = (int64_t)B * Tcap, C = c->hidden_size, F = c->intermediate_size, V = c->vocab_size;
+/* what cache_alloc allocates: one scratch set of layer activations for Ntok tokens, the residual pair, the call's
+ * tokens and positions, and the k/v caches of S positions of nlayers layers */
+static int64_t cache_bytes(const qf_model_config *c, int Ntok, int64_t S, int nlayers, int64_t ab) {
+    int64_t N = Ntok, C = c->hidden_size, F = c->intermediate_size;
     int64_t HD = (int64_t)c->num_heads * c->head_dim, KD = (int64_t)c->num_kv_heads * c->head_dim;
     int64_t layer = ab * (N * C + HD * N + 2 * KD * N + HD * N + 2 * N * C + 3 * N * F) + 4 * 2 * N; /* one set */
     if (c->qk_norm) layer += ab * N * (HD + KD) + 4 * N * (c->num_heads + c->num_kv_heads);
-    int64_t total = layer + ab * 2 * N * C + 4 * 2 * N + 4 * B;  /* resbuf[2], d_tokens, d_pos, d_start */
-    total += ab * 2 * (int64_t)nlayers * B * S * KD;             /* the caches */
-    if (head) total += ab * 2 * B * C + 4 * B + ab * B * V + 4 * B * V; /* dec_x, lnf, rstdf, logits act + f32 */
-    return total;
+    int64_t total = layer + ab * 2 * N * C + 4 * 2 * N; /* resbuf[2], d_tokens, d_pos */
+    return total + ab * 2 * (int64_t)nlayers * S * KD;  /* the caches */
 }
 
-int qf_model_alloc_decode(qf_model *m, int B, int Tcap, int S, int l0, int l1, int head, qf_err *e) {
+/* one scratch set of layer activations for Ntok tokens a call, res[l] aliasing resbuf[l % 2], and the k/v caches
+ * (S positions) of layers [l0, l1); no gradients, no backward */
+static int cache_alloc(qf_model *m, int Ntok, int S, int l0, int l1, qf_err *e) {
     const qf_model_config *c = &m->cfg;
-    size_t N = (size_t)B * Tcap, C = c->hidden_size, V = (size_t)c->vocab_size;
+    size_t N = (size_t)Ntok, C = c->hidden_size;
     size_t KD = (size_t)c->num_kv_heads * c->head_dim;
     int L = c->num_layers;
-    QF_CHECK(B >= 1 && Tcap >= 1 && S >= Tcap && 0 <= l0 && l0 <= l1 && l1 <= L);
-    m->B = B;
-    m->T = Tcap;
-    m->Tcap = Tcap;
+    QF_CHECK(Ntok >= 1 && S >= Ntok && 0 <= l0 && l0 <= l1 && l1 <= L);
+    m->B = 1;
+    m->T = Ntok;
+    m->Tcap = Ntok;
     m->S = S;
     m->ackpt = QF_ACKPT_FULL; /* one scratch set of layer activations */
     m->res = qf_calloc((size_t)L + 1, sizeof *m->res);
@@ -629,51 +629,21 @@ int qf_model_alloc_decode(qf_model *m, int B, int Tcap, int S, int l0, int l1, i
     layer_acts_alloc(m, &m->la[0], N, 0, ACT_ALL); /* no lse: decoding runs no backward */
     m->kc = qf_calloc((size_t)L, sizeof *m->kc);
     m->vc = qf_calloc((size_t)L, sizeof *m->vc);
-    size_t cache = (size_t)B * S * KD * m->ops->act_bytes;
+    size_t cache = (size_t)S * KD * m->ops->act_bytes;
     for (int l = l0; l < l1; l++) {
         m->kc[l] = m->ops->alloc(cache);
         m->vc[l] = m->ops->alloc(cache);
         if (!m->kc[l] || !m->vc[l])
-            return qf_err_set(e, QF_EXIT_RUNTIME, "out of memory for the KV cache of layer %d (%zu bytes x 2: %d rows x "
-                                                  "%d positions)", l, cache, B, S);
+            return qf_err_set(e, QF_EXIT_RUNTIME, "out of memory for the KV cache of layer %d (%zu bytes x 2: %d "
+                                                  "positions)", l, cache, S);
         m->act_bytes += 2 * cache;
-    }
-    if (head) {
-        m->dec_x = act_alloc(m, (size_t)B * C);
-        m->lnf = act_alloc(m, (size_t)B * C);
-        m->rstdf = f32_alloc(m, (size_t)B);
-        m->dec_logits = m->ops->alloc((size_t)B * V * m->ops->act_bytes);
-        m->dec_logits_f32 = m->ops->alloc((size_t)B * V * 4);
-        if (!m->dec_logits || !m->dec_logits_f32)
-            return qf_err_set(e, QF_EXIT_RUNTIME, "out of memory for the logits (%d rows x %zu)", B, V);
-        m->act_bytes += (size_t)B * V * (m->ops->act_bytes + 4);
     }
     size_t ib = N * sizeof(int32_t);
     m->d_tokens = m->ops->alloc(ib);
     m->d_pos = m->ops->alloc(ib);
-    m->d_start = m->ops->alloc((size_t)B * sizeof(int32_t));
-    if (!m->d_tokens || !m->d_pos || !m->d_start) return qf_err_set(e, QF_EXIT_RUNTIME, "out of memory for the batch");
-    m->act_bytes += 2 * ib + (size_t)B * sizeof(int32_t);
+    if (!m->d_tokens || !m->d_pos) return qf_err_set(e, QF_EXIT_RUNTIME, "out of memory for the batch");
+    m->act_bytes += 2 * ib;
     return 0;
-}
-
-void qf_model_decode_begin(qf_model *m, const int32_t *tokens, const int32_t *start, int Tq, int embed) {
-    QF_CHECK(m->S > 0 && Tq >= 1 && Tq <= m->Tcap);
-    int B = m->B;
-    m->T = Tq;
-    int32_t *pos = qf_malloc((size_t)B * Tq * sizeof *pos);
-    for (int b = 0; b < B; b++) {
-        QF_CHECK(start[b] >= 0 && start[b] + Tq <= m->S);
-        for (int i = 0; i < Tq; i++) pos[b * Tq + i] = start[b] + i;
-    }
-    m->ops->copy_h2d(m->d_pos, pos, (size_t)B * Tq * sizeof *pos);
-    m->ops->copy_h2d(m->d_start, start, (size_t)B * sizeof *start);
-    free(pos);
-    if (embed) {
-        m->ops->copy_h2d(m->d_tokens, tokens, (size_t)B * Tq * sizeof *tokens);
-        will_use(m, 0, 0);
-        m->ops->embedding_fwd(m->res[0], m->d_tokens, P(m, m->ix_embed), B * Tq, m->cfg.hidden_size);
-    }
 }
 
 void *qf_model_decode_residual(qf_model *m, int l) { return m->res[l]; }
@@ -686,28 +656,11 @@ void qf_model_decode_layers(qf_model *m, int l0, int l1) {
     }
 }
 
-void qf_model_decode_logits(qf_model *m, const int32_t *last, float *out) {
-    const qf_ops *o = m->ops;
-    int B = m->B, Tq = m->T, C = m->cfg.hidden_size, L = m->cfg.num_layers, V = (int)m->cfg.vocab_size;
-    size_t rb = (size_t)C * o->act_bytes;
-    for (int b = 0; b < B; b++) {
-        int t = last[b] >= 0 ? last[b] : 0;
-        QF_CHECK(t < Tq);
-        o->copy_d2d((char *)m->dec_x + b * rb, (const char *)m->res[L] + ((size_t)b * Tq + t) * rb, rb);
-    }
-    will_use(m, L + 1, 0);
-    o->rmsnorm_fwd(m->lnf, m->rstdf, m->dec_x, P(m, m->ix_norm), B, C, (float)m->cfg.rms_norm_eps);
-    if (m->ix_head == m->ix_embed) will_use(m, 0, 0);
-    o->matmul_fwd(m->dec_logits, m->lnf, P(m, m->ix_head), NULL, B, C, V, 0);
-    o->act_to_f32(m->dec_logits_f32, m->dec_logits, (size_t)B * V);
-    o->copy_d2h(out, m->dec_logits_f32, (size_t)B * V * 4);
-}
-
 /* ---- paged KV-cache mode ------------------------------------------------------------------------------------ */
 
 int64_t qf_model_paged_bytes(const qf_model_config *c, int Ntok, int max_seqs, int nblocks, int block_size, int maxb,
                              int nlayers, int head, int64_t ab) {
-    int64_t t = qf_model_decode_bytes(c, 1, Ntok, (int)((int64_t)nblocks * block_size), nlayers, 0, ab);
+    int64_t t = cache_bytes(c, Ntok, (int64_t)nblocks * block_size, nlayers, ab);
     int64_t B = max_seqs, C = c->hidden_size, V = c->vocab_size;
     if (head) t += ab * 2 * B * C + 4 * B + ab * B * V + 4 * B * V;
     return t + 4 * ((int64_t)Ntok + B * maxb);
@@ -717,7 +670,7 @@ int qf_model_alloc_paged(qf_model *m, int Ntok, int max_seqs, int nblocks, int b
                          int head, qf_err *e) {
     int64_t S = (int64_t)nblocks * block_size;
     QF_CHECK(Ntok >= 1 && max_seqs >= 1 && block_size >= 1 && maxb >= 1 && S >= Ntok && S <= INT32_MAX);
-    if (qf_model_alloc_decode(m, 1, Ntok, (int)S, l0, l1, 0, e)) return e->code;
+    if (cache_alloc(m, Ntok, (int)S, l0, l1, e)) return e->code;
     m->paged = 1;
     m->block_size = block_size;
     m->max_seqs = max_seqs;

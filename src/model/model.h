@@ -73,25 +73,24 @@ typedef struct qf_model {
     /* activations for micro-batches of B rows of T tokens */
     int B, T, ackpt;          /* ackpt: qf_ackpt (deck.h), the deck's mode */
     int save_x;               /* this forward has a backward: fp8 tables may keep the layer inputs' fp8 copies */
-    int *lmode;               /* [L] each layer's mode (training; NULL in KV-cache mode) */
+    int *lmode;               /* [L] each layer's mode (training; NULL in paged mode) */
     void **acts; int nacts, cap_acts; /* every activation buffer, freed together */
     qf_profile *prof;         /* log.wall_clock_breakdown: phase marks and recomputation (NULL: off) */
     void **res;               /* [L+1] each [N,C]: input of layer l; res[L] = final residual */
-    qf_layer_acts *la;        /* [L] (parts shared between layers aliased), or [1] scratch in KV-cache mode */
+    qf_layer_acts *la;        /* [L] (parts shared between layers aliased), or [1] scratch in paged mode */
     void *lnf; float *rstdf;  /* [N,C], [N] */
     void *dres, *dq, *dk, *dv, *datt, *dgate, *dup, *dswi, *dln; /* backward scratch */
     int32_t *d_tokens, *d_targets, *d_seg, *d_pos; /* [N] backend copies of the batch */
     size_t act_bytes;         /* bytes of activations + scratch */
     qf_mem_trial *trial;      /* a layout plan's set-up (mem_trial.h): failed allocations recorded (NULL: fatal) */
 
-    /* KV-cache mode (qf_model_alloc_decode; S = 0 in training mode). The same layer_forward runs, with
-     * attention_decode against the caches instead of attention_fwd; res[l] aliases resbuf[l % 2]. */
-    int S, Tcap;              /* cache positions per row; most new tokens per row in one call */
-    void **kc, **vc;          /* [L] each [B, S, KV, D]; NULL for layers this rank does not hold */
-    void *resbuf[2];          /* [B*Tcap, C] each */
-    int32_t *d_start;         /* [B] cache position of each row's first new token */
-    void *dec_x, *dec_logits; /* [B, C]: the rows whose logits are wanted; [B, V] act */
-    float *dec_logits_f32;    /* [B, V] */
+    /* The cached layers of the paged mode (qf_model_alloc_paged; S = 0 in training mode). The same layer_forward
+     * runs, with attention_paged against the caches instead of attention_fwd; res[l] aliases resbuf[l % 2]. */
+    int S, Tcap;              /* cache positions (all blocks); most tokens in one call */
+    void **kc, **vc;          /* [L] each [S, KV, D]; NULL for layers this rank does not hold */
+    void *resbuf[2];          /* [Tcap, C] each */
+    void *dec_x, *dec_logits; /* [max_seqs, C]: the head's rows (gathered when not consecutive); [max_seqs, V] act */
+    float *dec_logits_f32;    /* [max_seqs, V] */
     /* Paged mode (qf_model_alloc_paged, qwen-ft serve): one ragged row of T tokens of many sequences; kc/vc[l] are
      * block pools [nblocks, block_size, KV, D] (allocated as one row of S = nblocks * block_size positions). */
     int paged, block_size, max_seqs, maxb; /* maxb: block-table entries per sequence */
@@ -127,25 +126,13 @@ double qf_model_step(qf_model *m, const qf_rows *r, float grad_scale, int backwa
 /* Logits of a micro-batch to host memory [B*T, V] (tests). */
 void qf_model_logits(qf_model *m, const qf_rows *r, float *out);
 
-/* ---- KV-cache mode (qwen-ft generate; src/generate/decode.c drives it) ----
- * Allocates activations for B rows of at most Tcap new tokens per call, caches of S positions for layers
- * [l0, l1) and, when head != 0, the classifier's [B, V] logits. No gradients, no backward. */
-int qf_model_alloc_decode(qf_model *m, int B, int Tcap, int S, int l0, int l1, int head, qf_err *e);
-/* What qf_model_alloc_decode allocates for nlayers cached layers, ab bytes per act element. */
-int64_t qf_model_decode_bytes(const qf_model_config *c, int B, int Tcap, int S, int nlayers, int head, int64_t ab);
-/* Starts a call of Tq <= Tcap new tokens per row: row b's tokens tokens[b*Tq + i] (host) sit at positions
- * start[b] + i (host, start[b] + Tq <= S). When embed != 0, embeds them into the residual of layer 0. */
-void qf_model_decode_begin(qf_model *m, const int32_t *tokens, const int32_t *start, int Tq, int embed);
-/* Residual stream at the input of layer l (l = L: the output of the last layer), [B*Tq, C] act, backend memory:
- * where a layer-split rank receives its input and sends its output. */
+/* Residual stream at the input of layer l (l = L: the output of the last layer), [N, C] act, backend memory, of the
+ * paged call in hand: where a layer-split rank receives its input and sends its output. */
 void *qf_model_decode_residual(qf_model *m, int l);
-/* Layers [l0, l1) of the current call: residual(l0) -> residual(l1), k/v appended to their caches. */
+/* Layers [l0, l1) of the current paged call: residual(l0) -> residual(l1), k/v written to their caches. */
 void qf_model_decode_layers(qf_model *m, int l0, int l1);
-/* Final norm and lm_head on row b's new token last[b] (0 <= last[b] < Tq; -1: row not wanted, its logits are
- * those of token 0): out[B, V] host fp32. */
-void qf_model_decode_logits(qf_model *m, const int32_t *last, float *out);
 
-/* ---- Paged KV-cache mode (qwen-ft serve; src/serve/serve_engine.c drives it) ----
+/* ---- Paged KV-cache mode (qwen-ft serve and generate: src/serve/serve_engine.c, src/generate/decode.c) ----
  * Calls of up to Ntok tokens of up to max_seqs sequences in any mix (prefill chunks and decoding tokens), over a
  * pool of nblocks blocks of block_size positions per cached layer [l0, l1); a sequence addresses at most maxb
  * blocks. head != 0: the classifier for up to max_seqs rows a call. */
@@ -156,7 +143,7 @@ int64_t qf_model_paged_bytes(const qf_model_config *c, int Ntok, int max_seqs, i
                              int nlayers, int head, int64_t ab);
 /* Starts a call of N <= Ntok tokens (host arrays): token n is tokens[n] of sequence seq[n] (< max_seqs) at position
  * pos[n]; btab[max_seqs * maxb] the block tables (entries of sequences in the call must cover their positions).
- * embed != 0: embeds the tokens into the residual of layer 0. Then qf_model_decode_layers as in KV-cache mode. */
+ * embed != 0: embeds the tokens into the residual of layer 0. Then qf_model_decode_layers. */
 void qf_model_paged_begin(qf_model *m, const int32_t *tokens, const int32_t *seq, const int32_t *pos, int N,
                           const int32_t *btab, int embed);
 /* The attention bound's granularity: calls whose largest positions round to the same multiple share one graph */

@@ -18,7 +18,8 @@ void qf_estimate_generate(const qf_model_config *c, int B, int S, int W, int64_t
     out->weights = 0;
     for (int i = 0; i < L + 2; i++) out->weights += ab * u[i];
     out->kv = ab * 2 * (int64_t)L * B * S * c->num_kv_heads * c->head_dim;
-    out->one_rank = out->weights + qf_model_decode_bytes(c, B, Tcap, S, L, 1, ab);
+    /* generate's calls run through the paged mode: B sequences, each one block of S positions (decode.h) */
+    out->one_rank = out->weights + qf_model_paged_bytes(c, B * Tcap, B, B, S, 1, L, 1, ab);
     out->split_worst = out->stream_worst = 0;
     int64_t biggest = 0;
     for (int l = 1; l <= L; l++) biggest = u[l] > biggest ? u[l] : biggest;
@@ -30,7 +31,7 @@ void qf_estimate_generate(const qf_model_config *c, int B, int S, int W, int64_t
         for (int l = l0; l < l1; l++) b += ab * u[l + 1];
         if (r == 0 || (r == w - 1 && c->tie_word_embeddings)) fixed += ab * u[0];
         if (r == w - 1) fixed += ab * u[L + 1];
-        fixed += qf_model_decode_bytes(c, B, Tcap, S, l1 - l0, r == w - 1, ab);
+        fixed += qf_model_paged_bytes(c, B * Tcap, B, B, S, 1, l1 - l0, r == w - 1, ab);
         int64_t st = fixed + ab * (l1 - l0 > 1 ? 2 : 1) * biggest;
         if (fixed + b > out->split_worst) out->split_worst = fixed + b;
         if (st > out->stream_worst) out->stream_worst = st;

@@ -1,6 +1,6 @@
 /* estimate_generate.h — device memory of `qwen-ft generate` (src/generate/decode.c) per rank, for `qwen-ft estimate`:
  * weights of the units a rank holds under the layer split, its layers' KV caches for B rows of S positions, the
- * activations of one prefill call and the logits (qf_model_decode_bytes), and which mode applies for a device of
+ * activations of one prefill call and the logits (qf_model_paged_bytes), and which mode applies for a device of
  * a given size: the model on one device, the layers split across the ranks, the layers streamed from host memory
  * (src/generate/decode_units.h), or none of them. */
 #ifndef QF_ESTIMATE_GENERATE_H

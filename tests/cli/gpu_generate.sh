@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# generate on the CUDA tables (src/generate/decode.c over the same op table as training + attention_decode):
+# generate on the CUDA tables (src/generate/decode.c through the model's paged mode, as serve's calls):
 #   - fp32 table: the HF fixtures' greedy continuations equal transformers' (tests/reference/fixtures/generate.json),
 #     one prompt at a time and batched (--prompts), and equal the CPU table's ids;
 #   - a batch of text/chat prompts on the widened fixture model (unit_generate_batch.sh's): CUDA fp32 == CPU, ids
@@ -7,6 +7,8 @@
 #   - bf16 and fp16 tables run the same batch (ids in the vocabulary, one line per prompt) and report how many
 #     greedy ids agree with fp32 (within bf16 tolerance the continuations may part after a near-tie);
 #   - the layers streamed from host memory through two device slots (--stream-weights) == resident, fp32;
+#   - bf16, the batch and one prompt (the fused q/k/v and MLP decode kernels): the decoding steps as CUDA graphs
+#     (the default) == --cuda-graphs off;
 #   - with 2 or more GPUs: the layer split on 2 ranks (one GPU each) == 1 GPU, fp32.
 # Skipped (exit 77) without a GPU. Env: QWENFT, WORK, SRC.
 set -euo pipefail
@@ -66,6 +68,15 @@ for dt in ("bf16", "fp16"):
     first = sum(x["ids"][:1] == y["ids"][:1] for x, y in zip(out, f32))
     print(f"CUDA {dt}: runs; first token equals fp32 on {first}/32 prompts, {agree} of {sum(len(y['ids']) for y in f32)} ids position-wise")
     if first < 24: bad += 1; print(f"FAIL: {dt} first tokens mostly differ from fp32")
+# generate's calls run through the paged mode as serve's (decode.h): graphs on == off, bit for bit (bf16)
+gb = gen("cuda", *args, "--dtype", "bf16"); gn = gen("cuda", *args, "--dtype", "bf16", "--cuda-graphs", "off")
+if [x["ids"] for x in gb] != [x["ids"] for x in gn]: bad += 1; print("FAIL: bf16 batch: --cuda-graphs on != off")
+else: print("CUDA bf16: a batch of 32 with the decoding steps as CUDA graphs == without")
+o1 = gen("cuda", "--model", "wide", "--prompt", "the quick brown fox", "--max-new-tokens", "48", "--dtype", "bf16")
+o0 = gen("cuda", "--model", "wide", "--prompt", "the quick brown fox", "--max-new-tokens", "48", "--dtype", "bf16",
+         "--cuda-graphs", "off")
+if o1[0]["ids"] != o0[0]["ids"]: bad += 1; print("FAIL: bf16 one prompt (fused decode kernels): graphs on != off")
+else: print("CUDA bf16: one prompt (the fused decode kernels) with graphs == without")
 if ngpu >= 2:
     two = gen("cuda", *args, "--dtype", "fp32", np=2)
     if [x["ids"] for x in two] != [x["ids"] for x in f32]: bad += 1; print("FAIL: 2-GPU layer split != 1 GPU")

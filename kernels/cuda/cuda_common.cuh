@@ -208,15 +208,27 @@ template <> __device__ __forceinline__ void ld8<float>(float (&f)[8], const floa
         for (int j = 0; j < 8; j++) f[j] = i + j < n ? p[i + j] : 0.0f;
     }
 }
+// the 8 values of a 16-byte word of a 16-bit type (ld8's vector path; kernels that load the words themselves)
+template <typename T> __device__ __forceinline__ void unpack8(float (&f)[8], const uint4 &u);
+template <> __device__ __forceinline__ void unpack8<bf16>(float (&f)[8], const uint4 &u) {
+    const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&u);
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const float2 t = __bfloat1622float2(h[j]);
+        f[2 * j] = t.x, f[2 * j + 1] = t.y;
+    }
+}
+template <> __device__ __forceinline__ void unpack8<f16>(float (&f)[8], const uint4 &u) {
+    const __half2 *h = reinterpret_cast<const __half2 *>(&u);
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const float2 t = __half22float2(h[j]);
+        f[2 * j] = t.x, f[2 * j + 1] = t.y;
+    }
+}
 template <> __device__ __forceinline__ void ld8<bf16>(float (&f)[8], const bf16 *p, size_t i, size_t n, bool vec) {
     if (vec && i + 8 <= n) {
-        const uint4 u = *reinterpret_cast<const uint4 *>(p + i);
-        const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&u);
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const float2 t = __bfloat1622float2(h[j]);
-            f[2 * j] = t.x, f[2 * j + 1] = t.y;
-        }
+        unpack8<bf16>(f, *reinterpret_cast<const uint4 *>(p + i));
     } else {
 #pragma unroll
         for (int j = 0; j < 8; j++) f[j] = i + j < n ? __bfloat162float(p[i + j]) : 0.0f;
@@ -224,13 +236,7 @@ template <> __device__ __forceinline__ void ld8<bf16>(float (&f)[8], const bf16 
 }
 template <> __device__ __forceinline__ void ld8<f16>(float (&f)[8], const f16 *p, size_t i, size_t n, bool vec) {
     if (vec && i + 8 <= n) {
-        const uint4 u = *reinterpret_cast<const uint4 *>(p + i);
-        const __half2 *h = reinterpret_cast<const __half2 *>(&u);
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const float2 t = __half22float2(h[j]);
-            f[2 * j] = t.x, f[2 * j + 1] = t.y;
-        }
+        unpack8<f16>(f, *reinterpret_cast<const uint4 *>(p + i));
     } else {
 #pragma unroll
         for (int j = 0; j < 8; j++) f[j] = i + j < n ? __half2float(p[i + j]) : 0.0f;

@@ -83,25 +83,6 @@ struct rows_paged { // attention_paged: token tok of sequence seq[tok] at pos[to
     }
 };
 
-// the 8 values of a 16-byte word of a 16-bit cache row, as ld8 converts them (the same intrinsics)
-template <typename T> __device__ __forceinline__ void unpack8(float (&f)[8], const uint4 &u);
-template <> __device__ __forceinline__ void unpack8<bf16>(float (&f)[8], const uint4 &u) {
-    const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&u);
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        const float2 t = __bfloat1622float2(h[j]);
-        f[2 * j] = t.x, f[2 * j + 1] = t.y;
-    }
-}
-template <> __device__ __forceinline__ void unpack8<f16>(float (&f)[8], const uint4 &u) {
-    const __half2 *h = reinterpret_cast<const __half2 *>(&u);
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        const float2 t = __half22float2(h[j]);
-        f[2 * j] = t.x, f[2 * j + 1] = t.y;
-    }
-}
-
 // DC = 0: D at run time, one 16-byte load in flight per thread (each loop turn waits for its load). DC = D
 // (QWENFT_DECODE_ATTN=mlp, a bench hook; 16-bit tables, D = 128, 16-byte aligned caches): the loops' bounds are
 // known, so a thread issues all of a cache row slice's loads in phase 1 and AS_V3 rows' loads in phase 3 before it

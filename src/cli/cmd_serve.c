@@ -55,7 +55,8 @@ static const qf_opt SERVE_OPTS[] = {
     {.name = "max-queue", .type = QF_OPT_INT, .off = offsetof(serve_args, max_queue), .def = "256", .meta = "N",
      .lo = 1, .hi = 1 << 20, .help = "requests waiting for the batch at most; more are 503 with Retry-After"},
     {.name = "prefill-chunk", .type = QF_OPT_INT, .off = offsetof(serve_args, chunk), .def = "512", .meta = "N",
-     .lo = 1, .hi = 1 << 20, .help = "prompt tokens per engine step at most (long prompts are spread over steps)"},
+     .lo = 1, .hi = 1 << 20, .help = "prompt tokens per engine step at most while sequences are decoding (long prompts are spread "
+                                   "over steps); a step with none decoding takes up to N + --max-batch"},
     {.name = "max-body-kb", .type = QF_OPT_INT, .off = offsetof(serve_args, max_body_kb), .def = "1024",
      .meta = "KB", .lo = 1, .hi = 1 << 20, .help = "request bodies over KB KiB are 413"},
     {.name = "gpu-memory-limit-gb", .type = QF_OPT_DOUBLE, .off = offsetof(serve_args, gpu_limit_gb), .def = "0",

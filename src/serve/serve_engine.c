@@ -180,6 +180,10 @@ static int engine_step(qf_engine *g) {
         g->tok[N] = j->ids[j->plen + j->nout - 1], g->seq[N] = s, g->pos[N] = j->plen + j->nout - 1;
         g->rows[nrows] = N, g->row_slot[nrows++] = s, N++;
     }
+    /* no sequence is decoding, so none can be stalled: the prompts take the whole call (chunk + max_batch tokens,
+     * the room the decoding rows would have had): a prompt of up to that many tokens reaches its first token in
+     * one call instead of two */
+    if (N == 0) budget = g->Ntok;
     int64_t prompt_tok = 0;
     for (int s = 0; s < g->o.max_batch && budget > 0 && N < g->Ntok; s++) { /* prefill: chunks, in slot order */
         qf_serve_job *j = g->slot[s];

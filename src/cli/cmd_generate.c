@@ -426,10 +426,10 @@ static int generate_main(const void *args) {
                 int64_t ptok = 0, ntok = 0;
                 for (int b = 0; b < P.n; b++) ptok += P.v[b].n, ntok += out.n[b];
                 fprintf(stderr, "qwen-ft generate: %d prompt%s (%lld tokens) on %d rank%s (%s): first token after "
-                                "%.3f s; %lld new tokens in %.3f s of decoding (%.1f tokens/s)\n",
+                                "%.3f s; %lld new tokens in %.3f s of decoding (%.1f tokens/s); cuda graphs %s\n",
                         P.n, P.n == 1 ? "" : "s", (long long)ptok, world, world == 1 ? "" : "s", ops->name,
                         out.prefill_s, (long long)ntok, out.decode_s,
-                        out.decode_s > 0 ? (double)(ntok - P.n) / out.decode_s : 0.0);
+                        out.decode_s > 0 ? (double)(ntok - P.n) / out.decode_s : 0.0, out.graphs ? out.graphs : "off");
             }
         }
         if (rank == 0 && !rc) qf_decode_out_free(&out);

@@ -125,6 +125,7 @@ typedef struct decode_ctx {
     int32_t *btab;   /* [B] block table: row b's cache is block b (one block of S positions) */
     int btab_sent;   /* the device has the block table */
     int graphs;      /* decoding steps as CUDA graphs */
+    const char *graphs_why; /* qf_decode_out.graphs */
 } decode_ctx;
 
 static void decode_call(decode_ctx *c, const int32_t *tokens, const int32_t *start, int Tq, const int32_t *last,
@@ -190,9 +191,13 @@ static void decode_load(const qf_decode_opts *o, decode_ctx *c, qf_model *m, qf_
     c->m = m;
     if (qf_decode_units_load(du, m, o->model, c->l0, c->l1, first, lastr, o->stream, e) == 0)
         qf_model_alloc_paged(m, B * Tcap, B, B, S, 1, c->l0, c->l1, lastr, e);
-    /* graphs need every buffer in place: resident weights, no profiler marks, a GPU table */
-    c->graphs = e->code == 0 && o->cuda_graphs && o->ops->graph_run && strncmp(o->ops->name, "cpu", 3) &&
-                !du->stream && !m->prof;
+    /* graphs need every buffer in place: resident weights, no profiler marks, a GPU table (as serve_engine.c) */
+    c->graphs = 0;
+    if (!o->cuda_graphs) c->graphs_why = "off (--cuda-graphs off)";
+    else if (!o->ops->graph_run || !strncmp(o->ops->name, "cpu", 3)) c->graphs_why = "off (the CPU backend)";
+    else if (du->stream) c->graphs_why = "off (layers streamed from host memory)";
+    else if (m->prof) c->graphs_why = "off (the profiler is on)";
+    else c->graphs = 1, c->graphs_why = "on (decode step)";
 }
 
 /* rank 0: every row's prompt copied ahead of room for max_new tokens, its sampler state and its seeded stream */
@@ -322,6 +327,7 @@ static void decode_generate(const qf_decode_opts *o, const qf_gen_prompts *P, de
     double t2 = MPI_Wtime();
     if (first) {
         decode_rows_out(&r, out);
+        out->graphs = c->graphs_why;
         out->prefill_s = t1 - t0;
         out->decode_s = t2 - t1;
         decode_rows_free(&r);

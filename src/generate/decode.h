@@ -54,6 +54,7 @@ typedef struct qf_decode_out { /* rank 0: per prompt */
     int *n, *finish;             /* [B] */
     int B;
     double prefill_s, decode_s;  /* wall time of the prefill and of the decoding steps */
+    const char *graphs;          /* "on (decode step)" or "off (why)": the decoding steps as CUDA graphs (static) */
 } qf_decode_out;
 
 /* Tokens per row of one prefill call, for B rows of prompts of up to maxn tokens (a budget of 4096 tokens). */

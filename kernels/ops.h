@@ -136,22 +136,15 @@ typedef struct qf_ops {
     void (*adamw)(float *p, void *p_act, const void *g, float *m, float *v, size_t n, float gscale,
                   float lr, float beta1, float beta2, float eps, float wd, int t);
 
-    /* Attention against a KV cache (qwen-ft generate; decode_attention_cpu.c / _cuda.cu): B sequences, each with caches
-     * kcache, vcache [B, S, KV, D]; row b's Tq new tokens sit at positions start[b] .. start[b]+Tq-1 (< S).
-     * First writes k, v [B*Tq, KV, D] into the caches at those positions, then query i of row b, q[B*Tq, H, D],
-     * attends cache positions 0 .. start[b]+i (causal, GQA as attention_fwd, scale 1/sqrt(D)); out[B*Tq, H, D]
-     * WRITE. start[B] is backend memory. Prefill (Tq > 1) and decoding (Tq = 1) are the same call. */
-    void (*attention_decode)(void *out, const void *q, const void *k, const void *v, void *kcache, void *vcache,
-                             const int32_t *start, int B, int Tq, int S, int H, int KV, int D);
-    /* Attention against a paged KV cache for a ragged batch (qwen-ft serve: continuous batching; decode_attention_cpu.c
+    /* Attention against a paged KV cache for a ragged batch (qwen-ft serve and generate; decode_attention_cpu.c
      * / _cuda.cu). N new tokens of any number of sequences: token n belongs to sequence seq[n] and sits at position
      * pos[n] of it. The caches kpool, vpool [nblocks, bs, KV, D] are cut into blocks of bs positions; position p of
      * sequence s lives in block btab[s*maxb + p/bs], slot p%bs. First writes k, v [N, KV, D] there, then query n,
      * q[N, H, D], attends positions 0 .. pos[n] of its sequence (causal, GQA, scale 1/sqrt(D)); out[N, H, D] WRITE.
      * seq, pos, btab are backend memory; max_len (host) bounds every pos[n] + 1 (<= maxb * bs): the GPU sizes its
      * split of the positions by it. k = v = NULL: the tokens' k and v are in the pools already (decode_qkv wrote
-     * them), only the attention runs. On the CPU table a query's arithmetic is exactly attention_decode's, so paged
-     * and contiguous decoding agree bit for bit. */
+     * them), only the attention runs. On the CPU table each query is one softmax in position order, so a token's
+     * result does not depend on the tokens beside it in the call (serve's greedy replies equal generate's). */
     void (*attention_paged)(void *out, const void *q, const void *k, const void *v, void *kpool, void *vpool,
                             const int32_t *seq, const int32_t *pos, const int32_t *btab, int N, int maxb, int bs,
                             int H, int KV, int D, int max_len);
@@ -303,8 +296,8 @@ void qf_cuda_fp8_counts(uint64_t counts[2]);
  * docs/testing.md); set_min_dim: the same hook for the GPU tests */
 void qf_cuda_fp8_set_min_dim(int d);
 int qf_cuda_fp8_min_dim(void);
-/* QWENFT_DECODE_ATTN=mlp (a bench hook, docs/testing.md): the CUDA split attention (attention_decode,
- * attention_paged) with its cache loads issued ahead of their use, for 16-bit tables at head_dim 128; the same values
+/* QWENFT_DECODE_ATTN=mlp (a bench hook, docs/testing.md): the CUDA split attention (attention_paged) with its cache
+ * loads issued ahead of their use, for 16-bit tables at head_dim 128; the same values
  * bit for bit. set: the same switch for the GPU tests (after the table's first use) */
 void qf_cuda_set_decode_attn_mlp(int on);
 int qf_cuda_decode_attn_mlp(void);

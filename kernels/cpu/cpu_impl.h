@@ -42,8 +42,6 @@ void cpu_matmul_bwd(void *dx, void *dw, void *db, const void *dout, const void *
 void cpu_attention_fwd(void *out, float *lse, const void *q, const void *k, const void *v, const int32_t *seg_start,
                        int B, int T, int H, int KV, int D);
 /* decode_attention_cpu.c */
-void cpu_attention_decode(void *out, const void *q, const void *k, const void *v, void *kcache, void *vcache,
-                          const int32_t *start, int B, int Tq, int S, int H, int KV, int D);
 void cpu_attention_paged(void *out, const void *q, const void *k, const void *v, void *kpool, void *vpool,
                          const int32_t *seq, const int32_t *pos, const int32_t *btab, int N, int maxb, int bs, int H,
                          int KV, int D, int max_len);

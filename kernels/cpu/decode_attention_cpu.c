@@ -1,14 +1,12 @@
-/* decode_attention_cpu.c — attention against a KV cache (ops.h attention_decode), fp32.
+/* decode_attention_cpu.c — attention against a paged KV cache (ops.h attention_paged: serve's and generate's calls),
+ * fp32.
  *
- * Caches k, v [B, S, KV, D]; row b's Tq new tokens are positions start[b] .. start[b]+Tq-1. The new k, v rows are
- * copied into the caches first; then every (row, new token, query head) is one independent softmax over cache
- * positions 0 .. start[b]+i: scores, max subtraction, exp, sum in double, weighted sum of v rows. Each output
- * element is a sum in position order, so a row's result does not depend on B, Tq or the thread count (batched
- * and one-prompt decoding agree bit for bit).
- *
- * The paged form (attention_paged, qwen-ft serve) runs the very same per-query arithmetic (cpu_query_attend), only
- * the cache row of position j is found through the sequence's block table: serve's greedy continuations equal
- * generate's bit for bit whatever the batch around them. */
+ * The pools k, v [nblocks, bs, KV, D]; position p of sequence s is slot p % bs of block btab[s][p / bs]. The new k, v
+ * rows are written there first; then every (token, query head) is one independent softmax over its sequence's
+ * positions 0 .. pos[n]: scores, max subtraction, exp, sum in double, weighted sum of v rows. Each output element
+ * is a sum in position order, so a token's result depends neither on the tokens beside it in the call nor on the
+ * thread count or the block layout (serve's greedy continuations equal generate's bit for bit whatever the batch
+ * around them; test_serve_paged). */
 #include "cpu_impl.h"
 #include "ops.h"
 #include "util.h"
@@ -17,13 +15,12 @@
 #include <string.h>
 
 /* one query: softmax over cache positions 0..t of q.k_j * scale, weighted sum of v_j, in position order. Position j
- * is cache row j (blk NULL: contiguous) or slot j % bs of block blk[j / bs]; rows of `row` floats, kv head at kh*D;
- * s[t+1] scratch. */
+ * is slot j % bs of block blk[j / bs]; rows of `row` floats, kv head at kh*D; s[t+1] scratch. */
 static void cpu_query_attend(float *oh, const float *qh, const float *kc, const float *vc, const int32_t *blk, int bs,
                              int t, size_t row, int kh, int D, float scale, float *s) {
     float mx = -INFINITY;
     for (int j = 0; j <= t; j++) {
-        const size_t r = blk ? (size_t)blk[j / bs] * bs + j % bs : (size_t)j;
+        const size_t r = (size_t)blk[j / bs] * bs + j % bs;
         const float *kj = kc + r * row + (size_t)kh * D;
         float dot = 0;
         for (int d = 0; d < D; d++) dot += qh[d] * kj[d];
@@ -38,40 +35,9 @@ static void cpu_query_attend(float *oh, const float *qh, const float *kc, const 
     for (int d = 0; d < D; d++) oh[d] = 0;
     for (int j = 0; j <= t; j++) {
         const float p = (float)(s[j] / sum);
-        const size_t r = blk ? (size_t)blk[j / bs] * bs + j % bs : (size_t)j;
+        const size_t r = (size_t)blk[j / bs] * bs + j % bs;
         const float *vj = vc + r * row + (size_t)kh * D;
         for (int d = 0; d < D; d++) oh[d] += p * vj[d];
-    }
-}
-
-void cpu_attention_decode(void *out_, const void *q_, const void *k_, const void *v_, void *kc_, void *vc_,
-                          const int32_t *start, int B, int Tq, int S, int H, int KV, int D) {
-    float *out = out_, *kc = kc_, *vc = vc_;
-    const float *q = q_, *k = k_, *v = v_;
-    QF_CHECK(KV > 0 && H % KV == 0 && Tq >= 1);
-    const int rep = H / KV;
-    const size_t row = (size_t)KV * D; /* one position of one cache */
-    for (int b = 0; b < B; b++) {
-        QF_CHECK(start[b] >= 0 && start[b] + Tq <= S);
-        for (int i = 0; i < Tq; i++) {
-            const size_t src = ((size_t)b * Tq + i) * row, dst = ((size_t)b * S + start[b] + i) * row;
-            memcpy(kc + dst, k + src, row * sizeof(float));
-            memcpy(vc + dst, v + src, row * sizeof(float));
-        }
-    }
-    const float scale = 1.0f / sqrtf((float)D);
-    const long items = (long)B * Tq * H;
-#pragma omp parallel
-    {
-        float *s = qf_malloc((size_t)S * sizeof(float));
-#pragma omp for schedule(static)
-        for (long it = 0; it < items; it++) {
-            const int h = (int)(it % H), i = (int)(it / H % Tq), b = (int)(it / H / Tq);
-            const size_t base = (size_t)b * S * row;
-            cpu_query_attend(out + (((size_t)b * Tq + i) * H + h) * D, q + (((size_t)b * Tq + i) * H + h) * D,
-                             kc + base, vc + base, NULL, 1, start[b] + i, row, h / rep, D, scale, s);
-        }
-        free(s);
     }
 }
 

@@ -63,7 +63,6 @@ static const qf_ops cpu_ops = {
     .rope_bwd = cpu_rope_bwd,
     .attention_fwd = cpu_attention_fwd,
     .attention_bwd = cpu_attention_bwd,
-    .attention_decode = cpu_attention_decode,
     .attention_paged = cpu_attention_paged,
     .copy_start = cpu_copy_start,
     .copy_finish = cpu_copy_finish,

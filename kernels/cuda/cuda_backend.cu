@@ -19,10 +19,7 @@ static void families_init(void) {
 }
 static int ctx_init(void) { return qfc_context_init(families_init); }
 
-// decode_attention_cuda.cu (ops.h attention_decode)
-template <typename T>
-void cu_attention_decode(void *out, const void *q, const void *k, const void *v, void *kcache, void *vcache,
-                         const int32_t *start, int B, int Tq, int S, int H, int KV, int D);
+// decode_attention_cuda.cu (ops.h attention_paged)
 template <typename T>
 void cu_attention_paged(void *out, const void *q, const void *k, const void *v, void *kpool, void *vpool,
                         const int32_t *seq, const int32_t *pos, const int32_t *btab, int N, int maxb, int bs, int H,
@@ -43,7 +40,7 @@ template <typename T> int cu_decode_mlp(const qf_decode_mlp *a);
             cu_act_from_f32<T>, cu_act_to_f32<T>, cu_embedding_fwd<T>, cu_embedding_bwd<T>, cu_rmsnorm_fwd<T>,       \
             cu_rmsnorm_bwd<T>, MM_FWD, MM_BWD, MM_FWD_ADD, cu_rope_fwd<T>, cu_rope_bwd<T>,                         \
             cu_attention_fwd<T>, cu_attention_bwd<T>, cu_swiglu_fwd<T>, cu_swiglu_bwd<T>, cu_add_inplace<T>,         \
-            cu_classifier<T>, cu_sumsq<T>, cu_sumsq_to<T>, cu_scale<T>, cu_nonfinite<T>, cu_adamw<T>, cu_attention_decode<T>,          \
+            cu_classifier<T>, cu_sumsq<T>, cu_sumsq_to<T>, cu_scale<T>, cu_nonfinite<T>, cu_adamw<T>,                                   \
             cu_attention_paged<T>, cu_copy_start, cu_copy_finish, cu_copy_wait, cu_side_begin, cu_side_mark, cu_side_end, cu_side_wait, cu_range_push, cu_range_pop, cu_copy_bytes, cu_argmax_rows<T>, \
             cu_decode_qkv<T>, cu_decode_mlp<T>, FP8_WEIGHT, FP8_SAME_X, FP8_SAVED_X, GRAPH_RUN                 \
     }

@@ -1,12 +1,10 @@
-// decode_attention_cuda.cu — attention against a KV cache (ops.h attention_decode) for the bf16, fp16 and fp32
-// tables: generate's prefill (Tq > 1) and decoding (Tq = 1) on the GPU; and its paged form (ops.h attention_paged:
-// serve's ragged batches over a block KV pool), the same two kernels with the cache row of position j found
-// through the sequence's block table.
+// decode_attention_cuda.cu — attention against a paged KV cache (ops.h attention_paged) for the bf16, fp16 and fp32
+// tables: serve's ragged batches and generate's calls (prefill chunks and decoding tokens of many sequences in one
+// call), the cache row of position j found through the sequence's block table.
 //
 // Kernels on the compute stream:
-//   kv_append:    k, v [B*Tq, KV, D] -> caches [B, S, KV, D] at positions start[b] + i (grid-stride, 8 per thread
-//                 when D % 8 == 0 and everything is 16-byte aligned); kv_append_paged likewise into the pool
-//                 (skipped when attention_paged gets k = v = NULL: decode_qkv wrote them);
+//   kv_append_paged: k, v [N, KV, D] -> the pools at each token's slot (skipped when attention_paged gets
+//                 k = v = NULL: decode_qkv wrote them);
 //   attn_split:   one block per (query token, kv head, split of cache positions, group of up to 8 GQA heads): the
 //                 heads of one kv head share each k/v row read; the split size gives about two blocks per SM
 //                 (batch 1 at a 512-token context: 17 splits of 32), so a decoding step's attention is spread over
@@ -18,38 +16,11 @@
 // attn_split is a programmatic dependent launch: its blocks ask L2 for their k/v rows, then wait for the kernel
 // before them (cuda_common.cuh).
 // fp32 math throughout, scale 1/sqrt(D) folded into q, one rounding to T on store. The CPU table's result is the
-// reference (tests/gpu/test_decode_cuda.c, test_paged_cuda.c: within bf16 rounding, not bit for bit).
+// reference (tests/gpu/test_paged_cuda.c: within bf16 rounding, not bit for bit).
 #include "cuda_common.cuh"
 #include <math.h>
 
 static const int DA_MAX_D = 256;
-
-template <typename T>
-__global__ void kv_append_kernel(T *kc, T *vc, const T *k, const T *v, const int32_t *start, int B, int Tq, int S,
-                                 int KVD, bool vec) {
-    const size_t n = (size_t)B * Tq * KVD;
-    for (size_t e = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8; e < n;
-         e += (size_t)gridDim.x * blockDim.x * 8) {
-        const size_t row = e / KVD, col = e % KVD; // row = b*Tq + i
-        const int b = (int)(row / Tq), i = (int)(row % Tq);
-        const size_t dst = ((size_t)b * S + start[b] + i) * KVD + col;
-        if (vec) { // KVD % 8 == 0: the 8 elements stay in one row
-            float f[8];
-            ld8<T>(f, k, e, n, true);
-            st8<T>(kc, f, dst, dst + 8, true);
-            ld8<T>(f, v, e, n, true);
-            st8<T>(vc, f, dst, dst + 8, true);
-        } else {
-            for (int j = 0; j < 8 && e + j < n; j++) {
-                const size_t r2 = (e + j) / KVD, c2 = (e + j) % KVD;
-                const int b2 = (int)(r2 / Tq), i2 = (int)(r2 % Tq);
-                const size_t d2 = ((size_t)b2 * S + start[b2] + i2) * KVD + c2;
-                kc[d2] = k[e + j];
-                vc[d2] = v[e + j];
-            }
-        }
-    }
-}
 
 // ---- the attention kernels (split over cache positions, "flash-decoding") -------------------------------------
 //
@@ -63,17 +34,11 @@ __global__ void kv_append_kernel(T *kc, T *vc, const T *k, const T *v, const int
 // positions fit one split writes its output directly; otherwise the split's unnormalised sum, max and exp-sum go
 // to scratch, and the item's last block to finish merges its splits into the output (cnt: one counter per item,
 // zero between calls).
-// Rows: where position p of token tok's sequence lives (contiguous caches [B, S] or a paged pool).
+// Rows: where position p of token tok's sequence lives in the paged pool.
 static const int AS_THREADS = 128;
 static const int AS_MAXG = 8;      // query heads per block (more GQA heads: more blocks)
 static const int AS_MAX_SPLIT = 512;
 
-struct rows_contig { // attention_decode: token tok = b*Tq + i at position start[b] + i; rows b*S + p
-    const int32_t *start;
-    int Tq, S;
-    __device__ __forceinline__ int last(int tok) const { return start[tok / Tq] + tok % Tq; }
-    __device__ __forceinline__ int row(int tok, int p) const { return (tok / Tq) * S + p; }
-};
 struct rows_paged { // attention_paged: token tok of sequence seq[tok] at pos[tok]; rows through the block table
     const int32_t *seq, *pos, *btab;
     int maxb, bs;
@@ -364,22 +329,6 @@ static void attn_split_launch(void *out, const void *q, const void *kc, const vo
 #undef QF_AS_LAUNCH
     CHECK_LAUNCH();
 }
-template <typename T>
-void cu_attention_decode(void *out, const void *q, const void *k, const void *v, void *kcache, void *vcache,
-                         const int32_t *start, int B, int Tq, int S, int H, int KV, int D) {
-    if (D > DA_MAX_D || D % 8 || KV <= 0 || H % KV != 0 || Tq < 1)
-        qf_fatal_at(__FILE__, __LINE__, "attention_decode: unsupported shape H %d KV %d D %d Tq %d (D <= %d, a multiple "
-                    "of 8)", H, KV, D, Tq, DA_MAX_D);
-    const int KVD = KV * D;
-    const size_t n = (size_t)B * Tq * KVD;
-    const bool vec = KVD % 8 == 0 && qf_ptr_aligned(k, 16) && qf_ptr_aligned(v, 16) && qf_ptr_aligned(kcache, 16) &&
-                     qf_ptr_aligned(vcache, 16);
-    kv_append_kernel<T><<<qf_blocks((n + 7) / 8, 256, (unsigned)qfc().num_sms * 8u), 256, 0, qfc_stream()>>>(
-        (T *)kcache, (T *)vcache, (const T *)k, (const T *)v, start, B, Tq, S, KVD, vec);
-    CHECK_LAUNCH();
-    attn_split_launch<T>(out, q, kcache, vcache, rows_contig{start, Tq, S}, B * Tq, H, KV, D, S);
-}
-
 // ---- paged (attention_paged) ----------------------------------------------------------------------------------
 
 // the pool row of position p of the sequence whose block table is blk
@@ -420,8 +369,6 @@ extern "C" void qf_cuda_set_decode_attn_mlp(int on) { qfc().decode_attn_mlp = on
 extern "C" int qf_cuda_decode_attn_mlp(void) { return qfc().decode_attn_mlp; }
 
 #define QF_DECODE_INSTANTIATE(T)                                                                                     \
-    template void cu_attention_decode<T>(void *, const void *, const void *, const void *, void *, void *,           \
-                                         const int32_t *, int, int, int, int, int, int);                      \
     template void cu_attention_paged<T>(void *, const void *, const void *, const void *, void *, void *,            \
                                         const int32_t *, const int32_t *, const int32_t *, int, int, int, int, int,  \
                                         int, int);

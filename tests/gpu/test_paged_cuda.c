@@ -2,7 +2,7 @@
  * CPU one (kernels/cpu/decode_attention_cpu.c) in the bf16, fp32 and fp16 tables: ragged calls that mix prompt
  * chunks of some sequences with single decoding tokens of others, block tables that are shuffled permutations of
  * the pool (blocks of 16 positions), GQA 1, 4, 7 and 18 (three groups of query heads per kv head), head_dim 64, 128 and 80, a sequence of 1500 positions.
- * Outputs on the max norm as test_decode_cuda (fp32 1e-5, bf16 1e-2, fp16 1.25e-3); the pools bit for bit (a copy).
+ * Outputs on the max norm (fp32 1e-5, bf16 1e-2, fp16 1.25e-3: one rounding of the output); the pools bit for bit (a copy).
  * On the 16-bit tables at head_dim 128, the split attention's other form (QWENFT_DECODE_ATTN=mlp, or the default
  * when that is set) gives the same values as the one in force (0 difference).
  * Then the decoding fast path (decode_qkv, decode_mlp) against the same table's unfused ops (run_fast).

@@ -1,7 +1,7 @@
 /* test_serve_paged.c — the paged KV cache of qwen-ft serve on the CPU table:
- *   - attention_paged over shuffled block tables equals attention_decode over contiguous caches bit for bit (the
- *     property serve's greedy == generate rests on): ragged calls mixing prompt chunks and decoding tokens of
- *     several sequences, GQA, block sizes 1, 16 and 7;
+ *   - attention_paged over shuffled block tables of ragged calls (prompt chunks and decoding tokens of several
+ *     sequences, GQA, block sizes 1, 16 and 7) equals, bit for bit, each sequence's tokens alone in generate's
+ *     layout (one block of all its positions: the property serve's greedy == generate rests on);
  *   - the block pool (src/serve/serve_kv.c): a slot takes exactly the blocks of its budget, distinct ones; a take
  *     the pool cannot satisfy takes nothing; blocks given back are taken again. */
 #include <math.h>
@@ -17,7 +17,7 @@ static float *rnd(size_t n, unsigned *s) {
 }
 
 /* nseq sequences of prompt lengths plen: call 0 takes chunk tokens of each, later calls a token each */
-static void paged_vs_decode(int nseq, const int *plen, int chunk, int calls, int H, int KV, int D, int bs) {
+static void paged_vs_alone(int nseq, const int *plen, int chunk, int calls, int H, int KV, int D, int bs) {
     const qf_ops *o = qf_ops_cpu();
     unsigned seed = 12345u + (unsigned)(nseq * 7 + bs);
     int S = 0;
@@ -48,19 +48,22 @@ static void paged_vs_decode(int nseq, const int *plen, int chunk, int calls, int
         int max_len = 1;
         for (int n = 0; n < N; n++) max_len = pos[n] + 1 > max_len ? pos[n] + 1 : max_len;
         o->attention_paged(out, q, k, v, kp, vp, seq, pos, btab, N, maxb, bs, H, KV, D, max_len);
-        for (int s = 0; s < nseq; s++) { /* the same tokens, one sequence at a time, through attention_decode */
+        for (int s = 0; s < nseq; s++) { /* the same tokens, one sequence alone, in one block of S positions */
             size_t qo = (size_t)first[s] * H * D, ko = (size_t)first[s] * row, nq = (size_t)cnt[s] * H * D;
             float *ref = qf_malloc(nq * 4);
-            int32_t st = done[s];
-            o->attention_decode(ref, q + qo, k + ko, v + ko, kc + (size_t)s * S * row, vc + (size_t)s * S * row, &st, 1,
-                                cnt[s], S, H, KV, D);
+            int32_t *aseq = qf_calloc((size_t)cnt[s], 4), *apos = qf_malloc((size_t)cnt[s] * 4), one = 0;
+            for (int i = 0; i < cnt[s]; i++) apos[i] = done[s] + i;
+            int alen = done[s] + cnt[s];
+            o->attention_paged(ref, q + qo, k + ko, v + ko, kc + (size_t)s * S * row, vc + (size_t)s * S * row, aseq,
+                               apos, &one, cnt[s], 1, S, H, KV, D, alen);
             exact &= !memcmp(ref, out + qo, nq * 4);
-            free(ref);
+            free(ref), free(aseq), free(apos);
         }
         for (int s = 0; s < nseq; s++) done[s] += cnt[s];
         free(q), free(k), free(v), free(out);
     }
-    CHECK(exact, "attention_paged != attention_decode (%d seqs, H %d KV %d D %d, blocks of %d)", nseq, H, KV, D, bs);
+    CHECK(exact, "attention_paged of a ragged call != each sequence alone in one block (%d seqs, H %d KV %d D %d, "
+                 "blocks of %d)", nseq, H, KV, D, bs);
     free(btab), free(perm), free(kp), free(vp), free(kc), free(vc), free(done), free(seq), free(pos);
 }
 
@@ -85,10 +88,10 @@ static void kv_pool(void) {
 
 int main(void) {
     const int a[] = {9, 1, 40}, b[] = {100, 3, 17, 64, 5};
-    paged_vs_decode(3, a, 8, 5, 4, 4, 16, 16);
-    paged_vs_decode(5, b, 32, 4, 8, 2, 32, 16);
-    paged_vs_decode(5, b, 13, 6, 6, 2, 24, 7);
-    paged_vs_decode(3, a, 4, 3, 4, 1, 8, 1);
+    paged_vs_alone(3, a, 8, 5, 4, 4, 16, 16);
+    paged_vs_alone(5, b, 32, 4, 8, 2, 32, 16);
+    paged_vs_alone(5, b, 13, 6, 6, 2, 24, 7);
+    paged_vs_alone(3, a, 4, 3, 4, 1, 8, 1);
     kv_pool();
     printf("test_serve_paged: %d checks, %d failed\n", qf_test_checks, qf_test_failures);
     return qf_test_failures != 0;

@@ -48,6 +48,29 @@ struct rows_paged { // attention_paged: token tok of sequence seq[tok] at pos[to
     }
 };
 
+// phase 1's sums: acc[g] += q_g . f over 8 dimensions of a key row (q_g at qg + g * QS), the heads g < ng
+__device__ __forceinline__ void as_dot8(float (&acc)[AS_MAXG], const float *qg, int QS, int ng, const float (&f)[8]) {
+#pragma unroll
+    for (int g = 0; g < AS_MAXG; g++) {
+        if (g >= ng) break;
+        const float4 a = *reinterpret_cast<const float4 *>(qg + g * QS);
+        const float4 b = *reinterpret_cast<const float4 *>(qg + g * QS + 4);
+        acc[g] += a.x * f[0] + a.y * f[1] + a.z * f[2] + a.w * f[3] + b.x * f[4] + b.y * f[5] + b.z * f[6] +
+                  b.w * f[7];
+    }
+}
+// phase 3's sums: acc[g] += p_g(j) v_j over 8 dimensions of value row j (p at ps[g * split + j]), the heads g < ng
+__device__ __forceinline__ void as_pv8(float (&acc)[AS_MAXG][8], const float *ps, int split, int j, int ng,
+                                       const float (&f)[8]) {
+#pragma unroll
+    for (int g = 0; g < AS_MAXG; g++) {
+        if (g >= ng) break;
+        const float w = ps[g * split + j];
+#pragma unroll
+        for (int c = 0; c < 8; c++) acc[g][c] += w * f[c];
+    }
+}
+
 // DC = 0: D at run time, one 16-byte load in flight per thread (each loop turn waits for its load). DC = D
 // (QWENFT_DECODE_ATTN=mlp, a bench hook; 16-bit tables, D = 128, 16-byte aligned caches): the loops' bounds are
 // known, so a thread issues all of a cache row slice's loads in phase 1 and AS_V3 rows' loads in phase 3 before it
@@ -112,15 +135,7 @@ __global__ void __launch_bounds__(AS_THREADS)
                 for (int c = 0; c < NC; c++) {
                     float f[8];
                     unpack8<T>(f, raw[c]);
-#pragma unroll
-                    for (int g = 0; g < AS_MAXG; g++) {
-                        if (g >= ng) break;
-                        const float *qg = qs + g * QS + sub * (DT + 4) + 8 * c;
-                        const float4 a = *reinterpret_cast<const float4 *>(qg);
-                        const float4 b = *reinterpret_cast<const float4 *>(qg + 4);
-                        acc[g] += a.x * f[0] + a.y * f[1] + a.z * f[2] + a.w * f[3] + b.x * f[4] + b.y * f[5] +
-                                  b.z * f[6] + b.w * f[7];
-                    }
+                    as_dot8(acc, qs + sub * (DT + 4) + 8 * c, QS, ng, f);
                 }
             }
         } else if (j < n) {
@@ -130,15 +145,7 @@ __global__ void __launch_bounds__(AS_THREADS)
             for (int d = 0; d < DT; d += 8) {
                 float f[8];
                 ld8<T>(f, kj, d, DT, vec);
-#pragma unroll
-                for (int g = 0; g < AS_MAXG; g++) {
-                    if (g >= ng) break;
-                    const float *qg = qs + g * QS + sub * (DT + 4) + d;
-                    const float4 a = *reinterpret_cast<const float4 *>(qg);
-                    const float4 b = *reinterpret_cast<const float4 *>(qg + 4);
-                    acc[g] += a.x * f[0] + a.y * f[1] + a.z * f[2] + a.w * f[3] + b.x * f[4] + b.y * f[5] +
-                              b.z * f[6] + b.w * f[7];
-                }
+                as_dot8(acc, qs + sub * (DT + 4) + d, QS, ng, f);
             }
         }
 #pragma unroll
@@ -188,13 +195,7 @@ __global__ void __launch_bounds__(AS_THREADS)
                 if (j >= n) break;
                 float f[8];
                 unpack8<T>(f, raw[u]);
-#pragma unroll
-                for (int g = 0; g < AS_MAXG; g++) {
-                    if (g >= ng) break;
-                    const float w = ps[g * split + j];
-#pragma unroll
-                    for (int c = 0; c < 8; c++) acc[g][c] += w * f[c];
-                }
+                as_pv8(acc, ps, split, j, ng, f);
             }
         }
     } else if (pl < P) {
@@ -202,13 +203,7 @@ __global__ void __launch_bounds__(AS_THREADS)
         for (int j = pl; j < n; j += P) {
             float f[8];
             ld8<T>(f, vc + (size_t)rowix[j] * prow + (size_t)kh * D, (size_t)dv * 8, (size_t)D, vec);
-#pragma unroll
-            for (int g = 0; g < AS_MAXG; g++) {
-                if (g >= ng) break;
-                const float w = ps[g * split + j];
-#pragma unroll
-                for (int c = 0; c < 8; c++) acc[g][c] += w * f[c];
-            }
+            as_pv8(acc, ps, split, j, ng, f);
         }
     }
     __syncthreads(); // ps, rowix are read: the buffer becomes red[P][MAXG][D]

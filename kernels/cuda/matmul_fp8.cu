@@ -201,8 +201,8 @@ __global__ void fp8_scale_rows_kernel(bf16 *y, const bf16 *r, const float *sa, c
 }
 static __global__ void fp8_unit_kernel(float *p) { *p = 1.0f; }
 
-// an outer-vector GEMM that cuBLASLt has no kernel for (its outer-vector fp8 kernels are sm_100+; cuBLASLt 13.1
-// offers none on sm_90): the GEMM with unit scalar scales into out (or, accumulating, into tmp), then
+// an outer-vector GEMM that cuBLASLt has no kernel for (cuBLASLt 13.1 offers none on sm_90, measured on an H200):
+// the GEMM with unit scalar scales into out (or, accumulating, into tmp), then
 // fp8_scale_rows_kernel. 0, or -1 when there is no unit-scale kernel either.
 static int fp8_gemm_outer_after(bf16 *out, const uint8_t *a8, int fa, const float *sa, const uint8_t *b8, int fb,
                                 const float *sb, const bf16 *bias, int M, int Nc, int K, int accumulate, int fast) {

@@ -6,7 +6,8 @@
  * the job's whole budget (prompt + max_new positions, serve_kv.h) are free. One call then carries one token of
  * every decoding sequence followed by prompt chunks of the sequences still in prefill, at most `chunk` prompt
  * tokens a call, so a long prompt is spread over several calls and never stalls the running sequences for more
- * than one chunk; a call with no decoding sequence (nothing to stall) takes up to chunk + max_batch prompt tokens. The call is one ragged batch through the model's paged mode (model.h) and the op table's
+ * than one chunk; a call with no decoding sequence (nothing to stall) takes up to chunk + max_batch prompt tokens.
+ * The call is one ragged batch through the model's paged mode (model.h) and the op table's
  * attention_paged; each token's arithmetic does not depend on the tokens beside it on the CPU table, so a
  * greedy continuation equals `qwen-ft generate`'s whatever the traffic. Sampling is generate's (sample.h), each
  * job on its own stream qf_rng_seed2(seed, 0): the stream of generate's first prompt. */

@@ -697,6 +697,12 @@ int main(int argc, char **argv) {
         test_shape(tabs[t], t, 4096, 3584, 18944, 0); /* 7B gate/up */
         test_shape(tabs[t], t, 4096, 18944, 3584, 0); /* 7B down */
     }
+    if (tabs[1] && why[0]) { /* the table said it applies the scales after the GEMM: its GEMMs took that path */
+        qf_cuda_fp8_stat fs;
+        qf_cuda_fp8_stats(&fs);
+        qf_gpu_report_bool("cuda-fp8-rowwise", "its GEMMs ran as unit-scale GEMMs + the scale kernel",
+                           fs.outer_after > 0);
+    }
     printf("test_fp8_cuda: %d checks, %d failed\n", n_checks, n_fail);
     return n_fail != 0;
 }

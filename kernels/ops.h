@@ -241,10 +241,22 @@ typedef struct qf_ops {
      * 0 when body ran eagerly. body = NULL: forget every cached graph and key (their owner frees the buffers they
      * point into; qf_model_free). The CPU table (and tables that cannot: fp8) just call body(arg) and return 0. */
     int (*graph_run)(uint64_t key, void (*body)(void *arg), void *arg);
+
+    /* attention_paged's first step alone: k, v [N, KV, D] into the pools at each token's slot (arguments as
+     * attention_paged's). Optional: a table sets it where attention_fwd (tensor cores) is much faster than
+     * attention_paged over a prompt chunk, and the paged model then runs a call's fresh prompts (every token of a
+     * sequence from position 0 in the call: src/model/model.c) as kv_append_paged + attention_fwd, packed as
+     * segments of one row. The CUDA tables set it (Qwen2.5-7B, 600 prompt tokens: 48 us a layer against 235); the CPU
+     * table leaves it NULL: there one attention_paged for every token keeps each token's arithmetic independent of
+     * how a prompt is cut into calls (serve's greedy replies equal generate's, bit for bit). */
+    void (*kv_append_paged)(void *kpool, void *vpool, const void *k, const void *v, const int32_t *seq,
+                            const int32_t *pos, const int32_t *btab, int N, int maxb, int bs, int KV, int D);
 } qf_ops;
 enum { QF_COPY_H2D = 0, QF_COPY_D2H = 1, QF_COPY_TICKETS = 64, QF_SIDE_MARKS = 1024 };
 
 const qf_ops *qf_ops_cpu(void);
+/* *out = the CPU table with kv_append_paged set: the paged model's fresh-prompt path on the host (tests) */
+void qf_ops_cpu_with_fresh(qf_ops *out);
 
 /* The host AdamW of optimizer offload (kernels/cpu; host memory on every backend): the table's adamw with the
  * gradients g[n] in act dtype act_dtype (QF_DT_*) widened on the fly and the updated parameters rounded to act
@@ -296,9 +308,9 @@ void qf_cuda_fp8_counts(uint64_t counts[2]);
  * docs/testing.md); set_min_dim: the same hook for the GPU tests */
 void qf_cuda_fp8_set_min_dim(int d);
 int qf_cuda_fp8_min_dim(void);
-/* QWENFT_DECODE_ATTN=mlp (a bench hook, docs/testing.md): the CUDA split attention (attention_paged) with its cache
- * loads issued ahead of their use, for 16-bit tables at head_dim 128; the same values
- * bit for bit. set: the same switch for the GPU tests (after the table's first use) */
+/* The CUDA split attention's (attention_paged) form with its cache loads issued ahead of their use, for 16-bit tables
+ * at head_dim 128: on by default, off under QWENFT_DECODE_ATTN=plain (a bench hook, docs/testing.md); the same
+ * values bit for bit. set: the same switch for the GPU tests (after the table's first use) */
 void qf_cuda_set_decode_attn_mlp(int on);
 int qf_cuda_decode_attn_mlp(void);
 /* What the fp8 tables did (tensorwise), since the backend started: GEMMs in fp8 / in bf16 (qf_cuda_fp8_counts),

@@ -76,9 +76,9 @@ struct qf_cuda_ctx {
     int device, num_sms;
     size_t smem_optin;         // max dynamic shared memory per block
     int pdl;                   // programmatic dependent launch available (sm_90+): qfc_launch_pdl
-    int decode_qkv_form;       // QWENFT_DECODE_QKV (bench hook): 0 8 warps, 1 occ3 (3 blocks per SM), 2 w4 (4 warps)
+    int decode_qkv_form;       // QWENFT_DECODE_QKV (bench hook): 0 8w (8 warps), 1 occ3 (the default: 3 blocks per SM), 2 w4
     int gemv_l1;               // QWENFT_GEMV=l1 (bench hook, docs/testing.md): one-row GEMVs on gemv_cuda.cu's L1 form
-    int decode_attn_mlp;       // QWENFT_DECODE_ATTN=mlp (bench hook): the split attention with its loads in flight
+    int decode_attn_mlp;       // the split attention with its loads in flight (default; QWENFT_DECODE_ATTN=plain: not)
     cudaStream_t stream;       // the one compute stream (qf_cuda_stream())
     cublasLtHandle_t lt;       // one cuBLASLt handle
     void *lt_ws;               // its workspace

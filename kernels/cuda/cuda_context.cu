@@ -149,9 +149,9 @@ int qfc_context_init(void (*first)(void)) {
         const char *gv = getenv("QWENFT_GEMV");
         g_ctx.gemv_l1 = gv && !strcmp(gv, "l1");
         const char *dq = getenv("QWENFT_DECODE_QKV");
-        g_ctx.decode_qkv_form = dq && !strcmp(dq, "occ3") ? 1 : dq && !strcmp(dq, "w4") ? 2 : 0;
+        g_ctx.decode_qkv_form = dq && !strcmp(dq, "8w") ? 0 : dq && !strcmp(dq, "w4") ? 2 : 1; // default occ3
         const char *da = getenv("QWENFT_DECODE_ATTN");
-        g_ctx.decode_attn_mlp = da && !strcmp(da, "mlp");
+        g_ctx.decode_attn_mlp = !(da && !strcmp(da, "plain")); // default: the loads in flight
     }
     CHECK_CUDA(cudaStreamCreateWithFlags(&g_ctx.stream, cudaStreamNonBlocking));
     CHECK_CUDA(cudaDeviceGetDefaultMemPool(&g_ctx.pool, g_ctx.device));

@@ -254,9 +254,10 @@ template <typename T> int cu_decode_qkv(const qf_decode_qkv *d) {
     df_qkv_args a = {d->q, d->kpool, d->vpool, d->x, d->ln_w, {d->wq, d->wk, d->wv}, {d->bq, d->bk, d->bv},
                      d->seq, d->pos, d->btab, d->C, d->H, d->KV, d->D, d->maxb, d->bs, d->eps, d->theta};
     const size_t pairs = (size_t)(d->H + 2 * d->KV) * half, smem = sizeof(float) * (size_t)d->N * d->C;
-    // the block shape (QWENFT_DECODE_QKV, a bench hook: cuda_context.cu): 8 warps (Qwen2.5-7B: 288 blocks, 93
-    // registers a thread, 2 blocks resident per SM: a second wave of 24), 8 warps with 3 resident per SM (at most
-    // 85 registers: one wave), or 4 warps (576 blocks of 128 threads, 5 resident per SM: one wave)
+    // the block shape (QWENFT_DECODE_QKV, a bench hook: cuda_context.cu): 8 warps with 3 resident per SM (the
+    // default, "occ3": at most 85 registers, Qwen2.5-7B's 288 blocks in one wave; 10.7 us at batch 1 on an H200),
+    // 8 warps unbounded ("8w": 93 registers, 2 blocks per SM, a second wave of 24; 14.8 us), or 4 warps ("w4": 576
+    // blocks of 128 threads, 5 resident per SM; 11.9 us)
     const int form = qfc().decode_qkv_form, w = form == 2 ? 4 : 8;
     const unsigned grid = (unsigned)((pairs + w - 1) / w);
     if (form == 2 && d->N == 1) qfc_launch_pdl(decode_qkv_kernel<T, 1, 4, 5>, grid, 4 * 32, smem, a);

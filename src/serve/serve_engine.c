@@ -185,17 +185,21 @@ static int engine_step(qf_engine *g) {
      * one call instead of two */
     if (N == 0) budget = g->Ntok;
     int64_t prompt_tok = 0;
-    for (int s = 0; s < g->o.max_batch && budget > 0 && N < g->Ntok; s++) { /* prefill: chunks, in slot order */
-        qf_serve_job *j = g->slot[s];
-        if (!j || j->prefilled >= j->plen) continue;
-        int k = j->plen - j->prefilled;
-        if (k > budget) k = budget;
-        if (k > g->Ntok - N) k = g->Ntok - N;
-        for (int i = 0; i < k; i++)
-            g->tok[N + i] = j->ids[j->prefilled + i], g->seq[N + i] = s, g->pos[N + i] = j->prefilled + i;
-        j->prefilled += k;
-        N += k, budget -= k, prompt_tok += k;
-        if (j->prefilled == j->plen) g->rows[nrows] = N - 1, g->row_slot[nrows++] = s;
+    /* prefill: chunks in slot order, first those of prompts begun in earlier calls, then fresh ones (those last: the
+     * call's tail of whole prompts from position 0 runs on the table's prompt attention where it has one, model.h) */
+    for (int fresh = 0; fresh < 2; fresh++) {
+        for (int s = 0; s < g->o.max_batch && budget > 0 && N < g->Ntok; s++) {
+            qf_serve_job *j = g->slot[s];
+            if (!j || j->prefilled >= j->plen || (j->prefilled == 0) != fresh) continue;
+            int k = j->plen - j->prefilled;
+            if (k > budget) k = budget;
+            if (k > g->Ntok - N) k = g->Ntok - N;
+            for (int i = 0; i < k; i++)
+                g->tok[N + i] = j->ids[j->prefilled + i], g->seq[N + i] = s, g->pos[N + i] = j->prefilled + i;
+            j->prefilled += k;
+            N += k, budget -= k, prompt_tok += k;
+            if (j->prefilled == j->plen) g->rows[nrows] = N - 1, g->row_slot[nrows++] = s;
+        }
     }
     if (N == 0) return 0;
     /* greedy rows without a penalty are picked on the backend: only their ids (and log-softmax) cross to the host */

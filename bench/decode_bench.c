@@ -11,8 +11,12 @@
  *     parts and its step (6 launches a layer);
  *  6. with --cuda-graphs on (the default): the same whole steps (layers + head) replayed as one CUDA graph each
  *     (ops.h graph_run, as qwen-ft serve runs its decode step), next to the queued ones: what the launch gaps cost.
+ *  7. with --prefill P[,P...]: a prompt chunk of P tokens of one sequence from position 0 (serve's first call of a
+ *     prompt): each linear layer's matmul_fwd at M = P (TFLOP/s), attention_paged over the chunk (with the append)
+ *     against attention_fwd on the same q, k, v (the training kernel: causal, contiguous), and the call (28 layers
+ *     at M = P, the head on the last row) queued back to back: the first token's GPU time.
  * Timing: the best of 5 rounds of REPS calls between syncs (the host queues ahead, as in the model).
- * Usage: decode_bench [CTX] [--cuda-graphs on|off] (CTX default 512). Exits 77 without a GPU, 2 on a bad argument. */
+ * Usage: decode_bench [CTX] [--cuda-graphs on|off] [--prefill P[,P...]] (CTX default 512). Exits 77 without a GPU, 2 on a bad argument. */
 #include "bench_dev.h"
 #include "ops.h"
 #include "util.h"
@@ -188,21 +192,95 @@ static void run_argmax(dbench *b, int unused) {
     b->g->argmax_rows(ids, NULL, b->big, b->M, b->V);
 }
 
+/* ---- 7. a prompt chunk of P tokens (--prefill) ---- */
+static void run_attn_fwd(dbench *b, int unused) {
+    (void)unused;
+    b->g->attention_fwd(b->att, b->rstd, b->q, b->k, b->v, b->tok, 1, b->M, b->H, b->KV, b->D);
+}
+/* the call serve makes for a prompt chunk: the layers at M rows, the final norm and the head on the last row */
+static void run_prefill(dbench *b, int unused) {
+    (void)unused;
+    for (int l = 0; l < b->L; l++) run_layer(b);
+    b->g->rmsnorm_fwd(b->ln, b->rstd, b->res, b->normw, 1, b->C, 1e-6f);
+    b->g->matmul_fwd(b->big, b->ln, b->w[W_HEAD], NULL, 1, b->C, b->V, 0);
+}
+static void prefill_section(const dbench *base, int P) {
+    dbench b = *base; /* the weights shared; activations, pools and tables of P rows */
+    const qf_ops *g = b.g;
+    const int HD = b.H * b.D, KD = b.KV * b.D;
+    b.M = P, b.ctx = P - 1, b.maxb = (P + b.bs - 1) / b.bs;
+    void *bufs[32];
+    int nb = 0;
+#define PB(x) (bufs[nb++] = (x))
+    b.x = PB(dev_fill(g, (size_t)P * b.F, 1)), b.y = PB(g->alloc((size_t)P * b.F * 2));
+    b.res = PB(dev_fill(g, (size_t)P * b.C, 1)), b.q = PB(dev_fill(g, (size_t)P * HD, 1));
+    b.k = PB(dev_fill(g, (size_t)P * KD, 1)), b.v = PB(dev_fill(g, (size_t)P * KD, 1));
+    b.att = PB(g->alloc((size_t)P * HD * 2)), b.ln = PB(g->alloc((size_t)P * b.C * 2));
+    b.gate = PB(dev_fill(g, (size_t)P * b.F, 1)), b.up = PB(dev_fill(g, (size_t)P * b.F, 1));
+    b.swi = PB(g->alloc((size_t)P * b.F * 2)), b.big = PB(g->alloc(((size_t)P * b.F > (size_t)b.V ? (size_t)P * b.F : (size_t)b.V) * 2)); /* [P, F] or the head's [1, V] */
+    b.rstd = PB(g->alloc((size_t)P * b.H * 4)); /* attention_fwd's lse [P, H] too */
+    b.kp = PB(dev_fill(g, (size_t)b.maxb * b.bs * KD, 1)), b.vp = PB(dev_fill(g, (size_t)b.maxb * b.bs * KD, 1));
+    int32_t *h = qf_malloc((size_t)(P > b.maxb ? P : b.maxb) * 4);
+    for (int i = 0; i < b.maxb; i++) h[i] = i;
+    b.btab = PB(g->alloc((size_t)b.maxb * 4));
+    g->copy_h2d(b.btab, h, (size_t)b.maxb * 4);
+    for (int i = 0; i < P; i++) h[i] = 0; /* one sequence; attention_fwd's seg_start: one segment from 0 */
+    b.seq = PB(g->alloc((size_t)P * 4)), b.tok = PB(g->alloc((size_t)P * 4));
+    g->copy_h2d(b.seq, h, (size_t)P * 4), g->copy_h2d(b.tok, h, (size_t)P * 4);
+    for (int i = 0; i < P; i++) h[i] = i;
+    b.pos = PB(g->alloc((size_t)P * 4));
+    g->copy_h2d(b.pos, h, (size_t)P * 4);
+    free(h);
+#undef PB
+    printf("prefill: one sequence, a chunk of P = %d tokens from position 0\n", P);
+    double flop = 0;
+    for (int i = 0; i < 5; i++) {
+        const double t = best_of(&b, run_matmul, i, 10);
+        const double f = 2.0 * P * lin_in[i] * lin_out[i];
+        printf("  matmul %-8s [%d x %d]  %8.1f us  %5.0f TFLOP/s\n", lin_name[i], lin_out[i], lin_in[i], t * 1e6,
+               f / t / 1e12);
+        flop += f * (i == W_KV || i == W_GU ? 2 : 1);
+    }
+    const double ta = best_of(&b, run_paged, 0, 10), tf = best_of(&b, run_attn_fwd, 0, 10);
+    const double af = 4.0 * b.H * b.D * ((double)P * (P + 1) / 2); /* causal: q.k and p.v */
+    printf("  attention over the chunk: attention_paged %.1f us (%.0f TFLOP/s), attention_fwd %.1f us (%.0f TFLOP/s)\n",
+           ta * 1e6, af / ta / 1e12, tf * 1e6, af / tf / 1e12);
+    flop = (flop + af) * b.L + 2.0 * b.C * b.V;
+    const double tp = best_of(&b, run_prefill, 0, 2);
+    printf("  the call (28 layers at M = %d, the head on the last row): %.2f ms = %.0f tokens/s, %.0f TFLOP/s\n", P,
+           tp * 1e3, P / tp, flop / tp / 1e12);
+    fflush(stdout);
+    g->sync();
+    for (int i = 0; i < nb; i++) g->free(bufs[i]);
+}
+
 int main(int argc, char **argv) {
     if (qf_cuda_device_count() <= 0 || !qf_ops_cuda()) {
         printf("decode_bench: no GPU\n");
         return 77;
     }
-    int ctx = 512, graphs = 1;
+    int ctx = 512, graphs = 1, npre = 0, pre[8];
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--cuda-graphs") && i + 1 < argc && (!strcmp(argv[i + 1], "on") || !strcmp(argv[i + 1], "off"))) {
             graphs = !strcmp(argv[++i], "on");
         } else if (!strncmp(argv[i], "--cuda-graphs=", 14) && (!strcmp(argv[i] + 14, "on") || !strcmp(argv[i] + 14, "off"))) {
             graphs = !strcmp(argv[i] + 14, "on");
+        } else if (!strcmp(argv[i], "--prefill") && i + 1 < argc) {
+            char *p = argv[++i], *end;
+            for (;;) {
+                const long v = strtol(p, &end, 10);
+                if (end == p || v < 1 || v > 32768 || npre == 8 || (*end && *end != ',')) {
+                    fprintf(stderr, "decode_bench: bad --prefill '%s' (up to 8 chunk sizes 1-32768, comma-separated)\n", argv[i]);
+                    return 2;
+                }
+                pre[npre++] = (int)v;
+                if (!*end) break;
+                p = end + 1;
+            }
         } else if (argv[i][0] != '-' && atoi(argv[i]) >= 1 && atoi(argv[i]) <= 1 << 20) {
             ctx = atoi(argv[i]);
         } else {
-            fprintf(stderr, "decode_bench: bad argument '%s' (usage: decode_bench [CTX] [--cuda-graphs on|off])\n", argv[i]);
+            fprintf(stderr, "decode_bench: bad argument '%s' (usage: decode_bench [CTX] [--cuda-graphs on|off] [--prefill P[,P...]])\n", argv[i]);
             return 2;
         }
     }
@@ -300,5 +378,6 @@ int main(int argc, char **argv) {
         }
         fflush(stdout);
     }
+    for (int i = 0; i < npre; i++) prefill_section(&b, pre[i]);
     return 0;
 }

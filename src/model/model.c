@@ -277,11 +277,12 @@ void qf_model_free(qf_model *m) {
             if (m->kc[l]) o->free(m->kc[l]);
             if (m->vc[l]) o->free(m->vc[l]);
         }
-        void *ps[] = {m->dec_logits, m->dec_logits_f32, m->d_seq, m->d_btab, m->d_pseg};
+        void *ps[] = {m->dec_logits, m->dec_logits_f32, m->d_seq, m->d_btab};
         for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
             if (ps[i]) o->free(ps[i]);
         free(m->kc);
         free(m->vc);
+        qf_paged_prompt_free(&m->prompt, o);
     }
     for (int i = 0; i < m->nacts; i++) o->free(m->acts[i]); /* every act_alloc / f32_alloc buffer */
     free(m->acts);
@@ -402,7 +403,7 @@ static int layer_forward_decode(qf_model *m, int l) {
     int N = m->B * m->T, C = c->hidden_size, F = c->intermediate_size, H = c->num_heads, KV = c->num_kv_heads,
         D = c->head_dim;
     float eps = (float)c->rms_norm_eps;
-    if (!m->paged || c->qk_norm || !o->decode_qkv || m->paged_fresh < N) return 0; /* fresh prompts: layer_forward */
+    if (!m->paged || c->qk_norm || !o->decode_qkv || m->prompt.from < N) return 0; /* prompts: layer_forward */
     qf_decode_qkv qa = {.q = a->q, .kpool = m->kc[l], .vpool = m->vc[l], .x = m->res[l], .ln_w = P(m, x->ln1),
                         .wq = P(m, x->qw), .bq = P(m, x->qb), .wk = P(m, x->kw), .bk = P(m, x->kb), .wv = P(m, x->vw),
                         .bv = P(m, x->vb), .seq = m->d_seq, .pos = m->d_pos, .btab = m->d_btab, .ln = a->ln1,
@@ -450,17 +451,13 @@ static void layer_forward(qf_model *m, int l) {
     o->rope_fwd(a->q, m->d_pos, N, H, D, c->rope_theta);
     o->rope_fwd(a->k, m->d_pos, N, KV, D, c->rope_theta);
     if (m->paged) { /* paged mode: k/v into each sequence's blocks, attend them */
-        const int f = m->paged_fresh; /* tokens [f, N): fresh prompts, attended among themselves (model.h) */
+        const int f = m->prompt.from; /* tokens [f, N): the prompt chunks on attention_fwd (paged_prompt.h) */
         if (f > 0)
             o->attention_paged(a->att, a->q, a->k, a->v, m->kc[l], m->vc[l], m->d_seq, m->d_pos, m->d_btab, f,
                                m->maxb, m->block_size, H, KV, D, m->paged_len);
-        if (f < N) {
-            const size_t qo = (size_t)f * H * D * o->act_bytes, ko = (size_t)f * KV * D * o->act_bytes;
-            void *kf = (char *)a->k + ko, *vf = (char *)a->v + ko;
-            o->kv_append_paged(m->kc[l], m->vc[l], kf, vf, m->d_seq + f, m->d_pos + f, m->d_btab, N - f, m->maxb,
-                               m->block_size, KV, D);
-            o->attention_fwd((char *)a->att + qo, m->plse, (char *)a->q + qo, kf, vf, m->d_pseg, 1, N - f, H, KV, D);
-        }
+        if (f < N)
+            qf_paged_prompt_attend(&m->prompt, o, a->att, a->q, a->k, a->v, m->kc[l], m->vc[l], m->d_seq, m->d_pos,
+                                   m->d_btab, N, H, KV, D);
     } else
         o->attention_fwd(a->att, a->lse, a->q, a->k, a->v, m->d_seg, m->B, m->T, H, KV, D);
     /* mid = res + att Wo^T */
@@ -672,7 +669,7 @@ int64_t qf_model_paged_bytes(const qf_model_config *c, int Ntok, int max_seqs, i
     int64_t t = cache_bytes(c, Ntok, (int64_t)nblocks * block_size, nlayers, ab);
     int64_t B = max_seqs, C = c->hidden_size, V = c->vocab_size;
     if (head) t += ab * 2 * B * C + 4 * B + ab * B * V + 4 * B * V;
-    return t + 4 * ((int64_t)Ntok + B * maxb) + 4 * (int64_t)Ntok * (1 + c->num_heads); /* + d_pseg, plse */
+    return t + 4 * ((int64_t)Ntok + B * maxb) + qf_paged_prompt_bytes(c, Ntok, ab);
 }
 
 int qf_model_alloc_paged(qf_model *m, int Ntok, int max_seqs, int nblocks, int block_size, int maxb, int l0, int l1,
@@ -697,12 +694,10 @@ int qf_model_alloc_paged(qf_model *m, int Ntok, int max_seqs, int nblocks, int b
     }
     m->d_seq = m->ops->alloc((size_t)Ntok * sizeof(int32_t));
     m->d_btab = m->ops->alloc(B * (size_t)maxb * sizeof(int32_t));
-    m->d_pseg = m->ops->alloc((size_t)Ntok * sizeof(int32_t));
-    if (!m->d_seq || !m->d_btab || !m->d_pseg)
-        return qf_err_set(e, QF_EXIT_RUNTIME, "out of memory for the block tables");
-    m->act_bytes += ((size_t)2 * Ntok + B * maxb) * sizeof(int32_t);
-    m->plse = f32_alloc(m, (size_t)Ntok * m->cfg.num_heads);
-    m->paged_fresh = Ntok;
+    if (!m->d_seq || !m->d_btab) return qf_err_set(e, QF_EXIT_RUNTIME, "out of memory for the block tables");
+    m->act_bytes += ((size_t)Ntok + B * maxb) * sizeof(int32_t);
+    if (qf_paged_prompt_alloc(&m->prompt, m->ops, &m->cfg, Ntok, max_seqs, maxb, block_size, e)) return e->code;
+    if (!m->prompt.off) m->act_bytes += (size_t)qf_paged_prompt_bytes(&m->cfg, Ntok, (int64_t)m->ops->act_bytes);
     return 0;
 }
 
@@ -715,28 +710,6 @@ static int paged_len_of(const qf_model *m, int maxpos) {
     return (int)(b < reach ? b : reach);
 }
 
-/* the start of the call's fresh suffix: the least a such that tokens [a, N) are whole prompts from position 0 (each
- * token position 0 of its sequence or the next position of the token before it, and no sequence of the suffix
- * before it in the call); N when fewer than QF_PAGED_FRESH_MIN tokens or the table has no kv_append_paged.
- * seg[n - a] = the row index of token n's position 0 (attention_fwd's segment starts) */
-static int paged_fresh_of(const qf_model *m, const int32_t *seq, const int32_t *pos, int N, int32_t *seg) {
-    if (!m->ops->kv_append_paged || N < QF_PAGED_FRESH_MIN) return N;
-    int a = N;
-    /* walk back over whole runs [s, e) of one sequence at positions 0 .. e-s-1 */
-    for (int e = N; e > 0;) {
-        int s = e - 1;
-        while (s > 0 && seq[s - 1] == seq[s] && pos[s - 1] == pos[s] - 1) s--;
-        if (pos[s] != 0) break;
-        int dup = 0; /* the sequence must not appear again later in the suffix (a run split in two) */
-        for (int n = e; n < N && !dup; n++) dup = seq[n] == seq[s];
-        if (dup) break;
-        a = s, e = s;
-    }
-    if (N - a < QF_PAGED_FRESH_MIN) return N;
-    for (int n = a; n < N; n++) seg[n - a] = n - a - pos[n];
-    return a;
-}
-
 void qf_model_paged_inputs(qf_model *m, const int32_t *tokens, const int32_t *seq, const int32_t *pos, int N,
                            const int32_t *btab) {
     QF_CHECK(m->paged && N >= 1 && N <= m->Tcap);
@@ -747,11 +720,7 @@ void qf_model_paged_inputs(qf_model *m, const int32_t *tokens, const int32_t *se
     }
     m->paged_len = paged_len_of(m, maxpos);
     m->T = N;
-    int32_t *seg = m->ops->kv_append_paged ? qf_malloc((size_t)N * sizeof *seg) : NULL;
-    m->paged_fresh = paged_fresh_of(m, seq, pos, N, seg);
-    if (m->paged_fresh < N)
-        m->ops->copy_h2d(m->d_pseg, seg, (size_t)(N - m->paged_fresh) * sizeof *seg);
-    free(seg);
+    qf_paged_prompt_plan(&m->prompt, m->ops, seq, pos, N, btab);
     m->ops->copy_h2d(m->d_pos, pos, (size_t)N * sizeof *pos);
     m->ops->copy_h2d(m->d_seq, seq, (size_t)N * sizeof *seq);
     if (btab) m->ops->copy_h2d(m->d_btab, btab, (size_t)m->max_seqs * m->maxb * sizeof *btab);
@@ -817,7 +786,7 @@ int qf_model_paged_run(qf_model *m, int embed, int l0, int l1, const int32_t *ro
         QF_CHECK(rows[i] >= 0 && rows[i] < m->T);
         run &= rows[i] == rows[0] + i;
     }
-    if (!graph || !m->ops->graph_run || m->prof || !run || m->paged_fresh < m->T) { /* fresh prompts: eager */
+    if (!graph || !m->ops->graph_run || m->prof || !run || m->prompt.from < m->T) { /* prompts: eager */
         paged_body(&w);
         return 0;
     }

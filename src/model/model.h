@@ -18,6 +18,7 @@
 #include "ops.h"
 #include "deck/deck.h"
 #include "loader.h"
+#include "paged_prompt.h"
 #include "mem_trial.h"
 #include "model_config.h"
 #include "profile.h"
@@ -97,12 +98,7 @@ typedef struct qf_model {
     int paged_len;                         /* this call: 1 + its largest position, rounded up to a multiple of
                                             * QF_PAGED_LEN_STEP (at most maxb * block_size): attention's bound */
     int32_t *d_seq, *d_btab;  /* [Tcap] sequence of each token; [max_seqs, maxb] block tables */
-    /* the call's fresh prompts (where the table has kv_append_paged): tokens [paged_fresh, T) are whole prompt
-     * chunks from position 0 (at least QF_PAGED_FRESH_MIN of them), attended by attention_fwd as segments of one
-     * row (d_seg [Tcap]: each one's start within that row; plse [Tcap, H]: its lse, unused); paged_fresh = T: none */
-    int paged_fresh;
-    int32_t *d_pseg;
-    float *plse;
+    qf_paged_prompt prompt;   /* the call's tail of prompt chunks on attention_fwd (paged_prompt.h; from = T: none) */
 } qf_model;
 
 /* Lays out parameters for cfg; flags: QF_MODEL_PARAMS / QF_MODEL_GRADS allocate flat parameter / gradient buffers
@@ -154,9 +150,6 @@ void qf_model_paged_begin(qf_model *m, const int32_t *tokens, const int32_t *seq
                           const int32_t *btab, int embed);
 /* The attention bound's granularity: calls whose largest positions round to the same multiple share one graph */
 enum { QF_PAGED_LEN_STEP = 64 };
-/* fewer fresh prompt tokens than this in a call go through attention_paged with the rest (a decoding step's
- * one-token prompts among them: their graphs stay the decoding step's) */
-enum { QF_PAGED_FRESH_MIN = 64 };
 /* qf_model_paged_begin's copies alone (no kernel): tokens (NULL: not copied; only the embedding reads them), seq,
  * pos [N] and, when btab != NULL, the block tables (NULL: the device copy is still current). Small copies are
  * staged through pinned memory on the compute stream (ops.h copy_h2d): the host does not wait for them. */

@@ -244,19 +244,24 @@ typedef struct qf_ops {
 
     /* attention_paged's first step alone: k, v [N, KV, D] into the pools at each token's slot (arguments as
      * attention_paged's). Optional: a table sets it where attention_fwd (tensor cores) is much faster than
-     * attention_paged over a prompt chunk, and the paged model then runs a call's fresh prompts (every token of a
-     * sequence from position 0 in the call: src/model/model.c) as kv_append_paged + attention_fwd, packed as
-     * segments of one row. The CUDA tables set it (Qwen2.5-7B, 600 prompt tokens: 48 us a layer against 235); the CPU
+     * attention_paged over a prompt chunk, and the paged model then runs a call's tail of prompt chunks
+     * (src/model/paged_prompt.h) as kv_append_paged + attention_prompt. The CUDA tables set it (Qwen2.5-7B, 600 prompt tokens: 48 us a layer against 235); the CPU
      * table leaves it NULL: there one attention_paged for every token keeps each token's arithmetic independent of
      * how a prompt is cut into calls (serve's greedy replies equal generate's, bit for bit). */
     void (*kv_append_paged)(void *kpool, void *vpool, const void *k, const void *v, const int32_t *seq,
                             const int32_t *pos, const int32_t *btab, int N, int maxb, int bs, int KV, int D);
+    /* attention_fwd for the paged model's prompts (with kv_append_paged, optional as it is): the same arithmetic
+     * contract, for calls whose segments change every call. The CUDA tables run the mma.sync (or generic) kernels,
+     * never cuDNN's, which waits for a read-back of the segment layout and builds a plan per new shape bucket. */
+    void (*attention_prompt)(void *out, float *lse, const void *q, const void *k, const void *v,
+                             const int32_t *seg_start, int B, int T, int H, int KV, int D);
 } qf_ops;
 enum { QF_COPY_H2D = 0, QF_COPY_D2H = 1, QF_COPY_TICKETS = 64, QF_SIDE_MARKS = 1024 };
 
 const qf_ops *qf_ops_cpu(void);
-/* *out = the CPU table with kv_append_paged set: the paged model's fresh-prompt path on the host (tests) */
-void qf_ops_cpu_with_fresh(qf_ops *out);
+/* *out = the CPU table with kv_append_paged and attention_prompt set: the paged model's prompt path on the host
+ * (tests) */
+void qf_ops_cpu_with_prompt(qf_ops *out);
 
 /* The host AdamW of optimizer offload (kernels/cpu; host memory on every backend): the table's adamw with the
  * gradients g[n] in act dtype act_dtype (QF_DT_*) widened on the fly and the updated parameters rounded to act

@@ -1,5 +1,5 @@
 /* paged_prompt_common.h — the paged model's prompt path (src/model/paged_prompt.h): where the table has
- * kv_append_paged, a call's tail of prompt chunks is attended by attention_fwd (in place for whole prompts from
+ * kv_append_paged and attention_prompt, a call's tail of prompt chunks is attended by attention_prompt (in place for whole prompts from
  * position 0, else packed with each sequence's cached prefix gathered from the pools) instead of attention_paged.
  * Two models with the same parameters, A on a table without kv_append_paged (every token through attention_paged)
  * and F on one with it, fed the same ragged calls as serve makes them:

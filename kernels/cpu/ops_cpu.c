@@ -79,6 +79,7 @@ static const qf_ops cpu_ops = {
     .decode_mlp = cpu_decode_mlp,
     .graph_run = cpu_graph_run,
     .kv_append_paged = NULL, /* ops.h: one attention_paged for every token keeps serve's greedy == generate's */
+    .attention_prompt = NULL,
     .swiglu_fwd = cpu_swiglu_fwd,
     .swiglu_bwd = cpu_swiglu_bwd,
     .add_inplace = cpu_add_inplace,
@@ -96,7 +97,8 @@ static void cpu_kv_append_op(void *kp, void *vp, const void *k, const void *v, c
                              const int32_t *btab, int N, int maxb, int bs, int KV, int D) {
     cpu_kv_append_paged(kp, vp, k, v, seq, pos, btab, N, maxb, bs, KV, D);
 }
-void qf_ops_cpu_with_fresh(qf_ops *out) {
+void qf_ops_cpu_with_prompt(qf_ops *out) {
     *out = cpu_ops;
     out->kv_append_paged = cpu_kv_append_op;
+    out->attention_prompt = cpu_attention_fwd;
 }

@@ -6,6 +6,7 @@
 //   2. the mma.sync tensor-core kernels (attention_mma.cu): bf16 and fp16 tables, head_dim 64 or 128, 16-byte
 //      aligned tensors; the sm_80/sm_89 path and the fallback for anything cuDNN does not take;
 //   3. the generic kernels (attention_generic.cu): the fp32 table, any other head_dim <= 256, unaligned tensors.
+// cu_attention_prompt (ops.h attention_prompt, the paged model's prompts) is the same without cuDNN.
 // The backward's scratch (delta, and the mma path's fp32 GQA partials) comes from here; qfc_attention_init raises
 // the mma kernels' shared-memory limits when the backend starts.
 #include "attention_impl.cuh"
@@ -25,14 +26,18 @@ static void check_shape(int B, int T_, int H, int KV, int D) {
     QF_CHECK(B >= 0 && T_ >= 0 && KV > 0 && H > 0 && H % KV == 0 && D > 0);
 }
 
+// cudnn: cuDNN may take the call (attention_fwd); not for attention_prompt, whose segments change every call: cuDNN's
+// ragged graph reads the segment layout back to the host (a wait) and builds a plan per new (segments, length) bucket
+// (tens of milliseconds each, measured on an H200 as +65 ms on a served prompt's first token)
 template <typename T>
-void cu_attention_fwd(void *out, float *lse, const void *q, const void *k, const void *v, const int32_t *seg_start,
-                      int B, int T_, int H, int KV, int D) {
+static void attention_fwd_via(bool cudnn, void *out, float *lse, const void *q, const void *k, const void *v,
+                              const int32_t *seg_start, int B, int T_, int H, int KV, int D) {
     check_shape(B, T_, H, KV, D);
     if (!B || !T_) return;
     const float scale = (float)(1.0 / sqrt((double)D));
     if constexpr (sizeof(T) == 2) { // bf16 or f16: cuDNN where chosen, else the tensor-core kernels for E = T
-        if (qfc_cudnn_attention_fwd(std::is_same<T, f16>::value, out, lse, q, k, v, seg_start, B, T_, H, KV, D))
+        if (cudnn &&
+            qfc_cudnn_attention_fwd(std::is_same<T, f16>::value, out, lse, q, k, v, seg_start, B, T_, H, KV, D))
             return;
         if (use_tc(D, {out, q, k, v})) {
             qfc_attention_note_path("mma");
@@ -44,6 +49,16 @@ void cu_attention_fwd(void *out, float *lse, const void *q, const void *k, const
     qfc_attention_note_path("generic");
     attention_generic_fwd<T>((T *)out, lse, (const T *)q, (const T *)k, (const T *)v, seg_start, B, T_, H, KV, D,
                              scale);
+}
+template <typename T>
+void cu_attention_fwd(void *out, float *lse, const void *q, const void *k, const void *v, const int32_t *seg_start,
+                      int B, int T_, int H, int KV, int D) {
+    attention_fwd_via<T>(true, out, lse, q, k, v, seg_start, B, T_, H, KV, D);
+}
+template <typename T>
+void cu_attention_prompt(void *out, float *lse, const void *q, const void *k, const void *v, const int32_t *seg_start,
+                         int B, int T_, int H, int KV, int D) {
+    attention_fwd_via<T>(false, out, lse, q, k, v, seg_start, B, T_, H, KV, D);
 }
 
 template <typename T>
@@ -79,6 +94,8 @@ void cu_attention_bwd(void *dq, void *dk, void *dv, const void *dout, const void
 #define INST(T)                                                                                                      \
     template void cu_attention_fwd<T>(void *, float *, const void *, const void *, const void *, const int32_t *, int, \
                                       int, int, int, int);                                                           \
+    template void cu_attention_prompt<T>(void *, float *, const void *, const void *, const void *, const int32_t *,  \
+                                         int, int, int, int, int);                                                   \
     template void cu_attention_bwd<T>(void *, void *, void *, const void *, const void *, const float *, const void *, \
                                       const void *, const void *, const int32_t *, int, int, int, int, int);
 INST(float)

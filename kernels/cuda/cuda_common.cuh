@@ -389,6 +389,9 @@ template <typename T>
 void cu_attention_fwd(void *out, float *lse, const void *q, const void *k, const void *v, const int32_t *seg_start,
                       int B, int T_, int H, int KV, int D);
 template <typename T>
+void cu_attention_prompt(void *out, float *lse, const void *q, const void *k, const void *v, const int32_t *seg_start,
+                         int B, int T_, int H, int KV, int D);
+template <typename T>
 void cu_attention_bwd(void *dq, void *dk, void *dv, const void *dout, const void *out, const float *lse, const void *q,
                       const void *k, const void *v, const int32_t *seg_start, int B, int T_, int H, int KV, int D);
 // classifier_cuda.cu

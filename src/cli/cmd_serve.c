@@ -54,7 +54,7 @@ static const qf_opt SERVE_OPTS[] = {
      .help = "prompt + new tokens of a request at most (0: min(4096, the model's context))"},
     {.name = "max-queue", .type = QF_OPT_INT, .off = offsetof(serve_args, max_queue), .def = "256", .meta = "N",
      .lo = 1, .hi = 1 << 20, .help = "requests waiting for the batch at most; more are 503 with Retry-After"},
-    {.name = "prefill-chunk", .type = QF_OPT_INT, .off = offsetof(serve_args, chunk), .def = "512", .meta = "N",
+    {.name = "prefill-chunk", .type = QF_OPT_INT, .off = offsetof(serve_args, chunk), .def = "2048", .meta = "N",
      .lo = 1, .hi = 1 << 20, .help = "prompt tokens per engine step at most while sequences are decoding (long prompts are spread "
                                    "over steps); a step with none decoding takes up to N + --max-batch"},
     {.name = "max-body-kb", .type = QF_OPT_INT, .off = offsetof(serve_args, max_body_kb), .def = "1024",

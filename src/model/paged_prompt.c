@@ -13,7 +13,7 @@ int qf_paged_prompt_alloc(qf_paged_prompt *pp, const qf_ops *o, const qf_model_c
                           int maxb, int bs, qf_err *e) {
     memset(pp, 0, sizeof *pp);
     const char *env = getenv("QWENFT_PAGED_PROMPT");
-    pp->off = !o->kv_append_paged || (env && !strcmp(env, "off"));
+    pp->off = !o->kv_append_paged || !o->attention_prompt || (env && !strcmp(env, "off"));
     pp->Tcap = Tcap, pp->cap = 2 * Tcap, pp->max_seqs = max_seqs, pp->maxb = maxb, pp->bs = bs;
     pp->from = Tcap;
     if (pp->off) return 0;
@@ -102,13 +102,13 @@ void qf_paged_prompt_attend(const qf_paged_prompt *pp, const qf_ops *o, void *at
     const void *kf = (const char *)k + ko, *vf = (const char *)v + ko;
     o->kv_append_paged(kpool, vpool, kf, vf, d_seq + f, d_pos + f, d_btab, N - f, pp->maxb, pp->bs, KV, D);
     if (!pp->P) { /* in place */
-        o->attention_fwd((char *)att + qo, pp->lse, (const char *)q + qo, kf, vf, pp->d_seg, 1, N - f, H, KV, D);
+        o->attention_prompt((char *)att + qo, pp->lse, (const char *)q + qo, kf, vf, pp->d_seg, 1, N - f, H, KV, D);
         return;
     }
     /* packed: the row gathers are embedding_fwd (out[n] = table[idx[n]]) */
     o->embedding_fwd(pp->q, pp->d_qidx, q, pp->P, HD);
     o->embedding_fwd(pp->k, pp->d_kvidx, kpool, pp->P, KD);
     o->embedding_fwd(pp->v, pp->d_kvidx, vpool, pp->P, KD);
-    o->attention_fwd(pp->out, pp->lse, pp->q, pp->k, pp->v, pp->d_seg, 1, pp->P, H, KV, D);
+    o->attention_prompt(pp->out, pp->lse, pp->q, pp->k, pp->v, pp->d_seg, 1, pp->P, H, KV, D);
     o->embedding_fwd((char *)att + qo, pp->d_oidx, pp->out, N - f, HD);
 }

@@ -1,14 +1,15 @@
 /* paged_prompt.h — the paged model's prompt path (model.h's paged mode, used by model.c): in a ragged call of
- * decoding tokens and prompt chunks, the tail of prompt chunks is attended by the op table's attention_fwd (tensor
- * cores on the GPU: Qwen2.5-7B, a 600-token prompt, 48 us a layer against 235 for attention_paged) instead of
- * attention_paged, which stays for the rest (the decoding tokens: one query each).
+ * decoding tokens and prompt chunks, the tail of prompt chunks is attended like attention_fwd (tensor
+ * cores on the GPU: Qwen2.5-7B, a 600-token prompt, 41 us a layer against 237 for attention_paged) instead of
+ * attention_paged, which stays for the rest (the decoding tokens: one query each): the table's attention_prompt,
+ * attention_fwd's arithmetic without cuDNN (ops.h).
  *
  * The tail is found on the host from the call's seq/pos (qf_paged_prompt_plan): walking back from the call's end over
  * runs (one sequence, consecutive positions p .. p+c-1), a run joins while it is a prompt from position 0, or a
  * continued prompt of at least QF_PROMPT_RUN_MIN tokens whose cached prefix is at most QF_PROMPT_PREFIX_MAX times
- * its length; the tail must hold at least QF_PROMPT_TAIL_MIN tokens. The table needs kv_append_paged
- * (ops.h: the CUDA tables; the CPU table has none, so there every token takes attention_paged).
- *   - Tail of whole prompts from position 0 only: each one is a segment of one packed row in place (attention_fwd's
+ * its length; the tail must hold at least QF_PROMPT_TAIL_MIN tokens. The table needs kv_append_paged and
+ * attention_prompt (ops.h: the CUDA tables; the CPU table has neither, so there every token takes attention_paged).
+ *   - Tail of whole prompts from position 0 only: each one is a segment of one packed row in place (attention_prompt's
  *     seg_start), q, k, v and out the call's own rows.
  *   - Else packed: segment i holds run i's whole sequence, positions 0 .. p+c-1: its q rows are p copies of the run's
  *     first q row (queries whose results are dropped) and then the run's c rows, its k, v rows are gathered from the
@@ -36,13 +37,13 @@ typedef struct qf_paged_prompt {
     int32_t *h_btab;          /* [max_seqs * maxb] the block tables as last copied up (the pool rows of the gather) */
     int max_seqs, maxb, bs;
     void *q, *k, *v, *out;    /* act [cap, H*D], [cap, KV*D] x 2, [cap, H*D] */
-    float *lse;               /* [cap, H]: attention_fwd's, unused */
+    float *lse;               /* [cap, H]: attention_prompt's, unused */
 } qf_paged_prompt;
 
 /* What qf_paged_prompt_alloc allocates on the backend, for act elements of ab bytes. */
 int64_t qf_paged_prompt_bytes(const qf_model_config *c, int Tcap, int64_t ab);
-/* Buffers for calls of up to Tcap tokens; 0 or an exit code (e). Nothing allocated where o has no kv_append_paged
- * (the path never runs). */
+/* Buffers for calls of up to Tcap tokens; 0 or an exit code (e). Nothing allocated where o lacks kv_append_paged or
+ * attention_prompt (the path never runs). */
 int qf_paged_prompt_alloc(qf_paged_prompt *pp, const qf_ops *o, const qf_model_config *c, int Tcap, int max_seqs,
                           int maxb, int bs, qf_err *e);
 void qf_paged_prompt_free(qf_paged_prompt *pp, const qf_ops *o);

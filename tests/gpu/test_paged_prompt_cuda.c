@@ -1,7 +1,7 @@
 /* test_paged_prompt_cuda.c — the paged model's prompt path on the CUDA tables (tests/paged_prompt_common.h): each
  * table (bf16, fp16, fp32) against a copy of it without kv_append_paged (every token through the split attention),
- * two layers at head_dim 64 and 128 (cuDNN's or the mma.sync attention_fwd: test_paged_prompt_cuda_mma runs under
- * QWENFT_ATTN=mma), logits and pools within 3e-2 of the largest on the 16-bit tables (two attention kernels round
+ * two layers at head_dim 64 and 128 (attention_prompt: the mma.sync kernels on the 16-bit tables, the generic ones
+ * on fp32), logits and pools within 3e-2 of the largest on the 16-bit tables (two attention kernels round
  * differently), 1e-4 on fp32. Exit: 0 passed, 1 a check failed, 77 "no GPU: skipped". */
 #include "paged_prompt_common.h"
 

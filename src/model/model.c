@@ -451,7 +451,7 @@ static void layer_forward(qf_model *m, int l) {
     o->rope_fwd(a->q, m->d_pos, N, H, D, c->rope_theta);
     o->rope_fwd(a->k, m->d_pos, N, KV, D, c->rope_theta);
     if (m->paged) { /* paged mode: k/v into each sequence's blocks, attend them */
-        const int f = m->prompt.from; /* tokens [f, N): the prompt chunks on attention_fwd (paged_prompt.h) */
+        const int f = m->prompt.from; /* tokens [f, N): prompt chunks on attention_prompt (paged_prompt.h) */
         if (f > 0)
             o->attention_paged(a->att, a->q, a->k, a->v, m->kc[l], m->vc[l], m->d_seq, m->d_pos, m->d_btab, f,
                                m->maxb, m->block_size, H, KV, D, m->paged_len);

@@ -185,8 +185,9 @@ static int engine_step(qf_engine *g) {
      * one call instead of two */
     if (N == 0) budget = g->Ntok;
     int64_t prompt_tok = 0;
-    /* prefill: chunks in slot order, first those of prompts begun in earlier calls, then fresh ones (those last: the
-     * call's tail of whole prompts from position 0 runs on the table's prompt attention where it has one, model.h) */
+    /* prefill: chunks in slot order, first those of prompts begun in earlier calls, then fresh ones: the model runs
+     * the call's tail of prompt chunks on the table's prompt attention where it has one (model/paged_prompt.h), and
+     * a continued chunk too short for it would cut the fresh ones off that tail if it came after them */
     for (int fresh = 0; fresh < 2; fresh++) {
         for (int s = 0; s < g->o.max_batch && budget > 0 && N < g->Ntok; s++) {
             qf_serve_job *j = g->slot[s];

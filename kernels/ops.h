@@ -243,10 +243,11 @@ typedef struct qf_ops {
     int (*graph_run)(uint64_t key, void (*body)(void *arg), void *arg);
 
     /* attention_paged's first step alone: k, v [N, KV, D] into the pools at each token's slot (arguments as
-     * attention_paged's). Optional: a table sets it where attention_fwd (tensor cores) is much faster than
-     * attention_paged over a prompt chunk, and the paged model then runs a call's tail of prompt chunks
-     * (src/model/paged_prompt.h) as kv_append_paged + attention_prompt. The CUDA tables set it (Qwen2.5-7B, 600 prompt tokens: 48 us a layer against 235); the CPU
-     * table leaves it NULL: there one attention_paged for every token keeps each token's arithmetic independent of
+     * attention_paged's). Optional: a table sets it (with attention_prompt) where its tensor-core attention is much
+     * faster than attention_paged over a prompt chunk, and the paged model then runs a call's tail of prompt chunks
+     * (src/model/paged_prompt.h) as kv_append_paged + attention_prompt. The CUDA tables set it (Qwen2.5-7B, 600
+     * prompt tokens: the mma.sync kernel 41 us a layer against 237 for attention_paged); the CPU table leaves it
+     * NULL: there one attention_paged for every token keeps each token's arithmetic independent of
      * how a prompt is cut into calls (serve's greedy replies equal generate's, bit for bit). */
     void (*kv_append_paged)(void *kpool, void *vpool, const void *k, const void *v, const int32_t *seq,
                             const int32_t *pos, const int32_t *btab, int N, int maxb, int bs, int KV, int D);

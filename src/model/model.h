@@ -140,7 +140,8 @@ void qf_model_decode_layers(qf_model *m, int l0, int l1);
  * blocks. head != 0: the classifier for up to max_seqs rows a call. */
 int qf_model_alloc_paged(qf_model *m, int Ntok, int max_seqs, int nblocks, int block_size, int maxb, int l0, int l1,
                          int head, qf_err *e);
-/* What qf_model_alloc_paged allocates (the pools included). */
+/* What qf_model_alloc_paged allocates (the pools included; the prompt path's buffers counted whether or not the
+ * table runs that path: at most 2 x Ntok packed rows of q, k, v and output, an over-count on the CPU table). */
 int64_t qf_model_paged_bytes(const qf_model_config *c, int Ntok, int max_seqs, int nblocks, int block_size, int maxb,
                              int nlayers, int head, int64_t ab);
 /* Starts a call of N <= Ntok tokens (host arrays): token n is tokens[n] of sequence seq[n] (< max_seqs) at position

@@ -19,7 +19,7 @@ void qf_tok_set_decode(qf_tokenizer *t, int32_t id, const char *bytes, size_t le
         t->dec_cap = 2 * (t->dec_used + len) + 4096;
         t->dec_buf = qf_realloc(t->dec_buf, t->dec_cap);
     }
-    memcpy(t->dec_buf + t->dec_used, bytes, len);
+    if (len) memcpy(t->dec_buf + t->dec_used, bytes, len); /* an empty token: dec_buf may still be NULL */
     t->dec_off[id] = (uint32_t)t->dec_used;
     t->dec_len[id] = (int32_t)len;
     t->dec_used += len;

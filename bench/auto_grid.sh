@@ -69,6 +69,15 @@ PY
   done
   { wait "$pid"; } 2>/dev/null # (bash would report the SIGKILL)
   local rc=$?
+  # a killed run's rank may outlive mpirun by seconds, and the driver frees its GPU memory after that: the next run
+  # waits (at most 60 s) until no process of this run is left and the GPU holds under 2 GiB (session 12: a run
+  # started right after a killed 36 GiB run failed its 30 GB allocation with 91 of 139 GiB held)
+  local w=0
+  while [ $w -lt 60 ] && { pgrep -f -- "checkpoint.dir=$work/$name/ck" > /dev/null ||
+    { command -v nvidia-smi > /dev/null && [ "$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)" -gt 2048 ]; }; }; do
+    sleep 1; w=$((w + 1))
+  done
+  [ $w -gt 0 ] && echo "bench/auto_grid.sh: waited $w s for $name's processes and GPU memory to go" >> "$work/$name.out"
   keep "$work/$name.out" "auto_grid-${part//:/_}-$name.log"
   [ -s "$work/$name/ck/qwenft-plan-rates.json" ] && cp "$work/$name/ck/qwenft-plan-rates.json" "$cache/" 2>/dev/null
   python3 - "$work/$name/log/metrics.jsonl" "$work/$name.out" "$part" "$kind" "$rc" "$*" "$t0" "$stopped" <<'PY' | tee -a "$out/auto_grid.jsonl" "$work/last.json"

@@ -205,7 +205,9 @@ void qf_plan_why_lost(const qf_plan *a, const qf_plan *b, const qf_plan_machine 
     }
     if (b->tok_s >= a->tok_s * 0.98)
         snprintf(buf, n, "as fast (%.3fx), %s (%.1f MiB against %.1f)", b->tok_s / a->tok_s,
-                 b->footprint >= a->footprint ? "more memory" : "a more complex layout (offload, a higher stage)",
+                 b->footprint > a->footprint ? "more memory"
+                 : b->footprint == a->footprint ? "the same memory, a more complex layout (offload, a higher stage)"
+                                                 : "a more complex layout (offload, a higher stage)",
                  (double)b->footprint / 1048576.0, (double)a->footprint / 1048576.0);
     else
         snprintf(buf, n, "%.3fx the tokens/s: %s +%.1f ms per row (%.1f against %.1f ms)", b->tok_s / a->tok_s,

@@ -4,6 +4,8 @@
 #   breakdown  log.wall_clock_breakdown at Qwen2.5-1.5B seq 4096 micro 2 (no recomputation) and Qwen2.5-7B seq 4096
 #              micro 1 (full recomputation): per op class and per op-table entry, the median step
 #              ($OUT/breakdown-*.json); with nsys on the machine also a kernel summary of a 3-step run
+#   trace      the GPU timeline of the 1.5B step (bench/kernel_trace.c through CUDA_INJECTION64_PATH; no nsys needed):
+#              per kernel and per step, the GPU's idle time between kernels ($OUT/trace-1.5b.txt)
 #   plans7b    Qwen2.5-7B seq 4096 micro 1 on one GPU under each recomputation plan: none, selective, full
 #              (tokens/s, MFU, peak memory; $OUT/plans7b.jsonl)
 #   peers      the targets' pairs in one call: qwen-ft Qwen2.5-1.5B seq 4096 micro 2 (no recomputation) and Qwen2.5-7B
@@ -52,6 +54,15 @@ case "${1:-}" in
     else
       echo "nsys: not on this machine" | tee "$out/nsys.log"
     fi ;;
+  trace)
+    # the GPU timeline of the 1.5B step without nsys: bench/kernel_trace.c (CUPTI) loaded into the run, 5 steps; a
+    # step ends with the AdamW kernel; the summary per kernel and per step in $OUT/trace-1.5b.txt, the CSV gzipped
+    lib=${QF_TRACE_LIB:-$(dirname "$Q")/libqf_kernel_trace.so}
+    [ -f "$lib" ] || { echo "speed_gpu.sh trace: no $lib (built where the CUDA toolkit has CUPTI)" >&2; exit 2; }
+    CUDA_INJECTION64_PATH=$lib QF_TRACE_OUT=$work/trace-1.5b.csv one qwen2.5-1.5b 4096 2 none 5 tr-1.5b | cut -c1-300
+    python3 "$root/bench/trace_summary.py" "$work/trace-1.5b.csv" --step-kernel adamw --skip 2 > "$out/trace-1.5b.txt" 2>&1
+    gzip -c "$work/trace-1.5b.csv" > "$out/trace-1.5b.csv.gz"
+    head -30 "$out/trace-1.5b.txt" ;;
   plans7b)
     for a in none selective full; do one qwen2.5-7b 4096 1 "$a" 6 "7b-$a" | tee -a "$out/plans7b.jsonl" | cut -c1-300; done ;;
   peers)
@@ -72,7 +83,7 @@ for tag, model in (("q-1.5b", "qwen2.5-1.5b"), ("q-7b", "qwen2.5-7b")):
           f"{p['tok_s']} (MFU {p['mfu']:.3f}, {p['peak_mem_gb']} GB, ckpt {p.get('ckpt')}): {q['tok_s'] / p['tok_s']:.2f}x")
 PY
     ;;
-  "") echo "usage: bench/speed_gpu.sh breakdown|plans7b|peers|MODEL:SEQ:MICRO:ACKPT[:SET,SET] ..." >&2; exit 2 ;;
+  "") echo "usage: bench/speed_gpu.sh breakdown|trace|plans7b|peers|MODEL:SEQ:MICRO:ACKPT[:SET,SET] ..." >&2; exit 2 ;;
   *)
     for spec in "$@"; do
       IFS=: read -r model seq micro ackpt extra <<<"$spec"

@@ -12,8 +12,10 @@
  * CUPTI hands back its buffers and at exit (a flush). Built (libqf_kernel_trace.so) where the CUDA toolkit
  * has CUPTI (CMake's CUDA::cupti); bench/, not part of qwen-ft itself.
  *
- * The callbacks CUPTI calls carry no user pointer, so the output file is this library's one piece of state. */
+ * The callbacks CUPTI calls carry no user pointer, so the output file (and its lock: CUPTI may hand buffers back
+ * from its own thread) is this library's one piece of state. */
 #include <cupti.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,7 @@
 #define KT_BUF_BYTES ((size_t)8 << 20)
 
 static FILE *kt_out; /* the CSV (QF_TRACE_OUT, default kernel_trace.csv); set once in InitializeInjection */
+static pthread_mutex_t kt_lock = PTHREAD_MUTEX_INITIALIZER; /* kt_out's writers */
 
 #define KT_CHECK(call)                                                                                               \
     do {                                                                                                             \
@@ -51,6 +54,7 @@ static const char *kt_copy_kind(uint8_t k) {
 static void CUPTIAPI kt_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid) {
     (void)ctx, (void)stream, (void)size;
     CUpti_Activity *rec = NULL;
+    pthread_mutex_lock(&kt_lock);
     while (kt_out && cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
         if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
             const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)rec;
@@ -69,6 +73,7 @@ static void CUPTIAPI kt_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t
                     (unsigned long long)s->bytes);
         }
     }
+    pthread_mutex_unlock(&kt_lock);
     size_t dropped = 0;
     if (cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped)
         fprintf(stderr, "kernel_trace: %zu records dropped\n", dropped);
@@ -77,7 +82,9 @@ static void CUPTIAPI kt_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t
 
 static void kt_at_exit(void) {
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    pthread_mutex_lock(&kt_lock);
     if (kt_out) fclose(kt_out), kt_out = NULL;
+    pthread_mutex_unlock(&kt_lock);
 }
 
 /* called by the CUDA driver when it loads this library (CUDA_INJECTION64_PATH); nonzero: loaded */
@@ -95,6 +102,9 @@ int InitializeInjection(void) {
     KT_CHECK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
     KT_CHECK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
     KT_CHECK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET));
+    /* the buffers handed back every 500 ms too, not only when full or at exit: a run that ends without exit()'s
+     * handlers (a signal, _exit) keeps what was traced up to then */
+    KT_CHECK(cuptiActivityFlushPeriod(500));
     atexit(kt_at_exit);
     fprintf(stderr, "kernel_trace: tracing kernels and copies into %s\n", path);
     return 1;

@@ -8,6 +8,8 @@ launch may).
   python3 bench/trace_summary.py trace.csv                          # whole run, per kernel
   python3 bench/trace_summary.py trace.csv --step-kernel argmax --skip 8 --steps 64
      # steps that end with a kernel whose name contains "argmax": skip the first 8, then 64 of them
+  python3 bench/trace_summary.py trace.csv --last-ms 1500
+     # only the activities that start in the trace's last 1.5 s (e.g. the last phase of a bench: a served burst)
 
 Names are shortened from their mangled form (the identifier after _Z, template arguments dropped). Exits 2 on a
 bad file or argument.
@@ -125,13 +127,19 @@ def main():
     p.add_argument("--step-kernel", help="a step ends with a kernel whose short name contains this")
     p.add_argument("--skip", type=int, default=4, help="steps skipped first (default 4)")
     p.add_argument("--steps", type=int, default=1000000, help="steps taken after the skipped ones")
+    p.add_argument("--last-ms", type=float, help="only the activities starting in the trace's last this many ms")
     a = p.parse_args()
-    if a.skip < 0 or a.steps < 1:
-        p.error("--skip >= 0 and --steps >= 1")
+    if a.skip < 0 or a.steps < 1 or (a.last_ms is not None and a.last_ms <= 0):
+        p.error("--skip >= 0, --steps >= 1, --last-ms > 0")
     rows = load(a.csv)
     if not rows:
         die(f"{a.csv}: no activity")
-    table(rows, a.csv)
+    title = a.csv
+    if a.last_ms is not None:
+        end = max(x["end"] for x in rows)
+        rows = [x for x in rows if x["start"] >= end - a.last_ms * 1e6]
+        title = f"{a.csv}, its last {a.last_ms:g} ms"
+    table(rows, title)
     if a.step_kernel:
         steps(rows, a.step_kernel, a.skip, a.steps)
 

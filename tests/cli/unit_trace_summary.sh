@@ -41,6 +41,14 @@ grep -q "per step: kernels 169.0 us, gaps between them 7.0 us" out.txt || fail "
 grep -Eq "^  attn_split_kernel +2 +12.00 +-1.00 +22.0 +68 x 128" out.txt || fail "attention: 12 us, overlapping 1 us"
 grep -Eq "^  decode_qkv_kernel +2 +10.00 +1.50 +23.0 " out.txt || fail "qkv: mean gap (0 + 3) / 2"
 grep -q "GPU busy" out.txt || fail "busy/idle line"
+# the last 0.4 ms: the copy, the last argmax, the last step's 6 kernels (the steps are 196 us apart) and part of the
+# step before it
+python3 "$S" t.csv --last-ms 0.4 > last.txt 2> err.txt || fail "exit $? with --last-ms: $(cat err.txt)"
+grep -q "t.csv, its last 0.4 ms: " last.txt || fail "--last-ms title"
+grep -Eq "^  copy DtoH +1 " last.txt || fail "--last-ms keeps the copy at the end"
+grep -q "warmup_one" last.txt && fail "--last-ms keeps the warm-up at the start"
+n=$(awk '/decode_mlp_kernel/ {print $2}' last.txt)
+[ "$n" = 4 ] || fail "--last-ms 0.4: 4 decode_mlp kernels (2 steps), got '$n'"
 # bad input: exit 2, file and line named
 printf 'kind,start_ns,end_ns,stream,graph_node,grid,block,name\nK,1,2,3\n' > bad.csv
 set +e

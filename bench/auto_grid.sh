@@ -30,6 +30,13 @@ if [ "${1:-}" = all ]; then
 fi
 [ $# -ge 1 ] || { echo "usage: bench/auto_grid.sh model:seq:cap ... | all" >&2; exit 2; }
 
+# the GPU's memory in use (MiB; 0 without nvidia-smi), and what it was before the first run
+gpu_used_mib() {
+  local v; v=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2> /dev/null | head -1)
+  [[ "$v" =~ ^[0-9]+$ ]] && echo "$v" || echo 0
+}
+gpu_base_mib=$(gpu_used_mib)
+
 # keep FILE NAME: FILE appended to $OUT/auto_grid-logs.tar as NAME, at once (the device machine returns at most 8
 # files of a call, and a call cut off by its time limit returns what is there: so few files, each written as it comes)
 keep() {
@@ -70,11 +77,12 @@ PY
   { wait "$pid"; } 2>/dev/null # (bash would report the SIGKILL)
   local rc=$?
   # a killed run's rank may outlive mpirun by seconds, and the driver frees its GPU memory after that: the next run
-  # waits (at most 60 s) until no process of this run is left and the GPU holds under 2 GiB (session 12: a run
-  # started right after a killed 36 GiB run failed its 30 GB allocation with 91 of 139 GiB held)
+  # waits (at most 60 s) until no process of this run is left and the GPU holds at most 1 GiB more than before the
+  # first run (session 12: a run started right after a killed 36 GiB run failed its 30 GB allocation with 91 of
+  # 139 GiB held)
   local w=0
   while [ $w -lt 60 ] && { pgrep -f -- "checkpoint.dir=$work/$name/ck" > /dev/null ||
-    { command -v nvidia-smi > /dev/null && [ "$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)" -gt 2048 ]; }; }; do
+    [ "$(gpu_used_mib)" -gt $((gpu_base_mib + 1024)) ]; }; do
     sleep 1; w=$((w + 1))
   done
   [ $w -gt 0 ] && echo "bench/auto_grid.sh: waited $w s for $name's processes and GPU memory to go" >> "$work/$name.out"

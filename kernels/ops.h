@@ -256,6 +256,12 @@ typedef struct qf_ops {
      * never cuDNN's, which waits for a read-back of the segment layout and builds a plan per new shape bucket. */
     void (*attention_prompt)(void *out, float *lse, const void *q, const void *k, const void *v,
                              const int32_t *seg_start, int B, int T, int H, int KV, int D);
+
+    /* argmax_rows without the read-back (decoding one call ahead, src/model/paged_ahead.h): ids[n] (backend int32)
+     * and logprob[n] (backend fp32; NULL: none) = the values argmax_rows returns, queued on the compute stream (no
+     * copy to the host, no sync), so the next call can take the picks as its tokens (copy_d2d) before the host
+     * reads them (copy_start). On the CPU table it is argmax_rows. */
+    void (*argmax_rows_dev)(int32_t *ids, float *logprob, const void *x, int n, int V);
 } qf_ops;
 enum { QF_COPY_H2D = 0, QF_COPY_D2H = 1, QF_COPY_TICKETS = 64, QF_SIDE_MARKS = 1024 };
 

@@ -80,6 +80,7 @@ static const qf_ops cpu_ops = {
     .graph_run = cpu_graph_run,
     .kv_append_paged = NULL, /* ops.h: one attention_paged for every token keeps serve's greedy == generate's */
     .attention_prompt = NULL,
+    .argmax_rows_dev = cpu_argmax_rows, /* host memory is the CPU table's backend memory */
     .swiglu_fwd = cpu_swiglu_fwd,
     .swiglu_bwd = cpu_swiglu_bwd,
     .add_inplace = cpu_add_inplace,

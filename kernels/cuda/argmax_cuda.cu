@@ -50,15 +50,23 @@ __global__ void __launch_bounds__(AM_THREADS) argmax_rows_kernel(int32_t *out, f
     }
 }
 
+// ids [n], logprob [n] (NULL: none): device memory, queued on the compute stream (no copy, no sync)
+template <typename T> void cu_argmax_rows_dev(int32_t *ids, float *logprob, const void *x, int n, int V) {
+    if (n <= 0) return;
+    argmax_rows_kernel<T><<<(unsigned)n, AM_THREADS, 0, qfc_stream()>>>(ids, logprob, (const T *)x, V);
+    CHECK_LAUNCH();
+}
 template <typename T> void cu_argmax_rows(int32_t *out_host, float *logprob_host, const void *x, int n, int V) {
     if (n <= 0) return;
     int32_t *d = (int32_t *)qfc_scratch(2 * sizeof(int32_t) * (size_t)n); // ids [n] | logprobs [n]
     float *lp = logprob_host ? (float *)(d + n) : NULL;
-    argmax_rows_kernel<T><<<(unsigned)n, AM_THREADS, 0, qfc_stream()>>>(d, lp, (const T *)x, V);
-    CHECK_LAUNCH();
+    cu_argmax_rows_dev<T>(d, lp, x, n, V);
     cu_copy_d2h(out_host, d, sizeof(int32_t) * (size_t)n);
     if (lp) cu_copy_d2h(logprob_host, lp, sizeof(float) * (size_t)n);
 }
-template void cu_argmax_rows<float>(int32_t *, float *, const void *, int, int);
-template void cu_argmax_rows<bf16>(int32_t *, float *, const void *, int, int);
-template void cu_argmax_rows<f16>(int32_t *, float *, const void *, int, int);
+#define QF_ARGMAX_INST(T)                                                                                          \
+    template void cu_argmax_rows<T>(int32_t *, float *, const void *, int, int);                                   \
+    template void cu_argmax_rows_dev<T>(int32_t *, float *, const void *, int, int);
+QF_ARGMAX_INST(float)
+QF_ARGMAX_INST(bf16)
+QF_ARGMAX_INST(f16)

@@ -357,6 +357,7 @@ template <typename T> int cu_nonfinite(const void *g, size_t n);
 template <typename T>
 bool cu_gemv(T *out, const T *x, const T *w, const T *bias, const T *res, int N, int IN, int OUT, int accumulate);
 template <typename T> void cu_argmax_rows(int32_t *out_host, float *logprob_host, const void *x, int n, int V);
+template <typename T> void cu_argmax_rows_dev(int32_t *ids, float *logprob, const void *x, int n, int V);
 template <typename T>
 void cu_adamw(float *p, void *p_act, const void *g, float *m, float *v, size_t n, float gscale, float lr, float beta1,
               float beta2, float eps, float wd, int t);

@@ -29,7 +29,7 @@
 
 typedef struct gen_opts {
     const char *model, *prompt_ids, *prompt, *prompts, *tokenizer, *system, *dtype, *template_name;
-    int max_new, greedy, top_k, json, chat, timing, stream, ignore_eos, no_thinking, cuda_graphs;
+    int max_new, greedy, top_k, json, chat, timing, stream, ignore_eos, no_thinking, cuda_graphs, decode_ahead;
     double temperature, top_p, repetition_penalty, gpu_limit_gb;
     uint64_t seed;
     const char *stop_strs[GEN_MAX_STOPS];
@@ -46,7 +46,7 @@ typedef struct gen_opts {
 /* The command line as the option table fills it (options.h); gen_opts_from turns it into gen_opts. */
 typedef struct gen_args {
     const char *model, *prompt_ids, *prompt, *prompts, *tokenizer, *system, *dtype, *template_name, *thinking;
-    const char *cuda_graphs;
+    const char *cuda_graphs, *decode_ahead;
     int max_new, greedy, top_k, json, chat, timing, stream, ignore_eos;
     double temperature, top_p, repetition_penalty, gpu_limit_gb;
     uint64_t seed;
@@ -117,6 +117,9 @@ static const qf_opt GEN_OPTS[] = {
     {.name = "cuda-graphs", .type = QF_OPT_CHOICE, .off = offsetof(gen_args, cuda_graphs), .def = "on",
      .choices = "on|off", .help = "on: each decoding step runs as one CUDA graph per shape instead of a launch per "
                                   "kernel (GPU, resident weights; the same tokens bit for bit), as serve's"},
+    {.name = "decode-ahead", .type = QF_OPT_CHOICE, .off = offsetof(gen_args, decode_ahead), .def = "on",
+     .choices = "on|off", .help = "on: with one rank and greedy decoding, each step is queued before the previous "
+                                   "step's tokens are read, so the GPU does not wait for the host (the same tokens)"},
     {.name = "timing", .type = QF_OPT_FLAG, .off = offsetof(gen_args, timing),
      .help = "time to first token and decode tokens/s on stderr"},
     {.name = "ignore-eos", .type = QF_OPT_FLAG, .off = offsetof(gen_args, ignore_eos),
@@ -134,7 +137,8 @@ static int gen_opts_from(const gen_args *a, const void *given, int rank, gen_opt
                      .stream = a->stream, .ignore_eos = a->ignore_eos, .temperature = a->temperature,
                      .top_p = a->top_p, .repetition_penalty = a->repetition_penalty, .gpu_limit_gb = a->gpu_limit_gb,
                      .seed = a->seed, .no_thinking = a->thinking && !strcmp(a->thinking, "false"),
-                     .cuda_graphs = strcmp(a->cuda_graphs, "off") != 0};
+                     .cuda_graphs = strcmp(a->cuda_graphs, "off") != 0,
+                     .decode_ahead = strcmp(a->decode_ahead, "off") != 0};
     qf_tmpl_id tid;
     if (a->template_name && strcmp(a->template_name, "auto") && qf_tmpl_by_name(a->template_name, &tid))
         return gen_bad(err, "--template %s: unknown (auto, or one of %s)", a->template_name, qf_tmpl_names());
@@ -416,7 +420,8 @@ static int generate_main(const void *args) {
         gs.on = rank == 0 && !op.json && tok && P.n == 1;
         qf_decode_opts d = {.model = op.model, .cfg = &c, .ops = ops, .max_new = op.max_new,
                             .sample = {op.greedy, op.top_k, op.temperature, op.top_p, op.repetition_penalty},
-                            .seed = op.seed, .stream = op.stream, .cuda_graphs = op.cuda_graphs, .stop_ids = stops, .nstop_ids = nstops, .stop_strs = op.stop_strs,
+                            .seed = op.seed, .stream = op.stream, .cuda_graphs = op.cuda_graphs,
+                            .decode_ahead = op.decode_ahead, .stop_ids = stops, .nstop_ids = nstops, .stop_strs = op.stop_strs,
                             .nstop_strs = op.nstop_strs, .tok = tok, .on_token = gen_on_token, .on_token_ctx = &gs};
         qf_decode_out out;
         rc = qf_decode_run(&d, &P, MPI_COMM_WORLD, &out, &e);
@@ -426,10 +431,12 @@ static int generate_main(const void *args) {
                 int64_t ptok = 0, ntok = 0;
                 for (int b = 0; b < P.n; b++) ptok += P.v[b].n, ntok += out.n[b];
                 fprintf(stderr, "qwen-ft generate: %d prompt%s (%lld tokens) on %d rank%s (%s): first token after "
-                                "%.3f s; %lld new tokens in %.3f s of decoding (%.1f tokens/s); cuda graphs %s\n",
+                                "%.3f s; %lld new tokens in %.3f s of decoding (%.1f tokens/s); cuda graphs %s; decode "
+                                "ahead %s\n",
                         P.n, P.n == 1 ? "" : "s", (long long)ptok, world, world == 1 ? "" : "s", ops->name,
                         out.prefill_s, (long long)ntok, out.decode_s,
-                        out.decode_s > 0 ? (double)(ntok - P.n) / out.decode_s : 0.0, out.graphs ? out.graphs : "off");
+                        out.decode_s > 0 ? (double)(ntok - P.n) / out.decode_s : 0.0, out.graphs ? out.graphs : "off",
+                        out.ahead ? out.ahead : "off");
             }
         }
         if (rank == 0 && !rc) qf_decode_out_free(&out);

@@ -4,6 +4,7 @@
 #include <string.h>
 #include "decode_units.h"
 #include "model/model.h"
+#include "model/paged_ahead.h"
 #include "util/rng.h"
 
 #define QF_DECODE_CHUNK_TOKENS 4096 /* tokens of one prefill call (all rows together) */
@@ -126,10 +127,15 @@ typedef struct decode_ctx {
     int btab_sent;   /* the device has the block table */
     int graphs;      /* decoding steps as CUDA graphs */
     const char *graphs_why; /* qf_decode_out.graphs */
+    int ahead;       /* decoding steps queued one ahead (one rank, greedy picks on the device; paged_ahead.h) */
+    const char *ahead_why; /* qf_decode_out.ahead */
+    qf_paged_picks pp;
 } decode_ctx;
 
+/* feed >= 0: the call's tokens are the picks in that slot of paged_ahead.h (tokens unread); ahead >= 0: its picks go to
+ * that slot, read later (decode_land), not into picks (one rank only) */
 static void decode_call(decode_ctx *c, const int32_t *tokens, const int32_t *start, int Tq, const int32_t *last,
-                        int want, float *logits, int32_t *picks) {
+                        int want, float *logits, int32_t *picks, int feed, int ahead) {
     qf_model *m = c->m;
     const qf_ops *o = m->ops;
     const int B = c->B, C = m->cfg.hidden_size, N = B * Tq, lastr = c->rank == c->W - 1;
@@ -144,8 +150,10 @@ static void decode_call(decode_ctx *c, const int32_t *tokens, const int32_t *sta
             c->rows[nrows] = b * Tq + last[b], c->rowb[nrows++] = b;
         }
     }
-    qf_model_paged_inputs(m, c->rank == 0 ? tokens : NULL, c->seq, c->pos, N, c->btab_sent ? NULL : c->btab);
+    qf_model_paged_inputs(m, c->rank == 0 && feed < 0 ? tokens : NULL, c->seq, c->pos, N, c->btab_sent ? NULL : c->btab);
     c->btab_sent = 1;
+    QF_CHECK(c->W == 1 || (feed < 0 && ahead < 0));
+    if (feed >= 0) qf_paged_picks_feed(&c->pp, m, feed, N);
     if (c->rank > 0) {
         MPI_Recv(c->stage, (int)rbytes, MPI_BYTE, c->rank - 1, 1, c->comm, MPI_STATUS_IGNORE);
         o->copy_h2d(qf_model_decode_residual(m, c->l0), c->stage, rbytes);
@@ -158,6 +166,11 @@ static void decode_call(decode_ctx *c, const int32_t *tokens, const int32_t *sta
     }
     if (!nrows) return;
     QF_CHECK((size_t)nrows * V <= (size_t)INT32_MAX);
+    if (ahead >= 0) { /* a decoding step: every row's token a head row, in row order (decode_land maps them back) */
+        QF_CHECK(picks && nrows == B && identity);
+        qf_paged_picks_start(&c->pp, m, ahead, nrows, 0);
+        return;
+    }
     if (lastr) {
         if (picks) qf_model_paged_pick(m, nrows, c->pick, NULL);
         else qf_model_paged_read_logits(m, nrows, c->lg);
@@ -198,6 +211,11 @@ static void decode_load(const qf_decode_opts *o, decode_ctx *c, qf_model *m, qf_
     else if (du->stream) c->graphs_why = "off (layers streamed from host memory)";
     else if (m->prof) c->graphs_why = "off (the profiler is on)";
     else c->graphs = 1, c->graphs_why = "on (decode step)";
+    c->ahead = 0;
+    if (!o->decode_ahead) c->ahead_why = "off (--decode-ahead off)";
+    else if (c->W > 1) c->ahead_why = "off (the layers split over ranks)";
+    else if (!decode_picks_on_device(o)) c->ahead_why = "off (sampling or a repetition penalty: the host picks)";
+    else if (B >= 1 && !e->code && qf_paged_picks_init(&c->pp, o->ops, B, e) == 0) c->ahead = 1, c->ahead_why = "on";
 }
 
 /* rank 0: every row's prompt copied ahead of room for max_new tokens, its sampler state and its seeded stream */
@@ -279,14 +297,57 @@ static void decode_prefill(decode_ctx *c, const qf_gen_prompts *P, int maxn, int
             f->last[b] = p->n - 1 >= c0 && p->n - 1 < c0 + Tq ? p->n - 1 - c0 : -1;
             any |= f->last[b] >= 0;
         }
-        decode_call(c, f->tok, f->start, Tq, f->last, any, logits, picks);
+        decode_call(c, f->tok, f->start, Tq, f->last, any, logits, picks, -1, -1);
     }
+}
+
+/* the picks of the step queued ahead in slot k, into r->picks (rows in order) */
+static void decode_land(decode_ctx *c, decode_rows *r, int k) {
+    qf_paged_picks_read(&c->pp, k, r->picks, NULL);
+}
+
+static int decode_all_done(const decode_rows *r) {
+    int all = 1;
+    for (int b = 0; b < r->B; b++) all &= r->done[b];
+    return all;
+}
+
+/* decoding one step ahead (one rank, greedy on the device): step s + 1 is queued, its tokens the picks of step s
+ * on the device, before the host reads step s's picks, streams them and checks the stops; a step queued before
+ * every row had ended is read and dropped. Rows that ended earlier compute on their picks instead of their last
+ * token: rows are independent sequences and none reads another's cache, so every row's tokens are decode_steps'. */
+static void decode_steps_ahead(const qf_decode_opts *o, decode_ctx *c, const qf_gen_prompts *P, decode_rows *r,
+                               decode_feed *f) {
+    const int B = P->n;
+    decode_pick(o, r, f->tok); /* token 0 of each row: the prefill's picks (read at once) */
+    if (decode_all_done(r) || o->max_new == 1) return;
+    int prev = -1; /* the slot of the step in flight */
+    for (int s = 0; s + 1 < o->max_new; s++) {
+        /* step s: token s of each row at position plen + s (from the host at s = 0, else step s - 1's picks on the
+         * device) -> token s + 1 */
+        const int k = prev < 0 ? 0 : 1 - prev;
+        for (int b = 0; b < B; b++) f->start[b] = P->v[b].n + s, f->last[b] = 0;
+        decode_call(c, f->tok, f->start, 1, f->last, 1, NULL, r->picks, prev, k);
+        const int landed = prev;
+        prev = k;
+        if (landed >= 0) { /* token s of each row, while the GPU runs step s */
+            decode_land(c, r, landed);
+            decode_pick(o, r, f->tok);
+            if (decode_all_done(r)) break;
+        }
+    }
+    decode_land(c, r, prev); /* token max_new - 1, or a step queued before every row ended: no row takes it */
+    decode_pick(o, r, f->tok);
 }
 
 /* decoding: one token per row per step; rank 0 picks, everyone gets the tokens */
 static void decode_steps(const qf_decode_opts *o, decode_ctx *c, const qf_gen_prompts *P, decode_rows *r,
                          decode_feed *f, int32_t *picks) {
     int B = P->n;
+    if (c->ahead) {
+        decode_steps_ahead(o, c, P, r, f);
+        return;
+    }
     for (int s = 0; s < o->max_new; s++) {
         int alldone = 0;
         if (c->rank == 0) {
@@ -298,7 +359,7 @@ static void decode_steps(const qf_decode_opts *o, decode_ctx *c, const qf_gen_pr
         if (alldone || s + 1 == o->max_new) break;
         MPI_Bcast(f->tok, B, MPI_INT32_T, 0, c->comm);
         for (int b = 0; b < B; b++) f->start[b] = P->v[b].n + s, f->last[b] = 0;
-        decode_call(c, f->tok, f->start, 1, f->last, 1, r->logits, picks);
+        decode_call(c, f->tok, f->start, 1, f->last, 1, r->logits, picks, -1, -1);
     }
 }
 
@@ -328,6 +389,7 @@ static void decode_generate(const qf_decode_opts *o, const qf_gen_prompts *P, de
     if (first) {
         decode_rows_out(&r, out);
         out->graphs = c->graphs_why;
+        out->ahead = c->ahead_why;
         out->prefill_s = t1 - t0;
         out->decode_s = t2 - t1;
         decode_rows_free(&r);
@@ -356,6 +418,7 @@ int qf_decode_run(const qf_decode_opts *o, const qf_gen_prompts *prompts_in, MPI
     for (int b = 0; b < B; b++) c.btab[b] = b;
     decode_load(o, &c, &m, &du, B, Tcap, S, e);
     if (!decode_agree(comm, e)) decode_generate(o, &P, &c, Tcap, out);
+    qf_paged_picks_free(&c.pp);
     qf_decode_units_free(&du);
     if (c.m) qf_model_free(&m);
     qf_gen_prompts_free(&P);

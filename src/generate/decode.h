@@ -13,7 +13,8 @@
  * The calls run through the model's paged mode (model.h), as serve's do: row b is sequence b, its cache one block of
  * S positions (block table b -> b), so generate takes serve's decoding path — the fused q/k/v and MLP kernels at one
  * or two rows, a decoding step as one CUDA graph (cuda_graphs), and greedy rows without a repetition penalty
- * picked on the device (only the ids cross to the host). */
+ * picked on the device (only the ids cross to the host); with one rank, those picks feed the next step on the device,
+ * which is queued before the host reads them (decode_ahead). */
 #ifndef QF_DECODE_H
 #define QF_DECODE_H
 #include <mpi.h>
@@ -39,6 +40,8 @@ typedef struct qf_decode_opts {
     uint64_t seed;               /* row i samples from the stream qf_rng_seed2(seed, i) */
     int stream;                  /* 1: decoder layers stream from host memory (src/generate/decode_units.h) */
     int cuda_graphs;             /* 1: decoding steps as one CUDA graph each where the table has graphs (not streamed) */
+    int decode_ahead;            /* 1: with one rank and greedy picks on the device, each decoding step is queued
+                                  * before the host reads the previous step's picks (model/paged_ahead.h) */
     /* rank 0 only: */
     const int32_t *stop_ids;     /* a row stops after generating one of these (kept in its output) */
     int nstop_ids;
@@ -55,6 +58,7 @@ typedef struct qf_decode_out { /* rank 0: per prompt */
     int B;
     double prefill_s, decode_s;  /* wall time of the prefill and of the decoding steps */
     const char *graphs;          /* "on (decode step)" or "off (why)": the decoding steps as CUDA graphs (static) */
+    const char *ahead;           /* "on" or "off (why)": the decoding steps queued one ahead (static) */
 } qf_decode_out;
 
 /* Tokens per row of one prefill call, for B rows of prompts of up to maxn tokens (a budget of 4096 tokens). */

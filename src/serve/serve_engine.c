@@ -58,6 +58,9 @@ static void engine_leave(qf_engine *g, int s, qf_job_finish why) {
     g->btab_dirty = g->btab_stale = 1;
     g->slot[s] = NULL;
     g->nrunning--;
+    for (int k = 0; k < 2; k++) /* its rows in calls queued ahead: their picks are dropped */
+        for (int r = 0; r < g->fl[k].n; r++)
+            if (g->fl[k].row_slot[r] == s) g->fl[k].row_slot[r] = -1;
 }
 
 /* the queue, batch and KV gauges of /metrics (under g->mu): set wherever they change, before the HTTP thread is
@@ -170,15 +173,67 @@ static void engine_pick(qf_engine *g, int s, float *lg, int32_t t, float lp, dou
     }
 }
 
+/* the call queued ahead in slot k lands: its picks read (waiting for the GPU), each live row's job takes its token,
+ * those done leave */
+static void engine_land(qf_engine *g, int k) {
+    qf_engine_flight *f = &g->fl[k];
+    qf_paged_picks_read(&g->picks, k, g->pick, f->lp ? g->pick_lp : NULL);
+    if (g->fly == k) g->fly = -1;
+    const double now = qf_now();
+    pthread_mutex_lock(&g->mu);
+    for (int r = 0; r < f->n; r++)
+        if (f->row_slot[r] >= 0) engine_pick(g, f->row_slot[r], NULL, g->pick[r], f->lp ? g->pick_lp[r] : NAN, now);
+    f->n = 0;
+    engine_gauges(g); /* jobs that finished have left the batch */
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* 1 when the next call can be built on the call in flight (its picks unread): every row of the flight still has its
+ * job, every prompt in prefill is picked on the backend (its first token needs no logits on the host), and the call
+ * has work beyond rows whose jobs all end by length with the picks in flight */
+static int engine_can_chain(const qf_engine *g) {
+    const qf_engine_flight *f = &g->fl[g->fly];
+    int all_end = 1, prefill = 0, decoding = 0;
+    for (int r = 0; r < f->n; r++) {
+        if (f->row_slot[r] < 0) return 0;
+        const qf_serve_job *j = g->slot[f->row_slot[r]];
+        all_end &= j->nout + 1 >= j->max_new;
+    }
+    for (int s = 0; s < g->o.max_batch; s++) {
+        const qf_serve_job *j = g->slot[s];
+        if (!j) continue;
+        if (j->prefilled < j->plen) {
+            if (!engine_device_pick(j)) return 0;
+            prefill = 1;
+        } else {
+            decoding++;
+        }
+    }
+    QF_CHECK(decoding == f->n); /* every decoding job had its head row in the flight */
+    return prefill || !all_end;
+}
+
 /* one model call over the running batch: every decoding sequence's newest token, then prompt chunks; 1 if run */
 static int engine_step(qf_engine *g) {
+    if (g->fly >= 0 && !engine_can_chain(g)) engine_land(g, g->fly);
+    const int chain = g->fly >= 0;
     int N = 0, nrows = 0, budget = g->o.chunk;
     int64_t V = g->o.cfg->vocab_size;
-    for (int s = 0; s < g->o.max_batch; s++) { /* decoding: one token each */
-        qf_serve_job *j = g->slot[s];
-        if (!j || j->prefilled < j->plen) continue;
-        g->tok[N] = j->ids[j->plen + j->nout - 1], g->seq[N] = s, g->pos[N] = j->plen + j->nout - 1;
-        g->rows[nrows] = N, g->row_slot[nrows++] = s, N++;
+    if (chain) { /* decoding: the flight's rows in its order, each at its pick's position (the token comes on the backend) */
+        const qf_engine_flight *f = &g->fl[g->fly];
+        for (int r = 0; r < f->n; r++) {
+            const int s = f->row_slot[r];
+            const qf_serve_job *j = g->slot[s];
+            g->tok[N] = 0, g->seq[N] = s, g->pos[N] = j->plen + j->nout;
+            g->rows[nrows] = N, g->row_slot[nrows++] = s, N++;
+        }
+    } else {
+        for (int s = 0; s < g->o.max_batch; s++) { /* decoding: one token each */
+            qf_serve_job *j = g->slot[s];
+            if (!j || j->prefilled < j->plen) continue;
+            g->tok[N] = j->ids[j->plen + j->nout - 1], g->seq[N] = s, g->pos[N] = j->plen + j->nout - 1;
+            g->rows[nrows] = N, g->row_slot[nrows++] = s, N++;
+        }
     }
     /* no sequence is decoding, so none can be stalled: the prompts take the whole call (chunk + max_batch tokens,
      * the room the decoding rows would have had): a prompt of up to that many tokens reaches its first token in
@@ -211,17 +266,32 @@ static int engine_step(qf_engine *g) {
         want_lp |= j->want_logprob;
     }
     const int mode = device ? (want_lp ? 2 : 1) : 0;
+    QF_CHECK(!chain || mode); /* engine_can_chain: every row of a chained call is picked on the backend */
+    /* queued ahead: this call's picks go to the slot the flight does not hold, read after the next call is queued */
+    const int ahead = g->ahead && mode && nrows > 0;
+    const int k = chain ? 1 - g->fly : 0, prev = g->fly;
+    g->call_feed = chain ? g->fl[prev].n : 0;
+    g->call_ahead = ahead ? k : -1;
     if (g->o.world > 1) qf_split_send(g, 1, N, nrows, mode); /* the other ranks' layers (serve_split.c) */
     qf_split_call(g, N, nrows, mode);
-    double now = qf_now();
+    g->steps++, g->steps_ahead += chain;
     pthread_mutex_lock(&g->mu);
-    for (int r = 0; r < nrows; r++)
-        engine_pick(g, g->row_slot[r], device ? NULL : g->logits + (size_t)r * V, device ? g->pick[r] : 0,
-                    device && want_lp ? g->pick_lp[r] : NAN, now);
     pthread_mutex_lock(&g->o.met->mu);
     g->o.met->prompt_tokens += (uint64_t)prompt_tok;
     g->o.met->steps++;
     pthread_mutex_unlock(&g->o.met->mu);
+    if (ahead) { /* in flight; the call before it (if any) lands now, while the GPU runs this one */
+        g->fl[k].n = nrows, g->fl[k].lp = mode == 2;
+        memcpy(g->fl[k].row_slot, g->row_slot, (size_t)nrows * sizeof *g->row_slot);
+        g->fly = k;
+        pthread_mutex_unlock(&g->mu);
+        if (chain) engine_land(g, prev);
+        return 1;
+    }
+    double now = qf_now();
+    for (int r = 0; r < nrows; r++)
+        engine_pick(g, g->row_slot[r], device ? NULL : g->logits + (size_t)r * V, device ? g->pick[r] : 0,
+                    device && want_lp ? g->pick_lp[r] : NAN, now);
     engine_gauges(g); /* jobs that finished in this step have left the batch */
     pthread_mutex_unlock(&g->mu);
     return nrows > 0;
@@ -232,6 +302,11 @@ static void *engine_main(void *arg) {
     for (;;) {
         pthread_mutex_lock(&g->mu);
         int changed = engine_schedule(g);
+        if (g->fly >= 0 && g->nrunning == 0) { /* every row of the flight has left (cancelled): read it, idle after */
+            pthread_mutex_unlock(&g->mu);
+            engine_land(g, g->fly);
+            continue;
+        }
         while (!g->quit && g->nrunning == 0 && g->qn == 0) {
             pthread_cond_wait(&g->cv, &g->mu);
             changed |= engine_schedule(g);
@@ -276,6 +351,14 @@ int qf_engine_init(qf_engine *g, const qf_engine_opts *o, qf_err *e) {
         g->btab = qf_calloc((size_t)o->max_batch * maxb, sizeof *g->btab);
     }
     g->btab_dirty = g->btab_stale = 1;
+    g->fly = -1, g->call_ahead = -1;
+    if (!o->decode_ahead) g->ahead_why = "off (--decode-ahead off)";
+    else if (g->o.world > 1) g->ahead_why = "off (the layers split over ranks: the picks come from the last rank)";
+    else g->ahead = 1, g->ahead_why = "on";
+    if (g->ahead) {
+        if (qf_paged_picks_init(&g->picks, o->ops, o->max_batch, e)) return e->code;
+        for (int k = 0; k < 2; k++) g->fl[k].row_slot = qf_malloc((size_t)o->max_batch * sizeof(int32_t));
+    }
     if (g->o.world > 1) g->stage = qf_malloc((size_t)g->Ntok * o->cfg->hidden_size * o->ops->act_bytes);
     g->slot = qf_calloc((size_t)o->max_batch, sizeof *g->slot);
     g->tok = qf_malloc((size_t)g->Ntok * sizeof(int32_t));
@@ -298,6 +381,7 @@ int qf_engine_init(qf_engine *g, const qf_engine_opts *o, qf_err *e) {
 }
 
 const char *qf_engine_graphs(const qf_engine *g) { return g->graphs_why ? g->graphs_why : "off"; }
+const char *qf_engine_ahead(const qf_engine *g) { return g->ahead_why ? g->ahead_why : "off"; }
 
 int qf_engine_start(qf_engine *g, qf_err *e) {
     QF_CHECK(g->inited && g->o.rank == 0);
@@ -327,6 +411,9 @@ void qf_engine_stop(qf_engine *g) {
         pthread_mutex_destroy(&g->mu);
         pthread_cond_destroy(&g->cv);
     }
+    qf_paged_picks_free(&g->picks); /* (a copy still in flight is waited for) */
+    free(g->fl[0].row_slot);
+    free(g->fl[1].row_slot);
     if (g->btab != g->kv.btab) free(g->btab);
     free(g->stage);
     qf_decode_units_free(&g->du);

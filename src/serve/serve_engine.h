@@ -10,7 +10,15 @@
  * The call is one ragged batch through the model's paged mode (model.h) and the op table's
  * attention_paged; each token's arithmetic does not depend on the tokens beside it on the CPU table, so a
  * greedy continuation equals `qwen-ft generate`'s whatever the traffic. Sampling is generate's (sample.h), each
- * job on its own stream qf_rng_seed2(seed, 0): the stream of generate's first prompt. */
+ * job on its own stream qf_rng_seed2(seed, 0): the stream of generate's first prompt.
+ *
+ * Decoding one call ahead (--decode-ahead on, one rank): when every row of a call is picked greedily on the backend,
+ * the engine queues the next call before it reads this one's picks: the next call's decoding rows are this call's
+ * head rows in the same order, their tokens this call's picks, copied on the backend (model/paged_ahead.h), and the
+ * host reads the picks, updates the jobs and answers the clients while the GPU runs the next call. A job that ends
+ * with the picks read (EOS, a stop string, a cancel) has one row computed for nothing in the call already queued;
+ * its result is dropped. The flight lands first (the engine reads its picks before it builds the call) when a row
+ * of it has left, a prompt would need its logits on the host, or every row ends with it by length. */
 #ifndef QF_SERVE_ENGINE_H
 #define QF_SERVE_ENGINE_H
 #include <mpi.h>
@@ -19,6 +27,7 @@
 #include "generate/decode_units.h"
 #include "generate/sample.h"
 #include "model/model.h"
+#include "model/paged_ahead.h"
 #include "model_config.h"
 #include "serve_kv.h"
 #include "serve_metrics.h"
@@ -69,7 +78,15 @@ typedef struct qf_engine_opts {
     MPI_Comm comm;
     int rank, world, l0, l1;
     int cuda_graphs;          /* --cuda-graphs on: decoding steps as CUDA graphs where the backend has them */
+    int decode_ahead;         /* --decode-ahead on: queue the next call before reading this one's picks (one rank) */
 } qf_engine_opts;
+
+/* a call queued ahead whose picks the host has not read yet (qf_engine.fl) */
+typedef struct qf_engine_flight {
+    int n;                    /* its head rows (0: none) */
+    int lp;                   /* their log-softmax comes too */
+    int32_t *row_slot;        /* [max_batch] each row's slot; -1 once the row's job left */
+} qf_engine_flight;
 
 typedef struct qf_engine {
     qf_engine_opts o;
@@ -99,6 +116,15 @@ typedef struct qf_engine {
     int graphs;                  /* decoding steps run as CUDA graphs (qf_engine_graphs says why or why not) */
     const char *graphs_why;
     void *stage;                 /* host staging of the residual stream [Ntok, C] (act) between ranks */
+    /* decoding one call ahead (serve_engine.h): the picks' slots (paged_ahead.h), the calls whose picks are in them,
+     * the slot of the call in flight (-1: none), and for qf_split_call: the rows fed from that slot's picks and the
+     * slot this call's picks go to (-1: read at once into pick / pick_lp / logits) */
+    int ahead;
+    const char *ahead_why;
+    qf_paged_picks picks;
+    qf_engine_flight fl[2];
+    int fly, call_feed, call_ahead;
+    uint64_t steps, steps_ahead; /* model calls, and those queued before the previous one's picks were read */
     int inited;
 } qf_engine;
 
@@ -108,6 +134,8 @@ int qf_engine_init(qf_engine *g, const qf_engine_opts *o, qf_err *e);
 /* "on (decode step)" or "off (why)": whether the steps whose every token is a row of the head (decoding) run as
  * one CUDA graph each (ops.h graph_run; qf_model_paged_run), for the start-up log */
 const char *qf_engine_graphs(const qf_engine *g);
+/* "on" or "off (why)": whether calls are queued one ahead (serve_engine.h), for the start-up log */
+const char *qf_engine_ahead(const qf_engine *g);
 /* Rank 0, after qf_engine_init: starts the engine thread (the scheduler; it runs every step through the split). */
 int qf_engine_start(qf_engine *g, qf_err *e);
 /* The other ranks, after qf_engine_init: run rank 0's steps (their layers of each call) until it stops. */

@@ -671,7 +671,8 @@ static qf_engine_opts serve_engine_opts(const qf_serve_opts *o, int nblocks) {
                             .max_total = o->max_total, .max_queue = o->max_queue, .chunk = o->chunk,
                             .block_size = o->block_size, .nblocks = nblocks, .stop_ids = o->stop_ids,
                             .nstop_ids = o->nstop_ids, .tok = o->tok, .comm = o->comm, .rank = o->rank,
-                            .world = o->world, .l0 = o->l0, .l1 = o->l1, .cuda_graphs = o->cuda_graphs};
+                            .world = o->world, .l0 = o->l0, .l1 = o->l1, .cuda_graphs = o->cuda_graphs,
+                            .decode_ahead = o->decode_ahead};
 }
 
 /* ranks > 0: their layers of every step until rank 0 stops */
@@ -751,10 +752,14 @@ int qf_serve_run(const qf_serve_opts *o, qf_err *e) {
             fprintf(stderr, "qwen-ft serve: the layers split over %d ranks (generate's split; rank 0 serves HTTP "
                             "and schedules, rank %d runs the head)\n", o->world, o->world - 1);
         fprintf(stderr, "qwen-ft serve: cuda graphs: %s\n", qf_engine_graphs(&c->eng));
+        fprintf(stderr, "qwen-ft serve: decode ahead: %s\n", qf_engine_ahead(&c->eng));
         fprintf(stderr, "qwen-ft serve: listening on http://%s:%d\n", o->host, port);
         fflush(stderr);
         event_base_dispatch(c->base);
         fprintf(stderr, "qwen-ft serve: stopped\n");
+        fprintf(stderr, "qwen-ft serve: %llu model calls, %llu of them queued before the previous call's picks were "
+                        "read (decode ahead)\n", (unsigned long long)c->eng.steps,
+                (unsigned long long)c->eng.steps_ahead);
 #ifdef QWENFT_HAVE_CUDA
         if (c->eng.graphs) { /* rank 0's (every rank runs the same steps) */
             qf_cuda_graph_stat st;

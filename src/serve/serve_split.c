@@ -57,6 +57,9 @@ void qf_split_call(qf_engine *g, int N, int nrows, int mode) {
     /* the inputs: small copies staged through pinned memory, the tables only when they changed */
     qf_model_paged_inputs(&g->m, r == 0 ? g->tok : NULL, g->seq, g->pos, N, g->btab_stale ? g->btab : NULL);
     g->btab_stale = 0;
+    /* decoding one call ahead (one rank): the first rows' tokens are the picks of the call in flight */
+    QF_CHECK(W == 1 || (!g->call_feed && g->call_ahead < 0));
+    if (g->call_feed) qf_paged_picks_feed(&g->picks, &g->m, g->fly, g->call_feed);
     if (r > 0) {
         MPI_Recv(g->stage, (int)rbytes, MPI_BYTE, r - 1, SPLIT_TAG_RES, g->o.comm, MPI_STATUS_IGNORE);
         o->copy_h2d(qf_model_decode_residual(&g->m, g->o.l0), g->stage, rbytes);
@@ -69,6 +72,10 @@ void qf_split_call(qf_engine *g, int N, int nrows, int mode) {
     }
     if (!nrows) return;
     QF_CHECK((size_t)nrows * V <= INT_MAX);
+    if (last && g->call_ahead >= 0) { /* read after the next call is queued (serve_engine.c engine_land) */
+        qf_paged_picks_start(&g->picks, &g->m, g->call_ahead, nrows, mode == 2);
+        return;
+    }
     if (last) {
         if (mode) qf_model_paged_pick(&g->m, nrows, g->pick, mode == 2 ? g->pick_lp : NULL);
         else qf_model_paged_read_logits(&g->m, nrows, g->logits);

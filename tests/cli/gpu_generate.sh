@@ -8,7 +8,8 @@
 #     greedy ids agree with fp32 (within bf16 tolerance the continuations may part after a near-tie);
 #   - the layers streamed from host memory through two device slots (--stream-weights) == resident, fp32;
 #   - bf16, the batch and one prompt (the fused q/k/v and MLP decode kernels): the decoding steps as CUDA graphs
-#     (the default) == --cuda-graphs off;
+#     (the default) == --cuda-graphs off, and each step queued ahead of reading the previous one's picks (the
+#     default) == --decode-ahead off;
 #   - with 2 or more GPUs: the layer split on 2 ranks (one GPU each) == 1 GPU, fp32.
 # Skipped (exit 77) without a GPU. Env: QWENFT, WORK, SRC.
 set -euo pipefail
@@ -77,6 +78,12 @@ o0 = gen("cuda", "--model", "wide", "--prompt", "the quick brown fox", "--max-ne
          "--cuda-graphs", "off")
 if o1[0]["ids"] != o0[0]["ids"]: bad += 1; print("FAIL: bf16 one prompt (fused decode kernels): graphs on != off")
 else: print("CUDA bf16: one prompt (the fused decode kernels) with graphs == without")
+ga = gen("cuda", *args, "--dtype", "bf16", "--decode-ahead", "off")
+oa = gen("cuda", "--model", "wide", "--prompt", "the quick brown fox", "--max-new-tokens", "48", "--dtype", "bf16",
+         "--decode-ahead", "off")
+if [x["ids"] for x in gb] != [x["ids"] for x in ga] or o1[0]["ids"] != oa[0]["ids"]:
+    bad += 1; print("FAIL: bf16: --decode-ahead on != off (the batch of 32, or one prompt)")
+else: print("CUDA bf16: the batch of 32 and one prompt with the steps queued ahead == without")
 if ngpu >= 2:
     two = gen("cuda", *args, "--dtype", "fp32", np=2)
     if [x["ids"] for x in two] != [x["ids"] for x in f32]: bad += 1; print("FAIL: 2-GPU layer split != 1 GPU")

@@ -11,6 +11,8 @@
 #     "cuda graphs: on (decode step)" and the stop line counts replays; bf16 requests one at a time (the same steps
 #     every run) give the same ids with --cuda-graphs off as with graphs on (graph replays are the eager launches
 #     bit for bit); the fp32 runs above (graphs on) equal CPU generate;
+#   - decoding one step ahead (--decode-ahead, default on): the fp32 runs above ran with it (the log says so and
+#     counts the steps queued ahead); bf16 requests one at a time give the same ids with --decode-ahead off;
 #   - fp32 on 2 ranks sharing the GPU (mpirun: the layers split, src/serve/serve_split.c): the same 40 replies ==
 #     CPU generate (skipped, saying so, where mpirun is not on PATH).
 # Skipped (exit 77) without a GPU. Env: QWENFT, WORK, SRC.
@@ -20,7 +22,7 @@ if ! command -v nvidia-smi > /dev/null || ! nvidia-smi -L > /dev/null 2>&1; then
 fixture_prologue
 wide_fixture
 PYTHONPATH="$SRC/tests/tools" python3 - "$QWENFT" <<'PY'
-import json, os, subprocess, sys, threading
+import json, os, re, subprocess, sys, threading
 from serve_harness import Server
 q = sys.argv[1]; bad = 0
 texts = ["the quick brown fox", "a", "hello there, general kenobi", "data " * 60, "one two three four five six",
@@ -53,6 +55,9 @@ def run(dtype, ranks=1):
     if m["qwenft_batch_size"] != 0 or m["qwenft_kv_blocks_used"] != 0: bad += 1; print(f"FAIL: {dtype}: rows or blocks left held")
     rc = S.stop_ranks() if ranks > 1 else S.stop()
     if rc != 0: bad += 1; print(f"FAIL: {dtype} on {ranks} rank(s): exit {rc} after SIGTERM")
+    ah = re.search(r"(\d+) model calls, (\d+) of them queued before", open(log).read())
+    if ranks == 1 and (not ah or int(ah.group(2)) < int(ah.group(1)) // 4):
+        bad += 1; print(f"FAIL: {dtype}: decode ahead: {ah.group(0) if ah else 'no count in the log'}")
     return out, c["choices"][0]["message"]["content"] if s == 200 else None
 f32, chat32 = run("fp32")
 same = sum(f32[i] == ref[i % 8]["ids"] for i in range(len(texts)))
@@ -65,9 +70,9 @@ if not ok: bad += 1; print(f"FAIL: bf16: bad replies {[v for v in b16.values() i
 agree = sum(b16[i] == f32[i] for i in range(len(texts)))
 print(f"CUDA bf16 serve: {len(texts)} replies well-formed; {agree}/{len(texts)} greedy continuations equal fp32's")
 import re
-def one_at_a_time(*extra):
+def one_at_a_time(name, *extra):
     os.environ["QWENFT_BACKEND"] = "cuda"
-    log = "serve_seq_%s.err" % ("off" if extra else "on")
+    log = f"serve_seq_{name}.err"
     S = Server(q, "--model", "wide", "--dtype", "bf16", "--max-batch", "8", "--prefill-chunk", "16", *extra, log=log)
     out = []
     for t in texts[:8]:
@@ -75,8 +80,13 @@ def one_at_a_time(*extra):
         out.append([t["id"] for t in b["details"]["tokens"]] if s == 200 else (s, b))
     S.stop()
     return out, open(log).read()
-g_on, log_on = one_at_a_time()
-g_off, log_off = one_at_a_time("--cuda-graphs", "off")
+g_on, log_on = one_at_a_time("on")
+g_off, log_off = one_at_a_time("graphs_off", "--cuda-graphs", "off")
+g_sync, log_sync = one_at_a_time("ahead_off", "--decode-ahead", "off")
+if "decode ahead: on" not in log_on or "decode ahead: off (--decode-ahead off)" not in log_sync:
+    bad += 1; print("FAIL: the start-up logs do not say 'decode ahead: on' / 'off (--decode-ahead off)'")
+if g_on != g_sync: bad += 1; print(f"FAIL: bf16 one at a time: decode ahead on != off: {sum(a == b for a, b in zip(g_on, g_sync))}/8 equal")
+else: print("CUDA bf16 serve, one request at a time: decode ahead on == off for 8 prompts")
 if "cuda graphs: on (decode step)" not in log_on: bad += 1; print("FAIL: graphs on: the start-up log does not say 'cuda graphs: on (decode step)'")
 if "cuda graphs: off (--cuda-graphs off)" not in log_off: bad += 1; print("FAIL: --cuda-graphs off: not in the start-up log")
 m = re.search(r"cuda graphs: (\d+) warm-ups, (\d+) captured, (\d+) replays", log_on)

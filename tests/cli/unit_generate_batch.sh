@@ -9,6 +9,8 @@
 #   --stop STR stops at the token that completes STR; --stop-id stops after that id; finish says why;
 #   streamed plain output == the --json text;
 #   --repetition-penalty changes a repetitive greedy continuation, 1.0 does not; a tiny --top-p is greedy;
+#   --decode-ahead off (each step's picks read before the next step is queued) == on (the default) for a batch, stops
+#     by string and id mid-batch, streaming and 1-2 new tokens; --timing says which ran (sampling: off, why);
 #   bad values exit 2 naming the option or FILE:LINE (--max-new-tokens beyond the context, --top-p 1.5,
 #   --temperature 0, --greedy with --temperature, a bad --prompts line, two prompt sources).
 # Env: QWENFT (binary), WORK (scratch dir, created here), SRC (source tree).
@@ -94,8 +96,25 @@ s1 = gen("--prompt-ids", "7,7,7,7", "--json", "--temperature", "1.5", "--top-p",
 s2 = gen("--prompt-ids", "7,7,7,7", "--json", "--temperature", "1.5", "--top-p", "0.95", "--seed", "4", n=40)[0]["ids"]
 expect("top-p sampling reproducible", s1, s2)
 print("repetition penalty and top-p: as specified")
+# --decode-ahead off == on (the default), whatever ends the rows
+def timing(*args):
+    p = subprocess.run([q, "generate", "--model", "wide", "--timing", "--json", *args], capture_output=True, text=True)
+    return p.stderr
+for args in (["--prompts", "p.jsonl", "-n", "24"], ["--prompts", "p.jsonl", "-n", "1"], ["--prompts", "p.jsonl", "-n", "2"],
+             ["--prompts", "p.jsonl", "-n", "60", "--stop", stop], ["--prompts", "p.jsonl", "-n", "60", "--stop-id", str(sid)],
+             ["--prompt", "the quick brown fox", "-n", "60"]):
+    on = gen(*args, "--json", n=60)
+    off = gen(*args, "--json", "--decode-ahead", "off", n=60)
+    expect(f"--decode-ahead off == on: {args}", off, on)
+expect("--decode-ahead off, streamed", gen("--prompt", "the quick brown fox", "--decode-ahead", "off", raw=True, n=60), text + "\n")
+for args, say in ((["--prompt", "a"], "decode ahead on\n"), (["--prompt", "a", "--decode-ahead", "off"], "decode ahead off (--decode-ahead off)"),
+                  (["--prompt", "a", "--temperature", "0.7"], "decode ahead off (sampling")):
+    err = timing(*args)
+    if say not in err: bad += 1; print(f"FAIL: --timing {args}: no {say!r}: {err}")
+print("--decode-ahead off == on: batches, stops, streaming, 1-2 new tokens; --timing says which")
 # bad values: exit 2 naming the option
-for args, key in ((["--prompt-ids", "1", "--max-new-tokens", "600"], "--max-new-tokens 600"),
+for args, key in ((["--prompt-ids", "1", "--decode-ahead", "maybe"], "--decode-ahead"),
+                  (["--prompt-ids", "1", "--max-new-tokens", "600"], "--max-new-tokens 600"),
                   (["--prompt-ids", "1", "--top-p", "1.5"], "--top-p=1.5"),
                   (["--prompt-ids", "1", "--temperature", "0"], "--temperature=0"),
                   (["--prompt-ids", "1", "--max-new-tokens", "x"], "--max-new-tokens=x"),

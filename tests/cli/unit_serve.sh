@@ -3,7 +3,9 @@
 # unit_generate_batch), standard-library HTTP only (tests/tools/serve_harness.py):
 #   - greedy under concurrency == `qwen-ft generate` greedy for every prompt (TGI details ids, OpenAI completion and
 #     chat text), with --max-batch 3 and --prefill-chunk 8, so prompts join a running batch, wait in the queue and
-#     prefill in several chunks beside decoding rows; a seeded sampled request == generate --seed with the same options
+#     prefill in several chunks beside decoding rows; two seeded sampled requests among them == generate --seed with
+#     the same options; with --decode-ahead on (the default: most calls queued before the previous call's picks are
+#     read, the log's count at the stop says how many) and off (none), the same replies
 #   - streaming: TGI events (index, token, generated_text and details on the last) concatenate to /generate's text;
 #     OpenAI chunks end with finish_reason, then data: [DONE]
 #   - every malformed request is 400 with a JSON error naming the field; 404, 405, 413 (body cap); --api-key: 401
@@ -13,7 +15,8 @@
 #   - /metrics counts the requests, tokens and latencies; /info and /v1/models describe the server
 #   - SIGTERM: no new requests, the running stream finishes, exit 0
 #   - --model preset:NAME unknown, or a missing --model: exit 2 naming it; --cuda-graphs other than on|off: exit 2
-#     naming the option; the start-up log says whether the decode step runs as CUDA graphs (the CPU: off, why)
+#     naming the option (--decode-ahead too); the start-up log says whether the decode step runs as CUDA graphs (the
+#     CPU: off, why) and whether calls are queued ahead
 # Env: QWENFT (binary), WORK (scratch dir, created here), SRC (source tree).
 set -euo pipefail
 . "$SRC/tests/unit_common.sh"
@@ -24,10 +27,10 @@ for m in preset:qwen9-1t no/such/model.h5; do # (the preset named with "serve: -
   rc=0; "$QWENFT" serve --model "$m" --port 0 > /dev/null 2> bad.err || rc=$?
   [ $rc -eq 2 ] && grep -qF "$m" bad.err || { echo "FAIL: serve --model $m: exit $rc: $(cat bad.err)"; exit 1; }
 done
-for v in maybe ON 1; do # --cuda-graphs: on or off only
-  rc=0; "$QWENFT" serve --model wide --cuda-graphs "$v" --port 0 > /dev/null 2> bad.err || rc=$?
-  [ $rc -eq 2 ] && grep -qF -- "cuda-graphs" bad.err || { echo "FAIL: serve --cuda-graphs $v: exit $rc: $(cat bad.err)"; exit 1; }
-done
+for o in cuda-graphs decode-ahead; do for v in maybe ON 1; do # on or off only
+  rc=0; "$QWENFT" serve --model wide --$o "$v" --port 0 > /dev/null 2> bad.err || rc=$?
+  [ $rc -eq 2 ] && grep -qF -- "$o" bad.err || { echo "FAIL: serve --$o $v: exit $rc: $(cat bad.err)"; exit 1; }
+done; done
 
 PYTHONPATH="$SRC/tests/tools" python3 - "$QWENFT" <<'PY'
 import json, signal, socket, subprocess, sys, threading, time
@@ -46,22 +49,16 @@ def generate(recs, n, *extra):
     if p.returncode: print(p.stderr); sys.exit(1)
     return [json.loads(l) for l in p.stdout.splitlines()]
 
-S = Server(q, "--model", "wide", "--max-batch", "3", "--max-queue", "64", "--prefill-chunk", "8",
-           "--max-total-tokens", "256", "--max-input-tokens", "128")
-if "cuda graphs: off (the CPU backend)" not in open("serve.err").read(): fail("start-up log: no 'cuda graphs: off (the CPU backend)'")
-try:
-    # ---- greedy parity under concurrency ----------------------------------------------------------------------
-    texts = ["the quick brown fox", "a", "hello there, general kenobi", "data " * 30, "one two three four five six",
-             "zebra", "the model was trained on large amounts of data", "x y"]
-    N = 24
-    ref = generate([{"prompt": t} for t in texts], N)
-    chat_msgs = [[{"role": "user", "content": "hello there"}],
-                 [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "what is 2+2?"}]]
-    ref_chat = generate([{"messages": m} for m in chat_msgs], N)
+def parity(S, ref, ref_chat, samp, texts, chat_msgs, N, what):
+    """greedy requests of every kind, and two seeded sampled ones among them, all at once: each == generate's"""
     results = {}
     def worker(k, kind, i):
         if kind == "tgi":
             s, h, b = S.post("/generate", {"inputs": texts[i], "parameters": {"max_new_tokens": N, "details": True}})
+            results[k] = (s, [t["id"] for t in b["details"]["tokens"]] if s == 200 else b)
+        elif kind == "samp":
+            s, h, b = S.post("/generate", {"inputs": texts[0], "parameters": {"max_new_tokens": N, "do_sample": True,
+                             "temperature": 0.8, "top_k": 40, "top_p": 0.9, "seed": 7, "details": True}})
             results[k] = (s, [t["id"] for t in b["details"]["tokens"]] if s == 200 else b)
         elif kind == "cmpl":
             s, h, b = S.post("/v1/completions", {"model": "wide", "prompt": texts[i], "max_tokens": N, "temperature": 0})
@@ -72,18 +69,43 @@ try:
             results[k] = (s, b["choices"][0]["message"]["content"] if s == 200 else b)
     jobs = [(f"tgi{r}-{i}", "tgi", i) for r in range(3) for i in range(len(texts))]
     jobs += [(f"cmpl{i}", "cmpl", i) for i in range(len(texts))] + [(f"chat{i}", "chat", i) for i in range(2)]
+    jobs[5:5] = [("samp0", "samp", 0)]
+    jobs[17:17] = [("samp1", "samp", 0)]
     th = [threading.Thread(target=worker, args=j) for j in jobs]
     for t in th: t.start()
     for t in th: t.join()
     for k, kind, i in jobs:
         s, v = results[k]
-        if s != 200: fail(f"{k}: status {s}: {v}"); continue
-        if kind == "tgi": expect(f"{k} ids == generate", v, ref[i]["ids"])
-        elif kind == "cmpl" and ref[i]["finish"] == "length": expect(f"{k} text == generate", v, ref[i]["text"])
-        elif kind == "chat": expect(f"{k} text == generate --chat", v, ref_chat[i]["text"])
-    print(f"greedy: {len(jobs)} concurrent requests (batch <= 3, prefill chunks of 8) == qwen-ft generate per prompt")
-    # seeded sampling == generate --seed (the first prompt's stream)
+        if s != 200: fail(f"{what}: {k}: status {s}: {v}"); continue
+        if kind == "tgi": expect(f"{what}: {k} ids == generate", v, ref[i]["ids"])
+        elif kind == "samp": expect(f"{what}: {k} sampled, seed 7 == generate --seed 7", v, samp[0]["ids"])
+        elif kind == "cmpl" and ref[i]["finish"] == "length": expect(f"{what}: {k} text == generate", v, ref[i]["text"])
+        elif kind == "chat": expect(f"{what}: {k} text == generate --chat", v, ref_chat[i]["text"])
+    print(f"{what}: greedy: {len(jobs) - 2} concurrent requests (batch <= 3, prefill chunks of 8) and 2 sampled among "
+          "them == qwen-ft generate per prompt")
+
+def ahead_counts(log):
+    """(model calls, calls queued ahead) from the log's line at the stop"""
+    import re
+    m = re.search(r"(\d+) model calls, (\d+) of them queued before", open(log).read())
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+S = Server(q, "--model", "wide", "--max-batch", "3", "--max-queue", "64", "--prefill-chunk", "8",
+           "--max-total-tokens", "256", "--max-input-tokens", "128")
+if "decode ahead: on\n" not in open("serve.err").read(): fail("start-up log: no 'decode ahead: on'")
+if "cuda graphs: off (the CPU backend)" not in open("serve.err").read(): fail("start-up log: no 'cuda graphs: off (the CPU backend)'")
+try:
+    # ---- greedy parity under concurrency ----------------------------------------------------------------------
+    texts = ["the quick brown fox", "a", "hello there, general kenobi", "data " * 30, "one two three four five six",
+             "zebra", "the model was trained on large amounts of data", "x y"]
+    N = 24
+    ref = generate([{"prompt": t} for t in texts], N)
+    chat_msgs = [[{"role": "user", "content": "hello there"}],
+                 [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "what is 2+2?"}]]
+    ref_chat = generate([{"messages": m} for m in chat_msgs], N)
     samp = generate([{"prompt": texts[0]}], N, "--temperature", "0.8", "--top-k", "40", "--top-p", "0.9", "--seed", "7")
+    parity(S, ref, ref_chat, samp, texts, chat_msgs, N, "decode ahead on")
+    # seeded sampling == generate --seed (the first prompt's stream)
     for _ in range(2):
         s, h, b = S.post("/generate", {"inputs": texts[0], "parameters": {"max_new_tokens": N, "do_sample": True,
                          "temperature": 0.8, "top_k": 40, "top_p": 0.9, "seed": 7, "details": True}})
@@ -242,6 +264,20 @@ try:
 finally:
     rc = S.stop()
 expect("first server: exit after SIGTERM", rc, 0)
+n = ahead_counts("serve.err")
+if not n or n[1] < n[0] // 2: fail(f"decode ahead on: calls queued ahead (of all calls): {n}")
+else: print(f"decode ahead on: {n[1]} of {n[0]} model calls queued before the previous call's picks were read")
+
+# ---- --decode-ahead off: every call's picks read before the next is built; the same replies ---------------------
+S = Server(q, "--model", "wide", "--max-batch", "3", "--max-queue", "64", "--prefill-chunk", "8",
+           "--max-total-tokens", "256", "--max-input-tokens", "128", "--decode-ahead", "off", log="serve3.err")
+if "decode ahead: off (--decode-ahead off)" not in open("serve3.err").read(): fail("--decode-ahead off: not in the log")
+try:
+    parity(S, ref, ref_chat, samp, texts, chat_msgs, N, "decode ahead off")
+finally:
+    expect("third server: exit after SIGTERM", S.stop(), 0)
+n = ahead_counts("serve3.err")
+if not n or n[1] != 0 or n[0] < 10: fail(f"decode ahead off: calls queued ahead (of all calls): {n}")
 
 # ---- --api-key and a full queue -----------------------------------------------------------------------------------
 S = Server(q, "--model", "wide", "--api-key", "sekrit", "--max-batch", "1", "--max-queue", "1", "--max-total-tokens",

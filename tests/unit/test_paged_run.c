@@ -7,8 +7,13 @@
  *   - two models with the same parameters, one asking for graphs, agree bit for bit over a prompt call and decoding
  *     steps whose batch shrinks (tests/paged_run_common.h), the block tables copied once;
  *   - qf_model_paged_pick equals the argmax of qf_model_paged_read_logits, and qf_model_paged_argmax (the head
- *     run again) gives the same picks.
+ *     run again) gives the same picks;
+ *   - decoding one call ahead (src/model/paged_ahead.h): the picks left in a slot, read later, equal
+ *     qf_model_paged_pick's, with their log-softmax; the slot is busy until read; feeding the slot's picks makes
+ *     them the next call's tokens on the backend (and that call's picks equal those of a call given the same
+ *     tokens from the host).
  * The CUDA side (graphs captured and replayed) is tests/gpu/test_graph_cuda.c. */
+#include "model/paged_ahead.h"
 #include "paged_run_common.h"
 #include "qf_test.h"
 
@@ -58,6 +63,33 @@ int main(void) {
     CHECK(id == best, "paged_pick %d, argmax of the logits %d", id, best);
     qf_model_paged_argmax(&s.B, &row, 1, &id2, NULL);
     CHECK(id2 == id, "paged_argmax %d, paged_pick %d", id2, id);
+    /* one call ahead: slot 1's picks (with the log-softmax) read later == paged_pick's */
+    qf_paged_picks pp;
+    CHECK(qf_paged_picks_init(&pp, o, 3, &e) == 0, "picks: %s", e.msg);
+    float lp = 0, lp1 = 0;
+    qf_model_paged_pick(&s.B, 1, &id, &lp);
+    CHECK(!qf_paged_picks_busy(&pp, 0) && !qf_paged_picks_busy(&pp, 1), "both slots free at first");
+    qf_paged_picks_start(&pp, &s.B, 1, 1, 1);
+    CHECK(qf_paged_picks_busy(&pp, 1) && !qf_paged_picks_busy(&pp, 0), "slot 1 busy once started");
+    /* the next call: sequence 2's next position, its token fed from slot 1 (the host's token array says 0) */
+    int32_t t0 = 0, sq = 2, ps = s.len[2];
+    qf_model_paged_inputs(&s.B, &t0, &sq, &ps, 1, NULL);
+    qf_paged_picks_feed(&pp, &s.B, 1, 1);
+    CHECK(s.B.d_tokens[0] == id, "fed token %d, the pick %d", s.B.d_tokens[0], id);
+    qf_model_paged_run(&s.B, 1, 0, c.num_layers, &row, 1, 0);
+    qf_paged_picks_start(&pp, &s.B, 0, 1, 0);
+    int32_t got = -1, next = -1;
+    qf_paged_picks_read(&pp, 1, &got, &lp1);
+    CHECK(got == id && lp1 == lp, "slot 1 read later: %d (%g), paged_pick %d (%g)", got, lp1, id, lp);
+    CHECK(!qf_paged_picks_busy(&pp, 1) && qf_paged_picks_busy(&pp, 0), "slot 1 free once read, slot 0 busy");
+    qf_paged_picks_read(&pp, 0, &next, NULL);
+    /* the same call with the token from the host, on model A (the same parameters and caches so far) */
+    qf_model_paged_inputs(&s.A, &id, &sq, &ps, 1, NULL);
+    qf_model_paged_run(&s.A, 1, 0, c.num_layers, &row, 1, 0);
+    int32_t want = -1;
+    qf_model_paged_pick(&s.A, 1, &want, NULL);
+    CHECK(next == want, "the call fed on the backend picked %d, fed from the host %d", next, want);
+    qf_paged_picks_free(&pp);
     pr_free(&s);
     printf("test_paged_run: %d checks, %d failed\n", qf_test_checks, qf_test_failures);
     return qf_test_failures != 0;

@@ -4,7 +4,9 @@
 # qwen2.5-7b), bf16, greedy, prompts of PROMPT_LEN random ids (default 512), exactly NEW_TOKENS new tokens (default
 # 128, --ignore-eos), batch 1 and 32; time to first token and decode tokens/s. Then Qwen2.5-14B on one GPU capped at
 # 24 GB (--gpu-memory-limit-gb 24: the layers stream from host memory) at batch 1 and 32. One JSON line per run in
-# $OUT/generate_bench.jsonl (BENCH_14B=0: not the 14B runs; BENCH_PEER=0: not transformers). Run on the GPU machine after `. .devdeps/env.sh` (torch + transformers for the peer).
+# $OUT/generate_bench.jsonl (BENCH_14B=0: not the 14B runs; BENCH_PEER=0: not transformers; GEN_ARGS adds generate
+# options to the 7B runs, e.g. "--decode-ahead off"). Run on the GPU machine after `. .devdeps/env.sh` (torch +
+# transformers for the peer).
 set -uo pipefail
 model=${1:-qwen2.5-7b}; T=${2:-512}; N=${3:-128}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,7 +33,8 @@ PY
 }
 for b in 1 32; do
   prompts $b
-  ours "$model" $b | tee -a "$out/generate_bench.jsonl"
+  # shellcheck disable=SC2086
+  ours "$model" $b ${GEN_ARGS:-} | tee -a "$out/generate_bench.jsonl"
   [ "${BENCH_PEER:-1}" = 0 ] || python3 "$root/bench/peer_generate.py" "$model" $b "$T" "$N" | tee -a "$out/generate_bench.jsonl"
 done
 [ "${BENCH_14B:-1}" = 0 ] || # BENCH_14B=0: not the 14B runs (PCIe-bound; two minutes)

@@ -151,7 +151,8 @@ int qfc_context_init(void (*first)(void)) {
         const char *dq = getenv("QWENFT_DECODE_QKV");
         g_ctx.decode_qkv_form = dq && !strcmp(dq, "8w") ? 0 : dq && !strcmp(dq, "w4") ? 2 : 1; // default occ3
         const char *da = getenv("QWENFT_DECODE_ATTN");
-        g_ctx.decode_attn_mlp = !(da && !strcmp(da, "plain")); // default: the loads in flight
+        // default 1: the loads in flight, v beside k; "late": the loads in flight, v after the scores; "plain": neither
+        g_ctx.decode_attn_mlp = da && !strcmp(da, "plain") ? 0 : da && !strcmp(da, "late") ? 2 : 1;
     }
     CHECK_CUDA(cudaStreamCreateWithFlags(&g_ctx.stream, cudaStreamNonBlocking));
     CHECK_CUDA(cudaDeviceGetDefaultMemPool(&g_ctx.pool, g_ctx.device));

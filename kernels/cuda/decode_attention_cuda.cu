@@ -310,6 +310,7 @@ static void attn_split_launch(void *out, const void *q, const void *kc, const vo
     const long want = (2L * qfc().num_sms + items - 1) / items; // splits per item
     long split = (max_len + want - 1) / want;
     split = (split + 31) / 32 * 32;
+    if (qfc().decode_attn_split > 0) split = qfc().decode_attn_split; // QWENFT_DECODE_ATTN_SPLIT (a bench hook)
     split = split < 32 ? 32 : split > AS_MAX_SPLIT ? AS_MAX_SPLIT : split;
     const int nsplit = (int)((max_len + split - 1) / split);
     const bool vec = D % 8 == 0 && qf_ptr_aligned(kc, 16) && qf_ptr_aligned(vc, 16);

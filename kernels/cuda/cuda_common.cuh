@@ -78,7 +78,11 @@ struct qf_cuda_ctx {
     int pdl;                   // programmatic dependent launch available (sm_90+): qfc_launch_pdl
     int decode_qkv_form;       // QWENFT_DECODE_QKV (bench hook): 0 8w (8 warps), 1 occ3 (the default: 3 blocks per SM), 2 w4
     int gemv_l1;               // QWENFT_GEMV=l1 (bench hook, docs/testing.md): one-row GEMVs on gemv_cuda.cu's L1 form
-    int decode_attn_mlp;       // the split attention with its loads in flight (default; QWENFT_DECODE_ATTN=plain: not)
+    int gemv_pf;               // QWENFT_GEMV_PF=8: the one-row shared-memory GEMV with 8 loads in flight per row (else 4)
+    int decode_attn_split;     // QWENFT_DECODE_ATTN_SPLIT=S: the split attention's cache positions per split (a
+                               // multiple of 32, 32-512; a bench hook), 0: sized for about two blocks per SM
+    int decode_attn_mlp;       // the split attention's form: 1 loads in flight, v beside k (default); 2 in flight,
+                               // v after the scores (QWENFT_DECODE_ATTN=late); 0 plain (QWENFT_DECODE_ATTN=plain)
     cudaStream_t stream;       // the one compute stream (qf_cuda_stream())
     cublasLtHandle_t lt;       // one cuBLASLt handle
     void *lt_ws;               // its workspace

@@ -150,8 +150,16 @@ int qfc_context_init(void (*first)(void)) {
         g_ctx.gemv_l1 = gv && !strcmp(gv, "l1");
         const char *dq = getenv("QWENFT_DECODE_QKV");
         g_ctx.decode_qkv_form = dq && !strcmp(dq, "8w") ? 0 : dq && !strcmp(dq, "w4") ? 2 : 1; // default occ3
+        const char *gp = getenv("QWENFT_GEMV_PF");
+        g_ctx.gemv_pf = gp && !strcmp(gp, "8") ? 8 : 4;
+        const char *ds = getenv("QWENFT_DECODE_ATTN_SPLIT");
+        const int dsv = ds ? atoi(ds) : 0;
+        if (ds && (dsv < 32 || dsv > 512 || dsv % 32))
+            QF_FATAL("QWENFT_DECODE_ATTN_SPLIT=%s: a multiple of 32 from 32 to 512 expected", ds);
+        g_ctx.decode_attn_split = dsv;
         const char *da = getenv("QWENFT_DECODE_ATTN");
-        g_ctx.decode_attn_mlp = !(da && !strcmp(da, "plain")); // default: the loads in flight
+        // default 1: the loads in flight, v beside k; "late": the loads in flight, v after the scores; "plain": neither
+        g_ctx.decode_attn_mlp = da && !strcmp(da, "plain") ? 0 : da && !strcmp(da, "late") ? 2 : 1;
     }
     CHECK_CUDA(cudaStreamCreateWithFlags(&g_ctx.stream, cudaStreamNonBlocking));
     CHECK_CUDA(cudaDeviceGetDefaultMemPool(&g_ctx.pool, g_ctx.device));

@@ -73,7 +73,8 @@ __device__ __forceinline__ void as_pv8(float (&acc)[AS_MAXG][8], const float *ps
 
 // DC = D (the default on 16-bit tables at D = 128 with 16-byte aligned caches): the loops' bounds are known, so a
 // thread issues all of a cache row slice's loads in phase 1 and AS_V3 rows' loads in phase 3 before it uses the
-// first (Qwen2.5-7B on an H200, 512 cached positions: 12.3 us a layer at batch 1, 32.4 at 32 sequences, against
+// first, and where the split's rows fit AS_V3 per lane (decoding: splits of up to 64 positions) the v loads are
+// issued before phase 1, beside the k loads (since session 12) (Qwen2.5-7B on an H200, 512 cached positions: 12.3 us a layer at batch 1, 32.4 at 32 sequences, against
 // 16.2 and 53.2 for DC = 0). DC = 0: D at run time, one 16-byte load in flight per thread (each loop turn waits for
 // its load); every other table and head size, or QWENFT_DECODE_ATTN=plain (a bench hook). The sums are the same in
 // the same order (bit for bit the DC = 0 kernel's values)
@@ -82,7 +83,7 @@ static const int AS_V3 = 8; // phase 3's v rows in flight per thread (DC > 0)
 template <typename T, typename Rows, int TPP, int DC>
 __global__ void __launch_bounds__(AS_THREADS)
     attn_split_kernel(T *out, float *part, int *cnt, const T *q, const T *kc, const T *vc, Rows rows, int H, int KV,
-                      int Drt, int split, int nsplit, float scale, bool vec) {
+                      int Drt, int split, int nsplit, float scale, bool vec, bool early) {
     const int D = DC > 0 ? DC : Drt;
     extern __shared__ float as_smem[]; // qs[MAXG][QS] | ps[MAXG][split] | rowix[split]; later red[P][MAXG][D]
     __shared__ float ml[2 * AS_MAXG];  // per head: the split's max, exp-sum
@@ -109,6 +110,20 @@ __global__ void __launch_bounds__(AS_THREADS)
     // 16-byte words of different slices at once: without the pad they would sit 4 * D/TPP bytes apart, in the same
     // banks)
     const int DT = D / TPP, QS = D + 4 * TPP;
+    // phase 3's lanes (DV = D/8 threads a cache row, P = THREADS/DV rows at a time); where the split's n rows fit
+    // AS_V3 rows per lane (DC > 0: decoding splits of up to 64 positions at D = 128), the v rows' loads are issued
+    // here, beside phase 1's k loads, and consumed in phase 3: one round trip to L2 instead of two in a row
+    const int DV = D / 8, P = AS_THREADS / DV, dv = tid % DV, pl = tid / DV;
+    const bool v_early = DC > 0 && early && n <= AS_V3 * P; // early: not under QWENFT_DECODE_ATTN=late
+    uint4 vraw[DC > 0 ? AS_V3 : 1];
+    if constexpr (DC > 0) {
+        if (v_early)
+#pragma unroll
+            for (int u = 0; u < AS_V3; u++)
+                if (pl + u * P < n)
+                    vraw[u] = *reinterpret_cast<const uint4 *>(vc + (size_t)rows.row(tok, p0 + pl + u * P) * prow +
+                                                               (size_t)kh * DC + (size_t)dv * 8);
+    }
     float *qs = as_smem, *ps = qs + AS_MAXG * QS;
     int *rowix = reinterpret_cast<int *>(ps + AS_MAXG * split);
     for (int e = tid; e < AS_MAXG * D; e += AS_THREADS) // heads past ng read as 0
@@ -177,14 +192,23 @@ __global__ void __launch_bounds__(AS_THREADS)
     __syncthreads();
     // phase 3: p . v with 16-byte loads: DV = D/8 threads cover a cache row, P = THREADS/DV position lanes take
     // every P-th position (8 rows in flight per block at D = 128); then the lanes' sums merge in shared memory
-    const int DV = D / 8, P = AS_THREADS / DV, dv = tid % DV, pl = tid / DV;
     float acc[AS_MAXG][8];
 #pragma unroll
     for (int g = 0; g < AS_MAXG; g++)
 #pragma unroll
         for (int c = 0; c < 8; c++) acc[g][c] = 0.0f;
     if constexpr (DC > 0) { // AS_V3 rows' loads first, then the rows in the order below (P = AS_THREADS / (DC/8))
-        for (int j0 = pl; j0 < n; j0 += AS_V3 * P) {
+        if (v_early) {
+#pragma unroll
+            for (int u = 0; u < AS_V3; u++) {
+                const int j = pl + u * P;
+                if (j >= n) break;
+                float f[8];
+                unpack8<T>(f, vraw[u]);
+                as_pv8(acc, ps, split, j, ng, f);
+            }
+        }
+        for (int j0 = pl; !v_early && j0 < n; j0 += AS_V3 * P) {
             uint4 raw[AS_V3];
 #pragma unroll
             for (int u = 0; u < AS_V3; u++)
@@ -286,6 +310,7 @@ static void attn_split_launch(void *out, const void *q, const void *kc, const vo
     const long want = (2L * qfc().num_sms + items - 1) / items; // splits per item
     long split = (max_len + want - 1) / want;
     split = (split + 31) / 32 * 32;
+    if (qfc().decode_attn_split > 0) split = qfc().decode_attn_split; // QWENFT_DECODE_ATTN_SPLIT (a bench hook)
     split = split < 32 ? 32 : split > AS_MAX_SPLIT ? AS_MAX_SPLIT : split;
     const int nsplit = (int)((max_len + split - 1) / split);
     const bool vec = D % 8 == 0 && qf_ptr_aligned(kc, 16) && qf_ptr_aligned(vc, 16);
@@ -311,9 +336,10 @@ static void attn_split_launch(void *out, const void *q, const void *kc, const vo
     const float scale = (float)(1.0 / sqrt((double)D));
     // the form with the loads in flight (DC = 128) where it applies, unless QWENFT_DECODE_ATTN=plain
     const bool mlp = qfc().decode_attn_mlp && sizeof(T) == 2 && D == 128 && vec;
+    const bool early = qfc().decode_attn_mlp == 1;
 #define QF_AS_LAUNCH(TPP, DC)                                                                                          \
     qfc_launch_pdl(attn_split_kernel<T, Rows, TPP, DC>, grid, AS_THREADS, smem, (T *)out, part, cnt, (const T *)q,    \
-                   (const T *)kc, (const T *)vc, rows, H, KV, D, (int)split, nsplit, scale, vec)
+                   (const T *)kc, (const T *)vc, rows, H, KV, D, (int)split, nsplit, scale, vec, early)
     if constexpr (sizeof(T) == 2) {
         if (mlp && tpp == 4) QF_AS_LAUNCH(4, 128);
         else if (mlp) QF_AS_LAUNCH(1, 128);
@@ -367,7 +393,7 @@ void cu_attention_paged(void *out, const void *q, const void *k, const void *v, 
     attn_split_launch<T>(out, q, kpool, vpool, rows_paged{seq, pos, btab, maxb, bs}, N, H, KV, D, max_len);
 }
 
-extern "C" void qf_cuda_set_decode_attn_mlp(int on) { qfc().decode_attn_mlp = on != 0; }
+extern "C" void qf_cuda_set_decode_attn_mlp(int form) { qfc().decode_attn_mlp = form < 0 || form > 2 ? 1 : form; }
 extern "C" int qf_cuda_decode_attn_mlp(void) { return qfc().decode_attn_mlp; }
 
 #define QF_DECODE_INSTANTIATE(T)                                                                                     \

@@ -85,8 +85,9 @@ __device__ __forceinline__ void gv_store(T *out, const float (&acc)[M], const T 
     out[i] = fromf<T>(v);
 }
 
-// x [M, IN] in shared memory, two W rows per warp (16-bit T only): out[m, o] for o = 2 * (block's warp) + {0, 1}
-template <typename T, int M>
+// x [M, IN] in shared memory, two W rows per warp (16-bit T only): out[m, o] for o = 2 * (block's warp) + {0, 1};
+// PF 16-byte loads in flight per row and lane (GV_PF; 8 under QWENFT_GEMV_PF=8, a bench hook)
+template <typename T, int M, int PF>
 __global__ void __launch_bounds__(GV_WARPS * 32)
     gemv_smem_kernel(T *out, const T *x, const T *w, const T *bias, const T *res, int IN, int OUT, int accumulate,
                      int pf) {
@@ -100,9 +101,9 @@ __global__ void __launch_bounds__(GV_WARPS * 32)
         for (int k = lane * line; k < IN && k < pf; k += 32 * line) qf_prefetch_l2(w0 + k), qf_prefetch_l2(w1 + k);
     qf_pdl_wait();
     qf_pdl_trigger(); // after the wait: the next kernel's weight prefetch overlaps this one only (L2 holds its rows)
-    uint4 pa[GV_PF], pb[GV_PF];
+    uint4 pa[PF], pb[PF];
 #pragma unroll
-    for (int i = 0; i < GV_PF; i++) {
+    for (int i = 0; i < PF; i++) {
         const int k = lane * 8 + i * 256;
         if (on && k < IN) pa[i] = __ldcs(reinterpret_cast<const uint4 *>(w0 + k)), pb[i] = __ldcs(reinterpret_cast<const uint4 *>(w1 + k));
     }
@@ -113,16 +114,16 @@ __global__ void __launch_bounds__(GV_WARPS * 32)
     float a0[M], a1[M];
 #pragma unroll
     for (int m = 0; m < M; m++) a0[m] = 0.0f, a1[m] = 0.0f;
-    for (int k0 = lane * 8; k0 < IN; k0 += GV_PF * 256) {
+    for (int k0 = lane * 8; k0 < IN; k0 += PF * 256) {
 #pragma unroll
-        for (int i = 0; i < GV_PF; i++) {
+        for (int i = 0; i < PF; i++) {
             const int k = k0 + i * 256;
             if (k >= IN) break;
             float wa[8], wb[8];
             const T *ha = reinterpret_cast<const T *>(&pa[i]), *hb = reinterpret_cast<const T *>(&pb[i]);
 #pragma unroll
             for (int j = 0; j < 8; j++) wa[j] = tof<T>(ha[j]), wb[j] = tof<T>(hb[j]);
-            const int kn = k + GV_PF * 256;
+            const int kn = k + PF * 256;
             if (kn < IN) pa[i] = __ldcs(reinterpret_cast<const uint4 *>(w0 + kn)), pb[i] = __ldcs(reinterpret_cast<const uint4 *>(w1 + kn));
 #pragma unroll
             for (int m = 0; m < M; m++) {
@@ -151,9 +152,15 @@ static bool gemv_smem(T *out, const T *x, const T *w, const T *bias, const T *re
     // (two rows of down measured slower than cuBLASLt: 45 us against 38 at 7B; N = 1 only)
     const unsigned grid = (unsigned)((OUT + 2 * GV_WARPS - 1) / (2 * GV_WARPS));
     const int pf = (size_t)OUT * IN * sizeof(T) <= ((size_t)32 << 20) ? IN : GV_PF * 256;
-    if (smem > 46 * 1024)
-        CHECK_CUDA(cudaFuncSetAttribute(gemv_smem_kernel<T, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    qfc_launch_pdl(gemv_smem_kernel<T, 1>, grid, GV_WARPS * 32, smem, out, x, w, bias, res, IN, OUT, accumulate, pf);
+    if (qfc().gemv_pf == 8) { // QWENFT_GEMV_PF=8 (a bench hook): twice the loads in flight per row
+        if (smem > 46 * 1024)
+            CHECK_CUDA(cudaFuncSetAttribute(gemv_smem_kernel<T, 1, 8>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        qfc_launch_pdl(gemv_smem_kernel<T, 1, 8>, grid, GV_WARPS * 32, smem, out, x, w, bias, res, IN, OUT, accumulate, pf);
+    } else {
+        if (smem > 46 * 1024)
+            CHECK_CUDA(cudaFuncSetAttribute(gemv_smem_kernel<T, 1, GV_PF>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        qfc_launch_pdl(gemv_smem_kernel<T, 1, GV_PF>, grid, GV_WARPS * 32, smem, out, x, w, bias, res, IN, OUT, accumulate, pf);
+    }
     CHECK_LAUNCH();
     return true;
 }

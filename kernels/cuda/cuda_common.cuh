@@ -81,8 +81,9 @@ struct qf_cuda_ctx {
     int gemv_pf;               // QWENFT_GEMV_PF=8: the one-row shared-memory GEMV with 8 loads in flight per row (else 4)
     int decode_attn_split;     // QWENFT_DECODE_ATTN_SPLIT=S: the split attention's cache positions per split (a
                                // multiple of 32, 32-512; a bench hook), 0: sized for about two blocks per SM
-    int decode_attn_mlp;       // the split attention's form: 1 loads in flight, v beside k (default); 2 in flight,
-                               // v after the scores (QWENFT_DECODE_ATTN=late); 0 plain (QWENFT_DECODE_ATTN=plain)
+    int decode_attn_mlp;       // the split attention's form: 2 loads in flight, v after the scores (the default);
+                               // 1 in flight, v beside k (QWENFT_DECODE_ATTN=early: not yet measured on a GPU);
+                               // 0 plain (QWENFT_DECODE_ATTN=plain)
     cudaStream_t stream;       // the one compute stream (qf_cuda_stream())
     cublasLtHandle_t lt;       // one cuBLASLt handle
     void *lt_ws;               // its workspace

@@ -73,11 +73,12 @@ __device__ __forceinline__ void as_pv8(float (&acc)[AS_MAXG][8], const float *ps
 
 // DC = D (the default on 16-bit tables at D = 128 with 16-byte aligned caches): the loops' bounds are known, so a
 // thread issues all of a cache row slice's loads in phase 1 and AS_V3 rows' loads in phase 3 before it uses the
-// first, and where the split's rows fit AS_V3 per lane (decoding: splits of up to 64 positions) the v loads are
-// issued before phase 1, beside the k loads (since session 12) (Qwen2.5-7B on an H200, 512 cached positions: 12.3 us a layer at batch 1, 32.4 at 32 sequences, against
+// first (Qwen2.5-7B on an H200, 512 cached positions: 12.3 us a layer at batch 1, 32.4 at 32 sequences, against
 // 16.2 and 53.2 for DC = 0). DC = 0: D at run time, one 16-byte load in flight per thread (each loop turn waits for
 // its load); every other table and head size, or QWENFT_DECODE_ATTN=plain (a bench hook). The sums are the same in
-// the same order (bit for bit the DC = 0 kernel's values)
+// the same order (bit for bit the DC = 0 kernel's values). Under QWENFT_DECODE_ATTN=early (a bench hook, not yet
+// measured on a GPU), where the split's rows fit AS_V3 per lane (decoding: splits of up to 64 positions), the v
+// loads are issued before phase 1, beside the k loads: one round trip to L2 instead of two in a row
 static const int AS_V3 = 8; // phase 3's v rows in flight per thread (DC > 0)
 
 template <typename T, typename Rows, int TPP, int DC>
@@ -114,7 +115,7 @@ __global__ void __launch_bounds__(AS_THREADS)
     // AS_V3 rows per lane (DC > 0: decoding splits of up to 64 positions at D = 128), the v rows' loads are issued
     // here, beside phase 1's k loads, and consumed in phase 3: one round trip to L2 instead of two in a row
     const int DV = D / 8, P = AS_THREADS / DV, dv = tid % DV, pl = tid / DV;
-    const bool v_early = DC > 0 && early && n <= AS_V3 * P; // early: not under QWENFT_DECODE_ATTN=late
+    const bool v_early = DC > 0 && early && n <= AS_V3 * P; // early: QWENFT_DECODE_ATTN=early
     uint4 vraw[DC > 0 ? AS_V3 : 1];
     if constexpr (DC > 0) {
         if (v_early)
@@ -393,7 +394,7 @@ void cu_attention_paged(void *out, const void *q, const void *k, const void *v, 
     attn_split_launch<T>(out, q, kpool, vpool, rows_paged{seq, pos, btab, maxb, bs}, N, H, KV, D, max_len);
 }
 
-extern "C" void qf_cuda_set_decode_attn_mlp(int form) { qfc().decode_attn_mlp = form < 0 || form > 2 ? 1 : form; }
+extern "C" void qf_cuda_set_decode_attn_mlp(int form) { qfc().decode_attn_mlp = form < 0 || form > 2 ? 2 : form; }
 extern "C" int qf_cuda_decode_attn_mlp(void) { return qfc().decode_attn_mlp; }
 
 #define QF_DECODE_INSTANTIATE(T)                                                                                     \

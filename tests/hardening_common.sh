@@ -10,7 +10,8 @@ expect() { # expect CODE "what" "ERE in stderr+stdout" cmd...
   local want=$1 what=$2 pat=$3; shift 3
   timeout 300 "$@" > out.txt 2> err.txt; local rc=$?
   if [ $rc -ne "$want" ]; then echo "FAIL: $what: exit $rc, expected $want"; tail -5 err.txt out.txt; fail=1; return 1; fi
-  if ! cat err.txt out.txt | grep -qE -- "$pat"; then echo "FAIL: $what: output lacks /$pat/:"; tail -5 err.txt; fail=1; return 1; fi
+  # (grep reads the files itself: `cat | grep -q` under pipefail fails whenever grep exits before cat is done)
+  if ! grep -qE -- "$pat" err.txt out.txt; then echo "FAIL: $what: output lacks /$pat/:"; tail -5 err.txt; fail=1; return 1; fi
   echo "ok: $what -> exit $rc: $(grep -hE -- "$pat" err.txt out.txt | head -1 | head -c 200)"
 }
 . "$SRC/tests/unit_common.sh"

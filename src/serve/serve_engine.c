@@ -274,8 +274,8 @@ static int engine_step(qf_engine *g) {
     g->call_ahead = ahead ? k : -1;
     if (g->o.world > 1) qf_split_send(g, 1, N, nrows, mode); /* the other ranks' layers (serve_split.c) */
     qf_split_call(g, N, nrows, mode);
-    g->steps++, g->steps_ahead += chain;
     pthread_mutex_lock(&g->mu);
+    g->steps++, g->steps_ahead += chain;
     pthread_mutex_lock(&g->o.met->mu);
     g->o.met->prompt_tokens += (uint64_t)prompt_tok;
     g->o.met->steps++;
@@ -382,6 +382,12 @@ int qf_engine_init(qf_engine *g, const qf_engine_opts *o, qf_err *e) {
 
 const char *qf_engine_graphs(const qf_engine *g) { return g->graphs_why ? g->graphs_why : "off"; }
 const char *qf_engine_ahead(const qf_engine *g) { return g->ahead_why ? g->ahead_why : "off"; }
+
+void qf_engine_counts(qf_engine *g, uint64_t *steps, uint64_t *ahead) {
+    pthread_mutex_lock(&g->mu);
+    *steps = g->steps, *ahead = g->steps_ahead;
+    pthread_mutex_unlock(&g->mu);
+}
 
 int qf_engine_start(qf_engine *g, qf_err *e) {
     QF_CHECK(g->inited && g->o.rank == 0);

@@ -124,7 +124,7 @@ typedef struct qf_engine {
     qf_paged_picks picks;
     qf_engine_flight fl[2];
     int fly, call_feed, call_ahead;
-    uint64_t steps, steps_ahead; /* model calls, and those queued before the previous one's picks were read */
+    uint64_t steps, steps_ahead; /* model calls, and those queued before the previous one's picks were read (g->mu) */
     int inited;
 } qf_engine;
 
@@ -136,6 +136,8 @@ int qf_engine_init(qf_engine *g, const qf_engine_opts *o, qf_err *e);
 const char *qf_engine_graphs(const qf_engine *g);
 /* "on" or "off (why)": whether calls are queued one ahead (serve_engine.h), for the start-up log */
 const char *qf_engine_ahead(const qf_engine *g);
+/* the model calls run so far, and how many of them were queued ahead (any thread) */
+void qf_engine_counts(qf_engine *g, uint64_t *steps, uint64_t *ahead);
 /* Rank 0, after qf_engine_init: starts the engine thread (the scheduler; it runs every step through the split). */
 int qf_engine_start(qf_engine *g, qf_err *e);
 /* The other ranks, after qf_engine_init: run rank 0's steps (their layers of each call) until it stops. */

@@ -757,9 +757,10 @@ int qf_serve_run(const qf_serve_opts *o, qf_err *e) {
         fflush(stderr);
         event_base_dispatch(c->base);
         fprintf(stderr, "qwen-ft serve: stopped\n");
+        uint64_t calls = 0, ahead = 0;
+        qf_engine_counts(&c->eng, &calls, &ahead);
         fprintf(stderr, "qwen-ft serve: %llu model calls, %llu of them queued before the previous call's picks were "
-                        "read (decode ahead)\n", (unsigned long long)c->eng.steps,
-                (unsigned long long)c->eng.steps_ahead);
+                        "read (decode ahead)\n", (unsigned long long)calls, (unsigned long long)ahead);
 #ifdef QWENFT_HAVE_CUDA
         if (c->eng.graphs) { /* rank 0's (every rank runs the same steps) */
             qf_cuda_graph_stat st;

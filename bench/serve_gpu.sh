@@ -44,6 +44,8 @@ for part in "$@"; do
     trace)
       lib=${QF_TRACE_LIB:-$B/libqf_kernel_trace.so}
       [ -f "$lib" ] || { echo "serve_gpu.sh trace: no $lib (built where the CUDA toolkit has CUPTI)" >&2; continue; }
+      # the toolkit's CUPTI carried with the build where the GPU machine has none (docs/testing.md)
+      [ -d "$B/cupti" ] && export LD_LIBRARY_PATH="$B/cupti:${LD_LIBRARY_PATH:-}"
       python3 -c "import json, random
 r = random.Random(1)
 print(json.dumps({'prompt_ids': [r.randrange(150000) for _ in range(512)]}))" > "$work/p1.jsonl"

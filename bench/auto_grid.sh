@@ -9,7 +9,9 @@
 #   PART = model:seq:cap, e.g. 7b:4096:24 (cap 0 = no limit); models 1.5b 3b 7b (Qwen2.5); "all" lists every part.
 #   One part is 6-9 runs of 5 steps (a few minutes): give a device call one to three parts, e.g.
 #     bash bench/auto_grid.sh 1.5b:512:24 1.5b:512:48 1.5b:512:0
-#   A plan of the top 5 with the layout auto's run resolved to is not run again (its row: auto's figure, "same_as");
+#   A plan of the top 5 (TOP=N: the top N, 1-5; a 7B part under a cap runs for minutes a layout, so TOP=3 keeps a
+#   part inside one device call) with the layout auto's run resolved to is not run again (its row: auto's figure,
+#   "same_as");
 #   a run other than auto's stops (SIGKILL: no checkpoint) after TLIMIT s (default 150), or once the median of its
 #   steps after the second is below half the part's best so far (its row: those steps, "stopped" saying why).
 #   The calibration cache is shared by the runs of a machine ($OUT/plan-cache): the first plan of a model and
@@ -20,6 +22,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 Q=${QWENFT:-$root/build/qwen-ft}
 out=${OUT:-/tmp}
 steps=${STEPS:-5}
+top=${TOP:-5}
+[[ "$top" =~ ^[1-5]$ ]] || { echo "bench/auto_grid.sh: TOP=$top: 1 to 5 expected" >&2; exit 2; }
 work=$(mktemp -d)
 cache="$out/plan-cache"
 mkdir -p "$cache"
@@ -151,7 +155,7 @@ eval = { every_steps = 0; };
 DECK
   # the plan (and its time: calibration included when the cache has no rates for this shape)
   t0=$(date +%s.%N)
-  "$Q" plan "$work/deck.cfg" --cache "$cache" --top 5 --json > "$work/plan.json" 2> "$work/plan.err"
+  "$Q" plan "$work/deck.cfg" --cache "$cache" --top "$top" --json > "$work/plan.json" 2> "$work/plan.err"
   prc=$?
   plan_s=$(python3 -c "import time,sys; print(round(time.time() - float(sys.argv[1]), 2))" "$t0")
   keep "$work/plan.json" "auto_grid-${part//:/_}-plan.json"
@@ -159,7 +163,7 @@ DECK
   run_one auto "$part" auto
   # the planner's top 5 as hand runs (the layouts pinned by --set); a plan with the layout auto's run resolved to
   # is not run again: its row is auto's figure, marked "same_as": "auto"
-  python3 - "$work/plan.json" "$out/auto_grid.jsonl" "$part" > "$work/top.txt" <<'PY'
+  python3 - "$work/plan.json" "$out/auto_grid.jsonl" "$part" "$top" > "$work/top.txt" <<'PY'
 import json, sys
 try: p = json.load(open(sys.argv[1]))
 except Exception: sys.exit(0)
@@ -175,7 +179,7 @@ def same(a, q):
     a = dict(a, ratio=float(a["ratio"]) if a.get("ratio") and a["offload"][0] != "none" else None)
     b = layout(q)
     return all(a.get(k) == b[k] for k in b)
-for q in p.get("plans", [])[:5]:
+for q in p.get("plans", [])[:int(sys.argv[4])]:
     if not q["fits"]: continue
     if auto and auto[0].get("tok_s") and same(auto[0]["layout"], q):
         print("same_as_auto")

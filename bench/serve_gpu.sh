@@ -34,7 +34,7 @@ for part in "$@"; do
         QWENFT_DECODE_ATTN_SPLIT=128; do
         echo "-- decode_bench 512 ${hook:-(defaults)}" | tee -a "$out/serve_gpu_decode.txt"
         # shellcheck disable=SC2086
-        env $hook timeout 120 "$B/decode_bench" 512 2>&1 | tee -a "$out/serve_gpu_decode.txt" | grep -E "one CUDA graph|attention" | head -6
+        env $hook timeout 120 "$B/decode_bench" 512 2>&1 | tee -a "$out/serve_gpu_decode.txt" | grep -E "one CUDA graph|attention|one ahead" | head -8
       done ;;
     ahead)
       for a in "" "--decode-ahead off"; do

@@ -5,7 +5,9 @@
 #define QF_UTIL_H
 #include <stddef.h>
 #include <stdint.h>
+#include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #define QF_EXIT_OK 0
 #define QF_EXIT_INPUT 2   /* bad deck, data, model file, command line */
@@ -67,11 +69,57 @@ double qf_now(void);
 /* Levenshtein distance, for "did you mean". */
 int qf_edit_distance(const char *a, const char *b);
 
-/* bf16 <-> fp32 (round to nearest even; NaN stays NaN). */
-uint16_t qf_f32_to_bf16(float f);
-float qf_bf16_to_f32(uint16_t h);
-uint16_t qf_f32_to_f16(float f);
-float qf_f16_to_f32(uint16_t h);
+/* bf16 <-> fp32 and fp16 <-> fp32 (round to nearest even; NaN stays NaN). Inline: the host's per-element loops
+ * over the offloaded state (host_act_cpu.c, adamw_cpu.c: billions of elements a step) would otherwise pay a call
+ * per element and never vectorise. */
+static inline uint16_t qf_f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+static inline float qf_bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+/* fp16: written as selects, no branches or calls, so that the host loops vectorise; bit for bit the scalar rules
+ * (round to nearest even, subnormals kept, overflow to infinity, NaN to the quiet NaN 0x7e00 with its sign):
+ * tests/unit/test_convert.c checks every fp16 value and a sweep of floats. A subnormal result is rounded by the FPU:
+ * adding 0.5 (2^-1) places the value's 2^-24 units in the low mantissa bits, the hardware's nearest-even does the rest. */
+static inline uint16_t qf_f32_to_f16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    const uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    float af, sub;
+    memcpy(&af, &a, 4);
+    sub = af + 0.5f; /* exponent of 0.5: the sum's low 11 bits are the value in units of 2^-24, rounded */
+    uint32_t s;
+    memcpy(&s, &sub, 4);
+    const uint32_t rs = s - 0x3f000000u;                                    /* a < 2^-14: the subnormal */
+    const uint32_t rn = (a + 0xc8000fffu + ((a >> 13) & 1u)) >> 13;         /* rebias by -112 << 23, round */
+    uint32_t r = a < 0x38800000u ? rs : rn;
+    r = a >= 0x47800000u ? 0x7c00u : r; /* 65520 and up round to infinity in rn already; 65536 and up here */
+    r = a > 0x7f800000u ? 0x7e00u : r;
+    return (uint16_t)(sign | r);
+}
+static inline float qf_f16_to_f32(uint16_t h) {
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = h & 0x7c00u, m = (uint32_t)(h & 0x7fffu) << 13;
+    /* a subnormal m x 2^-24: its bits under exponent 2^-14 (113 << 23), minus 2^-14 in float arithmetic (exact) */
+    uint32_t us = m + (113u << 23);
+    float fs;
+    memcpy(&fs, &us, 4);
+    fs -= 6.103515625e-05f;
+    uint32_t sub;
+    memcpy(&sub, &fs, 4);
+    const uint32_t rebias = e == 0x7c00u ? 224u << 23 : 112u << 23; /* infinity and NaN: exponent 255 */
+    const uint32_t u = sign | (e == 0 ? sub : m + rebias);
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
 
 /* The double a float hyper-parameter stands for: the double of its shortest round-trip decimal form
  * (0.999f -> 0.999), as torch holds Python-float hyper-parameters. Shared by the CPU and CUDA AdamW so both form

@@ -93,8 +93,19 @@ void qf_cpu_act_add(void *y, const void *x, int act_dtype, size_t n, int threads
         for (size_t i = 0; i < n; i++) fy[i] += fx[i];
         return;
     }
-#pragma omp parallel for schedule(static) num_threads(threads)
-    for (size_t i = 0; i < n; i++) act_set(y, act_dtype, i, act_get(y, act_dtype, i) + act_get(x, act_dtype, i));
+    /* one loop per type, the conversions inline, so that it vectorises: the offload engine adds a micro-batch's
+     * whole gradient shard here when the shard lives on the host (zero_hgrad.c; Qwen2.5-7B: 7.6 G elements) */
+    if (act_dtype == QF_DT_BF16) {
+        uint16_t *hy = y;
+        const uint16_t *hx = x;
+#pragma omp parallel for simd schedule(static) num_threads(threads)
+        for (size_t i = 0; i < n; i++) hy[i] = qf_f32_to_bf16(qf_bf16_to_f32(hy[i]) + qf_bf16_to_f32(hx[i]));
+        return;
+    }
+    uint16_t *hy = y;
+    const uint16_t *hx = x;
+#pragma omp parallel for simd schedule(static) num_threads(threads)
+    for (size_t i = 0; i < n; i++) hy[i] = qf_f32_to_f16(qf_f16_to_f32(hy[i]) + qf_f16_to_f32(hx[i]));
 }
 
 void qf_cpu_act_from_f32(void *dst, const float *src, int act_dtype, size_t n, int threads) {

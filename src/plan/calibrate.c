@@ -2,7 +2,8 @@
  * One decoder layer of the model's own dimensions (a 1-layer model with a 512-token vocabulary: the head's time
  * follows from the layer's matmul rate) runs forward + backward through the op table at micro-batch 1 and 2 of the
  * deck's seq_len in each recomputation mode (a warm-up, then the faster of two); the device AdamW (the op table's)
- * and the host AdamW (qf_cpu_adamw_act, the offload's kernel) on a buffer each; the pinned copies
+ * and the host AdamW (qf_cpu_adamw_act, the offload's kernel) on a buffer each, the host gradient add and sum of
+ * squares (the shard on the host); the pinned copies
  * (qf_cuda_copy_peak). The network rates are table values (a collective needs every rank: not timed here). */
 #include "plan.h"
 #include <errno.h>
@@ -15,7 +16,7 @@
 #include "util/json_out.h"
 
 #define CAL_FILE "qwenft-plan-rates.json"
-#define CAL_VERSION 1
+#define CAL_VERSION 2 /* 2: host_add, host_sumsq */
 
 static void cal_key(const char *dev, const qf_model_config *c, int T, const qf_ops *ops, char *key, size_t n) {
     char host[128] = "?";
@@ -25,10 +26,12 @@ static void cal_key(const char *dev, const qf_model_config *c, int T, const qf_o
              c->attention_bias, (long long)c->vocab_size, c->tie_word_embeddings, ops->name, T);
 }
 
-static const char *const RATE_NAMES[] = {"fwd_share", "matmul_flops", "dev_adam", "host_adam", "h2d", "d2h", "net",
-                                         "net_inter"};
+static const char *const RATE_NAMES[] = {"fwd_share", "matmul_flops", "dev_adam", "host_adam", "host_add",
+                                         "host_sumsq", "h2d", "d2h", "net", "net_inter"};
+enum { NRATES = sizeof RATE_NAMES / sizeof *RATE_NAMES };
 static double *rate_field(qf_plan_rates *r, int i) {
-    double *f[] = {&r->fwd_share, &r->matmul_flops, &r->dev_adam, &r->host_adam, &r->h2d, &r->d2h, &r->net, &r->net_inter};
+    double *f[NRATES] = {&r->fwd_share, &r->matmul_flops, &r->dev_adam, &r->host_adam, &r->host_add,
+                         &r->host_sumsq, &r->h2d,         &r->d2h,      &r->net,       &r->net_inter};
     return f[i];
 }
 
@@ -40,7 +43,7 @@ static int cal_read(const char *path, const char *key, qf_plan_rates *r) {
     json_t *k = json_object_get(js, "key"), *t = json_object_get(js, "rates");
     if (json_is_string(k) && !strcmp(json_string_value(k), key) && json_is_object(t)) {
         ok = 1;
-        for (int i = 0; i < 8 && ok; i++) {
+        for (int i = 0; i < NRATES && ok; i++) {
             json_t *v = json_object_get(t, RATE_NAMES[i]);
             if (!json_is_number(v)) ok = 0;
             else *rate_field(r, i) = json_number_value(v);
@@ -58,7 +61,7 @@ static int cal_read(const char *path, const char *key, qf_plan_rates *r) {
 
 static void cal_write(const char *path, const char *key, const qf_plan_rates *r) {
     json_t *t = json_object();
-    for (int i = 0; i < 8; i++) qf_json_set_num(t, RATE_NAMES[i], *rate_field((qf_plan_rates *)r, i));
+    for (int i = 0; i < NRATES; i++) qf_json_set_num(t, RATE_NAMES[i], *rate_field((qf_plan_rates *)r, i));
     json_t *fx = json_array(), *pr = json_array();
     for (int m = 0; m < 4; m++) {
         json_array_append_new(fx, json_real(r->layer_fixed[m]));
@@ -137,8 +140,9 @@ static double cal_dev_adam(const qf_ops *ops, size_t n) {
 
 static double cal_host_adam(const qf_ops *ops, size_t n, int threads) {
     float *p = calloc(n, 4), *m = calloc(n, 4), *v = calloc(n, 4);
-    void *g = calloc(n, ops->act_bytes);
+    void *g = malloc(n * ops->act_bytes);
     double best = -1;
+    if (g) memset(g, 0x3c, n * ops->act_bytes); /* real pages (calloc's untouched ones all read one zero page) */
     if (p && m && v && g)
         for (int it = 0; it < 3; it++) {
             double t0 = qf_now();
@@ -149,6 +153,28 @@ static double cal_host_adam(const qf_ops *ops, size_t n, int threads) {
         }
     free(p), free(m), free(v), free(g);
     return best > 0 ? (double)n / best : 0;
+}
+
+/* elements/s of the host gradient accumulation and of the norm's sum of squares (the offload engine's host shard:
+ * qf_cpu_act_add, qf_cpu_act_sumsq in the act type) on n elements */
+static void cal_host_grads(const qf_ops *ops, size_t n, int threads, double *add, double *sumsq) {
+    void *y = calloc(n, ops->act_bytes), *x = malloc(n * ops->act_bytes);
+    double ba = -1, bs = -1;
+    if (x) memset(x, 0x3c, n * ops->act_bytes); /* real pages, finite values (y: written by the first add) */
+    if (x && y)
+        for (int it = 0; it < 3; it++) {
+            double t0 = qf_now();
+            qf_cpu_act_add(y, x, (int)ops->act_dtype, n, threads);
+            double t1 = qf_now();
+            volatile double s = qf_cpu_act_sumsq(y, (int)ops->act_dtype, n, threads);
+            double t2 = qf_now();
+            (void)s;
+            if (it > 0 && (ba < 0 || t1 - t0 < ba)) ba = t1 - t0;
+            if (it > 0 && (bs < 0 || t2 - t1 < bs)) bs = t2 - t1;
+        }
+    free(x), free(y);
+    *add = ba > 0 ? (double)n / ba : 0;
+    *sumsq = bs > 0 ? (double)n / bs : 0;
 }
 
 int qf_plan_calibrate(const qf_ops *ops, const char *dev, const qf_model_config *c, int T, int threads,
@@ -211,6 +237,10 @@ int qf_plan_calibrate(const qf_ops *ops, const char *dev, const qf_model_config 
     if (da > 0) r->dev_adam = da;
     double ha = cal_host_adam(ops, cpu ? (size_t)4 << 20 : (size_t)32 << 20, threads);
     if (ha > 0) r->host_adam = ha;
+    double hadd = 0, hss = 0;
+    cal_host_grads(ops, cpu ? (size_t)4 << 20 : (size_t)32 << 20, threads, &hadd, &hss);
+    if (hadd > 0) r->host_add = hadd;
+    if (hss > 0) r->host_sumsq = hss;
     r->h2d = r->d2h = 0;
 #ifdef QWENFT_HAVE_CUDA
     if (!cpu) {

@@ -134,10 +134,10 @@ void qf_estimate(const qf_model_config *c, const qf_deck *d, int W, int G, int64
     o->optimizer = 12 * dopt;
     if (off_opt) o->host_per_rank = 12 * hopt + (off_par ? 0 : ab * hopt);
     /* host gradients: the step's host buffer is the shard (no second copy), except with offload_param and
-     * accumulation (a buffer of its own); a staging piece for accumulation */
+     * accumulation (a buffer of its own); two staging pieces for accumulation */
     if (qf_estimate_grads_on_host(d)) {
         if (off_par && d->gradient_accumulation_steps > 1) o->host_per_rank += ab * S;
-        o->host_per_rank += ab * (umax < S ? umax : S < QF_ZERO_OFFLOAD_CHUNK ? S : QF_ZERO_OFFLOAD_CHUNK);
+        o->host_per_rank += 2 * ab * (umax < S ? umax : S < QF_ZERO_OFFLOAD_CHUNK ? S : QF_ZERO_OFFLOAD_CHUNK);
     }
     o->activations = qf_model_act_bytes(c, d->train_micro_batch_size_per_gpu, d->seq_len,
                                         d->activation_checkpointing, d->recompute_layers, ab);

@@ -192,7 +192,7 @@ void qf_plan_why_lost(const qf_plan *a, const qf_plan *b, const qf_plan_machine 
         return;
     }
     const char *names[4] = {"compute (recomputation, smaller micro-batches)", "exposed communication",
-                            "exposed PCIe copies", "optimizer step (host AdamW)"};
+                            "exposed PCIe copies and host gradient accumulation", "optimizer step (host AdamW)"};
     /* per row: the plans may take different numbers of rows per step */
     const double ra = (double)a->micro * a->accum, rb = (double)b->micro * b->accum;
     const double pa[4] = {a->t_compute, a->t_comm, a->t_pcie, a->t_adam};

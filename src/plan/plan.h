@@ -20,6 +20,8 @@ typedef struct qf_plan_rates {
     double matmul_flops;       /* achieved matmul FLOP/s of the layer (the head and embedding run at it) */
     double dev_adam;           /* elements/s of the device AdamW (the op table's) */
     double host_adam;          /* elements/s of the host AdamW (qf_cpu_adamw_act on the offload's threads) */
+    double host_add;           /* elements/s of the host gradient accumulation (qf_cpu_act_add: the shard on the host) */
+    double host_sumsq;         /* elements/s of the host sum of squares over it (qf_cpu_act_sumsq: the norm) */
     double h2d, d2h;           /* pinned copy bytes/s each way (0 = no copies: CPU ranks) */
     double net;                /* collective bus bytes/s between ranks of a node (not measured: a table value) */
     double net_inter;          /* between nodes */

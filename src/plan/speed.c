@@ -13,7 +13,11 @@
  *                            per micro-batch as at stage 2: hidden behind the micro-batch's compute up to its length
  *   pcie      offload_param: the gathered units come from the node's host copy, 2 ab n per micro-batch H2D,
  *             prefetched: what exceeds the micro-batch's compute is exposed. Gradient shard on the host: ab S per
- *             micro-batch D2H during the backward (exposed beyond the backward)
+ *             micro-batch D2H during the backward (exposed beyond the backward); micro-batches 2..A add theirs
+ *             into it on the trainer's thread in the backward (src/zero/zero_hgrad.c: a piece downloads while the
+ *             one before it is added), exposed: (A - 1) max(ab S / d2h, S / host_add), and the norm then sums the
+ *             shard on the host
+ *             once, S / host_sumsq (with A = 1 the device sums each piece before its download)
  *   optimizer device share 12-byte AdamW at the device rate (exposed); host share h (ratio x range): gradients
  *             down ab h (not with the shard already on the host), AdamW h / (host rate / ranks of the node: the
  *             host AdamW is memory-bound and the node's ranks share its bandwidth), parameters up ab h (not with
@@ -50,6 +54,8 @@ void qf_plan_rates_default(const qf_model_config *c, int T, int cpu, qf_plan_rat
     r->fwd_share = 1.0 / 3.0;
     r->dev_adam = cpu ? 2e8 : 2e10;
     r->host_adam = cpu ? 2e8 : 4.67e9;
+    r->host_add = cpu ? 5e8 : 8e9;     /* bf16 on 16 threads: about 6 bytes an element at the host's bandwidth */
+    r->host_sumsq = cpu ? 1e9 : 16e9;
     r->h2d = r->d2h = cpu ? 0 : 25e9;
     r->net = cpu ? 5e9 : 1.5e11;
     r->net_inter = cpu ? 1e9 : 1.25e10;
@@ -97,6 +103,12 @@ void qf_plan_speed(const qf_model_config *c, const qf_deck *d, const qf_plan_mac
         if (offp) copy_micro += 2 * N / r->h2d;
         if (p->grads_host) pcie_micro = dmax(0, (double)ab * S / r->d2h - bwd);
     }
+    double hacc = 0; /* the host accumulation of micro-batches 2..A and the norm's pass over the host shard */
+    if (p->grads_host && A > 1) {
+        const double down = r->d2h > 0 ? (double)ab * S / r->d2h : 0;
+        hacc = (A - 1) * dmax(down, r->host_add > 0 ? (double)S / r->host_add : 0) +
+               (r->host_sumsq > 0 ? (double)S / r->host_sumsq : 0);
+    }
     double exposed_micro = dmax(0, hidden_micro + copy_micro - micro) + pcie_micro;
     /* optimizer */
     const int64_t opt = p->stage == 0 ? n : S;
@@ -117,6 +129,7 @@ void qf_plan_speed(const qf_model_config *c, const qf_deck *d, const qf_plan_mac
     p->t_comm = comm + A * dmax(0, hidden_micro - micro);
     p->t_pcie = A * exposed_micro - A * dmax(0, hidden_micro - micro);
     if (p->t_pcie < 0) p->t_pcie = 0;
+    p->t_pcie += hacc;
     p->t_adam = t_dev + host_exposed;
     p->t_step = p->t_compute + p->t_comm + p->t_pcie + p->t_adam;
     p->tok_s = p->t_step > 0 ? (double)A * B * W * T / p->t_step : 0;

@@ -64,7 +64,7 @@ typedef struct qf_zero_hgrad {
     void *dbuf[QF_ZHG_INFLIGHT];
     int64_t dn[QF_ZHG_INFLIGHT];
     int nq;
-    void *stage;                        /* pinned host act [stage_n] for accumulation */
+    void *stage;                        /* pinned host act [2][stage_n] for accumulation (two pieces in turn) */
     int64_t stage_n;
 } qf_zero_hgrad;
 

@@ -6,8 +6,10 @@
 # 1-2 ranks, stages 2-3 (3 with offload_param), accumulation 1 and 2. Then fp16 with an injected overflow (NaN
 # gradients on rank 0 at step 2): the skipped step leaves master, moments and the node copy untouched, so the run
 # equals the device-shard run with the same fault, and a run that then resumes from its checkpoint (node copy read
-# back) continues identically. The header says where the gradients live, and auto on CPU ranks keeps them on the
-# device. A deck asking for host gradients where they cannot be is refused (exit 2) naming the key.
+# back) continues identically. With one rank and accumulation the host adds go through staging pieces of 777
+# elements (QWENFT_ZHG_STAGE_N), several per unit. The header says where the gradients live, and auto on CPU
+# ranks keeps them on the device. A deck asking for host gradients where they cannot be is refused (exit 2) naming
+# the key.
 . "$SRC/tests/mpi_common.sh"
 command -v h5diff > /dev/null || { echo "SKIP: h5diff (hdf5-tools) not installed"; exit 77; }
 common=(--set checkpoint.every_steps=2 --set eval.every_steps=2)
@@ -22,7 +24,10 @@ for np in 1 2; do
       n="np${np}_s${stage}_ga${ga}"
       run "${n}_none" "$np" "${lay[@]}" "${common[@]}" || { fails=$((fails + 1)); continue; }
       run "${n}_dev" "$np" "${lay[@]}" "${off[@]}" "${common[@]}" || { fails=$((fails + 1)); continue; }
-      run "${n}_host" "$np" "${lay[@]}" "${off[@]}" --set zero_optimization.offload_optimizer.gradients=host \
+      # one rank with accumulation: staging pieces of 777 elements (a test hook), so that each accumulated piece
+      # turns through both staging buffers several times (a piece downloads while the one before it is added)
+      sn=""; [ "$np" = 1 ] && [ "$ga" = 2 ] && sn=777
+      QWENFT_ZHG_STAGE_N=$sn run "${n}_host" "$np" "${lay[@]}" "${off[@]}" --set zero_optimization.offload_optimizer.gradients=host \
         "${common[@]}" || { fails=$((fails + 1)); continue; }
       grep -q "gradient shard lives on the device until the step (offload_optimizer.gradients; auto: no device budget" \
         "${n}_dev.out" || { echo "FAIL: ${n}_dev: header"; grep "gradient shard" "${n}_dev.out"; fails=$((fails + 1)); }

@@ -19,6 +19,8 @@ static void rates(qf_plan_rates *r, int T) {
     r->matmul_flops = 1e13;
     r->dev_adam = 1e10;
     r->host_adam = 2e9;
+    r->host_add = 3e9;
+    r->host_sumsq = 7e9;
     r->h2d = 20e9;
     r->d2h = 25e9;
     r->net = 100e9;
@@ -76,6 +78,19 @@ int main(void) {
     qf_plan_speed(&c, &d, &mc, &r, &q);
     CHECK(near(q.t_pcie, dmax(0, 2 * 2 * n / r.h2d - m1)), "param offload pcie %g", q.t_pcie);
     CHECK(near(q.t_adam, dmax(0, dmax(n / r.host_adam, 2 * n / r.d2h) - fwd)), "param offload step %g", q.t_adam);
+
+    /* the gradient shard on the host (stage 2, optimizer offload), 4 micro-batches: each downloads its shard during
+     * the backward (exposed beyond it); micro-batches 2-4 add theirs on the host as the next piece downloads, and the
+     * norm sums the shard there */
+    q = (qf_plan){.stage = 2, .offload = 1, .ratio = 1, .micro = 1, .accum = 4, .ackpt = QF_ACKPT_NONE, .rec_layers = -1,
+                  .grads_host = 1};
+    qf_plan_speed(&c, &d, &mc, &r, &q);
+    const double down = 2 * n / r.d2h, acc = 3 * dmax(down, n / r.host_add) + n / r.host_sumsq;
+    CHECK(near(q.t_pcie, 4 * dmax(0, down - (m1 - fwd)) + acc), "host gradients, accum 4: pcie %g, want %g", q.t_pcie,
+          4 * dmax(0, down - (m1 - fwd)) + acc);
+    q.accum = 1; /* one micro-batch: no host add, the device sums each piece before its download */
+    qf_plan_speed(&c, &d, &mc, &r, &q);
+    CHECK(near(q.t_pcie, dmax(0, down - (m1 - fwd))), "host gradients, accum 1: pcie %g", q.t_pcie);
 
     /* 4. eight ranks on one node, stage 0: the gradient all-reduce after the backward is exposed; stage 2 without
      * overlap_comm: a reduce-scatter per micro-batch and the all-gather */

@@ -85,5 +85,7 @@ void cpu_adamw_variant(int isa, float *p, float *pa, const float *g, float *m, f
 int cpu_have_f16c(void);
 void cpu_adamw_act_variant(int isa, float *p, void *pact, const void *g, int act_dtype, float *m, float *v, size_t n,
                            const adamw_consts *k, int threads);
+/* the host gradient add (qf_cpu_act_add) with a given ISA's 16-bit slice (as above: the same bits); fp32 as is */
+void cpu_act_add_variant(int isa, void *y, const void *x, int act_dtype, size_t n, int threads);
 
 #endif

@@ -3,6 +3,7 @@
  * sumsq and add_inplace (elementwise_cpu.c) do, so that a CPU run keeps its trajectory bit for bit; bf16 and fp16
  * widen exactly, add in fp32 and round to nearest even as the GPU tables' add_inplace. */
 #include "cpu_impl.h"
+#include "f16_convert.h"
 #include "ops.h"
 #include "util.h"
 #include <math.h>
@@ -84,6 +85,50 @@ double qf_cpu_act_sumsq(const void *g, int act_dtype, size_t n, int threads) {
     return s;
 }
 
+/* 16-bit y += x by instruction set: a block of each widened to fp32 (f16_convert.h), added, y's narrowed back; every
+ * variant the same bits (cpu_act_add_variant) */
+enum { ADD_BLOCK = 1024 };
+#define ADD_SLICE(NAME, ATTR, F16_WIDEN, F16_NARROW)                                                                 \
+    ATTR static void NAME(uint16_t *y, const uint16_t *x, int dt, size_t n) {                                      \
+        float a[ADD_BLOCK], b[ADD_BLOCK];                                                                          \
+        for (size_t o = 0; o < n; o += ADD_BLOCK) {                                                                \
+            const size_t k = n - o < ADD_BLOCK ? n - o : ADD_BLOCK;                                                \
+            if (dt == QF_DT_BF16) bf16_widen(a, y + o, k), bf16_widen(b, x + o, k);                                \
+            else F16_WIDEN(a, y + o, k), F16_WIDEN(b, x + o, k);                                                   \
+            for (size_t i = 0; i < k; i++) a[i] += b[i];                                                           \
+            if (dt == QF_DT_BF16) bf16_narrow(y + o, a, k);                                                        \
+            else F16_NARROW(y + o, a, k);                                                                          \
+        }                                                                                                          \
+    }
+ADD_SLICE(add_base, , f16_widen_c, f16_narrow_c)
+#if QF_X86
+ADD_SLICE(add_avx2, __attribute__((target("avx2,f16c"))), f16_widen_f16c, f16_narrow_f16c)
+ADD_SLICE(add_avx512, __attribute__((target("avx512f,avx2,f16c"))), f16_widen_avx512, f16_narrow_avx512)
+#endif
+
+void cpu_act_add_variant(int isa, void *y, const void *x, int act_dtype, size_t n, int threads) {
+    if (act_dtype == QF_DT_F32) {
+        qf_cpu_act_add(y, x, act_dtype, n, threads);
+        return;
+    }
+    void (*fn)(uint16_t *, const uint16_t *, int, size_t) = add_base;
+#if QF_X86
+    if (isa == 2) fn = add_avx512;
+    else if (isa == 1) fn = add_avx2;
+#else
+    (void)isa;
+#endif
+    if (threads < 1) threads = omp_get_max_threads();
+#pragma omp parallel num_threads(threads)
+    { /* whole blocks per thread */
+        const size_t T = (size_t)omp_get_num_threads(), i = (size_t)omp_get_thread_num();
+        const size_t nblk = (n + ADD_BLOCK - 1) / ADD_BLOCK;
+        size_t lo = nblk * i / T * ADD_BLOCK, hi = nblk * (i + 1) / T * ADD_BLOCK;
+        if (hi > n) hi = n;
+        if (hi > lo) fn((uint16_t *)y + lo, (const uint16_t *)x + lo, act_dtype, hi - lo);
+    }
+}
+
 void qf_cpu_act_add(void *y, const void *x, int act_dtype, size_t n, int threads) {
     if (threads < 1) threads = omp_get_max_threads();
     if (act_dtype == QF_DT_F32) {
@@ -93,19 +138,9 @@ void qf_cpu_act_add(void *y, const void *x, int act_dtype, size_t n, int threads
         for (size_t i = 0; i < n; i++) fy[i] += fx[i];
         return;
     }
-    /* one loop per type, the conversions inline, so that it vectorises: the offload engine adds a micro-batch's
-     * whole gradient shard here when the shard lives on the host (zero_hgrad.c; Qwen2.5-7B: 7.6 G elements) */
-    if (act_dtype == QF_DT_BF16) {
-        uint16_t *hy = y;
-        const uint16_t *hx = x;
-#pragma omp parallel for simd schedule(static) num_threads(threads)
-        for (size_t i = 0; i < n; i++) hy[i] = qf_f32_to_bf16(qf_bf16_to_f32(hy[i]) + qf_bf16_to_f32(hx[i]));
-        return;
-    }
-    uint16_t *hy = y;
-    const uint16_t *hx = x;
-#pragma omp parallel for simd schedule(static) num_threads(threads)
-    for (size_t i = 0; i < n; i++) hy[i] = qf_f32_to_f16(qf_f16_to_f32(hy[i]) + qf_f16_to_f32(hx[i]));
+    /* 16-bit: the offload engine adds a micro-batch's whole gradient shard here when the shard lives on the host
+     * (zero_hgrad.c; Qwen2.5-7B: 7.6 G elements), in this CPU's widest slice */
+    cpu_act_add_variant(cpu_have_f16c() ? cpu_adamw_best_isa() : 0, y, x, act_dtype, n, threads);
 }
 
 void qf_cpu_act_from_f32(void *dst, const float *src, int act_dtype, size_t n, int threads) {

@@ -2,9 +2,9 @@
 # bench/serve_gpu.sh PART... — the [serve] issue's measurements on the GPU machine (docs/performance.md records them).
 # Run from the repo root after `. .devdeps/env.sh`, with the CUDA build as build-cuda/ (QWENFT: its binary); results
 # in $OUT (each part appends to one file there: a device call returns at most 8 files).
-#   tests    the GPU tests of the decoding path: test_paged_cuda (every attention form), test_paged_cuda_attnearly,
+#   tests    the GPU tests of the decoding path: test_paged_cuda (every attention form), test_paged_cuda_attn*,
 #            test_paged_prompt_cuda, test_graph_cuda, gpu_serve, gpu_generate ($OUT/serve_gpu_tests.txt)
-#   decode   build-cuda/decode_bench 512 under the defaults and each bench hook (QWENFT_DECODE_ATTN=early,
+#   decode   build-cuda/decode_bench 512 under the defaults and each bench hook (QWENFT_DECODE_ATTN=early|rows,
 #            QWENFT_GEMV_PF=8, QWENFT_DECODE_ATTN_SPLIT=32|64|128): per-layer parts and the step as one graph
 #            ($OUT/serve_gpu_decode.txt)
 #   ahead    Qwen2.5-7B bf16 served (bench/serve_bench.sh without Locust) and generated (bench/generate_bench.sh,
@@ -30,7 +30,7 @@ for part in "$@"; do
       ctest --test-dir "$B" -R 'test_paged_cuda|test_paged_prompt_cuda|test_graph_cuda|gpu_serve|gpu_generate' \
         --output-on-failure 2>&1 | tail -40 | tee -a "$out/serve_gpu_tests.txt" ;;
     decode)
-      for hook in "" QWENFT_DECODE_ATTN=early QWENFT_GEMV_PF=8 QWENFT_DECODE_ATTN_SPLIT=32 QWENFT_DECODE_ATTN_SPLIT=64 \
+      for hook in "" QWENFT_DECODE_ATTN=early QWENFT_DECODE_ATTN=rows QWENFT_GEMV_PF=8 QWENFT_DECODE_ATTN_SPLIT=32 QWENFT_DECODE_ATTN_SPLIT=64 \
         QWENFT_DECODE_ATTN_SPLIT=128; do
         echo "-- decode_bench 512 ${hook:-(defaults)}" | tee -a "$out/serve_gpu_decode.txt"
         # shellcheck disable=SC2086

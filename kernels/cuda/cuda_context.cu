@@ -158,8 +158,12 @@ int qfc_context_init(void (*first)(void)) {
             QF_FATAL("QWENFT_DECODE_ATTN_SPLIT=%s: a multiple of 32 from 32 to 512 expected", ds);
         g_ctx.decode_attn_split = dsv;
         const char *da = getenv("QWENFT_DECODE_ATTN");
-        // default 2: the loads in flight, v after the scores; "early": in flight, v beside k; "plain": neither
-        g_ctx.decode_attn_mlp = da && !strcmp(da, "plain") ? 0 : da && !strcmp(da, "early") ? 1 : 2;
+        // default 2: the loads in flight, v after the scores; "early": in flight, v beside k; "plain": neither;
+        // "rows": as the default, the pool rows looked up before the programmatic wait and q in 16-byte loads
+        g_ctx.decode_attn_mlp = da && !strcmp(da, "plain")   ? 0
+                                : da && !strcmp(da, "early") ? 1
+                                : da && !strcmp(da, "rows")  ? 3
+                                                             : 2;
     }
     CHECK_CUDA(cudaStreamCreateWithFlags(&g_ctx.stream, cudaStreamNonBlocking));
     CHECK_CUDA(cudaDeviceGetDefaultMemPool(&g_ctx.pool, g_ctx.device));

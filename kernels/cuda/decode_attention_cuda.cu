@@ -78,13 +78,16 @@ __device__ __forceinline__ void as_pv8(float (&acc)[AS_MAXG][8], const float *ps
 // its load); every other table and head size, or QWENFT_DECODE_ATTN=plain (a bench hook). The sums are the same in
 // the same order (bit for bit the DC = 0 kernel's values). Under QWENFT_DECODE_ATTN=early (a bench hook, not yet
 // measured on a GPU), where the split's rows fit AS_V3 per lane (decoding: splits of up to 64 positions), the v
-// loads are issued before phase 1, beside the k loads: one round trip to L2 instead of two in a row
+// loads are issued before phase 1, beside the k loads: one round trip to L2 instead of two in a row. Under
+// QWENFT_DECODE_ATTN=rows (a bench hook, not yet measured on a GPU) the split's pool rows are looked up before the
+// programmatic wait, and q comes in 16-byte loads: after the wait the critical path is q, then k (two round trips
+// to L2 where the default has q's eight 2-byte loads, then the position, the block table and k in a row)
 static const int AS_V3 = 8; // phase 3's v rows in flight per thread (DC > 0)
 
 template <typename T, typename Rows, int TPP, int DC>
 __global__ void __launch_bounds__(AS_THREADS)
     attn_split_kernel(T *out, float *part, int *cnt, const T *q, const T *kc, const T *vc, Rows rows, int H, int KV,
-                      int Drt, int split, int nsplit, float scale, bool vec, bool early) {
+                      int Drt, int split, int nsplit, float scale, bool vec, bool early, bool first) {
     const int D = DC > 0 ? DC : Drt;
     extern __shared__ float as_smem[]; // qs[MAXG][QS] | ps[MAXG][split] | rowix[split]; later red[P][MAXG][D]
     __shared__ float ml[2 * AS_MAXG];  // per head: the split's max, exp-sum
@@ -93,13 +96,28 @@ __global__ void __launch_bounds__(AS_THREADS)
     if (p0 > t) return; // past this token's positions
     const int n = min(t + 1 - p0, split), tid = threadIdx.x, h0 = kh * G + g0;
     const size_t prow = (size_t)KV * D;
+    // qs: head g's D values in TPP slices of D/TPP, each slice padded by 4 floats (the TPP threads of a position read
+    // 16-byte words of different slices at once: without the pad they would sit 4 * D/TPP bytes apart, in the same
+    // banks)
+    const int DT = D / TPP, QS = D + 4 * TPP;
+    float *qs = as_smem, *ps = qs + AS_MAXG * QS;
+    int *rowix = reinterpret_cast<int *>(ps + AS_MAXG * split);
+    // first (DC > 0, QWENFT_DECODE_ATTN=rows): the split's pool rows looked up once, here, before the wait, into
+    // rowix; after the wait the k and v loads read them from shared memory instead of the position's and the block
+    // table's loads in a row, and q arrives in 16-byte loads (one per thread) instead of 2-byte ones
+    const bool rf = DC > 0 && first;
+    if (rf) {
+        for (int j = tid; j < n; j += AS_THREADS) rowix[j] = rows.row(tok, p0 + j);
+        __syncthreads();
+    }
     { // a programmatic dependent launch: the split's k and v rows asked of L2 while the kernel before it (decode_qkv,
       // the q projection or the append) ends; positions and block tables are the step's host copies, which precede
       // every kernel of the step, and nothing is loaded into registers from the caches or q before the wait
         const int lines = (int)((D * sizeof(T) + 127) / 128);
         for (int e = tid; e < 2 * n * lines; e += AS_THREADS) {
             const int j = e / (2 * lines), c = e % (2 * lines);
-            const T *base = (c < lines ? kc : vc) + (size_t)rows.row(tok, p0 + j) * prow + (size_t)kh * D;
+            const T *base = (c < lines ? kc : vc) + (size_t)(rf ? rowix[j] : rows.row(tok, p0 + j)) * prow +
+                            (size_t)kh * D;
             qf_prefetch_l2(reinterpret_cast<const char *>(base) + (size_t)(c % lines) * 128);
         }
     }
@@ -107,10 +125,6 @@ __global__ void __launch_bounds__(AS_THREADS)
     // the o projection after it may be scheduled now (it waits for this kernel before reading; triggered after the
     // wait, so that its weight prefetch overlaps this kernel, not the ones before it, and L2 holds one kernel's)
     qf_pdl_trigger();
-    // qs: head g's D values in TPP slices of D/TPP, each slice padded by 4 floats (the TPP threads of a position read
-    // 16-byte words of different slices at once: without the pad they would sit 4 * D/TPP bytes apart, in the same
-    // banks)
-    const int DT = D / TPP, QS = D + 4 * TPP;
     // phase 3's lanes (DV = D/8 threads a cache row, P = THREADS/DV rows at a time); where the split's n rows fit
     // AS_V3 rows per lane (DC > 0: decoding splits of up to 64 positions at D = 128), the v rows' loads are issued
     // here, beside phase 1's k loads, and consumed in phase 3: one round trip to L2 instead of two in a row
@@ -122,14 +136,31 @@ __global__ void __launch_bounds__(AS_THREADS)
 #pragma unroll
             for (int u = 0; u < AS_V3; u++)
                 if (pl + u * P < n)
-                    vraw[u] = *reinterpret_cast<const uint4 *>(vc + (size_t)rows.row(tok, p0 + pl + u * P) * prow +
-                                                               (size_t)kh * DC + (size_t)dv * 8);
+                    vraw[u] = *reinterpret_cast<const uint4 *>(
+                        vc + (size_t)(rf ? rowix[pl + u * P] : rows.row(tok, p0 + pl + u * P)) * prow +
+                        (size_t)kh * DC + (size_t)dv * 8);
     }
-    float *qs = as_smem, *ps = qs + AS_MAXG * QS;
-    int *rowix = reinterpret_cast<int *>(ps + AS_MAXG * split);
-    for (int e = tid; e < AS_MAXG * D; e += AS_THREADS) // heads past ng read as 0
-        qs[(e / D) * QS + (e % D) / DT * (DT + 4) + e % DT] =
-            e < ng * D ? tof<T>(q[((size_t)tok * H + h0) * D + e]) * scale : 0.0f;
+    if constexpr (DC > 0) {
+        if (rf) { // 8 values a thread (AS_MAXG * DC / 8 = AS_THREADS at DC = 128), the same products as below
+            for (int e = tid; e < AS_MAXG * DC / 8; e += AS_THREADS) {
+                const int g = e / (DC / 8), d0 = e % (DC / 8) * 8;
+                float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                if (g < ng) {
+                    const uint4 raw = *reinterpret_cast<const uint4 *>(q + ((size_t)tok * H + h0 + g) * DC + d0);
+                    unpack8<T>(f, raw);
+#pragma unroll
+                    for (int c = 0; c < 8; c++) f[c] *= scale;
+                }
+                float *dst = qs + g * QS + d0 / DT * (DT + 4) + d0 % DT; // 8 | DT: the 8 stay in one slice
+#pragma unroll
+                for (int c = 0; c < 8; c++) dst[c] = f[c];
+            }
+        }
+    }
+    if (!rf)
+        for (int e = tid; e < AS_MAXG * D; e += AS_THREADS) // heads past ng read as 0
+            qs[(e / D) * QS + (e % D) / DT * (DT + 4) + e % DT] =
+                e < ng * D ? tof<T>(q[((size_t)tok * H + h0) * D + e]) * scale : 0.0f;
     __syncthreads();
     // phase 1: scores, TPP threads per cache position (each D/TPP dimensions; their sums meet by shuffles): the
     // split's positions in passes of AS_THREADS/TPP, uniform over the block
@@ -143,8 +174,8 @@ __global__ void __launch_bounds__(AS_THREADS)
             constexpr int NC = DC / TPP / 8;
             uint4 raw[NC];
             if (j < n) {
-                const int r = rows.row(tok, p0 + j);
-                if (sub == 0) rowix[j] = r;
+                const int r = rf ? rowix[j] : rows.row(tok, p0 + j);
+                if (sub == 0 && !rf) rowix[j] = r;
                 const uint4 *kj = reinterpret_cast<const uint4 *>(kc + (size_t)r * prow + (size_t)kh * DC +
                                                                   (size_t)sub * (DC / TPP));
 #pragma unroll
@@ -338,9 +369,10 @@ static void attn_split_launch(void *out, const void *q, const void *kc, const vo
     // the form with the loads in flight (DC = 128) where it applies, unless QWENFT_DECODE_ATTN=plain
     const bool mlp = qfc().decode_attn_mlp && sizeof(T) == 2 && D == 128 && vec;
     const bool early = qfc().decode_attn_mlp == 1;
+    const bool first = qfc().decode_attn_mlp == 3 && qf_ptr_aligned(q, 16); // QWENFT_DECODE_ATTN=rows
 #define QF_AS_LAUNCH(TPP, DC)                                                                                          \
     qfc_launch_pdl(attn_split_kernel<T, Rows, TPP, DC>, grid, AS_THREADS, smem, (T *)out, part, cnt, (const T *)q,    \
-                   (const T *)kc, (const T *)vc, rows, H, KV, D, (int)split, nsplit, scale, vec, early)
+                   (const T *)kc, (const T *)vc, rows, H, KV, D, (int)split, nsplit, scale, vec, early, first)
     if constexpr (sizeof(T) == 2) {
         if (mlp && tpp == 4) QF_AS_LAUNCH(4, 128);
         else if (mlp) QF_AS_LAUNCH(1, 128);
@@ -394,7 +426,7 @@ void cu_attention_paged(void *out, const void *q, const void *k, const void *v, 
     attn_split_launch<T>(out, q, kpool, vpool, rows_paged{seq, pos, btab, maxb, bs}, N, H, KV, D, max_len);
 }
 
-extern "C" void qf_cuda_set_decode_attn_mlp(int form) { qfc().decode_attn_mlp = form < 0 || form > 2 ? 2 : form; }
+extern "C" void qf_cuda_set_decode_attn_mlp(int form) { qfc().decode_attn_mlp = form < 0 || form > 3 ? 2 : form; }
 extern "C" int qf_cuda_decode_attn_mlp(void) { return qfc().decode_attn_mlp; }
 
 #define QF_DECODE_INSTANTIATE(T)                                                                                     \

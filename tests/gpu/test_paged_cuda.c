@@ -4,8 +4,9 @@
  * the pool (blocks of 16 positions), GQA 1, 4, 7 and 18 (three groups of query heads per kv head), head_dim 64, 128 and 80, a sequence of 1500 positions.
  * Outputs on the max norm (fp32 1e-5, bf16 1e-2, fp16 1.25e-3: one rounding of the output); the pools bit for bit (a copy).
  * On the 16-bit tables at head_dim 128, the split attention's other forms (of QWENFT_DECODE_ATTN: plain; early, the
- * loads in flight with a decoding split's v rows loaded beside its k rows; the default, with them after the scores)
- * give the same values as the one in force (0 difference).
+ * loads in flight with a decoding split's v rows loaded beside its k rows; the default, with them after the scores;
+ * rows, the default with the pool rows looked up before the programmatic wait and q in 16-byte loads) give the same
+ * values as the one in force (0 difference).
  * Then the decoding fast path (decode_qkv, decode_mlp) against the same table's unfused ops (run_fast).
  * Exit: 0 passed, 1 a check failed, 77 "no GPU: skipped". */
 #define QF_GPU_TEST_SEED 0x2545F4914F6CDD1Dull
@@ -59,11 +60,13 @@ static void run_case(const qf_ops *g, int nseq, const int *plen, int chunk, int 
         qf_gpu_report(g->name, 64, "  pools after that call", fmax(relerr(hk, kp, pool), relerr(hv, vp, pool)), 0);
         if (g->act_bytes == 2 && D == 128) { /* the split attention's other form (QWENFT_DECODE_ATTN): the same values
                                               * (the call appends the same k, v to the same rows again) */
-            static const char *const form_name[3] = {"QWENFT_DECODE_ATTN=plain's form",
-                                                     "QWENFT_DECODE_ATTN=early's form", "the default form"};
+            static const char *const form_name[4] = {"QWENFT_DECODE_ATTN=plain's form",
+                                                     "QWENFT_DECODE_ATTN=early's form", "the default form",
+                                                     "QWENFT_DECODE_ATTN=rows' form"};
             void *go2 = g->alloc(nq * g->act_bytes + 16);
             const int was = qf_cuda_decode_attn_mlp();
-            for (int f = 0; f < 3; f++) { /* each other form: plain, early (v beside k), default (v after the scores) */
+            for (int f = 0; f < 4; f++) { /* each other form: plain, early (v beside k), default (v after the scores),
+                                           * rows (the pool rows before the wait, q in 16-byte loads) */
                 if (f == was) continue;
                 qf_cuda_set_decode_attn_mlp(f);
                 g->attention_paged(go2, gq, gk, gv, dk, dv, gsq, gps, gb, N, maxb, bs, H, KV, D, max_len);

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -53,6 +54,17 @@ void qf_fatal_at(const char *file, int line, const char *fmt, ...) {
 
 int qf_oom_rescue(const char *what, size_t bytes) {
     return oom_hook ? oom_hook(oom_arg, what, bytes) : 0; /* the hook may not return (longjmp) */
+}
+
+void qf_host_hugepages(void *p, size_t bytes) {
+#ifdef MADV_HUGEPAGE
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    if (!p || bytes < ((size_t)64 << 20)) return;
+    const uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1), e = ((uintptr_t)p + bytes) & ~(huge - 1);
+    if (e > a) (void)madvise((void *)a, e - a, MADV_HUGEPAGE); /* advice: refused or ignored, nothing changes */
+#else
+    (void)p, (void)bytes;
+#endif
 }
 
 void *qf_malloc_at(size_t n, const char *file, int line) {

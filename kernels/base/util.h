@@ -57,6 +57,13 @@ char *qf_strdup_at(const char *s, const char *file, int line);
 #define qf_realloc(p, n) qf_realloc_at((p), (n), __FILE__, __LINE__)
 #define qf_strdup(s) qf_strdup_at((s), __FILE__, __LINE__)
 
+/* Large host buffers (model and optimizer state, the offload's buffers, the CPU table's tensors) in 2 MiB pages
+ * where the kernel gives transparent huge pages on request (THP "madvise" or "always"): their first touch then
+ * faults 512 times fewer pages (the moments of an offloaded run are first touched by its first host AdamW, inside
+ * the second step). Buffers under 64 MiB, and systems without MADV_HUGEPAGE, stay as they are; only the buffer's
+ * 2 MiB-aligned interior is advised, so any allocator's block will do. */
+void qf_host_hugepages(void *p, size_t bytes);
+
 /* A list of strings in order (a repeatable option's values, --set overrides); v[0..n-1] are borrowed. */
 typedef struct qf_strlist {
     const char **v;

@@ -1,10 +1,15 @@
 /* ops_cpu.c — the CPU op table (fp32, OpenMP): host memory, act = float, kernels in the other files of kernels/cpu. */
 #include "cpu_impl.h"
 #include "ops.h"
+#include "util.h"
 #include <stdlib.h>
 #include <string.h>
 
-static void *cpu_alloc(size_t bytes) { return calloc(1, bytes ? bytes : 1); }
+static void *cpu_alloc(size_t bytes) {
+    void *p = calloc(1, bytes ? bytes : 1);
+    qf_host_hugepages(p, bytes); /* the table's large tensors in 2 MiB pages where the kernel offers them */
+    return p;
+}
 static void cpu_free(void *p) { free(p); }
 static void cpu_copy(void *dst, const void *src, size_t bytes) {
     if (bytes && dst != src) memmove(dst, src, bytes);

@@ -36,7 +36,11 @@ void *zi_dev_state(qf_zero *z, int64_t elems, size_t esize, const char *where) {
 /* host memory of the set-up (the offloaded optimizer state, the host gradient shard), zero-filled: as zi_dev_state */
 void *zi_host_state(qf_zero *z, size_t bytes, const char *where) {
     qf_mem_trial *t = z->m->trial;
-    if (!t) return qf_calloc(bytes ? bytes : 1, 1);
+    if (!t) {
+        void *p = qf_calloc(bytes ? bytes : 1, 1);
+        qf_host_hugepages(p, bytes); /* 2 MiB pages where the kernel offers them (util.h) */
+        return p;
+    }
     void *p = qf_mem_trial_alloc(t, NULL, bytes, where);
     if (!p && !t->on) QF_FATAL("out of host memory on rank %d allocating %zu bytes of %s", z->comm->rank, bytes, where);
     return p;

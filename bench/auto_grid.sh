@@ -20,6 +20,7 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 Q=${QWENFT:-$root/build/qwen-ft}
+. "$root/bench/random_model.sh"
 out=${OUT:-/tmp}
 steps=${STEPS:-5}
 top=${TOP:-5}
@@ -126,17 +127,9 @@ PY
 for part in "$@"; do
   IFS=: read -r m seq cap <<<"$part"
   best="" # the part's best tok/s so far (run_one)
-  case "$m" in
-    tiny) model='model = { arch = "qwen3"; vocab_size = 512; hidden_size = 128; intermediate_size = 256; num_hidden_layers = 4; num_attention_heads = 4; num_key_value_heads = 2; head_dim = 32; init_seed = 1; };'
-          vocab=512; eos="--eos-id 511" ;;
-    1.5b|3b|7b) model="model = { preset = \"qwen2.5-$m\"; init_seed = 1; };"
-          vocab=$([ "$m" = 7b ] && echo 152064 || echo 151936); eos="" ;;
-    *) echo "bench/auto_grid.sh: unknown model $m (1.5b, 3b, 7b, tiny)" >&2; exit 2 ;;
-  esac
+  bench_random_model "$m"
   tb=$([ "$seq" -ge 4096 ] && echo 8 || echo 32)
-  python3 "$root/bench/make_data.py" "$work/d.jsonl" $((tb * (steps + 1))) "$seq" "$vocab"
-  # shellcheck disable=SC2086
-  "$Q" prepare --in "$work/d.jsonl" --out "$work/d.h5" --vocab-size "$vocab" $eos > /dev/null
+  bench_random_data "$work" $((tb * (steps + 1))) "$seq"
   cat > "$work/deck.cfg" <<DECK
 $model
 data = { train = "$work/d.h5"; seq_len = $seq; shuffle = false; };

@@ -11,6 +11,7 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 Q=${QWENFT:-$root/build-cuda/qwen-ft}
+. "$root/bench/random_model.sh"
 out=${OUT:-/tmp}
 m=${1:-7b}
 micro=${2:-8}
@@ -19,16 +20,8 @@ steps=${STEPS:-5}
 work=$(mktemp -d)
 mkdir -p "$out/plan-cache"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-case "$m" in
-  tiny) model='model = { arch = "qwen3"; vocab_size = 512; hidden_size = 128; intermediate_size = 256; num_hidden_layers = 4; num_attention_heads = 4; num_key_value_heads = 2; head_dim = 32; init_seed = 1; };'
-        vocab=512; eos="--eos-id 511" ;;
-  1.5b|3b|7b) model="model = { preset = \"qwen2.5-$m\"; init_seed = 1; };"
-        vocab=$([ "$m" = 7b ] && echo 152064 || echo 151936); eos="" ;;
-  *) echo "bench/hgrad_accum.sh: unknown model $m (1.5b, 3b, 7b, tiny)" >&2; exit 2 ;;
-esac
-python3 "$root/bench/make_data.py" "$work/d.jsonl" $((32 * (steps + 1))) 512 "$vocab"
-# shellcheck disable=SC2086
-"$Q" prepare --in "$work/d.jsonl" --out "$work/d.h5" --vocab-size "$vocab" $eos > /dev/null || exit 1
+bench_random_model "$m"
+bench_random_data "$work" $((32 * (steps + 1))) 512
 cat > "$work/deck.cfg" <<DECK
 $model
 data = { train = "$work/d.h5"; seq_len = 512; shuffle = false; };

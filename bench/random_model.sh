@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # bench/random_model.sh — sourced by the bench scripts that train a Qwen2.5 preset from random init on random
 # tokens (auto_grid.sh, hgrad_accum.sh):
 #   bench_random_model M   sets model (the deck's model group), vocab and eos (prepare's --eos-id, or empty) for
@@ -5,6 +6,7 @@
 #                          smoke test of the script); any other M: a message naming the caller, exit 2
 #   bench_random_data DIR ROWS SEQ   ROWS random sequences of SEQ tokens, prepared into DIR/d.h5 (needs $Q, the
 #                          qwen-ft binary, and $root, the repository)
+# shellcheck disable=SC2034  # model, vocab, eos: read by the sourcing script
 bench_random_model() {
   case "$1" in
     tiny) model='model = { arch = "qwen3"; vocab_size = 512; hidden_size = 128; intermediate_size = 256; num_hidden_layers = 4; num_attention_heads = 4; num_key_value_heads = 2; head_dim = 32; init_seed = 1; };'
@@ -14,6 +16,7 @@ bench_random_model() {
     *) echo "$(basename "$0"): unknown model $1 (1.5b, 3b, 7b, tiny)" >&2; exit 2 ;;
   esac
 }
+# shellcheck disable=SC2154  # root, Q: the sourcing script's
 bench_random_data() {
   python3 "$root/bench/make_data.py" "$1/d.jsonl" "$2" "$3" "$vocab" || exit 1
   # shellcheck disable=SC2086

@@ -16,8 +16,7 @@
  *             micro-batch D2H during the backward (exposed beyond the backward); micro-batches 2..A add theirs
  *             into it on the trainer's thread in the backward (src/zero/zero_hgrad.c: a piece downloads while the
  *             one before it is added), exposed: (A - 1) max(ab S / d2h, S / host_add), and the norm then sums the
- *             shard on the host
- *             once, S / host_sumsq (with A = 1 the device sums each piece before its download)
+ *             shard on the host once, S / host_sumsq (with A = 1 the device sums each piece before its download)
  *   optimizer device share 12-byte AdamW at the device rate (exposed); host share h (ratio x range): gradients
  *             down ab h (not with the shard already on the host), AdamW h / (host rate / ranks of the node: the
  *             host AdamW is memory-bound and the node's ranks share its bandwidth), parameters up ab h (not with

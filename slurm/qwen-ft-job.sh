@@ -12,10 +12,23 @@
 #   finish_step "$!"                                          # wait; requeue after a SIGUSR1 checkpoint; exit as it
 stop=${stop:-}
 srun_pid=''
-forward() { # forward SIG: srun passes the signal on to every task (rank) of the step
+step_t0=0
+# forward SIG: srun passes the signal on to every task (rank) of the step. A rank holds SIGUSR1/SIGTERM from the
+# start of main() until its handlers are in (src/cli/main.c), but a signal that reaches a task still loading the
+# program (exec and its shared libraries: seconds on a busy node) kills it with no checkpoint. Slurm may send
+# --signal up to 60 s early, even at the job's start (seen: 1 s after it), so a step younger than
+# QWENFT_SIGNAL_GRACE seconds (default 10) gets the signal once it is that old.
+forward() {
   stop=$1
   echo "qwen-ft job: SIG$1 received at $(date +%T): asking the ranks to checkpoint and stop"
-  if [ -n "$srun_pid" ]; then kill -s "$1" "$srun_pid" 2> /dev/null || true; fi
+  if [ -n "$srun_pid" ]; then
+    local wait_s=$((${QWENFT_SIGNAL_GRACE:-10} - (SECONDS - step_t0)))
+    if [ "$wait_s" -gt 0 ]; then
+      echo "qwen-ft job: the step started $((SECONDS - step_t0)) s ago: forwarding in $wait_s s"
+      sleep "$wait_s"
+    fi
+    kill -s "$1" "$srun_pid" 2> /dev/null || true
+  fi
 }
 # a signal before training started (while data was prepared, say): nothing to checkpoint; requeue on SIGUSR1
 not_yet() {
@@ -42,6 +55,9 @@ wait_step() { # wait for srun; a trapped signal interrupts `wait` (status > 128)
 finish_step() {
   local rc
   srun_pid=$1
+  step_t0=$SECONDS
+  # a signal since not_yet, before the step's pid was known: forward it now
+  if [ -n "$stop" ]; then forward "$stop"; fi
   rc=0; wait_step "$srun_pid" || rc=$?
   if [ "$stop" = USR1 ] && [ "$rc" -eq 0 ]; then
     echo "qwen-ft job: checkpoint written; requeueing job ${SLURM_JOB_ID} to resume"

@@ -7,7 +7,8 @@
 # conventions docs/hpc.md promises: srun --mpi=pmix, --gpus-per-node with --gpu-bind=none, one task per GPU,
 # --signal=B:USR1@<lead> with --requeue, module load qwen-ft, and the training scripts' shared signal/requeue code
 # (slurm/qwen-ft-job.sh, sourced from $QWENFT_SHARE/slurm after module load), whose behaviour is checked here too:
-# a stand-in job around it, with a stand-in scontrol and a bash step, gets SIGUSR1/SIGTERM at each stage.
+# a stand-in job around it, with a stand-in scontrol and a bash step, gets SIGUSR1/SIGTERM at each stage (and once
+# as its step starts, with QWENFT_SIGNAL_GRACE = 2 s: forwarded when the step is that old).
 . "$SRC/tests/system_common.sh"
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
@@ -68,17 +69,21 @@ if [ "$WHEN" = none ]; then bash -c 'exit "$STEPRC"' &
 else bash -c 'trap "echo step: stopped; exit \$STEPRC" USR1 TERM; : > ready; while :; do sleep 0.02; done' & fi
 finish_step "$!"
 JOB
-for c in "USR1 train 0" "TERM train 0" "USR1 train 3" "TERM train 143" "USR1 prepare 0" "TERM prepare 0" \
-         "USR1 early 0" "none none 0" "none none 5"; do
-  read -r sig when steprc <<< "$c"
+# GRACE: QWENFT_SIGNAL_GRACE, the age a step must reach before a signal is forwarded to it (0: at once; the last
+# train case keeps 2 s, so its signal, sent as the step starts, waits and says so)
+for c in "USR1 train 0 0" "TERM train 0 0" "USR1 train 3 0" "TERM train 143 0" "USR1 prepare 0 0" "TERM prepare 0 0" \
+         "USR1 early 0 0" "none none 0 0" "none none 5 0" "USR1 train 0 2"; do
+  read -r sig when steprc grace <<< "$c"
   (cd "$d" && rm -f ready go scontrol.log out
-   PATH=$d/bin:$PATH SLURM_JOB_ID=42 LIB=$lib WHEN=$when STEPRC=$steprc bash job.sh > out 2>&1 & pid=$!
+   PATH=$d/bin:$PATH SLURM_JOB_ID=42 LIB=$lib WHEN=$when STEPRC=$steprc QWENFT_SIGNAL_GRACE=$grace bash job.sh \
+     > out 2>&1 & pid=$!
    if [ "$sig" != none ]; then
      for _ in $(seq 1 500); do [ -e ready ] && break; sleep 0.02; done
      kill -s "$sig" "$pid"; : > go
    fi
    rc=0; wait "$pid" || rc=$?
-   echo "$sig $when $steprc -> exit $rc: $(sed 's/ at [0-9:]*:/ at T:/' out | tr '\n' '|') $(cat scontrol.log 2> /dev/null)")
+   echo "$sig $when $steprc -> exit $rc: $(sed -e 's/ at [0-9:]*:/ at T:/' \
+     -e 's/started [0-9]* s ago: forwarding in [0-9]* s/started S s ago: forwarding in W s/' out | tr '\n' '|') $(cat scontrol.log 2> /dev/null)")
 done > lib.out
 R='qwen-ft job: SIGUSR1 received at T: asking the ranks to checkpoint and stop|'
 T='qwen-ft job: SIGTERM received at T: asking the ranks to checkpoint and stop|'
@@ -93,6 +98,7 @@ TERM prepare 0 -> exit 0: ${T}qwen-ft job: SIGTERM before training started|
 USR1 early 0 -> exit 0: ${R}qwen-ft job: SIGUSR1 before training started| scontrol requeue 42
 none none 0 -> exit 0:  
 none none 5 -> exit 5:  
+USR1 train 0 -> exit 0: ${R}qwen-ft job: the step started S s ago: forwarding in W s|step: stopped|$Q scontrol requeue 42
 WANT
 if diff lib.want lib.out > lib.diff; then
   echo "qwen-ft-job.sh: forwards, requeues after a SIGUSR1 checkpoint, exits as the step, in all $(wc -l < lib.out) cases"

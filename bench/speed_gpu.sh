@@ -11,6 +11,10 @@
 #   peers      the targets' pairs in one call: qwen-ft Qwen2.5-1.5B seq 4096 micro 2 (no recomputation) and Qwen2.5-7B
 #              seq 4096 micro 1 with no recomputation (it fits one H200), against PyTorch FSDP2 + HF at 1.5B without
 #              and at 7B with full activation checkpointing (its best setting that fits); ratios in $OUT/peers.txt
+#   tune       the cuBLASLt algorithms timed per GEMM shape (QWENFT_GEMM_TUNE=16, a bench hook) against the
+#              heuristic's first: test_ops_cuda --bench both ways (1.5B and 7B shapes), then the 1.5B (seq 4096 micro 2,
+#              no recomputation) and 7B (seq 4096 micro 1, none) steps both ways ($OUT/tune.txt, the tuned runs' choices
+#              in $OUT/tune-*.log)
 #   SPEC...    any MODEL:SEQ:MICRO:ACKPT[:EXTRA] runs (ACKPT none|selective|full; EXTRA a --set list separated by ,)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -63,6 +67,20 @@ case "${1:-}" in
     python3 "$root/bench/trace_summary.py" "$work/trace-1.5b.csv" --step-kernel adamw --skip 2 > "$out/trace-1.5b.txt" 2>&1
     gzip -c "$work/trace-1.5b.csv" > "$out/trace-1.5b.csv.gz"
     head -30 "$out/trace-1.5b.txt" ;;
+  tune)
+    b=$(dirname "$Q")/tests/test_ops_cuda
+    for t in "" 16; do
+      echo "-- test_ops_cuda --bench QWENFT_GEMM_TUNE=${t:-(off)}" | tee -a "$out/tune.txt"
+      QWENFT_GEMM_TUNE=$t timeout 200 "$b" --bench 2>&1 | grep "bench matmul" | tee -a "$out/tune.txt"
+    done
+    # the 7B step without recomputation needs about 132 GiB: an H200, not an H100
+    gib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
+    for t in "" 16; do
+      QWENFT_GEMM_TUNE=$t one qwen2.5-1.5b 4096 2 none 6 "tune${t:-0}-1.5b" | cut -c1-300 | tee -a "$out/tune.txt"
+      if [ "${gib:-0}" -ge 135000 ]; then
+        QWENFT_GEMM_TUNE=$t one qwen2.5-7b 4096 1 none 6 "tune${t:-0}-7b" | cut -c1-300 | tee -a "$out/tune.txt"
+      fi
+    done ;;
   plans7b)
     for a in none selective full; do one qwen2.5-7b 4096 1 "$a" 6 "7b-$a" | tee -a "$out/plans7b.jsonl" | cut -c1-300; done ;;
   peers)

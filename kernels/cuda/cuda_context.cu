@@ -152,6 +152,11 @@ int qfc_context_init(void (*first)(void)) {
         g_ctx.decode_qkv_form = dq && !strcmp(dq, "8w") ? 0 : dq && !strcmp(dq, "w4") ? 2 : 1; // default occ3
         const char *gp = getenv("QWENFT_GEMV_PF");
         g_ctx.gemv_pf = gp && !strcmp(gp, "8") ? 8 : 4;
+        const char *gt = getenv("QWENFT_GEMM_TUNE");
+        const int gtv = gt && *gt ? atoi(gt) : 0; // empty: off
+        if (gt && *gt && (gtv < 2 || gtv > 32))
+            QF_FATAL("QWENFT_GEMM_TUNE=%s: the number of algorithms to time per GEMM shape, 2 to 32, expected", gt);
+        g_ctx.gemm_tune = gtv;
         const char *ds = getenv("QWENFT_DECODE_ATTN_SPLIT");
         const int dsv = ds ? atoi(ds) : 0;
         if (ds && (dsv < 32 || dsv > 512 || dsv % 32))

@@ -5,6 +5,10 @@
 // column-major, so out = a b^T becomes out^T = b a^T, etc. (see the three gemm_* below).
 // Problems are cached (descriptors + the heuristic's algorithm, keyed by shape, layout, dtype, epilogue and pointer
 // alignment) in the backend context, so a training step makes no heuristic queries after its first.
+// QWENFT_GEMM_TUNE=N (a bench hook, docs/testing.md): a plan's first call outside a graph capture times the
+// heuristic's first N algorithms on that call's operands (the output written to a scratch buffer) and keeps the
+// fastest, one line each on stderr; the default keeps the heuristic's first. A tuned run may pick another algorithm
+// from run to run (timing noise between near-equal ones), so its sums may differ in the last bit between runs.
 // db (column sums of dout) is a deterministic reduction kernel (norm_cuda.cu), not an epilogue: it must ADD into
 // db, and BGRADB would overwrite it.
 #include "cuda_common.cuh"
@@ -21,6 +25,7 @@ struct qf_lt_plan {
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t A, B, C;
     cublasLtMatmulAlgo_t algo;
+    int tuned; // QWENFT_GEMM_TUNE: the algorithm was timed against the heuristic's others
 };
 #define QF_LT_PLANS 128
 
@@ -42,6 +47,23 @@ static void plan_destroy(qf_lt_plan *p) {
 void qfc_matmul_destroy_plans() {
     qf_cuda_ctx &c = qfc();
     for (int i = 0; c.plans && i < c.nplans; i++) plan_destroy(&c.plans[i]);
+}
+
+// the heuristic's first `want` algorithms for p's problem (the workspace and the operands' alignments); how many
+static int plan_heuristic(const qf_lt_plan *p, cublasLtMatmulHeuristicResult_t *res, int want) {
+    qf_cuda_ctx &c = qfc();
+    cublasLtMatmulPreference_t pref;
+    CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t ws = c.lt_ws_bytes;
+    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &p->al_a, sizeof p->al_a));
+    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &p->al_b, sizeof p->al_b));
+    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &p->al_c, sizeof p->al_c));
+    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &p->al_c, sizeof p->al_c));
+    int nres = 0;
+    CHECK_CUBLAS(cublasLtMatmulAlgoGetHeuristic(c.lt, p->op, p->A, p->B, p->C, p->C, pref, want, res, &nres));
+    cublasLtMatmulPreferenceDestroy(pref);
+    return nres;
 }
 
 static qf_lt_plan *get_plan(cudaDataType_t dt, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
@@ -71,26 +93,66 @@ static qf_lt_plan *get_plan(cudaDataType_t dt, cublasOperation_t ta, cublasOpera
     CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&p->A, dt, ta == CUBLAS_OP_N ? m : k, ta == CUBLAS_OP_N ? k : m, lda));
     CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&p->B, dt, tb == CUBLAS_OP_N ? k : n, tb == CUBLAS_OP_N ? n : k, ldb));
     CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&p->C, dt, m, n, ldc));
-    cublasLtMatmulPreference_t pref;
-    CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
-    uint64_t ws = c.lt_ws_bytes;
-    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a));
-    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
-    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c));
-    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c));
     cublasLtMatmulHeuristicResult_t res;
-    int nres = 0;
-    CHECK_CUBLAS(cublasLtMatmulAlgoGetHeuristic(c.lt, p->op, p->A, p->B, p->C, p->C, pref, 1, &res, &nres));
-    cublasLtMatmulPreferenceDestroy(pref);
+    const int nres = plan_heuristic(p, &res, 1);
     if (nres < 1)
         QF_FATAL("cuBLASLt has no algorithm for m=%d n=%d k=%d (dtype %d, trans %d/%d, ld %lld/%lld/%lld, epilogue %d, "
                  "alignment %u/%u/%u)",
                  m, n, k, (int)dt, (int)ta, (int)tb, (long long)lda, (long long)ldb, (long long)ldc, (int)epi, al_a,
                  al_b, al_c);
     p->algo = res.algo;
+    p->tuned = 0;
     p->used = 1;
     return p;
+}
+
+// QWENFT_GEMM_TUNE=N: time the heuristic's first N algorithms on this call's operands, D written to scratch (C read
+// as the call reads it; the bias pointer already set), 1 untimed + 3 timed calls each; keep the fastest. Left for a
+// later call inside a graph capture; the heuristic's first kept when the scratch does not fit.
+static void plan_tune(qf_lt_plan *p, const void *A, const void *B, const void *Cin, float beta, size_t elt) {
+    qf_cuda_ctx &c = qfc();
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    CHECK_CUDA(cudaStreamIsCapturing(c.stream, &cs));
+    if (cs != cudaStreamCaptureStatusNone) return;
+    p->tuned = 1;
+    enum { TUNE_MAX = 32 };
+    cublasLtMatmulHeuristicResult_t res[TUNE_MAX];
+    const int nres = plan_heuristic(p, res, c.gemm_tune < TUNE_MAX ? c.gemm_tune : TUNE_MAX);
+    void *D = nres > 1 ? cu_alloc((size_t)p->ldc * (size_t)p->n * elt) : NULL;
+    if (!D) return;
+    cudaEvent_t e0, e1;
+    CHECK_CUDA(cudaEventCreate(&e0));
+    CHECK_CUDA(cudaEventCreate(&e1));
+    const float alpha = 1.0f;
+    float first = -1.0f, best = 0.0f;
+    int pick = -1;
+    for (int i = 0; i < nres; i++) {
+        if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
+        cublasStatus_t st = cublasLtMatmul(c.lt, p->op, &alpha, A, p->A, B, p->B, &beta, Cin, p->C, D, p->C,
+                                           &res[i].algo, c.lt_ws, c.lt_ws_bytes, c.stream);
+        if (st != CUBLAS_STATUS_SUCCESS) continue; // offered, then refused at the call: not a candidate
+        CHECK_CUDA(cudaEventRecord(e0, c.stream));
+        for (int r = 0; r < 3; r++)
+            CHECK_CUBLAS(cublasLtMatmul(c.lt, p->op, &alpha, A, p->A, B, p->B, &beta, Cin, p->C, D, p->C,
+                                        &res[i].algo, c.lt_ws, c.lt_ws_bytes, c.stream));
+        CHECK_CUDA(cudaEventRecord(e1, c.stream));
+        CHECK_CUDA(cudaEventSynchronize(e1));
+        float ms = 0.0f;
+        CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+        const float us = ms * 1000.0f / 3.0f;
+        if (i == 0) first = us;
+        if (pick < 0 || us < best) best = us, pick = i;
+    }
+    CHECK_CUDA(cudaEventDestroy(e0));
+    CHECK_CUDA(cudaEventDestroy(e1));
+    cu_free(D);
+    if (pick < 0) return;
+    p->algo = res[pick].algo;
+    fprintf(stderr,
+            "qwen-ft: QWENFT_GEMM_TUNE: m=%d n=%d k=%d (trans %d/%d, dtype %d, epilogue %d, beta %g): the heuristic's "
+            "first %.1f us, fastest #%d of %d %.1f us (%.1f TFLOP/s)\n",
+            p->m, p->n, p->k, (int)p->ta, (int)p->tb, (int)p->dt, (int)p->epi, (double)beta, (double)first, pick + 1,
+            nres, (double)best, 2.0 * p->m * p->n * p->k / (best * 1e-6) / 1e12);
 }
 
 // column-major D[m,n] = op(A) op(B) (+ bias[m]) + beta Cin (Cin = D unless given; same layout as D)
@@ -106,6 +168,7 @@ static void lt_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, in
     const uint32_t al_d = ptr_align(D) < ptr_align(Cin) ? ptr_align(D) : ptr_align(Cin);
     qf_lt_plan *p = get_plan(dt, ta, tb, m, n, k, lda, ldb, ldc, epi, ptr_align(A), ptr_align(B), al_d);
     if (bias) CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    if (c.gemm_tune && !p->tuned) plan_tune(p, A, B, Cin, beta, sizeof(T));
     const float alpha = 1.0f;
     CHECK_CUBLAS(cublasLtMatmul(c.lt, p->op, &alpha, A, p->A, B, p->B, &beta, Cin, p->C, D, p->C, &p->algo, c.lt_ws,
                                 c.lt_ws_bytes, c.stream));

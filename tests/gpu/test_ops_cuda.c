@@ -797,6 +797,13 @@ static int bench(void) {
     bench_matmul(g, "7B down", 4096, 18944, 3584);
     bench_matmul(g, "7B lm_head", 4096, 3584, 152064);
     bench_matmul(g, "0.5B mlp 16k tok", 16384, 896, 4864);
+    /* Qwen2.5-1.5B at seq 4096 micro 2 (the [speed] target's run): hidden 1536, 12 heads x 128 (2 kv heads),
+     * intermediate 8960, the head in chunks of up to 2,048 rows (classifier_cuda.cu) */
+    bench_matmul(g, "1.5B q|o", 8192, 1536, 1536);
+    bench_matmul(g, "1.5B k|v", 8192, 1536, 256);
+    bench_matmul(g, "1.5B gate|up", 8192, 1536, 8960);
+    bench_matmul(g, "1.5B down", 8192, 8960, 1536);
+    bench_matmul(g, "1.5B lm_head chunk", 2048, 1536, 151936);
     qf_cuda_set_attention_path(1); /* the mma.sync kernels; cuDNN's path: bench/attn_bench */
     bench_attention(g, 1, 4096, 28, 4, 128, 1);
     bench_attention(g, 1, 4096, 28, 4, 128, 4);

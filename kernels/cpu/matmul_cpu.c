@@ -96,6 +96,84 @@ static inline void kern(kern_fn full, int mr, int nr, int K, const float *a, ptr
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
 
+/* ---- a few rows against b[N,K]^T (decoding: one token per sequence) --------------------------------------------
+ * gemm_packed's panels cost a copy of every weight, and rows past the last full MR-row tile take the scalar edge
+ * kernel, so one row ran at a fifth of the memory bandwidth (Qwen2.5-0.5B, fp32, 2 cores: 2.6 tokens/s against
+ * 11.7 now; docs/performance.md "CPU ranks"). gemv_rows reads b once, in blocks of 8 of its rows:
+ * each 8 x 8 block (rows n0..n0+7, columns k..k+7) is transposed in registers, so that lane j carries output
+ * n0 + j and takes its k terms in order, a separate multiply and add each: every output element is the same
+ * sequential sum as in gemm_packed (acc from 0, k = 0..K-1, then + bias, then + out), so a row gives the same bits
+ * whether it is decoded alone or in a batch of any size. AVX (x86-64) only; elsewhere gemm_packed. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define QF_GEMV_ROWS 1
+#define GEMV_MAX_ROWS 64 /* more rows: gemm_packed (its copy of b amortised over the rows; here every 8-row block
+                          * of b re-reads all of a) */
+/* r[i] = row i of an 8 x 8 block -> r[k] = column k */
+__attribute__((target("avx"), always_inline)) static inline void tr8(__m256 r[8]) {
+    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    r[0] = _mm256_permute2f128_ps(s0, s4, 0x20), r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+    r[1] = _mm256_permute2f128_ps(s1, s5, 0x20), r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+    r[2] = _mm256_permute2f128_ps(s2, s6, 0x20), r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+    r[3] = _mm256_permute2f128_ps(s3, s7, 0x20), r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+/* out[m, n] = y or out + y, y = acc (+ bias[n]): gemm_packed's epilogue */
+static inline void gemv_store(float *out, float y, const float *bias, int n, int accumulate) {
+    if (bias) y += bias[n];
+    *out = accumulate ? *out + y : y;
+}
+/* outputs n0..n0+7 of rows m < M: lane j of acc[m] carries output n0 + j, its k = 0..K-1 terms in order */
+__attribute__((target("avx"))) static void gemv_block(float *out, const float *a, const float *b, const float *bias,
+                                                      int M, int N, int K, int n0, int accumulate) {
+    __m256 acc[GEMV_MAX_ROWS];
+    for (int m = 0; m < M; m++) acc[m] = _mm256_setzero_ps();
+    const float *b0 = b + (size_t)n0 * K;
+    int k = 0;
+    for (; k + 8 <= K; k += 8) {
+        __m256 r[8];
+        for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(b0 + (size_t)i * K + k);
+        tr8(r);
+        for (int m = 0; m < M; m++) {
+            const float *am = a + (size_t)m * K + k;
+            __m256 c = acc[m];
+            for (int kk = 0; kk < 8; kk++) c = _mm256_add_ps(c, _mm256_mul_ps(_mm256_set1_ps(am[kk]), r[kk]));
+            acc[m] = c;
+        }
+    }
+    for (; k < K; k++) {
+        const __m256 t = _mm256_setr_ps(b0[k], b0[(size_t)K + k], b0[2 * (size_t)K + k], b0[3 * (size_t)K + k],
+                                        b0[4 * (size_t)K + k], b0[5 * (size_t)K + k], b0[6 * (size_t)K + k],
+                                        b0[7 * (size_t)K + k]);
+        for (int m = 0; m < M; m++) acc[m] = _mm256_add_ps(acc[m], _mm256_mul_ps(_mm256_set1_ps(a[(size_t)m * K + k]), t));
+    }
+    float y[8];
+    for (int m = 0; m < M; m++) {
+        _mm256_storeu_ps(y, acc[m]);
+        for (int j = 0; j < 8; j++) gemv_store(out + (size_t)m * N + n0 + j, y[j], bias, n0 + j, accumulate);
+    }
+}
+/* out[M,N] (M <= GEMV_MAX_ROWS) = a[M,K] b[N,K]^T (+ bias) (+ out) */
+static void gemv_rows(float *out, const float *a, const float *b, const float *bias, int M, int N, int K,
+                      int accumulate) {
+    const int nblk = N / 8;
+#pragma omp parallel for schedule(static)
+    for (int blk = 0; blk < nblk; blk++) gemv_block(out, a, b, bias, M, N, K, blk * 8, accumulate);
+    for (int n = nblk * 8; n < N; n++) /* the last N % 8 outputs: the same order, one at a time */
+        for (int m = 0; m < M; m++) {
+            float s = 0.0f;
+            for (int k = 0; k < K; k++) s += a[(size_t)m * K + k] * b[(size_t)n * K + k];
+            gemv_store(out + (size_t)m * N + n, s, bias, n, accumulate);
+        }
+}
+#endif
+
 /* out[M,N] = a[M,K] B (+ bias) (+ out), B = b[N,K]^T (b_trans) or b[K,N].
  * Tiles of MC rows x a group of up to GP panels of NR columns, parallel (static) over tiles. Inside a tile, k runs
  * in chunks of KC: the chunk of B is packed k-major into P[panel][KC][NR] (zero-padded past N, so the
@@ -172,6 +250,12 @@ static void gemm_packed(float *out, const float *a, const float *b, const float 
 }
 
 void cpu_gemm_nt(float *out, const float *a, const float *b, const float *bias, int M, int N, int K, int accumulate) {
+#ifdef QF_GEMV_ROWS
+    if (M > 0 && M <= GEMV_MAX_ROWS && N > 0 && K > 0 && __builtin_cpu_supports("avx")) {
+        gemv_rows(out, a, b, bias, M, N, K, accumulate);
+        return;
+    }
+#endif
     gemm_packed(out, a, b, bias, M, N, K, accumulate, 1);
 }
 

@@ -264,6 +264,52 @@ static void test_matmul(void) {
     }
 }
 
+/* Up to 64 rows (decoding: matmul_cpu.c gemv_rows, b read in 8-row blocks transposed in registers) give the bits
+ * of the same rows inside a larger call (gemm_packed, 70 rows), with bias, with accumulate=1 onto nonzero outputs
+ * and through matmul_fwd_add, on shapes whose IN and OUT are not multiples of 8 (the tails), on 1 and 2 threads: a
+ * sequence decoded alone or in a batch of any size gets the same logits. */
+static void test_matmul_rows(void) {
+    static const int shapes[][2] = {{37, 29}, {300, 64}, {896, 131}, {8, 8}, {5, 3}};
+    static const int rows[] = {1, 2, 3, 4, 5, 7, 8, 13, 33, 64};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int IN = shapes[si][0], OUT = shapes[si][1], NB = 70;
+        float *x = frand((size_t)NB * IN, 1), *w = frand((size_t)OUT * IN, 1), *b = frand(OUT, 1);
+        float *o0 = frand((size_t)NB * OUT, 1);
+        float *yf = qf_malloc((size_t)NB * OUT * sizeof(float)), *ya = fdup(o0, (size_t)NB * OUT);
+        float *y = qf_malloc((size_t)NB * OUT * sizeof(float));
+        double *yr = qf_malloc((size_t)OUT * sizeof(double));
+        ops->matmul_fwd(yf, x, w, b, NB, IN, OUT, 0);
+        ops->matmul_fwd(ya, x, w, NULL, NB, IN, OUT, 1);
+        int same = 1;
+        for (int th = 1; th <= 2; th++) {
+            omp_set_num_threads(th);
+            for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++) {
+                const int M = rows[ri];
+                const int r0s[3] = {0, 1, NB - M};
+                for (int t = 0; t < 3; t++) {
+                    const int r0 = r0s[t];
+                    ops->matmul_fwd(y, x + (size_t)r0 * IN, w, b, M, IN, OUT, 0);
+                    same &= !memcmp(y, yf + (size_t)r0 * OUT, (size_t)M * OUT * sizeof(float));
+                    memcpy(y, o0 + (size_t)r0 * OUT, (size_t)M * OUT * sizeof(float));
+                    ops->matmul_fwd(y, x + (size_t)r0 * IN, w, NULL, M, IN, OUT, 1);
+                    same &= !memcmp(y, ya + (size_t)r0 * OUT, (size_t)M * OUT * sizeof(float));
+                    ops->matmul_fwd_add(y, x + (size_t)r0 * IN, w, o0 + (size_t)r0 * OUT, M, IN, OUT);
+                    same &= !memcmp(y, ya + (size_t)r0 * OUT, (size_t)M * OUT * sizeof(float));
+                }
+            }
+        }
+        omp_set_num_threads(2);
+        ops->matmul_fwd(y, x, w, b, 1, IN, OUT, 0);
+        mm_ref(yr, x, w, b, 1, IN, OUT);
+        char buf[120];
+        snprintf(buf, sizeof buf, "matmul_fwd 1-64 rows == those rows of a 70-row call, bit for bit (%d -> %d)", IN, OUT);
+        report_bool(buf, same);
+        snprintf(buf, sizeof buf, "matmul_fwd one row (%d -> %d, bias) vs double reference", IN, OUT);
+        report(buf, relerr_fd(y, yr, OUT), FWD_TOL);
+        free(x), free(w), free(b), free(o0), free(yf), free(ya), free(y), free(yr);
+    }
+}
+
 /* ---- rmsnorm ------------------------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -933,6 +979,7 @@ int main(void) {
     printf("test_ops_cpu: backend %s, %d OpenMP threads\n", ops->name, omp_get_max_threads());
     test_memory();
     test_matmul();
+    test_matmul_rows();
     test_rmsnorm();
     test_rope();
     test_attention();

@@ -72,6 +72,13 @@ void cpu_adamw(float *p, void *p_act, const void *g, float *m, float *v, size_t 
 void cpu_gemm_nt(float *out, const float *a, const float *b, const float *bias, int M, int N, int K, int accumulate);
 void cpu_gemm_nn(float *out, const float *a, const float *b, int M, int N, int K, int accumulate);
 void cpu_gemm_tn(float *out, const float *a, const float *b, int M, int N, int K);
+/* the same on an instruction set's kernels (tests): 0 the default build's vectors, 1 AVX2, 2 AVX-512, at most
+ * cpu_gemm_best_isa(); every isa gives the same bits */
+int cpu_gemm_best_isa(void);
+void cpu_gemm_nt_isa(int isa, float *out, const float *a, const float *b, const float *bias, int M, int N, int K,
+                     int accumulate);
+void cpu_gemm_nn_isa(int isa, float *out, const float *a, const float *b, int M, int N, int K, int accumulate);
+void cpu_gemm_tn_isa(int isa, float *out, const float *a, const float *b, int M, int N, int K);
 
 /* AdamW's elementwise update by instruction set (0 baseline, 1 AVX2, 2 AVX-512F): all bitwise equal */
 typedef struct adamw_consts {

@@ -1,8 +1,9 @@
 /* matmul_cpu.c — linear layers y = x W^T + b and their backward, on three cache-blocked GEMM shapes.
  *
  * All three shapes share one register-blocked micro-kernel: a 4 x 16 tile of outputs kept in vector registers
- * while the contracted index k runs 0..K-1 in order (c[r][j] += a[r,k] * b[k,j]), built for SSE and for AVX2
- * (chosen at run time; both round identically).
+ * while the contracted index k runs 0..K-1 in order (c[r][j] += a[r,k] * b[k,j]), built for the default build's
+ * vectors and for AVX2, and an 8 x 16 tile for AVX-512 (chosen at run time; all round identically; 1024 x 896 x
+ * 4864 on 2 cores: 43 GFLOP/s before session 17, 73 with AVX2, 104 with AVX-512).
  * Edge tiles use a scalar kernel with the same order, so every output element is the same sequential sum
  * wherever it falls and however many threads run: results are bitwise reproducible. */
 #include "cpu_impl.h"
@@ -28,6 +29,9 @@ typedef float v8 __attribute__((vector_size(32)));
 typedef float v8u __attribute__((vector_size(32), aligned(4), may_alias));
 #define LD8(p) (*(const v8u *)(p))
 #define ST8(p, v) (*(v8u *)(p) = (v))
+/* x in every lane: a broadcast load (writing it as (v8){0} + x cost a scalar add per use on the FP ports; the two
+ * differ only for x = -0.0, whose product's sign cannot reach a sum that starts at +0: x + -x rounds to +0) */
+#define BC8(x) ((v8){(x), (x), (x), (x), (x), (x), (x), (x)})
 
 /* c[r][j] += sum_k a[r*ars + k*aks] * b[k*bks + j], r < MR, j < NR, k = 0..K-1 in order. Separate multiply and
  * add (no FMA: -std=c11 implies -ffp-contract=off, and the AVX2 variant does not enable FMA), so the SSE and
@@ -41,7 +45,7 @@ static inline __attribute__((always_inline)) void kern_body(int K, const float *
         const float *restrict bk = b + (ptrdiff_t)k * bks;
         const float *restrict ak = a + (ptrdiff_t)k * aks;
         const v8 b0 = LD8(bk), b1 = LD8(bk + 8);
-        const v8 a0 = (v8){0} + ak[0], a1 = (v8){0} + ak[ars], a2 = (v8){0} + ak[2 * ars], a3 = (v8){0} + ak[3 * ars];
+        const v8 a0 = BC8(ak[0]), a1 = BC8(ak[ars]), a2 = BC8(ak[2 * ars]), a3 = BC8(ak[3 * ars]);
         c00 += a0 * b0;
         c01 += a0 * b1;
         c10 += a1 * b0;
@@ -67,12 +71,61 @@ __attribute__((target("avx2"))) static void kern_full_avx2(int K, const float *a
     kern_body(K, a, ars, aks, b, bks, c);
 }
 #endif
-/* the micro-kernel for this CPU: identical results either way, AVX2 about twice as fast */
-static kern_fn kern_pick(void) {
+/* An 8 x 16 tile, one 16-float vector per row: with AVX-512 the 8 rows give the 8 independent sums per k that the
+ * 4 x 16 tile gets from two 8-float halves, at twice the lanes; each element's sum is the same (k in order, a
+ * separate multiply and add). */
+typedef void (*kern8_fn)(int K, const float *a, ptrdiff_t ars, ptrdiff_t aks, const float *b, ptrdiff_t bks,
+                         float c[2 * MR][NR]);
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (__builtin_cpu_supports("avx2")) return kern_full_avx2;
+typedef float v16 __attribute__((vector_size(64)));
+typedef float v16u __attribute__((vector_size(64), aligned(4), may_alias));
+#define LD16(p) (*(const v16u *)(p))
+#define ST16(p, v) (*(v16u *)(p) = (v))
+#define BC16(x) ((v16){(x), (x), (x), (x), (x), (x), (x), (x), (x), (x), (x), (x), (x), (x), (x), (x)})
+__attribute__((target("avx512f"))) static void kern8_avx512(int K, const float *a, ptrdiff_t ars, ptrdiff_t aks,
+                                                             const float *b, ptrdiff_t bks, float c[2 * MR][NR]) {
+    v16 c0 = LD16(c[0]), c1 = LD16(c[1]), c2 = LD16(c[2]), c3 = LD16(c[3]);
+    v16 c4 = LD16(c[4]), c5 = LD16(c[5]), c6 = LD16(c[6]), c7 = LD16(c[7]);
+    for (int k = 0; k < K; k++) {
+        const v16 bk = LD16(b + (ptrdiff_t)k * bks);
+        const float *ak = a + (ptrdiff_t)k * aks;
+        c0 += BC16(ak[0]) * bk;
+        c1 += BC16(ak[ars]) * bk;
+        c2 += BC16(ak[2 * ars]) * bk;
+        c3 += BC16(ak[3 * ars]) * bk;
+        c4 += BC16(ak[4 * ars]) * bk;
+        c5 += BC16(ak[5 * ars]) * bk;
+        c6 += BC16(ak[6 * ars]) * bk;
+        c7 += BC16(ak[7 * ars]) * bk;
+    }
+    ST16(c[0], c0), ST16(c[1], c1), ST16(c[2], c2), ST16(c[3], c3);
+    ST16(c[4], c4), ST16(c[5], c5), ST16(c[6], c6), ST16(c[7], c7);
+}
 #endif
-    return kern_full_default;
+
+/* the kernels of an instruction set (cpu_gemm_best_isa): 0 the default build's vectors, 1 AVX2 (and the AVX
+ * few-row path, gemv_rows), 2 AVX-512 (8-row tiles where 8 rows are left); every choice gives the same bits */
+typedef struct {
+    kern_fn full;
+    kern8_fn full8; /* NULL: 4-row tiles only */
+    int gemv;       /* gemv_rows for up to GEMV_MAX_ROWS rows of cpu_gemm_nt */
+} gemm_isa;
+static gemm_isa isa_kernels(int isa) {
+    gemm_isa g = {kern_full_default, NULL, 0};
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (isa >= 1) g.full = kern_full_avx2, g.gemv = 1;
+    if (isa >= 2) g.full8 = kern8_avx512;
+#else
+    (void)isa;
+#endif
+    return g;
+}
+int cpu_gemm_best_isa(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (__builtin_cpu_supports("avx512f")) return 2;
+    if (__builtin_cpu_supports("avx2")) return 1;
+#endif
+    return 0;
 }
 
 /* Same as kern_body for an mr x nr edge tile (mr <= MR, nr <= NR): same summation order per element. */
@@ -99,7 +152,7 @@ static inline int imin(int a, int b) { return a < b ? a : b; }
 /* ---- a few rows against b[N,K]^T (decoding: one token per sequence) --------------------------------------------
  * gemm_packed's panels cost a copy of every weight, and rows past the last full MR-row tile take the scalar edge
  * kernel, so one row ran at a fifth of the memory bandwidth (Qwen2.5-0.5B, fp32, 2 cores: 2.6 tokens/s against
- * 11.7 now; docs/performance.md "CPU ranks"). gemv_rows reads b once, in blocks of 8 of its rows:
+ * 11.6 now; docs/performance.md "CPU ranks"). gemv_rows reads b once, in blocks of 8 of its rows:
  * each 8 x 8 block (rows n0..n0+7, columns k..k+7) is transposed in registers, so that lane j carries output
  * n0 + j and takes its k terms in order, a separate multiply and add each: every output element is the same
  * sequential sum as in gemm_packed (acc from 0, k = 0..K-1, then + bias, then + out), so a row gives the same bits
@@ -181,8 +234,8 @@ static void gemv_rows(float *out, const float *a, const float *b, const float *b
  * across the group's panels, and the partial sums stay in acc[panel][MC][NR] between chunks, so each element is
  * still one sequential sum over k. The group size only trades parallelism for reuse of a: results are the same. */
 #define GP 8
-static void gemm_packed(float *out, const float *a, const float *b, const float *bias, int M, int N, int K,
-                        int accumulate, int b_trans) {
+static void gemm_packed(const gemm_isa *g, float *out, const float *a, const float *b, const float *bias, int M, int N,
+                        int K, int accumulate, int b_trans) {
     if (M <= 0 || N <= 0) return;
     const int npan = (N + NR - 1) / NR, nmc = (M + MC - 1) / MC;
     const int nth = omp_get_max_threads();
@@ -190,7 +243,6 @@ static void gemm_packed(float *out, const float *a, const float *b, const float 
     while (gp > 1 && (long)nmc * ((npan + gp - 1) / gp) < 2L * nth) gp /= 2;
     const int ngr = (npan + gp - 1) / gp;
     const long ntiles = (long)nmc * ngr;
-    const kern_fn full = kern_pick();
 #pragma omp parallel
     {
         float *P = qf_malloc((size_t)GP * KC * NR * sizeof(float));
@@ -218,14 +270,17 @@ static void gemm_packed(float *out, const float *a, const float *b, const float 
                         }
                     }
                 }
-                for (int m0 = mb; m0 < m1; m0 += MR) {
+                for (int m0 = mb, step; m0 < m1; m0 += step) {
                     /* the packed panels are NR wide even at the edge: only rows need the edge kernel */
                     const int mr = imin(MR, m1 - m0);
+                    step = g->full8 && m1 - m0 >= 2 * MR ? 2 * MR : MR;
                     const float *am = a + (size_t)m0 * K + k0;
                     for (int pi = 0; pi < np; pi++) {
                         float(*c)[NR] = (float(*)[NR])(acc + ((size_t)pi * MC + (m0 - mb)) * NR);
-                        if (mr == MR)
-                            full(kc, am, K, 1, P + (size_t)pi * KC * NR, NR, c);
+                        if (step == 2 * MR)
+                            g->full8(kc, am, K, 1, P + (size_t)pi * KC * NR, NR, c);
+                        else if (mr == MR)
+                            g->full(kc, am, K, 1, P + (size_t)pi * KC * NR, NR, c);
                         else
                             kern_edge(mr, NR, kc, am, K, 1, P + (size_t)pi * KC * NR, NR, c);
                     }
@@ -249,24 +304,28 @@ static void gemm_packed(float *out, const float *a, const float *b, const float 
     }
 }
 
-void cpu_gemm_nt(float *out, const float *a, const float *b, const float *bias, int M, int N, int K, int accumulate) {
+void cpu_gemm_nt_isa(int isa, float *out, const float *a, const float *b, const float *bias, int M, int N, int K,
+                     int accumulate) {
+    const gemm_isa g = isa_kernels(isa);
 #ifdef QF_GEMV_ROWS
-    if (M > 0 && M <= GEMV_MAX_ROWS && N > 0 && K > 0 && __builtin_cpu_supports("avx")) {
+    if (g.gemv && M > 0 && M <= GEMV_MAX_ROWS && N > 0 && K > 0) {
         gemv_rows(out, a, b, bias, M, N, K, accumulate);
         return;
     }
 #endif
-    gemm_packed(out, a, b, bias, M, N, K, accumulate, 1);
+    gemm_packed(&g, out, a, b, bias, M, N, K, accumulate, 1);
 }
 
-void cpu_gemm_nn(float *out, const float *a, const float *b, int M, int N, int K, int accumulate) {
-    gemm_packed(out, a, b, NULL, M, N, K, accumulate, 0);
+void cpu_gemm_nn_isa(int isa, float *out, const float *a, const float *b, int M, int N, int K, int accumulate) {
+    const gemm_isa g = isa_kernels(isa);
+    gemm_packed(&g, out, a, b, NULL, M, N, K, accumulate, 0);
 }
 
-void cpu_gemm_tn(float *out, const float *a, const float *b, int M, int N, int K) {
+void cpu_gemm_tn_isa(int isa, float *out, const float *a, const float *b, int M, int N, int K) {
     if (M <= 0 || N <= 0 || K <= 0) return;
-    const int nmb = (M + MR - 1) / MR;
-    const kern_fn full = kern_pick();
+    const gemm_isa g = isa_kernels(isa);
+    const int R = g.full8 ? 2 * MR : MR; /* rows per block */
+    const int nmb = (M + R - 1) / R;
 #pragma omp parallel
     for (int k0 = 0; k0 < K; k0 += KC) {
         const int kc = imin(KC, K - k0);
@@ -274,18 +333,32 @@ void cpu_gemm_tn(float *out, const float *a, const float *b, int M, int N, int K
          * receives its k terms in increasing order */
 #pragma omp for schedule(static)
         for (int mb = 0; mb < nmb; mb++) {
-            const int m0 = mb * MR, mr = imin(MR, M - m0);
+            const int m0 = mb * R, mr = imin(R, M - m0);
             for (int n0 = 0; n0 < N; n0 += NR) {
                 const int nr = imin(NR, N - n0);
-                float c[MR][NR] = {{0}};
+                float c[2 * MR][NR] = {{0}};
                 for (int r = 0; r < mr; r++)
                     for (int j = 0; j < nr; j++) c[r][j] = out[(size_t)(m0 + r) * N + n0 + j];
-                kern(full, mr, nr, kc, a + (size_t)k0 * M + m0, 1, M, b + (size_t)k0 * N + n0, N, c);
+                const float *ak = a + (size_t)k0 * M + m0, *bk = b + (size_t)k0 * N + n0;
+                if (mr == 2 * MR && nr == NR)
+                    g.full8(kc, ak, 1, M, bk, N, c);
+                else
+                    for (int r0 = 0; r0 < mr; r0 += MR) kern(g.full, imin(MR, mr - r0), nr, kc, ak + r0, 1, M, bk, N, c + r0);
                 for (int r = 0; r < mr; r++)
                     for (int j = 0; j < nr; j++) out[(size_t)(m0 + r) * N + n0 + j] = c[r][j];
             }
         }
     }
+}
+
+void cpu_gemm_nt(float *out, const float *a, const float *b, const float *bias, int M, int N, int K, int accumulate) {
+    cpu_gemm_nt_isa(cpu_gemm_best_isa(), out, a, b, bias, M, N, K, accumulate);
+}
+void cpu_gemm_nn(float *out, const float *a, const float *b, int M, int N, int K, int accumulate) {
+    cpu_gemm_nn_isa(cpu_gemm_best_isa(), out, a, b, M, N, K, accumulate);
+}
+void cpu_gemm_tn(float *out, const float *a, const float *b, int M, int N, int K) {
+    cpu_gemm_tn_isa(cpu_gemm_best_isa(), out, a, b, M, N, K);
 }
 
 void cpu_matmul_fwd(void *out, const void *x, const void *w, const void *b, int N, int IN, int OUT, int accumulate) {

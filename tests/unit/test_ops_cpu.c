@@ -310,6 +310,46 @@ static void test_matmul_rows(void) {
     }
 }
 
+/* The three GEMM shapes on every instruction set this CPU has (matmul_cpu.c: 0 the default build's vectors, 1 AVX2
+ * and the few-row path, 2 AVX-512 8-row tiles) give the default's bits: row counts around the tile sizes (4, 8,
+ * the 64-row cache tile and the 64-row limit of the few-row path), widths and contractions with tails, bias,
+ * accumulation onto nonzero outputs, contractions longer than one 256-long chunk. */
+static void test_gemm_isa(void) {
+    static const int shapes[][3] = {{1, 37, 29}, {3, 16, 300}, {8, 131, 96}, {13, 64, 300}, {64, 29, 37},
+                                    {70, 40, 520}, {130, 33, 64}};
+    const int best = cpu_gemm_best_isa();
+    for (int isa = 1; isa <= best; isa++) {
+        int same = 1;
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            const int M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];
+            float *a = frand((size_t)M * K, 1), *b = frand((size_t)N * K, 1), *bias = frand(N, 1);
+            float *at = frand((size_t)K * M, 1), *bt = frand((size_t)K * N, 1), *o0 = frand((size_t)M * N, 1);
+            float *r = fdup(o0, (size_t)M * N), *y = fdup(o0, (size_t)M * N);
+            for (int acc = 0; acc < 2; acc++) { /* nt: out = a b^T (+ bias) (+ out) */
+                memcpy(r, o0, (size_t)M * N * 4), memcpy(y, o0, (size_t)M * N * 4);
+                cpu_gemm_nt_isa(0, r, a, b, acc ? NULL : bias, M, N, K, acc);
+                cpu_gemm_nt_isa(isa, y, a, b, acc ? NULL : bias, M, N, K, acc);
+                same &= !memcmp(r, y, (size_t)M * N * 4);
+                /* nn: out = a bt (+ out), bt [K, N] */
+                memcpy(r, o0, (size_t)M * N * 4), memcpy(y, o0, (size_t)M * N * 4);
+                cpu_gemm_nn_isa(0, r, a, bt, M, N, K, acc);
+                cpu_gemm_nn_isa(isa, y, a, bt, M, N, K, acc);
+                same &= !memcmp(r, y, (size_t)M * N * 4);
+            }
+            /* tn: out += at^T bt, at [K, M] */
+            memcpy(r, o0, (size_t)M * N * 4), memcpy(y, o0, (size_t)M * N * 4);
+            cpu_gemm_tn_isa(0, r, at, bt, M, N, K);
+            cpu_gemm_tn_isa(isa, y, at, bt, M, N, K);
+            same &= !memcmp(r, y, (size_t)M * N * 4);
+            free(a), free(b), free(bias), free(at), free(bt), free(o0), free(r), free(y);
+        }
+        char buf[120];
+        snprintf(buf, sizeof buf, "gemm nt, nn, tn on instruction set %d == the default vectors, bit for bit (7 shapes)", isa);
+        report_bool(buf, same);
+    }
+    if (best == 0) printf("skip gemm instruction sets: this CPU has neither AVX2 nor AVX-512 (only the default)\n");
+}
+
 /* ---- rmsnorm ------------------------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -980,6 +1020,7 @@ int main(void) {
     test_memory();
     test_matmul();
     test_matmul_rows();
+    test_gemm_isa();
     test_rmsnorm();
     test_rope();
     test_attention();

@@ -29,8 +29,9 @@ typedef float v8 __attribute__((vector_size(32)));
 typedef float v8u __attribute__((vector_size(32), aligned(4), may_alias));
 #define LD8(p) (*(const v8u *)(p))
 #define ST8(p, v) (*(v8u *)(p) = (v))
-/* x in every lane: a broadcast load (writing it as (v8){0} + x cost a scalar add per use on the FP ports; the two
- * differ only for x = -0.0, whose product's sign cannot reach a sum that starts at +0: x + -x rounds to +0) */
+/* x in every lane: a broadcast load (written as (v8){0} + x it cost a scalar add per use on the FP ports). The two
+ * differ only for x = -0.0, and the sum only where it is -0.0 so far, which a sum from +0 never is (x + -x rounds
+ * to +0); the scalar edge kernel takes x as it is, so now every kernel does. */
 #define BC8(x) ((v8){(x), (x), (x), (x), (x), (x), (x), (x)})
 
 /* c[r][j] += sum_k a[r*ars + k*aks] * b[k*bks + j], r < MR, j < NR, k = 0..K-1 in order. Separate multiply and

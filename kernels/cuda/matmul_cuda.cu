@@ -49,7 +49,10 @@ void qfc_matmul_destroy_plans() {
     for (int i = 0; c.plans && i < c.nplans; i++) plan_destroy(&c.plans[i]);
 }
 
-// the heuristic's first `want` algorithms for p's problem (the workspace and the operands' alignments); how many
+// the heuristic's first `want` algorithms for p's problem (the workspace and the operands' alignments); how many.
+// Candidates beyond the first (QWENFT_GEMM_TUNE) may split k only with the partial sums kept in fp32: with every
+// candidate offered, test_ops_cuda's classifier dx came out 1.5x over its bf16 tolerance (H100, session 17),
+// likely from a split-k algorithm that adds its parts in the output type (bf16, in place or in the workspace).
 static int plan_heuristic(const qf_lt_plan *p, cublasLtMatmulHeuristicResult_t *res, int want) {
     qf_cuda_ctx &c = qfc();
     cublasLtMatmulPreference_t pref;
@@ -60,6 +63,10 @@ static int plan_heuristic(const qf_lt_plan *p, cublasLtMatmulHeuristicResult_t *
     CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &p->al_b, sizeof p->al_b));
     CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &p->al_c, sizeof p->al_c));
     CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &p->al_c, sizeof p->al_c));
+    if (want > 1) {
+        const uint32_t red = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+        CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &red, sizeof red));
+    }
     int nres = 0;
     CHECK_CUBLAS(cublasLtMatmulAlgoGetHeuristic(c.lt, p->op, p->A, p->B, p->C, p->C, pref, want, res, &nres));
     cublasLtMatmulPreferenceDestroy(pref);

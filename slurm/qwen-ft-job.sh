@@ -12,6 +12,7 @@
 #   finish_step "$!"                                          # wait; requeue after a SIGUSR1 checkpoint; exit as it
 stop=${stop:-}
 srun_pid=''
+pending=''
 step_t0=0
 # forward SIG: srun passes the signal on to every task (rank) of the step. A rank holds SIGUSR1/SIGTERM from the
 # start of main() until its handlers are in (src/cli/main.c), but a signal that reaches a task still loading the
@@ -21,14 +22,15 @@ step_t0=0
 forward() {
   stop=$1
   echo "qwen-ft job: SIG$1 received at $(date +%T): asking the ranks to checkpoint and stop"
-  if [ -n "$srun_pid" ]; then
-    local wait_s=$((${QWENFT_SIGNAL_GRACE:-10} - (SECONDS - step_t0)))
-    if [ "$wait_s" -gt 0 ]; then
-      echo "qwen-ft job: the step started $((SECONDS - step_t0)) s ago: forwarding in $wait_s s"
-      sleep "$wait_s"
-    fi
-    kill -s "$1" "$srun_pid" 2> /dev/null || true
+  if [ -n "$srun_pid" ]; then deliver "$1"; else pending=1; fi
+}
+deliver() { # the signal to the step, once the step is QWENFT_SIGNAL_GRACE seconds old
+  local wait_s=$((${QWENFT_SIGNAL_GRACE:-10} - (SECONDS - step_t0)))
+  if [ "$wait_s" -gt 0 ]; then
+    echo "qwen-ft job: the step started $((SECONDS - step_t0)) s ago: forwarding in $wait_s s"
+    sleep "$wait_s"
   fi
+  kill -s "$1" "$srun_pid" 2> /dev/null || true
 }
 # a signal before training started (while data was prepared, say): nothing to checkpoint; requeue on SIGUSR1
 not_yet() {
@@ -54,10 +56,11 @@ wait_step() { # wait for srun; a trapped signal interrupts `wait` (status > 128)
 # written) after a SIGUSR1, requeue the job to resume; then exit with the step's status
 finish_step() {
   local rc
-  srun_pid=$1
   step_t0=$SECONDS
-  # a signal since not_yet, before the step's pid was known: forward it now
-  if [ -n "$stop" ]; then forward "$stop"; fi
+  srun_pid=$1
+  # a signal since not_yet, before the step's pid was known (pending): deliver it now; one that comes from here on
+  # is delivered by its trap (testing $stop instead forwarded a signal twice when it came between these lines)
+  if [ -n "$pending" ]; then pending=''; deliver "$stop"; fi
   rc=0; wait_step "$srun_pid" || rc=$?
   if [ "$stop" = USR1 ] && [ "$rc" -eq 0 ]; then
     echo "qwen-ft job: checkpoint written; requeueing job ${SLURM_JOB_ID} to resume"

@@ -13,8 +13,8 @@
 #              and at 7B with full activation checkpointing (its best setting that fits); ratios in $OUT/peers.txt
 #   tune       the cuBLASLt algorithms timed per GEMM shape (QWENFT_GEMM_TUNE=16, a bench hook) against the
 #              heuristic's first: test_ops_cuda --bench both ways (1.5B and 7B shapes), then the 1.5B (seq 4096 micro 2,
-#              no recomputation) and 7B (seq 4096 micro 1, none) steps both ways ($OUT/tune.txt; the runs' logs, with the tuned
-#              choices, in $OUT/tune0-*.log and $OUT/tune16-*.log)
+#              no recomputation) and 7B (seq 4096 micro 1, none) steps both ways ($OUT/tune.txt; the runs' logs,
+#              with the tuned choices, in $OUT/tune0-*.log and $OUT/tune16-*.log)
 #   SPEC...    any MODEL:SEQ:MICRO:ACKPT[:EXTRA] runs (ACKPT none|selective|full; EXTRA a --set list separated by ,)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -155,7 +155,9 @@ typedef struct qf_ops {
      * stream wait for the copy (work queued afterwards sees the data; the host goes on), 1 blocks the caller until
      * the copy is done (host buffers may then be read or reused). Every ticket is finished exactly once, at most
      * QF_COPY_TICKETS outstanding. Host buffers should be page-locked (pin_memory) for the copy to overlap.
-     * The CPU table copies at once and returns 0. */
+     * dir | QF_COPY_AFTER_PREV orders the copy only after the previous copy of its direction (no new order on the
+     * compute stream): the next piece of a source that an earlier copy was already ordered after, so that work
+     * queued since does not hold it back. The CPU table copies at once and returns 0. */
     int (*copy_start)(void *dst, const void *src, size_t bytes, int dir);
     void (*copy_finish)(int ticket, int host_wait);
     /* Blocks the calling host thread until the copy of `ticket` is done, without finishing the ticket (the thread
@@ -263,7 +265,7 @@ typedef struct qf_ops {
      * reads them (copy_start). On the CPU table it is argmax_rows. */
     void (*argmax_rows_dev)(int32_t *ids, float *logprob, const void *x, int n, int V);
 } qf_ops;
-enum { QF_COPY_H2D = 0, QF_COPY_D2H = 1, QF_COPY_TICKETS = 64, QF_SIDE_MARKS = 1024 };
+enum { QF_COPY_H2D = 0, QF_COPY_D2H = 1, QF_COPY_AFTER_PREV = 2, QF_COPY_TICKETS = 64, QF_SIDE_MARKS = 1024 };
 
 const qf_ops *qf_ops_cpu(void);
 /* *out = the CPU table with kv_append_paged and attention_prompt set: the paged model's prompt path on the host

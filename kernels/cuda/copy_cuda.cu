@@ -4,13 +4,15 @@
 // of the compute stream, the host work of the caller and each other: a gradient going down during the backward
 // does not hold up the next unit's parameters coming up). copy_start orders a copy after everything queued on the compute stream so far
 // (an event recorded there, waited on by the copy stream), then records the ticket's completion event. Tickets
-// are sequence numbers; ticket t uses event t % QF_COPY_TICKETS of a ring created with the context.
+// are sequence numbers; ticket t uses event t % QF_COPY_TICKETS of a ring created with the context. With
+// QF_COPY_AFTER_PREV in dir the copy stream's own order is enough (the source was ordered by an earlier copy).
 #include "cuda_common.cuh"
 #include <cuda_runtime.h>
 #include <nvtx3/nvToolsExt.h>
 
-int cu_copy_start(void *dst, const void *src, size_t bytes, int dir) {
+int cu_copy_start(void *dst, const void *src, size_t bytes, int flags) {
     qf_cuda_ctx &c = qfc();
+    const int dir = flags & 1, after_prev = flags & QF_COPY_AFTER_PREV;
     (void)qfc_capture_spoiled("copy_start"); // not in a graph (graph_cuda.cu): the capture is thrown away
     const int t = c.copy_next++;
     cudaEvent_t done = c.copy_ev[t % QF_COPY_TICKETS];
@@ -19,8 +21,10 @@ int cu_copy_start(void *dst, const void *src, size_t bytes, int dir) {
     c.copy_busy[t % QF_COPY_TICKETS] = 1;
     c.moved[dir == QF_COPY_H2D ? QF_COPY_H2D : QF_COPY_D2H] += bytes;
     cudaStream_t s = dir == QF_COPY_H2D ? c.copy_stream : c.copy_stream_d2h;
-    CHECK_CUDA(cudaEventRecord(c.copy_order, c.stream));
-    CHECK_CUDA(cudaStreamWaitEvent(s, c.copy_order, 0));
+    if (!after_prev) {
+        CHECK_CUDA(cudaEventRecord(c.copy_order, c.stream));
+        CHECK_CUDA(cudaStreamWaitEvent(s, c.copy_order, 0));
+    }
     if (bytes)
         CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, dir == QF_COPY_H2D ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, s));
     CHECK_CUDA(cudaEventRecord(done, s));

@@ -14,9 +14,12 @@
  *   pcie      offload_param: the gathered units come from the node's host copy, 2 ab n per micro-batch H2D,
  *             prefetched: what exceeds the micro-batch's compute is exposed. Gradient shard on the host: ab S per
  *             micro-batch D2H during the backward (exposed beyond the backward); micro-batches 2..A add theirs
- *             into it on the trainer's thread in the backward (src/zero/zero_hgrad.c: a piece downloads while the
- *             one before it is added), exposed: (A - 1) max(ab S / d2h, S / host_add), and the norm then sums the
- *             shard on the host once, S / host_sumsq (with A = 1 the device sums each piece before its download)
+ *             into it on the trainer's thread one unit behind the backward (src/zero/zero_hgrad.c: a unit's piece is
+ *             added while the GPU runs the units queued after it, a staging piece downloading while the one before
+ *             it is added): acc = max(ab S / d2h, S / host_add) per micro-batch, exposed where it outlasts the
+ *             backward, (A - 1) max(0, acc - bwd), plus the last unit's add after the backward (the embedding's
+ *             piece, min(S, V C) elements at acc's rate); the norm then sums the shard on the host once,
+ *             S / host_sumsq (with A = 1 the device sums each piece before its download)
  *   optimizer device share 12-byte AdamW at the device rate (exposed); host share h (ratio x range): gradients
  *             down ab h (not with the shard already on the host), AdamW h / (host rate / ranks of the node: the
  *             host AdamW is memory-bound and the node's ranks share its bandwidth), parameters up ab h (not with
@@ -30,6 +33,7 @@
 #include "model/model.h"
 
 static double dmax(double a, double b) { return a > b ? a : b; }
+static double dmin(double a, double b) { return a < b ? a : b; }
 
 /* one layer's matmul weights: q, o (C x H D), k, v (C x KV D), gate, up, down (C x F) */
 static double layer_matmul(const qf_model_config *c) {
@@ -105,8 +109,9 @@ void qf_plan_speed(const qf_model_config *c, const qf_deck *d, const qf_plan_mac
     double hacc = 0; /* the host accumulation of micro-batches 2..A and the norm's pass over the host shard */
     if (p->grads_host && A > 1) {
         const double down = r->d2h > 0 ? (double)ab * S / r->d2h : 0;
-        hacc = (A - 1) * dmax(down, r->host_add > 0 ? (double)S / r->host_add : 0) +
-               (r->host_sumsq > 0 ? (double)S / r->host_sumsq : 0);
+        const double acc = dmax(down, r->host_add > 0 ? (double)S / r->host_add : 0);
+        const double last = S > 0 ? acc * dmin((double)S, (double)c->vocab_size * C) / (double)S : 0;
+        hacc = (A - 1) * dmax(0, acc - bwd) + last + (r->host_sumsq > 0 ? (double)S / r->host_sumsq : 0);
     }
     double exposed_micro = dmax(0, hidden_micro + copy_micro - micro) + pcie_micro;
     /* optimizer */

@@ -46,7 +46,9 @@ typedef struct qf_zero_pending { /* a non-blocking reduce-scatter of one unit's 
  * reduced piece leaves the device as its reduce-scatter completes (copy engine; at most QF_ZHG_INFLIGHT pieces in
  * flight, their device buffers returned to the pool as they land): the first contribution of a step is copied
  * straight to its place, later ones (accumulation, a unit handed back twice) through a pinned staging buffer and
- * added on the host. The host shard is the offload step's hbuf (no second copy): its own buffer without
+ * added on the host, one unit behind: the piece's first downloads are queued when it arrives and the trainer's
+ * thread adds it at the next piece (or the end of the backward), while the GPU runs the backward queued since
+ * (counted in QF_ZHG_INFLIGHT: the device buffer waits with it). The host shard is the offload step's hbuf (no second copy): its own buffer without
  * offload_param; the node copy's range with offload_param and one micro-batch per step (a unit's parameters are
  * not read again in the step once every rank has reduced it; a skipped step rounds them back from the master);
  * a buffer of its own with offload_param and accumulation. */
@@ -66,6 +68,13 @@ typedef struct qf_zero_hgrad {
     int nq;
     void *stage;                        /* pinned host act [2][stage_n] for accumulation (two pieces in turn) */
     int64_t stage_n;
+    struct {                            /* the accumulation waiting to be added (zero_hgrad.c add_pending) */
+        int active;
+        char *dst;                      /* host act [n]: its place in g */
+        void *recv;                     /* backend act [n]: the reduced piece, back to the pool once added */
+        int64_t n;
+        int t[2];                       /* the downloads into stage[0] and stage[1] in flight, -1: none */
+    } acc;
 } qf_zero_hgrad;
 
 /* offload_optimizer: the step's host AdamW (src/zero/zero_offload.c). The gradients of the optimizer range come down

@@ -60,8 +60,34 @@ static void pop_oldest(qf_zero *z) {
     h->nq--;
 }
 
+/* The pending accumulation added: staging piece c is added while piece c + 1 downloads, and piece c + 2 is queued
+ * into the buffer just added from, ordered only after the download before it (ops.h QF_COPY_AFTER_PREV): the backward
+ * queued on the GPU since the piece arrived does not hold it back. */
+static void add_pending(qf_zero *z) {
+    qf_zero_hgrad *h = &z->hg;
+    if (!h->acc.active) return;
+    z->ops->range_push("zero.hgrad_accumulate");
+    const size_t ab = zi_ab(z);
+    const int64_t sn = h->stage_n, n = h->acc.n;
+    char *st[2] = {h->stage, (char *)h->stage + (size_t)sn * ab};
+    for (int64_t o = 0, c = 0; o < n; o += sn, c++) {
+        const int b = (int)(c & 1);
+        z->ops->copy_finish(h->acc.t[b], 1);
+        h->acc.t[b] = -1;
+        qf_cpu_act_add(h->acc.dst + (size_t)o * ab, st[b], z->ops->act_dtype, (size_t)zi_min(n - o, sn), z->off.threads);
+        if (o + 2 * sn < n)
+            h->acc.t[b] = z->ops->copy_start(st[b], zi_at(z, h->acc.recv, o + 2 * sn),
+                                             (size_t)zi_min(n - o - 2 * sn, sn) * ab, QF_COPY_D2H | QF_COPY_AFTER_PREV);
+    }
+    z->ops->range_pop();
+    zi_buf_put(z, h->acc.recv, n);
+    h->acc.active = 0;
+    h->acc.recv = NULL;
+}
+
 void qf_zhg_drain(qf_zero *z) {
     while (z->hg.nq) pop_oldest(z);
+    add_pending(z);
 }
 
 void qf_zhg_free(qf_zero *z) {
@@ -97,6 +123,7 @@ void qf_zhg_take(qf_zero *z, qf_zero_pending *p) {
     size_t ab = zi_ab(z);
     char *dst = host_at(z, p->lo);
     if (!h->filled[p->unit]) { /* the step's first contribution: straight to its place, asynchronously */
+        add_pending(z); /* its device buffer counts in QF_ZHG_INFLIGHT */
         if (h->nq == QF_ZHG_INFLIGHT) pop_oldest(z);
         if (h->psq_dev) {
             z->ops->sumsq_to(h->psq_dev + p->unit, p->recv, (size_t)p->n);
@@ -106,26 +133,20 @@ void qf_zhg_take(qf_zero *z, qf_zero_pending *p) {
         h->dbuf[h->nq] = p->recv;
         h->dn[h->nq++] = p->n;
         h->filled[p->unit] = 1;
-    } else { /* accumulate: earlier downloads land first, then through the two staging pieces, added here: piece
-              * c + 1 downloads while piece c is added (Qwen2.5-7B: 15 GB a micro-batch at bf16) */
+    } else { /* accumulate, one piece behind: the pending one is added (and earlier downloads land) first, this
+              * piece's first two staging downloads are queued now and the rest at its add (add_pending) */
         qf_zhg_drain(z);
         h->psq_ok[p->unit] = QF_ZHG_PSQ_NONE; /* summed again at the norm */
-        z->ops->range_push("zero.hgrad_accumulate");
         const int64_t sn = h->stage_n;
-        char *st[2] = {h->stage, (char *)h->stage + (size_t)sn * ab};
-        int t = p->n > 0 ? z->ops->copy_start(st[0], p->recv, (size_t)zi_min(p->n, sn) * ab, QF_COPY_D2H) : -1;
-        for (int64_t o = 0, c = 0; o < p->n; o += sn, c++) {
-            const int64_t k = zi_min(p->n - o, sn);
-            int next = -1;
-            if (o + sn < p->n) /* the other piece was added in the previous turn: free to fill */
-                next = z->ops->copy_start(st[(c + 1) & 1], zi_at(z, p->recv, o + sn),
-                                          (size_t)zi_min(p->n - o - sn, sn) * ab, QF_COPY_D2H);
-            z->ops->copy_finish(t, 1);
-            qf_cpu_act_add(dst + (size_t)o * ab, st[c & 1], z->ops->act_dtype, (size_t)k, z->off.threads);
-            t = next;
-        }
-        z->ops->range_pop();
-        zi_buf_put(z, p->recv, p->n);
+        h->acc.dst = dst;
+        h->acc.recv = p->recv;
+        h->acc.n = p->n;
+        h->acc.t[0] = h->acc.t[1] = -1;
+        for (int b = 0; b < 2 && (int64_t)b * sn < p->n; b++)
+            h->acc.t[b] = z->ops->copy_start((char *)h->stage + (size_t)b * sn * ab, zi_at(z, p->recv, (int64_t)b * sn),
+                                             (size_t)zi_min(p->n - (int64_t)b * sn, sn) * ab,
+                                             QF_COPY_D2H | (b ? QF_COPY_AFTER_PREV : 0));
+        h->acc.active = 1;
     }
     p->recv = NULL;
 }

@@ -76,12 +76,13 @@ __device__ __forceinline__ void as_pv8(float (&acc)[AS_MAXG][8], const float *ps
 // first (Qwen2.5-7B on an H200, 512 cached positions: 12.3 us a layer at batch 1, 32.4 at 32 sequences, against
 // 16.2 and 53.2 for DC = 0). DC = 0: D at run time, one 16-byte load in flight per thread (each loop turn waits for
 // its load); every other table and head size, or QWENFT_DECODE_ATTN=plain (a bench hook). The sums are the same in
-// the same order (bit for bit the DC = 0 kernel's values). Under QWENFT_DECODE_ATTN=early (a bench hook, not yet
-// measured on a GPU), where the split's rows fit AS_V3 per lane (decoding: splits of up to 64 positions), the v
-// loads are issued before phase 1, beside the k loads: one round trip to L2 instead of two in a row. Under
-// QWENFT_DECODE_ATTN=rows (a bench hook, not yet measured on a GPU) the split's pool rows are looked up before the
-// programmatic wait, and q comes in 16-byte loads: after the wait the critical path is q, then k (two round trips
-// to L2 where the default has q's eight 2-byte loads, then the position, the block table and k in a row)
+// the same order (bit for bit the DC = 0 kernel's values). Under QWENFT_DECODE_ATTN=early (a bench hook; 13.6 us
+// a layer against the default's 12.7 on an H100), where the split's rows fit AS_V3 per lane (decoding: splits of
+// up to 64 positions), the v loads are issued before phase 1, beside the k loads: one round trip to L2 instead of
+// two in a row. Under QWENFT_DECODE_ATTN=rows (a bench hook; 12.4 us on an H100) the split's pool rows are looked
+// up before the programmatic wait, and q comes in 16-byte loads: after the wait the critical path is q, then k
+// (two round trips to L2 where the default has q's eight 2-byte loads, then the position, the block table and k in
+// a row)
 static const int AS_V3 = 8; // phase 3's v rows in flight per thread (DC > 0)
 
 template <typename T, typename Rows, int TPP, int DC>

@@ -18,8 +18,9 @@
  *             added while the GPU runs the units queued after it, a staging piece downloading while the one before
  *             it is added): acc = max(ab S / d2h, S / host_add) per micro-batch, exposed where it outlasts the
  *             backward, (A - 1) max(0, acc - bwd), plus the last unit's add after the backward (the embedding's
- *             piece, min(S, V C) elements at acc's rate); the norm then sums the shard on the host once,
- *             S / host_sumsq (with A = 1 the device sums each piece before its download)
+ *             piece, min(S, V C) elements at acc's rate; CPU ranks: (A - 1) acc, their backward runs on the same
+ *             cores); the norm then sums the shard on the host once, S / host_sumsq (with A = 1 the device sums
+ *             each piece before its download)
  *   optimizer device share 12-byte AdamW at the device rate (exposed); host share h (ratio x range): gradients
  *             down ab h (not with the shard already on the host), AdamW h / (host rate / ranks of the node: the
  *             host AdamW is memory-bound and the node's ranks share its bandwidth), parameters up ab h (not with
@@ -111,7 +112,9 @@ void qf_plan_speed(const qf_model_config *c, const qf_deck *d, const qf_plan_mac
         const double down = r->d2h > 0 ? (double)ab * S / r->d2h : 0;
         const double acc = dmax(down, r->host_add > 0 ? (double)S / r->host_add : 0);
         const double last = S > 0 ? acc * dmin((double)S, (double)c->vocab_size * C) / (double)S : 0;
-        hacc = (A - 1) * dmax(0, acc - bwd) + last + (r->host_sumsq > 0 ? (double)S / r->host_sumsq : 0);
+        /* CPU ranks: the "device" is the trainer's own cores, so nothing of the add hides under the backward */
+        const double behind = r->cpu ? acc : dmax(0, acc - bwd);
+        hacc = (A - 1) * behind + last + (r->host_sumsq > 0 ? (double)S / r->host_sumsq : 0);
     }
     double exposed_micro = dmax(0, hidden_micro + copy_micro - micro) + pcie_micro;
     /* optimizer */

@@ -93,6 +93,14 @@ int main(void) {
     q.accum = 1; /* one micro-batch: no host add, the device sums each piece before its download */
     qf_plan_speed(&c, &d, &mc, &r, &q);
     CHECK(near(q.t_pcie, dmax(0, down - (m1 - fwd))), "host gradients, accum 1: pcie %g", q.t_pcie);
+    /* CPU ranks (no copies): the add runs on the cores the backward ran on, so all of micro-batches 2-4's adds show */
+    qf_plan_rates rc = r;
+    rc.cpu = 1, rc.h2d = rc.d2h = 0;
+    q.accum = 4;
+    qf_plan_speed(&c, &d, &mc, &rc, &q);
+    const double ac = n / rc.host_add, acpu = 3 * ac + ac * (emb < n ? emb : n) / n + n / rc.host_sumsq;
+    CHECK(m1 - fwd > 0.01 * ac, "the test's backward (%g s) should be long enough to tell the forms apart", m1 - fwd);
+    CHECK(near(q.t_pcie, acpu), "host gradients on CPU ranks, accum 4: pcie %g, want %g", q.t_pcie, acpu);
 
     /* 4. eight ranks on one node, stage 0: the gradient all-reduce after the backward is exposed; stage 2 without
      * overlap_comm: a reduce-scatter per micro-batch and the all-gather */

@@ -48,10 +48,10 @@ typedef struct qf_zero_pending { /* a non-blocking reduce-scatter of one unit's 
  * straight to its place, later ones (accumulation, a unit handed back twice) through a pinned staging buffer and
  * added on the host, one unit behind: the piece's first downloads are queued when it arrives and the trainer's
  * thread adds it at the next piece (or the end of the backward), while the GPU runs the backward queued since
- * (counted in QF_ZHG_INFLIGHT: the device buffer waits with it). The host shard is the offload step's hbuf (no second copy): its own buffer without
- * offload_param; the node copy's range with offload_param and one micro-batch per step (a unit's parameters are
- * not read again in the step once every rank has reduced it; a skipped step rounds them back from the master);
- * a buffer of its own with offload_param and accumulation. */
+ * (counted in QF_ZHG_INFLIGHT: the device buffer waits with it). The host shard is the offload step's hbuf (no
+ * second copy): its own buffer without offload_param; the node copy's range with offload_param and one
+ * micro-batch per step (a unit's parameters are not read again in the step once every rank has reduced it; a
+ * skipped step rounds them back from the master); a buffer of its own with offload_param and accumulation. */
 #define QF_ZHG_INFLIGHT 2
 enum { QF_ZHG_PSQ_NONE, QF_ZHG_PSQ_HOST, QF_ZHG_PSQ_DEV }; /* summed at the norm; psq[u]; psq_dev[u] */
 typedef struct qf_zero_hgrad {

@@ -72,6 +72,7 @@ print(f"{m} micro {micro} cap {cap}: measured {fmt(mid)} tok/s over {len(steps[2
       f"accumulation {fmt(p.get('pcie_s'), '{:.2f}')}, optimizer {fmt(p.get('optimizer_s'), '{:.2f}')}); host add "
       f"{fmt(r.get('host_add', 0) / 1e9, '{:.2f}')} G/s, sum of squares {fmt(r.get('host_sumsq', 0) / 1e9, '{:.2f}')} G/s, "
       f"d2h {fmt(r.get('d2h', 0) / 1e9, '{:.1f}')} GB/s; plan {plan_s} s; gradients on the host in the plan: "
-      f"{p.get('grads_on_host')}, {p.get('recompute_layers')} recomputed layers (-1: all)")
+      f"{p.get('grads_on_host')}, recomputation {p.get('activation_checkpointing')} in {p.get('recompute_layers')} layers "
+      f"(-1: all; the run recomputes all: where the plan lists the layout without, its prediction is for that)")
 PY
 rm -rf "$work"

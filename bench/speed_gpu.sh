@@ -60,11 +60,12 @@ case "${1:-}" in
     fi ;;
   trace)
     # the GPU timeline of the 1.5B step without nsys: bench/kernel_trace.c (CUPTI) loaded into the run, 5 steps; a
-    # step ends with the AdamW kernel; the summary per kernel and per step in $OUT/trace-1.5b.txt, the CSV gzipped
+    # cycle ends with the gradient norm's kernel (sumsq_partial: one a step, after the backward; the AdamW runs one
+    # launch per tensor); the summary per kernel and per step in $OUT/trace-1.5b.txt, the CSV gzipped
     lib=${QF_TRACE_LIB:-$(dirname "$Q")/libqf_kernel_trace.so}
     [ -f "$lib" ] || { echo "speed_gpu.sh trace: no $lib (built where the CUDA toolkit has CUPTI)" >&2; exit 2; }
     CUDA_INJECTION64_PATH=$lib QF_TRACE_OUT=$work/trace-1.5b.csv one qwen2.5-1.5b 4096 2 none 5 tr-1.5b | cut -c1-300
-    python3 "$root/bench/trace_summary.py" "$work/trace-1.5b.csv" --step-kernel adamw --skip 2 > "$out/trace-1.5b.txt" 2>&1
+    python3 "$root/bench/trace_summary.py" "$work/trace-1.5b.csv" --step-kernel sumsq_partial --skip 1 > "$out/trace-1.5b.txt" 2>&1
     gzip -c "$work/trace-1.5b.csv" > "$out/trace-1.5b.csv.gz"
     head -30 "$out/trace-1.5b.txt" ;;
   tune)

@@ -16,6 +16,7 @@
 #include "plan/plan.h"
 #include "util/host_mem.h"
 #include "util/json_out.h"
+#include "zero/zero.h"
 
 typedef struct plan_opts {
     const char *deck;
@@ -162,7 +163,7 @@ static int plan_run(const void *opts) {
     if (measure) {
         const char *cdir = o->cache ? o->cache : is_dir(d.checkpoint_dir) ? d.checkpoint_dir
                                                 : is_dir(d.log_dir) ? d.log_dir : NULL;
-        if (qf_plan_calibrate(ops, info, &c, d.seq_len, 0, cdir, &rates, &e)) {
+        if (qf_plan_calibrate(ops, info, &c, d.seq_len, qf_zero_host_threads(1, gpu, NULL), cdir, &rates, &e)) {
             fprintf(stderr, "qwen-ft: %s\n", e.msg);
             return e.code;
         }

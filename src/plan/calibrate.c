@@ -16,14 +16,15 @@
 #include "util/json_out.h"
 
 #define CAL_FILE "qwenft-plan-rates.json"
-#define CAL_VERSION 2 /* 2: host_add, host_sumsq */
+#define CAL_VERSION 3 /* 2: host_add, host_sumsq; 3: the host threads in the key */
 
-static void cal_key(const char *dev, const qf_model_config *c, int T, const qf_ops *ops, char *key, size_t n) {
+static void cal_key(const char *dev, const qf_model_config *c, int T, const qf_ops *ops, int threads, char *key,
+                    size_t n) {
     char host[128] = "?";
     gethostname(host, sizeof host - 1);
-    snprintf(key, n, "v%d|%s|%s|C%d F%d H%d KV%d D%d qkn%d bias%d V%lld tie%d|%s|T%d", CAL_VERSION, dev, host,
-             c->hidden_size, c->intermediate_size, c->num_heads, c->num_kv_heads, c->head_dim, c->qk_norm,
-             c->attention_bias, (long long)c->vocab_size, c->tie_word_embeddings, ops->name, T);
+    snprintf(key, n, "v%d|%s|%s|C%d F%d H%d KV%d D%d qkn%d bias%d V%lld tie%d|%s|T%d|t%d", CAL_VERSION, dev,
+             host, c->hidden_size, c->intermediate_size, c->num_heads, c->num_kv_heads, c->head_dim, c->qk_norm,
+             c->attention_bias, (long long)c->vocab_size, c->tie_word_embeddings, ops->name, T, threads);
 }
 
 static const char *const RATE_NAMES[] = {"fwd_share", "matmul_flops", "dev_adam", "host_adam", "host_add",
@@ -183,7 +184,7 @@ int qf_plan_calibrate(const qf_ops *ops, const char *dev, const qf_model_config 
     const int cpu = !strcmp(ops->name, "cpu");
     qf_plan_rates_default(c, T, cpu, r); /* the network rates, and what a failed measurement leaves */
     char key[512], path[QF_PATH_MAX + 64] = "";
-    cal_key(dev, c, T, ops, key, sizeof key);
+    cal_key(dev, c, T, ops, threads, key, sizeof key);
     if (cache_dir && cache_dir[0]) {
         snprintf(path, sizeof path, "%s/%s", cache_dir, CAL_FILE);
         if (cal_read(path, key, r) == 0) {

@@ -43,23 +43,36 @@ void qf_plan_eval(const qf_model_config *c, const qf_deck *d, const qf_plan_mach
     qf_plan_speed(c, &v, mc, r, p);
 }
 
-static int plan_cmp(const void *a, const void *b) {
+/* the simpler layout first (no offload, the lower stage, the larger micro-batch: fewer collectives and kernel
+ * launches than the rates resolve), then the smaller footprint; plans that do not fit: the smaller footprint */
+static int plan_cmp_simple(const void *a, const void *b) {
     const qf_plan *x = a, *y = b;
-    if (x->fits != y->fits) return y->fits - x->fits;
-    if (x->fits) {
-        /* within 2% of each other (the rates measure no finer): a tie */
-        if (x->tok_s > y->tok_s * 1.02) return -1;
-        if (y->tok_s > x->tok_s * 1.02) return 1;
-    }
-    /* as fast: the simpler layout (no offload, the lower stage, the larger micro-batch: fewer collectives and
-     * kernel launches than the rates resolve), then the smaller footprint */
-    const int64_t fx = x->footprint, fy = y->footprint;
-    if (x->fits) {
+    if (x->fits && y->fits) {
         if (x->offload != y->offload) return x->offload - y->offload;
         if (x->stage != y->stage) return x->stage - y->stage;
         if (x->micro != y->micro) return y->micro - x->micro;
     }
-    return (fx > fy) - (fx < fy);
+    return (x->footprint > y->footprint) - (x->footprint < y->footprint);
+}
+
+/* the plans that fit first, the faster first */
+static int plan_cmp_speed(const void *a, const void *b) {
+    const qf_plan *x = a, *y = b;
+    if (x->fits != y->fits) return y->fits - x->fits;
+    if (x->fits && x->tok_s != y->tok_s) return x->tok_s > y->tok_s ? -1 : 1;
+    return plan_cmp_simple(a, b);
+}
+
+void qf_plan_rank(qf_plan *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, plan_cmp_speed);
+    int tie = 0, i = 0;
+    for (; i < n && v[i].fits; tie++) {
+        int j = i + 1;
+        while (j < n && v[j].fits && v[i].tok_s <= v[j].tok_s * 1.02) j++;
+        qsort(v + i, (size_t)(j - i), sizeof *v, plan_cmp_simple);
+        for (; i < j; i++) v[i].tie = tie;
+    }
+    for (; i < n; i++) v[i].tie = -1;
 }
 
 typedef struct plan_list {
@@ -163,7 +176,7 @@ int qf_plan_search(const qf_model_config *c, const qf_deck *d, const qf_plan_spa
             }
         }
     }
-    qsort(l.v, (size_t)l.n, sizeof *l.v, plan_cmp);
+    qf_plan_rank(l.v, l.n);
     *out = l.v;
     return l.n;
 }
@@ -203,7 +216,7 @@ void qf_plan_why_lost(const qf_plan *a, const qf_plan *b, const qf_plan_machine 
         d[i] = pb[i] / rb - pa[i] / ra;
         if (d[i] > d[w]) w = i;
     }
-    if (b->tok_s >= a->tok_s * 0.98)
+    if (b->tie == a->tie) /* ranked as fast (a tie of the ranking): lost on simplicity or memory */
         snprintf(buf, n, "as fast (%.3fx), %s (%.1f MiB against %.1f)", b->tok_s / a->tok_s,
                  b->footprint > a->footprint ? "more memory"
                  : b->footprint == a->footprint ? "the same memory, a more complex layout (offload, a higher stage)"

@@ -42,6 +42,7 @@ typedef struct qf_plan {
     int64_t device_need;       /* device bytes with the margin */
     int64_t host_node_need;    /* host bytes of the node (CPU ranks: the device's too), with the margin */
     int64_t footprint;         /* what ties are broken by: device bytes (CPU ranks: the node's host bytes) */
+    int tie;                   /* the ranking's tie (qf_plan_search): 0 for the fastest plan and those within 2% of it */
     int fits, fits_device, fits_host;
     /* predicted seconds per optimizer step, and its parts */
     double t_step, t_compute, t_comm, t_pcie, t_adam;
@@ -72,6 +73,12 @@ typedef struct qf_plan_machine {
 /* Fills p (the layout already set: stage .. rec_layers) with its memory and predicted speed. */
 void qf_plan_eval(const qf_model_config *c, const qf_deck *d, const qf_plan_machine *mc, const qf_plan_rates *r,
                   qf_plan *p);
+/* Ranks v[n] in place (qf_plan_search's order): the fastest plan that fits and every plan within 2% of it (the rates
+ * measure no finer) form tie 0, ordered simplest first (no offload, the lower stage, the larger micro-batch, then
+ * the smaller footprint); then tie 1 from the fastest of the rest, and so on; then the plans that do not fit
+ * (tie -1), the smaller footprint first. A tie is counted from its fastest plan, not pair by pair ("within 2% of
+ * each other" chains, and a sort by it has no single order). */
+void qf_plan_rank(qf_plan *v, int n);
 /* Every candidate in the space, ranked: fitting plans by tokens/s first, then the others by device need.
  * Returns the count (*out malloc'd). */
 int qf_plan_search(const qf_model_config *c, const qf_deck *d, const qf_plan_space *sp, const qf_plan_machine *mc,
@@ -103,8 +110,9 @@ double qf_plan_calibration_cost(const qf_model_config *c, int seq_len, int cpu);
 /* Measures the rates on this rank's backend for model c at seq_len (calibrate.c): one decoder layer's forward and
  * backward at micro-batch 1 and 2 per recomputation mode, the device and host AdamW, the pinned copies. With
  * cache_dir (may be NULL or ""), the rates are read from / written to cache_dir/qwenft-plan-rates.json, keyed by
- * the device, the host, the model's dimensions, the dtype and seq_len; a different key measures again and
- * rewrites the file. 0 or an exit code. */
+ * the device, the host, the model's dimensions, the dtype, seq_len and host_threads (the host AdamW's team the
+ * rates are timed with: qf_zero_host_threads for one rank of the node; 0: OpenMP's default); a different key
+ * measures again and rewrites the file. 0 or an exit code. */
 int qf_plan_calibrate(const qf_ops *ops, const char *device_info, const qf_model_config *c, int seq_len,
                       int host_threads, const char *cache_dir, qf_plan_rates *r, qf_err *e);
 #endif

@@ -98,8 +98,9 @@ void qf_run_header(qf_run *r, FILE *f, const char *what) {
     if (d->offload_optimizer == QF_OFFLOAD_CPU) { /* the host AdamW runs on this rank's OpenMP threads */
         int threads = r->zero.off.threads;
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        fprintf(f, "offload: host AdamW on %d thread(s) per rank (%ld cores online, %d ranks on this node; "
+        fprintf(f, "offload: host AdamW on %d thread(s) per rank (%ld cores online, %d ranks on this node%s; "
                    "OMP_NUM_THREADS overrides), %s\n", threads, cores, r->comm.local_size,
+                r->zero.off.kept_core ? ", one core of the rank's share kept for the trainer's thread" : "",
                 r->zero.off.overlap ? "overlapped with the next forward unit by unit"
                                     : "completed inside each step (QWENFT_OFFLOAD_OVERLAP=0, or updated shards travel "
                                       "by MPI: stages 1-2 on several ranks, parameter offload across nodes)");

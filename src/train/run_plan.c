@@ -14,6 +14,7 @@
 #include "plan/plan.h"
 #include "util/host_mem.h"
 #include "util/json_out.h"
+#include "zero/zero.h"
 
 #define PLAN_RUNNERS 4
 
@@ -92,7 +93,8 @@ static int plan_rank0(qf_run *r, const qf_plan_space *sp, qf_err *e) {
         if (cpu && qf_plan_calibration_cost(c, d->seq_len, 1) > 20.0)
             snprintf(rates.source, sizeof rates.source, "table rates (CPU ranks: calibrating one layer of this model "
                      "would take over 20 s)");
-        else if (qf_plan_calibrate(r->ops, r->backend_info, c, d->seq_len, 0, plan_cache_dir(d), &rates, e))
+        else if (qf_plan_calibrate(r->ops, r->backend_info, c, d->seq_len, qf_zero_host_threads(1, !cpu, NULL),
+                                   plan_cache_dir(d), &rates, e))
             return e->code;
         np = qf_plan_search(c, d, sp, &mc, &rates, &pl);
     }

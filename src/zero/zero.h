@@ -87,6 +87,7 @@ typedef struct qf_zero_offload {
     int own_hbuf;                       /* hbuf was allocated here (not the node copy) */
     int overlap;                        /* the step overlaps the next forward (else it completes inside update) */
     int threads;                        /* host AdamW threads */
+    int kept_core;                      /* a core of the rank's share is kept for the trainer's thread */
     int64_t chunk;                      /* elements per gradient download / progress step */
     int nchunks, reaped, running;
     int ticket[QF_ZOFF_MAX_CHUNKS];
@@ -170,6 +171,16 @@ typedef struct qf_zero {
 } qf_zero;
 
 /* with_optimizer = 0 (eval): parameters only, no gradients, master or moments */
+/* The host AdamW's team of a rank (offload_optimizer = cpu; also the planner's calibration): OMP_NUM_THREADS when
+ * set, else the rank's share of the cores it may run on (all of them when a launcher bound the rank to its own;
+ * otherwise the node's cores over local_size ranks). A GPU rank with a share of 8 cores or more keeps one of them
+ * for the trainer's thread, which queues the overlapped next forward's kernels and copies while the team runs
+ * (docs/zero.md; bench/host_threads.sh: Qwen2.5-7B on an H100 with 16 cores, 15 threads gave 1.05x the tokens/s of
+ * 16, on two layouts). *kept (may be NULL): 1 where a core was kept so. */
+int qf_zero_host_threads(int local_size, int gpu, int *kept);
+/* The rule of qf_zero_host_threads without OMP_NUM_THREADS, for a rank that may run on `cores` of the node's `online`
+ * cores. */
+int qf_zero_team_size(int cores, long online, int local_size, int gpu, int *kept);
 int qf_zero_init(qf_zero *z, qf_model *m, qf_comm *c, const qf_deck *d, int with_optimizer, qf_err *e);
 void qf_zero_free(qf_zero *z);
 

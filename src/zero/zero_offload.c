@@ -28,25 +28,32 @@
 
 static int64_t opt_n(const qf_zero *z) { return z->opt_end - z->opt_dev_end; }
 
-/* threads for the host AdamW: OMP_NUM_THREADS when set, else the cores this rank may run on divided by the
- * ranks of the node that share them (a launcher that bound each rank to its own cores: all of those) */
-static int host_threads(const qf_zero *z) {
+int qf_zero_team_size(int cores, long online, int local_size, int gpu, int *kept) {
+    if (kept) *kept = 0;
+    /* every rank sees all the node's cores (no binding): share them; bound ranks: their own set */
+    int t = (online > 0 && cores >= online) ? cores / (local_size > 0 ? local_size : 1) : cores;
+    if (gpu && t >= 8) {
+        t--;
+        if (kept) *kept = 1;
+    }
+    return t > 0 ? t : 1;
+}
+
+int qf_zero_host_threads(int local_size, int gpu, int *kept) {
+    if (kept) *kept = 0;
     const char *env = getenv("OMP_NUM_THREADS");
     if (env && atoi(env) > 0) return atoi(env);
     cpu_set_t set;
     int cores = 1;
     if (sched_getaffinity(0, sizeof set, &set) == 0) cores = CPU_COUNT(&set);
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    /* every rank sees all the node's cores (no binding): share them; bound ranks: their own set */
-    int t = (online > 0 && cores >= online) ? cores / (z->comm->local_size > 0 ? z->comm->local_size : 1) : cores;
-    return t > 0 ? t : 1;
+    return qf_zero_team_size(cores, sysconf(_SC_NPROCESSORS_ONLN), local_size, gpu, kept);
 }
 
 int qf_zoff_init(qf_zero *z, qf_err *e) {
     qf_zero_offload *o = &z->off;
     qf_comm *c = z->comm;
     int64_t n = opt_n(z);
-    o->threads = host_threads(z);
+    o->threads = qf_zero_host_threads(c->local_size, strcmp(z->ops->name, "cpu") != 0, &o->kept_core);
     o->chunk = QF_ZERO_OFFLOAD_CHUNK;
     if (n > o->chunk * QF_ZOFF_MAX_CHUNKS) o->chunk = (n + QF_ZOFF_MAX_CHUNKS - 1) / QF_ZOFF_MAX_CHUNKS;
     o->nchunks = n > 0 ? (int)((n + o->chunk - 1) / o->chunk) : 0;
@@ -98,20 +105,25 @@ void qf_zoff_free(qf_zero *z) {
 }
 
 /* Ranks sharing a node without launcher binding: each rank's host AdamW team takes its own block of the node's
- * cores (local rank r: cores [r*T, (r+1)*T)), one thread per core, so that 8 ranks on one node do not oversubscribe.
- * The team persists in this thread for the step's passes (libgomp keeps a pthread's team across regions). */
+ * cores (local rank r: cores [r*S, r*S + T) of its share S = cores / ranks, T = the team: S, or S - 1 where a core
+ * of the block is kept for the trainer's thread), one thread per core, so that 8 ranks on one node do not
+ * oversubscribe. The team persists in this thread for the step's passes (libgomp keeps a pthread's team across
+ * regions). */
 static void pin_team(const qf_zero *z) {
     const qf_zero_offload *o = &z->off;
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     cpu_set_t set;
-    if (z->comm->local_size < 2 || sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) < online ||
-        (long)o->threads * z->comm->local_size > online)
+    const int ls = z->comm->local_size;
+    if (ls < 2 || sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) < online ||
+        (long)o->threads * ls > online)
         return;
+    const long share = online / ls;
+    const long first = z->comm->local_rank * (o->threads < share ? share : o->threads);
 #pragma omp parallel num_threads(o->threads)
     {
         cpu_set_t one;
         CPU_ZERO(&one);
-        CPU_SET(z->comm->local_rank * o->threads + omp_get_thread_num(), &one);
+        CPU_SET((int)(first + omp_get_thread_num()), &one);
         pthread_setaffinity_np(pthread_self(), sizeof one, &one);
     }
 }

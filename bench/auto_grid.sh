@@ -117,6 +117,9 @@ row = dict(part=part, kind=kind, rc=int(rc), steps=len(steps), tok_s=round(mid) 
            peak_gpu_gib=max((x.get("peak_gpu_mem_gib") or 0 for x in steps), default=None), layout=layout, sets=sets,
            plan=plan.group(1) if plan else None, predicted_tok_s=int(plan.group(2)) if plan else None,
            oom="out of memory" in text.lower() or "cannot allocate" in text.lower())
+adamw = sorted(s["host_adamw_s"] for s in rest if "host_adamw_s" in s)  # offloaded runs: the host AdamW as it ran
+if adamw:
+    row["host_adamw_s"] = round(adamw[len(adamw) // 2], 3)
 if stopped:
     row["stopped"] = stopped
 print(json.dumps(row))

@@ -5,8 +5,8 @@
 # pairs joined by commas, e.g. s1sel15=zero_optimization.stage=1,activation_checkpointing=selective,...) and each
 # thread count in THREADS (default "default 15 8": "default" leaves OMP_NUM_THREADS unset, the engine's own
 # choice), one run of $STEPS steps (train_batch_size 32, Qwen2.5 random init, bf16): tokens/s (the median of the
-# steps after the second: the second pays the host's first touch of the optimizer state), NVML's GPU utilisation
-# and the step's share of waiting, one line each in $OUT/host_threads.txt; each run's log into
+# steps after the second: the second pays the host's first touch of the optimizer state), NVML's GPU utilisation,
+# the step's share of waiting and the host AdamW's own seconds a step (metrics.jsonl host_adamw_s), one line each in $OUT/host_threads.txt; each run's log into
 # $OUT/host_threads-logs.tar. Env: STEPS (5), TLIMIT (s per run, default 150: SIGKILL after it, no checkpoint).
 #   bash bench/host_threads.sh 7b:512:0 \
 #     s1=zero_optimization.stage=1,zero_optimization.offload_optimizer.device=cpu,train_micro_batch_size_per_gpu=32
@@ -53,9 +53,11 @@ for layout in "$@"; do
       > "$work/$run.log" 2>&1
     rc=$?
     tar -rf "$out/host_threads-logs.tar" -C "$work" "$run.log"
-    python3 - "$work/$run.log" "$run" "$rc" <<'PY' | tee -a "$out/host_threads.txt"
-import re, sys
-log, run, rc = sys.argv[1:4]
+    python3 - "$work/$run.log" "$run" "$rc" "$work/$run/log/metrics.jsonl" <<'PY' | tee -a "$out/host_threads.txt"
+import json, re, sys
+log, run, rc, met = sys.argv[1:5]
+try: recs = [json.loads(l) for l in open(met) if '"loss"' in l][2:]
+except (OSError, ValueError): recs = []
 rows, threads = [], "?"
 for l in open(log, errors="replace"):
     m = re.match(r"step (\d+)/\d+ .*\| (\d+) tok/s .*\| GPU (\d+%|n/a).*\| comm (\d+)%", l)
@@ -64,9 +66,11 @@ for l in open(log, errors="replace"):
     if t and threads == "?": threads = t.group(1)
 after = rows[2:] or rows
 mid = lambda v: sorted(v)[len(v) // 2] if v else None
+r3 = lambda v: round(v, 3) if isinstance(v, float) else v
 print(f"{run}: rc {rc}, host AdamW threads {threads}, {mid([r[1] for r in after])} tok/s over {len(rows[2:])} steps "
       f"after the second (GPU {mid([r[2] for r in after])}, waiting {mid([r[3] for r in after])}%); all steps "
-      f"{[r[1] for r in rows]}")
+      f"{[r[1] for r in rows]}; host AdamW {r3(mid([x.get('host_adamw_s', 0) for x in recs]))} s a step, the "
+      f"trainer waited {r3(mid([x.get('host_adamw_wait_s', 0) for x in recs]))} s (medians after the second step)")
 PY
     # the next run starts once this one's memory is back (the driver frees it after the processes are gone)
     for _ in $(seq 60); do

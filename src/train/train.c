@@ -165,6 +165,7 @@ typedef struct {
     int skipped;            /* no update: a non-finite step */
     double dt, tok_s, mfu;  /* seconds, tokens per second, MFU (< 0: no peak known) */
     double mem_gib, gpu_gib; /* peak host memory; the backend's peak (0 on CPU ranks) */
+    double adamw_s, adamw_wait_s; /* offload_optimizer: rank 0's host AdamW pass that ended in the step, its waits */
     qf_monitor_step mon;    /* GPU utilisation, node host memory, PCIe, exposed communication (monitor.h) */
 } train_step;
 
@@ -283,6 +284,8 @@ static void end_step(qf_run *r, train_step *s, double t0) {
         prof->offload_wait = r->zero.off.wait_s;
     }
     double offload_wait_s = r->zero.off.wait_s;
+    s->adamw_s = r->zero.off.adam_s;
+    s->adamw_wait_s = offload_wait_s;
     r->zero.off.adam_s = r->zero.off.wait_s = 0;
     r->st.skipped += s->skipped;
     r->st.step = s->step;
@@ -329,6 +332,10 @@ static void write_train_record(qf_run *r, const train_step *s) {
     qf_metrics_add_num(&m, "step_time_s", s->dt);
     qf_metrics_add_num(&m, "peak_host_mem_gib", s->mem_gib);
     qf_metrics_add_num(&m, "peak_gpu_mem_gib", s->gpu_gib);
+    if (r->deck.offload_optimizer == QF_OFFLOAD_CPU) { /* the speed model's host term, as it ran (docs/zero.md) */
+        qf_metrics_add_num(&m, "host_adamw_s", s->adamw_s);
+        qf_metrics_add_num(&m, "host_adamw_wait_s", s->adamw_wait_s);
+    }
     qf_monitor_record(&r->mon, &s->mon, &m);
     if (r->model.prof) /* log.wall_clock_breakdown */
         json_object_set_new(m.o, "breakdown", qf_profile_json(r->model.prof));

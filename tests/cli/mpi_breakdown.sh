@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # log.wall_clock_breakdown = true: every step's metrics.jsonl record carries a "breakdown" object (phases, op classes,
 # waiting, offload, per op-table entry) whose phases add up to the step time, recomputation shows with activation checkpointing, the
-# host AdamW's time shows with offload, rank 0 prints a "time (s/step ...)" line with the progress line; and the
+# host AdamW's time shows with offload (and in host_adamw_s / host_adamw_wait_s, profiled or not), rank 0 prints a "time (s/step ...)" line with the progress line; and the
 # profiled run's losses are those of the unprofiled one, bit for bit (the wrappers only synchronise and time).
 . "$SRC/tests/mpi_common.sh"
 lay=(--set zero_optimization.stage=3 --set zero_optimization.offload_optimizer.device=cpu
@@ -36,5 +36,14 @@ for r in b:
     entries = sum(e["s"] for e in ops.values())
     assert abs(classes - entries) <= 1e-6 + 1e-6 * classes, (classes, entries)
 assert sum(r["breakdown"]["offload_adamw_s"] for r in b) > 0, "the host AdamW's time must show with offload"
+# without the profile too: every train record has the host AdamW's time and the trainer's waits for it, the
+# profile's own figures where it is on
+for x in a + b:
+    assert x["host_adamw_s"] >= 0 and x["host_adamw_wait_s"] >= 0, x
+assert sum(x["host_adamw_s"] for x in a) > 0, "host_adamw_s must show with offload"
+assert sum(x["host_adamw_wait_s"] for x in a) <= sum(x["step_time_s"] for x in a), a
+for y in b:
+    assert y["host_adamw_s"] == y["breakdown"]["offload_adamw_s"], y
+    assert y["host_adamw_wait_s"] == y["breakdown"]["offload_wait_s"], y
 print("PASS: 5 steps profiled, phases add up, losses unchanged")
 PY

@@ -23,7 +23,7 @@ typedef struct plan_opts {
     qf_strlist sets;
     int ranks, ranks_per_node, top;
     double gpu_mem, host_mem;
-    const char *device, *preset, *calibrate, *cache;
+    const char *device, *preset, *calibrate, *cache, *rates;
     int json;
 } plan_opts;
 
@@ -47,6 +47,9 @@ static const qf_opt PLAN_OPTS[] = {
     {.name = "cache", .type = QF_OPT_STR, .off = offsetof(plan_opts, cache), .meta = "DIR",
      .help = "directory of the calibration cache qwenft-plan-rates.json (default: checkpoint.dir, else log.dir, "
              "when it exists)"},
+    {.name = "rates", .type = QF_OPT_STR, .off = offsetof(plan_opts, rates), .meta = "FILE",
+     .help = "plan with the rates in FILE (a qwenft-plan-rates.json written by a run or plan on the machine planned for, "
+             "e.g. the compute nodes; the same model shape) instead of measuring here"},
     {.name = "top", .type = QF_OPT_INT, .off = offsetof(plan_opts, top), .def = "10", .meta = "N", .lo = 0,
      .hi = 1e6, .help = "plans to list (0: all)"},
     {.name = "preset", .type = QF_OPT_STR, .off = offsetof(plan_opts, preset), .meta = "NAME",
@@ -154,7 +157,16 @@ static int plan_run(const void *opts) {
     /* rates: measured where this machine has the planned device (and one layer is quick), else the table */
     qf_plan_rates rates;
     qf_plan_rates_default(&c, d.seq_len, !gpu, &rates);
-    int measure = here && strcmp(o->calibrate, "no");
+    if (o->rates && !strcmp(o->calibrate, "yes")) {
+        fprintf(stderr, "qwen-ft: plan: --rates and --calibrate=yes: the rates come from the file or are measured "
+                        "here, not both\n");
+        return QF_EXIT_INPUT;
+    }
+    if (o->rates && qf_plan_rates_load(o->rates, &c, &rates, &e)) {
+        fprintf(stderr, "qwen-ft: %s\n", e.msg);
+        return e.code;
+    }
+    int measure = here && strcmp(o->calibrate, "no") && !o->rates;
     if (measure && !strcmp(o->calibrate, "auto") && !gpu && qf_plan_calibration_cost(&c, d.seq_len, 1) > 20.0) {
         measure = 0;
         snprintf(rates.source, sizeof rates.source, "table rates (CPU ranks: calibrating one layer of this model would "

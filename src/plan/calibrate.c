@@ -18,13 +18,19 @@
 #define CAL_FILE "qwenft-plan-rates.json"
 #define CAL_VERSION 3 /* 2: host_add, host_sumsq; 3: the host threads in the key */
 
+/* the model's dimensions as the key names them: "|C3584 F18944 H28 KV4 D128 qkn0 bias1 V152064 tie0|" */
+static void cal_dims(const qf_model_config *c, char *buf, size_t n) {
+    snprintf(buf, n, "|C%d F%d H%d KV%d D%d qkn%d bias%d V%lld tie%d|", c->hidden_size, c->intermediate_size,
+             c->num_heads, c->num_kv_heads, c->head_dim, c->qk_norm, c->attention_bias, (long long)c->vocab_size,
+             c->tie_word_embeddings);
+}
+
 static void cal_key(const char *dev, const qf_model_config *c, int T, const qf_ops *ops, int threads, char *key,
                     size_t n) {
-    char host[128] = "?";
+    char host[128] = "?", dims[160];
     gethostname(host, sizeof host - 1);
-    snprintf(key, n, "v%d|%s|%s|C%d F%d H%d KV%d D%d qkn%d bias%d V%lld tie%d|%s|T%d|t%d", CAL_VERSION, dev,
-             host, c->hidden_size, c->intermediate_size, c->num_heads, c->num_kv_heads, c->head_dim, c->qk_norm,
-             c->attention_bias, (long long)c->vocab_size, c->tie_word_embeddings, ops->name, T, threads);
+    cal_dims(c, dims, sizeof dims);
+    snprintf(key, n, "v%d|%s|%s%s%s|T%d|t%d", CAL_VERSION, dev, host, dims, ops->name, T, threads);
 }
 
 static const char *const RATE_NAMES[] = {"fwd_share", "matmul_flops", "dev_adam", "host_adam", "host_add",
@@ -58,6 +64,63 @@ static int cal_read(const char *path, const char *key, qf_plan_rates *r) {
     }
     json_decref(js);
     return ok ? 0 : -1;
+}
+
+int qf_plan_rates_load(const char *path, const qf_model_config *c, qf_plan_rates *r, qf_err *e) {
+    json_error_t je;
+    json_t *js = json_load_file(path, 0, &je);
+    if (!js && je.line > 0)
+        return qf_err_set(e, QF_EXIT_INPUT, "plan: --rates %s: line %d: %s (a qwenft-plan-rates.json of a run or "
+                          "plan is expected)", path, je.line, je.text);
+    if (!js)
+        return qf_err_set(e, QF_EXIT_INPUT, "plan: --rates %s: %s", path, je.text);
+    int rc = 0;
+    json_t *k = json_object_get(js, "key"), *t = json_object_get(js, "rates"), *T = json_object_get(js, "seq_len");
+    char dims[160];
+    cal_dims(c, dims, sizeof dims);
+    if (!json_is_string(k) || !json_is_object(t) || !json_is_integer(T) || json_integer_value(T) <= 0) {
+        rc = qf_err_set(e, QF_EXIT_INPUT, "plan: --rates %s: %s missing or not %s (a qwenft-plan-rates.json of a run "
+                        "or plan is expected)", path, !json_is_string(k) ? "\"key\"" : !json_is_object(t) ? "\"rates\""
+                        : "\"seq_len\"", !json_is_string(k) ? "a string" : !json_is_object(t) ? "an object"
+                        : "a positive integer");
+    } else if (!strstr(json_string_value(k), dims)) {
+        rc = qf_err_set(e, QF_EXIT_INPUT, "plan: --rates %s: the rates are for another model shape (key \"%s\"), not "
+                        "this deck's %s", path, json_string_value(k), dims);
+    } else {
+        for (int i = 0; i < NRATES && !rc; i++) {
+            json_t *v = json_object_get(t, RATE_NAMES[i]);
+            if (!json_is_number(v) || json_number_value(v) < 0)
+                rc = qf_err_set(e, QF_EXIT_INPUT, "plan: --rates %s: rates.%s missing or not a number >= 0", path,
+                                RATE_NAMES[i]);
+            else *rate_field(r, i) = json_number_value(v);
+        }
+        const char *arr[2] = {"layer_fixed", "layer_per_row"};
+        double *dst[2] = {r->layer_fixed, r->layer_per_row};
+        for (int a = 0; a < 2 && !rc; a++) {
+            json_t *v = json_object_get(t, arr[a]);
+            if (!json_is_array(v) || json_array_size(v) != 4) {
+                rc = qf_err_set(e, QF_EXIT_INPUT, "plan: --rates %s: rates.%s missing or not 4 numbers", path, arr[a]);
+                break;
+            }
+            for (int m = 0; m < 4 && !rc; m++) {
+                json_t *x = json_array_get(v, (size_t)m);
+                if (!json_is_number(x) || json_number_value(x) < 0)
+                    rc = qf_err_set(e, QF_EXIT_INPUT, "plan: --rates %s: rates.%s[%d] not a number >= 0", path,
+                                    arr[a], m);
+                else dst[a][m] = json_number_value(x);
+            }
+        }
+        if (!rc && (r->matmul_flops <= 0 || r->host_adam <= 0 || r->dev_adam <= 0))
+            rc = qf_err_set(e, QF_EXIT_INPUT, "plan: --rates %s: rates.matmul_flops, dev_adam and host_adam must be "
+                            "> 0", path);
+        if (!rc) {
+            r->seq_len = (int)json_integer_value(T);
+            r->calib_s = 0;
+            snprintf(r->source, sizeof r->source, "read from %.120s (%.120s)", path, json_string_value(k));
+        }
+    }
+    json_decref(js);
+    return rc;
 }
 
 static void cal_write(const char *path, const char *key, const qf_plan_rates *r) {

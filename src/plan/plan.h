@@ -115,4 +115,8 @@ double qf_plan_calibration_cost(const qf_model_config *c, int seq_len, int cpu);
  * measures again and rewrites the file. 0 or an exit code. */
 int qf_plan_calibrate(const qf_ops *ops, const char *device_info, const qf_model_config *c, int seq_len,
                       int host_threads, const char *cache_dir, qf_plan_rates *r, qf_err *e);
+/* Reads the rates of a calibration cache file (another machine's: `qwen-ft plan --rates`), whatever its device, host
+ * and thread count, into r (its other fields as qf_plan_rates_default left them); the file must be for model c's
+ * dimensions. 0, or QF_EXIT_INPUT with a message naming the file and the field. */
+int qf_plan_rates_load(const char *path, const qf_model_config *c, qf_plan_rates *r, qf_err *e);
 #endif

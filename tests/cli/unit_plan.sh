@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The layout planner (docs/zero.md "How auto plans"): `qwen-ft plan` ranks layouts that fit and refuses (exit 2,
 # naming the need) a model that fits none; its memory per plan is the estimate's (the same formulas for the same
-# layout); the calibration cache is written, reused and measured again for another model shape; the shipped
+# layout); the calibration cache is written, reused and measured again for another model shape, and read from a
+# file with --rates (bad files refused with exit 2); the shipped
 # "auto" decks plan and estimate without their weights and choose a layout at least as fast (predicted) as the
 # hand-chosen one of inputs/4090.cfg / a100.cfg; a train run with "auto" keys prints the plan and applies it.
 set -euo pipefail
@@ -65,6 +66,30 @@ python3 -c 'import json,sys; p=json.load(open("p1.json")); sys.exit(0 if p["cali
 "$QWENFT" plan small.cfg --device cpu --cache cache --json > p2.json || fail "plan (cached) exited $?"
 python3 -c 'import json,sys; p=json.load(open("p2.json")); print("second plan:", p["rates_source"]); sys.exit(0 if p["calibration_s"] == 0 and p["rates_source"].startswith("cached") else 1)' ||
   fail "the second plan did not use the cache"
+# --rates FILE: another machine's cache file gives the cached plan's ranking; a bad file is refused (exit 2, naming
+# the file and the field)
+cp cache/qwenft-plan-rates.json rates.json
+"$QWENFT" plan small.cfg --device cpu --rates rates.json --json > p2r.json || fail "plan --rates exited $?"
+python3 - p2.json p2r.json <<'PY' || fail "plan --rates: another ranking than the cached rates'"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+assert b["rates_source"].startswith("read from rates.json"), b["rates_source"]
+assert b["calibration_s"] == 0, b
+key = lambda p: [(q["stage"], q["offload"], q["micro_batch"], q["activation_checkpointing"], q["tokens_per_s"]) for q in p["plans"]]
+assert key(a) == key(b), (key(a)[:3], key(b)[:3])
+print("plan --rates: the cached rates' ranking,", b["rates_source"])
+PY
+python3 -c 'import json; d = json.load(open("rates.json")); del d["rates"]["host_adam"]; json.dump(d, open("r_nofield.json", "w"))'
+printf '{"key": "v3", "rates": [1,\n' > r_broken.json
+for bad in "r_missing.json:No such file" "r_nofield.json:rates.host_adam missing" "r_broken.json:r_broken.json: line 2"; do
+  rc=0; "$QWENFT" plan small.cfg --device cpu --rates "${bad%%:*}" > bad.out 2> bad.err || rc=$?
+  [ "$rc" -eq 2 ] && grep -q -- "--rates ${bad%%:*}" bad.err && grep -q "${bad#*:}" bad.err ||
+    { fail "plan --rates ${bad%%:*}: rc $rc"; cat bad.err; }
+done
+rc=0; "$QWENFT" plan small.cfg --device cpu --rates rates.json --set model.hidden_size=96 > bad.out 2> bad.err || rc=$?
+[ "$rc" -eq 2 ] && grep -q "another model shape" bad.err || { fail "plan --rates of another shape: rc $rc"; cat bad.err; }
+rc=0; "$QWENFT" plan small.cfg --device cpu --rates rates.json --calibrate=yes > bad.out 2> bad.err || rc=$?
+[ "$rc" -eq 2 ] && grep -q "not both" bad.err || { fail "plan --rates --calibrate=yes: rc $rc"; cat bad.err; }
 "$QWENFT" plan small.cfg --device cpu --cache cache --json --set model.hidden_size=96 > p3.json || fail "plan (other shape) exited $?"
 python3 -c 'import json,sys; p=json.load(open("p3.json")); k=json.load(open("cache/qwenft-plan-rates.json"))["key"]; print("other shape:", p["rates_source"], "|", k); sys.exit(0 if p["rates_source"].startswith("measured") and "C96 " in k else 1)' ||
   fail "another model shape reused the cache"

@@ -42,26 +42,46 @@ static double *rate_field(qf_plan_rates *r, int i) {
     return f[i];
 }
 
+/* the "rates" object t into r: 0, or -1 (with e: QF_EXIT_INPUT and a message naming path and the field) */
+static int rates_parse(const json_t *t, qf_plan_rates *r, const char *path, qf_err *e) {
+    for (int i = 0; i < NRATES; i++) {
+        json_t *v = json_object_get(t, RATE_NAMES[i]);
+        if (!json_is_number(v) || json_number_value(v) < 0) {
+            if (e) qf_err_set(e, QF_EXIT_INPUT, "plan: --rates %s: rates.%s missing or not a number >= 0", path,
+                              RATE_NAMES[i]);
+            return -1;
+        }
+        *rate_field(r, i) = json_number_value(v);
+    }
+    const char *arr[2] = {"layer_fixed", "layer_per_row"};
+    double *dst[2] = {r->layer_fixed, r->layer_per_row};
+    for (int a = 0; a < 2; a++) {
+        json_t *v = json_object_get(t, arr[a]);
+        for (int m = 0; m < 4; m++) {
+            json_t *x = json_is_array(v) && json_array_size(v) == 4 ? json_array_get(v, (size_t)m) : NULL;
+            if (!json_is_number(x) || json_number_value(x) < 0) {
+                if (e) qf_err_set(e, QF_EXIT_INPUT, "plan: --rates %s: rates.%s missing or not 4 numbers >= 0", path,
+                                  arr[a]);
+                return -1;
+            }
+            dst[a][m] = json_number_value(x);
+        }
+    }
+    if (r->matmul_flops <= 0 || r->host_adam <= 0 || r->dev_adam <= 0) {
+        if (e) qf_err_set(e, QF_EXIT_INPUT, "plan: --rates %s: rates.matmul_flops, dev_adam and host_adam must be > 0",
+                          path);
+        return -1;
+    }
+    return 0;
+}
+
 static int cal_read(const char *path, const char *key, qf_plan_rates *r) {
     json_error_t je;
     json_t *js = json_load_file(path, 0, &je);
     if (!js) return -1;
-    int ok = 0;
     json_t *k = json_object_get(js, "key"), *t = json_object_get(js, "rates");
-    if (json_is_string(k) && !strcmp(json_string_value(k), key) && json_is_object(t)) {
-        ok = 1;
-        for (int i = 0; i < NRATES && ok; i++) {
-            json_t *v = json_object_get(t, RATE_NAMES[i]);
-            if (!json_is_number(v)) ok = 0;
-            else *rate_field(r, i) = json_number_value(v);
-        }
-        json_t *fx = json_object_get(t, "layer_fixed"), *pr = json_object_get(t, "layer_per_row");
-        if (!json_is_array(fx) || !json_is_array(pr) || json_array_size(fx) != 4 || json_array_size(pr) != 4) ok = 0;
-        for (int m = 0; m < 4 && ok; m++) {
-            r->layer_fixed[m] = json_number_value(json_array_get(fx, (size_t)m));
-            r->layer_per_row[m] = json_number_value(json_array_get(pr, (size_t)m));
-        }
-    }
+    int ok = json_is_string(k) && !strcmp(json_string_value(k), key) && json_is_object(t) &&
+             rates_parse(t, r, path, NULL) == 0;
     json_decref(js);
     return ok ? 0 : -1;
 }
@@ -86,38 +106,12 @@ int qf_plan_rates_load(const char *path, const qf_model_config *c, qf_plan_rates
     } else if (!strstr(json_string_value(k), dims)) {
         rc = qf_err_set(e, QF_EXIT_INPUT, "plan: --rates %s: the rates are for another model shape (key \"%s\"), not "
                         "this deck's %s", path, json_string_value(k), dims);
+    } else if (rates_parse(t, r, path, e)) {
+        rc = e->code;
     } else {
-        for (int i = 0; i < NRATES && !rc; i++) {
-            json_t *v = json_object_get(t, RATE_NAMES[i]);
-            if (!json_is_number(v) || json_number_value(v) < 0)
-                rc = qf_err_set(e, QF_EXIT_INPUT, "plan: --rates %s: rates.%s missing or not a number >= 0", path,
-                                RATE_NAMES[i]);
-            else *rate_field(r, i) = json_number_value(v);
-        }
-        const char *arr[2] = {"layer_fixed", "layer_per_row"};
-        double *dst[2] = {r->layer_fixed, r->layer_per_row};
-        for (int a = 0; a < 2 && !rc; a++) {
-            json_t *v = json_object_get(t, arr[a]);
-            if (!json_is_array(v) || json_array_size(v) != 4) {
-                rc = qf_err_set(e, QF_EXIT_INPUT, "plan: --rates %s: rates.%s missing or not 4 numbers", path, arr[a]);
-                break;
-            }
-            for (int m = 0; m < 4 && !rc; m++) {
-                json_t *x = json_array_get(v, (size_t)m);
-                if (!json_is_number(x) || json_number_value(x) < 0)
-                    rc = qf_err_set(e, QF_EXIT_INPUT, "plan: --rates %s: rates.%s[%d] not a number >= 0", path,
-                                    arr[a], m);
-                else dst[a][m] = json_number_value(x);
-            }
-        }
-        if (!rc && (r->matmul_flops <= 0 || r->host_adam <= 0 || r->dev_adam <= 0))
-            rc = qf_err_set(e, QF_EXIT_INPUT, "plan: --rates %s: rates.matmul_flops, dev_adam and host_adam must be "
-                            "> 0", path);
-        if (!rc) {
-            r->seq_len = (int)json_integer_value(T);
-            r->calib_s = 0;
-            snprintf(r->source, sizeof r->source, "read from %.120s (%.120s)", path, json_string_value(k));
-        }
+        r->seq_len = (int)json_integer_value(T);
+        r->calib_s = 0;
+        snprintf(r->source, sizeof r->source, "read from %.120s (%.120s)", path, json_string_value(k));
     }
     json_decref(js);
     return rc;

@@ -170,7 +170,6 @@ typedef struct qf_zero {
                                          * parameter values (qf_zero_param_version) */
 } qf_zero;
 
-/* with_optimizer = 0 (eval): parameters only, no gradients, master or moments */
 /* The host AdamW's team of a rank (offload_optimizer = cpu; also the planner's calibration): OMP_NUM_THREADS when
  * set, else the rank's share of the cores it may run on (all of them when a launcher bound the rank to its own;
  * otherwise the node's cores over local_size ranks). A GPU rank with a share of 8 cores or more keeps one of them
@@ -181,6 +180,7 @@ int qf_zero_host_threads(int local_size, int gpu, int *kept);
 /* The rule of qf_zero_host_threads without OMP_NUM_THREADS, for a rank that may run on `cores` of the node's `online`
  * cores. */
 int qf_zero_team_size(int cores, long online, int local_size, int gpu, int *kept);
+/* with_optimizer = 0 (eval): parameters only, no gradients, master or moments */
 int qf_zero_init(qf_zero *z, qf_model *m, qf_comm *c, const qf_deck *d, int with_optimizer, qf_err *e);
 void qf_zero_free(qf_zero *z);
 

@@ -7,13 +7,17 @@
 # choice), one run of $STEPS steps (train_batch_size 32, Qwen2.5 random init, bf16): tokens/s (the median of the
 # steps after the second: the second pays the host's first touch of the optimizer state), NVML's GPU utilisation,
 # the step's share of waiting and the host AdamW's own seconds a step (metrics.jsonl host_adamw_s), one line each in $OUT/host_threads.txt; each run's log into
-# $OUT/host_threads-logs.tar. Env: STEPS (5), TLIMIT (s per run, default 150: SIGKILL after it, no checkpoint).
+# $OUT/host_threads-logs.tar. Env: STEPS (5), TLIMIT (s per run, default 150: SIGKILL after it, no checkpoint);
+# TRACE=1: each run under bench/kernel_trace.c (CUPTI, through CUDA_INJECTION64_PATH; the build's
+# libqf_kernel_trace.so): the GPU's kernels, copies and idle time per step after the second go into
+# $OUT/host_threads-trace.txt (where the step goes while the host AdamW runs beside the next forward).
 #   bash bench/host_threads.sh 7b:512:0 \
 #     s1=zero_optimization.stage=1,zero_optimization.offload_optimizer.device=cpu,train_micro_batch_size_per_gpu=32
 # Run from the repo root after `. .devdeps/env.sh`, with QWENFT set to the CUDA build's binary.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 Q=${QWENFT:-$root/build-cuda/qwen-ft}
+qdir=$(dirname "$Q")
 . "$root/bench/random_model.sh"
 out=${OUT:-/tmp}
 steps=${STEPS:-5}
@@ -48,6 +52,13 @@ for layout in "$@"; do
     rm -rf "${work:?}/$run"
     env=()
     [ "$t" = default ] || env=(-x OMP_NUM_THREADS="$t")
+    if [ "${TRACE:-0}" = 1 ]; then
+      lib=${QF_TRACE_LIB:-$qdir/libqf_kernel_trace.so}
+      [ -f "$lib" ] || { echo "bench/host_threads.sh: TRACE=1: no $lib (built where the CUDA toolkit has CUPTI)" >&2; exit 2; }
+      # the toolkit's CUPTI carried with the build where the GPU machine has none (docs/testing.md)
+      [ -d "$qdir/cupti" ] && export LD_LIBRARY_PATH="$qdir/cupti:${LD_LIBRARY_PATH:-}"
+      env+=(-x CUDA_INJECTION64_PATH="$lib" -x QF_TRACE_OUT="$work/$run.csv" -x LD_LIBRARY_PATH)
+    fi
     timeout -s KILL "${TLIMIT:-150}" mpirun -np 1 --bind-to none -x NCCL_NVLS_ENABLE "${env[@]}" "$Q" train \
       "$work/deck.cfg" --set checkpoint.dir="$work/$run/ck" --set log.dir="$work/$run/log" "${sets[@]}" \
       > "$work/$run.log" 2>&1
@@ -72,6 +83,12 @@ print(f"{run}: rc {rc}, host AdamW threads {threads}, {mid([r[1] for r in after]
       f"{[r[1] for r in rows]}; host AdamW {r3(mid([x.get('host_adamw_s', 0) for x in recs]))} s a step, the "
       f"trainer waited {r3(mid([x.get('host_adamw_wait_s', 0) for x in recs]))} s (medians after the second step)")
 PY
+    if [ "${TRACE:-0}" = 1 ] && [ -s "$work/$run.csv" ]; then
+      # "steps" from one embedding forward to the next (accumulation 1: one a step; the gradient norm's kernels run
+      # once per unit with the gradient shard on the host, so they cannot mark the step)
+      { echo "== $run"; python3 "$root/bench/trace_summary.py" "$work/$run.csv" --step-kernel embedding_fwd --skip 2 \
+          2>&1 | head -60; } >> "$out/host_threads-trace.txt"
+    fi
     # the next run starts once this one's memory is back (the driver frees it after the processes are gone)
     for _ in $(seq 60); do
       v=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2> /dev/null | head -1)

@@ -180,6 +180,7 @@ int main(void) {
         if (pl[i].fits && pl[i].tok_s > fastest) fastest = pl[i].tok_s;
     for (int i = 0; i < np; i++) {
         CHECK(pl[i].micro * pl[i].accum == 16, "micro %d x accum %d", pl[i].micro, pl[i].accum);
+        if (i && pl[i].fits && pl[i - 1].fits) CHECK(pl[i].tok_s <= pl[i - 1].tok_s * 1.0201); /* ties: 2% apart */
         if (i && pl[i].fits) CHECK(pl[i].tie >= pl[i - 1].tie && pl[i].tie <= pl[i - 1].tie + 1);
         if (pl[i].fits) /* tie 0: the plans within 2% of the fastest, and only those */
             CHECK((pl[i].tie == 0) == (pl[i].tok_s * 1.02 >= fastest), "#%d: %g in tie %d, the fastest %g", i + 1,

@@ -265,7 +265,7 @@ typedef struct qf_ops {
      * reads them (copy_start). On the CPU table it is argmax_rows. */
     void (*argmax_rows_dev)(int32_t *ids, float *logprob, const void *x, int n, int V);
 } qf_ops;
-enum { QF_COPY_H2D = 0, QF_COPY_D2H = 1, QF_COPY_AFTER_PREV = 2, QF_COPY_TICKETS = 64, QF_SIDE_MARKS = 1024 };
+enum { QF_COPY_H2D = 0, QF_COPY_D2H = 1, QF_COPY_AFTER_PREV = 2, QF_COPY_TICKETS = 256, QF_SIDE_MARKS = 1024 };
 
 const qf_ops *qf_ops_cpu(void);
 /* *out = the CPU table with kv_append_paged and attention_prompt set: the paged model's prompt path on the host

@@ -134,10 +134,14 @@ void qf_estimate(const qf_model_config *c, const qf_deck *d, int W, int G, int64
     o->optimizer = 12 * dopt;
     if (off_opt) o->host_per_rank = 12 * hopt + (off_par ? 0 : ab * hopt);
     /* host gradients: the step's host buffer is the shard (no second copy), except with offload_param and
-     * accumulation (a buffer of its own); two staging pieces for accumulation */
+     * accumulation (a buffer of its own); the accumulation's staging ring (zero_hgrad.c qf_zhg_init): slots of
+     * min(piece, QF_ZERO_OFFLOAD_CHUNK) elements for two of the largest pieces, 2 to QF_ZHG_RING_MAX of them */
     if (qf_estimate_grads_on_host(d)) {
         if (off_par && d->gradient_accumulation_steps > 1) o->host_per_rank += ab * S;
-        o->host_per_rank += 2 * ab * (umax < S ? umax : S < QF_ZERO_OFFLOAD_CHUNK ? S : QF_ZERO_OFFLOAD_CHUNK);
+        const int64_t pmax = umax < S ? umax : S, sn = pmax < QF_ZERO_OFFLOAD_CHUNK ? pmax : QF_ZERO_OFFLOAD_CHUNK;
+        int64_t slots = sn > 0 ? (2 * pmax + sn - 1) / sn : 2;
+        slots = slots < 2 ? 2 : slots > QF_ZHG_RING_MAX ? QF_ZHG_RING_MAX : slots;
+        o->host_per_rank += ab * sn * slots;
     }
     o->activations = qf_model_act_bytes(c, d->train_micro_batch_size_per_gpu, d->seq_len,
                                         d->activation_checkpointing, d->recompute_layers, ab);

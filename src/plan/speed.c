@@ -14,13 +14,14 @@
  *   pcie      offload_param: the gathered units come from the node's host copy, 2 ab n per micro-batch H2D,
  *             prefetched: what exceeds the micro-batch's compute is exposed. Gradient shard on the host: ab S per
  *             micro-batch D2H during the backward (exposed beyond the backward); micro-batches 2..A add theirs
- *             into it on the trainer's thread one unit behind the backward (src/zero/zero_hgrad.c: a unit's piece is
- *             added while the GPU runs the units queued after it, a staging piece downloading while the one before
- *             it is added): acc = max(ab S / d2h, S / host_add) per micro-batch, exposed where it outlasts the
- *             backward, (A - 1) max(0, acc - bwd), plus the last unit's add after the backward (the embedding's
- *             piece, min(S, V C) elements at acc's rate; CPU ranks: (A - 1) acc, their backward runs on the same
- *             cores); the norm then sums the shard on the host once, S / host_sumsq (with A = 1 the device sums
- *             each piece before its download)
+ *             into it on a host thread of its own (src/zero/zero_hgrad.c: the pieces go down slot by slot through
+ *             a staging ring and are added as they land, while the GPU runs the rest of the backward and the next
+ *             micro-batch's forward; the trainer waits only with two pieces still in flight):
+ *             acc = max(ab S / d2h, S / host_add) per micro-batch, exposed where it outlasts the micro-batch,
+ *             (A - 1) max(0, acc - micro), plus the last micro-batch's last piece, added after the backward (the
+ *             embedding's piece, min(S, V C) elements at acc's rate; CPU ranks: (A - 1) acc, their backward runs
+ *             on the same cores); the norm then sums the shard on the host once, S / host_sumsq (with A = 1 the
+ *             device sums each piece before its download)
  *   optimizer device share 12-byte AdamW at the device rate (exposed); host share h (ratio x range): gradients
  *             down ab h (not with the shard already on the host), AdamW h / (host rate / ranks of the node: the
  *             host AdamW is memory-bound and the node's ranks share its bandwidth), parameters up ab h (not with
@@ -113,7 +114,7 @@ void qf_plan_speed(const qf_model_config *c, const qf_deck *d, const qf_plan_mac
         const double acc = dmax(down, r->host_add > 0 ? (double)S / r->host_add : 0);
         const double last = S > 0 ? acc * dmin((double)S, (double)c->vocab_size * C) / (double)S : 0;
         /* CPU ranks: the "device" is the trainer's own cores, so nothing of the add hides under the backward */
-        const double behind = r->cpu ? acc : dmax(0, acc - bwd);
+        const double behind = r->cpu ? acc : dmax(0, acc - micro);
         hacc = (A - 1) * behind + last + (r->host_sumsq > 0 ? (double)S / r->host_sumsq : 0);
     }
     double exposed_micro = dmax(0, hidden_micro + copy_micro - micro) + pcie_micro;

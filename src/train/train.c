@@ -166,6 +166,7 @@ typedef struct {
     double dt, tok_s, mfu;  /* seconds, tokens per second, MFU (< 0: no peak known) */
     double mem_gib, gpu_gib; /* peak host memory; the backend's peak (0 on CPU ranks) */
     double adamw_s, adamw_wait_s; /* offload_optimizer: rank 0's host AdamW pass that ended in the step, its waits */
+    double grad_wait_s;     /* gradients on the host: rank 0's waits for the host gradient accumulation */
     qf_monitor_step mon;    /* GPU utilisation, node host memory, PCIe, exposed communication (monitor.h) */
 } train_step;
 
@@ -287,6 +288,8 @@ static void end_step(qf_run *r, train_step *s, double t0) {
     s->adamw_s = r->zero.off.adam_s;
     s->adamw_wait_s = offload_wait_s;
     r->zero.off.adam_s = r->zero.off.wait_s = 0;
+    s->grad_wait_s = r->zero.hg.wait_s;
+    r->zero.hg.wait_s = 0;
     r->st.skipped += s->skipped;
     r->st.step = s->step;
     r->st.tokens_seen += s->skipped ? 0 : s->targets;
@@ -335,6 +338,7 @@ static void write_train_record(qf_run *r, const train_step *s) {
     if (r->deck.offload_optimizer == QF_OFFLOAD_CPU) { /* the speed model's host term, as it ran (docs/zero.md) */
         qf_metrics_add_num(&m, "host_adamw_s", s->adamw_s);
         qf_metrics_add_num(&m, "host_adamw_wait_s", s->adamw_wait_s);
+        if (r->zero.hgrads) qf_metrics_add_num(&m, "host_grad_wait_s", s->grad_wait_s);
     }
     qf_monitor_record(&r->mon, &s->mon, &m);
     if (r->model.prof) /* log.wall_clock_breakdown */

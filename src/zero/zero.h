@@ -43,17 +43,25 @@ typedef struct qf_zero_pending { /* a non-blocking reduce-scatter of one unit's 
 } qf_zero_pending;
 
 /* offload_optimizer.gradients = host (zero_hgrad.c): the reduced gradient shard lives in host memory. Each unit's
- * reduced piece leaves the device as its reduce-scatter completes (copy engine; at most QF_ZHG_INFLIGHT pieces in
- * flight, their device buffers returned to the pool as they land): the first contribution of a step is copied
- * straight to its place, later ones (accumulation, a unit handed back twice) through a pinned staging buffer and
- * added on the host, one unit behind: the piece's first downloads are queued when it arrives and the trainer's
- * thread adds it at the next piece (or the end of the backward), while the GPU runs the backward queued since
- * (counted in QF_ZHG_INFLIGHT: the device buffer waits with it). The host shard is the offload step's hbuf (no
- * second copy): its own buffer without offload_param; the node copy's range with offload_param and one
- * micro-batch per step (a unit's parameters are not read again in the step once every rank has reduced it; a
- * skipped step rounds them back from the master); a buffer of its own with offload_param and accumulation. */
+ * reduced piece leaves the device as its reduce-scatter completes (copy engine). The first contribution of a step
+ * is copied straight to its place; later ones (accumulation, a unit handed back twice) go down in slots of a pinned
+ * staging ring, and a host thread of their own adds each slot into the shard as it lands (qf_cpu_act_add on the
+ * offload's team), so that neither the trainer's thread nor the GPU's queue waits for the host's adds: only a
+ * piece arriving while QF_ZHG_INFLIGHT received pieces (their device buffers, back to the pool once downloaded
+ * and added) are still in flight waits, for the oldest. The ring holds two of the rank's largest pieces (at most
+ * QF_ZHG_RING_MAX slots: a larger piece waits for slots to come free as it goes down). The host shard is the
+ * offload step's hbuf (no second copy): its own buffer without offload_param; the node copy's range with
+ * offload_param and one micro-batch per step (a unit's parameters are not read again in the step once every rank
+ * has reduced it; a skipped step rounds them back from the master); a buffer of its own with offload_param and
+ * accumulation. */
 #define QF_ZHG_INFLIGHT 2
+#define QF_ZHG_RING_MAX 64
 enum { QF_ZHG_PSQ_NONE, QF_ZHG_PSQ_HOST, QF_ZHG_PSQ_DEV }; /* summed at the norm; psq[u]; psq_dev[u] */
+typedef struct qf_zhg_slot {            /* one staging download, added by the accumulation thread */
+    char *dst;                          /* host act [n]: its place in g */
+    int64_t n;
+    int ticket;
+} qf_zhg_slot;
 typedef struct qf_zero_hgrad {
     void *g;                            /* host act [shard] */
     int own, alias_node;                /* g allocated here; g is the node copy's range */
@@ -62,19 +70,26 @@ typedef struct qf_zero_hgrad {
     double *psq;                        /* [nunits] the piece's sum of squares (host), when psq_ok says so */
     unsigned char *psq_ok;              /* [nunits] QF_ZHG_PSQ_*: where the piece's final sum of squares is */
     double *psq_dev;                    /* backend [nunits] 16-bit types: each piece's sum, queued before its download */
-    int ticket[QF_ZHG_INFLIGHT];        /* downloads in flight, oldest first */
+    int ticket[QF_ZHG_INFLIGHT];        /* first contributions' downloads in flight, oldest first */
     void *dbuf[QF_ZHG_INFLIGHT];
     int64_t dn[QF_ZHG_INFLIGHT];
     int nq;
-    void *stage;                        /* pinned host act [2][stage_n] for accumulation (two pieces in turn) */
+    void *stage;                        /* pinned host act [nslots][stage_n]: the staging ring */
     int64_t stage_n;
-    struct {                            /* the accumulation waiting to be added (zero_hgrad.c add_pending) */
-        int active;
-        char *dst;                      /* host act [n]: its place in g */
-        void *recv;                     /* backend act [n]: the reduced piece, back to the pool once added */
-        int64_t n;
-        int t[2];                       /* the downloads into stage[0] and stage[1] in flight, -1: none */
-    } acc;
+    int nslots;
+    qf_zhg_slot *slot;                  /* [nslots] download j in slot j % nslots */
+    int64_t issued, finished;           /* downloads queued; those added whose tickets are finished (trainer) */
+    struct {                            /* accumulating pieces in flight, oldest first (their device buffers) */
+        void *recv;                     /* backend act [n] */
+        int64_t n, end;                 /* elements; the download number after its last */
+    } acc[QF_ZHG_INFLIGHT];
+    int nacc;
+    pthread_t th;                       /* the accumulation thread (started by qf_zhg_init) */
+    pthread_mutex_t mu;
+    pthread_cond_t work, done;          /* a download queued; a slot added */
+    int64_t added;                      /* downloads added (under mu) */
+    int stop, started;
+    double wait_s;                      /* the trainer's waits for the accumulation thread (metrics host_grad_wait_s) */
 } qf_zero_hgrad;
 
 /* offload_optimizer: the step's host AdamW (src/zero/zero_offload.c). The gradients of the optimizer range come down

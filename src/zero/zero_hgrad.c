@@ -10,6 +10,29 @@
 static int64_t shard_n(const qf_zero *z) { return z->shard_end - z->shard_begin; }
 static char *host_at(const qf_zero *z, int64_t elem) { return zi_at(z, z->hg.g, elem - z->shard_begin); }
 
+/* The accumulation thread: each queued staging download, in order, waited for and added into its place. */
+static void *acc_main(void *arg) {
+    qf_zero *z = arg;
+    qf_zero_hgrad *h = &z->hg;
+    const size_t ab = zi_ab(z);
+    pthread_mutex_lock(&h->mu);
+    for (;;) {
+        while (!h->stop && h->added == h->issued) pthread_cond_wait(&h->work, &h->mu);
+        if (h->added == h->issued) break; /* stopped, nothing left */
+        const int64_t j = h->added;
+        const qf_zhg_slot sl = h->slot[j % h->nslots];
+        pthread_mutex_unlock(&h->mu);
+        z->ops->copy_wait(sl.ticket);
+        qf_cpu_act_add(sl.dst, (char *)h->stage + (size_t)(j % h->nslots) * (size_t)h->stage_n * ab,
+                       z->ops->act_dtype, (size_t)sl.n, z->off.threads);
+        pthread_mutex_lock(&h->mu);
+        h->added = j + 1;
+        pthread_cond_signal(&h->done);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return NULL;
+}
+
 int qf_zhg_init(qf_zero *z, qf_err *e) {
     qf_zero_hgrad *h = &z->hg;
     QF_CHECK(z->offload_opt && z->stage >= 2 && z->opt_dev_end == z->opt_begin); /* deck_check.c / run.c */
@@ -22,13 +45,18 @@ int qf_zhg_init(qf_zero *z, qf_err *e) {
     int64_t umax = 0;
     for (int u = 0; u < U; u++) umax = zi_max(umax, z->ucount[u][z->comm->rank]);
     h->stage_n = umax < QF_ZERO_OFFLOAD_CHUNK ? umax : QF_ZERO_OFFLOAD_CHUNK;
-    /* a test hook: smaller staging pieces, so that a small model's accumulation turns through several of them
-     * (tests/cli/mpi_offload_hgrads.sh) */
+    /* a test hook: smaller staging slots, so that a small model's accumulation turns through the ring many times
+     * (tests/cli/mpi_offload_hgrads.sh, gpu_hgrad_accum.sh) */
     const char *sn = getenv("QWENFT_ZHG_STAGE_N");
     if (sn && atoll(sn) > 0 && atoll(sn) < h->stage_n) h->stage_n = atoll(sn);
-    /* two staging pieces: the next piece downloads while this one is added (qf_zhg_take) */
-    const size_t stage_bytes = 2 * (size_t)(h->stage_n ? h->stage_n : 1) * zi_ab(z);
-    h->stage = zi_host_state(z, stage_bytes, "the host gradients' staging buffer");
+    if (h->stage_n < 1) h->stage_n = 1;
+    /* the ring: two of the rank's largest pieces (plan/estimate.c counts the same) */
+    const int64_t need = (2 * zi_max(umax, 1) + h->stage_n - 1) / h->stage_n;
+    h->nslots = (int)(need < QF_ZHG_RING_MAX ? need : QF_ZHG_RING_MAX);
+    if (h->nslots < 2) h->nslots = 2;
+    h->slot = qf_calloc((size_t)h->nslots, sizeof *h->slot);
+    const size_t stage_bytes = (size_t)h->nslots * (size_t)h->stage_n * zi_ab(z);
+    h->stage = zi_host_state(z, stage_bytes, "the host gradients' staging ring");
     if (!z->offload_param || z->d->gradient_accumulation_steps == 1) {
         h->g = z->off.hbuf; /* the step's host buffer: no second copy */
         h->alias_node = z->offload_param;
@@ -42,7 +70,12 @@ int qf_zhg_init(qf_zero *z, qf_err *e) {
         h->pinned_g = h->own && qf_backend_pin(z->ops, h->g, (size_t)(shard_n(z) ? shard_n(z) : 1) * zi_ab(z), &why);
         h->pinned_stage = qf_backend_pin(z->ops, h->stage, stage_bytes, &why);
     }
-    (void)e;
+    pthread_mutex_init(&h->mu, NULL);
+    pthread_cond_init(&h->work, NULL);
+    pthread_cond_init(&h->done, NULL);
+    if (pthread_create(&h->th, NULL, acc_main, z) != 0)
+        return qf_err_set(e, QF_EXIT_RUNTIME, "offload: cannot start the host gradient accumulation thread");
+    h->started = 1;
     return 0;
 }
 
@@ -50,7 +83,7 @@ int qf_zhg_init(qf_zero *z, qf_err *e) {
 static char *piece(const qf_zero *z, int u) { return host_at(z, zi_ub(z, u) + z->udispl[u][z->comm->rank]); }
 static int64_t piece_n(const qf_zero *z, int u) { return z->ucount[u][z->comm->rank]; }
 
-/* The oldest download done: its device buffer back to the pool. */
+/* The oldest first-contribution download done: its device buffer back to the pool. */
 static void pop_oldest(qf_zero *z) {
     qf_zero_hgrad *h = &z->hg;
     z->ops->copy_finish(h->ticket[0], 1);
@@ -60,42 +93,60 @@ static void pop_oldest(qf_zero *z) {
     h->nq--;
 }
 
-/* The pending accumulation added: staging piece c is added while piece c + 1 downloads, and piece c + 2 is queued
- * into the buffer just added from, ordered only after the download before it (ops.h QF_COPY_AFTER_PREV): the backward
- * queued on the GPU since the piece arrived does not hold it back. */
-static void add_pending(qf_zero *z) {
+/* Waits until the accumulation thread has added `want` downloads (no wait when it has), then finishes the tickets
+ * of those added and hands back the device buffers of the pieces wholly added. */
+static void acc_reap(qf_zero *z, int64_t want) {
     qf_zero_hgrad *h = &z->hg;
-    if (!h->acc.active) return;
-    z->ops->range_push("zero.hgrad_accumulate");
-    const size_t ab = zi_ab(z);
-    const int64_t sn = h->stage_n, n = h->acc.n;
-    char *st[2] = {h->stage, (char *)h->stage + (size_t)sn * ab};
-    for (int64_t o = 0, c = 0; o < n; o += sn, c++) {
-        const int b = (int)(c & 1);
-        z->ops->copy_finish(h->acc.t[b], 1);
-        h->acc.t[b] = -1;
-        qf_cpu_act_add(h->acc.dst + (size_t)o * ab, st[b], z->ops->act_dtype, (size_t)zi_min(n - o, sn), z->off.threads);
-        if (o + 2 * sn < n)
-            h->acc.t[b] = z->ops->copy_start(st[b], zi_at(z, h->acc.recv, o + 2 * sn),
-                                             (size_t)zi_min(n - o - 2 * sn, sn) * ab, QF_COPY_D2H | QF_COPY_AFTER_PREV);
+    pthread_mutex_lock(&h->mu);
+    if (h->added < want) {
+        double t0 = qf_now();
+        while (h->added < want) pthread_cond_wait(&h->done, &h->mu);
+        h->wait_s += qf_now() - t0;
     }
-    z->ops->range_pop();
-    zi_buf_put(z, h->acc.recv, n);
-    h->acc.active = 0;
-    h->acc.recv = NULL;
+    const int64_t a = h->added;
+    pthread_mutex_unlock(&h->mu);
+    for (; h->finished < a; h->finished++) z->ops->copy_finish(h->slot[h->finished % h->nslots].ticket, 1);
+    while (h->nacc && h->acc[0].end <= h->finished) {
+        zi_buf_put(z, h->acc[0].recv, h->acc[0].n);
+        for (int i = 1; i < h->nacc; i++) h->acc[i - 1] = h->acc[i];
+        h->nacc--;
+    }
+}
+
+/* Room for one more received piece: at most QF_ZHG_INFLIGHT device buffers wait, downloads and accumulations
+ * together; the oldest first-contribution download, else the oldest accumulation, is waited for. */
+static void make_room(qf_zero *z) {
+    qf_zero_hgrad *h = &z->hg;
+    acc_reap(z, 0);
+    while (h->nq + h->nacc >= QF_ZHG_INFLIGHT) {
+        if (h->nq) pop_oldest(z);
+        else acc_reap(z, h->acc[0].end);
+    }
 }
 
 void qf_zhg_drain(qf_zero *z) {
-    while (z->hg.nq) pop_oldest(z);
-    add_pending(z);
+    qf_zero_hgrad *h = &z->hg;
+    while (h->nq) pop_oldest(z);
+    if (h->started) acc_reap(z, h->issued);
 }
 
 void qf_zhg_free(qf_zero *z) {
     qf_zero_hgrad *h = &z->hg;
     if (!h->filled) return;
     qf_zhg_drain(z);
+    if (h->started) {
+        pthread_mutex_lock(&h->mu);
+        h->stop = 1;
+        pthread_cond_signal(&h->work);
+        pthread_mutex_unlock(&h->mu);
+        pthread_join(h->th, NULL);
+        pthread_mutex_destroy(&h->mu);
+        pthread_cond_destroy(&h->work);
+        pthread_cond_destroy(&h->done);
+    }
     if (h->pinned_stage) qf_backend_unpin(z->ops, h->stage);
     free(h->stage);
+    free(h->slot);
     if (h->pinned_g) qf_backend_unpin(z->ops, h->g);
     if (h->own) free(h->g);
     zi_dev_free(z, h->psq_dev, z->m->nunits, sizeof(double));
@@ -122,9 +173,8 @@ void qf_zhg_take(qf_zero *z, qf_zero_pending *p) {
     qf_zero_hgrad *h = &z->hg;
     size_t ab = zi_ab(z);
     char *dst = host_at(z, p->lo);
+    make_room(z);
     if (!h->filled[p->unit]) { /* the step's first contribution: straight to its place, asynchronously */
-        add_pending(z); /* its device buffer counts in QF_ZHG_INFLIGHT */
-        if (h->nq == QF_ZHG_INFLIGHT) pop_oldest(z);
         if (h->psq_dev) {
             z->ops->sumsq_to(h->psq_dev + p->unit, p->recv, (size_t)p->n);
             h->psq_ok[p->unit] = QF_ZHG_PSQ_DEV;
@@ -133,20 +183,25 @@ void qf_zhg_take(qf_zero *z, qf_zero_pending *p) {
         h->dbuf[h->nq] = p->recv;
         h->dn[h->nq++] = p->n;
         h->filled[p->unit] = 1;
-    } else { /* accumulate, one piece behind: the pending one is added (and earlier downloads land) first, this
-              * piece's first two staging downloads are queued now and the rest at its add (add_pending) */
-        qf_zhg_drain(z);
+    } else { /* accumulate: the piece goes down slot by slot, the first download ordered after the backward queued
+              * so far, the rest after the download before them; the accumulation thread adds each as it lands.
+              * The first contribution to this place must have landed before anything is added into it. */
+        while (h->nq) pop_oldest(z);
         h->psq_ok[p->unit] = QF_ZHG_PSQ_NONE; /* summed again at the norm */
-        const int64_t sn = h->stage_n;
-        h->acc.dst = dst;
-        h->acc.recv = p->recv;
-        h->acc.n = p->n;
-        h->acc.t[0] = h->acc.t[1] = -1;
-        for (int b = 0; b < 2 && (int64_t)b * sn < p->n; b++)
-            h->acc.t[b] = z->ops->copy_start((char *)h->stage + (size_t)b * sn * ab, zi_at(z, p->recv, (int64_t)b * sn),
-                                             (size_t)zi_min(p->n - (int64_t)b * sn, sn) * ab,
-                                             QF_COPY_D2H | (b ? QF_COPY_AFTER_PREV : 0));
-        h->acc.active = 1;
+        for (int64_t o = 0; o < p->n; o += h->stage_n) {
+            if (h->issued - h->finished == h->nslots) acc_reap(z, h->finished + 1); /* a slot comes free */
+            const int64_t j = h->issued, n = zi_min(p->n - o, h->stage_n);
+            const int t = z->ops->copy_start((char *)h->stage + (size_t)(j % h->nslots) * (size_t)h->stage_n * ab,
+                                             zi_at(z, p->recv, o), (size_t)n * ab, QF_COPY_D2H | (o ? QF_COPY_AFTER_PREV : 0));
+            pthread_mutex_lock(&h->mu);
+            h->slot[j % h->nslots] = (qf_zhg_slot){dst + (size_t)o * ab, n, t};
+            h->issued = j + 1;
+            pthread_cond_signal(&h->work);
+            pthread_mutex_unlock(&h->mu);
+        }
+        h->acc[h->nacc].recv = p->recv;
+        h->acc[h->nacc].n = p->n;
+        h->acc[h->nacc++].end = h->issued;
     }
     p->recv = NULL;
 }

@@ -7,7 +7,8 @@
 # gradients on rank 0 at step 2): the skipped step leaves master, moments and the node copy untouched, so the run
 # equals the device-shard run with the same fault, and a run that then resumes from its checkpoint (node copy read
 # back) continues identically. With one rank and accumulation the host adds go through staging pieces of 777
-# elements (QWENFT_ZHG_STAGE_N), several per unit. The header says where the gradients live, and auto on CPU
+# elements (QWENFT_ZHG_STAGE_N), several per unit, on the accumulation thread; metrics.jsonl has host_grad_wait_s
+# with the shard on the host only. The header says where the gradients live, and auto on CPU
 # ranks keeps them on the device. A deck asking for host gradients where they cannot be is refused (exit 2) naming
 # the key.
 . "$SRC/tests/mpi_common.sh"
@@ -24,8 +25,8 @@ for np in 1 2; do
       n="np${np}_s${stage}_ga${ga}"
       run "${n}_none" "$np" "${lay[@]}" "${common[@]}" || { fails=$((fails + 1)); continue; }
       run "${n}_dev" "$np" "${lay[@]}" "${off[@]}" "${common[@]}" || { fails=$((fails + 1)); continue; }
-      # one rank with accumulation: staging pieces of 777 elements (a test hook), so that each accumulated piece
-      # turns through both staging buffers several times (a piece downloads while the one before it is added)
+      # one rank with accumulation: staging slots of 777 elements (a test hook), so that each accumulated piece
+      # turns through the staging ring (at most 64 slots) several times, slots reused while the thread adds
       sn=""; [ "$np" = 1 ] && [ "$ga" = 2 ] && sn=777
       QWENFT_ZHG_STAGE_N=$sn run "${n}_host" "$np" "${lay[@]}" "${off[@]}" --set zero_optimization.offload_optimizer.gradients=host \
         "${common[@]}" || { fails=$((fails + 1)); continue; }
@@ -36,6 +37,13 @@ for np in 1 2; do
       [ "$stage" = 3 ] && [ "$ga" = 2 ] && want="a pinned buffer of its own"
       grep -q "gradient shard lives in host memory, $want" "${n}_host.out" ||
         { echo "FAIL: ${n}_host: header does not say '$want'"; grep "gradient shard" "${n}_host.out"; fails=$((fails + 1)); }
+      # metrics.jsonl: the trainer's waits for the host accumulation, with the shard on the host only
+      python3 -c '
+import json, sys
+has = lambda f: [("host_grad_wait_s" in r, r.get("host_grad_wait_s", 0) >= 0) for r in map(json.loads, open(f)) if "loss" in r]
+h, d = has(sys.argv[1]), has(sys.argv[2])
+sys.exit(0 if h and all(a and b for a, b in h) and not any(a for a, _ in d) else 1)' "${n}_host/l/metrics.jsonl" "${n}_dev/l/metrics.jsonl" ||
+        { echo "FAIL: ${n}: host_grad_wait_s not in every step of the host run's metrics, or in the device run's"; fails=$((fails + 1)); }
       same_metrics "${n}_dev" "${n}_host" || fails=$((fails + 1))
       same_metrics "${n}_none" "${n}_host" || fails=$((fails + 1))
       same_ckpt "${n}_dev" "${n}_host" || fails=$((fails + 1))

@@ -14,6 +14,8 @@
 #   "same_as");
 #   a run other than auto's stops (SIGKILL: no checkpoint) after TLIMIT s (default 150), or once the median of its
 #   steps after the second is below half the part's best so far (its row: those steps, "stopped" saying why).
+#   HAND=0 leaves the three hand layouts out (a part whose hand runs are recorded already: the call's time goes to
+#   the plans and REPEAT).
 #   REPEAT=N (default 0): N more rounds of two runs, auto's layout then the part's best other layout, and the summary
 #   adds the ratio of their means (the offloaded 7B runs vary from call to call by up to 10%).
 #   The calibration cache is shared by the runs of a machine ($OUT/plan-cache): the first plan of a model and
@@ -207,7 +209,9 @@ PY
     # shellcheck disable=SC2086
     run_one "top$k" "$part" "plan#$k" $line < /dev/null # mpirun reads stdin
   done < "$work/top.txt"
-  for hand in "3 cpu cpu full" "2 cpu none full" "0 none none selective"; do
+  hands=("3 cpu cpu full" "2 cpu none full" "0 none none selective")
+  [ "${HAND:-1}" = 0 ] && hands=()
+  for hand in "${hands[@]}"; do
     read -r st oo op ak <<<"$hand"
     run_one "hand_s${st}_${oo}_${op}_${ak}" "$part" "hand" --set zero_optimization.stage="$st" \
       --set zero_optimization.offload_optimizer.device="$oo" --set zero_optimization.offload_param.device="$op" \

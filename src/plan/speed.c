@@ -28,6 +28,9 @@
  *             offload_param: the next gathers read the node copy), pipelined chunk by chunk: P = max(AdamW, copies).
  *             The engine overlaps P with the next forward (zero_offload.c: stage 0 or 3, or one rank; with
  *             offload_param one node): exposed = max(0, P - forward), else P.
+ *   host floor (GPU ranks, gradient shard on the host, A > 1): the host AdamW and the adds share the node's memory
+ *             bandwidth: step >= P + (A - 1) (S / (host_add / G)) 4/3 (the downloads' writes beside the add's three
+ *             passes) + S / host_sumsq; what it adds counts as PCIe.
  *   tokens/s = A B W T / step. */
 #include "plan.h"
 #include <stdio.h>
@@ -140,6 +143,19 @@ void qf_plan_speed(const qf_model_config *c, const qf_deck *d, const qf_plan_mac
     p->t_pcie += hacc;
     p->t_adam = t_dev + host_exposed;
     p->t_step = p->t_compute + p->t_comm + p->t_pcie + p->t_adam;
+    /* the host's floor (GPU ranks, gradient shard on the host, accumulation): the host AdamW pass and the adds of
+     * micro-batches 2..A share the node's memory bandwidth, so they follow each other rather than overlap, and the
+     * downloads land in the same memory (ab of the add's 3 ab bytes an element more): the step is at least
+     * P + (A - 1) S / (host_add / G) x 4/3 + the last piece and the norm's pass. What it adds counts as PCIe. */
+    if (p->grads_host && A > 1 && !r->cpu && r->host_add > 0) {
+        const int G = mc->ranks_per_node > 0 ? mc->ranks_per_node : 1;
+        const double add = (double)S / (r->host_add / G) * 4.0 / 3.0;
+        const double floor = P + (A - 1) * add + (r->host_sumsq > 0 ? (double)S / r->host_sumsq : 0);
+        if (floor > p->t_step) {
+            p->t_pcie += floor - p->t_step;
+            p->t_step = floor;
+        }
+    }
     p->tok_s = p->t_step > 0 ? (double)A * B * W * T / p->t_step : 0;
 }
 

@@ -23,8 +23,10 @@ static void *acc_main(void *arg) {
         const qf_zhg_slot sl = h->slot[j % h->nslots];
         pthread_mutex_unlock(&h->mu);
         z->ops->copy_wait(sl.ticket);
+        z->ops->range_push("zero.hgrad_accumulate");
         qf_cpu_act_add(sl.dst, (char *)h->stage + (size_t)(j % h->nslots) * (size_t)h->stage_n * ab,
                        z->ops->act_dtype, (size_t)sl.n, z->off.threads);
+        z->ops->range_pop();
         pthread_mutex_lock(&h->mu);
         h->added = j + 1;
         pthread_cond_signal(&h->done);

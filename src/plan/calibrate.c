@@ -301,8 +301,8 @@ int qf_plan_calibrate(const qf_ops *ops, const char *dev, const qf_model_config 
     if (ha > 0) r->host_adam = ha;
     double hadd = 0, hss = 0;
     /* GPU ranks: 256 M elements, 512 MB a buffer in bf16, past any last-level cache (session 22: at 32 M, 64 MB a
-     * buffer, two H100 hosts measured 24.1 and 15.3 G elements/s, and the model's floor (speed.c) matched the
-     * runs only at the lower rate) */
+     * buffer, two H100 hosts measured 24.1 and 15.3 G elements/s; the model's floor (speed.c) binds only at the
+     * lower rate, the one the runs' steps agree with) */
     cal_host_grads(ops, cpu ? (size_t)4 << 20 : (size_t)256 << 20, threads, &hadd, &hss);
     if (hadd > 0) r->host_add = hadd;
     if (hss > 0) r->host_sumsq = hss;

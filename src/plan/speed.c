@@ -146,7 +146,7 @@ void qf_plan_speed(const qf_model_config *c, const qf_deck *d, const qf_plan_mac
     /* the host's floor (GPU ranks, gradient shard on the host, accumulation): the host AdamW pass and the adds of
      * micro-batches 2..A share the node's memory bandwidth, so they follow each other rather than overlap, and the
      * downloads land in the same memory (ab of the add's 3 ab bytes an element more): the step is at least
-     * P + (A - 1) S / (host_add / G) x 4/3 + the last piece and the norm's pass. What it adds counts as PCIe. */
+     * P + (A - 1) S / (host_add / G) x 4/3 + the norm's pass over the shard. What it adds counts as PCIe. */
     if (p->grads_host && A > 1 && !r->cpu && r->host_add > 0) {
         const int G = mc->ranks_per_node > 0 ? mc->ranks_per_node : 1;
         const double add = (double)S / (r->host_add / G) * 4.0 / 3.0;

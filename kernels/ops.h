@@ -326,7 +326,8 @@ int qf_cuda_fp8_min_dim(void);
  * loads issued ahead of their use, the v loads after the scores; 1 (QWENFT_DECODE_ATTN=early) a decoding split's v
  * rows loaded beside its k rows; 0 (QWENFT_DECODE_ATTN=plain) each load waited for in turn; 3
  * (QWENFT_DECODE_ATTN=rows) as 2, the split's pool rows looked up before the programmatic wait and q loaded 16 bytes
- * a thread (bench hooks, docs/testing.md);
+ * a thread; 4 (QWENFT_DECODE_ATTN=pre) as 3, the k and v rows of earlier calls copied into shared memory before the
+ * wait (bench hooks, docs/testing.md);
  * the same values bit for bit. set: the same switch for the GPU tests (after the table's first use) */
 void qf_cuda_set_decode_attn_mlp(int form);
 int qf_cuda_decode_attn_mlp(void);

@@ -86,7 +86,9 @@ struct qf_cuda_ctx {
     int decode_attn_mlp;       // the split attention's form: 2 loads in flight, v after the scores (the default);
                                // 1 in flight, v beside k (QWENFT_DECODE_ATTN=early: 7% slower on an H100);
                                // 0 plain (QWENFT_DECODE_ATTN=plain); 3 as 2, the rows looked up before the
-                               // programmatic wait, q in 16-byte loads (QWENFT_DECODE_ATTN=rows: 2% faster on an H100)
+                               // programmatic wait, q in 16-byte loads (QWENFT_DECODE_ATTN=rows: 2% faster on an H100);
+                               // 4 as 3, the earlier calls' k and v rows in shared memory before the wait
+                               // (QWENFT_DECODE_ATTN=pre)
     cudaStream_t stream;       // the one compute stream (qf_cuda_stream())
     cublasLtHandle_t lt;       // one cuBLASLt handle
     void *lt_ws;               // its workspace

@@ -17,6 +17,7 @@
 // before them (cuda_common.cuh).
 // fp32 math throughout, scale 1/sqrt(D) folded into q, one rounding to T on store. The CPU table's result is the
 // reference (tests/gpu/test_paged_cuda.c: within bf16 rounding, not bit for bit).
+#include "attention_tile.cuh" // cp.async (the pre form)
 #include "cuda_common.cuh"
 #include <math.h>
 
@@ -43,6 +44,20 @@ struct rows_paged { // attention_paged: token tok of sequence seq[tok] at pos[to
     const int32_t *seq, *pos, *btab;
     int maxb, bs;
     __device__ __forceinline__ int last(int tok) const { return pos[tok]; }
+    // the lowest position that the call's N tokens write in tok's sequence (every thread of the block: a min over
+    // the call's tokens; red: 32 ints of shared memory)
+    __device__ __forceinline__ int first_written(int tok, int N, int *red) const {
+        const int sq = seq[tok];
+        int m = pos[tok];
+        for (int i = threadIdx.x; i < N; i += blockDim.x)
+            if (seq[i] == sq) m = min(m, pos[i]);
+        m = __reduce_min_sync(0xffffffffu, m);
+        __syncthreads();
+        if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = m;
+        __syncthreads();
+        for (int w = 0; w < (int)blockDim.x / 32; w++) m = min(m, red[w]);
+        return m;
+    }
     __device__ __forceinline__ int row(int tok, int p) const {
         return btab[(size_t)seq[tok] * maxb + p / bs] * bs + p % bs;
     }
@@ -83,14 +98,21 @@ __device__ __forceinline__ void as_pv8(float (&acc)[AS_MAXG][8], const float *ps
 // up before the programmatic wait, and q comes in 16-byte loads: after the wait the critical path is q, then k
 // (two round trips to L2 where the default has q's eight 2-byte loads, then the position, the block table and k in
 // a row)
+// Under QWENFT_DECODE_ATTN=pre (a bench hook) the rows form goes further: the split's cached k and v rows that no
+// kernel of this call writes (positions below the lowest one of the call's tokens of the sequence: a call writes one
+// row per token, at its position) are copied into shared memory (cp.async) before the
+// programmatic wait, while the kernels before it end; after the wait only q and the call's own rows are loaded, and
+// phases 1 and 3 read the rows from shared memory, the same products in the same order. Where the rows do not fit
+// the 48 KiB (splits of more than 64 positions) it runs as the rows form.
 static const int AS_V3 = 8; // phase 3's v rows in flight per thread (DC > 0)
 
-template <typename T, typename Rows, int TPP, int DC>
+template <typename T, typename Rows, int TPP, int DC, bool PRE = false>
 __global__ void __launch_bounds__(AS_THREADS)
     attn_split_kernel(T *out, float *part, int *cnt, const T *q, const T *kc, const T *vc, Rows rows, int H, int KV,
                       int Drt, int split, int nsplit, float scale, bool vec, bool early, bool first) {
     const int D = DC > 0 ? DC : Drt;
-    extern __shared__ float as_smem[]; // qs[MAXG][QS] | ps[MAXG][split] | rowix[split]; later red[P][MAXG][D]
+    extern __shared__ float as_smem[]; // qs[MAXG][QS] | ps[MAXG][split] | rowix[split] | (pre) ks, vs [split][DC] T;
+                                       // later red[P][MAXG][D]
     __shared__ float ml[2 * AS_MAXG];  // per head: the split's max, exp-sum
     const int tok = blockIdx.x / KV, kh = blockIdx.x % KV, s = blockIdx.y, G = H / KV, g0 = blockIdx.z * AS_MAXG;
     const int ng = min(AS_MAXG, G - g0), t = rows.last(tok), p0 = s * split;
@@ -106,14 +128,32 @@ __global__ void __launch_bounds__(AS_THREADS)
     // first (DC > 0, QWENFT_DECODE_ATTN=rows): the split's pool rows looked up once, here, before the wait, into
     // rowix; after the wait the k and v loads read them from shared memory instead of the position's and the block
     // table's loads in a row, and q arrives in 16-byte loads (one per thread) instead of 2-byte ones
-    const bool rf = DC > 0 && first;
+    constexpr bool pre = DC > 0 && PRE; // a template parameter: the other forms' code stays as it was
+    const bool rf = DC > 0 && (first || pre);
     if (rf) {
         for (int j = tid; j < n; j += AS_THREADS) rowix[j] = rows.row(tok, p0 + j);
         __syncthreads();
     }
-    { // a programmatic dependent launch: the split's k and v rows asked of L2 while the kernel before it (decode_qkv,
-      // the q projection or the append) ends; positions and block tables are the step's host copies, which precede
-      // every kernel of the step, and nothing is loaded into registers from the caches or q before the wait
+    // pre: ks, vs 16-byte aligned after rowix; rows at positions >= fresh may be this call's writes (its N = gridDim.x
+    // / KV tokens), the others were written by earlier calls, whose kernels have all completed
+    const size_t kv_off = ((reinterpret_cast<size_t>(rowix + split) - reinterpret_cast<size_t>(as_smem)) + 15) / 16 * 16;
+    T *ks = reinterpret_cast<T *>(reinterpret_cast<char *>(as_smem) + kv_off), *vs = ks + (size_t)split * (DC > 0 ? DC : 1);
+    __shared__ int fred[PRE ? 32 : 1];
+    int fresh = 0;
+    if constexpr (pre) fresh = rows.first_written(tok, (int)gridDim.x / KV, fred);
+    const int W8 = DC > 0 ? DC / 8 : 1; // 16-byte words of a cache row slice (DC > 0)
+    if constexpr (pre) { // the earlier calls' rows into shared memory now, asynchronously (cp.async: no register held)
+        for (int e = tid; e < 2 * n * W8; e += AS_THREADS) {
+            const int j = e / (2 * W8), c = e % (2 * W8), isv = c >= W8, w = c % W8;
+            if (p0 + j >= fresh) continue;
+            const T *src = (isv ? vc : kc) + (size_t)rowix[j] * prow + (size_t)kh * DC + (size_t)w * 8;
+            tc::cp_async16((isv ? vs : ks) + (size_t)j * DC + (size_t)w * 8, src, true);
+        }
+        tc::cp_commit();
+    } else { // a programmatic dependent launch: the split's k and v rows asked of L2 while the kernel before it
+      // (decode_qkv, the q projection or the append) ends; positions and block tables are the step's host copies,
+      // which precede every kernel of the step, and nothing is loaded into registers from the caches or q before the
+      // wait
         const int lines = (int)((D * sizeof(T) + 127) / 128);
         for (int e = tid; e < 2 * n * lines; e += AS_THREADS) {
             const int j = e / (2 * lines), c = e % (2 * lines);
@@ -126,6 +166,15 @@ __global__ void __launch_bounds__(AS_THREADS)
     // the o projection after it may be scheduled now (it waits for this kernel before reading; triggered after the
     // wait, so that its weight prefetch overlaps this kernel, not the ones before it, and L2 holds one kernel's)
     qf_pdl_trigger();
+    if constexpr (pre) { // this call's rows, now that the kernel that wrote them has completed
+        for (int e = tid; e < 2 * n * W8; e += AS_THREADS) {
+            const int j = e / (2 * W8), c = e % (2 * W8), isv = c >= W8, w = c % W8;
+            if (p0 + j < fresh) continue;
+            const T *src = (isv ? vc : kc) + (size_t)rowix[j] * prow + (size_t)kh * DC + (size_t)w * 8;
+            tc::cp_async16((isv ? vs : ks) + (size_t)j * DC + (size_t)w * 8, src, true);
+        }
+        tc::cp_commit();
+    }
     // phase 3's lanes (DV = D/8 threads a cache row, P = THREADS/DV rows at a time); where the split's n rows fit
     // AS_V3 rows per lane (DC > 0: decoding splits of up to 64 positions at D = 128), the v rows' loads are issued
     // here, beside phase 1's k loads, and consumed in phase 3: one round trip to L2 instead of two in a row
@@ -162,6 +211,7 @@ __global__ void __launch_bounds__(AS_THREADS)
         for (int e = tid; e < AS_MAXG * D; e += AS_THREADS) // heads past ng read as 0
             qs[(e / D) * QS + (e % D) / DT * (DT + 4) + e % DT] =
                 e < ng * D ? tof<T>(q[((size_t)tok * H + h0) * D + e]) * scale : 0.0f;
+    if constexpr (pre) tc::cp_wait<0>(); // this thread's copies landed; the barrier makes every thread's visible
     __syncthreads();
     // phase 1: scores, TPP threads per cache position (each D/TPP dimensions; their sums meet by shuffles): the
     // split's positions in passes of AS_THREADS/TPP, uniform over the block
@@ -177,8 +227,9 @@ __global__ void __launch_bounds__(AS_THREADS)
             if (j < n) {
                 const int r = rf ? rowix[j] : rows.row(tok, p0 + j);
                 if (sub == 0 && !rf) rowix[j] = r;
-                const uint4 *kj = reinterpret_cast<const uint4 *>(kc + (size_t)r * prow + (size_t)kh * DC +
-                                                                  (size_t)sub * (DC / TPP));
+                const uint4 *kj = pre ? reinterpret_cast<const uint4 *>(ks + (size_t)j * DC + (size_t)sub * (DC / TPP))
+                                      : reinterpret_cast<const uint4 *>(kc + (size_t)r * prow + (size_t)kh * DC +
+                                                                        (size_t)sub * (DC / TPP));
 #pragma unroll
                 for (int c = 0; c < NC; c++) raw[c] = kj[c];
 #pragma unroll
@@ -246,8 +297,9 @@ __global__ void __launch_bounds__(AS_THREADS)
 #pragma unroll
             for (int u = 0; u < AS_V3; u++)
                 if (j0 + u * P < n)
-                    raw[u] = *reinterpret_cast<const uint4 *>(vc + (size_t)rowix[j0 + u * P] * prow + (size_t)kh * DC +
-                                                              (size_t)dv * 8);
+                    raw[u] = pre ? *reinterpret_cast<const uint4 *>(vs + (size_t)(j0 + u * P) * DC + (size_t)dv * 8)
+                                 : *reinterpret_cast<const uint4 *>(vc + (size_t)rowix[j0 + u * P] * prow +
+                                                                    (size_t)kh * DC + (size_t)dv * 8);
 #pragma unroll
             for (int u = 0; u < AS_V3; u++) {
                 const int j = j0 + u * P;
@@ -360,7 +412,12 @@ static void attn_split_launch(void *out, const void *q, const void *kc, const vo
         sizeof(float) * ((size_t)AS_MAXG * (D + 4 * tpp) + (size_t)AS_MAXG * split) + sizeof(int) * split;
     const size_t merge = sizeof(float) * (size_t)(AS_THREADS / (D / 8)) * AS_MAXG * D; // red: 32 KiB
     const size_t weights = sizeof(float) * (size_t)AS_MAXG * nsplit;                    // the last block's wgt
-    size_t smem = phases > merge ? phases : merge;
+    // QWENFT_DECODE_ATTN=pre: the split's k and v rows in shared memory after the phases' arrays (16-byte aligned)
+    const size_t pre_bytes = (phases + 15) / 16 * 16 + 2 * (size_t)split * D * sizeof(T);
+    const bool pre = qfc().decode_attn_mlp == 4 && sizeof(T) == 2 && D == 128 && vec && qf_ptr_aligned(q, 16) &&
+                     split <= 64 && pre_bytes <= ((size_t)48 << 10); // splits of <= 64: the 4-thread scores
+    size_t smem = pre ? pre_bytes : phases;
+    smem = smem > merge ? smem : merge;
     smem = smem > weights ? smem : weights;
     if (smem > (size_t)48 << 10) // the default dynamic limit (not raised for this kernel)
         qf_fatal_at(__FILE__, __LINE__, "attention: %d cache positions need %zu bytes of shared memory per block "
@@ -370,12 +427,14 @@ static void attn_split_launch(void *out, const void *q, const void *kc, const vo
     // the form with the loads in flight (DC = 128) where it applies, unless QWENFT_DECODE_ATTN=plain
     const bool mlp = qfc().decode_attn_mlp && sizeof(T) == 2 && D == 128 && vec;
     const bool early = qfc().decode_attn_mlp == 1;
-    const bool first = qfc().decode_attn_mlp == 3 && qf_ptr_aligned(q, 16); // QWENFT_DECODE_ATTN=rows
-#define QF_AS_LAUNCH(TPP, DC)                                                                                          \
-    qfc_launch_pdl(attn_split_kernel<T, Rows, TPP, DC>, grid, AS_THREADS, smem, (T *)out, part, cnt, (const T *)q,    \
-                   (const T *)kc, (const T *)vc, rows, H, KV, D, (int)split, nsplit, scale, vec, early, first)
+    const bool first = (qfc().decode_attn_mlp == 3 || qfc().decode_attn_mlp == 4) && qf_ptr_aligned(q, 16); // rows, pre
+#define QF_AS_LAUNCH(TPP, DC, ...)                                                                                     \
+    qfc_launch_pdl(attn_split_kernel<T, Rows, TPP, DC, ##__VA_ARGS__>, grid, AS_THREADS, smem, (T *)out, part, cnt,   \
+                   (const T *)q, (const T *)kc, (const T *)vc, rows, H, KV, D, (int)split, nsplit, scale, vec, early,  \
+                   first)
     if constexpr (sizeof(T) == 2) {
-        if (mlp && tpp == 4) QF_AS_LAUNCH(4, 128);
+        if (mlp && tpp == 4 && pre) QF_AS_LAUNCH(4, 128, true);
+        else if (mlp && tpp == 4) QF_AS_LAUNCH(4, 128);
         else if (mlp) QF_AS_LAUNCH(1, 128);
         else if (tpp == 4) QF_AS_LAUNCH(4, 0);
         else QF_AS_LAUNCH(1, 0);
@@ -427,7 +486,7 @@ void cu_attention_paged(void *out, const void *q, const void *k, const void *v, 
     attn_split_launch<T>(out, q, kpool, vpool, rows_paged{seq, pos, btab, maxb, bs}, N, H, KV, D, max_len);
 }
 
-extern "C" void qf_cuda_set_decode_attn_mlp(int form) { qfc().decode_attn_mlp = form < 0 || form > 3 ? 2 : form; }
+extern "C" void qf_cuda_set_decode_attn_mlp(int form) { qfc().decode_attn_mlp = form < 0 || form > 4 ? 2 : form; }
 extern "C" int qf_cuda_decode_attn_mlp(void) { return qfc().decode_attn_mlp; }
 
 #define QF_DECODE_INSTANTIATE(T)                                                                                     \

@@ -4,8 +4,8 @@
 # in $OUT (each part appends to one file there: a device call returns at most 8 files).
 #   tests    the GPU tests of the decoding path: test_paged_cuda (every attention form), test_paged_cuda_attn*,
 #            test_paged_prompt_cuda, test_graph_cuda, gpu_serve, gpu_generate ($OUT/serve_gpu_tests.txt)
-#   decode   build-cuda/decode_bench 512 under the defaults and each bench hook (QWENFT_DECODE_ATTN=rows|pre,
-#            QWENFT_GEMV_PF=8, QWENFT_DECODE_ATTN_SPLIT=64 alone and with pre, QWENFT_GEMM_TUNE=8: cuBLASLt's
+#   decode   build-cuda/decode_bench 512 under the defaults and each bench hook (QWENFT_DECODE_ATTN=rows|inflight,
+#            QWENFT_GEMV_PF=8, QWENFT_DECODE_ATTN_SPLIT=64, QWENFT_GEMM_TUNE=8: cuBLASLt's
 #            algorithm timed for the decoding shapes, M = 8 to 128 rows; DECODE_HOOKS:
 #            another list, VAR=VALUE[,VAR=VALUE] each, "defaults" none): per-layer parts and the step as one graph
 #            ($OUT/serve_gpu_decode.txt)
@@ -32,8 +32,8 @@ for part in "$@"; do
       ctest --test-dir "$B" -R 'test_paged_cuda|test_paged_prompt_cuda|test_graph_cuda|gpu_serve|gpu_generate' \
         --output-on-failure 2>&1 | tail -40 | tee -a "$out/serve_gpu_tests.txt" ;;
     decode)
-      for hook in ${DECODE_HOOKS:-defaults QWENFT_DECODE_ATTN=rows QWENFT_DECODE_ATTN=pre QWENFT_GEMV_PF=8 \
-        QWENFT_DECODE_ATTN_SPLIT=64 QWENFT_DECODE_ATTN=pre,QWENFT_DECODE_ATTN_SPLIT=64 QWENFT_GEMM_TUNE=8}; do
+      for hook in ${DECODE_HOOKS:-defaults QWENFT_DECODE_ATTN=rows QWENFT_DECODE_ATTN=inflight QWENFT_GEMV_PF=8 \
+        QWENFT_DECODE_ATTN_SPLIT=64 QWENFT_GEMM_TUNE=8}; do
         echo "-- decode_bench 512 $hook" | tee -a "$out/serve_gpu_decode.txt"
         [ "$hook" = defaults ] && hook=
         # shellcheck disable=SC2086 # a hook: VAR=VALUE[,VAR=VALUE...]

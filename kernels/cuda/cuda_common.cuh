@@ -83,12 +83,11 @@ struct qf_cuda_ctx {
                                // of each cuBLASLt plan at its first call and keep the fastest; 0: the heuristic's first
     int decode_attn_split;     // QWENFT_DECODE_ATTN_SPLIT=S: the split attention's cache positions per split (a
                                // multiple of 32, 32-512; a bench hook), 0: sized for about two blocks per SM
-    int decode_attn_mlp;       // the split attention's form: 2 loads in flight, v after the scores (the default);
-                               // 1 in flight, v beside k (QWENFT_DECODE_ATTN=early: 7% slower on an H100);
-                               // 0 plain (QWENFT_DECODE_ATTN=plain); 3 as 2, the rows looked up before the
-                               // programmatic wait, q in 16-byte loads (QWENFT_DECODE_ATTN=rows: 2% faster on an H100);
-                               // 4 as 3, the earlier calls' k and v rows in shared memory before the wait
-                               // (QWENFT_DECODE_ATTN=pre)
+    int decode_attn_mlp;       // the split attention's form: 4 (the default, "pre") the earlier calls' k and v rows
+                               // in shared memory before the programmatic wait, the pool rows looked up before it, q
+                               // in 16-byte loads; 3 ("rows") as 4, k and v loaded after the wait; 2 ("inflight",
+                               // the default until session 23) as 3, the pool rows after the wait too; 1 ("early")
+                               // as 2, v beside k; 0 ("plain") each load waited for (QWENFT_DECODE_ATTN, a bench hook)
     cudaStream_t stream;       // the one compute stream (qf_cuda_stream())
     cublasLtHandle_t lt;       // one cuBLASLt handle
     void *lt_ws;               // its workspace

@@ -163,17 +163,18 @@ int qfc_context_init(void (*first)(void)) {
             QF_FATAL("QWENFT_DECODE_ATTN_SPLIT=%s: a multiple of 32 from 32 to 512 expected", ds);
         g_ctx.decode_attn_split = dsv;
         const char *da = getenv("QWENFT_DECODE_ATTN");
-        // default 2: the loads in flight, v after the scores; "early": in flight, v beside k; "plain": neither;
-        // "rows": as the default, the pool rows looked up before the programmatic wait and q in 16-byte loads;
-        // "pre": as rows, the earlier calls' k and v rows copied into shared memory before the wait
-        if (da && strcmp(da, "plain") && strcmp(da, "early") && strcmp(da, "rows") && strcmp(da, "pre") &&
-            strcmp(da, "default"))
-            QF_FATAL("QWENFT_DECODE_ATTN=%s: plain, early, default, rows or pre expected", da);
-        g_ctx.decode_attn_mlp = da && !strcmp(da, "plain")   ? 0
-                                : da && !strcmp(da, "early") ? 1
-                                : da && !strcmp(da, "rows")  ? 3
-                                : da && !strcmp(da, "pre")   ? 4
-                                                             : 2;
+        // default 4 ("pre"): the earlier calls' k and v rows copied into shared memory before the programmatic
+        // wait, the pool rows looked up before it, q in 16-byte loads; "rows": as pre, the k and v rows loaded after
+        // the wait; "inflight": as rows, the pool rows after the wait too (the default until session 23); "early":
+        // in flight, v beside k; "plain": neither
+        if (da && strcmp(da, "plain") && strcmp(da, "early") && strcmp(da, "inflight") && strcmp(da, "rows") &&
+            strcmp(da, "pre"))
+            QF_FATAL("QWENFT_DECODE_ATTN=%s: plain, early, inflight, rows or pre expected", da);
+        g_ctx.decode_attn_mlp = da && !strcmp(da, "plain")      ? 0
+                                : da && !strcmp(da, "early")    ? 1
+                                : da && !strcmp(da, "inflight") ? 2
+                                : da && !strcmp(da, "rows")     ? 3
+                                                                : 4;
     }
     CHECK_CUDA(cudaStreamCreateWithFlags(&g_ctx.stream, cudaStreamNonBlocking));
     CHECK_CUDA(cudaDeviceGetDefaultMemPool(&g_ctx.pool, g_ctx.device));

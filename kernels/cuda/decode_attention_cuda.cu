@@ -92,13 +92,14 @@ __device__ __forceinline__ void as_pv8(float (&acc)[AS_MAXG][8], const float *ps
 // 16.2 and 53.2 for DC = 0). DC = 0: D at run time, one 16-byte load in flight per thread (each loop turn waits for
 // its load); every other table and head size, or QWENFT_DECODE_ATTN=plain (a bench hook). The sums are the same in
 // the same order (bit for bit the DC = 0 kernel's values). Under QWENFT_DECODE_ATTN=early (a bench hook; 13.6 us
-// a layer against the default's 12.7 on an H100), where the split's rows fit AS_V3 per lane (decoding: splits of
+// a layer against inflight's 12.7 on an H100), where the split's rows fit AS_V3 per lane (decoding: splits of
 // up to 64 positions), the v loads are issued before phase 1, beside the k loads: one round trip to L2 instead of
 // two in a row. Under QWENFT_DECODE_ATTN=rows (a bench hook; 12.4 us on an H100) the split's pool rows are looked
 // up before the programmatic wait, and q comes in 16-byte loads: after the wait the critical path is q, then k
-// (two round trips to L2 where the default has q's eight 2-byte loads, then the position, the block table and k in
-// a row)
-// Under QWENFT_DECODE_ATTN=pre (a bench hook) the rows form goes further: the split's cached k and v rows that no
+// (two round trips to L2 where inflight has q's eight 2-byte loads, then the position, the block table and k in a
+// row)
+// The default form since session 23 (QWENFT_DECODE_ATTN=pre; the former default is "inflight") goes further than
+// rows: the split's cached k and v rows that no
 // kernel of this call writes (positions below the lowest one of the call's tokens of the sequence: a call writes one
 // row per token, at its position) are copied into shared memory (cp.async) before the
 // programmatic wait, while the kernels before it end; after the wait only q and the call's own rows are loaded, and
@@ -424,7 +425,7 @@ static void attn_split_launch(void *out, const void *q, const void *kc, const vo
                     "(at most 48 KiB)", max_len, smem);
     const dim3 grid((unsigned)((size_t)N * KV), (unsigned)nsplit, (unsigned)ngroups);
     const float scale = (float)(1.0 / sqrt((double)D));
-    // the form with the loads in flight (DC = 128) where it applies, unless QWENFT_DECODE_ATTN=plain
+    // the forms with the loads in flight (DC = 128) where they apply, unless QWENFT_DECODE_ATTN=plain
     const bool mlp = qfc().decode_attn_mlp && sizeof(T) == 2 && D == 128 && vec;
     const bool early = qfc().decode_attn_mlp == 1;
     const bool first = (qfc().decode_attn_mlp == 3 || qfc().decode_attn_mlp == 4) && qf_ptr_aligned(q, 16); // rows, pre
@@ -486,7 +487,7 @@ void cu_attention_paged(void *out, const void *q, const void *k, const void *v, 
     attn_split_launch<T>(out, q, kpool, vpool, rows_paged{seq, pos, btab, maxb, bs}, N, H, KV, D, max_len);
 }
 
-extern "C" void qf_cuda_set_decode_attn_mlp(int form) { qfc().decode_attn_mlp = form < 0 || form > 4 ? 2 : form; }
+extern "C" void qf_cuda_set_decode_attn_mlp(int form) { qfc().decode_attn_mlp = form < 0 || form > 4 ? 4 : form; }
 extern "C" int qf_cuda_decode_attn_mlp(void) { return qfc().decode_attn_mlp; }
 
 #define QF_DECODE_INSTANTIATE(T)                                                                                     \

@@ -61,13 +61,14 @@ static void run_case(const qf_ops *g, int nseq, const int *plen, int chunk, int 
         if (g->act_bytes == 2 && D == 128) { /* the split attention's other form (QWENFT_DECODE_ATTN): the same values
                                               * (the call appends the same k, v to the same rows again) */
             static const char *const form_name[5] = {"QWENFT_DECODE_ATTN=plain's form",
-                                                     "QWENFT_DECODE_ATTN=early's form", "the default form",
-                                                     "QWENFT_DECODE_ATTN=rows' form", "QWENFT_DECODE_ATTN=pre's form"};
+                                                     "QWENFT_DECODE_ATTN=early's form",
+                                                     "QWENFT_DECODE_ATTN=inflight's form",
+                                                     "QWENFT_DECODE_ATTN=rows' form", "the default (pre) form"};
             void *go2 = g->alloc(nq * g->act_bytes + 16);
             const int was = qf_cuda_decode_attn_mlp();
-            for (int f = 0; f < 5; f++) { /* each other form: plain, early (v beside k), default (v after the scores),
-                                           * rows (the pool rows before the wait, q in 16-byte loads), pre (the
-                                           * earlier calls' rows in shared memory before the wait) */
+            for (int f = 0; f < 5; f++) { /* each other form: plain, early (v beside k), inflight (v after the scores),
+                                           * rows (the pool rows before the wait, q in 16-byte loads), pre, the
+                                           * default (the earlier calls' rows in shared memory before the wait) */
                 if (f == was) continue;
                 qf_cuda_set_decode_attn_mlp(f);
                 g->attention_paged(go2, gq, gk, gv, dk, dv, gsq, gps, gb, N, maxb, bs, H, KV, D, max_len);

@@ -327,8 +327,8 @@ int qf_cuda_fp8_min_dim(void);
  * split's v rows loaded beside its k rows; 0 (QWENFT_DECODE_ATTN=plain) each load waited for in turn; 3
  * (QWENFT_DECODE_ATTN=rows) as 2, the split's pool rows looked up before the programmatic wait and q loaded 16 bytes
  * a thread; 4 (the default since session 23; QWENFT_DECODE_ATTN=pre) as 3, the k and v rows of earlier calls copied
- * into shared memory before the wait (splits of up to 64 positions; larger ones run as 3) (bench hooks,
- * docs/testing.md);
+ * into shared memory before the wait (calls of up to 64 tokens, splits of up to 64 positions; others run as 3)
+ * (bench hooks, docs/testing.md);
  * the same values bit for bit. set: the same switch for the GPU tests (after the table's first use) */
 void qf_cuda_set_decode_attn_mlp(int form);
 int qf_cuda_decode_attn_mlp(void);

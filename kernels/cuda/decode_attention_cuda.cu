@@ -99,12 +99,12 @@ __device__ __forceinline__ void as_pv8(float (&acc)[AS_MAXG][8], const float *ps
 // (two round trips to L2 where inflight has q's eight 2-byte loads, then the position, the block table and k in a
 // row)
 // The default form since session 23 (QWENFT_DECODE_ATTN=pre; the former default is "inflight") goes further than
-// rows: the split's cached k and v rows that no
-// kernel of this call writes (positions below the lowest one of the call's tokens of the sequence: a call writes one
-// row per token, at its position) are copied into shared memory (cp.async) before the
-// programmatic wait, while the kernels before it end; after the wait only q and the call's own rows are loaded, and
-// phases 1 and 3 read the rows from shared memory, the same products in the same order. Where the rows do not fit
-// the 48 KiB (splits of more than 64 positions) it runs as the rows form.
+// rows: the split's cached k and v rows that no kernel of this call writes (positions below the lowest one of the
+// call's tokens of the sequence: a call writes one row per token, at its position) are copied into shared memory
+// (cp.async) before the programmatic wait, while the kernels before it end; after the wait only q and the call's own
+// rows are loaded, and phases 1 and 3 read the rows from shared memory, the same products in the same order. Calls
+// of more than 64 tokens (each block scans the call's positions for the lowest) and splits of more than 64 positions
+// (their rows would not fit the 48 KiB) run as the rows form.
 static const int AS_V3 = 8; // phase 3's v rows in flight per thread (DC > 0)
 
 template <typename T, typename Rows, int TPP, int DC, bool PRE = false>
@@ -137,8 +137,10 @@ __global__ void __launch_bounds__(AS_THREADS)
     }
     // pre: ks, vs 16-byte aligned after rowix; rows at positions >= fresh may be this call's writes (its N = gridDim.x
     // / KV tokens), the others were written by earlier calls, whose kernels have all completed
-    const size_t kv_off = ((reinterpret_cast<size_t>(rowix + split) - reinterpret_cast<size_t>(as_smem)) + 15) / 16 * 16;
-    T *ks = reinterpret_cast<T *>(reinterpret_cast<char *>(as_smem) + kv_off), *vs = ks + (size_t)split * (DC > 0 ? DC : 1);
+    const size_t kv_off =
+        ((reinterpret_cast<size_t>(rowix + split) - reinterpret_cast<size_t>(as_smem)) + 15) / 16 * 16;
+    T *ks = reinterpret_cast<T *>(reinterpret_cast<char *>(as_smem) + kv_off);
+    T *vs = ks + (size_t)split * (DC > 0 ? DC : 1);
     __shared__ int fred[PRE ? 32 : 1];
     int fresh = 0;
     if constexpr (pre) fresh = rows.first_written(tok, (int)gridDim.x / KV, fred);
@@ -416,7 +418,7 @@ static void attn_split_launch(void *out, const void *q, const void *kc, const vo
     // QWENFT_DECODE_ATTN=pre: the split's k and v rows in shared memory after the phases' arrays (16-byte aligned)
     const size_t pre_bytes = (phases + 15) / 16 * 16 + 2 * (size_t)split * D * sizeof(T);
     const bool pre = qfc().decode_attn_mlp == 4 && sizeof(T) == 2 && D == 128 && vec && qf_ptr_aligned(q, 16) &&
-                     split <= 64 && pre_bytes <= ((size_t)48 << 10); // splits of <= 64: the 4-thread scores
+                     N <= 64 && split <= 64 && pre_bytes <= ((size_t)48 << 10); // split <= 64: the 4-thread scores
     size_t smem = pre ? pre_bytes : phases;
     smem = smem > merge ? smem : merge;
     smem = smem > weights ? smem : weights;

@@ -147,10 +147,7 @@ int qfc_context_init(void (*first)(void)) {
     g_ctx.pdl = prop.major >= 9; // programmatic dependent launch (Hopper and newer)
     {
         const char *gv = getenv("QWENFT_GEMV");
-        if (gv && strcmp(gv, "l1") && strcmp(gv, "bal") && strcmp(gv, "default"))
-            QF_FATAL("QWENFT_GEMV=%s: l1, bal or default expected", gv);
         g_ctx.gemv_l1 = gv && !strcmp(gv, "l1");
-        g_ctx.gemv_bal = gv && !strcmp(gv, "bal");
         const char *dq = getenv("QWENFT_DECODE_QKV");
         g_ctx.decode_qkv_form = dq && !strcmp(dq, "8w") ? 0 : dq && !strcmp(dq, "w4") ? 2 : 1; // default occ3
         const char *gp = getenv("QWENFT_GEMV_PF");

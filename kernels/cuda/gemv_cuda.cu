@@ -23,7 +23,7 @@
 // chunks in order, fp32, warp_sum). QWENFT_GEMV=l1 (bench hook) keeps one-row GEMVs that fit L1 on gemv_kernel.
 #include "cuda_common.cuh"
 
-static const int GV_WARPS = 8, GV_MAX_WARPS = 16;
+static const int GV_WARPS = 8;
 static const size_t GV_X_BYTES = (size_t)16 << 10;
 static const size_t GV_SMEM_X_BYTES = (size_t)96 << 10; // x staged in shared memory (opt-in past 48 KiB)
 static const int GV_PF = 4;                             // 16-byte loads in flight per W row and lane
@@ -88,13 +88,12 @@ __device__ __forceinline__ void gv_store(T *out, const float (&acc)[M], const T 
 // x [M, IN] in shared memory, two W rows per warp (16-bit T only): out[m, o] for o = 2 * (block's warp) + {0, 1};
 // PF 16-byte loads in flight per row and lane (GV_PF; 8 under QWENFT_GEMV_PF=8, a bench hook)
 template <typename T, int M, int PF>
-__global__ void __launch_bounds__(GV_MAX_WARPS * 32)
+__global__ void __launch_bounds__(GV_WARPS * 32)
     gemv_smem_kernel(T *out, const T *x, const T *w, const T *bias, const T *res, int IN, int OUT, int accumulate,
                      int pf) {
     extern __shared__ uint4 gv_xs[]; // [M * IN / 8] 16-byte words of x
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int nw = blockDim.x / 32; // GV_WARPS, or the balanced width (gemv_smem)
-    const int o0 = (blockIdx.x * nw + warp) * 2, o1 = o0 + 1 < OUT ? o0 + 1 : o0;
+    const int o0 = (blockIdx.x * GV_WARPS + warp) * 2, o1 = o0 + 1 < OUT ? o0 + 1 : o0;
     const bool on = o0 < OUT;
     const T *w0 = w + (size_t)(on ? o0 : 0) * IN, *w1 = w + (size_t)(on ? o1 : 0) * IN;
     const int line = 128 / (int)sizeof(T);
@@ -109,7 +108,7 @@ __global__ void __launch_bounds__(GV_MAX_WARPS * 32)
         if (on && k < IN) pa[i] = __ldcs(reinterpret_cast<const uint4 *>(w0 + k)), pb[i] = __ldcs(reinterpret_cast<const uint4 *>(w1 + k));
     }
     const int words = M * IN / 8;
-    for (int e = threadIdx.x; e < words; e += blockDim.x) gv_xs[e] = reinterpret_cast<const uint4 *>(x)[e];
+    for (int e = threadIdx.x; e < words; e += GV_WARPS * 32) gv_xs[e] = reinterpret_cast<const uint4 *>(x)[e];
     __syncthreads();
     if (!on) return;
     float a0[M], a1[M];
@@ -151,24 +150,16 @@ static bool gemv_smem(T *out, const T *x, const T *w, const T *bias, const T *re
     const size_t smem = (size_t)N * IN * sizeof(T);
     if (sizeof(T) != 2 || N != 1 || smem > GV_SMEM_X_BYTES || smem + 1024 > (size_t)qfc().smem_optin) return false;
     // (two rows of down measured slower than cuBLASLt: 45 us against 38 at 7B; N = 1 only)
-    // QWENFT_GEMV=bal (a bench hook): as many warps a block (up to GV_MAX_WARPS) as give one block an SM, where 8
-    // would leave some SMs two blocks and others one (Qwen2.5-7B's o and down: 3,584 rows = 224 blocks of 8 warps
-    // on 132 SMs; balanced, 128 blocks of 14)
-    int nw = GV_WARPS;
-    if (qfc().gemv_bal) {
-        const int pairs = (OUT + 1) / 2, w = (pairs + qfc().num_sms - 1) / qfc().num_sms;
-        if (w > GV_WARPS && w <= GV_MAX_WARPS) nw = w;
-    }
-    const unsigned grid = (unsigned)((OUT + 2 * nw - 1) / (2 * nw));
+    const unsigned grid = (unsigned)((OUT + 2 * GV_WARPS - 1) / (2 * GV_WARPS));
     const int pf = (size_t)OUT * IN * sizeof(T) <= ((size_t)32 << 20) ? IN : GV_PF * 256;
     if (qfc().gemv_pf == 8) { // QWENFT_GEMV_PF=8 (a bench hook): twice the loads in flight per row
         if (smem > 46 * 1024)
             CHECK_CUDA(cudaFuncSetAttribute(gemv_smem_kernel<T, 1, 8>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        qfc_launch_pdl(gemv_smem_kernel<T, 1, 8>, grid, nw * 32, smem, out, x, w, bias, res, IN, OUT, accumulate, pf);
+        qfc_launch_pdl(gemv_smem_kernel<T, 1, 8>, grid, GV_WARPS * 32, smem, out, x, w, bias, res, IN, OUT, accumulate, pf);
     } else {
         if (smem > 46 * 1024)
             CHECK_CUDA(cudaFuncSetAttribute(gemv_smem_kernel<T, 1, GV_PF>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        qfc_launch_pdl(gemv_smem_kernel<T, 1, GV_PF>, grid, nw * 32, smem, out, x, w, bias, res, IN, OUT, accumulate, pf);
+        qfc_launch_pdl(gemv_smem_kernel<T, 1, GV_PF>, grid, GV_WARPS * 32, smem, out, x, w, bias, res, IN, OUT, accumulate, pf);
     }
     CHECK_LAUNCH();
     return true;

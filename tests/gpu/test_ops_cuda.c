@@ -855,7 +855,7 @@ int main(int argc, char **argv) {
     test_matmul(2, 18944, 264, 1);
     test_matmul(1, 9000, 33, 0);
     if (!small) {
-        test_matmul(1, 3584, 3584, 2); /* Qwen2.5-7B's o projection at one row (14 warps a block under QWENFT_GEMV=bal) */
+        test_matmul(1, 3584, 3584, 2); /* Qwen2.5-7B's o projection at one row */
         test_matmul(1, 18944, 3584, 1); /* its down projection at one row (x: 37 KB of shared memory a block) */
         test_matmul(1024, 1024, 4096, 1);
         test_matmul(1000, 896, 1000, 0);

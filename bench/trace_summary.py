@@ -104,10 +104,16 @@ def steps(rows, kernel, skip, count):
         g = [s[i]["start"] - s[i - 1]["end"] for s in same] if i else [0]
         pos.append((short(same[0][i]["name"]) if same[0][i]["kind"] == "K" else same[0][i]["name"],
                     statistics.mean(d), statistics.mean(g), same[0][i]["grid"], same[0][i]["block"]))
-    # the repeated part (a layer) folded: consecutive positions with the same names pattern summed per name
+    # the repeated part (a layer) folded: positions summed per name, and per name and the kernel before it where
+    # one kernel runs in several places of the layer (the one-row GEMV as o after the attention, as down after the
+    # MLP, as the head)
+    prevs = {}
+    for i, (name, *_rest) in enumerate(pos):
+        prevs.setdefault(name, set()).add(pos[i - 1][0] if i else "")
     by = {}
-    for name, d, g, grid, block in pos:
-        t = by.setdefault(name, [0, 0.0, 0.0, grid, block])
+    for i, (name, d, g, grid, block) in enumerate(pos):
+        key = f"{name} after {pos[i - 1][0]}" if i and len(prevs[name]) > 1 else name
+        t = by.setdefault(key, [0, 0.0, 0.0, grid, block])
         t[0] += 1
         t[1] += d
         t[2] += g
@@ -115,9 +121,9 @@ def steps(rows, kernel, skip, count):
     tot_g = sum(p[2] for p in pos)
     print(f"  per step: kernels {tot_d / 1e3:.1f} us, gaps between them {tot_g / 1e3:.1f} us "
           f"(negative: overlapped)")
-    print(f"  {'kernel':44s} {'per step':>8s} {'mean us':>9s} {'gap us':>8s} {'step us':>9s} {'grid x block':>14s}")
+    print(f"  {'kernel':60s} {'per step':>8s} {'mean us':>9s} {'gap us':>8s} {'step us':>9s} {'grid x block':>14s}")
     for name, (c, d, g, grid, block) in sorted(by.items(), key=lambda kv: -kv[1][1]):
-        print(f"  {name[:44]:44s} {c:8d} {d / c / 1e3:9.2f} {g / c / 1e3:8.2f} {(d + g) / 1e3:9.1f} "
+        print(f"  {name[:60]:60s} {c:8d} {d / c / 1e3:9.2f} {g / c / 1e3:8.2f} {(d + g) / 1e3:9.1f} "
               f"{grid:>7d} x {block:<5d}")
 
 

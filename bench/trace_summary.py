@@ -107,12 +107,13 @@ def steps(rows, kernel, skip, count):
     # the repeated part (a layer) folded: positions summed per name, and per name and the kernel before it where
     # one kernel runs in several places of the layer (the one-row GEMV as o after the attention, as down after the
     # MLP, as the head)
+    # (the kernel before a step's first one is the step's last: the steps repeat)
     prevs = {}
     for i, (name, *_rest) in enumerate(pos):
-        prevs.setdefault(name, set()).add(pos[i - 1][0] if i else "")
+        prevs.setdefault(name, set()).add(pos[i - 1][0])
     by = {}
     for i, (name, d, g, grid, block) in enumerate(pos):
-        key = f"{name} after {pos[i - 1][0]}" if i and len(prevs[name]) > 1 else name
+        key = f"{name} after {pos[i - 1][0]}" if len(prevs[name]) > 1 else name
         t = by.setdefault(key, [0, 0.0, 0.0, grid, block])
         t[0] += 1
         t[1] += d

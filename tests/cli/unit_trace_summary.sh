@@ -2,8 +2,8 @@
 # bench/trace_summary.py (the GPU timeline of bench/kernel_trace.c, summarised) on a synthetic trace whose figures
 # are known: a loop of steps (2 layers of qkv 10 us, attn 12 us overlapping qkv by 1 us, mlp 60 us after a 3 us
 # gap; then argmax 5 us), 20 us of host time between steps, a warm-up step of another shape; the whole-run table,
-# the per-step table (per-kernel mean, gap, per-step time) and the busy/idle split; bad input exits 2 naming the
-# file and line.
+# the per-step table (per-kernel mean, gap, per-step time; a kernel in two places of the step a row per place) and
+# the busy/idle split; bad input exits 2 naming the file and line.
 set -euo pipefail
 rm -rf "$WORK"; mkdir -p "$WORK"; cd "$WORK"
 fails=0
@@ -39,7 +39,10 @@ grep -q "step: median 176.0 us from its first kernel's start to its last's end; 
   fail "the step's span and the gap before it"
 grep -q "per step: kernels 169.0 us, gaps between them 7.0 us" out.txt || fail "kernels 2*(10+12+60)+5 = 169, gaps 2*(-1+3)+3 = 7"
 grep -Eq "^  attn_split_kernel +2 +12.00 +-1.00 +22.0 +68 x 128" out.txt || fail "attention: 12 us, overlapping 1 us"
-grep -Eq "^  decode_qkv_kernel +2 +10.00 +1.50 +23.0 " out.txt || fail "qkv: mean gap (0 + 3) / 2"
+# q/k/v runs in two places of the step (after the previous step's argmax, after the first layer's MLP): a row each
+grep -Eq "^  decode_qkv_kernel after argmax_rows_kernel +1 +10.00 +0.00 +10.0 " out.txt || fail "qkv after argmax"
+grep -Eq "^  decode_qkv_kernel after decode_mlp_kernel +1 +10.00 +3.00 +13.0 " out.txt || fail "qkv after the MLP: gap 3"
+grep -Eq "^  decode_qkv_kernel +2 +10.00 " out.txt && fail "qkv's two places folded into one per-step row"
 grep -q "GPU busy" out.txt || fail "busy/idle line"
 # the last 0.4 ms: the copy, the last argmax, the last step's 6 kernels (the steps are 196 us apart) and part of the
 # step before it

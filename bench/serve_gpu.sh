@@ -37,7 +37,9 @@ for part in "$@"; do
         echo "-- decode_bench 512 $hook" | tee -a "$out/serve_gpu_decode.txt"
         [ "$hook" = defaults ] && hook=
         # shellcheck disable=SC2086 # a hook: VAR=VALUE[,VAR=VALUE...]
-        env ${hook//,/ } timeout 120 "$B/decode_bench" 512 2>&1 | tee -a "$out/serve_gpu_decode.txt" | grep -E "one CUDA graph|attention|one ahead| o |down" | head -10
+        env ${hook//,/ } timeout 120 "$B/decode_bench" 512 > "$work/decode.txt" 2>&1
+        cat "$work/decode.txt" >> "$out/serve_gpu_decode.txt"
+        grep -E "^M =|one CUDA graph|attention|one ahead| o |down" "$work/decode.txt" | head -24
       done ;;
     ahead)
       for a in "" "--decode-ahead off"; do

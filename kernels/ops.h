@@ -326,12 +326,19 @@ int qf_cuda_fp8_min_dim(void);
  * its cache loads issued ahead of their use, the v loads after the scores; 1 (QWENFT_DECODE_ATTN=early) a decoding
  * split's v rows loaded beside its k rows; 0 (QWENFT_DECODE_ATTN=plain) each load waited for in turn; 3
  * (QWENFT_DECODE_ATTN=rows) as 2, the split's pool rows looked up before the programmatic wait and q loaded 16 bytes
- * a thread; 4 (the default since session 23; QWENFT_DECODE_ATTN=pre) as 3, the k and v rows of earlier calls copied
+ * a thread; 4 (the default from session 23 to 26; QWENFT_DECODE_ATTN=pre) as 3, the k and v rows of earlier calls copied
  * into shared memory before the wait (calls of up to 64 tokens, splits of up to 64 positions; others run as 3)
  * (bench hooks, docs/testing.md);
  * the same values bit for bit. set: the same switch for the GPU tests (after the table's first use) */
 void qf_cuda_set_decode_attn_mlp(int form);
 int qf_cuda_decode_attn_mlp(void);
+/* 5 (the default; QWENFT_DECODE_ATTN=cluster) is form 4 for every call but those of up to
+ * qf_cuda_decode_attn_cluster_n() tokens (QWENFT_DECODE_ATTN_CLUSTER_N, default 4) on 16-bit tables at head_dim 128
+ * with at most 1024 positions on sm_90+: those run the cluster form (kernels/cuda/decode_attn_cluster_cuda.cu; not
+ * bit for bit the split forms' values). launches: the cluster form's so far (the GPU tests check where it ran) */
+int qf_cuda_decode_attn_cluster_n(void);
+long qf_cuda_attn_cluster_launches(void);
+int qf_cuda_attn_cluster_available(void); /* the device has thread-block clusters (sm_90+) */
 /* What the fp8 tables did (tensorwise), since the backend started: GEMMs in fp8 / in bf16 (qf_cuda_fp8_counts),
  * tensor amax passes (activations, gradients and weights), the weights' share of them, weight casts that took a
  * saved scale (the same parameter version: no pass) or a new version's scale from the amax history (no pass), and

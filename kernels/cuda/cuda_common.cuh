@@ -79,6 +79,7 @@ struct qf_cuda_ctx {
     int decode_qkv_form;       // QWENFT_DECODE_QKV (bench hook): 0 8w (8 warps), 1 occ3 (the default: 3 blocks per SM), 2 w4
     int gemv_l1;               // QWENFT_GEMV=l1 (bench hook, docs/testing.md): one-row GEMVs on gemv_cuda.cu's L1 form
     int gemv_pf;               // QWENFT_GEMV_PF=8: the one-row shared-memory GEMV with 8 loads in flight per row (else 4)
+    int gemv_even;             // QWENFT_GEMV_GRID=even: its row pairs spread evenly over the SMs (gemv_cuda.cu)
     int gemm_tune;             // QWENFT_GEMM_TUNE=N (bench hook, matmul_cuda.cu): time the heuristic's first N algorithms
                                // of each cuBLASLt plan at its first call and keep the fastest; 0: the heuristic's first
     int decode_attn_split;     // QWENFT_DECODE_ATTN_SPLIT=S: the split attention's cache positions per split (a
@@ -87,7 +88,12 @@ struct qf_cuda_ctx {
                                // in shared memory before the programmatic wait, the pool rows looked up before it, q
                                // in 16-byte loads; 3 ("rows") as 4, k and v loaded after the wait; 2 ("inflight",
                                // the default until session 23) as 3, the pool rows after the wait too; 1 ("early")
-                               // as 2, v beside k; 0 ("plain") each load waited for (QWENFT_DECODE_ATTN, a bench hook)
+                               // as 2, v beside k; 0 ("plain") each load waited for (QWENFT_DECODE_ATTN, a bench hook);
+                               // 5 (the default, "cluster"): as 4, and calls of up to decode_attn_cluster_n tokens on
+                               // the cluster form (decode_attn_cluster_cuda.cu) where it applies
+    int decode_attn_cluster_n; // QWENFT_DECODE_ATTN_CLUSTER_N (1-64, default 4)
+    long attn_cluster_launches; // the cluster form's launches so far (the GPU tests check that it ran)
+    size_t attn_cluster_smem[2][3]; // its shared-memory opt-in set so far, per kernel instance [bf16, f16][GS 1, 2, 4]
     cudaStream_t stream;       // the one compute stream (qf_cuda_stream())
     cublasLtHandle_t lt;       // one cuBLASLt handle
     void *lt_ws;               // its workspace

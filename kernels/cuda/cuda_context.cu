@@ -152,6 +152,10 @@ int qfc_context_init(void (*first)(void)) {
         g_ctx.decode_qkv_form = dq && !strcmp(dq, "8w") ? 0 : dq && !strcmp(dq, "w4") ? 2 : 1; // default occ3
         const char *gp = getenv("QWENFT_GEMV_PF");
         g_ctx.gemv_pf = gp && !strcmp(gp, "8") ? 8 : 4;
+        const char *gg = getenv("QWENFT_GEMV_GRID");
+        if (gg && strcmp(gg, "even") && strcmp(gg, "blocks"))
+            QF_FATAL("QWENFT_GEMV_GRID=%s: even or blocks expected", gg);
+        g_ctx.gemv_even = gg && !strcmp(gg, "even");
         const char *gt = getenv("QWENFT_GEMM_TUNE");
         const int gtv = gt && *gt ? atoi(gt) : 0; // empty: off
         if (gt && *gt && (gtv < 2 || gtv > 32))
@@ -163,18 +167,26 @@ int qfc_context_init(void (*first)(void)) {
             QF_FATAL("QWENFT_DECODE_ATTN_SPLIT=%s: a multiple of 32 from 32 to 512 expected", ds);
         g_ctx.decode_attn_split = dsv;
         const char *da = getenv("QWENFT_DECODE_ATTN");
-        // default 4 ("pre"): the earlier calls' k and v rows copied into shared memory before the programmatic
-        // wait, the pool rows looked up before it, q in 16-byte loads; "rows": as pre, the k and v rows loaded after
-        // the wait; "inflight": as rows, the pool rows after the wait too (the default until session 23); "early":
-        // in flight, v beside k; "plain": neither
+        // default 5 ("cluster"): calls of up to QWENFT_DECODE_ATTN_CLUSTER_N tokens on the cluster form
+        // (decode_attn_cluster_cuda.cu) where it applies, the others as 4; 4 ("pre"): the earlier calls' k and v rows
+        // copied into shared memory before the programmatic wait, the pool rows looked up before it, q in 16-byte
+        // loads; "rows": as pre, the k and v rows loaded after the wait; "inflight": as rows, the pool rows after the
+        // wait too (the default until session 23); "early": in flight, v beside k; "plain": neither
         if (da && strcmp(da, "plain") && strcmp(da, "early") && strcmp(da, "inflight") && strcmp(da, "rows") &&
-            strcmp(da, "pre"))
-            QF_FATAL("QWENFT_DECODE_ATTN=%s: plain, early, inflight, rows or pre expected", da);
+            strcmp(da, "pre") && strcmp(da, "cluster"))
+            QF_FATAL("QWENFT_DECODE_ATTN=%s: plain, early, inflight, rows, pre or cluster expected", da);
         g_ctx.decode_attn_mlp = da && !strcmp(da, "plain")      ? 0
                                 : da && !strcmp(da, "early")    ? 1
                                 : da && !strcmp(da, "inflight") ? 2
                                 : da && !strcmp(da, "rows")     ? 3
-                                                                : 4;
+                                : da && !strcmp(da, "pre")      ? 4
+                                                                : 5;
+        const char *cn = getenv("QWENFT_DECODE_ATTN_CLUSTER_N");
+        const int cnv = cn ? atoi(cn) : 4;
+        if (cn && (cnv < 1 || cnv > 64))
+            QF_FATAL("QWENFT_DECODE_ATTN_CLUSTER_N=%s: the most tokens a call the cluster attention takes, 1 to 64, "
+                     "expected", cn);
+        g_ctx.decode_attn_cluster_n = cnv;
     }
     CHECK_CUDA(cudaStreamCreateWithFlags(&g_ctx.stream, cudaStreamNonBlocking));
     CHECK_CUDA(cudaDeviceGetDefaultMemPool(&g_ctx.pool, g_ctx.device));

@@ -19,9 +19,16 @@
 // reference (tests/gpu/test_paged_cuda.c: within bf16 rounding, not bit for bit).
 #include "attention_tile.cuh" // cp.async (the pre form)
 #include "cuda_common.cuh"
+#include "paged_rows.cuh"
 #include <math.h>
 
 static const int DA_MAX_D = 256;
+
+// decode_attn_cluster_cuda.cu: the cluster form, for calls of a few decoding tokens; false where it does not apply
+template <typename T>
+bool cu_attention_cluster(void *out, const void *q, const void *kc, const void *vc, const int32_t *seq,
+                          const int32_t *pos, const int32_t *btab, int N, int maxb, int bs, int H, int KV, int D,
+                          int max_len);
 
 // ---- the attention kernels (split over cache positions, "flash-decoding") -------------------------------------
 //
@@ -40,28 +47,6 @@ static const int AS_THREADS = 128;
 static const int AS_MAXG = 8;      // query heads per block (more GQA heads: more blocks)
 static const int AS_MAX_SPLIT = 512;
 
-struct rows_paged { // attention_paged: token tok of sequence seq[tok] at pos[tok]; rows through the block table
-    const int32_t *seq, *pos, *btab;
-    int maxb, bs;
-    __device__ __forceinline__ int last(int tok) const { return pos[tok]; }
-    // the lowest position that the call's N tokens write in tok's sequence (every thread of the block: a min over
-    // the call's tokens; red: 32 ints of shared memory)
-    __device__ __forceinline__ int first_written(int tok, int N, int *red) const {
-        const int sq = seq[tok];
-        int m = pos[tok];
-        for (int i = threadIdx.x; i < N; i += blockDim.x)
-            if (seq[i] == sq) m = min(m, pos[i]);
-        m = __reduce_min_sync(0xffffffffu, m);
-        __syncthreads();
-        if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = m;
-        __syncthreads();
-        for (int w = 0; w < (int)blockDim.x / 32; w++) m = min(m, red[w]);
-        return m;
-    }
-    __device__ __forceinline__ int row(int tok, int p) const {
-        return btab[(size_t)seq[tok] * maxb + p / bs] * bs + p % bs;
-    }
-};
 
 // phase 1's sums: acc[g] += q_g . f over 8 dimensions of a key row (q_g at qg + g * QS), the heads g < ng
 __device__ __forceinline__ void as_dot8(float (&acc)[AS_MAXG], const float *qg, int QS, int ng, const float (&f)[8]) {
@@ -417,7 +402,7 @@ static void attn_split_launch(void *out, const void *q, const void *kc, const vo
     const size_t weights = sizeof(float) * (size_t)AS_MAXG * nsplit;                    // the last block's wgt
     // QWENFT_DECODE_ATTN=pre: the split's k and v rows in shared memory after the phases' arrays (16-byte aligned)
     const size_t pre_bytes = (phases + 15) / 16 * 16 + 2 * (size_t)split * D * sizeof(T);
-    const bool pre = qfc().decode_attn_mlp == 4 && sizeof(T) == 2 && D == 128 && vec && qf_ptr_aligned(q, 16) &&
+    const bool pre = qfc().decode_attn_mlp >= 4 && sizeof(T) == 2 && D == 128 && vec && qf_ptr_aligned(q, 16) &&
                      N <= 64 && split <= 64 && pre_bytes <= ((size_t)48 << 10); // split <= 64: the 4-thread scores
     size_t smem = pre ? pre_bytes : phases;
     smem = smem > merge ? smem : merge;
@@ -430,7 +415,7 @@ static void attn_split_launch(void *out, const void *q, const void *kc, const vo
     // the forms with the loads in flight (DC = 128) where they apply, unless QWENFT_DECODE_ATTN=plain
     const bool mlp = qfc().decode_attn_mlp && sizeof(T) == 2 && D == 128 && vec;
     const bool early = qfc().decode_attn_mlp == 1;
-    const bool first = (qfc().decode_attn_mlp == 3 || qfc().decode_attn_mlp == 4) && qf_ptr_aligned(q, 16); // rows, pre
+    const bool first = qfc().decode_attn_mlp >= 3 && qf_ptr_aligned(q, 16); // rows, pre (cluster: pre here)
 #define QF_AS_LAUNCH(TPP, DC, ...)                                                                                     \
     qfc_launch_pdl(attn_split_kernel<T, Rows, TPP, DC, ##__VA_ARGS__>, grid, AS_THREADS, smem, (T *)out, part, cnt,   \
                    (const T *)q, (const T *)kc, (const T *)vc, rows, H, KV, D, (int)split, nsplit, scale, vec, early,  \
@@ -486,10 +471,11 @@ void cu_attention_paged(void *out, const void *q, const void *k, const void *v, 
                     "<= %d, a multiple of 8; max_len <= maxb * bs)", H, KV, D, N, bs, max_len, DA_MAX_D);
     QF_CHECK((k == NULL) == (v == NULL));
     if (k) cu_kv_append_paged<T>(kpool, vpool, k, v, seq, pos, btab, N, maxb, bs, KV, D); // else decode_qkv wrote them
+    if (cu_attention_cluster<T>(out, q, kpool, vpool, seq, pos, btab, N, maxb, bs, H, KV, D, max_len)) return;
     attn_split_launch<T>(out, q, kpool, vpool, rows_paged{seq, pos, btab, maxb, bs}, N, H, KV, D, max_len);
 }
 
-extern "C" void qf_cuda_set_decode_attn_mlp(int form) { qfc().decode_attn_mlp = form < 0 || form > 4 ? 4 : form; }
+extern "C" void qf_cuda_set_decode_attn_mlp(int form) { qfc().decode_attn_mlp = form < 0 || form > 5 ? 5 : form; }
 extern "C" int qf_cuda_decode_attn_mlp(void) { return qfc().decode_attn_mlp; }
 
 #define QF_DECODE_INSTANTIATE(T)                                                                                     \

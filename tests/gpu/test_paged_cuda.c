@@ -6,7 +6,9 @@
  * On the 16-bit tables at head_dim 128, the split attention's other forms (of QWENFT_DECODE_ATTN: plain; early, the
  * loads in flight with a decoding split's v rows loaded beside its k rows; the default, with them after the scores;
  * rows, the default with the pool rows looked up before the programmatic wait and q in 16-byte loads) give the same
- * values as the one in force (0 difference).
+ * values as the pre form (0 difference); the cluster form (the default for calls of a few decoding tokens within
+ * 1024 positions, kernels/cuda/decode_attn_cluster_cuda.cu; GQA 5-8, 1-1002 positions, prompt chunks beside
+ * decoding tokens) is checked against the CPU, and that it ran on exactly the calls it takes.
  * Then the decoding fast path (decode_qkv, decode_mlp) against the same table's unfused ops (run_fast).
  * Exit: 0 passed, 1 a check failed, 77 "no GPU: skipped". */
 #define QF_GPU_TEST_SEED 0x2545F4914F6CDD1Dull
@@ -53,32 +55,51 @@ static void run_case(const qf_ops *g, int nseq, const int *plen, int chunk, int 
         for (int n = 0; n < N; n++) max_len = pos[n] + 1 > max_len ? pos[n] + 1 : max_len;
         if (call % 2) max_len = maxb * bs;
         c->attention_paged(out, q, k, v, kp, vp, seq, pos, btab, N, maxb, bs, H, KV, D, max_len);
+        /* the cluster form (the default for calls of up to qf_cuda_decode_attn_cluster_n() tokens) takes this call? */
+        const int cl_takes = g->act_bytes == 2 && D == 128 && qf_cuda_attn_cluster_available() &&
+                             N <= qf_cuda_decode_attn_cluster_n() && max_len <= 1024;
+        const long launches = qf_cuda_attn_cluster_launches();
         g->attention_paged(go, gq, gk, gv, dk, dv, gsq, gps, gb, N, maxb, bs, H, KV, D, max_len);
+        const int cl_ran = qf_cuda_attn_cluster_launches() > launches;
         float *ho = down_new(g, go, nq), *hk = down_new(g, dk, pool), *hv = down_new(g, dv, pool);
-        snprintf(what, sizeof what, "%d seqs, N %d, H %d KV %d D %d, call %d", nseq, N, H, KV, D, call);
+        snprintf(what, sizeof what, "%d seqs, N %d, H %d KV %d D %d, call %d%s", nseq, N, H, KV, D, call,
+                 cl_ran ? " (cluster form)" : "");
         qf_gpu_report(g->name, 64, what, relerr(ho, out, nq), tol);
         qf_gpu_report(g->name, 64, "  pools after that call", fmax(relerr(hk, kp, pool), relerr(hv, vp, pool)), 0);
-        if (g->act_bytes == 2 && D == 128) { /* the split attention's other form (QWENFT_DECODE_ATTN): the same values
-                                              * (the call appends the same k, v to the same rows again) */
-            static const char *const form_name[5] = {"QWENFT_DECODE_ATTN=plain's form",
+        qf_gpu_report_bool(g->name, "  the cluster form ran where it applies, and only there",
+                           cl_ran == (cl_takes && qf_cuda_decode_attn_mlp() == 5));
+        if (g->act_bytes == 2 && D == 128) { /* the split attention's forms (QWENFT_DECODE_ATTN): the same values as
+                                              * each other (the call appends the same k, v to the same rows again);
+                                              * the cluster form: other sums, within the CPU check's tolerance */
+            static const char *const form_name[6] = {"QWENFT_DECODE_ATTN=plain's form",
                                                      "QWENFT_DECODE_ATTN=early's form",
                                                      "QWENFT_DECODE_ATTN=inflight's form",
-                                                     "QWENFT_DECODE_ATTN=rows' form", "the default (pre) form"};
+                                                     "QWENFT_DECODE_ATTN=rows' form", "QWENFT_DECODE_ATTN=pre's form",
+                                                     "QWENFT_DECODE_ATTN=cluster's form"};
             void *go2 = g->alloc(nq * g->act_bytes + 16);
             const int was = qf_cuda_decode_attn_mlp();
-            for (int f = 0; f < 5; f++) { /* each other form: plain, early (v beside k), inflight (v after the scores),
-                                           * rows (the pool rows before the wait, q in 16-byte loads), pre, the
-                                           * default (the earlier calls' rows in shared memory before the wait) */
-                if (f == was) continue;
+            float *hpre = ho; /* the pre form's values: the reference of the split forms */
+            if (was != 4) {
+                qf_cuda_set_decode_attn_mlp(4);
+                g->attention_paged(go2, gq, gk, gv, dk, dv, gsq, gps, gb, N, maxb, bs, H, KV, D, max_len);
+                qf_cuda_set_decode_attn_mlp(was);
+                hpre = down_new(g, go2, nq);
+                if (!cl_ran)
+                    qf_gpu_report(g->name, 64, "  the default: the pre form's values", relerr(ho, hpre, nq), 0);
+            }
+            for (int f = 0; f < 6; f++) { /* each other form: plain, early (v beside k), inflight (v after the scores),
+                                           * rows (the pool rows before the wait, q in 16-byte loads), cluster */
+                if (f == was || f == 4) continue;
                 qf_cuda_set_decode_attn_mlp(f);
                 g->attention_paged(go2, gq, gk, gv, dk, dv, gsq, gps, gb, N, maxb, bs, H, KV, D, max_len);
                 qf_cuda_set_decode_attn_mlp(was);
                 float *h2 = down_new(g, go2, nq);
                 char w2[96];
-                snprintf(w2, sizeof w2, "  %s: the same values", form_name[f]);
-                qf_gpu_report(g->name, 64, w2, relerr(h2, ho, nq), 0);
+                snprintf(w2, sizeof w2, "  %s: the %s values", form_name[f], f < 5 ? "same" : "CPU's");
+                qf_gpu_report(g->name, 64, w2, f < 5 ? relerr(h2, hpre, nq) : relerr(h2, out, nq), f < 5 ? 0 : tol);
                 free(h2);
             }
+            if (hpre != ho) free(hpre);
             g->free(go2);
         }
         free(q), free(k), free(v), free(out), free(ho), free(hk), free(hv);
@@ -193,12 +214,25 @@ int main(void) {
     }
     const qf_ops *gs[3] = {qf_ops_cuda(), qf_ops_cuda_f32(), qf_ops_cuda_f16()};
     const int a[] = {9, 1, 40}, b[] = {100, 3, 17, 64, 5}, l[] = {1500, 7};
+    const int d3[] = {1, 255, 1000}, d1[] = {511}, d4[] = {17, 300, 64, 700}, tiny[] = {5}, rag[] = {3, 40};
+    int d32[32];
+    for (int s = 0; s < 32; s++) d32[s] = 17 + 5 * s;
     for (int i = 0; i < 3; i++) {
         run_case(gs[i], 3, a, 8, 4, 4, 4, 64);
         run_case(gs[i], 3, a, 8, 3, 18, 1, 64); /* GQA 18: three head groups per kv head */
         run_case(gs[i], 5, b, 32, 5, 8, 2, 128);
         run_case(gs[i], 5, b, 16, 3, 14, 2, 80);
         run_case(gs[i], 2, l, 512, 4, 28, 4, 128);
+        /* decoding calls of 1-4 tokens within 1024 positions (the cluster form's calls): Qwen2.5-7B's heads (GQA 7),
+         * 14B's (GQA 5), 1.5B's (GQA 6), 64 heads over 8 (GQA 8) at 6-8 positions (most CTAs' slices empty), and
+         * prompt chunks of 2 tokens beside decoding tokens (the call's own rows at several positions) */
+        run_case(gs[i], 3, d3, 1000, 3, 28, 4, 128);
+        run_case(gs[i], 1, d1, 512, 3, 40, 8, 128);
+        run_case(gs[i], 4, d4, 700, 3, 12, 2, 128);
+        run_case(gs[i], 1, tiny, 8, 4, 64, 8, 128);
+        run_case(gs[i], 2, rag, 2, 6, 28, 4, 128);
+        /* 32 decoding sequences of 17-174 positions (the cluster form's only under QWENFT_DECODE_ATTN_CLUSTER_N >= 32) */
+        run_case(gs[i], 32, d32, 1024, 3, 28, 4, 128);
         run_fast(gs[i], 1, 512, 8, 2, 64, 1024, 37, 1);
         run_fast(gs[i], 2, 256, 4, 4, 128, 512, 600, 0);
         run_fast(gs[i], 1, 3584, 28, 4, 128, 18944, 511, 1); /* Qwen2.5-7B's shapes */

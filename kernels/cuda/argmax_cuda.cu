@@ -7,6 +7,7 @@
 #include <math.h>
 
 static const int AM_THREADS = 1024;
+static const int AM_UNROLL = 4; // 16-byte loads in flight a thread (16-bit rows)
 
 template <typename T>
 __global__ void __launch_bounds__(AM_THREADS) argmax_rows_kernel(int32_t *out, float *logprob, const T *x, int V) {
@@ -16,10 +17,36 @@ __global__ void __launch_bounds__(AM_THREADS) argmax_rows_kernel(int32_t *out, f
     const T *row = x + (size_t)blockIdx.x * V;
     float best = -INFINITY;
     int bi = -1;
-    for (int i = threadIdx.x; i < V; i += AM_THREADS) { // increasing i: a later equal value never replaces
-        const float v = tof<T>(row[i]);
-        if (v > best || (bi < 0 && v == best)) best = v, bi = i;
+    // increasing i within a thread: a later equal value never replaces
+    bool vec = false;
+    if constexpr (sizeof(T) == 2) vec = V % 8 == 0 && reinterpret_cast<uintptr_t>(row) % 16 == 0;
+    if constexpr (sizeof(T) == 2) if (vec) {
+        // 16-bit rows in 16-byte words, AM_UNROLL of them in flight a thread (one block reads the row: a scalar load
+        // a turn left the 152k-entry row at 21 us on an H200)
+        const uint4 *r4 = reinterpret_cast<const uint4 *>(row);
+        const int V8 = V / 8;
+        for (int c0 = threadIdx.x; c0 < V8; c0 += AM_THREADS * AM_UNROLL) {
+            uint4 u[AM_UNROLL];
+#pragma unroll
+            for (int k = 0; k < AM_UNROLL; k++)
+                if (c0 + k * AM_THREADS < V8) u[k] = r4[c0 + k * AM_THREADS];
+#pragma unroll
+            for (int k = 0; k < AM_UNROLL; k++) {
+                const int c = c0 + k * AM_THREADS;
+                if (c >= V8) break;
+                float f[8];
+                unpack8<T>(f, u[k]);
+#pragma unroll
+                for (int e = 0; e < 8; e++)
+                    if (f[e] > best || (bi < 0 && f[e] == best)) best = f[e], bi = c * 8 + e;
+            }
+        }
     }
+    if (!vec)
+        for (int i = threadIdx.x; i < V; i += AM_THREADS) {
+            const float v = tof<T>(row[i]);
+            if (v > best || (bi < 0 && v == best)) best = v, bi = i;
+        }
     const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
     for (int o = 16; o > 0; o >>= 1) { // (value, index) pairs: larger value, then smaller index (-1: none)
         const float ov = __shfl_down_sync(0xffffffffu, best, o);

@@ -373,6 +373,31 @@ static void test_swiglu(int N, int F) {
     free(gt), free(u), free(d), free(o), free(dg), free(du);
 }
 
+/* ---- argmax_rows (greedy decoding's pick) ------------------------------------------------------------------------ */
+/* n rows of V logits as the table holds them: the CPU's index (the first maximum) for every row; row 1 repeats its
+ * maximum at a later index, row 2 puts it at the last index, row 3 at the first */
+static void test_argmax(int n, int V) {
+    float *x = frand((size_t)n * V, 3);
+    for (int gi = 0; gi < ngpu; gi++) {
+        const qf_ops *g = gpus[gi];
+        float *xr = qf_malloc((size_t)n * V * 4);
+        for (size_t i = 0; i < (size_t)n * V; i++) xr[i] = actr(g, x[i]);
+        if (n > 1) xr[(size_t)V + V / 3] = 50.0f, xr[(size_t)V + V / 3 + 8] = 50.0f, xr[(size_t)V + V - 1] = 50.0f;
+        if (n > 2) xr[(size_t)2 * V + V - 1] = 60.0f;
+        if (n > 3) xr[(size_t)3 * V] = 70.0f;
+        int32_t *want = qf_malloc((size_t)n * 4), *got = qf_malloc((size_t)n * 4);
+        cpu->argmax_rows(want, NULL, xr, n, V);
+        void *d = up(g, xr, (size_t)n * V);
+        g->argmax_rows(got, NULL, d, n, V);
+        int same = 1;
+        for (int r = 0; r < n; r++) same &= got[r] == want[r];
+        report_bool(g, check_name("argmax_rows [%d, %d]: the CPU's indices", n, V), same);
+        g->free(d);
+        free(xr), free(want), free(got);
+    }
+    free(x);
+}
+
 static void test_flat(size_t n) {
     char nm[160];
     float *y = frand(n, 1), *x = frand(n, 1), *ya = fdup(y, n), *ys = fdup(y, n);
@@ -898,6 +923,9 @@ int main(int argc, char **argv) {
 
     test_swiglu(3, 10);
     test_swiglu(small ? 64 : 1024, 4864);
+    test_argmax(4, 152064); /* Qwen's vocabulary: 16-byte words */
+    test_argmax(4, 1003);   /* an odd width: element by element */
+    test_argmax(1, 8);
     test_flat(small ? 100003 : 1000003);
 
     test_embedding(8, 6, 5);

@@ -79,7 +79,6 @@ struct qf_cuda_ctx {
     int decode_qkv_form;       // QWENFT_DECODE_QKV (bench hook): 0 8w (8 warps), 1 occ3 (the default: 3 blocks per SM), 2 w4
     int gemv_l1;               // QWENFT_GEMV=l1 (bench hook, docs/testing.md): one-row GEMVs on gemv_cuda.cu's L1 form
     int gemv_pf;               // QWENFT_GEMV_PF=8: the one-row shared-memory GEMV with 8 loads in flight per row (else 4)
-    int gemv_even;             // QWENFT_GEMV_GRID=even: its row pairs spread evenly over the SMs (gemv_cuda.cu)
     int gemm_tune;             // QWENFT_GEMM_TUNE=N (bench hook, matmul_cuda.cu): time the heuristic's first N algorithms
                                // of each cuBLASLt plan at its first call and keep the fastest; 0: the heuristic's first
     int decode_attn_split;     // QWENFT_DECODE_ATTN_SPLIT=S: the split attention's cache positions per split (a

@@ -152,10 +152,6 @@ int qfc_context_init(void (*first)(void)) {
         g_ctx.decode_qkv_form = dq && !strcmp(dq, "8w") ? 0 : dq && !strcmp(dq, "w4") ? 2 : 1; // default occ3
         const char *gp = getenv("QWENFT_GEMV_PF");
         g_ctx.gemv_pf = gp && !strcmp(gp, "8") ? 8 : 4;
-        const char *gg = getenv("QWENFT_GEMV_GRID");
-        if (gg && strcmp(gg, "even") && strcmp(gg, "blocks"))
-            QF_FATAL("QWENFT_GEMV_GRID=%s: even or blocks expected", gg);
-        g_ctx.gemv_even = gg && !strcmp(gg, "even");
         const char *gt = getenv("QWENFT_GEMM_TUNE");
         const int gtv = gt && *gt ? atoi(gt) : 0; // empty: off
         if (gt && *gt && (gtv < 2 || gtv > 32))

@@ -24,7 +24,6 @@
 #include "cuda_common.cuh"
 
 static const int GV_WARPS = 8;
-static const int GV_MAX_WARPS = 16; // gemv_smem_kernel's blocks under QWENFT_GEMV_GRID=even
 static const size_t GV_X_BYTES = (size_t)16 << 10;
 static const size_t GV_SMEM_X_BYTES = (size_t)96 << 10; // x staged in shared memory (opt-in past 48 KiB)
 static const int GV_PF = 4;                             // 16-byte loads in flight per W row and lane
@@ -86,81 +85,62 @@ __device__ __forceinline__ void gv_store(T *out, const float (&acc)[M], const T 
     out[i] = fromf<T>(v);
 }
 
-// x [M, IN] in shared memory, two W rows per warp (16-bit T only): out[m, o] for the block's row pairs
-// [blockIdx.x * ppb, + ppb), pair p = rows 2p, 2p + 1, warp w taking pairs w, w + warps, ...; PF 16-byte loads in
-// flight per row and lane (GV_PF; 8 under QWENFT_GEMV_PF=8, a bench hook)
+// x [M, IN] in shared memory, two W rows per warp (16-bit T only): out[m, o] for o = 2 * (block's warp) + {0, 1};
+// PF 16-byte loads in flight per row and lane (GV_PF; 8 under QWENFT_GEMV_PF=8, a bench hook)
 template <typename T, int M, int PF>
-__global__ void __launch_bounds__(GV_MAX_WARPS * 32)
+__global__ void __launch_bounds__(GV_WARPS * 32)
     gemv_smem_kernel(T *out, const T *x, const T *w, const T *bias, const T *res, int IN, int OUT, int accumulate,
-                     int pf, int ppb) {
+                     int pf) {
     extern __shared__ uint4 gv_xs[]; // [M * IN / 8] 16-byte words of x
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-    const int P = (OUT + 1) / 2, pb0 = blockIdx.x * ppb, pend = min(pb0 + ppb, P);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int o0 = (blockIdx.x * GV_WARPS + warp) * 2, o1 = o0 + 1 < OUT ? o0 + 1 : o0;
+    const bool on = o0 < OUT;
+    const T *w0 = w + (size_t)(on ? o0 : 0) * IN, *w1 = w + (size_t)(on ? o1 : 0) * IN;
     const int line = 128 / (int)sizeof(T);
-    for (int pr = pb0 + warp; pr < pend; pr += warps) { // the rows' first pf elements asked of L2 while the kernel
-        const int o0 = 2 * pr, o1 = o0 + 1 < OUT ? o0 + 1 : o0; // before this one ends
-        for (int k = lane * line; k < IN && k < pf; k += 32 * line)
-            qf_prefetch_l2(w + (size_t)o0 * IN + k), qf_prefetch_l2(w + (size_t)o1 * IN + k);
-    }
+    if (on) // the rows' first pf elements asked of L2 while the kernel before this one ends
+        for (int k = lane * line; k < IN && k < pf; k += 32 * line) qf_prefetch_l2(w0 + k), qf_prefetch_l2(w1 + k);
     qf_pdl_wait();
     qf_pdl_trigger(); // after the wait: the next kernel's weight prefetch overlaps this one only (L2 holds its rows)
-    int pr = pb0 + warp;
-    bool on = pr < pend;
-    int o0 = 2 * pr, o1 = o0 + 1 < OUT ? o0 + 1 : o0;
     uint4 pa[PF], pb[PF];
 #pragma unroll
     for (int i = 0; i < PF; i++) {
         const int k = lane * 8 + i * 256;
-        if (on && k < IN)
-            pa[i] = __ldcs(reinterpret_cast<const uint4 *>(w + (size_t)o0 * IN + k)),
-            pb[i] = __ldcs(reinterpret_cast<const uint4 *>(w + (size_t)o1 * IN + k));
+        if (on && k < IN) pa[i] = __ldcs(reinterpret_cast<const uint4 *>(w0 + k)), pb[i] = __ldcs(reinterpret_cast<const uint4 *>(w1 + k));
     }
     const int words = M * IN / 8;
-    for (int e = threadIdx.x; e < words; e += blockDim.x) gv_xs[e] = reinterpret_cast<const uint4 *>(x)[e];
+    for (int e = threadIdx.x; e < words; e += GV_WARPS * 32) gv_xs[e] = reinterpret_cast<const uint4 *>(x)[e];
     __syncthreads();
-    for (; on; pr += warps, on = pr < pend, o0 = 2 * pr, o1 = o0 + 1 < OUT ? o0 + 1 : o0) {
-        const T *w0 = w + (size_t)o0 * IN, *w1 = w + (size_t)o1 * IN;
-        if (pr != pb0 + warp) // a later pair: its first loads
+    if (!on) return;
+    float a0[M], a1[M];
 #pragma unroll
-            for (int i = 0; i < PF; i++) {
-                const int k = lane * 8 + i * 256;
-                if (k < IN)
-                    pa[i] = __ldcs(reinterpret_cast<const uint4 *>(w0 + k)),
-                    pb[i] = __ldcs(reinterpret_cast<const uint4 *>(w1 + k));
-            }
-        float a0[M], a1[M];
+    for (int m = 0; m < M; m++) a0[m] = 0.0f, a1[m] = 0.0f;
+    for (int k0 = lane * 8; k0 < IN; k0 += PF * 256) {
 #pragma unroll
-        for (int m = 0; m < M; m++) a0[m] = 0.0f, a1[m] = 0.0f;
-        for (int k0 = lane * 8; k0 < IN; k0 += PF * 256) {
+        for (int i = 0; i < PF; i++) {
+            const int k = k0 + i * 256;
+            if (k >= IN) break;
+            float wa[8], wb[8];
+            const T *ha = reinterpret_cast<const T *>(&pa[i]), *hb = reinterpret_cast<const T *>(&pb[i]);
 #pragma unroll
-            for (int i = 0; i < PF; i++) {
-                const int k = k0 + i * 256;
-                if (k >= IN) break;
-                float wa[8], wb[8];
-                const T *ha = reinterpret_cast<const T *>(&pa[i]), *hb = reinterpret_cast<const T *>(&pb[i]);
+            for (int j = 0; j < 8; j++) wa[j] = tof<T>(ha[j]), wb[j] = tof<T>(hb[j]);
+            const int kn = k + PF * 256;
+            if (kn < IN) pa[i] = __ldcs(reinterpret_cast<const uint4 *>(w0 + kn)), pb[i] = __ldcs(reinterpret_cast<const uint4 *>(w1 + kn));
 #pragma unroll
-                for (int j = 0; j < 8; j++) wa[j] = tof<T>(ha[j]), wb[j] = tof<T>(hb[j]);
-                const int kn = k + PF * 256;
-                if (kn < IN)
-                    pa[i] = __ldcs(reinterpret_cast<const uint4 *>(w0 + kn)),
-                    pb[i] = __ldcs(reinterpret_cast<const uint4 *>(w1 + kn));
+            for (int m = 0; m < M; m++) {
+                const uint4 xu = gv_xs[((size_t)m * IN + k) / 8];
+                const T *hx = reinterpret_cast<const T *>(&xu);
 #pragma unroll
-                for (int m = 0; m < M; m++) {
-                    const uint4 xu = gv_xs[((size_t)m * IN + k) / 8];
-                    const T *hx = reinterpret_cast<const T *>(&xu);
-#pragma unroll
-                    for (int j = 0; j < 8; j++) {
-                        const float xf = tof<T>(hx[j]);
-                        a0[m] += wa[j] * xf, a1[m] += wb[j] * xf;
-                    }
+                for (int j = 0; j < 8; j++) {
+                    const float xf = tof<T>(hx[j]);
+                    a0[m] += wa[j] * xf, a1[m] += wb[j] * xf;
                 }
             }
         }
-#pragma unroll
-        for (int m = 0; m < M; m++) a0[m] = warp_sum(a0[m]), a1[m] = warp_sum(a1[m]);
-        gv_store<T, M>(out, a0, bias, res, o0, OUT, accumulate, lane);
-        if (o1 != o0) gv_store<T, M>(out, a1, bias, res, o1, OUT, accumulate, lane);
     }
+#pragma unroll
+    for (int m = 0; m < M; m++) a0[m] = warp_sum(a0[m]), a1[m] = warp_sum(a1[m]);
+    gv_store<T, M>(out, a0, bias, res, o0, OUT, accumulate, lane);
+    if (o1 != o0) gv_store<T, M>(out, a1, bias, res, o1, OUT, accumulate, lane);
 }
 
 // one or two rows too wide for L1 (16-bit T, IN % 8 == 0, 16-byte aligned): gemv_smem_kernel; true when it ran
@@ -170,28 +150,16 @@ static bool gemv_smem(T *out, const T *x, const T *w, const T *bias, const T *re
     const size_t smem = (size_t)N * IN * sizeof(T);
     if (sizeof(T) != 2 || N != 1 || smem > GV_SMEM_X_BYTES || smem + 1024 > (size_t)qfc().smem_optin) return false;
     // (two rows of down measured slower than cuBLASLt: 45 us against 38 at 7B; N = 1 only)
-    // blocks of 8 warps, a row pair each; under QWENFT_GEMV_GRID=even (a bench hook) the row pairs spread evenly
-    // over the SMs where each SM's share fits one block: ceil(P / SMs) pairs a block on up to 16 warps (Qwen2.5-7B's
-    // o and down, 1,792 pairs on 132 SMs: 128 blocks of 14 warps, where 224 blocks of 8 leave 92 SMs two blocks and
-    // 40 one). The same sums in the same order either way.
-    const int P = (OUT + 1) / 2;
-    int ppb = GV_WARPS, warps = GV_WARPS;
-    if (qfc().gemv_even && P <= GV_MAX_WARPS * 4 * qfc().num_sms) {
-        ppb = (P + qfc().num_sms - 1) / qfc().num_sms;
-        warps = ppb < GV_MAX_WARPS ? ppb : GV_MAX_WARPS;
-    }
-    const unsigned grid = (unsigned)((P + ppb - 1) / ppb);
+    const unsigned grid = (unsigned)((OUT + 2 * GV_WARPS - 1) / (2 * GV_WARPS));
     const int pf = (size_t)OUT * IN * sizeof(T) <= ((size_t)32 << 20) ? IN : GV_PF * 256;
     if (qfc().gemv_pf == 8) { // QWENFT_GEMV_PF=8 (a bench hook): twice the loads in flight per row
         if (smem > 46 * 1024)
             CHECK_CUDA(cudaFuncSetAttribute(gemv_smem_kernel<T, 1, 8>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        qfc_launch_pdl(gemv_smem_kernel<T, 1, 8>, grid, warps * 32, smem, out, x, w, bias, res, IN, OUT, accumulate,
-                       pf, ppb);
+        qfc_launch_pdl(gemv_smem_kernel<T, 1, 8>, grid, GV_WARPS * 32, smem, out, x, w, bias, res, IN, OUT, accumulate, pf);
     } else {
         if (smem > 46 * 1024)
             CHECK_CUDA(cudaFuncSetAttribute(gemv_smem_kernel<T, 1, GV_PF>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        qfc_launch_pdl(gemv_smem_kernel<T, 1, GV_PF>, grid, warps * 32, smem, out, x, w, bias, res, IN, OUT,
-                       accumulate, pf, ppb);
+        qfc_launch_pdl(gemv_smem_kernel<T, 1, GV_PF>, grid, GV_WARPS * 32, smem, out, x, w, bias, res, IN, OUT, accumulate, pf);
     }
     CHECK_LAUNCH();
     return true;

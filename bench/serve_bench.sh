@@ -122,4 +122,5 @@ PY
 fi
 curl -s "$url/metrics" > "$out/serve_metrics.txt" 2> /dev/null || true
 kill -TERM $pid; wait $pid; echo "serve exit: $?"
+grep -E "model calls|cuda graphs" "$work/serve.err" # the steps, those queued ahead, the graphs captured
 rm -rf "$work"

@@ -678,6 +678,16 @@ int qf_model_alloc_paged(qf_model *m, int Ntok, int max_seqs, int nblocks, int b
     QF_CHECK(Ntok >= 1 && max_seqs >= 1 && block_size >= 1 && maxb >= 1 && S >= Ntok && S <= INT32_MAX);
     if (cache_alloc(m, Ntok, (int)S, l0, l1, e)) return e->code;
     m->paged = 1;
+    m->paged_step = QF_PAGED_LEN_STEP;
+    const char *ls = getenv("QWENFT_PAGED_LEN_STEP"); /* a bench hook (docs/testing.md) */
+    if (ls) {
+        char *end;
+        const long v = strtol(ls, &end, 10);
+        if (end == ls || *end || v < 64 || v > 65536 || v % 64)
+            return qf_err_set(e, QF_EXIT_INPUT, "QWENFT_PAGED_LEN_STEP=%s: a multiple of 64 from 64 to 65536 expected",
+                              ls);
+        m->paged_step = (int)v;
+    }
     m->block_size = block_size;
     m->max_seqs = max_seqs;
     m->maxb = maxb;
@@ -705,8 +715,8 @@ int qf_model_alloc_paged(qf_model *m, int Ntok, int max_seqs, int nblocks, int b
  * QF_PAGED_LEN_STEP, at most the block tables' reach (attention_paged bounds each token by its own position; the
  * split of the positions, and so the rounding of the sums, follows this bound: one bound for eager and graph) */
 static int paged_len_of(const qf_model *m, int maxpos) {
-    const int64_t reach = (int64_t)m->maxb * m->block_size;
-    int64_t b = ((int64_t)maxpos + QF_PAGED_LEN_STEP) / QF_PAGED_LEN_STEP * QF_PAGED_LEN_STEP;
+    const int64_t reach = (int64_t)m->maxb * m->block_size, st = m->paged_step;
+    int64_t b = ((int64_t)maxpos + st) / st * st;
     return (int)(b < reach ? b : reach);
 }
 

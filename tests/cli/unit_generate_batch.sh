@@ -12,7 +12,8 @@
 #   --decode-ahead off (each step's picks read before the next step is queued) == on (the default) for a batch, stops
 #     by string and id mid-batch, streaming and 1-2 new tokens; --timing says which ran (sampling: off, why);
 #   bad values exit 2 naming the option or FILE:LINE (--max-new-tokens beyond the context, --top-p 1.5,
-#   --temperature 0, --greedy with --temperature, a bad --prompts line, two prompt sources).
+#   --temperature 0, --greedy with --temperature, a bad --prompts line, two prompt sources);
+#   QWENFT_PAGED_LEN_STEP (a bench hook, the attention bound's step): 256 gives the same ids, 100 exits 2 naming it.
 # Env: QWENFT (binary), WORK (scratch dir, created here), SRC (source tree).
 set -euo pipefail
 . "$SRC/tests/unit_common.sh"
@@ -130,6 +131,17 @@ open("bad2.jsonl", "w").write('{"prompt_ids": [1, -2]}\n')
 err = gen("--prompts", "bad2.jsonl", rc=2)
 if "bad2.jsonl:1: prompt_ids[1]" not in err: bad += 1; print(f"FAIL: bad prompt_ids: {err}")
 print("bad values: exit 2 naming the option / FILE:LINE")
+# the attention bound's step (QWENFT_PAGED_LEN_STEP, a bench hook): another step, the same text on the CPU (its
+# attention bounds each token by its own position); a bad one stops with exit 2 naming it
+import os
+os.environ["QWENFT_PAGED_LEN_STEP"] = "256"
+fox256 = gen("--prompt", "the quick brown fox", "--json")[0]["ids"]
+os.environ["QWENFT_PAGED_LEN_STEP"] = "100"
+err = gen("--prompt", "the quick brown fox", rc=2)
+if "QWENFT_PAGED_LEN_STEP=100" not in err: bad += 1; print(f"FAIL: QWENFT_PAGED_LEN_STEP=100: {err}")
+del os.environ["QWENFT_PAGED_LEN_STEP"]
+expect("QWENFT_PAGED_LEN_STEP=256: the default's ids", fox256, gen("--prompt", "the quick brown fox", "--json")[0]["ids"])
+print("QWENFT_PAGED_LEN_STEP: another step the same ids, a bad one exit 2")
 sys.exit(1 if bad else 0)
 PY
 echo PASS

@@ -13,6 +13,7 @@
 //                 and the split block that finishes last (a per-item counter, reset by that block) merges them
 //                 (running max and exp-sum): one launch whatever the split (a separate merge kernel was a second
 //                 launch per layer, a few microseconds of a batch-1 step's 25 us attention).
+// Calls of a few decoding tokens run the cluster form instead where it applies (decode_attn_cluster_cuda.cu).
 // attn_split is a programmatic dependent launch: its blocks ask L2 for their k/v rows, then wait for the kernel
 // before them (cuda_common.cuh).
 // fp32 math throughout, scale 1/sqrt(D) folded into q, one rounding to T on store. The CPU table's result is the
@@ -42,11 +43,10 @@ bool cu_attention_cluster(void *out, const void *q, const void *kc, const void *
 // positions fit one split writes its output directly; otherwise the split's unnormalised sum, max and exp-sum go
 // to scratch, and the item's last block to finish merges its splits into the output (cnt: one counter per item,
 // zero between calls).
-// Rows: where position p of token tok's sequence lives in the paged pool.
+// Rows (paged_rows.cuh): where position p of token tok's sequence lives in the paged pool.
 static const int AS_THREADS = 128;
 static const int AS_MAXG = 8;      // query heads per block (more GQA heads: more blocks)
 static const int AS_MAX_SPLIT = 512;
-
 
 // phase 1's sums: acc[g] += q_g . f over 8 dimensions of a key row (q_g at qg + g * QS), the heads g < ng
 __device__ __forceinline__ void as_dot8(float (&acc)[AS_MAXG], const float *qg, int QS, int ng, const float (&f)[8]) {

@@ -353,6 +353,22 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
+// one warp (every lane) over the n scores p: their max m and, with each p[j] replaced by e^(p[j] - m), the exp-sum l
+// (an attention row's softmax before its normalisation; n = 0: m = -inf, l = 0)
+__device__ __forceinline__ float2 warp_exp_row(float *p, int n) {
+    const int lane = threadIdx.x % 32;
+    float m = -INFINITY;
+    for (int j = lane; j < n; j += 32) m = fmaxf(m, p[j]);
+    m = warp_max(m);
+    float l = 0.0f;
+    for (int j = lane; j < n; j += 32) {
+        const float e = expf(p[j] - m);
+        p[j] = e;
+        l += e;
+    }
+    return make_float2(m, warp_sum(l));
+}
+
 // ---- internal op functions (signatures as in ops.h; T = element type of "act") ----------------------------------
 // elementwise_cuda.cu
 template <typename T> void cu_act_from_f32(void *dst, const float *src, size_t n);

@@ -249,17 +249,8 @@ __global__ void __launch_bounds__(AS_THREADS)
     __syncthreads();
     const int warp = tid / 32, lane = tid % 32;
     for (int g = warp; g < ng; g += AS_THREADS / 32) { // phase 2: the split's max and exp-sum per head
-        float m = -INFINITY;
-        for (int j = lane; j < n; j += 32) m = fmaxf(m, ps[g * split + j]);
-        m = warp_max(m);
-        float l = 0.0f;
-        for (int j = lane; j < n; j += 32) {
-            const float e = expf(ps[g * split + j] - m);
-            ps[g * split + j] = e;
-            l += e;
-        }
-        l = warp_sum(l);
-        if (lane == 0) ml[2 * g] = m, ml[2 * g + 1] = l;
+        const float2 r = warp_exp_row(ps + g * split, n);
+        if (lane == 0) ml[2 * g] = r.x, ml[2 * g + 1] = r.y;
     }
     __syncthreads();
     // phase 3: p . v with 16-byte loads: DV = D/8 threads cover a cache row, P = THREADS/DV position lanes take

@@ -132,16 +132,8 @@ __global__ void __launch_bounds__(AC_THREADS)
     __syncthreads();
     const int warp = tid / 32, lane = tid % 32;
     if (warp < ng) { // the slice's max and exp-sum of head warp (an empty slice: -inf, 0)
-        float m = -INFINITY, l = 0.0f;
-        for (int j = lane; j < n; j += 32) m = fmaxf(m, ps[warp * per_max + j]);
-        m = warp_max(m);
-        for (int j = lane; j < n; j += 32) {
-            const float e = expf(ps[warp * per_max + j] - m);
-            ps[warp * per_max + j] = e;
-            l += e;
-        }
-        l = warp_sum(l);
-        if (lane == 0) ml[2 * warp] = m, ml[2 * warp + 1] = l;
+        const float2 r = warp_exp_row(ps + warp * per_max, n);
+        if (lane == 0) ml[2 * warp] = r.x, ml[2 * warp + 1] = r.y;
     }
     __syncthreads();
     // p.v: 16 threads a row (dimensions 8 dv..), 16 position lanes (pl) over the slice

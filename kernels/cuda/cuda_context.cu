@@ -183,6 +183,10 @@ int qfc_context_init(void (*first)(void)) {
             QF_FATAL("QWENFT_DECODE_ATTN_CLUSTER_N=%s: the most tokens a call the cluster attention takes, 1 to 64, "
                      "expected", cn);
         g_ctx.decode_attn_cluster_n = cnv;
+        const char *ab = getenv("QWENFT_DECODE_ATTN_BOUND");
+        if (ab && strcmp(ab, "cap") && strcmp(ab, "step"))
+            QF_FATAL("QWENFT_DECODE_ATTN_BOUND=%s: cap or step expected", ab);
+        g_ctx.attn_bound_step = ab && !strcmp(ab, "step");
     }
     CHECK_CUDA(cudaStreamCreateWithFlags(&g_ctx.stream, cudaStreamNonBlocking));
     CHECK_CUDA(cudaDeviceGetDefaultMemPool(&g_ctx.pool, g_ctx.device));

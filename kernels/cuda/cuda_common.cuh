@@ -92,6 +92,7 @@ struct qf_cuda_ctx {
                                // the cluster form (decode_attn_cluster_cuda.cu) where it applies
     int decode_attn_cluster_n; // QWENFT_DECODE_ATTN_CLUSTER_N (1-64, default 4)
     int attn_bound_step;       // QWENFT_DECODE_ATTN_BOUND=step: attention_paged_bound returns max_len (a bench hook)
+    int qkv_pf_ahead;          // QWENFT_QKV_PF=ahead: decode_qkv's first half of blocks prefetch the second's rows
     long attn_cluster_launches; // the cluster form's launches so far (the GPU tests check that it ran)
     size_t attn_cluster_smem[2][3]; // its shared-memory opt-in set so far, per kernel instance [bf16, f16][GS 1, 2, 4]
     cudaStream_t stream;       // the one compute stream (qf_cuda_stream())

@@ -187,6 +187,10 @@ int qfc_context_init(void (*first)(void)) {
         if (ab && strcmp(ab, "cap") && strcmp(ab, "step"))
             QF_FATAL("QWENFT_DECODE_ATTN_BOUND=%s: cap or step expected", ab);
         g_ctx.attn_bound_step = ab && !strcmp(ab, "step");
+        const char *qp = getenv("QWENFT_QKV_PF");
+        if (qp && strcmp(qp, "ahead") && strcmp(qp, "own"))
+            QF_FATAL("QWENFT_QKV_PF=%s: own or ahead expected", qp);
+        g_ctx.qkv_pf_ahead = qp && !strcmp(qp, "ahead");
     }
     CHECK_CUDA(cudaStreamCreateWithFlags(&g_ctx.stream, cudaStreamNonBlocking));
     CHECK_CUDA(cudaDeviceGetDefaultMemPool(&g_ctx.pool, g_ctx.device));

@@ -191,6 +191,12 @@ int qfc_context_init(void (*first)(void)) {
         if (qp && strcmp(qp, "ahead") && strcmp(qp, "own"))
             QF_FATAL("QWENFT_QKV_PF=%s: own or ahead expected", qp);
         g_ctx.qkv_pf_ahead = qp && !strcmp(qp, "ahead");
+        const char *sc = getenv("QWENFT_SMEM_CARVEOUT");
+        char *sce = NULL;
+        const long scv = sc ? strtol(sc, &sce, 10) : -1;
+        if (sc && (sce == sc || *sce || scv < 0 || scv > 100))
+            QF_FATAL("QWENFT_SMEM_CARVEOUT=%s: a percentage from 0 to 100 expected", sc);
+        g_ctx.carveout = (int)scv;
     }
     CHECK_CUDA(cudaStreamCreateWithFlags(&g_ctx.stream, cudaStreamNonBlocking));
     CHECK_CUDA(cudaDeviceGetDefaultMemPool(&g_ctx.pool, g_ctx.device));

@@ -209,6 +209,9 @@ static void ac_launch(void *out, const void *q, const void *kc, const void *vc, 
                                         (int)L.bytes));
         opted = L.bytes;
     }
+    if (qfc().carveout >= 0) // QWENFT_SMEM_CARVEOUT (a bench hook)
+        CHECK_CUDA(cudaFuncSetAttribute(attn_cluster_kernel<T, GS>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                        qfc().carveout));
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3((unsigned)((size_t)N * KV * ngrp * AC_RANKS)), cfg.blockDim = dim3(AC_THREADS);
     cfg.dynamicSmemBytes = L.bytes, cfg.stream = qfc_stream();

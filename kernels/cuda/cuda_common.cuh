@@ -92,7 +92,6 @@ struct qf_cuda_ctx {
                                // the cluster form (decode_attn_cluster_cuda.cu) where it applies
     int decode_attn_cluster_n; // QWENFT_DECODE_ATTN_CLUSTER_N (1-64, default 4)
     int attn_bound_step;       // QWENFT_DECODE_ATTN_BOUND=step: attention_paged_bound returns max_len (a bench hook)
-    int qkv_pf_ahead;          // QWENFT_QKV_PF=ahead: decode_qkv's first half of blocks prefetch the second's rows
     int carveout;              // QWENFT_SMEM_CARVEOUT=P (0-100): the programmatic launches' preferred shared-memory
                                // carveout, set before each launch (a bench hook); -1: the driver's choice
     long attn_cluster_launches; // the cluster form's launches so far (the GPU tests check that it ran)

@@ -187,10 +187,6 @@ int qfc_context_init(void (*first)(void)) {
         if (ab && strcmp(ab, "cap") && strcmp(ab, "step"))
             QF_FATAL("QWENFT_DECODE_ATTN_BOUND=%s: cap or step expected", ab);
         g_ctx.attn_bound_step = ab && !strcmp(ab, "step");
-        const char *qp = getenv("QWENFT_QKV_PF");
-        if (qp && strcmp(qp, "ahead") && strcmp(qp, "own"))
-            QF_FATAL("QWENFT_QKV_PF=%s: own or ahead expected", qp);
-        g_ctx.qkv_pf_ahead = qp && !strcmp(qp, "ahead");
         const char *sc = getenv("QWENFT_SMEM_CARVEOUT");
         char *sce = NULL;
         const long scv = sc ? strtol(sc, &sce, 10) : -1;

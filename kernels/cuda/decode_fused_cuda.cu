@@ -167,19 +167,7 @@ struct df_qkv_args {
     int C, H, KV, D, maxb, bs;
     float eps;
     double theta;
-    int ahead; // QWENFT_QKV_PF=ahead (a bench hook): blocks b < grid - ahead also prefetch block b + ahead's rows
 };
-
-// the rows of q's, k's or v's weights that pair p (of (H + 2 KV) * D/2) of df_qkv_args a dots: *w1 (feature i of
-// its head), *w2 (i + D/2); false past the last head
-template <typename T> __device__ __forceinline__ bool df_qkv_rows(const df_qkv_args &a, int p, const T **w1, const T **w2) {
-    const int half = a.D / 2, hh = p / half, i = p % half;
-    if (hh >= a.H + 2 * a.KV) return false;
-    const int part = hh < a.H ? 0 : hh < a.H + a.KV ? 1 : 2, head = hh - (part == 0 ? 0 : part == 1 ? a.H : a.H + a.KV);
-    const T *w = (const T *)a.w[part];
-    *w1 = w + (size_t)(head * a.D + i) * a.C, *w2 = *w1 + (size_t)half * a.C;
-    return true;
-}
 
 // one warp per (head of q | k | v, i < D/2): outputs i and i + D/2 of that head for the M tokens; W warps a block,
 // at least MINB blocks resident per SM (the block shapes of QWENFT_DECODE_QKV, cu_decode_qkv)
@@ -195,9 +183,6 @@ __global__ void __launch_bounds__(W * 32, MINB) decode_qkv_kernel(df_qkv_args a)
     const T *w1 = w + (size_t)o1 * a.C, *w2 = w + (size_t)o2 * a.C;
     qf_pdl_trigger();
     if (on) df_prefetch_l2<T>(w1, w2, a.C, a.C, lane); // the whole rows: q/k/v's 33 MB (7B) fit L2
-    const T *f1, *f2; // the blocks that cannot be resident beside the kernel before this one: their rows asked for too
-    if (a.ahead && (int)blockIdx.x + a.ahead < (int)gridDim.x && df_qkv_rows<T>(a, p + a.ahead * W, &f1, &f2))
-        df_prefetch_l2<T>(f1, f2, a.C, a.C, lane);
     qf_pdl_wait(); // x is the previous kernel's output (and streamed weights may have just landed: loads after it)
     df_pipe<T> pipe;
     df_begin<T>(pipe, w1, w2, a.C, lane, on);
@@ -267,7 +252,7 @@ template <typename T> int cu_decode_qkv(const qf_decode_qkv *d) {
         !qf_ptr_aligned(d->wq, 16) || !qf_ptr_aligned(d->wk, 16) || !qf_ptr_aligned(d->wv, 16))
         return 0;
     df_qkv_args a = {d->q, d->kpool, d->vpool, d->x, d->ln_w, {d->wq, d->wk, d->wv}, {d->bq, d->bk, d->bv},
-                     d->seq, d->pos, d->btab, d->C, d->H, d->KV, d->D, d->maxb, d->bs, d->eps, d->theta, 0};
+                     d->seq, d->pos, d->btab, d->C, d->H, d->KV, d->D, d->maxb, d->bs, d->eps, d->theta};
     const size_t pairs = (size_t)(d->H + 2 * d->KV) * half, smem = sizeof(float) * (size_t)d->N * d->C;
     // the block shape (QWENFT_DECODE_QKV, a bench hook: cuda_context.cu): 8 warps with 3 resident per SM (the
     // default, "occ3": at most 85 registers, Qwen2.5-7B's 288 blocks in one wave; 10.7 us at batch 1 on an H200),
@@ -275,7 +260,6 @@ template <typename T> int cu_decode_qkv(const qf_decode_qkv *d) {
     // blocks of 128 threads, 5 resident per SM; 11.9 us)
     const int form = qfc().decode_qkv_form, w = form == 2 ? 4 : 8;
     const unsigned grid = (unsigned)((pairs + w - 1) / w);
-    if (qfc().qkv_pf_ahead) a.ahead = (int)(grid / 2); // the first half's blocks ask for the second half's rows too
     if (form == 2 && d->N == 1) qfc_launch_pdl(decode_qkv_kernel<T, 1, 4, 5>, grid, 4 * 32, smem, a);
     else if (form == 2) qfc_launch_pdl(decode_qkv_kernel<T, 2, 4, 5>, grid, 4 * 32, smem, a);
     else if (form == 1 && d->N == 1) qfc_launch_pdl(decode_qkv_kernel<T, 1, 8, 3>, grid, 8 * 32, smem, a);

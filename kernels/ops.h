@@ -264,13 +264,6 @@ typedef struct qf_ops {
      * copy to the host, no sync), so the next call can take the picks as its tokens (copy_d2d) before the host
      * reads them (copy_start). On the CPU table it is argmax_rows. */
     void (*argmax_rows_dev)(int32_t *ids, float *logprob, const void *x, int n, int V);
-
-    /* The max_len to pass attention_paged for a call of N tokens whose positions are below max_len: max_len, or a
-     * larger bound under which the call does the same work, so that calls whose bounds differ can share one
-     * captured CUDA graph (the paged model keys its graphs by this bound). The CUDA tables: the cluster form's cap
-     * (1024 positions) for the calls that form takes, whose work follows each token's own position; max_len for the
-     * split kernel, whose split of the positions follows the bound. Optional (NULL: max_len). */
-    int (*attention_paged_bound)(int N, int H, int KV, int D, int max_len);
 } qf_ops;
 enum { QF_COPY_H2D = 0, QF_COPY_D2H = 1, QF_COPY_AFTER_PREV = 2, QF_COPY_TICKETS = 256, QF_SIDE_MARKS = 1024 };
 

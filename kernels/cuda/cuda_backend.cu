@@ -24,7 +24,6 @@ template <typename T>
 void cu_attention_paged(void *out, const void *q, const void *k, const void *v, void *kpool, void *vpool,
                         const int32_t *seq, const int32_t *pos, const int32_t *btab, int N, int maxb, int bs, int H,
                         int KV, int D, int max_len);
-template <typename T> int cu_attention_paged_bound(int N, int H, int KV, int D, int max_len);
 template <typename T>
 void cu_kv_append_paged(void *kpool, void *vpool, const void *k, const void *v, const int32_t *seq, const int32_t *pos,
                         const int32_t *btab, int N, int maxb, int bs, int KV, int D);
@@ -47,7 +46,7 @@ template <typename T> int cu_decode_mlp(const qf_decode_mlp *a);
             cu_classifier<T>, cu_sumsq<T>, cu_sumsq_to<T>, cu_scale<T>, cu_nonfinite<T>, cu_adamw<T>,                                   \
             cu_attention_paged<T>, cu_copy_start, cu_copy_finish, cu_copy_wait, cu_side_begin, cu_side_mark, cu_side_end, cu_side_wait, cu_range_push, cu_range_pop, cu_copy_bytes, cu_argmax_rows<T>, \
             cu_decode_qkv<T>, cu_decode_mlp<T>, FP8_WEIGHT, FP8_SAME_X, FP8_SAVED_X, GRAPH_RUN,                \
-            cu_kv_append_paged<T>, cu_attention_prompt<T>, cu_argmax_rows_dev<T>, cu_attention_paged_bound<T>        \
+            cu_kv_append_paged<T>, cu_attention_prompt<T>, cu_argmax_rows_dev<T>                             \
     }
 static const qf_ops cuda_ops_bf16 = QF_CUDA_TABLE("cuda", bf16, QF_DT_BF16);
 static const qf_ops cuda_ops_f32 = QF_CUDA_TABLE("cuda-f32", float, QF_DT_F32);

@@ -91,9 +91,6 @@ struct qf_cuda_ctx {
                                // 5 (the default, "cluster"): as 4, and calls of up to decode_attn_cluster_n tokens on
                                // the cluster form (decode_attn_cluster_cuda.cu) where it applies
     int decode_attn_cluster_n; // QWENFT_DECODE_ATTN_CLUSTER_N (1-64, default 4)
-    int attn_bound_step;       // QWENFT_DECODE_ATTN_BOUND=step: attention_paged_bound returns max_len (a bench hook)
-    int carveout;              // QWENFT_SMEM_CARVEOUT=P (0-100): the programmatic launches' preferred shared-memory
-                               // carveout, set before each launch (a bench hook); -1: the driver's choice
     long attn_cluster_launches; // the cluster form's launches so far (the GPU tests check that it ran)
     size_t attn_cluster_smem[2][3]; // its shared-memory opt-in set so far, per kernel instance [bf16, f16][GS 1, 2, 4]
     cudaStream_t stream;       // the one compute stream (qf_cuda_stream())
@@ -334,8 +331,6 @@ static inline void qfc_launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 bloc
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = at, cfg.numAttrs = qfc().pdl ? 1 : 0;
-    if (qfc().carveout >= 0) // QWENFT_SMEM_CARVEOUT (a bench hook)
-        CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, qfc().carveout));
     CHECK_CUDA(cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...));
 }
 

@@ -183,16 +183,6 @@ int qfc_context_init(void (*first)(void)) {
             QF_FATAL("QWENFT_DECODE_ATTN_CLUSTER_N=%s: the most tokens a call the cluster attention takes, 1 to 64, "
                      "expected", cn);
         g_ctx.decode_attn_cluster_n = cnv;
-        const char *ab = getenv("QWENFT_DECODE_ATTN_BOUND");
-        if (ab && strcmp(ab, "cap") && strcmp(ab, "step"))
-            QF_FATAL("QWENFT_DECODE_ATTN_BOUND=%s: cap or step expected", ab);
-        g_ctx.attn_bound_step = ab && !strcmp(ab, "step");
-        const char *sc = getenv("QWENFT_SMEM_CARVEOUT");
-        char *sce = NULL;
-        const long scv = sc ? strtol(sc, &sce, 10) : -1;
-        if (sc && (sce == sc || *sce || scv < 0 || scv > 100))
-            QF_FATAL("QWENFT_SMEM_CARVEOUT=%s: a percentage from 0 to 100 expected", sc);
-        g_ctx.carveout = (int)scv;
     }
     CHECK_CUDA(cudaStreamCreateWithFlags(&g_ctx.stream, cudaStreamNonBlocking));
     CHECK_CUDA(cudaDeviceGetDefaultMemPool(&g_ctx.pool, g_ctx.device));

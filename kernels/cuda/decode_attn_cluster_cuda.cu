@@ -209,9 +209,6 @@ static void ac_launch(void *out, const void *q, const void *kc, const void *vc, 
                                         (int)L.bytes));
         opted = L.bytes;
     }
-    if (qfc().carveout >= 0) // QWENFT_SMEM_CARVEOUT (a bench hook)
-        CHECK_CUDA(cudaFuncSetAttribute(attn_cluster_kernel<T, GS>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                        qfc().carveout));
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3((unsigned)((size_t)N * KV * ngrp * AC_RANKS)), cfg.blockDim = dim3(AC_THREADS);
     cfg.dynamicSmemBytes = L.bytes, cfg.stream = qfc_stream();
@@ -227,20 +224,6 @@ static void ac_launch(void *out, const void *q, const void *kc, const void *vc, 
     qfc().attn_cluster_launches++;
 }
 
-// the calls of 16-bit tables the cluster form takes (with 16-byte aligned q and pools)
-static bool ac_takes(int N, int D, int max_len) {
-    return qfc().decode_attn_mlp == 5 && qfc().pdl && N <= qfc().decode_attn_cluster_n && D == AC_D &&
-           max_len <= AC_MAX_POS;
-}
-
-// ops.h attention_paged_bound: the cluster form's work follows each token's own position (max_len sizes only its
-// shared memory), so every call it takes can be bounded by its cap (one graph for the calls of 1-1024 positions);
-// the split kernel's split follows max_len, so its calls keep theirs
-template <typename T> int cu_attention_paged_bound(int N, int H, int KV, int D, int max_len) {
-    (void)H, (void)KV;
-    return sizeof(T) == 2 && !qfc().attn_bound_step && ac_takes(N, D, max_len) ? AC_MAX_POS : max_len;
-}
-
 // the cluster form where it applies (see the top): true if it ran (the caller appended the call's k and v first)
 template <typename T>
 bool cu_attention_cluster(void *out, const void *q, const void *kc, const void *vc, const int32_t *seq,
@@ -249,8 +232,8 @@ bool cu_attention_cluster(void *out, const void *q, const void *kc, const void *
     if constexpr (sizeof(T) != 2) {
         return false;
     } else {
-        if (!ac_takes(N, D, max_len) || !qf_ptr_aligned(q, 16) || !qf_ptr_aligned(kc, 16) ||
-            !qf_ptr_aligned(vc, 16))
+        if (qfc().decode_attn_mlp != 5 || !qfc().pdl || N > qfc().decode_attn_cluster_n || D != AC_D ||
+            max_len > AC_MAX_POS || !qf_ptr_aligned(q, 16) || !qf_ptr_aligned(kc, 16) || !qf_ptr_aligned(vc, 16))
             return false;
         // the fewest query heads a cluster (1, 2 or 4) that keep the clusters' CTAs within one per SM
         const int G = H / KV;
@@ -275,8 +258,7 @@ extern "C" int qf_cuda_attn_cluster_available(void) { return qfc().pdl; }
 
 #define QF_CLUSTER_INSTANTIATE(T)                                                                                    \
     template bool cu_attention_cluster<T>(void *, const void *, const void *, const void *, const int32_t *,        \
-                                          const int32_t *, const int32_t *, int, int, int, int, int, int, int); \
-    template int cu_attention_paged_bound<T>(int, int, int, int, int);
+                                          const int32_t *, const int32_t *, int, int, int, int, int, int, int);
 QF_CLUSTER_INSTANTIATE(float)
 QF_CLUSTER_INSTANTIATE(bf16)
 QF_CLUSTER_INSTANTIATE(f16)

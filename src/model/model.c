@@ -711,21 +711,13 @@ int qf_model_alloc_paged(qf_model *m, int Ntok, int max_seqs, int nblocks, int b
     return 0;
 }
 
-/* the attention's bound for a call of N tokens whose largest position is maxpos: maxpos + 1 rounded up to a
- * multiple of QF_PAGED_LEN_STEP, or the larger bound the table's attention_paged_bound gives where the work does not
- * depend on it, at most the block tables' reach (attention_paged bounds each token by its own position; the split of
- * the positions, and so the rounding of the sums, follows this bound: one bound for eager and graph) */
-static int paged_len_of(const qf_model *m, int N, int maxpos) {
+/* the attention's bound for a call whose largest position is maxpos: maxpos + 1 rounded up to a multiple of
+ * QF_PAGED_LEN_STEP, at most the block tables' reach (attention_paged bounds each token by its own position; the
+ * split of the positions, and so the rounding of the sums, follows this bound: one bound for eager and graph) */
+static int paged_len_of(const qf_model *m, int maxpos) {
     const int64_t reach = (int64_t)m->maxb * m->block_size, st = m->paged_step;
     int64_t b = ((int64_t)maxpos + st) / st * st;
-    b = b < reach ? b : reach;
-    if (m->ops->attention_paged_bound) {
-        const qf_model_config *c = &m->cfg;
-        const int64_t w = m->ops->attention_paged_bound(N, c->num_heads, c->num_kv_heads, c->head_dim, (int)b);
-        QF_CHECK(w >= b);
-        b = w < reach ? w : reach;
-    }
-    return (int)b;
+    return (int)(b < reach ? b : reach);
 }
 
 void qf_model_paged_inputs(qf_model *m, const int32_t *tokens, const int32_t *seq, const int32_t *pos, int N,
@@ -736,7 +728,7 @@ void qf_model_paged_inputs(qf_model *m, const int32_t *tokens, const int32_t *se
         QF_CHECK(seq[n] >= 0 && seq[n] < m->max_seqs && pos[n] >= 0 && pos[n] / m->block_size < m->maxb);
         maxpos = pos[n] > maxpos ? pos[n] : maxpos;
     }
-    m->paged_len = paged_len_of(m, N, maxpos);
+    m->paged_len = paged_len_of(m, maxpos);
     m->T = N;
     qf_paged_prompt_plan(&m->prompt, m->ops, seq, pos, N, btab);
     m->ops->copy_h2d(m->d_pos, pos, (size_t)N * sizeof *pos);

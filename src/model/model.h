@@ -96,8 +96,7 @@ typedef struct qf_model {
      * block pools [nblocks, block_size, KV, D] (allocated as one row of S = nblocks * block_size positions). */
     int paged, block_size, max_seqs, maxb; /* maxb: block-table entries per sequence */
     int paged_len;                         /* this call: 1 + its largest position, rounded up to a multiple of
-                                            * paged_step, or the table's attention_paged_bound of that (at most
-                                            * maxb * block_size): attention's bound */
+                                            * paged_step (at most maxb * block_size): attention's bound */
     int paged_step;                        /* QF_PAGED_LEN_STEP, or QWENFT_PAGED_LEN_STEP (a bench hook) */
     int32_t *d_seq, *d_btab;  /* [Tcap] sequence of each token; [max_seqs, maxb] block tables */
     qf_paged_prompt prompt;   /* the call's tail of prompt chunks on attention_fwd (paged_prompt.h; from = T: none) */

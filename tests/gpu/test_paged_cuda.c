@@ -8,8 +8,7 @@
  * rows, the default with the pool rows looked up before the programmatic wait and q in 16-byte loads) give the same
  * values as the pre form (0 difference); the cluster form (the default for calls of a few decoding tokens within
  * 1024 positions, kernels/cuda/decode_attn_cluster_cuda.cu; GQA 5-8, 1-1002 positions, prompt chunks beside
- * decoding tokens) is checked against the CPU, that it ran on exactly the calls it takes, and that it gives the same
- * values under attention_paged_bound's larger bound (the graphs' key).
+ * decoding tokens) is checked against the CPU, and that it ran on exactly the calls it takes.
  * Then the decoding fast path (decode_qkv, decode_mlp) against the same table's unfused ops (run_fast).
  * Exit: 0 passed, 1 a check failed, 77 "no GPU: skipped". */
 #define QF_GPU_TEST_SEED 0x2545F4914F6CDD1Dull
@@ -69,20 +68,6 @@ static void run_case(const qf_ops *g, int nseq, const int *plen, int chunk, int 
         qf_gpu_report(g->name, 64, "  pools after that call", fmax(relerr(hk, kp, pool), relerr(hv, vp, pool)), 0);
         qf_gpu_report_bool(g->name, "  the cluster form ran where it applies, and only there",
                            cl_ran == (cl_takes && qf_cuda_decode_attn_mlp() == 5));
-        /* attention_paged_bound: the cluster form's cap for the calls it takes (their work follows each token's own
-         * position: the same values under it), the bound itself for the split kernel's */
-        const int bound = g->attention_paged_bound ? g->attention_paged_bound(N, H, KV, D, max_len) : max_len;
-        qf_gpu_report_bool(g->name, "  attention_paged_bound: 1024 where the cluster form runs, else the bound",
-                           bound == (cl_ran && !getenv("QWENFT_DECODE_ATTN_BOUND") ? 1024 : max_len));
-        const int bound_in = bound < maxb * bs ? bound : maxb * bs; /* as the paged model clamps it */
-        if (bound_in != max_len) {
-            void *gb2 = g->alloc(nq * g->act_bytes + 16);
-            g->attention_paged(gb2, gq, gk, gv, dk, dv, gsq, gps, gb, N, maxb, bs, H, KV, D, bound_in);
-            float *hb = down_new(g, gb2, nq);
-            qf_gpu_report(g->name, 64, "  the cluster form under that bound: the same values", relerr(hb, ho, nq), 0);
-            free(hb);
-            g->free(gb2);
-        }
         if (g->act_bytes == 2 && D == 128) { /* the split attention's forms (QWENFT_DECODE_ATTN): the same values as
                                               * each other (the call appends the same k, v to the same rows again);
                                               * the cluster form: other sums, within the CPU check's tolerance */

@@ -2,8 +2,8 @@
  * qf_model_paged_run, qf_model_paged_pick / _read_logits) on the CPU table:
  *   - the CPU table's graph_run runs the body once per call and returns 0 (no graphs on the host), body NULL is a
  *     no-op;
- *   - the attention's bound: 1 + the largest position rounded up to a multiple of QF_PAGED_LEN_STEP, or the table's
- *     attention_paged_bound of that, at most the tables' reach;
+ *   - the attention's bound: 1 + the largest position rounded up to a multiple of QF_PAGED_LEN_STEP, at most the
+ *     tables' reach;
  *   - two models with the same parameters, one asking for graphs, agree bit for bit over a prompt call and decoding
  *     steps whose batch shrinks (tests/paged_run_common.h), the block tables copied once;
  *   - qf_model_paged_pick equals the argmax of qf_model_paged_read_logits, and qf_model_paged_argmax (the head
@@ -16,11 +16,6 @@
 #include "model/paged_ahead.h"
 #include "paged_run_common.h"
 #include "qf_test.h"
-
-static int widen_bound(int N, int H, int KV, int D, int max_len) {
-    (void)H, (void)KV, (void)D;
-    return N <= 2 ? 1024 : max_len;
-}
 
 static int n_body;
 static void count_body(void *arg) { n_body += *(int *)arg; }
@@ -49,18 +44,6 @@ int main(void) {
     CHECK(s.A.paged_len == 128, "largest position 64: bound %d, want 128", s.A.paged_len);
     qf_model_paged_inputs(&s.A, tok, seq, p3, 2, NULL);
     CHECK(s.A.paged_len == 208, "largest position 207: bound %d, want the reach 208", s.A.paged_len);
-    { /* a table's attention_paged_bound widens the bound (calls of up to 2 tokens here), within the reach */
-        qf_ops wide = *o;
-        wide.attention_paged_bound = widen_bound;
-        s.A.ops = &wide;
-        qf_model_paged_inputs(&s.A, tok, seq, p1, 2, NULL);
-        CHECK(s.A.paged_len == 208, "attention_paged_bound 1024 at 2 tokens: bound %d, want the reach 208",
-              s.A.paged_len);
-        const int32_t t3[3] = {1, 2, 3}, s3[3] = {0, 1, 2}, q3[3] = {0, 63, 5};
-        qf_model_paged_inputs(&s.A, t3, s3, q3, 3, NULL);
-        CHECK(s.A.paged_len == 64, "attention_paged_bound at 3 tokens keeps the bound: %d, want 64", s.A.paged_len);
-        s.A.ops = o;
-    }
     for (int step = 0; step < 12; step++) {
         if (step == 4) s.active[1] = 0; /* the 62-token sequence (crossing 64 at step 2) leaves */
         if (step == 8) s.active[0] = 0;

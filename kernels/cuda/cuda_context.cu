@@ -183,6 +183,9 @@ int qfc_context_init(void (*first)(void)) {
             QF_FATAL("QWENFT_DECODE_ATTN_CLUSTER_N=%s: the most tokens a call the cluster attention takes, 1 to 64, "
                      "expected", cn);
         g_ctx.decode_attn_cluster_n = cnv;
+        const char *cv = getenv("QWENFT_ATTN_CLUSTER_V");
+        if (cv && strcmp(cv, "smem") && strcmp(cv, "l2")) QF_FATAL("QWENFT_ATTN_CLUSTER_V=%s: smem or l2 expected", cv);
+        g_ctx.attn_cluster_vl2 = cv && !strcmp(cv, "l2");
     }
     CHECK_CUDA(cudaStreamCreateWithFlags(&g_ctx.stream, cudaStreamNonBlocking));
     CHECK_CUDA(cudaDeviceGetDefaultMemPool(&g_ctx.pool, g_ctx.device));

@@ -175,7 +175,7 @@ static uint64_t step_key(const dbench *b, int fast, int embed) {
 }
 static void run_stack_graph(dbench *b, int fast) {
     gstep s = {b, fast, 0};
-    b->g->graph_run(step_key(b, fast, 0), step_body, &s);
+    b->g->graph_run(step_key(b, fast, 0), 0, step_body, &s);
 }
 /* run_serve_step with the embedding, layers and head as one graph (the copies up and the argmax outside it) */
 static void run_serve_step_graph(dbench *b, int fast) {
@@ -185,7 +185,7 @@ static void run_serve_step_graph(dbench *b, int fast) {
     g->copy_h2d(b->pos, hp, (size_t)b->M * 4), g->copy_h2d(b->seq, hs, (size_t)b->M * 4);
     g->copy_h2d(b->tok, ht, (size_t)b->M * 4); /* the tables did not change: serve copies them only when they do */
     gstep s = {b, fast, 1};
-    g->graph_run(step_key(b, fast, 1), step_body, &s);
+    g->graph_run(step_key(b, fast, 1), 0, step_body, &s);
     int32_t ids[128];
     g->argmax_rows(ids, NULL, b->big, b->M, b->V);
 }
@@ -210,7 +210,7 @@ static double serve_ahead(dbench *b, int K) {
         if (s == 0) g->copy_h2d(b->tok, ht, (size_t)b->M * 4);
         else g->copy_d2d(b->tok, dev[1 - k], (size_t)b->M * 4); /* the previous step's picks, on the device */
         gstep st = {b, 1, 1};
-        g->graph_run(step_key(b, 1, 1), step_body, &st);
+        g->graph_run(step_key(b, 1, 1), 0, step_body, &st);
         g->argmax_rows_dev(dev[k], NULL, b->big, b->M, b->V);
         ticket[k] = g->copy_start(host + 128 * k, dev[k], (size_t)b->M * 4, QF_COPY_D2H);
         if (s > 0) { /* the previous step's picks, read while this one runs */

@@ -241,8 +241,12 @@ typedef struct qf_ops {
      * the rest of the run (one line on stderr, the work runs eagerly) when a capture or instantiation fails. body
      * must not copy to or from the host, sync, allocate or free. Returns 1 when a graph ran (captured or replayed),
      * 0 when body ran eagerly. body = NULL: forget every cached graph and key (their owner frees the buffers they
-     * point into; qf_model_free). The CPU table (and tables that cannot: fp8) just call body(arg) and return 0. */
-    int (*graph_run)(uint64_t key, void (*body)(void *arg), void *arg);
+     * point into; qf_model_free). The CPU table (and tables that cannot: fp8) just call body(arg) and return 0.
+     * `family` (0: none) names the keys whose work differs only in kernel arguments (a decode step whose attention
+     * bound moved on): a new key whose family has a graph cached is captured at once (no warm-up) and that graph's
+     * exec updated in place (cudaGraphExecUpdate) instead of a new one instantiated; where the update is refused
+     * (another launch sequence) the new graph is instantiated as any other. */
+    int (*graph_run)(uint64_t key, uint64_t family, void (*body)(void *arg), void *arg);
 
     /* attention_paged's first step alone: k, v [N, KV, D] into the pools at each token's slot (arguments as
      * attention_paged's). Optional: a table sets it (with attention_prompt) where its tensor-core attention is much
@@ -383,10 +387,14 @@ size_t qf_cuda_free_since(uint64_t mark);
 void qf_cuda_attention_describe(char *buf, int cap);
 /* What graph_run did since the backend started (or the last qf_cuda_graph_reset): calls that ran eagerly as a key's
  * warm-up, captures, replays, graphs dropped because the scratch or split counters grew after their capture
- * (recaptured), graphs evicted (least recently used), graphs cached now; off: 1 once a failure turned graphs off. */
+ * (recaptured), graphs evicted (least recently used), graphs cached now; off: 1 once a failure turned graphs off;
+ * warmup_s, capture_s: host seconds spent in the warm-ups' eager bodies and in capturing and instantiating (with the
+ * first launch): what a new key costs a decoding step over a replay. */
 typedef struct qf_cuda_graph_stat {
     uint64_t warmups, captures, replays, regrown, evicted;
+    uint64_t updated; /* new keys taken by updating their family's graph (no warm-up, no instantiation) */
     int cached, off;
+    double warmup_s, capture_s;
 } qf_cuda_graph_stat;
 void qf_cuda_graph_stats(qf_cuda_graph_stat *s);
 /* forgets every cached graph and key, zeroes the counters and turns graphs back on (tests, decode_bench) */

@@ -38,8 +38,8 @@ static void cpu_range_push(const char *name) { (void)name; }
 static void cpu_range_pop(void) {}
 static void cpu_copy_bytes(uint64_t bytes[2]) { bytes[QF_COPY_H2D] = bytes[QF_COPY_D2H] = 0; } /* no link to cross */
 /* no graphs on the host: the work runs as it is queued */
-static int cpu_graph_run(uint64_t key, void (*body)(void *arg), void *arg) {
-    (void)key;
+static int cpu_graph_run(uint64_t key, uint64_t family, void (*body)(void *arg), void *arg) {
+    (void)key, (void)family;
     if (body) body(arg);
     return 0;
 }

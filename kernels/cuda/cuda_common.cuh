@@ -94,6 +94,7 @@ struct qf_cuda_ctx {
     long attn_cluster_launches; // the cluster form's launches so far (the GPU tests check that it ran)
     size_t attn_cluster_smem[4][3]; // its shared-memory opt-in set so far, per kernel instance [bf16, f16, the same
                                     // under attn_cluster_vl2][GS 1, 2, 4]
+    int graph_update;          // QWENFT_GRAPH_UPDATE=0 (a bench hook) turns off graph_run's family updates
     int attn_cluster_vl2;      // QWENFT_ATTN_CLUSTER_V=l2 (a bench hook): the cluster form's v rows not in shared memory
                                // (asked of L2 before the wait, read from the pool in p.v)
     cudaStream_t stream;       // the one compute stream (qf_cuda_stream())
@@ -173,8 +174,8 @@ int *qfc_split_counters(size_t n);        // n zeroed ints that kernels leave ze
 // (graphs turn off, the body reruns eagerly); 1 when a capture is under way
 int qfc_capture_spoiled(const char *what);
 void qfc_retired_free(void); // frees the buffers replaced during the capture that just ended
-int cu_graph_run(uint64_t key, void (*body)(void *arg), void *arg);
-int cu_graph_eager(uint64_t key, void (*body)(void *arg), void *arg); // tables without graphs (fp8)
+int cu_graph_run(uint64_t key, uint64_t family, void (*body)(void *arg), void *arg);
+int cu_graph_eager(uint64_t key, uint64_t family, void (*body)(void *arg), void *arg); // tables without graphs (fp8)
 static inline cudaStream_t qfc_stream() { return qfc().stream; }
 void qfc_device_malloc(void **p, size_t bytes); // internal buffers: cudaMalloc + accounting, fatal on failure
 void qfc_device_free(void *p, size_t bytes);

@@ -11,6 +11,11 @@
 //   later:    cudaGraphLaunch, while the context's generation (bumped by every growth of the scratch or the split
 //             counters: a captured kernel holds their pointers) is the capture's; otherwise the graph is dropped
 //             and the call captures again.
+// A key's family (ops.h graph_run; a decoding step's key without its attention bound): a new key whose family has a
+// graph cached and current skips the warm-up (the work differs only in kernel arguments: nothing new to size) and is
+// captured at once; the family's exec is then updated in place (cudaGraphExecUpdate, cheaper than an instantiation)
+// and rekeyed to the new key. Where the update is refused (another launch sequence) or a buffer grew during the
+// capture, the new graph is instantiated as any other. QWENFT_GRAPH_UPDATE=0 (a bench hook) turns this off.
 // A growth during the capture itself (another key's work in between cannot cause one: growths happen at warm-ups)
 // replaces the buffer after earlier nodes took its pointer: the graph is launched once (the old buffer is kept
 // until then), then dropped. A failed capture or instantiation (an error recorded while capturing, a spoiled
@@ -21,11 +26,12 @@
 #include "cuda_common.cuh"
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 enum { QF_GRAPH_SLOTS = 64 };
 
 struct qf_graph_slot {
-    uint64_t key;
+    uint64_t key, family;
     int state; // 0 free, 1 seen (warm-up done), 2 graph instantiated
     uint64_t gen, used;
     cudaGraphExec_t exec;
@@ -78,13 +84,72 @@ static void graphs_off(qf_graph_cache &g, const char *why, const char *detail) {
     g.st.off = 1;
 }
 
-int cu_graph_eager(uint64_t key, void (*body)(void *arg), void *arg) {
-    (void)key;
+static double host_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+int cu_graph_eager(uint64_t key, uint64_t family, void (*body)(void *arg), void *arg) {
+    (void)key, (void)family;
     if (body) body(arg);
     return 0;
 }
 
-int cu_graph_run(uint64_t key, void (*body)(void *arg), void *arg) {
+// body under stream capture: its graph (NULL and *why set where the capture failed: an op that cannot be captured,
+// an error while capturing, the capture refused)
+static cudaGraph_t capture(qf_cuda_ctx &c, void (*body)(void *arg), void *arg, const char **why, char *detail,
+                           size_t cap) {
+    *why = NULL, detail[0] = 0;
+    c.capture_err[0] = 0;
+    c.capture_spoil = NULL;
+    cudaError_t e = cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeRelaxed);
+    if (e != cudaSuccess) {
+        *why = "cudaStreamBeginCapture failed", snprintf(detail, cap, "%s", cudaGetErrorString(e));
+        return NULL;
+    }
+    c.capturing = 1;
+    body(arg);
+    c.capturing = 0;
+    cudaGraph_t graph = NULL;
+    e = cudaStreamEndCapture(c.stream, &graph);
+    if (c.capture_spoil) {
+        *why = "the captured work called an op that cannot be captured";
+        snprintf(detail, cap, "%s", c.capture_spoil);
+    } else if (c.capture_err[0]) {
+        *why = "an error during the capture";
+        snprintf(detail, cap, "%s", c.capture_err);
+    } else if (e != cudaSuccess || !graph) {
+        *why = "cudaStreamEndCapture failed";
+        snprintf(detail, cap, "%s", cudaGetErrorString(e));
+    }
+    if (*why && graph) {
+        CHECK_CUDA(cudaGraphDestroy(graph));
+        graph = NULL;
+    }
+    return graph;
+}
+
+// a failed capture or instantiation: nothing captured ran, graphs off, body run eagerly
+static int capture_failed(qf_graph_cache &g, qf_graph_slot *s, void (*body)(void *arg), void *arg, const char *why,
+                          const char *detail) {
+    (void)cudaGetLastError();
+    qfc_retired_free(); // nothing captured ran: the old buffers are free now
+    if (s) slot_clear(g, s);
+    graphs_off(g, why, detail);
+    body(arg); // the captured work never ran
+    return 0;
+}
+
+// the cached graph of `family` (0: none) that a new key of it can update: instantiated since the last growth
+static qf_graph_slot *family_slot(qf_graph_cache &g, uint64_t family, uint64_t gen) {
+    if (!family) return NULL;
+    for (int i = 0; i < QF_GRAPH_SLOTS; i++)
+        if (g.s[i].state == 2 && g.s[i].family == family && g.s[i].gen == gen) return &g.s[i];
+    return NULL;
+}
+
+int cu_graph_run(uint64_t key, uint64_t family, void (*body)(void *arg), void *arg) {
     qf_cuda_ctx &c = qfc();
     qf_graph_cache &g = cache();
     if (!body) { // the buffers the graphs point into are going away
@@ -95,15 +160,39 @@ int cu_graph_run(uint64_t key, void (*body)(void *arg), void *arg) {
         body(arg);
         return 0;
     }
+    const char *why = NULL;
+    char detail[192] = "";
     int found = 0;
+    for (int i = 0; i < QF_GRAPH_SLOTS && !found; i++) found = g.s[i].state && g.s[i].key == key;
+    qf_graph_slot *f = !found && c.graph_update ? family_slot(g, family, c.gen) : NULL;
+    cudaGraph_t graph = NULL;
+    const double t0 = host_now();
+    const uint64_t gen0 = c.gen;
+    if (f) { // a new bound of a cached family: capture now, update that graph's exec in place
+        f->used = ++g.tick;
+        graph = capture(c, body, arg, &why, detail, sizeof detail);
+        if (!graph) return capture_failed(g, NULL, body, arg, why, detail);
+        cudaGraphExecUpdateResultInfo info;
+        if (c.gen == gen0 && !c.nretired && cudaGraphExecUpdate(f->exec, graph, &info) == cudaSuccess) {
+            CHECK_CUDA(cudaGraphDestroy(graph));
+            CHECK_CUDA(cudaGraphLaunch(f->exec, c.stream));
+            f->key = key;
+            g.st.updated++;
+            g.st.capture_s += host_now() - t0;
+            return 1;
+        }
+        (void)cudaGetLastError(); // refused (another launch sequence) or a buffer grew: instantiate it as any other
+    }
     qf_graph_slot *s = slot_for(g, key, &found);
     s->used = ++g.tick;
-    if (!found) { // warm-up
-        s->key = key, s->state = 1, s->gen = c.gen;
+    if (!found && !graph) { // warm-up
+        s->key = key, s->family = family, s->state = 1, s->gen = c.gen;
         g.st.warmups++;
         body(arg);
+        g.st.warmup_s += host_now() - t0;
         return 0;
     }
+    if (!found) s->key = key, s->family = family, s->state = 1, s->gen = gen0;
     if (s->state == 2 && s->gen == c.gen) {
         CHECK_CUDA(cudaGraphLaunch(s->exec, c.stream));
         g.st.replays++;
@@ -115,51 +204,20 @@ int cu_graph_run(uint64_t key, void (*body)(void *arg), void *arg) {
         g.st.cached--;
         g.st.regrown++;
     }
-    // capture
-    const uint64_t gen0 = c.gen;
-    c.capture_err[0] = 0;
-    c.capture_spoil = NULL;
-    cudaError_t e = cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeRelaxed);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        slot_clear(g, s);
-        graphs_off(g, "cudaStreamBeginCapture failed", cudaGetErrorString(e));
-        body(arg);
-        return 0;
+    if (!graph) {
+        graph = capture(c, body, arg, &why, detail, sizeof detail);
+        if (!graph) return capture_failed(g, s, body, arg, why, detail);
     }
-    c.capturing = 1;
-    body(arg);
-    c.capturing = 0;
-    cudaGraph_t graph = NULL;
-    e = cudaStreamEndCapture(c.stream, &graph);
     cudaGraphExec_t exec = NULL;
-    const char *why = NULL;
-    char detail[192] = "";
-    if (c.capture_spoil) {
-        why = "the captured work called an op that cannot be captured";
-        snprintf(detail, sizeof detail, "%s", c.capture_spoil);
-    } else if (c.capture_err[0]) {
-        why = "an error during the capture";
-        snprintf(detail, sizeof detail, "%s", c.capture_err);
-    } else if (e != cudaSuccess || !graph) {
-        why = "cudaStreamEndCapture failed";
+    cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+    CHECK_CUDA(cudaGraphDestroy(graph));
+    if (e != cudaSuccess) {
         snprintf(detail, sizeof detail, "%s", cudaGetErrorString(e));
-    } else {
-        e = cudaGraphInstantiate(&exec, graph, 0);
-        if (e != cudaSuccess) why = "cudaGraphInstantiate failed", snprintf(detail, sizeof detail, "%s", cudaGetErrorString(e));
-    }
-    if (graph) CHECK_CUDA(cudaGraphDestroy(graph));
-    if (why) {
-        (void)cudaGetLastError();
-        if (exec) CHECK_CUDA(cudaGraphExecDestroy(exec));
-        qfc_retired_free(); // nothing captured ran: the old buffers are free now
-        slot_clear(g, s);
-        graphs_off(g, why, detail);
-        body(arg); // the captured work never ran
-        return 0;
+        return capture_failed(g, s, body, arg, "cudaGraphInstantiate failed", detail);
     }
     CHECK_CUDA(cudaGraphLaunch(exec, c.stream));
     g.st.captures++;
+    g.st.capture_s += host_now() - t0;
     if (c.gen != gen0 || c.nretired) { // a buffer grew during the capture: this graph serves this launch only
         qfc_retired_free();            // cudaFree waits for the launch
         CHECK_CUDA(cudaGraphExecDestroy(exec));

@@ -270,7 +270,7 @@ void qf_model_free_acts(qf_model *m) {
 void qf_model_free(qf_model *m) {
     const qf_ops *o = m->ops;
     if (!o) return;
-    if (m->paged && o->graph_run) o->graph_run(0, NULL, NULL); /* graphs of paged calls point into these buffers */
+    if (m->paged && o->graph_run) o->graph_run(0, 0, NULL, NULL); /* graphs of paged calls point into these buffers */
     int L = m->cfg.num_layers;
     if (m->S) { /* paged mode: res[] aliases resbuf[] */
         for (int l = 0; l < L; l++) {
@@ -801,12 +801,12 @@ int qf_model_paged_run(qf_model *m, int embed, int l0, int l1, const int32_t *ro
         return 0;
     }
     /* every host value the queued work depends on: the table and the model (its buffers), the call's shapes, the
-     * head's first row, the attention's bound */
-    uint64_t k = key_mix(0, (uint64_t)(uintptr_t)m->ops);
-    k = key_mix(k, (uint64_t)(uintptr_t)m);
-    const int64_t v[] = {m->T, embed, l0, l1, nrows, nrows ? rows[0] : -1, m->paged_len};
-    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) k = key_mix(k, (uint64_t)v[i]);
-    return m->ops->graph_run(k, paged_body, &w);
+     * head's first row (the family: calls that differ only in kernel arguments), then the attention's bound */
+    uint64_t f = key_mix(0, (uint64_t)(uintptr_t)m->ops);
+    f = key_mix(f, (uint64_t)(uintptr_t)m);
+    const int64_t v[] = {m->T, embed, l0, l1, nrows, nrows ? rows[0] : -1};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) f = key_mix(f, (uint64_t)v[i]);
+    return m->ops->graph_run(key_mix(f, (uint64_t)m->paged_len), f, paged_body, &w);
 }
 
 void qf_model_paged_pick(qf_model *m, int n, int32_t *ids, float *logprob) {

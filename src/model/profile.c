@@ -93,8 +93,8 @@ static void w_adamw(float *p, void *p_act, const void *g, float *m, float *v, si
 
 /* the timed entries sync the host: no CUDA graphs under the profiler (the work runs eagerly); body NULL (forget the
  * graphs) still reaches the real table */
-static int w_graph_run(uint64_t key, void (*body)(void *arg), void *arg) {
-    if (!body) return active && active->real->graph_run ? active->real->graph_run(key, NULL, NULL) : 0;
+static int w_graph_run(uint64_t key, uint64_t family, void (*body)(void *arg), void *arg) {
+    if (!body) return active && active->real->graph_run ? active->real->graph_run(key, family, NULL, NULL) : 0;
     body(arg);
     return 0;
 }

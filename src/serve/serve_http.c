@@ -765,10 +765,13 @@ int qf_serve_run(const qf_serve_opts *o, qf_err *e) {
         if (c->eng.graphs) { /* rank 0's (every rank runs the same steps) */
             qf_cuda_graph_stat st;
             qf_cuda_graph_stats(&st);
-            fprintf(stderr, "qwen-ft serve: cuda graphs: %llu warm-ups, %llu captured, %llu replays, %llu recaptured "
-                            "after a buffer grew, %llu evicted%s\n", (unsigned long long)st.warmups,
-                    (unsigned long long)st.captures, (unsigned long long)st.replays,
-                    (unsigned long long)st.regrown, (unsigned long long)st.evicted, st.off ? "; turned off" : "");
+            fprintf(stderr, "qwen-ft serve: cuda graphs: %llu warm-ups, %llu captured, %llu updated for a new bound, "
+                            "%llu replays, %llu recaptured after a buffer grew, %llu evicted%s; host time %.1f ms in "
+                            "warm-ups, %.1f ms capturing\n",
+                    (unsigned long long)st.warmups, (unsigned long long)st.captures,
+                    (unsigned long long)st.updated, (unsigned long long)st.replays,
+                    (unsigned long long)st.regrown, (unsigned long long)st.evicted, st.off ? "; turned off" : "",
+                    1e3 * st.warmup_s, 1e3 * st.capture_s);
         }
 #endif
     }

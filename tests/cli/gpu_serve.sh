@@ -89,12 +89,12 @@ if g_on != g_sync: bad += 1; print(f"FAIL: bf16 one at a time: decode ahead on !
 else: print("CUDA bf16 serve, one request at a time: decode ahead on == off for 8 prompts")
 if "cuda graphs: on (decode step)" not in log_on: bad += 1; print("FAIL: graphs on: the start-up log does not say 'cuda graphs: on (decode step)'")
 if "cuda graphs: off (--cuda-graphs off)" not in log_off: bad += 1; print("FAIL: --cuda-graphs off: not in the start-up log")
-m = re.search(r"cuda graphs: (\d+) warm-ups, (\d+) captured, (\d+) replays", log_on)
+m = re.search(r"cuda graphs: (\d+) warm-ups, (\d+) captured, (\d+) updated for a new bound, (\d+) replays", log_on)
 steps = sum(len(v) - 1 for v in g_on if isinstance(v, list)) # decoding calls (the first token comes with the prompt)
-w, c, r = (int(x) for x in m.groups()) if m else (0, 0, 0)
-if not m or r < steps // 2 or w + c + r < steps: bad += 1; print(f"FAIL: graphs on: {m.group(0) if m else 'no graph counts in the log'} for {steps} decoding steps")
+w, c, u, r = (int(x) for x in m.groups()) if m else (0, 0, 0, 0)
+if not m or r < steps // 2 or w + c + u + r < steps: bad += 1; print(f"FAIL: graphs on: {m.group(0) if m else 'no graph counts in the log'} for {steps} decoding steps")
 if g_on != g_off: bad += 1; print(f"FAIL: bf16 one at a time: graphs on != off: {sum(a == b for a, b in zip(g_on, g_off))}/8 equal")
-else: print(f"CUDA bf16 serve, one request at a time: graphs on == off for 8 prompts ({steps} decoding steps: {w} warm-ups, {c} captures, {r} replays)")
+else: print(f"CUDA bf16 serve, one request at a time: graphs on == off for 8 prompts ({steps} decoding steps: {w} warm-ups, {c} captures, {u} updates, {r} replays)")
 import shutil
 if shutil.which("mpirun"):
     os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1"); os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")

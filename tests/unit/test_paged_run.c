@@ -24,9 +24,9 @@ int main(void) {
     const qf_ops *o = qf_ops_cpu();
     int inc = 1;
     CHECK(o->graph_run != NULL, "the CPU table has graph_run");
-    for (int i = 0; i < 3; i++) CHECK(o->graph_run(42, count_body, &inc) == 0, "graph_run returns 0 on the CPU");
+    for (int i = 0; i < 3; i++) CHECK(o->graph_run(42, 0, count_body, &inc) == 0, "graph_run returns 0 on the CPU");
     CHECK(n_body == 3, "graph_run ran the body %d times for 3 calls", n_body);
-    CHECK(o->graph_run(0, NULL, NULL) == 0 && n_body == 3, "graph_run(body NULL) does nothing");
+    CHECK(o->graph_run(0, 0, NULL, NULL) == 0 && n_body == 3, "graph_run(body NULL) does nothing");
 
     qf_model_config c;
     pr_config(&c, 64, 128, 2, 4, 2, 16, 97);

@@ -92,11 +92,8 @@ struct qf_cuda_ctx {
                                // the cluster form (decode_attn_cluster_cuda.cu) where it applies
     int decode_attn_cluster_n; // QWENFT_DECODE_ATTN_CLUSTER_N (1-64, default 4)
     long attn_cluster_launches; // the cluster form's launches so far (the GPU tests check that it ran)
-    size_t attn_cluster_smem[4][3]; // its shared-memory opt-in set so far, per kernel instance [bf16, f16, the same
-                                    // under attn_cluster_vl2][GS 1, 2, 4]
+    size_t attn_cluster_smem[2][3]; // its shared-memory opt-in set so far, per kernel instance [bf16, f16][GS 1, 2, 4]
     int graph_update;          // QWENFT_GRAPH_UPDATE=0 (a bench hook) turns off graph_run's family updates
-    int attn_cluster_vl2;      // QWENFT_ATTN_CLUSTER_V=l2 (a bench hook): the cluster form's v rows not in shared memory
-                               // (asked of L2 before the wait, read from the pool in p.v)
     cudaStream_t stream;       // the one compute stream (qf_cuda_stream())
     cublasLtHandle_t lt;       // one cuBLASLt handle
     void *lt_ws;               // its workspace

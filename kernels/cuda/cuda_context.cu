@@ -183,9 +183,6 @@ int qfc_context_init(void (*first)(void)) {
             QF_FATAL("QWENFT_DECODE_ATTN_CLUSTER_N=%s: the most tokens a call the cluster attention takes, 1 to 64, "
                      "expected", cn);
         g_ctx.decode_attn_cluster_n = cnv;
-        const char *cv = getenv("QWENFT_ATTN_CLUSTER_V");
-        if (cv && strcmp(cv, "smem") && strcmp(cv, "l2")) QF_FATAL("QWENFT_ATTN_CLUSTER_V=%s: smem or l2 expected", cv);
-        g_ctx.attn_cluster_vl2 = cv && !strcmp(cv, "l2");
         const char *gu = getenv("QWENFT_GRAPH_UPDATE");
         if (gu && strcmp(gu, "0") && strcmp(gu, "1")) QF_FATAL("QWENFT_GRAPH_UPDATE=%s: 0 or 1 expected", gu);
         g_ctx.graph_update = !gu || !strcmp(gu, "1");

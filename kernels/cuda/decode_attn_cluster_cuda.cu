@@ -34,12 +34,11 @@ static const int AC_MAX_POS = 1024; // cached positions (128 a CTA: 64 KiB of k 
 // The dynamic shared memory of one CTA for slices of up to per_max positions (host and device agree):
 // ks, vs [per_max][128] T | ps [GS][per_max] f32 | xo [GS][128] f32 | ml [GS][2] f32 | rowix [per_max] i32 |
 // red [8 warps][GS][128] f32, unless it fits in ks (free after the scores)
-// (VL2, QWENFT_ATTN_CLUSTER_V=l2, a bench hook: no vs; the v rows asked of L2 before the wait, read from the pool)
 struct ac_layout {
     size_t ks, vs, ps, xo, ml, rowix, red, bytes;
-    __host__ __device__ ac_layout(int per_max, int GS, int tsize, bool vl2) {
+    __host__ __device__ ac_layout(int per_max, int GS, int tsize) {
         const size_t kv = (size_t)per_max * AC_D * tsize, redb = (size_t)8 * GS * AC_D * 4;
-        ks = 0, vs = kv, ps = (vl2 ? 1 : 2) * kv, xo = ps + (size_t)GS * per_max * 4, ml = xo + (size_t)GS * AC_D * 4;
+        ks = 0, vs = kv, ps = 2 * kv, xo = ps + (size_t)GS * per_max * 4, ml = xo + (size_t)GS * AC_D * 4;
         rowix = ml + (size_t)GS * 2 * 4;
         const size_t end = (rowix + (size_t)per_max * 4 + 15) / 16 * 16;
         red = redb <= kv ? ks : end;
@@ -47,7 +46,7 @@ struct ac_layout {
     }
 };
 
-template <typename T, int GS, bool VL2>
+template <typename T, int GS>
 __global__ void __launch_bounds__(AC_THREADS)
     attn_cluster_kernel(T *out, const T *q, const T *kc, const T *vc, rows_paged rows, int N, int H, int KV, int ngrp,
                         int per_max, float scale) {
@@ -55,7 +54,7 @@ __global__ void __launch_bounds__(AC_THREADS)
     cg::cluster_group cl = cg::this_cluster();
     extern __shared__ __align__(16) unsigned char ac_smem[];
     __shared__ int fred[32];
-    const ac_layout L(per_max, GS, (int)sizeof(T), VL2);
+    const ac_layout L(per_max, GS, (int)sizeof(T));
     T *ks = reinterpret_cast<T *>(ac_smem + L.ks), *vs = reinterpret_cast<T *>(ac_smem + L.vs);
     float *ps = reinterpret_cast<float *>(ac_smem + L.ps), *xo = reinterpret_cast<float *>(ac_smem + L.xo);
     float *ml = reinterpret_cast<float *>(ac_smem + L.ml), *red = reinterpret_cast<float *>(ac_smem + L.red);
@@ -74,10 +73,6 @@ __global__ void __launch_bounds__(AC_THREADS)
     for (int e = tid; e < n * 32; e += AC_THREADS) {
         const int j = e / 32, isv = e % 32 >= 16, w = e % 16;
         if (p0 + j >= fresh) continue;
-        if (VL2 && isv) {
-            if (w < 2) qf_prefetch_l2(vc + (size_t)rowix[j] * prow + (size_t)kh * AC_D + w * 64);
-            continue;
-        }
         tc::cp_async16((isv ? vs : ks) + (size_t)j * AC_D + w * 8,
                        (isv ? vc : kc) + (size_t)rowix[j] * prow + (size_t)kh * AC_D + w * 8, true);
     }
@@ -86,7 +81,7 @@ __global__ void __launch_bounds__(AC_THREADS)
     qf_pdl_trigger(); // the o projection after it may be scheduled (it waits for this kernel before reading)
     for (int e = tid; e < n * 32; e += AC_THREADS) {
         const int j = e / 32, isv = e % 32 >= 16, w = e % 16;
-        if (p0 + j < fresh || (VL2 && isv)) continue;
+        if (p0 + j < fresh) continue;
         tc::cp_async16((isv ? vs : ks) + (size_t)j * AC_D + w * 8,
                        (isv ? vc : kc) + (size_t)rowix[j] * prow + (size_t)kh * AC_D + w * 8, true);
     }
@@ -151,8 +146,7 @@ __global__ void __launch_bounds__(AC_THREADS)
 #pragma unroll 4
     for (int j = pl; j < n; j += AC_THREADS / 16) {
         float f[8];
-        const T *vrow = VL2 ? vc + (size_t)rowix[j] * prow + (size_t)kh * AC_D : vs + (size_t)j * AC_D;
-        unpack8<T>(f, reinterpret_cast<const uint4 *>(vrow)[dv]);
+        unpack8<T>(f, reinterpret_cast<const uint4 *>(vs + (size_t)j * AC_D)[dv]);
 #pragma unroll
         for (int g = 0; g < GS; g++) {
             const float w = g < ng ? ps[g * per_max + j] : 0.0f;
@@ -204,14 +198,14 @@ __global__ void __launch_bounds__(AC_THREADS)
 #endif
 }
 
-template <typename T, int GS, bool VL2>
+template <typename T, int GS>
 static void ac_launch(void *out, const void *q, const void *kc, const void *vc, rows_paged rows, int N, int H,
                       int KV, int ngrp, int per_max) {
-    const ac_layout L(per_max, GS, (int)sizeof(T), VL2);
-    const int ti = (std::is_same<T, f16>::value ? 1 : 0) + (VL2 ? 2 : 0), gi = GS == 1 ? 0 : GS == 2 ? 1 : 2;
+    const ac_layout L(per_max, GS, (int)sizeof(T));
+    const int ti = std::is_same<T, f16>::value ? 1 : 0, gi = GS == 1 ? 0 : GS == 2 ? 1 : 2;
     size_t &opted = qfc().attn_cluster_smem[ti][gi]; // the opt-in above 48 KiB, per kernel instance
     if (L.bytes > ((size_t)48 << 10) && L.bytes > opted) {
-        CHECK_CUDA(cudaFuncSetAttribute(attn_cluster_kernel<T, GS, VL2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        CHECK_CUDA(cudaFuncSetAttribute(attn_cluster_kernel<T, GS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         (int)L.bytes));
         opted = L.bytes;
     }
@@ -225,7 +219,7 @@ static void ac_launch(void *out, const void *q, const void *kc, const void *vc, 
     at[1].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = at, cfg.numAttrs = 2;
     const float scale = (float)(1.0 / sqrt((double)AC_D));
-    CHECK_CUDA(cudaLaunchKernelEx(&cfg, attn_cluster_kernel<T, GS, VL2>, (T *)out, (const T *)q, (const T *)kc,
+    CHECK_CUDA(cudaLaunchKernelEx(&cfg, attn_cluster_kernel<T, GS>, (T *)out, (const T *)q, (const T *)kc,
                                   (const T *)vc, rows, N, H, KV, ngrp, per_max, scale));
     qfc().attn_cluster_launches++;
 }
@@ -251,13 +245,9 @@ bool cu_attention_cluster(void *out, const void *q, const void *kc, const void *
             }
         const int ngrp = (G + GS - 1) / GS, per_max = (max_len + AC_RANKS - 1) / AC_RANKS;
         const rows_paged rows{seq, pos, btab, maxb, bs};
-        const bool vl2 = qfc().attn_cluster_vl2;
-        if (GS == 1) vl2 ? ac_launch<T, 1, true>(out, q, kc, vc, rows, N, H, KV, ngrp, per_max)
-                         : ac_launch<T, 1, false>(out, q, kc, vc, rows, N, H, KV, ngrp, per_max);
-        else if (GS == 2) vl2 ? ac_launch<T, 2, true>(out, q, kc, vc, rows, N, H, KV, ngrp, per_max)
-                              : ac_launch<T, 2, false>(out, q, kc, vc, rows, N, H, KV, ngrp, per_max);
-        else vl2 ? ac_launch<T, 4, true>(out, q, kc, vc, rows, N, H, KV, ngrp, per_max)
-                 : ac_launch<T, 4, false>(out, q, kc, vc, rows, N, H, KV, ngrp, per_max);
+        if (GS == 1) ac_launch<T, 1>(out, q, kc, vc, rows, N, H, KV, ngrp, per_max);
+        else if (GS == 2) ac_launch<T, 2>(out, q, kc, vc, rows, N, H, KV, ngrp, per_max);
+        else ac_launch<T, 4>(out, q, kc, vc, rows, N, H, KV, ngrp, per_max);
         return true;
     }
 }

@@ -92,7 +92,10 @@ struct qf_cuda_ctx {
                                // the cluster form (decode_attn_cluster_cuda.cu) where it applies
     int decode_attn_cluster_n; // QWENFT_DECODE_ATTN_CLUSTER_N (1-64, default 4)
     long attn_cluster_launches; // the cluster form's launches so far (the GPU tests check that it ran)
-    size_t attn_cluster_smem[2][3]; // its shared-memory opt-in set so far, per kernel instance [bf16, f16][GS 1, 2, 4]
+    size_t attn_cluster_smem[2][2][3]; // its shared-memory opt-in set so far, per kernel instance [8, 16 CTAs a
+                                       // cluster][bf16, f16][GS 1, 2, 4]
+    int attn_cluster_ranks;    // QWENFT_ATTN_CLUSTER_RANKS (a bench hook): 8 (default) or 16 CTAs a cluster
+    int attn_cluster16;        // 0 not yet checked, 1 clusters of 16 run here, -1 they do not
     int graph_update;          // QWENFT_GRAPH_UPDATE=0 (a bench hook) turns off graph_run's family updates
     cudaStream_t stream;       // the one compute stream (qf_cuda_stream())
     cublasLtHandle_t lt;       // one cuBLASLt handle

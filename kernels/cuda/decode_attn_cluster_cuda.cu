@@ -3,8 +3,8 @@
 // of up to QWENFT_DECODE_ATTN_CLUSTER_N tokens (default 4); QWENFT_DECODE_ATTN=pre (or any split form) turns it off
 // (docs/testing.md). Every other call runs the split kernel (decode_attention_cuda.cu).
 //
-// One cluster of AC_RANKS = 8 CTAs per (token, kv head, group of up to GS of its query heads); CTA r takes the r-th
-// eighth of the token's positions 0..t. Before the programmatic wait each CTA looks its slice's pool rows up and
+// One cluster of R = 8 CTAs (16 under the hook below) per (token, kv head, group of up to GS of its query heads);
+// CTA r takes the r-th R-th of the token's positions 0..t. Before the programmatic wait each CTA looks its slice's pool rows up and
 // copies the cached k and v rows that no kernel of this call writes (positions below the lowest one that the call's
 // tokens of the sequence write) into shared memory (cp.async, no register held); after it, the call's own rows and
 // q. Then, all from shared memory: the scores (8 threads a position, 16 dimensions each, q in registers), the
@@ -26,7 +26,8 @@
 
 namespace cg = cooperative_groups;
 
-static const int AC_RANKS = 8;      // CTAs per cluster (a portable cluster size)
+// CTAs per cluster: R = 8 (a portable cluster size), or 16 (QWENFT_ATTN_CLUSTER_RANKS=16, a bench hook: a
+// non-portable size, sm_90; slices of half the positions, 4 query heads a CTA)
 static const int AC_THREADS = 256;  // 8 warps
 static const int AC_D = 128;        // head_dim
 static const int AC_MAX_POS = 1024; // cached positions (128 a CTA: 64 KiB of k and v rows in shared memory)
@@ -46,7 +47,7 @@ struct ac_layout {
     }
 };
 
-template <typename T, int GS>
+template <typename T, int GS, int R>
 __global__ void __launch_bounds__(AC_THREADS)
     attn_cluster_kernel(T *out, const T *q, const T *kc, const T *vc, rows_paged rows, int N, int H, int KV, int ngrp,
                         int per_max, float scale) {
@@ -59,10 +60,10 @@ __global__ void __launch_bounds__(AC_THREADS)
     float *ps = reinterpret_cast<float *>(ac_smem + L.ps), *xo = reinterpret_cast<float *>(ac_smem + L.xo);
     float *ml = reinterpret_cast<float *>(ac_smem + L.ml), *red = reinterpret_cast<float *>(ac_smem + L.red);
     int *rowix = reinterpret_cast<int *>(ac_smem + L.rowix);
-    const int rank = (int)cl.block_rank(), item = blockIdx.x / AC_RANKS, tid = threadIdx.x;
+    const int rank = (int)cl.block_rank(), item = blockIdx.x / R, tid = threadIdx.x;
     const int G = H / KV, tok = item / (KV * ngrp), kh = item / ngrp % KV, g0 = item % ngrp * GS;
     const int ng = min(GS, G - g0), h0 = kh * G + g0;
-    const int t = rows.last(tok), per = (t + AC_RANKS) / AC_RANKS; // ceil((t + 1) / 8) <= per_max
+    const int t = rows.last(tok), per = (t + R) / R; // ceil((t + 1) / R) <= per_max
     const int p0 = rank * per, n = max(0, min(t + 1 - p0, per));   // this CTA's positions p0 .. p0 + n - 1
     const size_t prow = (size_t)KV * AC_D;
     const int fresh = rows.first_written(tok, N, fred); // rows at positions >= fresh may be this call's writes
@@ -175,20 +176,20 @@ __global__ void __launch_bounds__(AC_THREADS)
         xo[g * AC_D + d] = a;
     }
     cl.sync(); // every rank's ml and xo written and visible to the cluster
-    for (int e = tid; e < ng * (AC_D / AC_RANKS); e += AC_THREADS) {
-        const int g = e / (AC_D / AC_RANKS), d = rank * (AC_D / AC_RANKS) + e % (AC_D / AC_RANKS);
-        float m[AC_RANKS], l[AC_RANKS], x[AC_RANKS];
+    for (int e = tid; e < ng * (AC_D / R); e += AC_THREADS) {
+        const int g = e / (AC_D / R), d = rank * (AC_D / R) + e % (AC_D / R);
+        float m[R], l[R], x[R];
 #pragma unroll
-        for (int r = 0; r < AC_RANKS; r++) {
+        for (int r = 0; r < R; r++) {
             const float *rml = cl.map_shared_rank(ml, r);
             m[r] = rml[2 * g], l[r] = rml[2 * g + 1], x[r] = cl.map_shared_rank(xo, r)[g * AC_D + d];
         }
         float M = m[0]; // rank 0's slice is never empty: M is finite
 #pragma unroll
-        for (int r = 1; r < AC_RANKS; r++) M = fmaxf(M, m[r]);
+        for (int r = 1; r < R; r++) M = fmaxf(M, m[r]);
         float Ls = 0.0f, a = 0.0f;
 #pragma unroll
-        for (int r = 0; r < AC_RANKS; r++) {
+        for (int r = 0; r < R; r++) {
             const float s = expf(m[r] - M); // 0 for an empty slice (m = -inf; its l and x are 0)
             Ls += s * l[r], a += s * x[r];
         }
@@ -198,30 +199,60 @@ __global__ void __launch_bounds__(AC_THREADS)
 #endif
 }
 
-template <typename T, int GS>
+template <typename T, int GS, int R>
 static void ac_launch(void *out, const void *q, const void *kc, const void *vc, rows_paged rows, int N, int H,
                       int KV, int ngrp, int per_max) {
     const ac_layout L(per_max, GS, (int)sizeof(T));
     const int ti = std::is_same<T, f16>::value ? 1 : 0, gi = GS == 1 ? 0 : GS == 2 ? 1 : 2;
-    size_t &opted = qfc().attn_cluster_smem[ti][gi]; // the opt-in above 48 KiB, per kernel instance
+    size_t &opted = qfc().attn_cluster_smem[R == 16][ti][gi]; // the opt-in above 48 KiB, per kernel instance
     if (L.bytes > ((size_t)48 << 10) && L.bytes > opted) {
-        CHECK_CUDA(cudaFuncSetAttribute(attn_cluster_kernel<T, GS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        CHECK_CUDA(cudaFuncSetAttribute(attn_cluster_kernel<T, GS, R>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         (int)L.bytes));
         opted = L.bytes;
     }
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)((size_t)N * KV * ngrp * AC_RANKS)), cfg.blockDim = dim3(AC_THREADS);
+    cfg.gridDim = dim3((unsigned)((size_t)N * KV * ngrp * R)), cfg.blockDim = dim3(AC_THREADS);
     cfg.dynamicSmemBytes = L.bytes, cfg.stream = qfc_stream();
     cudaLaunchAttribute at[2];
     at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = AC_RANKS, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+    at[0].val.clusterDim.x = R, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
     at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[1].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = at, cfg.numAttrs = 2;
     const float scale = (float)(1.0 / sqrt((double)AC_D));
-    CHECK_CUDA(cudaLaunchKernelEx(&cfg, attn_cluster_kernel<T, GS>, (T *)out, (const T *)q, (const T *)kc,
+    CHECK_CUDA(cudaLaunchKernelEx(&cfg, attn_cluster_kernel<T, GS, R>, (T *)out, (const T *)q, (const T *)kc,
                                   (const T *)vc, rows, N, H, KV, ngrp, per_max, scale));
     qfc().attn_cluster_launches++;
+}
+
+// QWENFT_ATTN_CLUSTER_RANKS=16 and the device can run clusters of 16 (checked once: the non-portable size allowed on
+// every instance, and cudaOccupancyMaxActiveClusters finds room for one; otherwise a line on stderr and 8)
+static bool cluster16_ok() {
+    qf_cuda_ctx &c = qfc();
+    if (c.attn_cluster_ranks != 16) return false;
+    if (c.attn_cluster16 == 0) {
+        bool ok = true;
+        const void *fn[] = {(const void *)attn_cluster_kernel<bf16, 1, 16>, (const void *)attn_cluster_kernel<bf16, 2, 16>,
+                            (const void *)attn_cluster_kernel<bf16, 4, 16>, (const void *)attn_cluster_kernel<f16, 1, 16>,
+                            (const void *)attn_cluster_kernel<f16, 2, 16>, (const void *)attn_cluster_kernel<f16, 4, 16>};
+        for (const void *f : fn)
+            ok = ok && cudaFuncSetAttribute(f, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess;
+        int nc = 0;
+        if (ok) {
+            cudaLaunchConfig_t cfg = {};
+            cfg.gridDim = dim3(16), cfg.blockDim = dim3(AC_THREADS), cfg.dynamicSmemBytes = (size_t)48 << 10;
+            cudaLaunchAttribute at;
+            at.id = cudaLaunchAttributeClusterDimension;
+            at.val.clusterDim.x = 16, at.val.clusterDim.y = 1, at.val.clusterDim.z = 1;
+            cfg.attrs = &at, cfg.numAttrs = 1;
+            ok = cudaOccupancyMaxActiveClusters(&nc, (const void *)attn_cluster_kernel<bf16, 2, 16>, &cfg) == cudaSuccess &&
+                 nc > 0;
+        }
+        (void)cudaGetLastError();
+        if (!ok) fprintf(stderr, "qwen-ft: QWENFT_ATTN_CLUSTER_RANKS=16: this device runs no cluster of 16; 8 kept\n");
+        c.attn_cluster16 = ok ? 1 : -1;
+    }
+    return c.attn_cluster16 > 0;
 }
 
 // the cluster form where it applies (see the top): true if it ran (the caller appended the call's k and v first)
@@ -236,18 +267,22 @@ bool cu_attention_cluster(void *out, const void *q, const void *kc, const void *
             max_len > AC_MAX_POS || !qf_ptr_aligned(q, 16) || !qf_ptr_aligned(kc, 16) || !qf_ptr_aligned(vc, 16))
             return false;
         // the fewest query heads a cluster (1, 2 or 4) that keep the clusters' CTAs within one per SM
-        const int G = H / KV;
+        const int G = H / KV, R = cluster16_ok() ? 16 : 8;
         int GS = 4;
         for (int gs = 1; gs <= 2; gs *= 2)
-            if ((long)N * KV * ((G + gs - 1) / gs) * AC_RANKS <= qfc().num_sms) {
+            if ((long)N * KV * ((G + gs - 1) / gs) * R <= qfc().num_sms) {
                 GS = gs;
                 break;
             }
-        const int ngrp = (G + GS - 1) / GS, per_max = (max_len + AC_RANKS - 1) / AC_RANKS;
+        const int ngrp = (G + GS - 1) / GS, per_max = (max_len + R - 1) / R;
         const rows_paged rows{seq, pos, btab, maxb, bs};
-        if (GS == 1) ac_launch<T, 1>(out, q, kc, vc, rows, N, H, KV, ngrp, per_max);
-        else if (GS == 2) ac_launch<T, 2>(out, q, kc, vc, rows, N, H, KV, ngrp, per_max);
-        else ac_launch<T, 4>(out, q, kc, vc, rows, N, H, KV, ngrp, per_max);
+        if (R == 16) {
+            if (GS == 1) ac_launch<T, 1, 16>(out, q, kc, vc, rows, N, H, KV, ngrp, per_max);
+            else if (GS == 2) ac_launch<T, 2, 16>(out, q, kc, vc, rows, N, H, KV, ngrp, per_max);
+            else ac_launch<T, 4, 16>(out, q, kc, vc, rows, N, H, KV, ngrp, per_max);
+        } else if (GS == 1) ac_launch<T, 1, 8>(out, q, kc, vc, rows, N, H, KV, ngrp, per_max);
+        else if (GS == 2) ac_launch<T, 2, 8>(out, q, kc, vc, rows, N, H, KV, ngrp, per_max);
+        else ac_launch<T, 4, 8>(out, q, kc, vc, rows, N, H, KV, ngrp, per_max);
         return true;
     }
 }

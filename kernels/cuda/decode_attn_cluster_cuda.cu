@@ -226,31 +226,42 @@ static void ac_launch(void *out, const void *q, const void *kc, const void *vc, 
 }
 
 // QWENFT_ATTN_CLUSTER_RANKS=16 and the device can run clusters of 16 (checked once: the non-portable size allowed on
-// every instance, and cudaOccupancyMaxActiveClusters finds room for one; otherwise a line on stderr and 8)
+// every instance, and cudaOccupancyMaxActiveClusters finds room for one at the longest slices' shared memory, which
+// stays under the 48 KiB a kernel gets without an opt-in; otherwise a line on stderr naming the failed call, and 8)
 static bool cluster16_ok() {
     qf_cuda_ctx &c = qfc();
     if (c.attn_cluster_ranks != 16) return false;
     if (c.attn_cluster16 == 0) {
-        bool ok = true;
         const void *fn[] = {(const void *)attn_cluster_kernel<bf16, 1, 16>, (const void *)attn_cluster_kernel<bf16, 2, 16>,
                             (const void *)attn_cluster_kernel<bf16, 4, 16>, (const void *)attn_cluster_kernel<f16, 1, 16>,
                             (const void *)attn_cluster_kernel<f16, 2, 16>, (const void *)attn_cluster_kernel<f16, 4, 16>};
-        for (const void *f : fn)
-            ok = ok && cudaFuncSetAttribute(f, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess;
+        const int gs[] = {1, 2, 4, 1, 2, 4};
+        const char *failed = NULL;
+        cudaError_t err = cudaSuccess;
         int nc = 0;
-        if (ok) {
+        for (int i = 0; i < 6 && !failed; i++) {
+            err = cudaFuncSetAttribute(fn[i], cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+            if (err != cudaSuccess) {
+                failed = "cudaFuncSetAttribute(NonPortableClusterSizeAllowed)";
+                break;
+            }
             cudaLaunchConfig_t cfg = {};
-            cfg.gridDim = dim3(16), cfg.blockDim = dim3(AC_THREADS), cfg.dynamicSmemBytes = (size_t)48 << 10;
+            cfg.gridDim = dim3(16), cfg.blockDim = dim3(AC_THREADS);
+            cfg.dynamicSmemBytes = ac_layout(AC_MAX_POS / 16, gs[i], 2).bytes; // 35 KiB at 4 heads
             cudaLaunchAttribute at;
             at.id = cudaLaunchAttributeClusterDimension;
             at.val.clusterDim.x = 16, at.val.clusterDim.y = 1, at.val.clusterDim.z = 1;
             cfg.attrs = &at, cfg.numAttrs = 1;
-            ok = cudaOccupancyMaxActiveClusters(&nc, (const void *)attn_cluster_kernel<bf16, 2, 16>, &cfg) == cudaSuccess &&
-                 nc > 0;
+            err = cudaOccupancyMaxActiveClusters(&nc, fn[i], &cfg);
+            if (err != cudaSuccess) failed = "cudaOccupancyMaxActiveClusters";
+            else if (nc < 1) failed = "cudaOccupancyMaxActiveClusters (0 clusters fit)";
         }
         (void)cudaGetLastError();
-        if (!ok) fprintf(stderr, "qwen-ft: QWENFT_ATTN_CLUSTER_RANKS=16: this device runs no cluster of 16; 8 kept\n");
-        c.attn_cluster16 = ok ? 1 : -1;
+        if (failed)
+            fprintf(stderr, "qwen-ft: QWENFT_ATTN_CLUSTER_RANKS=16: this device runs no cluster of 16 (%s: %s); 8 kept\n",
+                    failed, cudaGetErrorString(err));
+        else fprintf(stderr, "qwen-ft: QWENFT_ATTN_CLUSTER_RANKS=16: clusters of 16 (%d fit at once)\n", nc);
+        c.attn_cluster16 = failed ? -1 : 1;
     }
     return c.attn_cluster16 > 0;
 }
@@ -290,6 +301,7 @@ bool cu_attention_cluster(void *out, const void *q, const void *kc, const void *
 extern "C" int qf_cuda_decode_attn_cluster_n(void) { return qfc().decode_attn_cluster_n; }
 extern "C" long qf_cuda_attn_cluster_launches(void) { return qfc().attn_cluster_launches; }
 extern "C" int qf_cuda_attn_cluster_available(void) { return qfc().pdl; }
+extern "C" int qf_cuda_attn_cluster_ranks(void) { return cluster16_ok() ? 16 : 8; }
 
 #define QF_CLUSTER_INSTANTIATE(T)                                                                                    \
     template bool cu_attention_cluster<T>(void *, const void *, const void *, const void *, const int32_t *,        \

@@ -238,6 +238,12 @@ int main(void) {
         run_fast(gs[i], 1, 3584, 28, 4, 128, 18944, 511, 1); /* Qwen2.5-7B's shapes */
         run_fast_declined(gs[i]);
     }
+    {   /* under QWENFT_ATTN_CLUSTER_RANKS=16 (test_paged_cuda_cluster16) the checks above ran clusters of 16 */
+        const char *r = getenv("QWENFT_ATTN_CLUSTER_RANKS");
+        if (r && atoi(r) == 16)
+            qf_gpu_report_bool("cuda", "QWENFT_ATTN_CLUSTER_RANKS=16: the cluster form ran in clusters of 16",
+                               qf_cuda_attn_cluster_ranks() == 16);
+    }
     printf("test_paged_cuda: %d checks, %d failed\n", n_checks, n_fail);
     return n_fail ? 1 : 0;
 }

@@ -343,7 +343,10 @@ int qf_cuda_decode_attn_mlp(void);
 int qf_cuda_decode_attn_cluster_n(void);
 long qf_cuda_attn_cluster_launches(void);
 int qf_cuda_attn_cluster_available(void); /* the device has thread-block clusters (sm_90+) */
-int qf_cuda_attn_cluster_ranks(void);     /* CTAs a cluster: 16 under QWENFT_ATTN_CLUSTER_RANKS=16 where it fits, 8 */
+/* the cluster form's launches in clusters of 16 CTAs so far (the default where a call's clusters of 16 fit on the
+ * device at once, QWENFT_ATTN_CLUSTER_RANKS=8|16 for every call), and how many fit at once (0: none run here) */
+long qf_cuda_attn_cluster16_launches(void);
+int qf_cuda_attn_cluster16_fit(void);
 /* What the fp8 tables did (tensorwise), since the backend started: GEMMs in fp8 / in bf16 (qf_cuda_fp8_counts),
  * tensor amax passes (activations, gradients and weights), the weights' share of them, weight casts that took a
  * saved scale (the same parameter version: no pass) or a new version's scale from the amax history (no pass), and

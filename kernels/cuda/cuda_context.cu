@@ -185,7 +185,7 @@ int qfc_context_init(void (*first)(void)) {
         g_ctx.decode_attn_cluster_n = cnv;
         const char *cr = getenv("QWENFT_ATTN_CLUSTER_RANKS");
         if (cr && strcmp(cr, "8") && strcmp(cr, "16")) QF_FATAL("QWENFT_ATTN_CLUSTER_RANKS=%s: 8 or 16 expected", cr);
-        g_ctx.attn_cluster_ranks = cr && !strcmp(cr, "16") ? 16 : 8;
+        g_ctx.attn_cluster_ranks = !cr ? 0 : !strcmp(cr, "16") ? 16 : 8;
         const char *gu = getenv("QWENFT_GRAPH_UPDATE");
         if (gu && strcmp(gu, "0") && strcmp(gu, "1")) QF_FATAL("QWENFT_GRAPH_UPDATE=%s: 0 or 1 expected", gu);
         g_ctx.graph_update = !gu || !strcmp(gu, "1");

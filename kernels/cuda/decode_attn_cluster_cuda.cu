@@ -3,7 +3,8 @@
 // of up to QWENFT_DECODE_ATTN_CLUSTER_N tokens (default 4); QWENFT_DECODE_ATTN=pre (or any split form) turns it off
 // (docs/testing.md). Every other call runs the split kernel (decode_attention_cuda.cu).
 //
-// One cluster of R = 8 CTAs (16 under the hook below) per (token, kv head, group of up to GS of its query heads);
+// One cluster of R = 16 CTAs (8 where the call's clusters of 16 do not all fit on the device at once; the bench hook
+// QWENFT_ATTN_CLUSTER_RANKS=8|16 sets R for every call) per (token, kv head, group of up to GS of its query heads);
 // CTA r takes the r-th R-th of the token's positions 0..t. Before the programmatic wait each CTA looks its slice's pool rows up and
 // copies the cached k and v rows that no kernel of this call writes (positions below the lowest one that the call's
 // tokens of the sequence write) into shared memory (cp.async, no register held); after it, the call's own rows and
@@ -21,13 +22,14 @@
 #include "attention_tile.cuh" // cp.async
 #include "cuda_common.cuh"
 #include "paged_rows.cuh"
+#include <algorithm>
 #include <cooperative_groups.h>
 #include <type_traits>
 
 namespace cg = cooperative_groups;
 
-// CTAs per cluster: R = 8 (a portable cluster size), or 16 (QWENFT_ATTN_CLUSTER_RANKS=16, a bench hook: a
-// non-portable size, sm_90; slices of half the positions, 4 query heads a CTA)
+// CTAs per cluster: R = 16 (a non-portable size, sm_90: slices of half the positions; at Qwen2.5-7B's one decoding
+// token, 4 query heads a CTA, 8 clusters) or 8 (a portable size)
 static const int AC_THREADS = 256;  // 8 warps
 static const int AC_D = 128;        // head_dim
 static const int AC_MAX_POS = 1024; // cached positions (128 a CTA: 64 KiB of k and v rows in shared memory)
@@ -225,12 +227,12 @@ static void ac_launch(void *out, const void *q, const void *kc, const void *vc, 
     qfc().attn_cluster_launches++;
 }
 
-// QWENFT_ATTN_CLUSTER_RANKS=16 and the device can run clusters of 16 (checked once: the non-portable size allowed on
-// every instance, and cudaOccupancyMaxActiveClusters finds room for one at the longest slices' shared memory, which
-// stays under the 48 KiB a kernel gets without an opt-in; otherwise a line on stderr naming the failed call, and 8)
-static bool cluster16_ok() {
+// The clusters of 16 that fit on the device at once (the fewest over the kernel instances, at the longest slices'
+// shared memory, which stays under the 48 KiB a kernel gets without an opt-in), checked once: 0 where none runs (the
+// non-portable size refused, or no room), with a line on stderr naming the failed call under
+// QWENFT_ATTN_CLUSTER_RANKS=16
+static int cluster16_fit() {
     qf_cuda_ctx &c = qfc();
-    if (c.attn_cluster_ranks != 16) return false;
     if (c.attn_cluster16 == 0) {
         const void *fn[] = {(const void *)attn_cluster_kernel<bf16, 1, 16>, (const void *)attn_cluster_kernel<bf16, 2, 16>,
                             (const void *)attn_cluster_kernel<bf16, 4, 16>, (const void *)attn_cluster_kernel<f16, 1, 16>,
@@ -238,7 +240,7 @@ static bool cluster16_ok() {
         const int gs[] = {1, 2, 4, 1, 2, 4};
         const char *failed = NULL;
         cudaError_t err = cudaSuccess;
-        int nc = 0;
+        int fit = 1 << 30;
         for (int i = 0; i < 6 && !failed; i++) {
             err = cudaFuncSetAttribute(fn[i], cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
             if (err != cudaSuccess) {
@@ -252,18 +254,19 @@ static bool cluster16_ok() {
             at.id = cudaLaunchAttributeClusterDimension;
             at.val.clusterDim.x = 16, at.val.clusterDim.y = 1, at.val.clusterDim.z = 1;
             cfg.attrs = &at, cfg.numAttrs = 1;
+            int nc = 0;
             err = cudaOccupancyMaxActiveClusters(&nc, fn[i], &cfg);
             if (err != cudaSuccess) failed = "cudaOccupancyMaxActiveClusters";
-            else if (nc < 1) failed = "cudaOccupancyMaxActiveClusters (0 clusters fit)";
+            else if (nc < 1) failed = "cudaOccupancyMaxActiveClusters (no cluster fits)";
+            fit = std::min(fit, nc);
         }
         (void)cudaGetLastError();
-        if (failed)
+        if (failed && c.attn_cluster_ranks == 16)
             fprintf(stderr, "qwen-ft: QWENFT_ATTN_CLUSTER_RANKS=16: this device runs no cluster of 16 (%s: %s); 8 kept\n",
                     failed, cudaGetErrorString(err));
-        else fprintf(stderr, "qwen-ft: QWENFT_ATTN_CLUSTER_RANKS=16: clusters of 16 (%d fit at once)\n", nc);
-        c.attn_cluster16 = failed ? -1 : 1;
+        c.attn_cluster16 = failed ? -1 : fit;
     }
-    return c.attn_cluster16 > 0;
+    return std::max(c.attn_cluster16, 0);
 }
 
 // the cluster form where it applies (see the top): true if it ran (the caller appended the call's k and v first)
@@ -278,19 +281,27 @@ bool cu_attention_cluster(void *out, const void *q, const void *kc, const void *
             max_len > AC_MAX_POS || !qf_ptr_aligned(q, 16) || !qf_ptr_aligned(kc, 16) || !qf_ptr_aligned(vc, 16))
             return false;
         // the fewest query heads a cluster (1, 2 or 4) that keep the clusters' CTAs within one per SM
-        const int G = H / KV, R = cluster16_ok() ? 16 : 8;
-        int GS = 4;
-        for (int gs = 1; gs <= 2; gs *= 2)
-            if ((long)N * KV * ((G + gs - 1) / gs) * R <= qfc().num_sms) {
-                GS = gs;
-                break;
-            }
-        const int ngrp = (G + GS - 1) / GS, per_max = (max_len + R - 1) / R;
+        const int G = H / KV, forced = qfc().attn_cluster_ranks;
+        auto group = [&](int R) {
+            for (int gs = 1; gs <= 2; gs *= 2)
+                if ((long)N * KV * ((G + gs - 1) / gs) * R <= qfc().num_sms) return gs;
+            return 4;
+        };
+        // clusters of 16 (slices of half the positions: their shared memory stays under 35 KiB at every length, where
+        // 8's reach 66 KiB at 1024 and slow the GEMVs beside them) where they all fit at once, else 8 (a second wave
+        // costs more than the slices save: session 30)
+        int R = 8;
+        if (forced != 8 && cluster16_fit() > 0) {
+            const long n16 = (long)N * KV * ((G + group(16) - 1) / group(16));
+            if (forced == 16 || n16 <= cluster16_fit()) R = 16;
+        }
+        const int GS = group(R), ngrp = (G + GS - 1) / GS, per_max = (max_len + R - 1) / R;
         const rows_paged rows{seq, pos, btab, maxb, bs};
         if (R == 16) {
             if (GS == 1) ac_launch<T, 1, 16>(out, q, kc, vc, rows, N, H, KV, ngrp, per_max);
             else if (GS == 2) ac_launch<T, 2, 16>(out, q, kc, vc, rows, N, H, KV, ngrp, per_max);
             else ac_launch<T, 4, 16>(out, q, kc, vc, rows, N, H, KV, ngrp, per_max);
+            qfc().attn_cluster16_launches++;
         } else if (GS == 1) ac_launch<T, 1, 8>(out, q, kc, vc, rows, N, H, KV, ngrp, per_max);
         else if (GS == 2) ac_launch<T, 2, 8>(out, q, kc, vc, rows, N, H, KV, ngrp, per_max);
         else ac_launch<T, 4, 8>(out, q, kc, vc, rows, N, H, KV, ngrp, per_max);
@@ -301,7 +312,8 @@ bool cu_attention_cluster(void *out, const void *q, const void *kc, const void *
 extern "C" int qf_cuda_decode_attn_cluster_n(void) { return qfc().decode_attn_cluster_n; }
 extern "C" long qf_cuda_attn_cluster_launches(void) { return qfc().attn_cluster_launches; }
 extern "C" int qf_cuda_attn_cluster_available(void) { return qfc().pdl; }
-extern "C" int qf_cuda_attn_cluster_ranks(void) { return cluster16_ok() ? 16 : 8; }
+extern "C" long qf_cuda_attn_cluster16_launches(void) { return qfc().attn_cluster16_launches; }
+extern "C" int qf_cuda_attn_cluster16_fit(void) { return qfc().pdl ? cluster16_fit() : 0; }
 
 #define QF_CLUSTER_INSTANTIATE(T)                                                                                    \
     template bool cu_attention_cluster<T>(void *, const void *, const void *, const void *, const int32_t *,        \

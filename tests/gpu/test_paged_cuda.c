@@ -238,11 +238,20 @@ int main(void) {
         run_fast(gs[i], 1, 3584, 28, 4, 128, 18944, 511, 1); /* Qwen2.5-7B's shapes */
         run_fast_declined(gs[i]);
     }
-    {   /* under QWENFT_ATTN_CLUSTER_RANKS=16 (test_paged_cuda_cluster16) the checks above ran clusters of 16 */
+    {   /* clusters of 16 CTAs: by default on the calls whose clusters of 16 all fit at once (Qwen2.5-7B's one
+         * token: 8 of them) and clusters of 8 on the others (4 tokens over 2 kv heads: 16 clusters, more than an
+         * H100 holds); QWENFT_ATTN_CLUSTER_RANKS=16 (test_paged_cuda_cluster16) on every call, =8 on none */
         const char *r = getenv("QWENFT_ATTN_CLUSTER_RANKS");
-        if (r && atoi(r) == 16)
-            qf_gpu_report_bool("cuda", "QWENFT_ATTN_CLUSTER_RANKS=16: the cluster form ran in clusters of 16",
-                               qf_cuda_attn_cluster_ranks() == 16);
+        const int forced = r ? atoi(r) : 0, fit = qf_cuda_attn_cluster16_fit();
+        const long n16 = qf_cuda_attn_cluster16_launches(), all = qf_cuda_attn_cluster_launches();
+        char what[160];
+        snprintf(what, sizeof what, "clusters of 16 (%d fit at once here): %ld of the cluster form's %ld launches", fit,
+                 n16, all);
+        if (qf_cuda_attn_cluster_available() && all > 0)
+            qf_gpu_report_bool("cuda", what,
+                               forced == 8    ? n16 == 0
+                               : forced == 16 ? fit > 0 && n16 == all
+                                              : fit == 0 ? n16 == 0 : n16 > 0 && n16 < all);
     }
     printf("test_paged_cuda: %d checks, %d failed\n", n_checks, n_fail);
     return n_fail ? 1 : 0;

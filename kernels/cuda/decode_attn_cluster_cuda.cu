@@ -3,8 +3,9 @@
 // of up to QWENFT_DECODE_ATTN_CLUSTER_N tokens (default 4); QWENFT_DECODE_ATTN=pre (or any split form) turns it off
 // (docs/testing.md). Every other call runs the split kernel (decode_attention_cuda.cu).
 //
-// One cluster of R = 16 CTAs (8 where the call's clusters of 16 do not all fit on the device at once; the bench hook
-// QWENFT_ATTN_CLUSTER_RANKS=8|16 sets R for every call) per (token, kv head, group of up to GS of its query heads);
+// One cluster of R = 8 CTAs (16 where 8's slices would take more than 40 KiB of shared memory a CTA and the call's
+// clusters of 16 all fit on the device at once; the bench hook QWENFT_ATTN_CLUSTER_RANKS=8|16 sets R for every call)
+// per (token, kv head, group of up to GS of its query heads);
 // CTA r takes the r-th R-th of the token's positions 0..t. Before the programmatic wait each CTA looks its slice's pool rows up and
 // copies the cached k and v rows that no kernel of this call writes (positions below the lowest one that the call's
 // tokens of the sequence write) into shared memory (cp.async, no register held); after it, the call's own rows and
@@ -33,6 +34,9 @@ namespace cg = cooperative_groups;
 static const int AC_THREADS = 256;  // 8 warps
 static const int AC_D = 128;        // head_dim
 static const int AC_MAX_POS = 1024; // cached positions (128 a CTA: 64 KiB of k and v rows in shared memory)
+// the most shared memory a CTA of a cluster of 8 takes by default before clusters of 16 do (session 30, H100: the
+// step flat while 8's slices take up to 38 KiB, 576 positions at Qwen2.5-7B, 0.1 ms slower at 42 KiB)
+static const size_t AC_SMEM_8 = (size_t)40 << 10;
 
 // The dynamic shared memory of one CTA for slices of up to per_max positions (host and device agree):
 // ks, vs [per_max][128] T | ps [GS][per_max] f32 | xo [GS][128] f32 | ml [GS][2] f32 | rowix [per_max] i32 |
@@ -287,13 +291,15 @@ bool cu_attention_cluster(void *out, const void *q, const void *kc, const void *
                 if ((long)N * KV * ((G + gs - 1) / gs) * R <= qfc().num_sms) return gs;
             return 4;
         };
-        // clusters of 16 (slices of half the positions: their shared memory stays under 35 KiB at every length, where
-        // 8's reach 66 KiB at 1024 and slow the GEMVs beside them) where they all fit at once, else 8 (a second wave
-        // costs more than the slices save: session 30)
+        // clusters of 8 while their slices' shared memory stays within AC_SMEM_8 (the batch-1 step is 0.02-0.05 ms
+        // faster so on an H100 to 512 positions), else 16 (slices of half the positions, under 35 KiB at every length:
+        // 8's reach 66 KiB at 1024 and slow the GEMVs that their early blocks overlap, 0.1-0.17 ms a step from 640
+        // positions on) where all of the call's clusters fit at once (a second wave costs more than the slices save)
         int R = 8;
-        if (forced != 8 && cluster16_fit() > 0) {
+        const int g8 = group(8);
+        if (forced == 16 || (forced == 0 && ac_layout((max_len + 7) / 8, g8, 2).bytes > AC_SMEM_8)) {
             const long n16 = (long)N * KV * ((G + group(16) - 1) / group(16));
-            if (forced == 16 || n16 <= cluster16_fit()) R = 16;
+            if (cluster16_fit() > 0 && (forced == 16 || n16 <= cluster16_fit())) R = 16;
         }
         const int GS = group(R), ngrp = (G + GS - 1) / GS, per_max = (max_len + R - 1) / R;
         const rows_paged rows{seq, pos, btab, maxb, bs};

@@ -214,7 +214,7 @@ int main(void) {
     }
     const qf_ops *gs[3] = {qf_ops_cuda(), qf_ops_cuda_f32(), qf_ops_cuda_f16()};
     const int a[] = {9, 1, 40}, b[] = {100, 3, 17, 64, 5}, l[] = {1500, 7};
-    const int d3[] = {1, 255, 1000}, d1[] = {511}, d4[] = {17, 300, 64, 700}, tiny[] = {5}, rag[] = {3, 40};
+    const int d3[] = {1, 255, 1000}, d1[] = {511}, d7[] = {900}, d4[] = {17, 300, 64, 700}, tiny[] = {5}, rag[] = {3, 40};
     int d32[32];
     for (int s = 0; s < 32; s++) d32[s] = 17 + 5 * s;
     for (int i = 0; i < 3; i++) {
@@ -231,6 +231,9 @@ int main(void) {
         run_case(gs[i], 4, d4, 700, 3, 12, 2, 128);
         run_case(gs[i], 1, tiny, 8, 4, 64, 8, 128);
         run_case(gs[i], 2, rag, 2, 6, 28, 4, 128);
+        /* one decoding token of Qwen2.5-7B's heads past 900 positions: clusters of 16 by default (8's slices would
+         * take 60 KiB a CTA) */
+        run_case(gs[i], 1, d7, 1024, 3, 28, 4, 128);
         /* 32 decoding sequences of 17-174 positions (the cluster form's only under QWENFT_DECODE_ATTN_CLUSTER_N >= 32) */
         run_case(gs[i], 32, d32, 1024, 3, 28, 4, 128);
         run_fast(gs[i], 1, 512, 8, 2, 64, 1024, 37, 1);
@@ -238,9 +241,10 @@ int main(void) {
         run_fast(gs[i], 1, 3584, 28, 4, 128, 18944, 511, 1); /* Qwen2.5-7B's shapes */
         run_fast_declined(gs[i]);
     }
-    {   /* clusters of 16 CTAs: by default on the calls whose clusters of 16 all fit at once (Qwen2.5-7B's one
-         * token: 8 of them) and clusters of 8 on the others (4 tokens over 2 kv heads: 16 clusters, more than an
-         * H100 holds); QWENFT_ATTN_CLUSTER_RANKS=16 (test_paged_cuda_cluster16) on every call, =8 on none */
+    {   /* clusters of 16 CTAs: by default on the calls whose 8-CTA slices would take over 40 KiB of shared memory a
+         * CTA and whose clusters of 16 all fit at once (Qwen2.5-7B's one token past 900 positions: 8 of them), 8 on
+         * the others (511 positions; or 4 tokens over 2 kv heads: 16 clusters, more than an H100 holds);
+         * QWENFT_ATTN_CLUSTER_RANKS=16 (test_paged_cuda_cluster16) on every call, =8 on none */
         const char *r = getenv("QWENFT_ATTN_CLUSTER_RANKS");
         const int forced = r ? atoi(r) : 0, fit = qf_cuda_attn_cluster16_fit();
         const long n16 = qf_cuda_attn_cluster16_launches(), all = qf_cuda_attn_cluster_launches();

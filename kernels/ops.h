@@ -343,8 +343,9 @@ int qf_cuda_decode_attn_mlp(void);
 int qf_cuda_decode_attn_cluster_n(void);
 long qf_cuda_attn_cluster_launches(void);
 int qf_cuda_attn_cluster_available(void); /* the device has thread-block clusters (sm_90+) */
-/* the cluster form's launches in clusters of 16 CTAs so far (the default where a call's clusters of 16 fit on the
- * device at once, QWENFT_ATTN_CLUSTER_RANKS=8|16 for every call), and how many fit at once (0: none run here) */
+/* the cluster form's launches in clusters of 16 CTAs so far (the default where clusters of 8 would take over 40 KiB
+ * of shared memory a CTA and the call's clusters of 16 fit on the device at once; QWENFT_ATTN_CLUSTER_RANKS=8|16 for
+ * every call), and how many fit at once (0: none run here) */
 long qf_cuda_attn_cluster16_launches(void);
 int qf_cuda_attn_cluster16_fit(void);
 /* What the fp8 tables did (tensorwise), since the backend started: GEMMs in fp8 / in bf16 (qf_cuda_fp8_counts),

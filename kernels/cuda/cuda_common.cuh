@@ -94,8 +94,8 @@ struct qf_cuda_ctx {
     long attn_cluster_launches; // the cluster form's launches so far (the GPU tests check that it ran)
     size_t attn_cluster_smem[2][2][3]; // its shared-memory opt-in set so far, per kernel instance [8, 16 CTAs a
                                        // cluster][bf16, f16][GS 1, 2, 4]
-    int attn_cluster_ranks;    // QWENFT_ATTN_CLUSTER_RANKS (a bench hook): 0 (default: 16 CTAs a cluster where the
-                               // call's clusters of 16 fit at once, else 8), or 8 or 16 for every call
+    int attn_cluster_ranks;    // QWENFT_ATTN_CLUSTER_RANKS (a bench hook): 0 (default: 16 CTAs a cluster where 8's
+                               // slices pass 40 KiB and the call's clusters of 16 fit at once, else 8), or 8 or 16
     int attn_cluster16;        // 0 not yet checked, else the clusters of 16 that fit at once (-1: none run here)
     long attn_cluster16_launches; // the cluster form's launches in clusters of 16 so far
     int graph_update;          // QWENFT_GRAPH_UPDATE=0 (a bench hook) turns off graph_run's family updates

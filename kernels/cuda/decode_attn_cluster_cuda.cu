@@ -5,21 +5,20 @@
 //
 // One cluster of R = 8 CTAs (16 where 8's slices would take more than 40 KiB of shared memory a CTA and the call's
 // clusters of 16 all fit on the device at once; the bench hook QWENFT_ATTN_CLUSTER_RANKS=8|16 sets R for every call)
-// per (token, kv head, group of up to GS of its query heads);
-// CTA r takes the r-th R-th of the token's positions 0..t. Before the programmatic wait each CTA looks its slice's pool rows up and
-// copies the cached k and v rows that no kernel of this call writes (positions below the lowest one that the call's
-// tokens of the sequence write) into shared memory (cp.async, no register held); after it, the call's own rows and
-// q. Then, all from shared memory: the scores (8 threads a position, 16 dimensions each, q in registers), the
-// slice's max and exp-sum per head (a warp a head), p.v (16 threads a row, 8 dimensions each; 16 position lanes
-// merged by a shuffle and one pass over shared memory). The slices meet through distributed shared memory: after a
-// cluster barrier, rank r reads every rank's max, exp-sum and sums for dimensions 16r..16r+15 and writes the output
-// (sum_r e^(m_r - M) x_r / sum_r e^(m_r - M) l_r, the ranks in order); a second barrier keeps every CTA's shared
-// memory alive until the others have read it.
-// Against the split kernel this drops the global partial sums, the fence, the counter and the last block's merge:
-// half its time at batch 1 on an H100 (session 26: 6.3 against 12.1 us a layer at Qwen2.5-7B's shapes). At many
-// sequences it is slower (32 sequences: every cluster's slices in shared memory take two waves), so it serves the
-// calls of a few tokens. fp32 math, scale 1/sqrt(D) folded into q, one rounding to T on store; other sums than the
-// split kernel's (not bit for bit: within its rounding, tests/gpu/test_paged_cuda.c).
+// per (token, kv head, group of up to GS of its query heads); CTA r takes the r-th R-th of the token's positions 0..t.
+// Before the programmatic wait each CTA looks its slice's pool rows up and copies the cached k and v rows that no
+// kernel of this call writes (positions below the lowest one that the call's tokens of the sequence write) into shared
+// memory (cp.async, no register held); after it, the call's own rows and q. Then, all from shared memory: the scores (8
+// threads a position, 16 dimensions each, q in registers), the slice's max and exp-sum per head (a warp a head), p.v
+// (16 threads a row, 8 dimensions each; 16 position lanes merged by a shuffle and one pass over shared memory). The
+// slices meet through distributed shared memory: after a cluster barrier, rank r reads every rank's max, exp-sum and
+// sums for its 128/R dimensions (from (128/R) r) and writes the output (sum_r e^(m_r - M) x_r / sum_r e^(m_r - M) l_r,
+// the ranks in order); a second barrier keeps every CTA's shared memory alive until the others have read it. Against
+// the split kernel this drops the global partial sums, the fence, the counter and the last block's merge: half its time
+// at batch 1 on an H100 (session 26: 6.3 against 12.1 us a layer at Qwen2.5-7B's shapes). At many sequences it is
+// slower (32 sequences: every cluster's slices in shared memory take two waves), so it serves the calls of a few
+// tokens. fp32 math, scale 1/sqrt(D) folded into q, one rounding to T on store; other sums than the split kernel's (not
+// bit for bit: within its rounding, tests/gpu/test_paged_cuda.c).
 #include "attention_tile.cuh" // cp.async
 #include "cuda_common.cuh"
 #include "paged_rows.cuh"
@@ -238,9 +237,12 @@ static void ac_launch(void *out, const void *q, const void *kc, const void *vc, 
 static int cluster16_fit() {
     qf_cuda_ctx &c = qfc();
     if (c.attn_cluster16 == 0) {
-        const void *fn[] = {(const void *)attn_cluster_kernel<bf16, 1, 16>, (const void *)attn_cluster_kernel<bf16, 2, 16>,
-                            (const void *)attn_cluster_kernel<bf16, 4, 16>, (const void *)attn_cluster_kernel<f16, 1, 16>,
-                            (const void *)attn_cluster_kernel<f16, 2, 16>, (const void *)attn_cluster_kernel<f16, 4, 16>};
+        const void *fn[] = {(const void *)attn_cluster_kernel<bf16, 1, 16>,
+                            (const void *)attn_cluster_kernel<bf16, 2, 16>,
+                            (const void *)attn_cluster_kernel<bf16, 4, 16>,
+                            (const void *)attn_cluster_kernel<f16, 1, 16>,
+                            (const void *)attn_cluster_kernel<f16, 2, 16>,
+                            (const void *)attn_cluster_kernel<f16, 4, 16>};
         const int gs[] = {1, 2, 4, 1, 2, 4};
         const char *failed = NULL;
         cudaError_t err = cudaSuccess;
@@ -266,7 +268,8 @@ static int cluster16_fit() {
         }
         (void)cudaGetLastError();
         if (failed && c.attn_cluster_ranks == 16)
-            fprintf(stderr, "qwen-ft: QWENFT_ATTN_CLUSTER_RANKS=16: this device runs no cluster of 16 (%s: %s); 8 kept\n",
+            fprintf(stderr,
+                    "qwen-ft: QWENFT_ATTN_CLUSTER_RANKS=16: this device runs no cluster of 16 (%s: %s); 8 kept\n",
                     failed, cudaGetErrorString(err));
         c.attn_cluster16 = failed ? -1 : fit;
     }

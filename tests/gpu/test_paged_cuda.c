@@ -214,7 +214,8 @@ int main(void) {
     }
     const qf_ops *gs[3] = {qf_ops_cuda(), qf_ops_cuda_f32(), qf_ops_cuda_f16()};
     const int a[] = {9, 1, 40}, b[] = {100, 3, 17, 64, 5}, l[] = {1500, 7};
-    const int d3[] = {1, 255, 1000}, d1[] = {511}, d7[] = {900}, d4[] = {17, 300, 64, 700}, tiny[] = {5}, rag[] = {3, 40};
+    const int d3[] = {1, 255, 1000}, d1[] = {511}, d7[] = {900}, d4[] = {17, 300, 64, 700}, tiny[] = {5},
+              rag[] = {3, 40};
     int d32[32];
     for (int s = 0; s < 32; s++) d32[s] = 17 + 5 * s;
     for (int i = 0; i < 3; i++) {

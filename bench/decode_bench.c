@@ -2,7 +2,9 @@
  * target: a step that reads the weights once near the memory-bandwidth limit).
  *
  * For a model shape (default Qwen2.5-7B: C 3584, F 18944, H 28, KV 4, D 128, V 152064; bf16):
- *  1. each linear layer's matmul_fwd at M = 1, 8, 32, 128 rows: microseconds and the weights' GB/s;
+ *  1. each linear layer's matmul_fwd at M = 1, 2, 8, 32, 128 rows: microseconds and the weights' GB/s; and gate with
+ *     up, q with k and v, each as one GEMM of their rows together against the separate calls (what joining them
+ *     would give the unfused layers that many sequences run);
  *  2. attention_paged for M sequences of CTX cached positions (blocks of 16);
  *  3. the pointwise ops at M rows (launch-bound at decode sizes);
  *  4. the layer stack (28 layers of the model's op sequence, no head) queued back to back without a host sync, and
@@ -32,12 +34,13 @@
 typedef struct dbench {
     const qf_ops *g;
     int C, F, H, KV, D, V, L, M, ctx, bs, maxb;
-    void *w[8], *x, *y, *big, *res, *q, *k, *v, *att, *kp, *vp, *gate, *up, *swi, *ln, *normw, *bias;
+    void *w[10], *x, *y, *big, *res, *q, *k, *v, *att, *kp, *vp, *gate, *up, *swi, *ln, *normw, *bias;
     float *rstd;
     int32_t *pos, *seq, *btab, *tok, *hbtab;
 } dbench;
 
-enum { W_Q, W_KV, W_O, W_GU, W_D, W_HEAD, W_V, W_UP }; /* v and up: weights of their own (distinct bytes) */
+enum { W_Q, W_KV, W_O, W_GU, W_D, W_HEAD, W_V, W_UP, W_GU2, W_QKV }; /* v and up: weights of their own (distinct
+                                                                      * bytes); gate+up [2F, C], q+k+v [HD+2KD, C] */
 
 /* n values in [-amp, amp) on the backend, each buffer its own stream */
 static void *dev_fill(const qf_ops *g, size_t n, float amp) { return bench_dev_rand(g, n, amp, n); }
@@ -60,6 +63,12 @@ static int lin_in[6], lin_out[6]; /* set from the shape in main */
 static const char *const lin_name[6] = {"q", "k|v", "o", "gate|up", "down", "head"};
 
 static void run_matmul(dbench *b, int i) { b->g->matmul_fwd(b->big, b->x, b->w[i], NULL, b->M, lin_in[i], lin_out[i], 0); }
+/* the same rows through one GEMM of gate and up together ([2F, C]: i = 0) or of q, k and v together (i = 1): what
+ * joining them would give where cuBLASLt runs (M > 2; the weights adjacent as one matrix) */
+static void run_matmul_joined(dbench *b, int i) {
+    const int out = i == 0 ? 2 * b->F : (b->H + 2 * b->KV) * b->D;
+    b->g->matmul_fwd(b->big, b->x, b->w[i == 0 ? W_GU2 : W_QKV], NULL, b->M, b->C, out, 0);
+}
 static void run_paged(dbench *b, int unused) {
     (void)unused;
     b->g->attention_paged(b->att, b->q, b->k, b->v, b->kp, b->vp, b->seq, b->pos, b->btab, b->M, b->maxb, b->bs, b->H,
@@ -336,6 +345,7 @@ int main(int argc, char **argv) {
     memcpy(lin_in, ins, sizeof ins), memcpy(lin_out, outs, sizeof outs);
     for (int i = 0; i < 6; i++) b.w[i] = dev_fill(g, (size_t)lin_in[i] * lin_out[i], 0.02f);
     b.w[W_V] = dev_fill(g, (size_t)b.C * KD, 0.02f), b.w[W_UP] = dev_fill(g, (size_t)b.C * b.F, 0.02f);
+    b.w[W_GU2] = dev_fill(g, (size_t)b.C * 2 * b.F, 0.02f), b.w[W_QKV] = dev_fill(g, (size_t)b.C * (HD + 2 * KD), 0.02f);
     b.x = dev_fill(g, (size_t)Mmax * b.F, 1), b.y = g->alloc((size_t)Mmax * b.F * 2);
     b.big = g->alloc((size_t)Mmax * b.V * 2), b.res = dev_fill(g, (size_t)Mmax * b.C, 1);
     b.q = dev_fill(g, (size_t)Mmax * HD, 1), b.k = dev_fill(g, (size_t)Mmax * KD, 1), b.v = dev_fill(g, (size_t)Mmax * KD, 1);
@@ -369,13 +379,18 @@ int main(int argc, char **argv) {
     for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++) {
         b.M = Ms[mi];
         printf("M = %d\n", b.M);
-        double sum = 0;
+        double sum = 0, tm[6];
         for (int i = 0; i < 6; i++) {
-            const double t = best_of(&b, run_matmul, i, 50);
+            const double t = tm[i] = best_of(&b, run_matmul, i, 50);
             const double gbs = (double)lin_in[i] * lin_out[i] * 2 / t / 1e9;
             printf("  matmul %-8s [%d x %d]  %8.1f us  %7.0f GB/s\n", lin_name[i], lin_out[i], lin_in[i], t * 1e6, gbs);
             sum += t * (i == W_HEAD ? 1.0 / b.L : (i == W_KV || i == W_GU ? 2 : 1));
         }
+        const double tgu = best_of(&b, run_matmul_joined, 0, 50), tqkv = best_of(&b, run_matmul_joined, 1, 50);
+        printf("  joined: gate+up as one [%d x %d] %.1f us (%.0f GB/s; apart %.1f us), q+k+v as one [%d x %d] %.1f us "
+               "(%.0f GB/s; apart %.1f us)\n",
+               2 * b.F, b.C, tgu * 1e6, 4.0 * b.F * b.C / tgu / 1e9, 2 * tm[W_GU] * 1e6, HD + 2 * KD, b.C, tqkv * 1e6,
+               2.0 * (HD + 2 * KD) * b.C / tqkv / 1e9, (tm[W_Q] + 2 * tm[W_KV]) * 1e6);
         const double ta = best_of(&b, run_paged, 0, 50), tn = best_of(&b, run_rmsnorm, 0, 100);
         const double tr = best_of(&b, run_rope, 0, 100), ts = best_of(&b, run_swiglu, 0, 100);
         const double kvb = (double)b.M * (b.ctx + 1) * KD * 2 * 2;

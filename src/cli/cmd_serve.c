@@ -21,7 +21,7 @@
 
 typedef struct serve_args {
     const char *model, *tokenizer, *host, *api_key, *template_name, *system, *dtype, *model_id, *cuda_graphs;
-    const char *decode_ahead;
+    const char *decode_ahead, *prefix_cache;
     int port, max_batch, max_input, max_total, max_queue, chunk, max_body_kb;
     double gpu_limit_gb, grace_s;
 } serve_args;
@@ -74,6 +74,10 @@ static const qf_opt SERVE_OPTS[] = {
      .choices = "on|off", .help = "on: when every row of a step is picked greedily on the backend, the next step is "
                                    "queued before this one's tokens are read, so the GPU does not wait for the host "
                                    "between steps (one rank)"},
+    {.name = "prefix-cache", .type = QF_OPT_CHOICE, .off = offsetof(serve_args, prefix_cache), .def = "on",
+     .choices = "on|off", .help = "on: the KV blocks of prompts already prefilled stay cached (until the pool needs "
+                                   "them) and a prompt that starts with the same tokens shares them instead of "
+                                   "prefilling them again (the same tokens bit for bit on the CPU)"},
     {.name = "shutdown-grace", .type = QF_OPT_DOUBLE, .off = offsetof(serve_args, grace_s), .def = "30",
      .meta = "S", .lo = 0, .hi = 86400,
      .help = "after SIGTERM/SIGINT, running requests get S seconds to finish before they are cancelled"},
@@ -162,7 +166,8 @@ static int serve_main(const void *args) {
                            .nstop_ids = nstops, .dtype = ops->act_bytes == 4 ? "float32" : a->dtype,
                            .version = QWENFT_VERSION, .comm = MPI_COMM_WORLD, .rank = rank, .world = world,
                            .l0 = l0, .l1 = l1, .cuda_graphs = strcmp(a->cuda_graphs, "off") != 0,
-                           .decode_ahead = strcmp(a->decode_ahead, "off") != 0};
+                           .decode_ahead = strcmp(a->decode_ahead, "off") != 0,
+                           .prefix_cache = strcmp(a->prefix_cache, "off") != 0};
         rc = qf_serve_run(&o, &e);
     }
     if (rc && e.msg[0] && world > 1) fprintf(stderr, "qwen-ft: rank %d: %s\n", rank, e.msg);

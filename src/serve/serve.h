@@ -35,6 +35,7 @@ typedef struct qf_serve_opts {
     int rank, world, l0, l1;
     int cuda_graphs;       /* --cuda-graphs: 1 on (decoding steps as CUDA graphs where the backend has them), 0 off */
     int decode_ahead;      /* --decode-ahead: 1 on (the next call queued before this one's picks are read), 0 off */
+    int prefix_cache;      /* --prefix-cache: 1 on (prompts share the cached KV blocks they start with), 0 off */
 } qf_serve_opts;
 
 /* Collective over o->comm. Serves until SIGTERM or SIGINT (rank 0; the other ranks follow its steps until it

@@ -69,7 +69,8 @@ static void engine_gauges(qf_engine *g) {
     pthread_mutex_lock(&g->o.met->mu);
     g->o.met->queue_depth = g->qn;
     g->o.met->batch_size = g->nrunning;
-    g->o.met->kv_used = g->kv.nblocks - g->kv.nfree;
+    g->o.met->kv_used = qf_kv_held(&g->kv);
+    g->o.met->kv_cached = g->kv.nidle;
     pthread_mutex_unlock(&g->o.met->mu);
 }
 
@@ -96,11 +97,17 @@ static int engine_schedule(qf_engine *g) {
         qf_serve_job *j = g->qhead;
         int s = 0;
         while (g->slot[s]) s++;
-        if (qf_kv_take(&g->kv, s, j->plen + j->max_new)) break;
+        int cached = 0; /* prompt positions whose KV the prefix cache already holds */
+        if (qf_kv_take_prefix(&g->kv, s, j->ids, j->plen, j->plen + j->max_new, &cached)) break;
         g->qhead = j->next;
         if (!g->qhead) g->qtail = NULL;
         g->qn--;
-        j->slot = s, j->prefilled = 0, j->admitted = 1;
+        j->slot = s, j->prefilled = cached, j->admitted = 1;
+        if (cached) {
+            pthread_mutex_lock(&g->o.met->mu);
+            g->o.met->prefix_hit_tokens += (uint64_t)cached;
+            pthread_mutex_unlock(&g->o.met->mu);
+        }
         g->btab_dirty = g->btab_stale = 1;
         qf_rng_seed2(&j->rng, j->seed, 0);
         g->slot[s] = j;
@@ -254,7 +261,11 @@ static int engine_step(qf_engine *g) {
                 g->tok[N + i] = j->ids[j->prefilled + i], g->seq[N + i] = s, g->pos[N + i] = j->prefilled + i;
             j->prefilled += k;
             N += k, budget -= k, prompt_tok += k;
-            if (j->prefilled == j->plen) g->rows[nrows] = N - 1, g->row_slot[nrows++] = s;
+            if (j->prefilled == j->plen) { /* the prompt's blocks are written once this call has run: calls after it
+                                            * (every later admission's) may share them */
+                g->rows[nrows] = N - 1, g->row_slot[nrows++] = s;
+                qf_kv_register(&g->kv, s, j->ids, j->plen);
+            }
         }
     }
     if (N == 0) return 0;
@@ -344,7 +355,7 @@ int qf_engine_init(qf_engine *g, const qf_engine_opts *o, qf_err *e) {
                              e))
         return e->code;
     if (first) {
-        qf_kv_init(&g->kv, o->nblocks, o->block_size, maxb, o->max_batch);
+        qf_kv_init(&g->kv, o->nblocks, o->block_size, maxb, o->max_batch, o->prefix_cache);
         qf_sampler_init(&g->smp, o->cfg->vocab_size);
         g->btab = g->kv.btab;
     } else {

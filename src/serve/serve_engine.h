@@ -7,6 +7,8 @@
  * every decoding sequence followed by prompt chunks of the sequences still in prefill, at most `chunk` prompt
  * tokens a call, so a long prompt is spread over several calls and never stalls the running sequences for more
  * than one chunk; a call with no decoding sequence (nothing to stall) takes up to chunk + max_batch prompt tokens.
+ * With --prefix-cache on a job's prompt starts where the cached blocks it shares end (serve_kv.h): its prefill
+ * skips them; the blocks of a prompt are registered when its last chunk is in a call.
  * The call is one ragged batch through the model's paged mode (model.h) and the op table's
  * attention_paged; each token's arithmetic does not depend on the tokens beside it on the CPU table, so a
  * greedy continuation equals `qwen-ft generate`'s whatever the traffic. Sampling is generate's (sample.h), each
@@ -79,6 +81,7 @@ typedef struct qf_engine_opts {
     int rank, world, l0, l1;
     int cuda_graphs;          /* --cuda-graphs on: decoding steps as CUDA graphs where the backend has them */
     int decode_ahead;         /* --decode-ahead on: queue the next call before reading this one's picks (one rank) */
+    int prefix_cache;         /* --prefix-cache on: prompts share the cached KV blocks they start with (serve_kv.h) */
 } qf_engine_opts;
 
 /* a call queued ahead whose picks the host has not read yet (qf_engine.fl) */

@@ -672,7 +672,7 @@ static qf_engine_opts serve_engine_opts(const qf_serve_opts *o, int nblocks) {
                             .block_size = o->block_size, .nblocks = nblocks, .stop_ids = o->stop_ids,
                             .nstop_ids = o->nstop_ids, .tok = o->tok, .comm = o->comm, .rank = o->rank,
                             .world = o->world, .l0 = o->l0, .l1 = o->l1, .cuda_graphs = o->cuda_graphs,
-                            .decode_ahead = o->decode_ahead};
+                            .decode_ahead = o->decode_ahead, .prefix_cache = o->prefix_cache};
 }
 
 /* ranks > 0: their layers of every step until rank 0 stops */
@@ -753,6 +753,9 @@ int qf_serve_run(const qf_serve_opts *o, qf_err *e) {
                             "and schedules, rank %d runs the head)\n", o->world, o->world - 1);
         fprintf(stderr, "qwen-ft serve: cuda graphs: %s\n", qf_engine_graphs(&c->eng));
         fprintf(stderr, "qwen-ft serve: decode ahead: %s\n", qf_engine_ahead(&c->eng));
+        fprintf(stderr, "qwen-ft serve: prefix cache: %s\n",
+                o->prefix_cache ? "on (a prompt shares the cached KV blocks it starts with; --prefix-cache off)"
+                                : "off (--prefix-cache off)");
         fprintf(stderr, "qwen-ft serve: listening on http://%s:%d\n", o->host, port);
         fflush(stderr);
         event_base_dispatch(c->base);
@@ -761,6 +764,10 @@ int qf_serve_run(const qf_serve_opts *o, qf_err *e) {
         qf_engine_counts(&c->eng, &calls, &ahead);
         fprintf(stderr, "qwen-ft serve: %llu model calls, %llu of them queued before the previous call's picks were "
                         "read (decode ahead)\n", (unsigned long long)calls, (unsigned long long)ahead);
+        pthread_mutex_lock(&c->met.mu);
+        const unsigned long long hit = c->met.prefix_hit_tokens, pre = c->met.prompt_tokens;
+        pthread_mutex_unlock(&c->met.mu);
+        fprintf(stderr, "qwen-ft serve: prompt tokens: %llu prefilled, %llu taken from the prefix cache\n", pre, hit);
 #ifdef QWENFT_HAVE_CUDA
         if (c->eng.graphs) { /* rank 0's (every rank runs the same steps) */
             qf_cuda_graph_stat st;

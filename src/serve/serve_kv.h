@@ -2,26 +2,57 @@
  * model.h paged mode, hold the data), a free list, and per sequence slot a block table of maxb entries. A
  * sequence takes the blocks of its whole budget (prompt + max_new) when it joins the batch and gives them back
  * when it leaves, so a running sequence never waits for memory and nothing is ever preempted; the batch is
- * bounded by the blocks free. */
+ * bounded by the blocks free.
+ *
+ * Prefix caching (prefix on; serve's --prefix-cache): once a prompt is prefilled, its full blocks are registered by
+ * content (the block's bs tokens and the block before it, so a block stands for its whole prefix). A sequence that
+ * joins later takes the registered blocks that its own prompt starts with, shared (a reference count), and is
+ * prefilled from the first position after them; at most (plen - 1) / bs blocks, so its last prompt token, whose
+ * logits give the first new token, is always computed, and no sequence ever writes a shared block. When the last
+ * holder leaves, a registered block stays cached (its rows intact) until a take needs it: the free list first, then
+ * the cached blocks held by nobody, oldest release first. Matches compare the tokens and the chain of blocks
+ * exactly (the 64-bit key only finds candidates), so a reused block always holds the KV its prompt would compute. */
 #ifndef QF_SERVE_KV_H
 #define QF_SERVE_KV_H
 #include <stdint.h>
 
 typedef struct qf_kv_pool {
     int nblocks, bs, maxb, nslots;
-    int32_t *free_list; /* [nblocks] stack of free block ids */
+    int32_t *free_list; /* [nblocks] stack of blocks neither held nor cached */
     int nfree;
     int32_t *btab;      /* [nslots * maxb] block tables (unused entries 0) */
     int *nheld;         /* [nslots] blocks held by each slot */
+    int *ref;           /* [nblocks] slots holding each block */
+    /* the prefix cache (prefix on) */
+    int prefix;
+    uint8_t *cached;    /* [nblocks] 1: registered by content */
+    uint64_t *key;      /* [nblocks] a cached block's chain key */
+    int32_t *parent;    /* [nblocks] the cached block before it in its prompt (-1: the first) */
+    uint32_t *gen, *pgen; /* [nblocks] bumped when a block leaves the cache; the parent's gen at registration */
+    int32_t *toks;      /* [nblocks * bs] a cached block's tokens */
+    int32_t *lru_prev, *lru_next; /* [nblocks] cached blocks held by nobody, oldest release first */
+    int lru_head, lru_tail, nidle;
+    int32_t *map;       /* [mapcap] open addressing by key: block ids (-1 empty) */
+    int mapcap;
 } qf_kv_pool;
 
-void qf_kv_init(qf_kv_pool *p, int nblocks, int bs, int maxb, int nslots);
+/* prefix: 1 caches prompts' full blocks (above), 0 not */
+void qf_kv_init(qf_kv_pool *p, int nblocks, int bs, int maxb, int nslots, int prefix);
 void qf_kv_free(qf_kv_pool *p);
 /* blocks for ntok positions */
 int qf_kv_blocks_for(const qf_kv_pool *p, int ntok);
 /* Slot s takes the blocks for ntok positions: 0, or -1 (nothing taken) when the pool lacks them. */
 int qf_kv_take(qf_kv_pool *p, int s, int ntok);
+/* The same for a sequence whose prompt is ids[0 .. plen) (plen >= 1, ntok >= plen): the cached blocks its prompt
+ * starts with are shared (prefix on); *cached gets the positions they hold (a multiple of bs, < plen), from which
+ * the prompt is prefilled. -1 (nothing taken) when the pool lacks the blocks beyond them. */
+int qf_kv_take_prefix(qf_kv_pool *p, int s, const int32_t *ids, int plen, int ntok, int *cached);
+/* Slot s has prefilled its whole prompt ids[0 .. plen): its full blocks are registered (prefix on; a block whose
+ * content is cached already is left as is). */
+void qf_kv_register(qf_kv_pool *p, int s, const int32_t *ids, int plen);
 /* Slot s gives its blocks back. */
 void qf_kv_give(qf_kv_pool *p, int s);
+/* blocks held by slots (the rest is free or cached for reuse: nfree + nidle) */
+int qf_kv_held(const qf_kv_pool *p);
 
 #endif

@@ -93,8 +93,13 @@ char *qf_metrics_text(qf_serve_metrics *m, size_t *len) {
                 "qwenft_engine_steps_total %llu\n", (unsigned long long)m->steps);
     met_put(&b, "# HELP qwenft_kv_blocks_used KV cache blocks held by running sequences\n"
                 "# TYPE qwenft_kv_blocks_used gauge\nqwenft_kv_blocks_used %d\n", m->kv_used);
+    met_put(&b, "# HELP qwenft_kv_blocks_cached KV cache blocks of finished prompts kept for reuse (--prefix-cache)\n"
+                "# TYPE qwenft_kv_blocks_cached gauge\nqwenft_kv_blocks_cached %d\n", m->kv_cached);
     met_put(&b, "# HELP qwenft_kv_blocks_total KV cache blocks in the pool\n# TYPE qwenft_kv_blocks_total gauge\n"
                 "qwenft_kv_blocks_total %d\n", m->kv_total);
+    met_put(&b, "# HELP qwenft_prefix_cache_hit_tokens_total prompt tokens whose KV came from the prefix cache (not "
+                "prefilled)\n# TYPE qwenft_prefix_cache_hit_tokens_total counter\nqwenft_prefix_cache_hit_tokens_total "
+                "%llu\n", (unsigned long long)m->prefix_hit_tokens);
     met_hist(&b, "qwenft_time_to_first_token_seconds", "from the request's arrival to its first generated token",
              &m->ttft);
     met_hist(&b, "qwenft_time_per_output_token_seconds", "between successive generated tokens of a request", &m->tpot);

@@ -6,6 +6,9 @@
 #     prefill in several chunks beside decoding rows; two seeded sampled requests among them == generate --seed with
 #     the same options; with --decode-ahead on (the default: most calls queued before the previous call's picks are
 #     read, the log's count at the stop says how many) and off (none), the same replies
+#   - the prefix cache (--prefix-cache on, the default): prompts that start with an earlier prompt's tokens share its
+#     cached blocks (the hit counter of /metrics grows by whole blocks, the cached-blocks gauge holds them after the
+#     replies) and still give generate's tokens; with --prefix-cache off nothing is taken from it, the same replies
 #   - streaming: TGI events (index, token, generated_text and details on the last) concatenate to /generate's text;
 #     OpenAI chunks end with finish_reason, then data: [DONE]
 #   - every malformed request is 400 with a JSON error naming the field; 404, 405, 413 (body cap); --api-key: 401
@@ -15,7 +18,7 @@
 #   - /metrics counts the requests, tokens and latencies; /info and /v1/models describe the server
 #   - SIGTERM: no new requests, the running stream finishes, exit 0
 #   - --model preset:NAME unknown, or a missing --model: exit 2 naming it; --cuda-graphs other than on|off: exit 2
-#     naming the option (--decode-ahead too); the start-up log says whether the decode step runs as CUDA graphs (the
+#     naming the option (--decode-ahead, --prefix-cache too); the start-up log says whether the decode step runs as CUDA graphs (the
 #     CPU: off, why) and whether calls are queued ahead
 # Env: QWENFT (binary), WORK (scratch dir, created here), SRC (source tree).
 set -euo pipefail
@@ -27,7 +30,7 @@ for m in preset:qwen9-1t no/such/model.h5; do # (the preset named with "serve: -
   rc=0; "$QWENFT" serve --model "$m" --port 0 > /dev/null 2> bad.err || rc=$?
   [ $rc -eq 2 ] && grep -qF "$m" bad.err || { echo "FAIL: serve --model $m: exit $rc: $(cat bad.err)"; exit 1; }
 done
-for o in cuda-graphs decode-ahead; do for v in maybe ON 1; do # on or off only
+for o in cuda-graphs decode-ahead prefix-cache; do for v in maybe ON 1; do # on or off only
   rc=0; "$QWENFT" serve --model wide --$o "$v" --port 0 > /dev/null 2> bad.err || rc=$?
   [ $rc -eq 2 ] && grep -qF -- "$o" bad.err || { echo "FAIL: serve --$o $v: exit $rc: $(cat bad.err)"; exit 1; }
 done; done
@@ -105,6 +108,28 @@ try:
     ref_chat = generate([{"messages": m} for m in chat_msgs], N)
     samp = generate([{"prompt": texts[0]}], N, "--temperature", "0.8", "--top-k", "40", "--top-p", "0.9", "--seed", "7")
     parity(S, ref, ref_chat, samp, texts, chat_msgs, N, "decode ahead on")
+    # ---- the prefix cache: a shared start of 3+ blocks, one prompt first (its blocks registered), then the others at
+    # once; each == generate, and the hits are whole blocks of 16 positions, at least 2 a later prompt
+    pre = "the model was trained on large amounts of data, " * 5
+    ptexts = [pre + t for t in ("one", "two three four", "zebra x y z", "one")]
+    pref = generate([{"prompt": t} for t in ptexts], N)
+    h0 = S.metrics()["qwenft_prefix_cache_hit_tokens_total"]
+    pres = {}
+    def pworker(i):
+        s, h, b = S.post("/generate", {"inputs": ptexts[i], "parameters": {"max_new_tokens": N, "details": True}})
+        pres[i] = [t["id"] for t in b["details"]["tokens"]] if s == 200 else (s, b)
+    pworker(0)
+    h1 = S.metrics()["qwenft_prefix_cache_hit_tokens_total"]
+    th = [threading.Thread(target=pworker, args=(i,)) for i in range(1, 4)]
+    for t in th: t.start()
+    for t in th: t.join()
+    for i in range(4): expect(f"prefix cache: prompt {i} ids == generate", pres[i], pref[i]["ids"])
+    m = S.metrics()
+    hits = m["qwenft_prefix_cache_hit_tokens_total"] - h1
+    if hits % 16 or hits < 3 * 2 * 16: fail(f"prefix cache: {hits} tokens taken from it by 3 prompts sharing 3+ blocks")
+    if m["qwenft_kv_blocks_cached"] < 3: fail(f"prefix cache: {m['qwenft_kv_blocks_cached']} blocks cached after the replies")
+    print(f"prefix cache: 3 prompts starting as an earlier one took {hits} prompt tokens from it (before: {h1 - h0} "
+          f"by the first), replies == generate; {m['qwenft_kv_blocks_cached']} blocks cached")
     # seeded sampling == generate --seed (the first prompt's stream)
     for _ in range(2):
         s, h, b = S.post("/generate", {"inputs": texts[0], "parameters": {"max_new_tokens": N, "do_sample": True,
@@ -270,10 +295,14 @@ else: print(f"decode ahead on: {n[1]} of {n[0]} model calls queued before the pr
 
 # ---- --decode-ahead off: every call's picks read before the next is built; the same replies ---------------------
 S = Server(q, "--model", "wide", "--max-batch", "3", "--max-queue", "64", "--prefill-chunk", "8",
-           "--max-total-tokens", "256", "--max-input-tokens", "128", "--decode-ahead", "off", log="serve3.err")
+           "--max-total-tokens", "256", "--max-input-tokens", "128", "--decode-ahead", "off", "--prefix-cache", "off",
+           log="serve3.err")
 if "decode ahead: off (--decode-ahead off)" not in open("serve3.err").read(): fail("--decode-ahead off: not in the log")
+if "prefix cache: off (--prefix-cache off)" not in open("serve3.err").read(): fail("--prefix-cache off: not in the log")
 try:
-    parity(S, ref, ref_chat, samp, texts, chat_msgs, N, "decode ahead off")
+    parity(S, ref, ref_chat, samp, texts, chat_msgs, N, "decode ahead off, prefix cache off")
+    m = S.metrics()
+    if m["qwenft_prefix_cache_hit_tokens_total"] or m["qwenft_kv_blocks_cached"]: fail(f"--prefix-cache off: {m}")
 finally:
     expect("third server: exit after SIGTERM", S.stop(), 0)
 n = ahead_counts("serve3.err")

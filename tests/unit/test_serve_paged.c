@@ -3,7 +3,11 @@
  *     sequences, GQA, block sizes 1, 16 and 7) equals, bit for bit, each sequence's tokens alone in generate's
  *     layout (one block of all its positions: the property serve's greedy == generate rests on);
  *   - the block pool (src/serve/serve_kv.c): a slot takes exactly the blocks of its budget, distinct ones; a take
- *     the pool cannot satisfy takes nothing; blocks given back are taken again. */
+ *     the pool cannot satisfy takes nothing; blocks given back are taken again;
+ *   - its prefix cache: a prompt shares the registered blocks it starts with (never the block of its last prompt
+ *     token), by their whole chain (the same tokens after another first block share nothing), held blocks are never
+ *     evicted, released ones are kept until a take needs them (oldest release first), a block whose parent left the
+ *     cache no longer matches, and with the cache off nothing is shared. */
 #include <math.h>
 #include "ops.h"
 #include "qf_test.h"
@@ -69,7 +73,7 @@ static void paged_vs_alone(int nseq, const int *plen, int chunk, int calls, int 
 
 static void kv_pool(void) {
     qf_kv_pool p;
-    qf_kv_init(&p, 10, 16, 4, 3);
+    qf_kv_init(&p, 10, 16, 4, 3, 0);
     CHECK(qf_kv_blocks_for(&p, 1) == 1 && qf_kv_blocks_for(&p, 16) == 1 && qf_kv_blocks_for(&p, 17) == 2);
     CHECK(qf_kv_take(&p, 0, 64) == 0 && p.nheld[0] == 4 && p.nfree == 6);
     CHECK(qf_kv_take(&p, 1, 50) == 0 && p.nheld[1] == 4 && p.nfree == 2);
@@ -86,6 +90,72 @@ static void kv_pool(void) {
     qf_kv_free(&p);
 }
 
+/* the pool's blocks are each held, free or idle (cached, held by nobody), and each slot's are distinct */
+static int kv_consistent(const qf_kv_pool *p) {
+    int ok = qf_kv_held(p) + p->nfree + p->nidle == p->nblocks;
+    for (int s = 0; s < p->nslots; s++)
+        for (int i = 0; i < p->nheld[s]; i++)
+            for (int k = 0; k < i; k++) ok &= p->btab[s * p->maxb + i] != p->btab[s * p->maxb + k];
+    return ok;
+}
+
+static void kv_prefix(void) {
+    qf_kv_pool p;
+    qf_kv_init(&p, 12, 4, 12, 4, 1); /* blocks of 4 positions */
+    int32_t A[14], B[15], D[14];
+    for (int i = 0; i < 14; i++) A[i] = 100 + i, D[i] = A[i];
+    D[1] = 7; /* another first block, the same tokens after it */
+    for (int i = 0; i < 13; i++) B[i] = A[i];
+    B[13] = 99, B[14] = 98;
+    int c = -1;
+    CHECK(qf_kv_take_prefix(&p, 0, A, 14, 20, &c) == 0 && c == 0 && p.nheld[0] == 5, "an empty cache shares nothing");
+    qf_kv_register(&p, 0, A, 14); /* its 3 full blocks (positions 0-11) */
+    CHECK(qf_kv_take_prefix(&p, 1, B, 15, 20, &c) == 0 && c == 12 && p.nheld[1] == 5, "B shares A's 3 full blocks");
+    int same = 1;
+    for (int i = 0; i < 3; i++) same &= p.btab[p.maxb + i] == p.btab[i] && p.ref[p.btab[i]] == 2;
+    CHECK(same && p.btab[p.maxb + 3] != p.btab[3], "the shared blocks are A's, held twice; the rest B's own");
+    CHECK(qf_kv_take_prefix(&p, 2, A, 12, 12, &c) == 0 && c == 8 && p.nheld[2] == 3,
+          "a prompt of exactly 3 blocks shares 2: its last token's block is its own");
+    qf_kv_give(&p, 2);
+    CHECK(qf_kv_take_prefix(&p, 2, D, 14, 14, &c) == 0 && c == 0, "the same later blocks after another first: none");
+    qf_kv_give(&p, 2);
+    CHECK(kv_consistent(&p) && qf_kv_held(&p) == 7 && p.nfree == 5 && p.nidle == 0);
+    qf_kv_give(&p, 0); /* A leaves: its shared blocks stay held by B, its own 2 go back */
+    CHECK(kv_consistent(&p) && qf_kv_held(&p) == 5 && p.nidle == 0 && p.nfree == 7);
+    qf_kv_give(&p, 1); /* B leaves: A's 3 registered blocks stay cached */
+    CHECK(kv_consistent(&p) && qf_kv_held(&p) == 0 && p.nidle == 3 && p.nfree == 9);
+    CHECK(qf_kv_take_prefix(&p, 0, B, 15, 15, &c) == 0 && c == 12 && p.nidle == 0, "released blocks are shared again");
+    qf_kv_give(&p, 0);
+    /* a take of the whole pool evicts them; then nothing is shared */
+    CHECK(qf_kv_take(&p, 3, 48) == 0 && p.nidle == 0 && p.nfree == 0 && kv_consistent(&p));
+    qf_kv_give(&p, 3);
+    CHECK(qf_kv_take_prefix(&p, 0, B, 15, 15, &c) == 0 && c == 0, "evicted blocks match no more");
+    qf_kv_register(&p, 0, B, 15);
+    const int first = p.btab[0], second = p.btab[1];
+    qf_kv_give(&p, 0);
+    /* B's 3 registered blocks are released in table order (the first is the oldest) beside 9 free ones: a take of 10
+     * evicts the first, so B's chain no longer matches at all, though its second and third are still cached */
+    CHECK(p.nidle == 3 && p.nfree == 9 && p.cached[first] && p.cached[second]);
+    CHECK(qf_kv_take(&p, 3, 40) == 0 && p.nidle == 2 && !p.cached[first] && p.cached[second],
+          "the tenth block is the oldest released one");
+    qf_kv_give(&p, 3);
+    CHECK(qf_kv_take_prefix(&p, 0, B, 15, 16, &c) == 0 && c == 0, "the chain's first block left: nothing matches");
+    qf_kv_register(&p, 0, B, 15); /* B's chain again in new blocks: the stale second and third give way */
+    CHECK(!p.cached[second] && kv_consistent(&p));
+    qf_kv_give(&p, 0);
+    CHECK(qf_kv_take_prefix(&p, 0, B, 15, 16, &c) == 0 && c == 12 && kv_consistent(&p),
+          "registered again, the chain matches whole");
+    qf_kv_give(&p, 0);
+    CHECK(kv_consistent(&p) && qf_kv_held(&p) == 0);
+    qf_kv_free(&p);
+    qf_kv_init(&p, 12, 4, 8, 4, 0);
+    CHECK(qf_kv_take_prefix(&p, 0, A, 14, 20, &c) == 0 && c == 0);
+    qf_kv_register(&p, 0, A, 14);
+    qf_kv_give(&p, 0);
+    CHECK(qf_kv_take_prefix(&p, 0, A, 14, 20, &c) == 0 && c == 0 && p.nidle == 0, "with the cache off nothing is kept");
+    qf_kv_free(&p);
+}
+
 int main(void) {
     const int a[] = {9, 1, 40}, b[] = {100, 3, 17, 64, 5};
     paged_vs_alone(3, a, 8, 5, 4, 4, 16, 16);
@@ -93,6 +163,7 @@ int main(void) {
     paged_vs_alone(5, b, 13, 6, 6, 2, 24, 7);
     paged_vs_alone(3, a, 4, 3, 4, 1, 8, 1);
     kv_pool();
+    kv_prefix();
     printf("test_serve_paged: %d checks, %d failed\n", qf_test_checks, qf_test_failures);
     return qf_test_failures != 0;
 }

@@ -5,11 +5,14 @@
 #   2. 32 concurrent streamed /v1/completions (greedy, prompts of about 512 tokens, 128 new tokens each): generated
 #      tokens/s in total (wall time from the first request, the prefill included), and the decode rate once every
 #      prompt is in (from the last first token to the last token);
-#   3. the seed's Locust test: 100 users, spawn rate 10, {"inputs", "parameters": {"max_new_tokens": 256}} to
+#   3. a shared start of about BENCH_PROMPT_TOKENS tokens, then 9 distinct questions of about an eighth of it, one
+#      request at a time: time to first token of the first and the mean of the others (the prefix cache's effect;
+#      SERVE_ARGS="--prefix-cache off" for the baseline), and the prompt tokens taken from the cache;
+#   4. the seed's Locust test: 100 users, spawn rate 10, {"inputs", "parameters": {"max_new_tokens": 256}} to
 #      /generate for 2 minutes (BENCH_LOCUST_TIME): requests/s, failures, p50 and p95 latency.
 # One JSON line per part in $OUT/serve_bench.jsonl, the server's /metrics at the end in $OUT/serve_metrics.txt.
 # SERVE_MODEL=PATH serves a model directory instead of the preset (QWENFT_BACKEND=cpu: a dry run on a CPU);
-# SERVE_ARGS adds serve options (e.g. "--cuda-graphs off"); BENCH_LOCUST_TIME=0 skips part 3.
+# SERVE_ARGS adds serve options (e.g. "--cuda-graphs off"); BENCH_LOCUST_TIME=0 skips part 4.
 # Needs: QWENFT (default build-cuda/qwen-ft), a python with locust (PY; `pip install -r
 # tests/reference/requirements-serve.txt`), TOKENIZER (default the fixture tokenizer: its ids are a subset of the
 # model's vocabulary; replies of a random model decode as U+FFFD where the fixture lacks an id).
@@ -97,6 +100,35 @@ print(json.dumps({"part": "concurrent32", "model": model, "serve_args": __import
                   "generated": gen, "wall_s": round(wall, 3), "generated_tok_s": round(gen / wall, 1),
                   "after_prefill_s": round(tb - ta, 3), "decode_tok_s_after_prefill": round(inwin / (tb - ta), 1) if tb > ta else None,
                   "ttft_max_s": round(ta - t0, 3), "latency_max_s": round(max(l for l, _, _ in res), 3)}))
+# 3. a shared start (a system prompt, a document) of about BENCH_PROMPT_TOKENS tokens, then distinct questions of
+# about an eighth of it, one request at a time, 16 new tokens each: the first prefills all of it, the others only
+# their question where the prefix cache is on (--prefix-cache): time to first token of the first and of the others
+def metric(name):
+    c = http.client.HTTPConnection(host, port, timeout=60); c.request("GET", "/metrics"); b = c.getresponse().read()
+    c.close()
+    for line in b.decode().splitlines():
+        if line.startswith(name + " "): return float(line.split()[1])
+    return 0.0
+def question(i):
+    r = random.Random(300 + i); return " " + " ".join(r.choice(words) for _ in range(max(1, nwords // 8)))
+def ttft(text):
+    t = time.time(); c, r = post("/generate_stream", {"inputs": text, "parameters": {"max_new_tokens": 16}})
+    first = None
+    while True:
+        line = r.readline()
+        if not line: break
+        if first is None and line.startswith(b"data: "): first = time.time() - t
+    c.close()
+    return first
+shared = prompt(7)
+h0 = metric("qwenft_prefix_cache_hit_tokens_total")
+t_first = ttft(shared + question(0))
+t_rest = [ttft(shared + question(i)) for i in range(1, 9)]
+hits = metric("qwenft_prefix_cache_hit_tokens_total") - h0
+print(json.dumps({"part": "shared_start", "model": model, "serve_args": __import__("os").environ.get("SERVE_ARGS", ""),
+                  "shared_tokens": ntok(shared), "question_tokens": ntok(question(1)), "requests": 9,
+                  "ttft_first_s": round(t_first, 4), "ttft_rest_mean_s": round(sum(t_rest) / len(t_rest), 4),
+                  "ttft_rest_max_s": round(max(t_rest), 4), "prefix_cache_hit_tokens": int(hits)}))
 PY
 if [ "${BENCH_LOCUST_TIME:-2m}" != 0 ]; then
 cat > "$work/stress_test.py" <<'LF'
@@ -122,5 +154,5 @@ PY
 fi
 curl -s "$url/metrics" > "$out/serve_metrics.txt" 2> /dev/null || true
 kill -TERM $pid; wait $pid; echo "serve exit: $?"
-grep -E "model calls|cuda graphs" "$work/serve.err" # the steps, those queued ahead, the graphs captured
+grep -E "model calls|cuda graphs|prompt tokens" "$work/serve.err" # the steps, those queued ahead, the graphs captured, the prefix cache's share
 rm -rf "$work"

@@ -75,9 +75,10 @@ static const qf_opt SERVE_OPTS[] = {
                                    "queued before this one's tokens are read, so the GPU does not wait for the host "
                                    "between steps (one rank)"},
     {.name = "prefix-cache", .type = QF_OPT_CHOICE, .off = offsetof(serve_args, prefix_cache), .def = "on",
-     .choices = "on|off", .help = "on: the KV blocks of prompts already prefilled stay cached (until the pool needs "
-                                   "them) and a prompt that starts with the same tokens shares them instead of "
-                                   "prefilling them again (the same tokens bit for bit on the CPU)"},
+     .choices = "on|off", .help = "on: the KV blocks of prompts already prefilled (and of the replies fed back) stay "
+                                   "cached until the pool needs them, and a prompt that starts with the same tokens "
+                                   "shares them instead of prefilling them again (the same tokens bit for bit on the "
+                                   "CPU)"},
     {.name = "shutdown-grace", .type = QF_OPT_DOUBLE, .off = offsetof(serve_args, grace_s), .def = "30",
      .meta = "S", .lo = 0, .hi = 86400,
      .help = "after SIGTERM/SIGINT, running requests get S seconds to finish before they are cancelled"},

@@ -54,6 +54,10 @@ static void engine_leave(qf_engine *g, int s, qf_job_finish why) {
     qf_serve_job *j = g->slot[s];
     if (j->finish == QF_JOB_RUNNING) j->finish = why;
     j->released = 1;
+    /* the rows its calls wrote stay cached for a prompt that starts the same (a conversation's next turn): its
+     * prompt's so far, and after the prompt the generated tokens fed back (all but the last pick's) */
+    const int written = j->prefilled < j->plen ? j->prefilled : j->plen + (j->nout > 1 ? j->nout - 1 : 0);
+    qf_kv_register(&g->kv, s, j->ids, written);
     qf_kv_give(&g->kv, s);
     g->btab_dirty = g->btab_stale = 1;
     g->slot[s] = NULL;

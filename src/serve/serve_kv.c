@@ -152,12 +152,12 @@ int qf_kv_take_prefix(qf_kv_pool *p, int s, const int32_t *ids, int plen, int nt
     return 0;
 }
 
-void qf_kv_register(qf_kv_pool *p, int s, const int32_t *ids, int plen) {
+void qf_kv_register(qf_kv_pool *p, int s, const int32_t *ids, int n) {
     QF_CHECK(s >= 0 && s < p->nslots);
     if (!p->prefix) return;
     const int32_t *row = p->btab + (size_t)s * p->maxb;
     uint64_t key = 0x6a09e667f3bcc909ull;
-    for (int i = 0, prev = -1; i < plen / p->bs && i < p->nheld[s]; i++) {
+    for (int i = 0, prev = -1; i < n / p->bs && i < p->nheld[s]; i++) {
         const int32_t *t = ids + (size_t)i * p->bs;
         key = kv_mix(key, t, p->bs);
         const int b = row[i];

@@ -5,7 +5,9 @@
  * bounded by the blocks free.
  *
  * Prefix caching (prefix on; serve's --prefix-cache): once a prompt is prefilled, its full blocks are registered by
- * content (the block's bs tokens and the block before it, so a block stands for its whole prefix). A sequence that
+ * content (the block's bs tokens and the block before it, so a block stands for its whole prefix), and when the
+ * sequence leaves, the full blocks of the tokens it generated and fed back too (a conversation's next turn starts
+ * with them). A sequence that
  * joins later takes the registered blocks that its own prompt starts with, shared (a reference count), and is
  * prefilled from the first position after them; at most (plen - 1) / bs blocks, so its last prompt token, whose
  * logits give the first new token, is always computed, and no sequence ever writes a shared block. When the last
@@ -47,9 +49,9 @@ int qf_kv_take(qf_kv_pool *p, int s, int ntok);
  * starts with are shared (prefix on); *cached gets the positions they hold (a multiple of bs, < plen), from which
  * the prompt is prefilled. -1 (nothing taken) when the pool lacks the blocks beyond them. */
 int qf_kv_take_prefix(qf_kv_pool *p, int s, const int32_t *ids, int plen, int ntok, int *cached);
-/* Slot s has prefilled its whole prompt ids[0 .. plen): its full blocks are registered (prefix on; a block whose
- * content is cached already is left as is). */
-void qf_kv_register(qf_kv_pool *p, int s, const int32_t *ids, int plen);
+/* Slot s's rows of positions 0 .. n - 1 are written (their calls queued), for the tokens ids[0 .. n): its full
+ * blocks among them are registered (prefix on; a block whose content is cached already is left as is). */
+void qf_kv_register(qf_kv_pool *p, int s, const int32_t *ids, int n);
 /* Slot s gives its blocks back. */
 void qf_kv_give(qf_kv_pool *p, int s);
 /* blocks held by slots (the rest is free or cached for reuse: nfree + nidle) */

@@ -8,7 +8,8 @@
 #     read, the log's count at the stop says how many) and off (none), the same replies
 #   - the prefix cache (--prefix-cache on, the default): prompts that start with an earlier prompt's tokens share its
 #     cached blocks (the hit counter of /metrics grows by whole blocks, the cached-blocks gauge holds them after the
-#     replies) and still give generate's tokens; with --prefix-cache off nothing is taken from it, the same replies
+#     replies) and still give generate's tokens, a next turn (the first prompt and its reply) shares the reply's rows
+#     too; with --prefix-cache off nothing is taken from it, the same replies
 #   - streaming: TGI events (index, token, generated_text and details on the last) concatenate to /generate's text;
 #     OpenAI chunks end with finish_reason, then data: [DONE]
 #   - every malformed request is 400 with a JSON error naming the field; 404, 405, 413 (body cap); --api-key: 401
@@ -130,6 +131,23 @@ try:
     if m["qwenft_kv_blocks_cached"] < 3: fail(f"prefix cache: {m['qwenft_kv_blocks_cached']} blocks cached after the replies")
     print(f"prefix cache: 3 prompts starting as an earlier one took {hits} prompt tokens from it (before: {h1 - h0} "
           f"by the first), replies == generate; {m['qwenft_kv_blocks_cached']} blocks cached")
+    # a next turn: the rows of a reply's tokens (fed back) stay cached too, so a prompt made of the first prompt and
+    # its reply takes blocks past the first prompt's own (here the reply's first token re-encodes to the same id: one
+    # block more); its reply == generate's
+    p1 = "the model was trained on large amounts of data, " * 2
+    s, h, b = S.post("/v1/completions", {"model": "wide", "prompt": p1, "max_tokens": 40, "temperature": 0})
+    own = (b["usage"]["prompt_tokens"] - 1) // 16 * 16 # the first prompt's blocks that a longer prompt can share
+    p2 = p1 + b["choices"][0]["text"] + " and then"
+    h2 = S.metrics()["qwenft_prefix_cache_hit_tokens_total"]
+    s, h, b = S.post("/v1/completions", {"model": "wide", "prompt": p2, "max_tokens": 8, "temperature": 0})
+    hits = S.metrics()["qwenft_prefix_cache_hit_tokens_total"] - h2
+    ref2 = generate([{"prompt": p2}], 8)[0]
+    if hits <= own: fail(f"prefix cache, next turn: {hits} tokens taken, not past the first prompt's {own}")
+    if ref2["finish"] == "length": expect("prefix cache, next turn: reply == generate", b["choices"][0]["text"], ref2["text"])
+    expect("prefix cache, next turn: reply ids == generate (TGI)", [t["id"] for t in S.post("/generate", {"inputs": p2,
+           "parameters": {"max_new_tokens": 8, "details": True}})[2]["details"]["tokens"]], ref2["ids"])
+    print(f"prefix cache, next turn: {hits} prompt tokens from the cache (the first prompt's own blocks: {own}), "
+          "reply == generate")
     # seeded sampling == generate --seed (the first prompt's stream)
     for _ in range(2):
         s, h, b = S.post("/generate", {"inputs": texts[0], "parameters": {"max_new_tokens": N, "do_sample": True,

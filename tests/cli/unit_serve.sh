@@ -311,6 +311,32 @@ n = ahead_counts("serve.err")
 if not n or n[1] < n[0] // 2: fail(f"decode ahead on: calls queued ahead (of all calls): {n}")
 else: print(f"decode ahead on: {n[1]} of {n[0]} model calls queued before the previous call's picks were read")
 
+# ---- the prefix cache under pressure: a pool of 2 requests' blocks (20), 3 shared starts x 4 endings, each sent
+# twice at once: blocks are shared, released, kept and evicted while others hold them; every reply == generate -----
+S = Server(q, "--model", "wide", "--max-batch", "2", "--max-queue", "64", "--prefill-chunk", "8",
+           "--max-total-tokens", "160", "--max-input-tokens", "128", log="serve4.err")
+try:
+    starts = ["the quick brown fox jumps over the lazy dog " * 3, "hello there, general kenobi. " * 4, "data " * 40]
+    ends = ["one", "two three", "zebra", "x y z w"]
+    ptexts = [a + b for a in starts for b in ends]
+    pref = generate([{"prompt": t} for t in ptexts], 16)
+    pres = {}
+    def pworker(k, i):
+        s, h, b = S.post("/generate", {"inputs": ptexts[i], "parameters": {"max_new_tokens": 16, "details": True}})
+        pres[k] = [t["id"] for t in b["details"]["tokens"]] if s == 200 else (s, b)
+    jobs = [(f"{r}-{i}", i) for r in range(2) for i in range(len(ptexts))]
+    th = [threading.Thread(target=pworker, args=j) for j in jobs]
+    for t in th: t.start()
+    for t in th: t.join()
+    for k, i in jobs: expect(f"prefix cache under pressure: {k} ids == generate", pres[k], pref[i]["ids"])
+    m = S.metrics()
+    if m["qwenft_kv_blocks_used"] != 0: fail(f"prefix cache under pressure: {m['qwenft_kv_blocks_used']} blocks left held")
+    if m["qwenft_prefix_cache_hit_tokens_total"] < 16 * len(jobs): fail(f"prefix cache under pressure: only {m['qwenft_prefix_cache_hit_tokens_total']} tokens from the cache")
+    print(f"prefix cache under pressure: {len(jobs)} requests over a pool of {int(m['qwenft_kv_blocks_total'])} blocks "
+          f"== generate; {int(m['qwenft_prefix_cache_hit_tokens_total'])} prompt tokens from the cache")
+finally:
+    expect("fourth server: exit after SIGTERM", S.stop(), 0)
+
 # ---- --decode-ahead off: every call's picks read before the next is built; the same replies ---------------------
 S = Server(q, "--model", "wide", "--max-batch", "3", "--max-queue", "64", "--prefill-chunk", "8",
            "--max-total-tokens", "256", "--max-input-tokens", "128", "--decode-ahead", "off", "--prefix-cache", "off",

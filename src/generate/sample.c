@@ -126,3 +126,21 @@ int32_t qf_sample_pick(qf_sampler *s, const qf_sample_opts *o, float *logits, co
     }
     return s->idx[n - 1];
 }
+
+float qf_sample_logprobs(const float *logits, int64_t V, int32_t chosen, int n, int32_t *top_id, float *top_lp) {
+    float mx = -INFINITY;
+    for (int64_t v = 0; v < V; v++) mx = logits[v] > mx ? logits[v] : mx;
+    double sum = 0; /* as the backends' argmax_rows form the pick's logprob */
+    for (int64_t v = 0; v < V; v++) sum += expf(logits[v] - mx);
+    const double lse = log(sum);
+    int k = 0; /* top_id[0..k) kept, by logit descending; a later id enters only when strictly above (ties: lower id) */
+    for (int64_t v = 0; v < V && n > 0; v++) {
+        const float l = logits[v];
+        if (k == n && l <= logits[top_id[n - 1]]) continue;
+        int i = k < n ? k++ : n - 1;
+        while (i > 0 && logits[top_id[i - 1]] < l) top_id[i] = top_id[i - 1], i--;
+        top_id[i] = (int32_t)v;
+    }
+    for (int i = 0; i < k; i++) top_lp[i] = (float)((double)(logits[top_id[i]] - mx) - lse);
+    return (float)((double)(logits[chosen] - mx) - lse);
+}

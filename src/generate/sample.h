@@ -35,4 +35,11 @@ void qf_sampler_free(qf_sampler *s);
 int32_t qf_sample_pick(qf_sampler *s, const qf_sample_opts *o, float *logits, const int32_t *seen, size_t nseen,
                        qf_rng *rng);
 
+/* A served token's log-probabilities, under the raw logits[V] (before any penalty or temperature: what OpenAI's and
+ * TGI's logprobs report): returns the log-softmax at `chosen`; top_id/top_lp[n] (n <= QF_SAMPLE_TOP_MAX and
+ * <= V; n = 0: none) get the n most likely ids, most likely first, ties in id order, with theirs. One pass with an
+ * exp per id, plus an insertion into the n kept for the few ids that beat the n-th. */
+enum { QF_SAMPLE_TOP_MAX = 20 };
+float qf_sample_logprobs(const float *logits, int64_t V, int32_t chosen, int n, int32_t *top_id, float *top_lp);
+
 #endif

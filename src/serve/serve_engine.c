@@ -140,10 +140,11 @@ static int engine_stop_string(const qf_engine *g, const qf_serve_job *j) {
     return 0;
 }
 
-/* 1 when job j's next token is its logits' argmax (greedy, no repetition penalty): the backend picks it */
+/* 1 when job j's next token is its logits' argmax (greedy, no repetition penalty) and it wants no top_logprobs:
+ * the backend picks it */
 static int engine_device_pick(const qf_serve_job *j) {
     const double pen = j->sample.repetition_penalty;
-    return j->sample.greedy && !(pen != 1.0 && pen > 0);
+    return j->sample.greedy && !(pen != 1.0 && pen > 0) && j->top_n == 0;
 }
 
 /* the next token of the job in slot s from its logits row, or (lg NULL) the backend's pick t with its log-softmax
@@ -152,16 +153,13 @@ static void engine_pick(qf_engine *g, int s, float *lg, int32_t t, float lp, dou
     qf_serve_job *j = g->slot[s];
     int64_t V = g->o.cfg->vocab_size;
     if (lg) {
-        if (j->want_logprob) memcpy(g->raw, lg, (size_t)V * sizeof(float));
+        const int lp_too = j->want_logprob || j->top_n > 0;
+        if (lp_too) memcpy(g->raw, lg, (size_t)V * sizeof(float)); /* the pick changes lg in place */
         t = qf_sample_pick(&g->smp, &j->sample, lg, j->ids, (size_t)(j->plen + j->nout), &j->rng);
-        lp = NAN;
-        if (j->want_logprob) { /* as cpu_argmax_rows forms it */
-            float mx = -INFINITY;
-            for (int64_t v = 0; v < V; v++) mx = g->raw[v] > mx ? g->raw[v] : mx;
-            double sum = 0;
-            for (int64_t v = 0; v < V; v++) sum += expf(g->raw[v] - mx);
-            lp = (float)((double)(g->raw[t] - mx) - log(sum));
-        }
+        const size_t at = (size_t)j->nout * (size_t)j->top_n;
+        lp = lp_too ? qf_sample_logprobs(g->raw, V, t, j->top_n, j->top_n ? j->top_id + at : NULL,
+                                         j->top_n ? j->top_lp + at : NULL)
+                    : NAN;
     }
     j->logprob[j->nout] = j->want_logprob ? lp : NAN;
     j->ids[j->plen + j->nout++] = t;

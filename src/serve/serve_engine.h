@@ -50,9 +50,12 @@ typedef struct qf_serve_job {
     int nstop;
     double t_arrive;          /* qf_now() at arrival */
     int want_logprob;         /* fill logprob (TGI details and streams): an O(V) pass with exp per token */
+    int top_n;                /* 0..QF_SAMPLE_TOP_MAX: fill top_id/top_lp (OpenAI top_logprobs; logits on the host) */
     /* the engine's, under the engine's mutex */
     int nout;                 /* generated so far: ids[plen .. plen+nout) */
     float *logprob;           /* [max_new] log-softmax of each generated token under the raw logits (want_logprob) */
+    int32_t *top_id;          /* [max_new][top_n] each step's most likely ids, most likely first (top_n > 0) */
+    float *top_lp;            /* [max_new][top_n] their log-softmax under the raw logits */
     qf_job_finish finish;
     int released;             /* 1: the engine is done with the job (finished, cancelled or never admitted) */
     int admitted;

@@ -19,6 +19,7 @@
 #include "generate/gen_prompts.h"
 #include "serve.h"
 #include "serve_engine.h"
+#include "serve_logprobs.h"
 #include "serve_req.h"
 
 typedef struct http_job http_job;
@@ -52,6 +53,8 @@ struct http_job {
     int nsent;                    /* tokens reported (stream) */
     size_t text_sent;             /* bytes of visible text streamed */
     int head_sent;                /* OpenAI chat stream: the role chunk */
+    int lp_sent;                  /* OpenAI stream: tokens whose logprobs went out */
+    size_t lp_chars;              /* completions stream: characters of text before token lp_sent (text_offset) */
     http_job *prev, *next;
 };
 
@@ -169,6 +172,20 @@ static const char *http_finish_tgi(qf_job_finish f) {
 }
 static const char *http_finish_oai(qf_job_finish f) { return f == QF_JOB_LENGTH ? "length" : "stop"; }
 
+static int http_special(const void *c, int32_t id) { return http_is_stop_id(c, id); }
+
+/* OpenAI's logprobs of generated tokens [from, to) (null where the request asked for none); completions count
+ * text_offset on from hj->lp_chars */
+static json_t *http_oai_logprobs(http_job *hj, int from, int to) {
+    if (!hj->req.logprobs) return json_null();
+    const qf_tokenizer *tok = hj->c->o->tok;
+    if (hj->req.api == QF_API_COMPLETIONS)
+        return qf_logprobs_completion(tok, &hj->job, hj->req.ids_as_text, from, to, &hj->lp_chars);
+    json_t *content = json_array();
+    qf_logprobs_chat_add(content, tok, &hj->job, hj->req.ids_as_text, from, to);
+    return json_pack("{s:o,s:n}", "content", content, "refusal");
+}
+
 /* TGI's token object for generated token i */
 static json_t *http_tgi_token(const http_job *hj, int i, const char *text, size_t tlen) {
     const qf_serve_job *j = &hj->job;
@@ -193,6 +210,12 @@ static json_t *http_tgi_details(const http_job *hj, int with_tokens) {
         }
         json_object_set_new(d, "prefill", json_array());
         json_object_set_new(d, "tokens", toks);
+        if (j->top_n > 0) { /* TGI: only when top_n_tokens was asked */
+            json_t *top = json_array();
+            for (int i = 0; i < j->nout; i++)
+                json_array_append_new(top, qf_logprobs_tgi_top(hj->c->o->tok, j, i, http_special, hj->c));
+            json_object_set_new(d, "top_tokens", top);
+        }
     }
     return d;
 }
@@ -222,15 +245,16 @@ static void http_reply_full(http_job *hj) {
         o = json_pack("{s:o}", "generated_text", txt);
         if (hj->req.details) json_object_set_new(o, "details", http_tgi_details(hj, 1));
     } else if (hj->req.api == QF_API_COMPLETIONS) {
-        o = json_pack("{s:s,s:s,s:i,s:s,s:[{s:i,s:o,s:n,s:s}],s:o}", "id", hj->id, "object", "text_completion",
+        o = json_pack("{s:s,s:s,s:i,s:s,s:[{s:i,s:o,s:o,s:s}],s:o}", "id", hj->id, "object", "text_completion",
                       "created", (json_int_t)hj->created, "model", c->o->model_id, "choices", "index", 0, "text",
-                      http_str(t, len), "logprobs", "finish_reason", http_finish_oai(hj->job.finish), "usage",
-                      http_usage(hj));
+                      http_str(t, len), "logprobs", http_oai_logprobs(hj, 0, hj->job.nout), "finish_reason",
+                      http_finish_oai(hj->job.finish), "usage", http_usage(hj));
     } else {
-        o = json_pack("{s:s,s:s,s:i,s:s,s:[{s:i,s:{s:s,s:o},s:n,s:s}],s:o}", "id", hj->id, "object",
+        o = json_pack("{s:s,s:s,s:i,s:s,s:[{s:i,s:{s:s,s:o},s:o,s:s}],s:o}", "id", hj->id, "object",
                       "chat.completion", "created", (json_int_t)hj->created, "model", c->o->model_id, "choices",
                       "index", 0, "message", "role", "assistant", "content", http_str(t, len), "logprobs",
-                      "finish_reason", http_finish_oai(hj->job.finish), "usage", http_usage(hj));
+                      http_oai_logprobs(hj, 0, hj->job.nout), "finish_reason", http_finish_oai(hj->job.finish),
+                      "usage", http_usage(hj));
     }
     free(t);
     http_json(c, hj->evreq, hj->endpoint, 200, o, NULL, NULL);
@@ -247,12 +271,18 @@ static void http_sse(struct evhttp_request *r, json_t *o) {
     evbuffer_free(b);
 }
 
-/* an OpenAI stream chunk with one choice: text (completion) or delta (chat) */
-static json_t *http_oai_chunk(const http_job *hj, json_t *piece, const char *finish) {
+/* an OpenAI stream chunk with one choice: text (completion) or delta (chat), with the logprobs of the tokens
+ * generated since the last chunk that carried them (upto: the tokens generated; -1: none in this chunk) */
+static json_t *http_oai_chunk(http_job *hj, json_t *piece, const char *finish, int upto) {
     int chat = hj->req.api == QF_API_CHAT;
     json_t *choice = json_pack("{s:i}", "index", 0);
     json_object_set_new(choice, chat ? "delta" : "text", piece);
-    json_object_set_new(choice, "logprobs", json_null());
+    if (upto > hj->lp_sent) {
+        json_object_set_new(choice, "logprobs", http_oai_logprobs(hj, hj->lp_sent, upto));
+        hj->lp_sent = upto;
+    } else {
+        json_object_set_new(choice, "logprobs", json_null());
+    }
     json_object_set_new(choice, "finish_reason", finish ? json_string(finish) : json_null());
     json_t *o = json_pack("{s:s,s:s,s:i,s:s,s:[o]}", "id", hj->id, "object",
                           chat ? "chat.completion.chunk" : "text_completion", "created", (json_int_t)hj->created,
@@ -280,7 +310,9 @@ static void http_stream(http_job *hj, int n, int final) {
             if (upto > len) upto = len;
             json_t *ev = json_pack("{s:i,s:o,s:o}", "index", (json_int_t)i + 1, "token",
                                    http_tgi_token(hj, i, t + hj->text_sent, upto - hj->text_sent), "top_tokens",
-                                   json_null());
+                                   hj->job.top_n > 0 ? qf_logprobs_tgi_top(hj->c->o->tok, &hj->job, i, http_special,
+                                                                           hj->c)
+                                                     : json_null());
             hj->text_sent = upto;
             json_object_set_new(ev, "generated_text", last ? http_str(t, len) : json_null());
             json_object_set_new(ev, "details", last ? http_tgi_details(hj, 0) : json_null());
@@ -288,16 +320,17 @@ static void http_stream(http_job *hj, int n, int final) {
         }
     } else {
         if (chat && !hj->head_sent) {
-            http_sse(r, http_oai_chunk(hj, json_pack("{s:s,s:s}", "role", "assistant", "content", ""), NULL));
+            http_sse(r, http_oai_chunk(hj, json_pack("{s:s,s:s}", "role", "assistant", "content", ""), NULL, -1));
             hj->head_sent = 1;
         }
         if (len > hj->text_sent) {
             json_t *p = http_str(t + hj->text_sent, len - hj->text_sent);
-            http_sse(r, http_oai_chunk(hj, chat ? json_pack("{s:o}", "content", p) : p, NULL));
+            http_sse(r, http_oai_chunk(hj, chat ? json_pack("{s:o}", "content", p) : p, NULL, n));
             hj->text_sent = len;
         }
         if (final) {
-            http_sse(r, http_oai_chunk(hj, chat ? json_object() : json_string(""), http_finish_oai(hj->job.finish)));
+            http_sse(r, http_oai_chunk(hj, chat ? json_object() : json_string(""), http_finish_oai(hj->job.finish),
+                                       n));
             if (hj->req.include_usage) {
                 json_t *u = json_pack("{s:s,s:s,s:i,s:s,s:[],s:o}", "id", hj->id, "object",
                                       chat ? "chat.completion.chunk" : "text_completion", "created",
@@ -322,6 +355,8 @@ static void http_job_unlink_free(http_job *hj) {
     qf_serve_req_free(&hj->req);
     free(hj->job.ids);
     free(hj->job.logprob);
+    free(hj->job.top_id);
+    free(hj->job.top_lp);
     free(hj);
 }
 
@@ -446,6 +481,9 @@ static void http_generate(serve_ctx *c, struct evhttp_request *r, qf_api api, co
                           .no_thinking = hj->req.no_thinking};
         if (qf_gen_prompt_chat(&src, hj->req.chat, &P, msg, sizeof msg) == 0) msg[0] = 0;
         else if (!msg[0]) snprintf(msg, sizeof msg, "cannot render the conversation");
+    } else if (hj->req.prompt_ids) { /* completions: token ids as given (checked against the vocabulary below) */
+        P.v = qf_calloc(1, sizeof *P.v), P.v[0].ids = hj->req.prompt_ids, P.v[0].n = hj->req.nprompt_ids;
+        P.n = P.cap = 1, hj->req.prompt_ids = NULL;
     } else {
         qf_ids a = {0};
         qf_err te = {0};
@@ -504,8 +542,14 @@ static void http_generate(serve_ctx *c, struct evhttp_request *r, qf_api api, co
     j->seed = hj->req.has_seed ? hj->req.seed : (uint64_t)time(NULL) * 6364136223846793005ull + c->next_id;
     j->stop = hj->req.stop, j->nstop = hj->req.nstop;
     j->t_arrive = qf_now();
-    j->want_logprob = (api == QF_API_TGI && hj->req.details) || ((api == QF_API_TGI || api == QF_API_TGI_STREAM) &&
-                                                                 hj->req.stream);
+    const int tgi = api == QF_API_TGI || api == QF_API_TGI_STREAM;
+    /* TGI reports logprobs (and top_n_tokens' alternatives) in details and streams; OpenAI where logprobs asks */
+    j->want_logprob = tgi ? (api == QF_API_TGI && hj->req.details) || hj->req.stream : hj->req.logprobs;
+    j->top_n = j->want_logprob ? hj->req.top_n : 0;
+    if (j->top_n > 0) {
+        j->top_id = qf_malloc((size_t)max_new * (size_t)j->top_n * sizeof *j->top_id);
+        j->top_lp = qf_malloc((size_t)max_new * (size_t)j->top_n * sizeof *j->top_lp);
+    }
     hj->c = c, hj->evreq = r, hj->endpoint = endpoint, hj->created = (long)time(NULL);
     snprintf(hj->id, sizeof hj->id, "%s-%lu", api == QF_API_CHAT ? "chatcmpl" : "cmpl", ++c->next_id);
     if (qf_engine_submit(&c->eng, j)) {
@@ -513,6 +557,8 @@ static void http_generate(serve_ctx *c, struct evhttp_request *r, qf_api api, co
         qf_serve_req_free(&hj->req);
         free(j->ids);
         free(j->logprob);
+        free(j->top_id);
+        free(j->top_lp);
         free(hj);
         return;
     }

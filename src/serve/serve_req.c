@@ -88,7 +88,7 @@ static int req_neutral(json_t *v, const char *f, qf_serve_refusal *w) {
 
 static int req_tgi_params(json_t *p, const qf_serve_limits *lim, qf_serve_req *r, qf_serve_refusal *w) {
     static const char *const neutral[] = {"best_of", "decoder_input_details", "frequency_penalty", "grammar",
-                                          "top_n_tokens", "truncate", "typical_p", "watermark", "adapter_id", NULL};
+                                          "truncate", "typical_p", "watermark", "adapter_id", NULL};
     int do_sample = 0, warped = 0;
     const char *key;
     json_t *v;
@@ -131,6 +131,10 @@ static int req_tgi_params(json_t *p, const qf_serve_limits *lim, qf_serve_req *r
             if (req_stop(v, f, 0, r, w)) return -1;
         } else if (!strcmp(key, "details")) {
             if (req_bool(v, f, &r->details, w)) return -1;
+        } else if (!strcmp(key, "top_n_tokens")) {
+            if (json_is_null(v)) continue;
+            if (req_int(v, f, 0, QF_SERVE_TGI_TOP_N, &i, w)) return -1;
+            r->top_n = (int)i;
         } else if (!strcmp(key, "return_full_text")) {
             if (!json_is_null(v) && req_bool(v, f, &r->return_full_text, w)) return -1;
         } else if (req_known(key, neutral)) {
@@ -172,11 +176,28 @@ static int req_tgi(json_t *o, const qf_serve_limits *lim, qf_serve_req *r, qf_se
 
 /* ---- OpenAI -------------------------------------------------------------------------------------------------- */
 
+/* a prompt as token ids: a non-empty array of integers >= 0 (the vocabulary's bound is the caller's: serve_http.c) */
+static int req_prompt_ids(json_t *a, qf_serve_req *r, qf_serve_refusal *w) {
+    const size_t n = json_array_size(a);
+    if (n == 0) return req_bad(w, 400, "prompt", "prompt is an empty array");
+    if (n > (1u << 24)) return req_bad(w, 400, "prompt", "prompt has %zu token ids", n);
+    r->prompt_ids = qf_malloc(n * sizeof *r->prompt_ids);
+    for (size_t i = 0; i < n; i++) {
+        json_t *x = json_array_get(a, i);
+        if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > INT32_MAX)
+            return req_bad(w, 400, "prompt", "prompt[%zu] is %s, expected a token id (an integer >= 0)", i,
+                           json_is_integer(x) ? "negative or too large" : req_type(x));
+        r->prompt_ids[i] = (int32_t)json_integer_value(x);
+    }
+    r->nprompt_ids = (int)n;
+    return 0;
+}
+
 static int req_openai(json_t *o, const qf_serve_limits *lim, qf_serve_req *r, qf_serve_refusal *w) {
-    static const char *const neutral[] = {"logprobs", "top_logprobs", "logit_bias", "tools_choice", "suffix",
-                                          "response_format", "parallel_tool_calls", "tool_choice", NULL};
+    static const char *const neutral[] = {"logit_bias", "tools_choice", "suffix", "response_format",
+                                          "parallel_tool_calls", "tool_choice", NULL};
     static const char *const ignored[] = {"user", "metadata", "store", "service_tier", NULL};
-    int chat = r->api == QF_API_CHAT, have_temp = 0;
+    int chat = r->api == QF_API_CHAT, have_temp = 0, top_given = 0;
     double temp = 1.0;
     json_t *v, *prompt = NULL, *messages = NULL, *tools = NULL;
     const char *key;
@@ -220,6 +241,21 @@ static int req_openai(json_t *o, const qf_serve_limits *lim, qf_serve_req *r, qf
         } else if (!strcmp(key, "n") || !strcmp(key, "best_of")) {
             if (json_is_null(v)) continue;
             if (req_int(v, key, 1, 1, &i, w)) return -1;
+        } else if (chat && !strcmp(key, "logprobs")) {
+            if (!json_is_null(v) && req_bool(v, key, &r->logprobs, w)) return -1;
+        } else if (chat && !strcmp(key, "top_logprobs")) {
+            if (json_is_null(v)) continue;
+            if (req_int(v, key, 0, QF_SAMPLE_TOP_MAX, &i, w)) return -1;
+            r->top_n = (int)i, top_given = 1;
+        } else if (!chat && !strcmp(key, "logprobs")) { /* completions: the alternatives a token (0: the token's own) */
+            if (json_is_null(v)) continue;
+            if (json_is_boolean(v))
+                return req_bad(w, 400, key, "logprobs is a boolean; /v1/completions takes an integer in [0, %d] "
+                                            "(true/false is /v1/chat/completions' form)", QF_SAMPLE_TOP_MAX);
+            if (req_int(v, key, 0, QF_SAMPLE_TOP_MAX, &i, w)) return -1;
+            r->logprobs = 1, r->top_n = (int)i;
+        } else if (!strcmp(key, "return_tokens_as_token_ids")) { /* vLLM's */
+            if (!json_is_null(v) && req_bool(v, key, &r->ids_as_text, w)) return -1;
         } else if (!strcmp(key, "echo")) {
             int e = 0;
             if (!json_is_null(v) && req_bool(v, key, &e, w)) return -1;
@@ -262,19 +298,27 @@ static int req_openai(json_t *o, const qf_serve_limits *lim, qf_serve_req *r, qf
             return req_bad(w, 400, key, "unknown field %s", key);
         }
     }
+    if (chat && top_given && r->top_n > 0 && !r->logprobs)
+        return req_bad(w, 400, "top_logprobs", "top_logprobs needs logprobs: true");
     if (!chat) {
         if (!prompt) return req_bad(w, 400, "prompt", "prompt is missing");
-        if (json_is_array(prompt) && json_array_size(prompt) == 1) prompt = json_array_get(prompt, 0);
-        else if (json_is_array(prompt))
+        if (json_is_array(prompt) && json_array_size(prompt) == 1 && !json_is_integer(json_array_get(prompt, 0)))
+            prompt = json_array_get(prompt, 0); /* [TEXT] or [[ID, ...]] */
+        else if (json_is_array(prompt) && json_array_size(prompt) > 0 && !json_is_integer(json_array_get(prompt, 0)))
             return req_bad(w, 400, "prompt", "prompt is an array of %zu prompts; qwen-ft serve takes one per request",
                            json_array_size(prompt));
-        if (!json_is_string(prompt))
-            return req_bad(w, 400, "prompt", "prompt is %s, expected a string", req_type(prompt));
-        if (json_string_length(prompt) == 0) return req_bad(w, 400, "prompt", "prompt is empty");
-        r->text_len = json_string_length(prompt);
-        r->text = qf_malloc(r->text_len + 1);
-        memcpy(r->text, json_string_value(prompt), r->text_len + 1);
-        r->default_new = lim->completion_default_new;
+        if (json_is_array(prompt)) {
+            if (req_prompt_ids(prompt, r, w)) return -1;
+            r->default_new = lim->completion_default_new;
+        } else if (!json_is_string(prompt))
+            return req_bad(w, 400, "prompt", "prompt is %s, expected a string or token ids", req_type(prompt));
+        else if (json_string_length(prompt) == 0) return req_bad(w, 400, "prompt", "prompt is empty");
+        else {
+            r->text_len = json_string_length(prompt);
+            r->text = qf_malloc(r->text_len + 1);
+            memcpy(r->text, json_string_value(prompt), r->text_len + 1);
+            r->default_new = lim->completion_default_new;
+        }
     } else {
         if (!messages) return req_bad(w, 400, "messages", "messages is missing");
         if (!json_is_array(messages) || json_array_size(messages) == 0)
@@ -309,6 +353,7 @@ int qf_serve_req_parse(qf_api api, const char *body, size_t n, const qf_serve_li
 
 void qf_serve_req_free(qf_serve_req *r) {
     free(r->text);
+    free(r->prompt_ids);
     json_decref(r->chat);
     for (int i = 0; i < r->nstop; i++) free(r->stop[i]);
     memset(r, 0, sizeof *r);

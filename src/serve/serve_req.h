@@ -13,6 +13,7 @@
 #include "generate/sample.h"
 
 #define QF_SERVE_MAX_STOPS 4 /* stop sequences per request (TGI's max_stop_sequences default; OpenAI's limit) */
+#define QF_SERVE_TGI_TOP_N 5 /* TGI's top_n_tokens at most (its --max-top-n-tokens default) */
 
 typedef enum { QF_API_TGI = 0, QF_API_TGI_STREAM, QF_API_COMPLETIONS, QF_API_CHAT, QF_API_N } qf_api;
 
@@ -26,8 +27,10 @@ typedef struct qf_serve_limits {
 typedef struct qf_serve_req {
     qf_api api;
     int stream;
-    char *text;                /* TGI inputs / OpenAI prompt (malloc'd, may hold NULs: text_len) */
+    char *text;                /* TGI inputs / OpenAI prompt (malloc'd, may hold NULs: text_len); NULL: prompt_ids */
     size_t text_len;
+    int32_t *prompt_ids;       /* completions' prompt as token ids ([int] or [[int]]; malloc'd) instead of text */
+    int nprompt_ids;
     json_t *chat;              /* chat: {"messages": [...], "tools"?} for prepare's parser (owned) */
     int max_new;               /* -1: not given: default_new, at most the room left (0: all the room left) */
     int default_new;
@@ -37,6 +40,10 @@ typedef struct qf_serve_req {
     char *stop[QF_SERVE_MAX_STOPS];
     int nstop;
     int details, return_full_text, include_usage;
+    int logprobs;              /* OpenAI: logprobs asked (chat logprobs true; completions logprobs an integer) */
+    int top_n;                 /* 0..QF_SAMPLE_TOP_MAX alternatives a token: chat top_logprobs, completions logprobs,
+                                * TGI top_n_tokens (at most QF_SERVE_TGI_TOP_N) */
+    int ids_as_text;           /* vLLM's return_tokens_as_token_ids: logprobs' tokens as "token_id:ID" */
     int no_thinking;           /* chat: chat_template_kwargs.enable_thinking = false (vLLM's field; Qwen3 templates) */
     char model[256];           /* OpenAI "model" as given */
 } qf_serve_req;

@@ -6,6 +6,7 @@
 #     response in the locustfile), and the greedy text of each prompt the same every time;
 #   - the official OpenAI Python client (with --api-key, so the client's Bearer header is checked): chat and
 #     completion, with and without streaming, equal to `qwen-ft generate` greedy (--chat for the chat); models.list;
+#     logprobs (chat top_logprobs, completions logprobs) as the client's types read them;
 #     a bad request raises the client's BadRequestError naming the field.
 # Env: QWENFT, WORK, SRC, PYREF.
 set -euo pipefail
@@ -95,6 +96,17 @@ try:
     st = cl.completions.create(model="wide", prompt="the quick brown fox", max_tokens=16, temperature=0, stream=True)
     expect("completion stream == completion", "".join(x.choices[0].text for x in st), c.choices[0].text)
     expect("models.list", [m.id for m in cl.models.list()], ["wide"])
+    r = cl.chat.completions.create(model="wide", messages=msgs, max_tokens=8, temperature=0, logprobs=True,
+                                   top_logprobs=3)
+    lc = r.choices[0].logprobs.content
+    expect("chat logprobs: an entry a token, 3 alternatives, the chosen first",
+           [(len(e.top_logprobs), e.top_logprobs[0].token == e.token) for e in lc], [(3, True)] * 8)
+    text8 = b"".join(bytes(e.bytes) for e in lc).decode(errors="replace").rstrip("\ufffd")
+    expect("chat logprobs: their bytes begin the text", ref_chat["text"].startswith(text8) and len(text8) > 0, True)
+    c = cl.completions.create(model="wide", prompt="the quick brown fox", max_tokens=8, temperature=0, logprobs=3)
+    lp = c.choices[0].logprobs
+    expect("completion logprobs: tokens, values, alternatives (3 + the chosen at most)",
+           (len(lp.tokens), len(lp.token_logprobs), all(1 <= len(t) <= 4 for t in lp.top_logprobs)), (8, 8, True))
     try:
         cl.completions.create(model="wide", prompt="a", max_tokens=100000)
         fail("max_tokens 100000 was accepted")
@@ -103,7 +115,8 @@ try:
     try:
         openai.OpenAI(base_url=S.url() + "/v1", api_key="wrong").models.list(); fail("a wrong key was accepted")
     except openai.AuthenticationError: pass
-    print("openai client: chat, completion, both streamed, == qwen-ft generate greedy; models; 400 and 401 as its errors")
+    print("openai client: chat, completion, both streamed, == qwen-ft generate greedy; models; logprobs; 400 and 401 as "
+          "its errors")
 finally:
     expect("openai server: exit after SIGTERM", S.stop(), 0)
 sys.exit(1 if bad else 0)

@@ -12,6 +12,11 @@
 #     too; with --prefix-cache off nothing is taken from it, the same replies
 #   - streaming: TGI events (index, token, generated_text and details on the last) concatenate to /generate's text;
 #     OpenAI chunks end with finish_reason, then data: [DONE]
+#   - logprobs: OpenAI completions (logprobs N, a prompt of token ids, return_tokens_as_token_ids), chat (logprobs,
+#     top_logprobs), streamed and not, and TGI's top_n_tokens (details and stream): the chosen token is the first of
+#     its alternatives under greedy, its logprob the one TGI's details report (the backend's pick), the alternatives
+#     sorted, the text offsets add up; the replies' text and ids unchanged by asking (transformers' values:
+#     ref_serve_logprobs)
 #   - every malformed request is 400 with a JSON error naming the field; 404, 405, 413 (body cap); --api-key: 401
 #     everywhere but /health; a full queue is 503 with Retry-After
 #   - a client that disconnects mid-stream, or while waiting for a whole reply, is cancelled (its slot and blocks
@@ -194,6 +199,67 @@ try:
         expect("OpenAI stop: text before the stop string", o["choices"][0]["text"], base[:base.index(stop)])
         expect("OpenAI stop: finish_reason", o["choices"][0]["finish_reason"], "stop")
     print("streaming: TGI events and OpenAI chunks == the non-streamed replies; stop sequences")
+    # ---- logprobs: the chosen token's (TGI details: the backend's pick and log-softmax) against the host's top
+    # alternatives (asking for them moves the pick to the host), each API's shape, the text and ids unchanged -----
+    K = 4
+    s, h, d = S.post("/generate", {"inputs": texts[2], "parameters": {"max_new_tokens": N, "details": True}})
+    ids, lps = [t["id"] for t in d["details"]["tokens"]], [t["logprob"] for t in d["details"]["tokens"]]
+    close = lambda a, b: abs(a - b) < 1e-5
+    s, h, d2 = S.post("/generate", {"inputs": texts[2], "parameters": {"max_new_tokens": N, "details": True,
+                                                                      "top_n_tokens": K}})
+    expect("TGI top_n_tokens: ids unchanged", [t["id"] for t in d2["details"]["tokens"]], ids)
+    tops = d2["details"]["top_tokens"]
+    expect("TGI top_tokens: K a token", [len(t) for t in tops], [K] * N)
+    if not all(t[0]["id"] == i and close(t[0]["logprob"], lp) for t, i, lp in zip(tops, ids, lps)):
+        fail(f"TGI top_tokens: the first is not the chosen token with its logprob: {tops[:2]} vs {ids[:2]} {lps[:2]}")
+    if not all(a["logprob"] >= b["logprob"] for t in tops for a, b in zip(t, t[1:])): fail("TGI top_tokens: not sorted")
+    ev = [json.loads(e) for e in S.sse("/generate_stream", {"inputs": texts[2], "parameters": {"max_new_tokens": N,
+                                                                                              "top_n_tokens": K}})]
+    expect("TGI stream top_tokens == details'", [e["top_tokens"] for e in ev], tops)
+    body = {"model": "wide", "prompt": ids[:6], "max_tokens": N, "temperature": 0, "logprobs": K}
+    s, h, c = S.post("/v1/completions", body) # a prompt of token ids: its continuation, as generate's of those ids
+    ref_ids = generate([{"prompt_ids": ids[:6]}], N)[0]
+    lp = c["choices"][0]["logprobs"]
+    expect("completions prompt ids: text == generate", c["choices"][0]["text"], ref_ids["text"])
+    expect("completions logprobs: tokens", len(lp["tokens"]), N)
+    s, h, c2 = S.post("/v1/completions", dict(body, return_tokens_as_token_ids=True))
+    lp2 = c2["choices"][0]["logprobs"]
+    expect("completions logprobs: ids == generate", [int(t.split(":")[1]) for t in lp2["tokens"]], ref_ids["ids"])
+    expect("completions logprobs: the same values as ids", lp2["token_logprobs"], lp["token_logprobs"])
+    for i, (t, v, top) in enumerate(zip(lp2["tokens"], lp2["token_logprobs"], lp2["top_logprobs"])):
+        best = max(top.items(), key=lambda kv: kv[1])
+        if len(top) != K or best[0] != t or not close(best[1], v):
+            fail(f"completions top_logprobs[{i}]: {top} ({t} {v})")
+    offs, acc = [], 0
+    for t in lp["tokens"]: offs.append(acc); acc += len(t)
+    if ref_ids["text"].isprintable() and "\ufffd" not in "".join(lp["tokens"]):
+        expect("completions text_offset", lp["text_offset"], offs)
+    chunks = [json.loads(x) for x in S.sse("/v1/completions",
+                                           dict(body, stream=True, return_tokens_as_token_ids=True))[:-1]]
+    got = [tok for ch in chunks if ch["choices"][0]["logprobs"] for tok in ch["choices"][0]["logprobs"]["tokens"]]
+    expect("completions stream: logprobs' tokens over the chunks", got, lp2["tokens"])
+    body = {"model": "wide", "messages": chat_msgs[0], "max_tokens": N, "temperature": 0, "logprobs": True,
+            "top_logprobs": K}
+    s, h, ch = S.post("/v1/chat/completions", body)
+    expect("chat logprobs: content unchanged", ch["choices"][0]["message"]["content"], ref_chat[0]["text"])
+    cont = ch["choices"][0]["logprobs"]["content"]
+    expect("chat logprobs: entries", len(cont), N)
+    for i, e in enumerate(cont):
+        if (len(e["top_logprobs"]) != K or e["top_logprobs"][0]["bytes"] != e["bytes"]
+                or not close(e["top_logprobs"][0]["logprob"], e["logprob"])):
+            fail(f"chat logprobs[{i}]: the first alternative is not the chosen token: {e}")
+    expect("chat logprobs: bytes make the text", b"".join(bytes(e["bytes"]) for e in cont).decode(errors="replace"),
+           ch["choices"][0]["message"]["content"])
+    chunks = [json.loads(x) for x in S.sse("/v1/chat/completions", dict(body, stream=True))[:-1]]
+    got = [e for c in chunks if c["choices"][0]["logprobs"] for e in c["choices"][0]["logprobs"]["content"]]
+    expect("chat stream: logprobs over the chunks == the reply's", got, cont)
+    s, h, ch0 = S.post("/v1/chat/completions", dict(body, top_logprobs=None))
+    expect("chat logprobs without top_logprobs: none",
+           [e["top_logprobs"] for e in ch0["choices"][0]["logprobs"]["content"]], [[]] * N)
+    expect("chat logprobs (greedy on the backend) == with top_logprobs (on the host)",
+           all(close(a["logprob"], b["logprob"]) for a, b in zip(ch0["choices"][0]["logprobs"]["content"], cont)), True)
+    print(f"logprobs: TGI top_n_tokens {K}, completions logprobs {K} (prompt ids, token ids), chat top_logprobs {K}, "
+          "streamed and not: the chosen token first, the backend's logprob, text and ids unchanged")
     # ---- malformed requests ---------------------------------------------------------------------------------------
     long_prompt = "data " * 200
     cases = [("/generate", b"{not json", ""), ("/generate", b"[1, 2]", ""), ("/generate", {"inputs": 5}, "inputs"),
@@ -221,6 +287,19 @@ try:
              ("/v1/completions", {"prompt": "a", "n": 2}, "n"), ("/v1/completions", {"prompt": "a", "stream": 1}, "stream"),
              ("/v1/completions", {"prompt": "a", "unknown_field": 1}, "unknown_field"),
              ("/v1/completions", {"prompt": long_prompt}, "prompt"),
+             ("/v1/completions", {"prompt": [1, -2]}, "prompt"), ("/v1/completions", {"prompt": []}, "prompt"),
+             ("/v1/completions", {"prompt": [[1, 2], [3]]}, "prompt"),
+             ("/v1/completions", {"prompt": [5, 1.5]}, "prompt"),
+             ("/v1/completions", {"prompt": [1, 10 ** 6]}, "prompt"),
+             ("/v1/completions", {"prompt": "a", "logprobs": True}, "logprobs"),
+             ("/v1/completions", {"prompt": "a", "logprobs": 21}, "logprobs"),
+             ("/v1/completions", {"prompt": "a", "return_tokens_as_token_ids": 1}, "return_tokens_as_token_ids"),
+             ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "logprobs": 1}, "logprobs"),
+             ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "top_logprobs": 2},
+              "top_logprobs"),
+             ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "logprobs": True,
+                                       "top_logprobs": 21}, "top_logprobs"),
+             ("/generate", {"inputs": "a", "parameters": {"top_n_tokens": 6}}, "parameters.top_n_tokens"),
              ("/v1/chat/completions", {"model": "m"}, "messages"),
              ("/v1/chat/completions", {"messages": "hi"}, "messages"),
              ("/v1/chat/completions", {"messages": [{"role": "wizard", "content": "hi"}]}, "messages"),

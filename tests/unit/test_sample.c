@@ -1,8 +1,10 @@
-/* test_sample.c — src/generate/sample.c against direct restatements of transformers' logits processors: greedy argmax;
+/* test_sample.c — src/generate/sample.c against direct restatements of transformers' logits processors: greedy
+ * argmax;
  * repetition penalty (each distinct seen id once, l/p or l*p); top-k keeps ties with the k-th largest; top-p keeps
  * the smallest most-likely prefix reaching p; the empirical distribution of many draws matches the renormalised
  * softmax; top-k 1 and a tiny top-p are greedy; and at Qwen's vocabulary (152k) top-p without top-k takes
- * milliseconds per token (it sorted by insertion before: seconds). */
+ * milliseconds per token (it sorted by insertion before: seconds); a served token's logprobs (the log-softmax under the
+ * raw logits and the n most likely ids, ties in id order) against a long-double restatement and a sort. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,8 +107,54 @@ static void test_speed(void) {
     qf_sampler_free(&s);
 }
 
+/* qf_sample_logprobs against the log-softmax written out in long double and a full sort: the chosen id's value,
+ * the n most likely in order with ties in id order, n = 0 and n = V; and the raw logits (not the penalised ones) */
+static void test_logprobs(void) {
+    enum { V = 9 };
+    const float l[V] = {0.5f, 2.0f, -1.0f, 2.0f, 3.5f, -7.0f, 0.5f, 1.0f, 2.0f};
+    long double mx = 3.5L, sum = 0;
+    for (int v = 0; v < V; v++) sum += expl((long double)l[v] - mx);
+    int32_t id[V];
+    float lp[V];
+    for (int chosen = 0; chosen < V; chosen++) {
+        const float got = qf_sample_logprobs(l, V, chosen, 0, NULL, NULL);
+        const long double want = (long double)l[chosen] - mx - logl(sum);
+        CHECK(fabsl((long double)got - want) < 1e-6L, "id %d: %.9g, want %.9Lg", chosen, got, want);
+    }
+    qf_sample_logprobs(l, V, 2, 5, id, lp); /* 3.5 (4), then the tied 2.0s in id order (1, 3, 8), then 1.0 (7) */
+    const int32_t want5[5] = {4, 1, 3, 8, 7};
+    for (int k = 0; k < 5; k++) {
+        CHECK(id[k] == want5[k], "top %d: id %d, want %d", k, id[k], want5[k]);
+        const long double w = (long double)l[want5[k]] - mx - logl(sum);
+        CHECK(fabsl((long double)lp[k] - w) < 1e-6L, "top %d: %.9g, want %.9Lg", k, lp[k], w);
+    }
+    qf_sample_logprobs(l, V, 0, V, id, lp); /* n = V: every id, by logit descending, ties by id */
+    const int32_t all[V] = {4, 1, 3, 8, 7, 0, 6, 2, 5};
+    int same = 1;
+    for (int k = 0; k < V; k++) same &= id[k] == all[k];
+    CHECK(same, "n = V: the full order");
+    /* at Qwen's vocabulary: the 20 most likely of a random row equal a sort's */
+    const int64_t BV = 151936;
+    float *big = malloc((size_t)BV * sizeof *big);
+    qf_rng rng;
+    qf_rng_seed(&rng, 11);
+    for (int64_t v = 0; v < BV; v++) big[v] = (float)(qf_rng_uniform(&rng) * 20 - 10);
+    int32_t tid[QF_SAMPLE_TOP_MAX];
+    float tlp[QF_SAMPLE_TOP_MAX];
+    qf_sample_logprobs(big, BV, 0, QF_SAMPLE_TOP_MAX, tid, tlp);
+    int order = 1;
+    for (int k = 0; k < QF_SAMPLE_TOP_MAX; k++) {
+        int64_t above = 0; /* ids strictly above this one, or tied with a lower id: exactly k */
+        for (int64_t v = 0; v < BV; v++) above += big[v] > big[tid[k]] || (big[v] == big[tid[k]] && v < tid[k]);
+        order &= above == k;
+    }
+    CHECK(order, "V = %lld: the 20 most likely in order", (long long)BV);
+    free(big);
+}
+
 int main(void) {
     test_small();
+    test_logprobs();
     test_speed();
     if (qf_test_failures) fprintf(stderr, "test_sample: %d qf_test_failures\n", qf_test_failures);
     else printf("test_sample: all checks passed\n");

@@ -1,0 +1,119 @@
+/* serve_logprobs.c — see serve_logprobs.h. */
+#include "serve_logprobs.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "serve.h"
+
+/* the bytes of token id alone (malloc'd, *len); an id the tokenizer lacks reads as U+FFFD */
+static char *lp_bytes(const qf_tokenizer *tok, int32_t id, size_t *len) {
+    qf_err e = {0};
+    char *t = qf_tok_decode(tok, &id, 1, len, &e);
+    if (t) return t;
+    *len = 3;
+    t = qf_malloc(4);
+    memcpy(t, "\xEF\xBF\xBD", 4);
+    return t;
+}
+
+/* a JSON number for a log-probability: OpenAI's -9999.0 where it is -inf (or not a number) */
+static json_t *lp_num(float lp) { return json_real(isfinite(lp) ? (double)lp : -9999.0); }
+
+/* token id's "token" string: its text, lossy UTF-8, or "token_id:ID" */
+static json_t *lp_token(const char *b, size_t n, int32_t id, int ids_as_text) {
+    if (ids_as_text) {
+        char s[32];
+        snprintf(s, sizeof s, "token_id:%d", (int)id);
+        return json_string(s);
+    }
+    size_t m;
+    char *clean = qf_serve_utf8_lossy(b, n, &m);
+    json_t *v = json_stringn(clean, m);
+    free(clean);
+    return v;
+}
+
+static json_t *lp_byte_list(const char *b, size_t n) {
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++) json_array_append_new(a, json_integer((unsigned char)b[i]));
+    return a;
+}
+
+/* {"token", "logprob", "bytes"} of id */
+static json_t *lp_entry(const qf_tokenizer *tok, int32_t id, float lp, int ids_as_text) {
+    size_t n;
+    char *b = lp_bytes(tok, id, &n);
+    json_t *o = json_pack("{s:o,s:o,s:o}", "token", lp_token(b, n, id, ids_as_text), "logprob", lp_num(lp), "bytes",
+                          lp_byte_list(b, n));
+    free(b);
+    return o;
+}
+
+void qf_logprobs_chat_add(json_t *content, const qf_tokenizer *tok, const qf_serve_job *j, int ids_as_text,
+                          int from, int to) {
+    for (int i = from; i < to; i++) {
+        json_t *e = lp_entry(tok, j->ids[j->plen + i], j->logprob[i], ids_as_text), *top = json_array();
+        for (int k = 0; k < j->top_n; k++) {
+            const size_t at = (size_t)i * (size_t)j->top_n + (size_t)k;
+            json_array_append_new(top, lp_entry(tok, j->top_id[at], j->top_lp[at], ids_as_text));
+        }
+        json_object_set_new(e, "top_logprobs", top);
+        json_array_append_new(content, e);
+    }
+}
+
+/* characters of b[n] as UTF-8 text reads them (bytes that do not continue a sequence) */
+static size_t lp_chars(const char *b, size_t n) {
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++) c += ((unsigned char)b[i] & 0xC0) != 0x80;
+    return c;
+}
+
+json_t *qf_logprobs_completion(const qf_tokenizer *tok, const qf_serve_job *j, int ids_as_text, int from, int to,
+                               size_t *chars) {
+    json_t *toks = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
+    for (int i = from; i < to; i++) {
+        const int32_t id = j->ids[j->plen + i];
+        size_t n;
+        char *b = lp_bytes(tok, id, &n);
+        json_t *t = lp_token(b, n, id, ids_as_text);
+        json_array_append(toks, t);
+        json_array_append_new(lps, lp_num(j->logprob[i]));
+        json_array_append_new(offs, json_integer((json_int_t)*chars));
+        *chars += lp_chars(b, n);
+        free(b);
+        json_t *d = json_object(); /* the top_n most likely, then the chosen one where it is not among them */
+        for (int k = 0; k < j->top_n; k++) {
+            const size_t at = (size_t)i * (size_t)j->top_n + (size_t)k;
+            size_t m;
+            char *bk = lp_bytes(tok, j->top_id[at], &m);
+            json_t *tk = lp_token(bk, m, j->top_id[at], ids_as_text);
+            if (!json_object_get(d, json_string_value(tk))) /* two ids of one text: the likelier kept */
+                json_object_set_new(d, json_string_value(tk), lp_num(j->top_lp[at]));
+            json_decref(tk);
+            free(bk);
+        }
+        if (!json_object_get(d, json_string_value(t)))
+            json_object_set_new(d, json_string_value(t), lp_num(j->logprob[i]));
+        json_decref(t);
+        json_array_append_new(tops, d);
+    }
+    return json_pack("{s:o,s:o,s:o,s:o}", "tokens", toks, "token_logprobs", lps, "top_logprobs", tops, "text_offset",
+                     offs);
+}
+
+json_t *qf_logprobs_tgi_top(const qf_tokenizer *tok, const qf_serve_job *j, int i,
+                            int (*is_special)(const void *, int32_t), const void *ctx) {
+    json_t *a = json_array();
+    for (int k = 0; k < j->top_n; k++) {
+        const size_t at = (size_t)i * (size_t)j->top_n + (size_t)k;
+        const int32_t id = j->top_id[at];
+        size_t n;
+        char *b = lp_bytes(tok, id, &n);
+        json_array_append_new(a, json_pack("{s:i,s:o,s:o,s:b}", "id", (json_int_t)id, "text", lp_token(b, n, id, 0),
+                                           "logprob", lp_num(j->top_lp[at]), "special", is_special(ctx, id)));
+        free(b);
+    }
+    return a;
+}

@@ -8,15 +8,18 @@
 
 /* ---- the queue and the batch (under g->mu) ------------------------------------------------------------------ */
 
-int qf_engine_submit(qf_engine *g, qf_serve_job *job) {
+int qf_engine_submit(qf_engine *g, qf_serve_job *const *jobs, int n) {
     pthread_mutex_lock(&g->mu);
-    int full = g->qn >= g->o.max_queue || g->quit;
-    if (!full) {
+    int full = g->qn + n > g->o.max_queue || g->quit;
+    for (int i = 0; i < n && !full; i++) {
+        qf_serve_job *job = jobs[i];
         job->next = NULL;
         if (g->qtail) g->qtail->next = job;
         else g->qhead = job;
         g->qtail = job;
         g->qn++;
+    }
+    if (!full) {
         pthread_mutex_lock(&g->o.met->mu);
         g->o.met->queue_depth = g->qn;
         pthread_mutex_unlock(&g->o.met->mu);

@@ -148,8 +148,9 @@ void qf_engine_counts(qf_engine *g, uint64_t *steps, uint64_t *ahead);
 int qf_engine_start(qf_engine *g, qf_err *e);
 /* The other ranks, after qf_engine_init: run rank 0's steps (their layers of each call) until it stops. */
 void qf_engine_follow(qf_engine *g);
-/* Queues job: 0, or -1 when the queue holds max_queue jobs (nothing queued). */
-int qf_engine_submit(qf_engine *g, qf_serve_job *job);
+/* Queues jobs[n] (one request's choices) together: 0, or -1 when the queue has no room for all n beside its
+ * max_queue (nothing queued). */
+int qf_engine_submit(qf_engine *g, qf_serve_job *const *jobs, int n);
 /* Asks the engine to drop job at its next step (it is released then). */
 void qf_engine_cancel(qf_engine *g, qf_serve_job *job);
 /* Cancels every queued and running job. */

@@ -46,7 +46,10 @@ struct http_job {
     qf_serve_job job;
     qf_serve_req req;
     serve_ctx *c;
-    struct evhttp_request *evreq; /* NULL once the client is gone */
+    struct evhttp_request *evreq; /* NULL once the client is gone (the lead's; the other choices' stay NULL) */
+    http_job *lead;               /* the request's choice 0 (itself there): its evreq, id and req serve every choice */
+    http_job **ch;                /* the lead's: [nch] the request's choices (OpenAI's n), ch[0] = the lead */
+    int nch, index;               /* index: this choice's */
     const char *endpoint;
     char id[48];
     long created;
@@ -220,18 +223,37 @@ static json_t *http_tgi_details(const http_job *hj, int with_tokens) {
     return d;
 }
 
+/* the request's usage (hj: its lead): the prompt once, the tokens of every choice */
 static json_t *http_usage(const http_job *hj) {
-    return json_pack("{s:i,s:i,s:i}", "prompt_tokens", (json_int_t)hj->job.plen, "completion_tokens",
-                     (json_int_t)hj->job.nout, "total_tokens", (json_int_t)(hj->job.plen + hj->job.nout));
+    json_int_t gen = 0;
+    for (int k = 0; k < hj->nch; k++) gen += hj->ch[k]->job.nout;
+    return json_pack("{s:i,s:i,s:i}", "prompt_tokens", (json_int_t)hj->job.plen, "completion_tokens", gen,
+                     "total_tokens", (json_int_t)hj->job.plen + gen);
 }
 
-/* the whole reply of a finished non-streaming job */
+/* an OpenAI choice of a whole reply */
+static json_t *http_oai_choice(http_job *ch) {
+    size_t len;
+    char *t = http_visible(ch, ch->job.nout, 1, &len);
+    json_t *o = ch->req.api == QF_API_COMPLETIONS
+                    ? json_pack("{s:i,s:o,s:o,s:s}", "index", (json_int_t)ch->index, "text", http_str(t, len),
+                                "logprobs", http_oai_logprobs(ch, 0, ch->job.nout), "finish_reason",
+                                http_finish_oai(ch->job.finish))
+                    : json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", (json_int_t)ch->index, "message", "role",
+                                "assistant", "content", http_str(t, len), "logprobs",
+                                http_oai_logprobs(ch, 0, ch->job.nout), "finish_reason",
+                                http_finish_oai(ch->job.finish));
+    free(t);
+    return o;
+}
+
+/* the whole reply of a finished non-streaming request (every choice) */
 static void http_reply_full(http_job *hj) {
     serve_ctx *c = hj->c;
-    size_t len;
-    char *t = http_visible(hj, hj->job.nout, 1, &len);
     json_t *o;
     if (hj->req.api == QF_API_TGI) {
+        size_t len;
+        char *t = http_visible(hj, hj->job.nout, 1, &len);
         json_t *txt;
         if (hj->req.return_full_text) {
             char *full = qf_malloc(hj->req.text_len + len + 1);
@@ -244,19 +266,14 @@ static void http_reply_full(http_job *hj) {
         }
         o = json_pack("{s:o}", "generated_text", txt);
         if (hj->req.details) json_object_set_new(o, "details", http_tgi_details(hj, 1));
-    } else if (hj->req.api == QF_API_COMPLETIONS) {
-        o = json_pack("{s:s,s:s,s:i,s:s,s:[{s:i,s:o,s:o,s:s}],s:o}", "id", hj->id, "object", "text_completion",
-                      "created", (json_int_t)hj->created, "model", c->o->model_id, "choices", "index", 0, "text",
-                      http_str(t, len), "logprobs", http_oai_logprobs(hj, 0, hj->job.nout), "finish_reason",
-                      http_finish_oai(hj->job.finish), "usage", http_usage(hj));
+        free(t);
     } else {
-        o = json_pack("{s:s,s:s,s:i,s:s,s:[{s:i,s:{s:s,s:o},s:o,s:s}],s:o}", "id", hj->id, "object",
-                      "chat.completion", "created", (json_int_t)hj->created, "model", c->o->model_id, "choices",
-                      "index", 0, "message", "role", "assistant", "content", http_str(t, len), "logprobs",
-                      http_oai_logprobs(hj, 0, hj->job.nout), "finish_reason", http_finish_oai(hj->job.finish),
-                      "usage", http_usage(hj));
+        json_t *choices = json_array();
+        for (int k = 0; k < hj->nch; k++) json_array_append_new(choices, http_oai_choice(hj->ch[k]));
+        o = json_pack("{s:s,s:s,s:i,s:s,s:o,s:o}", "id", hj->id, "object",
+                      hj->req.api == QF_API_COMPLETIONS ? "text_completion" : "chat.completion", "created",
+                      (json_int_t)hj->created, "model", c->o->model_id, "choices", choices, "usage", http_usage(hj));
     }
-    free(t);
     http_json(c, hj->evreq, hj->endpoint, 200, o, NULL, NULL);
 }
 
@@ -275,7 +292,7 @@ static void http_sse(struct evhttp_request *r, json_t *o) {
  * generated since the last chunk that carried them (upto: the tokens generated; -1: none in this chunk) */
 static json_t *http_oai_chunk(http_job *hj, json_t *piece, const char *finish, int upto) {
     int chat = hj->req.api == QF_API_CHAT;
-    json_t *choice = json_pack("{s:i}", "index", 0);
+    json_t *choice = json_pack("{s:i}", "index", (json_int_t)hj->index);
     json_object_set_new(choice, chat ? "delta" : "text", piece);
     if (upto > hj->lp_sent) {
         json_object_set_new(choice, "logprobs", http_oai_logprobs(hj, hj->lp_sent, upto));
@@ -291,9 +308,9 @@ static json_t *http_oai_chunk(http_job *hj, json_t *piece, const char *finish, i
     return o;
 }
 
-/* streams what is new of job hj (n tokens generated; final: the job is over) */
+/* streams what is new of choice hj (n tokens generated; final: its job is over) on its request's connection */
 static void http_stream(http_job *hj, int n, int final) {
-    struct evhttp_request *r = hj->evreq;
+    struct evhttp_request *r = hj->lead->evreq;
     size_t len;
     char *t = http_visible(hj, n, final, &len);
     QF_CHECK(hj->text_sent <= len); /* the visible text only grows: decoding concatenates each id's bytes */
@@ -328,36 +345,51 @@ static void http_stream(http_job *hj, int n, int final) {
             http_sse(r, http_oai_chunk(hj, chat ? json_pack("{s:o}", "content", p) : p, NULL, n));
             hj->text_sent = len;
         }
-        if (final) {
+        if (final)
             http_sse(r, http_oai_chunk(hj, chat ? json_object() : json_string(""), http_finish_oai(hj->job.finish),
                                        n));
-            if (hj->req.include_usage) {
-                json_t *u = json_pack("{s:s,s:s,s:i,s:s,s:[],s:o}", "id", hj->id, "object",
-                                      chat ? "chat.completion.chunk" : "text_completion", "created",
-                                      (json_int_t)hj->created, "model", hj->c->o->model_id, "choices", "usage",
-                                      http_usage(hj));
-                http_sse(r, u);
-            }
-            http_sse(r, NULL);
-        }
     }
     hj->nsent = n;
     free(t);
 }
 
+/* an OpenAI stream's end, once every choice is over (hj: the lead): the usage chunk where asked, then [DONE] */
+static void http_stream_end(http_job *hj) {
+    struct evhttp_request *r = hj->evreq;
+    if (hj->req.api != QF_API_COMPLETIONS && hj->req.api != QF_API_CHAT) return;
+    if (hj->req.include_usage)
+        http_sse(r, json_pack("{s:s,s:s,s:i,s:s,s:[],s:o}", "id", hj->id, "object",
+                              hj->req.api == QF_API_CHAT ? "chat.completion.chunk" : "text_completion", "created",
+                              (json_int_t)hj->created, "model", hj->c->o->model_id, "choices", "usage",
+                              http_usage(hj)));
+    http_sse(r, NULL);
+}
+
 /* ---- job life ------------------------------------------------------------------------------------------------ */
+
+/* one choice's buffers (its req is the lead's, freed with the lead) */
+static void http_choice_free(http_job *ch) {
+    free(ch->job.ids);
+    free(ch->job.logprob);
+    free(ch->job.top_id);
+    free(ch->job.top_lp);
+    if (ch != ch->lead) free(ch);
+}
+
+/* a request's choices, then its lead (never submitted or unlinked: next/prev unset) */
+static void http_job_free(http_job *hj) {
+    for (int k = hj->nch - 1; k >= 0; k--) http_choice_free(hj->ch[k]);
+    free(hj->ch);
+    qf_serve_req_free(&hj->req);
+    free(hj);
+}
 
 static void http_job_unlink_free(http_job *hj) {
     serve_ctx *c = hj->c;
     if (hj->prev) hj->prev->next = hj->next;
     else c->active = hj->next;
     if (hj->next) hj->next->prev = hj->prev;
-    qf_serve_req_free(&hj->req);
-    free(hj->job.ids);
-    free(hj->job.logprob);
-    free(hj->job.top_id);
-    free(hj->job.top_lp);
-    free(hj);
+    http_job_free(hj);
 }
 
 static void http_on_complete(struct evhttp_request *r, void *arg) {
@@ -372,7 +404,7 @@ static void http_on_close(struct evhttp_connection *con, void *arg) {
     evhttp_request_set_on_complete_cb(hj->evreq, NULL, NULL);
     hj->c->writing--;
     hj->evreq = NULL; /* libevent frees the request */
-    qf_engine_cancel(&hj->c->eng, &hj->job);
+    for (int k = 0; k < hj->nch; k++) qf_engine_cancel(&hj->c->eng, &hj->ch[k]->job);
 }
 
 /* the client's part of a job is over: no more callbacks on its connection */
@@ -400,21 +432,26 @@ static void http_on_notify(evutil_socket_t fd, short what, void *arg) {
     (void)fd, (void)what;
     for (http_job *hj = c->active, *nx; hj; hj = nx) {
         nx = hj->next;
-        pthread_mutex_lock(&c->eng.mu);
-        int n = hj->job.nout, released = hj->job.released;
-        qf_job_finish fin = hj->job.finish;
-        pthread_mutex_unlock(&c->eng.mu);
-        if (hj->evreq && !hj->req.stream && !released && http_peer_gone(hj->evreq)) {
+        int all = 1, cancelled = 0; /* every choice released; any of them cancelled */
+        for (int k = 0; k < hj->nch; k++) {
+            http_job *ch = hj->ch[k];
+            pthread_mutex_lock(&c->eng.mu);
+            int n = ch->job.nout, released = ch->job.released;
+            qf_job_finish fin = ch->job.finish;
+            pthread_mutex_unlock(&c->eng.mu);
+            all &= released, cancelled |= released && fin == QF_JOB_CANCELLED;
+            if (hj->evreq && hj->req.stream && n > ch->nsent && !(released && fin == QF_JOB_CANCELLED))
+                http_stream(ch, n, released);
+        }
+        if (hj->evreq && !hj->req.stream && !all && http_peer_gone(hj->evreq)) {
             evhttp_connection_free(evhttp_request_get_connection(hj->evreq)); /* -> http_on_close: cancelled */
             continue;
         }
-        if (hj->evreq && hj->req.stream && n > hj->nsent && !(released && fin == QF_JOB_CANCELLED))
-            http_stream(hj, n, released);
-        if (!released) continue;
+        if (!all) continue;
         if (hj->evreq) {
             struct evhttp_request *r = hj->evreq;
             http_detach(hj);
-            if (fin == QF_JOB_CANCELLED) {
+            if (cancelled) {
                 if (hj->req.stream) {
                     json_t *ev = json_pack("{s:s,s:s}", "error", "the server is shutting down", "error_type",
                                            "overloaded");
@@ -425,7 +462,9 @@ static void http_on_notify(evutil_socket_t fd, short what, void *arg) {
                     http_error(c, r, hj->endpoint, hj->req.api, 503, "", "the server is shutting down");
                 }
             } else if (hj->req.stream) {
-                if (n == hj->nsent && hj->nsent == 0) http_stream(hj, n, 1);
+                for (int k = 0; k < hj->nch; k++) /* a choice that ended without a token: its final chunk */
+                    if (hj->ch[k]->nsent == 0 && hj->ch[k]->job.nout == 0) http_stream(hj->ch[k], 0, 1);
+                http_stream_end(hj);
                 evhttp_send_reply_end(r);
                 qf_metrics_request(&c->met, hj->endpoint, 200);
             } else {
@@ -457,6 +496,28 @@ static const char *http_field(qf_api api, const char *which) {
     int oai = api == QF_API_COMPLETIONS || api == QF_API_CHAT;
     if (!strcmp(which, "input")) return api == QF_API_CHAT ? "messages" : oai ? "prompt" : "inputs";
     return oai ? "max_tokens" : "parameters.max_new_tokens";
+}
+
+/* choice ch's job over prompt[plen]: up to max_new tokens, drawing from seed where it samples */
+static void http_choice_init(http_job *ch, const int32_t *prompt, int plen, int max_new, uint64_t seed) {
+    qf_serve_job *j = &ch->job;
+    const qf_api api = ch->req.api;
+    j->plen = plen, j->max_new = max_new;
+    j->ids = qf_malloc((size_t)(plen + max_new) * sizeof *j->ids);
+    memcpy(j->ids, prompt, (size_t)plen * sizeof *j->ids);
+    j->logprob = qf_malloc((size_t)max_new * sizeof *j->logprob);
+    j->sample = ch->req.sample;
+    j->seed = seed;
+    j->stop = ch->req.stop, j->nstop = ch->req.nstop;
+    j->t_arrive = qf_now();
+    const int tgi = api == QF_API_TGI || api == QF_API_TGI_STREAM;
+    /* TGI reports logprobs (and top_n_tokens' alternatives) in details and streams; OpenAI where logprobs asks */
+    j->want_logprob = tgi ? (api == QF_API_TGI && ch->req.details) || ch->req.stream : ch->req.logprobs;
+    j->top_n = j->want_logprob ? ch->req.top_n : 0;
+    if (j->top_n > 0) {
+        j->top_id = qf_malloc((size_t)max_new * (size_t)j->top_n * sizeof *j->top_id);
+        j->top_lp = qf_malloc((size_t)max_new * (size_t)j->top_n * sizeof *j->top_lp);
+    }
 }
 
 static void http_generate(serve_ctx *c, struct evhttp_request *r, qf_api api, const char *endpoint) {
@@ -532,36 +593,39 @@ static void http_generate(serve_ctx *c, struct evhttp_request *r, qf_api api, co
         free(hj);
         return;
     }
-    qf_serve_job *j = &hj->job;
-    j->plen = plen, j->max_new = max_new;
-    j->ids = qf_malloc((size_t)(plen + max_new) * sizeof *j->ids);
-    memcpy(j->ids, P.v[0].ids, (size_t)plen * sizeof *j->ids);
-    qf_gen_prompts_free(&P);
-    j->logprob = qf_malloc((size_t)max_new * sizeof *j->logprob);
-    j->sample = hj->req.sample;
-    j->seed = hj->req.has_seed ? hj->req.seed : (uint64_t)time(NULL) * 6364136223846793005ull + c->next_id;
-    j->stop = hj->req.stop, j->nstop = hj->req.nstop;
-    j->t_arrive = qf_now();
-    const int tgi = api == QF_API_TGI || api == QF_API_TGI_STREAM;
-    /* TGI reports logprobs (and top_n_tokens' alternatives) in details and streams; OpenAI where logprobs asks */
-    j->want_logprob = tgi ? (api == QF_API_TGI && hj->req.details) || hj->req.stream : hj->req.logprobs;
-    j->top_n = j->want_logprob ? hj->req.top_n : 0;
-    if (j->top_n > 0) {
-        j->top_id = qf_malloc((size_t)max_new * (size_t)j->top_n * sizeof *j->top_id);
-        j->top_lp = qf_malloc((size_t)max_new * (size_t)j->top_n * sizeof *j->top_lp);
-    }
-    hj->c = c, hj->evreq = r, hj->endpoint = endpoint, hj->created = (long)time(NULL);
-    snprintf(hj->id, sizeof hj->id, "%s-%lu", api == QF_API_CHAT ? "chatcmpl" : "cmpl", ++c->next_id);
-    if (qf_engine_submit(&c->eng, j)) {
-        http_error(c, r, endpoint, api, 503, "", "the queue is full (--max-queue); retry later");
+    /* the choices (OpenAI's n; one elsewhere): each a job of its own over the same prompt, seeds seed + index (as
+     * vLLM's), the lead's req shared */
+    const int nch = hj->req.n > 1 ? hj->req.n : 1;
+    if (nch > o->max_queue) {
+        snprintf(m2, sizeof m2, "n = %d choices exceed --max-queue %d", nch, o->max_queue);
+        http_error(c, r, endpoint, api, 400, "n", m2);
+        qf_gen_prompts_free(&P);
         qf_serve_req_free(&hj->req);
-        free(j->ids);
-        free(j->logprob);
-        free(j->top_id);
-        free(j->top_lp);
         free(hj);
         return;
     }
+    hj->c = c, hj->evreq = r, hj->endpoint = endpoint, hj->created = (long)time(NULL), hj->lead = hj;
+    snprintf(hj->id, sizeof hj->id, "%s-%lu", api == QF_API_CHAT ? "chatcmpl" : "cmpl", ++c->next_id);
+    const uint64_t seed = hj->req.has_seed ? hj->req.seed : (uint64_t)time(NULL) * 6364136223846793005ull + c->next_id;
+    hj->nch = nch;
+    hj->ch = qf_calloc((size_t)nch, sizeof *hj->ch);
+    qf_serve_job **jobs = qf_calloc((size_t)nch, sizeof *jobs);
+    for (int k = 0; k < nch; k++) {
+        http_job *ch = hj->ch[k] = k ? qf_calloc(1, sizeof *ch) : hj;
+        if (k) ch->req = hj->req, ch->c = c, ch->endpoint = endpoint, ch->created = hj->created, ch->lead = hj;
+        if (k) memcpy(ch->id, hj->id, sizeof ch->id);
+        ch->index = k;
+        http_choice_init(ch, P.v[0].ids, plen, max_new, seed + (uint64_t)k);
+        jobs[k] = &ch->job;
+    }
+    qf_gen_prompts_free(&P);
+    if (qf_engine_submit(&c->eng, jobs, nch)) {
+        http_error(c, r, endpoint, api, 503, "", "the queue is full (--max-queue); retry later");
+        free(jobs);
+        http_job_free(hj);
+        return;
+    }
+    free(jobs);
     hj->next = c->active;
     if (c->active) c->active->prev = hj;
     c->active = hj;

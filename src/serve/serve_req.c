@@ -238,7 +238,11 @@ static int req_openai(json_t *o, const qf_serve_limits *lim, qf_serve_req *r, qf
             if (json_is_null(v)) continue;
             if (req_num(v, key, &x, w)) return -1;
             if (x != 0) return req_bad(w, 400, key, "%s is not supported (only 0); use repetition_penalty", key);
-        } else if (!strcmp(key, "n") || !strcmp(key, "best_of")) {
+        } else if (!strcmp(key, "n")) {
+            if (json_is_null(v)) continue;
+            if (req_int(v, key, 1, QF_SERVE_MAX_N, &i, w)) return -1;
+            r->n = (int)i;
+        } else if (!strcmp(key, "best_of")) {
             if (json_is_null(v)) continue;
             if (req_int(v, key, 1, 1, &i, w)) return -1;
         } else if (chat && !strcmp(key, "logprobs")) {

@@ -14,6 +14,7 @@
 
 #define QF_SERVE_MAX_STOPS 4 /* stop sequences per request (TGI's max_stop_sequences default; OpenAI's limit) */
 #define QF_SERVE_TGI_TOP_N 5 /* TGI's top_n_tokens at most (its --max-top-n-tokens default) */
+#define QF_SERVE_MAX_N 16    /* OpenAI's n (choices a request) at most */
 
 typedef enum { QF_API_TGI = 0, QF_API_TGI_STREAM, QF_API_COMPLETIONS, QF_API_CHAT, QF_API_N } qf_api;
 
@@ -33,6 +34,7 @@ typedef struct qf_serve_req {
     int nprompt_ids;
     json_t *chat;              /* chat: {"messages": [...], "tools"?} for prepare's parser (owned) */
     int max_new;               /* -1: not given: default_new, at most the room left (0: all the room left) */
+    int n;                     /* OpenAI's choices (1 .. QF_SERVE_MAX_N; 0: not given, one) */
     int default_new;
     qf_sample_opts sample;
     uint64_t seed;

@@ -17,6 +17,8 @@
 #     its alternatives under greedy, its logprob the one TGI's details report (the backend's pick), the alternatives
 #     sorted, the text offsets add up; the replies' text and ids unchanged by asking (transformers' values:
 #     ref_serve_logprobs)
+#   - n choices (OpenAI): choice k of a seeded request == generate --seed (seed + k), streamed by index too; greedy
+#     choices == greedy; usage counts every choice; n over --max-queue is 400
 #   - every malformed request is 400 with a JSON error naming the field; 404, 405, 413 (body cap); --api-key: 401
 #     everywhere but /health; a full queue is 503 with Retry-After
 #   - a client that disconnects mid-stream, or while waiting for a whole reply, is cancelled (its slot and blocks
@@ -260,6 +262,32 @@ try:
            all(close(a["logprob"], b["logprob"]) for a, b in zip(ch0["choices"][0]["logprobs"]["content"], cont)), True)
     print(f"logprobs: TGI top_n_tokens {K}, completions logprobs {K} (prompt ids, token ids), chat top_logprobs {K}, "
           "streamed and not: the chosen token first, the backend's logprob, text and ids unchanged")
+    # ---- n choices: each its own job over the prompt, seeds seed + index (vLLM's): choice k of a seeded sampled
+    # request == generate --seed (seed + k); greedy choices all greedy's; streamed choices by index == the reply's
+    sp = {"temperature": 0.8, "top_k": 40, "top_p": 0.9}
+    samp3 = [samp[0]] + [generate([{"prompt": texts[0]}], N, "--temperature", "0.8", "--top-k", "40", "--top-p", "0.9",
+                                  "--seed", str(7 + k))[0] for k in (1, 2)]
+    s, h, b = S.post("/v1/completions", dict(sp, model="wide", prompt=texts[0], max_tokens=N, n=3, seed=7))
+    expect("n = 3: choices by index", [c["index"] for c in b["choices"]], [0, 1, 2])
+    for k in range(3):
+        if samp3[k]["finish"] == "length":
+            expect(f"n = 3, seed 7: choice {k} == generate --seed {7 + k}", b["choices"][k]["text"], samp3[k]["text"])
+    expect("n = 3: usage counts every choice's tokens", b["usage"]["completion_tokens"], sum(len(x["ids"]) for x in samp3))
+    if len({c["text"] for c in b["choices"]}) < 2: fail(f"n = 3 sampled: the choices are all the same: {b['choices']}")
+    s, h, b = S.post("/v1/chat/completions", {"model": "wide", "messages": chat_msgs[0], "max_tokens": N,
+                                              "temperature": 0, "n": 2})
+    expect("n = 2 greedy chat: both == generate --chat", [c["message"]["content"] for c in b["choices"]],
+           [ref_chat[0]["text"]] * 2)
+    chunks = [json.loads(x) for x in S.sse("/v1/completions", dict(sp, model="wide", prompt=texts[0], max_tokens=N, n=3,
+                                                                   seed=7, stream=True,
+                                                                   stream_options={"include_usage": True}))[:-1]]
+    per = {}
+    for c in chunks[:-1]: per[c["choices"][0]["index"]] = per.get(c["choices"][0]["index"], "") + c["choices"][0]["text"]
+    expect("n = 3 streamed: each index's text == generate --seed (7 + index)",
+           [per.get(k) for k in range(3)], [x["text"] for x in samp3])
+    expect("n = 3 streamed: one usage chunk at the end", (chunks[-1]["choices"], chunks[-1]["usage"]["completion_tokens"]),
+           ([], sum(len(x["ids"]) for x in samp3)))
+    print("n: 3 seeded sampled choices == generate --seed 7, 8, 9 (streamed and not), 2 greedy chat choices == greedy")
     # ---- malformed requests ---------------------------------------------------------------------------------------
     long_prompt = "data " * 200
     cases = [("/generate", b"{not json", ""), ("/generate", b"[1, 2]", ""), ("/generate", {"inputs": 5}, "inputs"),
@@ -284,7 +312,8 @@ try:
              ("/v1/completions", {"model": "m"}, "prompt"), ("/v1/completions", {"prompt": ["a", "b"]}, "prompt"),
              ("/v1/completions", {"prompt": "a", "max_tokens": 100000}, "max_tokens"),
              ("/v1/completions", {"prompt": "a", "temperature": 3}, "temperature"),
-             ("/v1/completions", {"prompt": "a", "n": 2}, "n"), ("/v1/completions", {"prompt": "a", "stream": 1}, "stream"),
+             ("/v1/completions", {"prompt": "a", "n": 17}, "n"), ("/v1/completions", {"prompt": "a", "best_of": 2}, "best_of"),
+             ("/v1/completions", {"prompt": "a", "stream": 1}, "stream"),
              ("/v1/completions", {"prompt": "a", "unknown_field": 1}, "unknown_field"),
              ("/v1/completions", {"prompt": long_prompt}, "prompt"),
              ("/v1/completions", {"prompt": [1, -2]}, "prompt"), ("/v1/completions", {"prompt": []}, "prompt"),
@@ -465,6 +494,8 @@ try:
     if not full or any(c[1] != "1" for c in full) or any(c[0] not in (200, 503) for c in codes):
         fail(f"12 requests at batch 1, queue 1: expected some 503 with Retry-After and the rest 200: {codes}")
     else: print(f"queue full: {len(full)} of 12 were 503 with Retry-After: 1, the rest 200; --api-key: 401 but /health")
+    s, h, b = S.post("/v1/completions", {"prompt": "a", "n": 2}, headers=auth)
+    expect("n = 2 over --max-queue 1: 400 naming n", (s, b["error"]["param"]), (400, "n"))
     # ---- SIGTERM while streaming: the stream finishes, exit 0 ----------------------------------------------------
     out = {}
     def stream():

@@ -102,6 +102,12 @@ static int engine_schedule(qf_engine *g) {
     for (qf_serve_job *j = g->qhead; j; j = j->next) g->qtail = j;
     while (g->qhead && g->nrunning < g->o.max_batch) { /* FIFO: the head waits for room, nobody overtakes it */
         qf_serve_job *j = g->qhead;
+        /* a choice after its sibling (same prompt): it waits until the sibling's prompt blocks are registered (its
+         * last chunk is in a call) and then shares them, instead of prefilling the prompt alongside */
+        const qf_serve_job *a = j->after;
+        if (a && g->o.prefix_cache && (j->plen - 1) / g->o.block_size > 0 && !a->released &&
+            (!a->admitted || a->prefilled < a->plen))
+            break;
         int s = 0;
         while (g->slot[s]) s++;
         int cached = 0; /* prompt positions whose KV the prefix cache already holds */

@@ -51,6 +51,8 @@ typedef struct qf_serve_job {
     double t_arrive;          /* qf_now() at arrival */
     int want_logprob;         /* fill logprob (TGI details and streams): an O(V) pass with exp per token */
     int top_n;                /* 0..QF_SAMPLE_TOP_MAX: fill top_id/top_lp (OpenAI top_logprobs; logits on the host) */
+    const struct qf_serve_job *after; /* a sibling choice queued before it with the same prompt (OpenAI's n): with
+                                       * the prefix cache on, admitted once that one's prompt is in the cache */
     /* the engine's, under the engine's mutex */
     int nout;                 /* generated so far: ids[plen .. plen+nout) */
     float *logprob;           /* [max_new] log-softmax of each generated token under the raw logits (want_logprob) */

@@ -616,6 +616,7 @@ static void http_generate(serve_ctx *c, struct evhttp_request *r, qf_api api, co
         if (k) memcpy(ch->id, hj->id, sizeof ch->id);
         ch->index = k;
         http_choice_init(ch, P.v[0].ids, plen, max_new, seed + (uint64_t)k);
+        ch->job.after = k ? &hj->job : NULL; /* the prefix cache: the others share the lead's prompt blocks */
         jobs[k] = &ch->job;
     }
     qf_gen_prompts_free(&P);

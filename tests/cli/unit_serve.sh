@@ -18,7 +18,8 @@
 #     sorted, the text offsets add up; the replies' text and ids unchanged by asking (transformers' values:
 #     ref_serve_logprobs)
 #   - n choices (OpenAI): choice k of a seeded request == generate --seed (seed + k), streamed by index too; greedy
-#     choices == greedy; usage counts every choice; n over --max-queue is 400
+#     choices == greedy; usage counts every choice; n over --max-queue is 400; the choices after the first share its
+#     prompt's cached blocks
 #   - every malformed request is 400 with a JSON error naming the field; 404, 405, 413 (body cap); --api-key: 401
 #     everywhere but /health; a full queue is 503 with Retry-After
 #   - a client that disconnects mid-stream, or while waiting for a whole reply, is cancelled (its slot and blocks
@@ -287,7 +288,18 @@ try:
            [per.get(k) for k in range(3)], [x["text"] for x in samp3])
     expect("n = 3 streamed: one usage chunk at the end", (chunks[-1]["choices"], chunks[-1]["usage"]["completion_tokens"]),
            ([], sum(len(x["ids"]) for x in samp3)))
-    print("n: 3 seeded sampled choices == generate --seed 7, 8, 9 (streamed and not), 2 greedy chat choices == greedy")
+    # the choices after the first wait for its prompt's blocks and share them (the prefix cache): a prompt of 3+
+    # blocks not seen before, n = 4: the other 3 take exactly its full blocks from the cache (without the wait: none);
+    # every choice == greedy
+    p4 = "purple zebra crossing seven rivers " * 5
+    h0 = S.metrics()["qwenft_prefix_cache_hit_tokens_total"]
+    s, h, b = S.post("/v1/completions", {"model": "wide", "prompt": p4, "max_tokens": 8, "temperature": 0, "n": 4})
+    hits, plen4 = S.metrics()["qwenft_prefix_cache_hit_tokens_total"] - h0, b["usage"]["prompt_tokens"]
+    expect("n = 4 greedy: all the same", len({c["text"] for c in b["choices"]}), 1)
+    if hits != 3 * ((plen4 - 1) // 16) * 16 or hits < 3 * 32:
+        fail(f"n = 4 over a {plen4}-token prompt: {hits} tokens from the cache, expected 3 x its full blocks")
+    print(f"n: 3 seeded sampled choices == generate --seed 7, 8, 9 (streamed and not), 2 greedy chat choices == greedy; "
+          f"n = 4 over a {plen4}-token prompt: the other 3 took {hits} of its tokens from the cache")
     # ---- malformed requests ---------------------------------------------------------------------------------------
     long_prompt = "data " * 200
     cases = [("/generate", b"{not json", ""), ("/generate", b"[1, 2]", ""), ("/generate", {"inputs": 5}, "inputs"),

@@ -1,6 +1,7 @@
 /* fuzz_serve_req.c — the request parser of `qwen-ft serve` (src/serve/serve_req.c): any body, under each of the
  * four generation endpoints' shapes (the first byte picks one), is a request or a refusal with a 4xx status and a
- * message, never a crash, a leak or a request that breaks the limits it was parsed under. */
+ * message, never a crash, a leak or a request that breaks the limits it was parsed under (prompts as token ids on
+ * completions only, the logprobs' alternatives and the choices within their bounds). */
 #include <string.h>
 #include "fuzz_common.h"
 #include "serve/serve_req.h"
@@ -21,8 +22,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
         if (why.status < 400 || why.status > 499 || !why.msg[0]) abort();
         return 0;
     }
-    int chat = api == QF_API_CHAT;
-    if (chat ? !r.chat || r.text : !r.text || r.text_len == 0) abort();
+    int chat = api == QF_API_CHAT, ids = r.prompt_ids != NULL;
+    if (ids && (api != QF_API_COMPLETIONS || r.text || r.nprompt_ids < 1)) abort(); /* token ids: completions only */
+    for (int i = 0; i < r.nprompt_ids; i++)
+        if (r.prompt_ids[i] < 0) abort();
+    if (chat ? !r.chat || r.text : !ids && (!r.text || r.text_len == 0)) abort();
+    if (r.top_n < 0 || r.top_n > QF_SAMPLE_TOP_MAX || r.n < 0 || r.n > QF_SERVE_MAX_N) abort();
+    if ((api == QF_API_TGI || api == QF_API_TGI_STREAM) && (r.top_n > QF_SERVE_TGI_TOP_N || r.n || r.logprobs)) abort();
     if (r.max_new > lim.max_new || (r.max_new < 1 && r.max_new != -1) || r.default_new < 0) abort();
     if (r.nstop < 0 || r.nstop > QF_SERVE_MAX_STOPS) abort();
     if (!(r.sample.temperature > 0) || !(r.sample.top_p > 0 && r.sample.top_p <= 1) || r.sample.top_k < 0 ||

@@ -63,6 +63,14 @@ void qf_logprobs_chat_add(json_t *content, const qf_tokenizer *tok, const qf_ser
     }
 }
 
+/* d[token's text] = lp unless the key is there (two ids of one text: the likelier, set first, is kept); the key
+ * by its length: a token's text may hold a NUL */
+static void lp_dict_add(json_t *d, const json_t *token, float lp) {
+    const char *k = json_string_value(token);
+    const size_t n = json_string_length(token);
+    if (!json_object_getn(d, k, n)) json_object_setn_new(d, k, n, lp_num(lp));
+}
+
 /* characters of b[n] as UTF-8 text reads them (bytes that do not continue a sequence) */
 static size_t lp_chars(const char *b, size_t n) {
     size_t c = 0;
@@ -89,13 +97,11 @@ json_t *qf_logprobs_completion(const qf_tokenizer *tok, const qf_serve_job *j, i
             size_t m;
             char *bk = lp_bytes(tok, j->top_id[at], &m);
             json_t *tk = lp_token(bk, m, j->top_id[at], ids_as_text);
-            if (!json_object_get(d, json_string_value(tk))) /* two ids of one text: the likelier kept */
-                json_object_set_new(d, json_string_value(tk), lp_num(j->top_lp[at]));
+            lp_dict_add(d, tk, j->top_lp[at]);
             json_decref(tk);
             free(bk);
         }
-        if (!json_object_get(d, json_string_value(t)))
-            json_object_set_new(d, json_string_value(t), lp_num(j->logprob[i]));
+        lp_dict_add(d, t, j->logprob[i]);
         json_decref(t);
         json_array_append_new(tops, d);
     }

@@ -34,7 +34,8 @@
 typedef struct dbench {
     const qf_ops *g;
     int C, F, H, KV, D, V, L, M, ctx, bs, maxb;
-    void *w[10], *x, *y, *big, *res, *q, *k, *v, *att, *kp, *vp, *gate, *up, *swi, *ln, *normw, *bias;
+    int joined; /* run_layer joins q|k|v and gate|up as the paged model does for calls over two tokens */
+    void *w[10], *x, *y, *big, *res, *q, *k, *v, *att, *kp, *vp, *gate, *up, *swi, *ln, *normw, *bias, *gu, *bqkv;
     float *rstd;
     int32_t *pos, *seq, *btab, *tok, *hbtab;
 } dbench;
@@ -86,22 +87,32 @@ static void run_swiglu(dbench *b, int unused) {
     (void)unused;
     b->g->swiglu_fwd(b->swi, b->gate, b->up, b->M, b->F);
 }
-/* one layer as model.c's layer_forward queues it */
+/* one layer as model.c's layer_forward queues it (b->joined: as it does in paged mode, QF_MODEL_JOINED) */
 static void run_layer(dbench *b) {
     const qf_ops *g = b->g;
     int M = b->M, C = b->C, F = b->F, HD = b->H * b->D, KD = b->KV * b->D;
     g->rmsnorm_fwd(b->ln, b->rstd, b->res, b->normw, M, C, 1e-6f);
-    g->matmul_fwd(b->q, b->ln, b->w[W_Q], b->bias, M, C, HD, 0);
-    g->matmul_fwd(b->k, b->ln, b->w[W_KV], b->bias, M, C, KD, 0);
-    g->matmul_fwd(b->v, b->ln, b->w[W_V], b->bias, M, C, KD, 0);
-    g->rope_fwd(b->q, b->pos, M, b->H, b->D, 1e6);
-    g->rope_fwd(b->k, b->pos, M, b->KV, b->D, 1e6);
+    if (b->joined) {
+        g->matmul_fwd(b->gu, b->ln, b->w[W_QKV], b->bqkv, M, C, HD + 2 * KD, 0);
+        g->qkv_rope(b->q, b->k, b->v, b->gu, b->pos, M, b->H, b->KV, b->D, 1e6);
+    } else {
+        g->matmul_fwd(b->q, b->ln, b->w[W_Q], b->bias, M, C, HD, 0);
+        g->matmul_fwd(b->k, b->ln, b->w[W_KV], b->bias, M, C, KD, 0);
+        g->matmul_fwd(b->v, b->ln, b->w[W_V], b->bias, M, C, KD, 0);
+        g->rope_fwd(b->q, b->pos, M, b->H, b->D, 1e6);
+        g->rope_fwd(b->k, b->pos, M, b->KV, b->D, 1e6);
+    }
     run_paged(b, 0);
     g->matmul_fwd_add(b->y, b->att, b->w[W_O], b->res, M, HD, C);
     g->rmsnorm_fwd(b->ln, b->rstd, b->y, b->normw, M, C, 1e-6f);
-    g->matmul_fwd(b->gate, b->ln, b->w[W_GU], NULL, M, C, F, 0);
-    g->matmul_fwd(b->up, b->ln, b->w[W_UP], NULL, M, C, F, 0);
-    g->swiglu_fwd(b->swi, b->gate, b->up, M, F);
+    if (b->joined) {
+        g->matmul_fwd(b->gu, b->ln, b->w[W_GU2], NULL, M, C, 2 * F, 0);
+        g->swiglu_joined(b->swi, b->gu, M, F);
+    } else {
+        g->matmul_fwd(b->gate, b->ln, b->w[W_GU], NULL, M, C, F, 0);
+        g->matmul_fwd(b->up, b->ln, b->w[W_UP], NULL, M, C, F, 0);
+        g->swiglu_fwd(b->swi, b->gate, b->up, M, F);
+    }
     g->matmul_fwd_add(b->res, b->swi, b->w[W_D], b->y, M, F, C);
 }
 /* the decoding fast path's layer (model.c layer_forward_decode): 6 launches */
@@ -180,7 +191,8 @@ static void step_body(void *p) {
     else run_stack(s->b, 1);
 }
 static uint64_t step_key(const dbench *b, int fast, int embed) {
-    return 0xdec0de0000ull + (uint64_t)b->M * 8 + (uint64_t)fast * 2 + (uint64_t)embed * 4 + ((uint64_t)b->ctx << 20);
+    return 0xdec0de0000ull + (uint64_t)b->M * 8 + (uint64_t)fast * 2 + (uint64_t)embed * 4 + ((uint64_t)b->joined << 19) +
+           ((uint64_t)b->ctx << 20);
 }
 static void run_stack_graph(dbench *b, int fast) {
     gstep s = {b, fast, 0};
@@ -353,6 +365,7 @@ int main(int argc, char **argv) {
     b.gate = dev_fill(g, (size_t)Mmax * b.F, 1), b.up = dev_fill(g, (size_t)Mmax * b.F, 1);
     b.swi = g->alloc((size_t)Mmax * b.F * 2), b.normw = dev_fill(g, (size_t)b.C, 1);
     b.bias = dev_fill(g, (size_t)HD, 0.1f), b.rstd = g->alloc((size_t)Mmax * 4);
+    b.gu = g->alloc((size_t)Mmax * 2 * b.F * 2), b.bqkv = dev_fill(g, (size_t)HD + 2 * KD, 0.1f);
     b.maxb = (b.ctx + 1 + b.bs - 1) / b.bs;
     const size_t pool = (size_t)Mmax * b.maxb * b.bs * KD;
     b.kp = dev_fill(g, pool, 1), b.vp = dev_fill(g, pool, 1);
@@ -405,6 +418,14 @@ int main(int argc, char **argv) {
             const double gst = best_of(&b, run_stack_graph, 0, 3);
             printf("  step as one CUDA graph: %.2f ms = %.0f tok/s per sequence (queued %.2f ms: %.3f ms of launch "
                    "gaps)\n", gst * 1e3, 1 / gst, stack * 1e3, (stack - gst) * 1e3);
+        }
+        if (b.M > 2 && g->qkv_rope && g->swiglu_joined) { /* the paged model's layers for calls over two tokens */
+            b.joined = 1;
+            const double js = best_of(&b, run_stack, 1, 3), jg = graphs ? best_of(&b, run_stack_graph, 0, 3) : js;
+            b.joined = 0;
+            printf("  joined q|k|v and gate|up (serve's layers over two tokens): step queued %.2f ms, as one CUDA "
+                   "graph %.2f ms = %.0f tok/s per sequence, %.0f tok/s; weights at %.0f GB/s\n",
+                   js * 1e3, jg * 1e3, 1 / jg, b.M / jg, step_bytes / jg / 1e9);
         }
         qf_decode_qkv qa = fast_qkv(&b);
         qf_decode_mlp ma = fast_mlp(&b);

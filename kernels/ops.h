@@ -268,6 +268,18 @@ typedef struct qf_ops {
      * copy to the host, no sync), so the next call can take the picks as its tokens (copy_d2d) before the host
      * reads them (copy_start). On the CPU table it is argmax_rows. */
     void (*argmax_rows_dev)(int32_t *ids, float *logprob, const void *x, int n, int V);
+
+    /* The joined projections of the paged model's calls of more than two tokens (src/model/model.c, a model laid
+     * out with QF_MODEL_JOINED: each layer's wq, wk, wv one [(H + 2 KV) D, C] matrix, their biases one vector, and
+     * wg, wu one [2F, C]), so that one matmul_fwd reads each set of weights in one pass instead of three or two:
+     *   qkv_rope: qkv [N, (H + 2 KV) D] (each row q | k | v) into q [N, H D] and k [N, KV D] rotated as rope_fwd
+     *             rotates them (pos, theta) and v [N, KV D] as it is;
+     *   swiglu_joined: out [N, F] = swiglu_fwd(gate, up) of gu [N, 2F] (each row gate | up).
+     * The values are those of the unjoined ops (the same arithmetic, bit for bit). Optional: NULL keeps the
+     * model on three and two matmuls. */
+    void (*qkv_rope)(void *q, void *k, void *v, const void *qkv, const int32_t *pos, int N, int H, int KV, int D,
+                     double theta);
+    void (*swiglu_joined)(void *out, const void *gu, int N, int F);
 } qf_ops;
 enum { QF_COPY_H2D = 0, QF_COPY_D2H = 1, QF_COPY_AFTER_PREV = 2, QF_COPY_TICKETS = 256, QF_SIDE_MARKS = 1024 };
 

@@ -63,10 +63,11 @@ static inline void pr_compare(pr_state *s, int n, int N, const char *what) {
     }
 }
 
-/* both models (B's parameters copied from A's), pools for nseq sequences of up to maxpos positions each; the
- * prompts plen[nseq] (their tokens s * 7 + i mod V); 0 or an exit code */
+/* both models (laid out with flags[0] and flags[1] besides QF_MODEL_PARAMS: 0 or QF_MODEL_JOINED; the same random
+ * parameters in either layout), pools for nseq sequences of up to maxpos positions each; the prompts plen[nseq]
+ * (their tokens s * 7 + i mod V); 0 or an exit code */
 static inline int pr_init(pr_state *s, const qf_ops *o, const qf_model_config *c, int nseq, const int *plen,
-                          int maxpos, qf_err *e) {
+                          int maxpos, const int flags[2], qf_err *e) {
     memset(s, 0, sizeof *s);
     QF_CHECK(nseq >= 1 && nseq <= PR_MAXSEQ);
     s->o = o, s->nseq = nseq, s->V = (int)c->vocab_size, s->C = c->hidden_size, s->L = c->num_layers;
@@ -75,12 +76,12 @@ static inline int pr_init(pr_state *s, const qf_ops *o, const qf_model_config *c
     for (int q = 0; q < nseq; q++) ntok += plen[q], s->len[q] = plen[q], s->active[q] = 1;
     qf_model *m[2] = {&s->A, &s->B};
     for (int i = 0; i < 2; i++) {
-        if (qf_model_create(m[i], c, o, QF_MODEL_PARAMS, e)) return e->code;
+        if (qf_model_create(m[i], c, o, QF_MODEL_PARAMS | flags[i], e)) return e->code;
         if (qf_model_alloc_paged(m[i], ntok, nseq, nseq * s->maxb, PR_BS, s->maxb, 0, c->num_layers, 1, e))
             return e->code;
     }
     qf_model_init_random(&s->A, 7);
-    o->copy_d2d(s->B.params, s->A.params, (size_t)s->A.n_params * o->act_bytes);
+    qf_model_init_random(&s->B, 7);
     s->btab = qf_malloc((size_t)nseq * s->maxb * sizeof *s->btab);
     for (int i = 0; i < nseq * s->maxb; i++) s->btab[i] = nseq * s->maxb - 1 - i; /* blocks in reverse */
     s->la = qf_malloc((size_t)nseq * s->V * sizeof(float));

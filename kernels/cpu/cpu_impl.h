@@ -51,6 +51,10 @@ void cpu_kv_append_paged(float *kp, float *vp, const float *k, const float *v, c
 /* decode_fused_cpu.c: ops.h decode_qkv / decode_mlp as the unfused sequence of this table's ops */
 int cpu_decode_qkv(const qf_decode_qkv *a);
 int cpu_decode_mlp(const qf_decode_mlp *a);
+/* joined_cpu.c */
+void cpu_qkv_rope(void *q, void *k, void *v, const void *qkv, const int32_t *pos, int N, int H, int KV, int D,
+                  double theta);
+void cpu_swiglu_joined(void *out, const void *gu, int N, int F);
 void cpu_attention_bwd(void *dq, void *dk, void *dv, const void *dout, const void *out, const float *lse,
                        const void *q, const void *k, const void *v, const int32_t *seg_start, int B, int T, int H,
                        int KV, int D);

@@ -86,6 +86,8 @@ static const qf_ops cpu_ops = {
     .kv_append_paged = NULL, /* ops.h: one attention_paged for every token keeps serve's greedy == generate's */
     .attention_prompt = NULL,
     .argmax_rows_dev = cpu_argmax_rows, /* host memory is the CPU table's backend memory */
+    .qkv_rope = cpu_qkv_rope,
+    .swiglu_joined = cpu_swiglu_joined,
     .swiglu_fwd = cpu_swiglu_fwd,
     .swiglu_bwd = cpu_swiglu_bwd,
     .add_inplace = cpu_add_inplace,

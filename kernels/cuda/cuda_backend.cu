@@ -46,7 +46,8 @@ template <typename T> int cu_decode_mlp(const qf_decode_mlp *a);
             cu_classifier<T>, cu_sumsq<T>, cu_sumsq_to<T>, cu_scale<T>, cu_nonfinite<T>, cu_adamw<T>,                                   \
             cu_attention_paged<T>, cu_copy_start, cu_copy_finish, cu_copy_wait, cu_side_begin, cu_side_mark, cu_side_end, cu_side_wait, cu_range_push, cu_range_pop, cu_copy_bytes, cu_argmax_rows<T>, \
             cu_decode_qkv<T>, cu_decode_mlp<T>, FP8_WEIGHT, FP8_SAME_X, FP8_SAVED_X, GRAPH_RUN,                \
-            cu_kv_append_paged<T>, cu_attention_prompt<T>, cu_argmax_rows_dev<T>                             \
+            cu_kv_append_paged<T>, cu_attention_prompt<T>, cu_argmax_rows_dev<T>, cu_qkv_rope<T>,              \
+            cu_swiglu_joined<T>                                                                                  \
     }
 static const qf_ops cuda_ops_bf16 = QF_CUDA_TABLE("cuda", bf16, QF_DT_BF16);
 static const qf_ops cuda_ops_f32 = QF_CUDA_TABLE("cuda-f32", float, QF_DT_F32);

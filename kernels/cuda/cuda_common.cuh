@@ -382,6 +382,11 @@ template <typename T> void cu_act_to_f32(float *dst, const void *src, size_t n);
 template <typename T> void cu_embedding_fwd(void *out, const int32_t *tokens, const void *wte, int N, int C);
 template <typename T> void cu_embedding_bwd(void *dwte, const void *dout, const int32_t *tokens, int N, int C, int V);
 template <typename T> void cu_swiglu_fwd(void *out, const void *gate, const void *up, int N, int F);
+// joined_cuda.cu (ops.h qkv_rope, swiglu_joined)
+template <typename T>
+void cu_qkv_rope(void *q, void *k, void *v, const void *qkv, const int32_t *pos, int N, int H, int KV, int D,
+                 double theta);
+template <typename T> void cu_swiglu_joined(void *out, const void *gu, int N, int F);
 template <typename T>
 void cu_swiglu_bwd(void *dgate, void *dup, const void *dout, const void *gate, const void *up, int N, int F);
 template <typename T> void cu_add_inplace(void *y, const void *x, size_t n);

@@ -200,7 +200,7 @@ static int decode_max_len(const qf_gen_prompts *P) {
 static void decode_load(const qf_decode_opts *o, decode_ctx *c, qf_model *m, qf_decode_units *du, int B, int Tcap,
                         int S, qf_err *e) {
     int first = c->rank == 0, lastr = c->rank == c->W - 1;
-    if (qf_model_create(m, o->cfg, o->ops, 0, e) != 0) return;
+    if (qf_model_create(m, o->cfg, o->ops, QF_MODEL_JOINED, e) != 0) return;
     c->m = m;
     if (qf_decode_units_load(du, m, o->model, c->l0, c->l1, first, lastr, o->stream, e) == 0)
         qf_model_alloc_paged(m, B * Tcap, B, B, S, 1, c->l0, c->l1, lastr, e);

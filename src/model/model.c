@@ -19,6 +19,35 @@ static int layer_find(const qf_model *m, int l, const char *suffix) {
     return spec_find(m, name);
 }
 
+/* q_proj, k_proj or v_proj's bias (QF_MODEL_JOINED lays them out after the v weight) */
+static int is_qkv_bias(const char *name) {
+    static const char *const sfx[] = {".self_attn.q_proj.bias", ".self_attn.k_proj.bias", ".self_attn.v_proj.bias"};
+    const size_t n = strlen(name);
+    for (int j = 0; j < 3; j++) {
+        const size_t k = strlen(sfx[j]);
+        if (n > k && strcmp(name + n - k, sfx[j]) == 0) return 1;
+    }
+    return 0;
+}
+
+/* QF_MODEL_JOINED: which joined matmuls every layer's layout allows (the weights adjacent in order, the biases too
+ * or absent; the scratch for q | k | v is the [N, 2F] gate | up buffer; no q/k norms between projection and RoPE) */
+static void joined_check(qf_model *m) {
+    const qf_model_config *c = &m->cfg;
+    const int64_t C = c->hidden_size, F = c->intermediate_size, HD = (int64_t)c->num_heads * c->head_dim,
+                  KD = (int64_t)c->num_kv_heads * c->head_dim;
+    int qkv = !c->qk_norm && HD + 2 * KD <= 2 * F, gu = 1;
+    for (int l = 0; l < c->num_layers; l++) {
+        const qf_layer_ix *x = &m->lix[l];
+        const int64_t *o = m->offset;
+        qkv = qkv && o[x->kw] == o[x->qw] + HD * C && o[x->vw] == o[x->kw] + KD * C &&
+              ((x->qb < 0 && x->kb < 0 && x->vb < 0) ||
+               (x->qb >= 0 && x->kb >= 0 && x->vb >= 0 && o[x->kb] == o[x->qb] + HD && o[x->vb] == o[x->kb] + KD));
+        gu = gu && o[x->up] == o[x->gate] + F * C;
+    }
+    m->joined_qkv = qkv, m->joined_gu = gu;
+}
+
 static void *default_unit_params(void *ctx, int u) {
     qf_model *m = ctx;
     return (char *)m->params + (size_t)m->unit_off[u] * m->ops->act_bytes;
@@ -41,12 +70,21 @@ int qf_model_create(qf_model *m, const qf_model_config *cfg, const qf_ops *ops, 
     m->spec_unit = qf_calloc((size_t)m->nspecs, sizeof *m->spec_unit);
     m->unit_off = qf_calloc((size_t)m->nunits + 1, sizeof *m->unit_off);
     int64_t off = 0;
+    int deferred[3], nd = 0; /* QF_MODEL_JOINED: a layer's q, k, v biases, laid out after its v weight */
     for (int i = 0; i < m->nspecs; i++) {
         int u = m->specs[i].layer >= 0 ? m->specs[i].layer + 1 : (i == 0 ? 0 : L + 1);
         m->spec_unit[i] = u;
+        if ((flags & QF_MODEL_JOINED) && is_qkv_bias(m->specs[i].name)) {
+            QF_CHECK(nd < 3);
+            deferred[nd++] = i;
+            continue;
+        }
+        for (int j = 0; nd == 3 && j < 3; j++) m->offset[deferred[j]] = off, off += m->specs[deferred[j]].numel;
+        if (nd == 3) nd = 0;
         m->offset[i] = off;
         off += m->specs[i].numel;
     }
+    QF_CHECK(nd == 0);
     m->n_params = off;
     /* unit boundaries: first parameter of each unit (units are contiguous and in order) */
     for (int u = 0; u <= m->nunits; u++) m->unit_off[u] = off;
@@ -75,6 +113,7 @@ int qf_model_create(qf_model *m, const qf_model_config *cfg, const qf_ops *ops, 
         QF_CHECK(x->ln1 >= 0 && x->qw >= 0 && x->kw >= 0 && x->vw >= 0 && x->ow >= 0 && x->ln2 >= 0 &&
                  x->gate >= 0 && x->up >= 0 && x->down >= 0);
     }
+    if (flags & QF_MODEL_JOINED) joined_check(m);
     size_t bytes = (size_t)m->n_params * ops->act_bytes;
     if (flags & QF_MODEL_PARAMS) {
         m->params = ops->alloc(bytes);
@@ -178,8 +217,9 @@ static void layer_acts_alloc(qf_model *m, qf_layer_acts *a, size_t N, int lse, i
     }
     if (parts & ACT_NORMS) a->ln2 = act_alloc(m, N * C);
     if (parts & ACT_GU) {
-        a->gate = act_alloc(m, N * F);
-        a->up = act_alloc(m, N * F);
+        a->gate = act_alloc(m, N * 2 * F); /* gate | up: [N,F] each, adjacent (the paged model's joined matmul writes
+                                            * [N,2F] rows there, or [N,(H+2KV)D] rows of q | k | v) */
+        a->up = a->gate ? (char *)a->gate + N * F * m->ops->act_bytes : NULL;
     }
     if (parts & ACT_SWI) a->swi = act_alloc(m, N * F);
 }
@@ -437,19 +477,24 @@ static void layer_forward(qf_model *m, int l) {
     float eps = (float)c->rms_norm_eps;
     if (m->paged && layer_forward_decode(m, l)) return;
     o->rmsnorm_fwd(a->ln1, a->rstd1, m->res[l], P(m, x->ln1), N, C, eps);
-    void *q = c->qk_norm ? a->qraw : a->q, *k = c->qk_norm ? a->kraw : a->k;
-    saved_x(m, l, 0, 1), wtag(m, x->qw);
-    o->matmul_fwd(q, a->ln1, P(m, x->qw), P(m, x->qb), N, C, H * D, 0);
-    same_x(m), wtag(m, x->kw);
-    o->matmul_fwd(k, a->ln1, P(m, x->kw), P(m, x->kb), N, C, KV * D, 0);
-    same_x(m), wtag(m, x->vw);
-    o->matmul_fwd(a->v, a->ln1, P(m, x->vw), P(m, x->vb), N, C, KV * D, 0);
-    if (c->qk_norm) { /* per-head RMSNorm: [N*H, D] rows */
-        o->rmsnorm_fwd(a->q, a->rstdq, a->qraw, P(m, x->qn), N * H, D, eps);
-        o->rmsnorm_fwd(a->k, a->rstdk, a->kraw, P(m, x->kn), N * KV, D, eps);
+    if (m->paged && m->joined_qkv && o->qkv_rope && !o->fp8_weight) { /* one matmul over [wq; wk; wv] */
+        o->matmul_fwd(a->gate, a->ln1, P(m, x->qw), P(m, x->qb), N, C, (H + 2 * KV) * D, 0);
+        o->qkv_rope(a->q, a->k, a->v, a->gate, m->d_pos, N, H, KV, D, c->rope_theta);
+    } else {
+        void *q = c->qk_norm ? a->qraw : a->q, *k = c->qk_norm ? a->kraw : a->k;
+        saved_x(m, l, 0, 1), wtag(m, x->qw);
+        o->matmul_fwd(q, a->ln1, P(m, x->qw), P(m, x->qb), N, C, H * D, 0);
+        same_x(m), wtag(m, x->kw);
+        o->matmul_fwd(k, a->ln1, P(m, x->kw), P(m, x->kb), N, C, KV * D, 0);
+        same_x(m), wtag(m, x->vw);
+        o->matmul_fwd(a->v, a->ln1, P(m, x->vw), P(m, x->vb), N, C, KV * D, 0);
+        if (c->qk_norm) { /* per-head RMSNorm: [N*H, D] rows */
+            o->rmsnorm_fwd(a->q, a->rstdq, a->qraw, P(m, x->qn), N * H, D, eps);
+            o->rmsnorm_fwd(a->k, a->rstdk, a->kraw, P(m, x->kn), N * KV, D, eps);
+        }
+        o->rope_fwd(a->q, m->d_pos, N, H, D, c->rope_theta);
+        o->rope_fwd(a->k, m->d_pos, N, KV, D, c->rope_theta);
     }
-    o->rope_fwd(a->q, m->d_pos, N, H, D, c->rope_theta);
-    o->rope_fwd(a->k, m->d_pos, N, KV, D, c->rope_theta);
     if (m->paged) { /* paged mode: k/v into each sequence's blocks, attend them */
         const int f = m->prompt.from; /* tokens [f, N): prompt chunks on attention_prompt (paged_prompt.h) */
         if (f > 0)
@@ -464,11 +509,16 @@ static void layer_forward(qf_model *m, int l) {
     saved_x(m, l, 1, 1), wtag(m, x->ow);
     o->matmul_fwd_add(a->mid, a->att, P(m, x->ow), m->res[l], N, H * D, C);
     o->rmsnorm_fwd(a->ln2, a->rstd2, a->mid, P(m, x->ln2), N, C, eps);
-    saved_x(m, l, 2, 1), wtag(m, x->gate);
-    o->matmul_fwd(a->gate, a->ln2, P(m, x->gate), NULL, N, C, F, 0);
-    same_x(m), wtag(m, x->up);
-    o->matmul_fwd(a->up, a->ln2, P(m, x->up), NULL, N, C, F, 0);
-    o->swiglu_fwd(a->swi, a->gate, a->up, N, F);
+    if (m->paged && m->joined_gu && o->swiglu_joined && !o->fp8_weight) { /* one matmul over [wg; wu] */
+        o->matmul_fwd(a->gate, a->ln2, P(m, x->gate), NULL, N, C, 2 * F, 0);
+        o->swiglu_joined(a->swi, a->gate, N, F);
+    } else {
+        saved_x(m, l, 2, 1), wtag(m, x->gate);
+        o->matmul_fwd(a->gate, a->ln2, P(m, x->gate), NULL, N, C, F, 0);
+        same_x(m), wtag(m, x->up);
+        o->matmul_fwd(a->up, a->ln2, P(m, x->up), NULL, N, C, F, 0);
+        o->swiglu_fwd(a->swi, a->gate, a->up, N, F);
+    }
     saved_x(m, l, 3, 1), wtag(m, x->down);
     o->matmul_fwd_add(m->res[l + 1], a->swi, P(m, x->down), a->mid, N, F, C); /* res[l+1] = mid + swi Wd^T */
 }

@@ -68,6 +68,7 @@ typedef struct qf_model {
     qf_layer_ix *lix;         /* [L] */
     int ix_embed, ix_norm, ix_head; /* ix_head = ix_embed when tied */
     int64_t n_params;
+    int joined_qkv, joined_gu; /* QF_MODEL_JOINED: paged calls join the q, k, v / the gate, up matmuls */
     void *params, *grads;     /* act [n_params]; grads may be NULL (eval-only) */
     qf_model_hooks hooks;
 
@@ -106,6 +107,12 @@ typedef struct qf_model {
  * on the backend (tests and simple tools); the ZeRO engine passes 0 and serves units through the hooks. */
 #define QF_MODEL_PARAMS 1
 #define QF_MODEL_GRADS 2
+/* QF_MODEL_JOINED (inference: qwen-ft serve and generate): each layer's q, k, v weights laid out adjacent, their
+ * biases after them (training's order is q weight, q bias, k weight, ...), so that the paged model's calls project
+ * q, k and v with one matmul_fwd and gate and up with another (ops.h qkv_rope, swiglu_joined; joined_qkv and
+ * joined_gu say where the layout and the config allow it). Parameters are reached by name and offset everywhere, so
+ * loading, export and random init are the same in either layout. */
+#define QF_MODEL_JOINED 4
 int qf_model_create(qf_model *m, const qf_model_config *cfg, const qf_ops *ops, int flags, qf_err *e);
 /* Allocates activations for micro-batches of B x T, recomputation ackpt in the first rec_layers layers (< 0: all). */
 int qf_model_alloc_acts(qf_model *m, int B, int T, int ackpt, int rec_layers, qf_err *e);

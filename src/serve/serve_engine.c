@@ -359,7 +359,7 @@ int qf_engine_init(qf_engine *g, const qf_engine_opts *o, qf_err *e) {
     g->inited = 1;
     pthread_mutex_init(&g->mu, NULL);
     pthread_cond_init(&g->cv, NULL);
-    if (qf_model_create(&g->m, o->cfg, o->ops, 0, e)) return e->code;
+    if (qf_model_create(&g->m, o->cfg, o->ops, QF_MODEL_JOINED, e)) return e->code;
     g->have_model = 1;
     if (qf_decode_units_load(&g->du, &g->m, o->model, g->o.l0, g->o.l1, first, last, 0, e)) return e->code;
     if (qf_model_alloc_paged(&g->m, g->Ntok, o->max_batch, o->nblocks, o->block_size, maxb, g->o.l0, g->o.l1, last,

@@ -140,7 +140,8 @@ static void decode_steps(const qf_ops *g, const char *shape, const qf_model_conf
     qf_err e = {0};
     pr_state s;
     const int plen[2] = {58, 30}; /* sequence 0 decodes through positions 58..: the bound 64 -> 128 at step 6 */
-    if (pr_init(&s, g, c, 2, plen, 256, &e)) {
+    const int flags[2] = {QF_MODEL_JOINED, QF_MODEL_JOINED}; /* as serve lays the model out */
+    if (pr_init(&s, g, c, 2, plen, 256, flags, &e)) {
         qf_gpu_report_bool(lab, check_name("set-up: %s", e.msg), 0);
         return;
     }

@@ -9,7 +9,8 @@
  * values as the pre form (0 difference); the cluster form (the default for calls of a few decoding tokens within
  * 1024 positions, kernels/cuda/decode_attn_cluster_cuda.cu; GQA 5-8, 1-1002 positions, prompt chunks beside
  * decoding tokens) is checked against the CPU, and that it ran on exactly the calls it takes.
- * Then the decoding fast path (decode_qkv, decode_mlp) against the same table's unfused ops (run_fast).
+ * Then the decoding fast path (decode_qkv, decode_mlp) against the same table's unfused ops (run_fast), and the
+ * joined projections' entries (qkv_rope, swiglu_joined) against the unjoined ops, bit for bit (run_joined).
  * Exit: 0 passed, 1 a check failed, 77 "no GPU: skipped". */
 #define QF_GPU_TEST_SEED 0x2545F4914F6CDD1Dull
 #include "qf_gpu_test.h"
@@ -207,6 +208,52 @@ static void run_fast_declined(const qf_ops *g) {
     g->free(x), g->free(o), free(z);
 }
 
+/* the joined projections' entries (qkv_rope, swiglu_joined) against the unjoined ops on the same table, bit for bit:
+ * q, k, v uploaded apart and rotated by rope_fwd; swiglu_fwd of gate and up uploaded apart */
+static void run_joined(const qf_ops *g, int N, int H, int KV, int D, int F, int pos0) {
+    const int HD = H * D, KD = KV * D, W = HD + 2 * KD;
+    float *hqkv = frand((size_t)N * W, 2), *hgu = frand((size_t)N * 2 * F, 4);
+    float *hq = qf_malloc((size_t)N * HD * 4), *hk = qf_malloc((size_t)N * KD * 4), *hv = qf_malloc((size_t)N * KD * 4);
+    float *hg = qf_malloc((size_t)N * F * 4), *hu = qf_malloc((size_t)N * F * 4);
+    int32_t *pos = qf_malloc((size_t)N * 4);
+    for (int n = 0; n < N; n++) {
+        pos[n] = pos0 + 3 * n;
+        memcpy(hq + (size_t)n * HD, hqkv + (size_t)n * W, (size_t)HD * 4);
+        memcpy(hk + (size_t)n * KD, hqkv + (size_t)n * W + HD, (size_t)KD * 4);
+        memcpy(hv + (size_t)n * KD, hqkv + (size_t)n * W + HD + KD, (size_t)KD * 4);
+        memcpy(hg + (size_t)n * F, hgu + (size_t)n * 2 * F, (size_t)F * 4);
+        memcpy(hu + (size_t)n * F, hgu + (size_t)n * 2 * F + F, (size_t)F * 4);
+    }
+    int32_t *dpos = g->alloc((size_t)N * 4);
+    g->copy_h2d(dpos, pos, (size_t)N * 4);
+    void *qkv = up(g, hqkv, (size_t)N * W), *q0 = up(g, hq, (size_t)N * HD), *k0 = up(g, hk, (size_t)N * KD);
+    void *v0 = up(g, hv, (size_t)N * KD), *q1 = g->alloc((size_t)N * HD * g->act_bytes);
+    void *k1 = g->alloc((size_t)N * KD * g->act_bytes), *v1 = g->alloc((size_t)N * KD * g->act_bytes);
+    g->rope_fwd(q0, dpos, N, H, D, 1e6);
+    g->rope_fwd(k0, dpos, N, KV, D, 1e6);
+    g->qkv_rope(q1, k1, v1, qkv, dpos, N, H, KV, D, 1e6);
+    float *a0 = down_new(g, q0, (size_t)N * HD), *a1 = down_new(g, q1, (size_t)N * HD);
+    float *b0 = down_new(g, k0, (size_t)N * KD), *b1 = down_new(g, k1, (size_t)N * KD);
+    float *c0 = down_new(g, v0, (size_t)N * KD), *c1 = down_new(g, v1, (size_t)N * KD);
+    char what[160], lab[64];
+    snprintf(lab, sizeof lab, "%-9s", g->name);
+    snprintf(what, sizeof what, "qkv_rope == copies + rope_fwd (N %d, H %d, KV %d, D %d)", N, H, KV, D);
+    qf_gpu_report_bool(lab, what, !memcmp(a0, a1, (size_t)N * HD * 4) && !memcmp(b0, b1, (size_t)N * KD * 4) &&
+                                      !memcmp(c0, c1, (size_t)N * KD * 4));
+    void *gu = up(g, hgu, (size_t)N * 2 * F), *gg = up(g, hg, (size_t)N * F), *gup = up(g, hu, (size_t)N * F);
+    void *o0 = g->alloc((size_t)N * F * g->act_bytes), *o1 = g->alloc((size_t)N * F * g->act_bytes);
+    g->swiglu_fwd(o0, gg, gup, N, F);
+    g->swiglu_joined(o1, gu, N, F);
+    float *s0 = down_new(g, o0, (size_t)N * F), *s1 = down_new(g, o1, (size_t)N * F);
+    snprintf(what, sizeof what, "swiglu_joined == swiglu_fwd (N %d, F %d)", N, F);
+    qf_gpu_report_bool(lab, what, !memcmp(s0, s1, (size_t)N * F * 4));
+    void *dev[] = {dpos, qkv, q0, k0, v0, q1, k1, v1, gu, gg, gup, o0, o1};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) g->free(dev[i]);
+    float *host[] = {hqkv, hgu, hq, hk, hv, hg, hu, a0, a1, b0, b1, c0, c1, s0, s1};
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+    free(pos);
+}
+
 int main(void) {
     if (qf_cuda_device_count() <= 0 || !qf_ops_cuda()) {
         printf("test_paged_cuda: no GPU: skipped\n");
@@ -241,6 +288,9 @@ int main(void) {
         run_fast(gs[i], 2, 256, 4, 4, 128, 512, 600, 0);
         run_fast(gs[i], 1, 3584, 28, 4, 128, 18944, 511, 1); /* Qwen2.5-7B's shapes */
         run_fast_declined(gs[i]);
+        run_joined(gs[i], 32, 28, 4, 128, 18944, 0);  /* Qwen2.5-7B's shapes, 32 decoding rows */
+        run_joined(gs[i], 600, 28, 4, 128, 18944, 5); /* a prompt chunk */
+        run_joined(gs[i], 5, 3, 1, 20, 37, 900);      /* D/2 = 10 and F % 8 = 5: the scalar forms */
     }
     {   /* clusters of 16 CTAs: by default on the calls whose 8-CTA slices would take over 40 KiB of shared memory a
          * CTA and whose clusters of 16 all fit at once (Qwen2.5-7B's one token past 900 positions: 8 of them), 8 on

@@ -4,8 +4,11 @@
  *     no-op;
  *   - the attention's bound: 1 + the largest position rounded up to a multiple of QF_PAGED_LEN_STEP, at most the
  *     tables' reach;
- *   - two models with the same parameters, one asking for graphs, agree bit for bit over a prompt call and decoding
- *     steps whose batch shrinks (tests/paged_run_common.h), the block tables copied once;
+ *   - two models with the same parameters, one asking for graphs and laid out as serve lays it out
+ *     (QF_MODEL_JOINED: the q, k, v and the gate, up matmuls of calls over two tokens joined), agree bit for bit
+ *     over a prompt call and decoding steps whose batch shrinks from 3 (tests/paged_run_common.h), the block tables
+ *     copied once;
+ *   - the same without the CPU table's decoding fast path, so that every call runs the joined matmuls in B;
  *   - qf_model_paged_pick equals the argmax of qf_model_paged_read_logits, and qf_model_paged_argmax (the head
  *     run again) gives the same picks;
  *   - decoding one call ahead (src/model/paged_ahead.h): the picks left in a slot, read later, equal
@@ -33,7 +36,13 @@ int main(void) {
     qf_err e = {0};
     pr_state s;
     const int plen[3] = {5, 62, 17};
-    CHECK(pr_init(&s, o, &c, 3, plen, 200, &e) == 0, "set-up: %s", e.msg);
+    const int flags[2] = {0, QF_MODEL_JOINED}; /* B as serve lays it out: joined q|k|v and gate|up matmuls */
+    CHECK(pr_init(&s, o, &c, 3, plen, 200, flags, &e) == 0, "set-up: %s", e.msg);
+    CHECK(!s.A.joined_qkv && !s.A.joined_gu && s.B.joined_qkv && s.B.joined_gu, "B's layout joins, A's does not");
+    CHECK(s.B.offset[s.B.lix[1].kw] == s.B.offset[s.B.lix[1].qw] + 64 * 64 &&
+              s.B.offset[s.B.lix[1].qb] == s.B.offset[s.B.lix[1].vw] + 32 * 64 &&
+              s.A.offset[s.A.lix[1].qb] == s.A.offset[s.A.lix[1].qw] + 64 * 64,
+          "B: layer 1's k weight after its q weight, its biases after the v weight; A: the q bias after the q weight");
     CHECK(!s.bad[0], "%s", s.bad);
     /* the bound: maxb 13 blocks of 16 = 208 positions */
     const int32_t tok[2] = {1, 2}, seq[2] = {0, 1};
@@ -90,6 +99,22 @@ int main(void) {
     qf_model_paged_pick(&s.A, 1, &want, NULL);
     CHECK(next == want, "the call fed on the backend picked %d, fed from the host %d", next, want);
     qf_paged_picks_free(&pp);
+    pr_free(&s);
+
+    /* the joined matmuls where the CPU table runs them: without its decoding fast path (decode_qkv, decode_mlp)
+     * every paged call goes through layer_forward, so each of these calls (a prompt call of 84 tokens, then steps of
+     * 3, 2 and 1 tokens) runs the joined q|k|v and gate|up matmuls in B and the unjoined ones in A: the same bits */
+    qf_ops nofast = *o;
+    nofast.decode_qkv = NULL, nofast.decode_mlp = NULL;
+    CHECK(pr_init(&s, &nofast, &c, 3, plen, 200, flags, &e) == 0, "set-up: %s", e.msg);
+    CHECK(!s.bad[0], "joined, no fast path: %s", s.bad);
+    for (int step = 0; step < 6; step++) {
+        if (step == 2) s.active[1] = 0;
+        if (step == 4) s.active[0] = 0;
+        pr_decode(&s);
+    }
+    pr_compare_pools(&s);
+    CHECK(!s.bad[0], "joined, no fast path: %s", s.bad);
     pr_free(&s);
     printf("test_paged_run: %d checks, %d failed\n", qf_test_checks, qf_test_failures);
     return qf_test_failures != 0;

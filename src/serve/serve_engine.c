@@ -105,13 +105,14 @@ static int engine_schedule(qf_engine *g) {
         /* a choice after its sibling (same prompt): it waits until the sibling's prompt blocks are registered (its
          * last chunk is in a call) and then shares them, instead of prefilling the prompt alongside */
         const qf_serve_job *a = j->after;
-        if (a && g->o.prefix_cache && (j->plen - 1) / g->o.block_size > 0 && !a->released &&
+        if (a && g->o.prefix_cache && !j->prompt_lp && (j->plen - 1) / g->o.block_size > 0 && !a->released &&
             (!a->admitted || a->prefilled < a->plen))
             break;
         int s = 0;
         while (g->slot[s]) s++;
-        int cached = 0; /* prompt positions whose KV the prefix cache already holds */
-        if (qf_kv_take_prefix(&g->kv, s, j->ids, j->plen, j->plen + j->max_new, &cached)) break;
+        int cached = 0; /* prompt positions whose KV the prefix cache already holds (none where the prompt's own
+                         * log-probabilities are asked: every position is computed; a one-token match shares 0) */
+        if (qf_kv_take_prefix(&g->kv, s, j->ids, j->prompt_lp ? 1 : j->plen, j->plen + j->max_new, &cached)) break;
         g->qhead = j->next;
         if (!g->qhead) g->qtail = NULL;
         g->qn--;
@@ -221,7 +222,7 @@ static int engine_can_chain(const qf_engine *g) {
         const qf_serve_job *j = g->slot[s];
         if (!j) continue;
         if (j->prefilled < j->plen) {
-            if (!engine_device_pick(j)) return 0;
+            if (!engine_device_pick(j) || j->prompt_lp) return 0;
             prefill = 1;
         } else {
             decoding++;
@@ -231,11 +232,31 @@ static int engine_can_chain(const qf_engine *g) {
     return prefill || !all_end;
 }
 
+/* the prompt log-probabilities of the call just run (one rank: its head is here): the head again over the npl
+ * rows in pl_row, max_batch at a time (qf_model_paged_logits), each row's log-softmax of the prompt token it
+ * predicts and its top_n most likely (under g->mu, before the call's picks: a job may leave with them) */
+static void engine_prompt_lp(qf_engine *g, int npl) {
+    const int64_t V = g->o.cfg->vocab_size;
+    QF_CHECK(npl == 0 || g->o.world == 1); /* serve_http.c refuses the prompt's logprobs under the layer split */
+    if (npl && !g->plogits) g->plogits = qf_malloc((size_t)g->o.max_batch * (size_t)V * sizeof(float));
+    for (int b = 0; b < npl; b += g->o.max_batch) {
+        const int n = npl - b < g->o.max_batch ? npl - b : g->o.max_batch;
+        qf_model_paged_logits(&g->m, g->pl_row + b, n, g->plogits);
+        for (int r = 0; r < n; r++) {
+            qf_serve_job *j = g->slot[g->pl_slot[b + r]];
+            const int t = g->pl_at[b + r];
+            const size_t at = (size_t)t * (size_t)j->top_n;
+            j->plp[t] = qf_sample_logprobs(g->plogits + (size_t)r * V, V, j->ids[t], j->top_n,
+                                           j->top_n ? j->ptop_id + at : NULL, j->top_n ? j->ptop_lp + at : NULL);
+        }
+    }
+}
+
 /* one model call over the running batch: every decoding sequence's newest token, then prompt chunks; 1 if run */
 static int engine_step(qf_engine *g) {
     if (g->fly >= 0 && !engine_can_chain(g)) engine_land(g, g->fly);
     const int chain = g->fly >= 0;
-    int N = 0, nrows = 0, budget = g->o.chunk;
+    int N = 0, nrows = 0, budget = g->o.chunk, npl = 0;
     int64_t V = g->o.cfg->vocab_size;
     if (chain) { /* decoding: the flight's rows in its order, each at its pick's position (the token comes on the backend) */
         const qf_engine_flight *f = &g->fl[g->fly];
@@ -268,8 +289,11 @@ static int engine_step(qf_engine *g) {
             int k = j->plen - j->prefilled;
             if (k > budget) k = budget;
             if (k > g->Ntok - N) k = g->Ntok - N;
-            for (int i = 0; i < k; i++)
+            for (int i = 0; i < k; i++) {
                 g->tok[N + i] = j->ids[j->prefilled + i], g->seq[N + i] = s, g->pos[N + i] = j->prefilled + i;
+                if (j->prompt_lp && j->prefilled + i + 1 < j->plen) /* its logits give prompt token t's logprob */
+                    g->pl_row[npl] = N + i, g->pl_slot[npl] = s, g->pl_at[npl++] = j->prefilled + i + 1;
+            }
             j->prefilled += k;
             N += k, budget -= k, prompt_tok += k;
             if (j->prefilled == j->plen) { /* the prompt's blocks are written once this call has run: calls after it
@@ -290,7 +314,7 @@ static int engine_step(qf_engine *g) {
     const int mode = device ? (want_lp ? 2 : 1) : 0;
     QF_CHECK(!chain || mode); /* engine_can_chain: every row of a chained call is picked on the backend */
     /* queued ahead: this call's picks go to the slot the flight does not hold, read after the next call is queued */
-    const int ahead = g->ahead && mode && nrows > 0;
+    const int ahead = g->ahead && mode && nrows > 0 && npl == 0; /* prompt rows: their head after the call's */
     const int k = chain ? 1 - g->fly : 0, prev = g->fly;
     g->call_feed = chain ? g->fl[prev].n : 0;
     g->call_ahead = ahead ? k : -1;
@@ -310,6 +334,7 @@ static int engine_step(qf_engine *g) {
         if (chain) engine_land(g, prev);
         return 1;
     }
+    engine_prompt_lp(g, npl);
     double now = qf_now();
     for (int r = 0; r < nrows; r++)
         engine_pick(g, g->row_slot[r], device ? NULL : g->logits + (size_t)r * V, device ? g->pick[r] : 0,
@@ -392,6 +417,9 @@ int qf_engine_init(qf_engine *g, const qf_engine_opts *o, qf_err *e) {
     g->raw = qf_malloc((size_t)o->cfg->vocab_size * sizeof(float));
     g->pick = qf_malloc((size_t)o->max_batch * sizeof(int32_t));
     g->pick_lp = qf_malloc((size_t)o->max_batch * sizeof(float));
+    g->pl_row = qf_malloc((size_t)g->Ntok * sizeof(int32_t));
+    g->pl_slot = qf_malloc((size_t)g->Ntok * sizeof(int32_t));
+    g->pl_at = qf_malloc((size_t)g->Ntok * sizeof(int32_t));
     /* graphs need every buffer in place: resident weights (no streamed layers), no profiler marks, a GPU table */
     g->graphs = 0;
     if (!o->cuda_graphs) g->graphs_why = "off (--cuda-graphs off)";
@@ -458,5 +486,7 @@ void qf_engine_stop(qf_engine *g) {
     free(g->raw);
     free(g->pick);
     free(g->pick_lp);
+    free(g->plogits);
+    free(g->pl_row), free(g->pl_slot), free(g->pl_at);
     memset(g, 0, sizeof *g);
 }

@@ -53,6 +53,12 @@ typedef struct qf_serve_job {
     int top_n;                /* 0..QF_SAMPLE_TOP_MAX: fill top_id/top_lp (OpenAI top_logprobs; logits on the host) */
     const struct qf_serve_job *after; /* a sibling choice queued before it with the same prompt (OpenAI's n): with
                                        * the prefix cache on, admitted once that one's prompt is in the cache */
+    int prompt_lp;            /* fill plp (and ptop_* when top_n > 0): the prompt's own log-probabilities (OpenAI
+                               * completions' echo, TGI's decoder_input_details); the prompt is then prefilled
+                               * whole (no prefix cache) and its calls run the head over every prompt row */
+    float *plp;               /* [plen] log-softmax of prompt token t given tokens [0, t) (t = 0: NAN) */
+    int32_t *ptop_id;         /* [plen][top_n] the most likely ids at prompt position t (row 0 unused) */
+    float *ptop_lp;           /* [plen][top_n] their log-softmax */
     /* the engine's, under the engine's mutex */
     int nout;                 /* generated so far: ids[plen .. plen+nout) */
     float *logprob;           /* [max_new] log-softmax of each generated token under the raw logits (want_logprob) */
@@ -117,6 +123,9 @@ typedef struct qf_engine {
     float *logits, *raw;
     int32_t *pick;               /* [max_batch] greedy picks made on the backend (no logits copied) */
     float *pick_lp;              /* [max_batch] their log-softmax */
+    float *plogits;              /* [max_batch, V] prompt rows' logits (prompt_lp jobs; allocated at first use) */
+    int32_t *pl_row;             /* [Ntok] a call's prompt rows whose next token is in the prompt (prompt_lp) */
+    int32_t *pl_slot, *pl_at;    /* [Ntok] their slot and the prompt position t they predict */
     /* the layer split (serve_split.c) */
     int32_t *btab;               /* [max_batch * maxb] the block tables the call uses (rank 0: the pool's) */
     int btab_dirty;              /* rank 0: the tables changed since the ranks last got them */

@@ -9,6 +9,7 @@
 #include <event2/keyvalq_struct.h>
 #include <event2/thread.h>
 #include <jansson.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -211,7 +212,7 @@ static json_t *http_tgi_details(const http_job *hj, int with_tokens) {
             json_array_append_new(toks, http_tgi_token(hj, i, t, len));
             free(t);
         }
-        json_object_set_new(d, "prefill", json_array());
+        json_object_set_new(d, "prefill", j->prompt_lp ? qf_logprobs_tgi_prefill(hj->c->o->tok, j) : json_array());
         json_object_set_new(d, "tokens", toks);
         if (j->top_n > 0) { /* TGI: only when top_n_tokens was asked */
             json_t *top = json_array();
@@ -231,10 +232,43 @@ static json_t *http_usage(const http_job *hj) {
                      "total_tokens", (json_int_t)hj->job.plen + gen);
 }
 
+/* the prompt's text as the reply echoes it (malloc'd, *len): the request's string, or its token ids decoded */
+static char *http_prompt_text(const http_job *hj, size_t *len) {
+    if (hj->req.text) {
+        char *t = qf_malloc(hj->req.text_len + 1);
+        memcpy(t, hj->req.text, hj->req.text_len + 1);
+        *len = hj->req.text_len;
+        return t;
+    }
+    return http_decode(hj->c->o->tok, hj->job.ids, hj->job.plen, len);
+}
+
+/* completions with echo: the prompt's logprobs object (text_offset from 0; hj->lp_chars then counts on from the
+ * prompt's characters), null where no logprobs were asked */
+static json_t *http_echo_logprobs(http_job *hj) {
+    if (!hj->req.logprobs) return json_null();
+    hj->lp_chars = 0;
+    return qf_logprobs_completion_prompt(hj->c->o->tok, &hj->job, hj->req.ids_as_text, &hj->lp_chars);
+}
+
 /* an OpenAI choice of a whole reply */
 static json_t *http_oai_choice(http_job *ch) {
     size_t len;
     char *t = http_visible(ch, ch->job.nout, 1, &len);
+    if (ch->req.api == QF_API_COMPLETIONS && ch->req.echo) { /* the prompt, then the completion */
+        size_t pl;
+        char *p = http_prompt_text(ch, &pl);
+        p = qf_realloc(p, pl + len + 1);
+        memcpy(p + pl, t, len);
+        free(t);
+        t = p, len += pl;
+        json_t *lp = http_echo_logprobs(ch);
+        if (json_is_object(lp)) qf_logprobs_completion_join(lp, http_oai_logprobs(ch, 0, ch->job.nout));
+        json_t *o = json_pack("{s:i,s:o,s:o,s:s}", "index", (json_int_t)ch->index, "text", http_str(t, len),
+                              "logprobs", lp, "finish_reason", http_finish_oai(ch->job.finish));
+        free(t);
+        return o;
+    }
     json_t *o = ch->req.api == QF_API_COMPLETIONS
                     ? json_pack("{s:i,s:o,s:o,s:s}", "index", (json_int_t)ch->index, "text", http_str(t, len),
                                 "logprobs", http_oai_logprobs(ch, 0, ch->job.nout), "finish_reason",
@@ -340,6 +374,15 @@ static void http_stream(http_job *hj, int n, int final) {
             http_sse(r, http_oai_chunk(hj, json_pack("{s:s,s:s}", "role", "assistant", "content", ""), NULL, -1));
             hj->head_sent = 1;
         }
+        if (!chat && hj->req.echo && !hj->head_sent) { /* completions' echo: the prompt (and its logprobs) first */
+            size_t pl;
+            char *p = http_prompt_text(hj, &pl);
+            json_t *ck = http_oai_chunk(hj, http_str(p, pl), NULL, -1);
+            json_object_set_new(json_array_get(json_object_get(ck, "choices"), 0), "logprobs", http_echo_logprobs(hj));
+            http_sse(r, ck);
+            free(p);
+            hj->head_sent = 1;
+        }
         if (len > hj->text_sent) {
             json_t *p = http_str(t + hj->text_sent, len - hj->text_sent);
             http_sse(r, http_oai_chunk(hj, chat ? json_pack("{s:o}", "content", p) : p, NULL, n));
@@ -373,6 +416,7 @@ static void http_choice_free(http_job *ch) {
     free(ch->job.logprob);
     free(ch->job.top_id);
     free(ch->job.top_lp);
+    free(ch->job.plp), free(ch->job.ptop_id), free(ch->job.ptop_lp);
     if (ch != ch->lead) free(ch);
 }
 
@@ -498,6 +542,12 @@ static const char *http_field(qf_api api, const char *which) {
     return oai ? "max_tokens" : "parameters.max_new_tokens";
 }
 
+/* whether request r reports its prompt's log-probabilities */
+static int http_prompt_lp(const qf_serve_req *r) {
+    return (r->api == QF_API_COMPLETIONS && r->echo && r->logprobs) ||
+           (r->api == QF_API_TGI && r->details && r->input_details && !r->stream);
+}
+
 /* choice ch's job over prompt[plen]: up to max_new tokens, drawing from seed where it samples */
 static void http_choice_init(http_job *ch, const int32_t *prompt, int plen, int max_new, uint64_t seed) {
     qf_serve_job *j = &ch->job;
@@ -517,6 +567,16 @@ static void http_choice_init(http_job *ch, const int32_t *prompt, int plen, int 
     if (j->top_n > 0) {
         j->top_id = qf_malloc((size_t)max_new * (size_t)j->top_n * sizeof *j->top_id);
         j->top_lp = qf_malloc((size_t)max_new * (size_t)j->top_n * sizeof *j->top_lp);
+    }
+    /* the prompt's own log-probabilities: OpenAI completions' echo with logprobs, TGI's decoder_input_details */
+    j->prompt_lp = http_prompt_lp(&ch->req);
+    if (j->prompt_lp) {
+        j->plp = qf_malloc((size_t)plen * sizeof *j->plp);
+        for (int t = 0; t < plen; t++) j->plp[t] = NAN;
+        if (j->top_n > 0) {
+            j->ptop_id = qf_calloc((size_t)plen * (size_t)j->top_n, sizeof *j->ptop_id);
+            j->ptop_lp = qf_calloc((size_t)plen * (size_t)j->top_n, sizeof *j->ptop_lp);
+        }
     }
 }
 
@@ -588,6 +648,16 @@ static void http_generate(serve_ctx *c, struct evhttp_request *r, qf_api api, co
     }
     if (c->draining) {
         http_error(c, r, endpoint, api, 503, "", "the server is shutting down");
+        qf_gen_prompts_free(&P);
+        qf_serve_req_free(&hj->req);
+        free(hj);
+        return;
+    }
+    if (o->world > 1 && http_prompt_lp(&hj->req)) {
+        const char *f = api == QF_API_TGI ? "parameters.decoder_input_details" : "echo";
+        snprintf(m2, sizeof m2, "%s: the prompt's log-probabilities are not available with the layers split over "
+                 "ranks (%d ranks)", f, o->world);
+        http_error(c, r, endpoint, api, 400, f, m2);
         qf_gen_prompts_free(&P);
         qf_serve_req_free(&hj->req);
         free(hj);

@@ -78,35 +78,74 @@ static size_t lp_chars(const char *b, size_t n) {
     return c;
 }
 
+/* one token of a completions object: id with logprob lp (null where !has_lp), its top_n alternatives (id[k],
+ * lp[k]; the dict null where !has_lp), text_offset *chars (advanced by the token's characters) */
+static void lp_completion_add(json_t *o, const qf_tokenizer *tok, int ids_as_text, int32_t id, int has_lp, float lp,
+                              const int32_t *top_id, const float *top_lp, int top_n, size_t *chars) {
+    size_t n;
+    char *b = lp_bytes(tok, id, &n);
+    json_t *t = lp_token(b, n, id, ids_as_text);
+    json_array_append(json_object_get(o, "tokens"), t);
+    json_array_append_new(json_object_get(o, "token_logprobs"), has_lp ? lp_num(lp) : json_null());
+    json_array_append_new(json_object_get(o, "text_offset"), json_integer((json_int_t)*chars));
+    *chars += lp_chars(b, n);
+    free(b);
+    json_t *d = has_lp ? json_object() : json_null(); /* the top_n most likely, then the chosen one where it is not */
+    for (int k = 0; has_lp && k < top_n; k++) {
+        size_t m;
+        char *bk = lp_bytes(tok, top_id[k], &m);
+        json_t *tk = lp_token(bk, m, top_id[k], ids_as_text);
+        lp_dict_add(d, tk, top_lp[k]);
+        json_decref(tk);
+        free(bk);
+    }
+    if (has_lp) lp_dict_add(d, t, lp);
+    json_decref(t);
+    json_array_append_new(json_object_get(o, "top_logprobs"), d);
+}
+
+static json_t *lp_completion_new(void) {
+    return json_pack("{s:[],s:[],s:[],s:[]}", "tokens", "token_logprobs", "top_logprobs", "text_offset");
+}
+
 json_t *qf_logprobs_completion(const qf_tokenizer *tok, const qf_serve_job *j, int ids_as_text, int from, int to,
                                size_t *chars) {
-    json_t *toks = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
+    json_t *o = lp_completion_new();
     for (int i = from; i < to; i++) {
-        const int32_t id = j->ids[j->plen + i];
-        size_t n;
-        char *b = lp_bytes(tok, id, &n);
-        json_t *t = lp_token(b, n, id, ids_as_text);
-        json_array_append(toks, t);
-        json_array_append_new(lps, lp_num(j->logprob[i]));
-        json_array_append_new(offs, json_integer((json_int_t)*chars));
-        *chars += lp_chars(b, n);
-        free(b);
-        json_t *d = json_object(); /* the top_n most likely, then the chosen one where it is not among them */
-        for (int k = 0; k < j->top_n; k++) {
-            const size_t at = (size_t)i * (size_t)j->top_n + (size_t)k;
-            size_t m;
-            char *bk = lp_bytes(tok, j->top_id[at], &m);
-            json_t *tk = lp_token(bk, m, j->top_id[at], ids_as_text);
-            lp_dict_add(d, tk, j->top_lp[at]);
-            json_decref(tk);
-            free(bk);
-        }
-        lp_dict_add(d, t, j->logprob[i]);
-        json_decref(t);
-        json_array_append_new(tops, d);
+        const size_t at = (size_t)i * (size_t)j->top_n;
+        lp_completion_add(o, tok, ids_as_text, j->ids[j->plen + i], 1, j->logprob[i], j->top_n ? j->top_id + at : NULL,
+                          j->top_n ? j->top_lp + at : NULL, j->top_n, chars);
     }
-    return json_pack("{s:o,s:o,s:o,s:o}", "tokens", toks, "token_logprobs", lps, "top_logprobs", tops, "text_offset",
-                     offs);
+    return o;
+}
+
+json_t *qf_logprobs_completion_prompt(const qf_tokenizer *tok, const qf_serve_job *j, int ids_as_text,
+                                      size_t *chars) {
+    json_t *o = lp_completion_new();
+    for (int t = 0; t < j->plen; t++) {
+        const size_t at = (size_t)t * (size_t)j->top_n;
+        lp_completion_add(o, tok, ids_as_text, j->ids[t], t > 0, j->plp[t], j->top_n ? j->ptop_id + at : NULL,
+                          j->top_n ? j->ptop_lp + at : NULL, j->top_n, chars);
+    }
+    return o;
+}
+
+void qf_logprobs_completion_join(json_t *a, json_t *b) {
+    static const char *const keys[] = {"tokens", "token_logprobs", "top_logprobs", "text_offset"};
+    for (int k = 0; k < 4; k++) json_array_extend(json_object_get(a, keys[k]), json_object_get(b, keys[k]));
+    json_decref(b);
+}
+
+json_t *qf_logprobs_tgi_prefill(const qf_tokenizer *tok, const qf_serve_job *j) {
+    json_t *a = json_array();
+    for (int t = 0; t < j->plen; t++) {
+        size_t n;
+        char *b = lp_bytes(tok, j->ids[t], &n);
+        json_array_append_new(a, json_pack("{s:i,s:o,s:o}", "id", (json_int_t)j->ids[t], "text", lp_token(b, n, 0, 0),
+                                           "logprob", t > 0 ? lp_num(j->plp[t]) : json_null()));
+        free(b);
+    }
+    return a;
 }
 
 json_t *qf_logprobs_tgi_top(const qf_tokenizer *tok, const qf_serve_job *j, int i,

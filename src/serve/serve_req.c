@@ -87,8 +87,8 @@ static int req_neutral(json_t *v, const char *f, qf_serve_refusal *w) {
 /* ---- TGI ----------------------------------------------------------------------------------------------------- */
 
 static int req_tgi_params(json_t *p, const qf_serve_limits *lim, qf_serve_req *r, qf_serve_refusal *w) {
-    static const char *const neutral[] = {"best_of", "decoder_input_details", "frequency_penalty", "grammar",
-                                          "truncate", "typical_p", "watermark", "adapter_id", NULL};
+    static const char *const neutral[] = {"best_of", "frequency_penalty", "grammar", "truncate", "typical_p",
+                                          "watermark", "adapter_id", NULL};
     int do_sample = 0, warped = 0;
     const char *key;
     json_t *v;
@@ -131,6 +131,8 @@ static int req_tgi_params(json_t *p, const qf_serve_limits *lim, qf_serve_req *r
             if (req_stop(v, f, 0, r, w)) return -1;
         } else if (!strcmp(key, "details")) {
             if (req_bool(v, f, &r->details, w)) return -1;
+        } else if (!strcmp(key, "decoder_input_details")) {
+            if (req_bool(v, f, &r->input_details, w)) return -1;
         } else if (!strcmp(key, "top_n_tokens")) {
             if (json_is_null(v)) continue;
             if (req_int(v, f, 0, QF_SERVE_TGI_TOP_N, &i, w)) return -1;
@@ -171,6 +173,9 @@ static int req_tgi(json_t *o, const qf_serve_limits *lim, qf_serve_req *r, qf_se
         if (req_tgi_params(params, lim, r, w)) return -1;
     }
     if (r->api == QF_API_TGI_STREAM) r->stream = 1;
+    if (r->stream && r->input_details) /* TGI's rule: the prefill's details are in a whole reply only */
+        return req_bad(w, 400, "parameters.decoder_input_details",
+                       "parameters.decoder_input_details is not supported when streaming tokens");
     return 0;
 }
 
@@ -261,9 +266,9 @@ static int req_openai(json_t *o, const qf_serve_limits *lim, qf_serve_req *r, qf
         } else if (!strcmp(key, "return_tokens_as_token_ids")) { /* vLLM's */
             if (!json_is_null(v) && req_bool(v, key, &r->ids_as_text, w)) return -1;
         } else if (!strcmp(key, "echo")) {
-            int e = 0;
-            if (!json_is_null(v) && req_bool(v, key, &e, w)) return -1;
-            if (e) return req_bad(w, 400, key, "echo is not supported");
+            if (!json_is_null(v) && req_bool(v, key, &r->echo, w)) return -1;
+            if (chat && r->echo) /* vLLM's chat echo (the last message again) */
+                return req_bad(w, 400, key, "echo is not supported by /v1/chat/completions");
         } else if (!strcmp(key, "stream")) {
             if (!json_is_null(v) && req_bool(v, key, &r->stream, w)) return -1;
         } else if (!strcmp(key, "stream_options")) {

@@ -46,6 +46,8 @@ typedef struct qf_serve_req {
     int top_n;                 /* 0..QF_SAMPLE_TOP_MAX alternatives a token: chat top_logprobs, completions logprobs,
                                 * TGI top_n_tokens (at most QF_SERVE_TGI_TOP_N) */
     int ids_as_text;           /* vLLM's return_tokens_as_token_ids: logprobs' tokens as "token_id:ID" */
+    int echo;                  /* completions: the prompt before the completion (with its logprobs where asked) */
+    int input_details;         /* TGI's decoder_input_details: details.prefill with the prompt tokens' logprobs */
     int no_thinking;           /* chat: chat_template_kwargs.enable_thinking = false (vLLM's field; Qwen3 templates) */
     char model[256];           /* OpenAI "model" as given */
 } qf_serve_req;

@@ -16,7 +16,8 @@
 #     top_logprobs), streamed and not, and TGI's top_n_tokens (details and stream): the chosen token is the first of
 #     its alternatives under greedy, its logprob the one TGI's details report (the backend's pick), the alternatives
 #     sorted, the text offsets add up; the replies' text and ids unchanged by asking (transformers' values:
-#     ref_serve_logprobs)
+#     ref_serve_logprobs); the prompt's own (completions' echo, TGI's decoder_input_details) against each prefix's
+#     next-token logprobs, streamed and not, with the prompt cached and n = 2
 #   - n choices (OpenAI): choice k of a seeded request == generate --seed (seed + k), streamed by index too; greedy
 #     choices == greedy; usage counts every choice; n over --max-queue is 400; the choices after the first share its
 #     prompt's cached blocks
@@ -263,6 +264,59 @@ try:
            all(close(a["logprob"], b["logprob"]) for a, b in zip(ch0["choices"][0]["logprobs"]["content"], cont)), True)
     print(f"logprobs: TGI top_n_tokens {K}, completions logprobs {K} (prompt ids, token ids), chat top_logprobs {K}, "
           "streamed and not: the chosen token first, the backend's logprob, text and ids unchanged")
+    # ---- the prompt's own logprobs: completions' echo (the prompt's text and tokens first), TGI's
+    # decoder_input_details (details.prefill); each prompt token's dict == the alternatives of the first generated
+    # token of a request over the prompt's tokens before it (the same rows' log-softmax), the prefix cache bypassed
+    eb = {"model": "m", "prompt": texts[2], "max_tokens": N, "temperature": 0}
+    s, h, plain = S.post("/v1/completions", eb)
+    s, h, ec = S.post("/v1/completions", dict(eb, echo=True))
+    expect("echo: prompt + completion", ec["choices"][0]["text"], texts[2] + plain["choices"][0]["text"])
+    expect("echo without logprobs: null", ec["choices"][0]["logprobs"], None)
+    s, h, el = S.post("/v1/completions", dict(eb, echo=True, logprobs=K, return_tokens_as_token_ids=True))
+    L = el["choices"][0]["logprobs"]
+    pids = [int(t.split(":")[1]) for t in L["tokens"]][:len(L["tokens"]) - N]
+    P = len(pids)
+    expect("echo logprobs: prompt tokens == usage's", P, el["usage"]["prompt_tokens"])
+    expect("echo logprobs: the first is null", (L["token_logprobs"][0], L["top_logprobs"][0]), (None, None))
+    s, h, gl = S.post("/v1/completions", dict(eb, logprobs=K, return_tokens_as_token_ids=True))
+    expect("echo logprobs: the generated part == without echo", L["token_logprobs"][P:],
+           gl["choices"][0]["logprobs"]["token_logprobs"])
+    for t in (1, P // 2, P - 1):
+        s, h, one = S.post("/v1/completions", {"prompt": pids[:t], "max_tokens": 1, "temperature": 0, "logprobs": K,
+                                               "return_tokens_as_token_ids": True})
+        d1 = one["choices"][0]["logprobs"]["top_logprobs"][0]
+        top = sorted(d1.items(), key=lambda kv: -kv[1])[:K]
+        mine = sorted(L["top_logprobs"][t].items(), key=lambda kv: -kv[1])
+        want_t = f"token_id:{pids[t]}"
+        if not all(k in L["top_logprobs"][t] and close(L["top_logprobs"][t][k], x) for k, x in top):
+            fail(f"echo: prompt token {t}'s alternatives {mine} != the next-token ones of its prefix {top}")
+        if want_t not in L["top_logprobs"][t] or not close(L["top_logprobs"][t][want_t], L["token_logprobs"][t]):
+            fail(f"echo: prompt token {t}'s own logprob not in its dict: {L['token_logprobs'][t]} {mine}")
+    s, h, el2 = S.post("/v1/completions", dict(eb, echo=True, logprobs=K, return_tokens_as_token_ids=True))
+    expect("echo logprobs again (the prompt's blocks cached since): the same", el2["choices"][0]["logprobs"], L)
+    chunks = [json.loads(x) for x in S.sse("/v1/completions", dict(eb, echo=True, logprobs=K, stream=True,
+                                                                     return_tokens_as_token_ids=True))[:-1]]
+    expect("echo stream: the first chunk is the prompt", chunks[0]["choices"][0]["text"], texts[2])
+    expect("echo stream: the text", "".join(c["choices"][0]["text"] for c in chunks), ec["choices"][0]["text"])
+    got = [v for c in chunks if c["choices"][0]["logprobs"] for v in c["choices"][0]["logprobs"]["token_logprobs"]]
+    expect("echo stream: token_logprobs over the chunks == the reply's", got, L["token_logprobs"])
+    got = [v for c in chunks if c["choices"][0]["logprobs"] for v in c["choices"][0]["logprobs"]["text_offset"]]
+    expect("echo stream: text_offset over the chunks == the reply's", got, L["text_offset"])
+    s, h, pf = S.post("/generate", {"inputs": texts[2], "parameters": {"max_new_tokens": N, "details": True,
+                                                                      "decoder_input_details": True}})
+    pre = pf["details"]["prefill"]
+    expect("decoder_input_details: prefill ids", [x["id"] for x in pre], pids)
+    expect("decoder_input_details: the first logprob null", pre[0]["logprob"], None)
+    if not all(close(x["logprob"], v) for x, v in zip(pre[1:], L["token_logprobs"][1:P])):
+        fail(f"decoder_input_details: prefill logprobs != echo's: {pre[:3]} {L['token_logprobs'][:3]}")
+    expect("decoder_input_details: the generated text unchanged", pf["generated_text"], plain["choices"][0]["text"])
+    s, h, pf0 = S.post("/generate", {"inputs": texts[2], "parameters": {"max_new_tokens": N, "details": True}})
+    expect("details without decoder_input_details: prefill empty", pf0["details"]["prefill"], [])
+    s, h, en = S.post("/v1/completions", dict(eb, echo=True, logprobs=1, n=2, return_tokens_as_token_ids=True))
+    expect("echo with n = 2: each choice's prompt logprobs", [c["logprobs"]["token_logprobs"][:P] for c in en["choices"]],
+           [L["token_logprobs"][:P]] * 2)
+    print(f"prompt logprobs: echo ({P} prompt tokens) == the next-token logprobs of each prefix, streamed and not, "
+          "again with the prompt cached, n = 2; TGI decoder_input_details == echo's")
     # ---- n choices: each its own job over the prompt, seeds seed + index (vLLM's): choice k of a seeded sampled
     # request == generate --seed (seed + k); greedy choices all greedy's; streamed choices by index == the reply's
     sp = {"temperature": 0.8, "top_k": 40, "top_p": 0.9}
@@ -333,6 +387,12 @@ try:
              ("/v1/completions", {"prompt": [5, 1.5]}, "prompt"),
              ("/v1/completions", {"prompt": [1, 10 ** 6]}, "prompt"),
              ("/v1/completions", {"prompt": "a", "logprobs": True}, "logprobs"),
+             ("/v1/completions", {"prompt": "a", "echo": 1}, "echo"),
+             ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "echo": True}, "echo"),
+             ("/generate", {"inputs": "a", "parameters": {"decoder_input_details": "yes"}},
+              "parameters.decoder_input_details"),
+             ("/generate_stream", {"inputs": "a", "parameters": {"decoder_input_details": True}},
+              "parameters.decoder_input_details"),
              ("/v1/completions", {"prompt": "a", "logprobs": 21}, "logprobs"),
              ("/v1/completions", {"prompt": "a", "return_tokens_as_token_ids": 1}, "return_tokens_as_token_ids"),
              ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "logprobs": 1}, "logprobs"),

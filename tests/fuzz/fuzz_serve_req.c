@@ -29,6 +29,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     if (chat ? !r.chat || r.text : !ids && (!r.text || r.text_len == 0)) abort();
     if (r.top_n < 0 || r.top_n > QF_SAMPLE_TOP_MAX || r.n < 0 || r.n > QF_SERVE_MAX_N) abort();
     if ((api == QF_API_TGI || api == QF_API_TGI_STREAM) && (r.top_n > QF_SERVE_TGI_TOP_N || r.n || r.logprobs)) abort();
+    if (r.echo && api != QF_API_COMPLETIONS) abort(); /* echo: completions only (chat refuses it) */
+    if (r.input_details && (api == QF_API_TGI_STREAM || r.stream || api == QF_API_COMPLETIONS || chat)) abort();
     if (r.max_new > lim.max_new || (r.max_new < 1 && r.max_new != -1) || r.default_new < 0) abort();
     if (r.nstop < 0 || r.nstop > QF_SERVE_MAX_STOPS) abort();
     if (!(r.sample.temperature > 0) || !(r.sample.top_p > 0 && r.sample.top_p <= 1) || r.sample.top_k < 0 ||

@@ -14,7 +14,9 @@
 #   - decoding one step ahead (--decode-ahead, default on): the fp32 runs above ran with it (the log says so and
 #     counts the steps queued ahead); bf16 requests one at a time give the same ids with --decode-ahead off;
 #   - fp32 on 2 ranks sharing the GPU (mpirun: the layers split, src/serve/serve_split.c): the same 40 replies ==
-#     CPU generate (skipped, saying so, where mpirun is not on PATH).
+#     CPU generate (skipped, saying so, where mpirun is not on PATH), and echo with logprobs refused (400 naming it);
+#   - the prompt's logprobs (completions' echo, fp32): its prompt tokens' alternatives == the first generated
+#     token's of a request over each prefix (within 1e-4).
 # Skipped (exit 77) without a GPU. Env: QWENFT, WORK, SRC.
 set -euo pipefail
 if ! command -v nvidia-smi > /dev/null || ! nvidia-smi -L > /dev/null 2>&1; then echo "no GPU: skipped"; exit 77; fi
@@ -51,6 +53,24 @@ def run(dtype, ranks=1):
     for t in th: t.join()
     s, h, c = S.post("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "hello there"}],
                                               "max_tokens": N, "temperature": 0})
+    eb = {"prompt": texts[3], "max_tokens": 4, "temperature": 0, "logprobs": 3, "echo": True,
+          "return_tokens_as_token_ids": True}
+    s, h, e = S.post("/v1/completions", eb)
+    if ranks > 1: # the prompt's logprobs need the head where the scheduler is: refused under the split
+        if s != 400 or "echo" not in json.dumps(e): bad += 1; print(f"FAIL: {dtype} on {ranks} ranks: echo {s} {e}")
+    elif dtype == "fp32": # the prompt's logprobs (the head run again over the prompt rows on the GPU) == each prefix's
+        L = e["choices"][0]["logprobs"]; P = e["usage"]["prompt_tokens"]
+        pids = [int(t.split(":")[1]) for t in L["tokens"][:P]]; worst = 0.0
+        for t in (1, P // 3, P - 1):
+            s1, h1, o1 = S.post("/v1/completions", {"prompt": pids[:t], "max_tokens": 1, "temperature": 0,
+                                                    "logprobs": 3, "return_tokens_as_token_ids": True})
+            d1 = o1["choices"][0]["logprobs"]["top_logprobs"][0]
+            for k, x in d1.items():
+                if k in L["top_logprobs"][t]: worst = max(worst, abs(L["top_logprobs"][t][k] - x))
+                elif x > min(L["top_logprobs"][t].values()) + 1e-4: worst = 1.0
+        if L["token_logprobs"][0] is not None or worst > 1e-4:
+            bad += 1; print(f"FAIL: fp32 echo: prompt logprobs against each prefix's next-token ones: {worst}")
+        else: print(f"CUDA fp32 serve: echo's {P} prompt logprobs == each prefix's next-token logprobs (within {worst:.1e})")
     m = S.metrics()
     if m["qwenft_batch_size"] != 0 or m["qwenft_kv_blocks_used"] != 0: bad += 1; print(f"FAIL: {dtype}: rows or blocks left held")
     rc = S.stop_ranks() if ranks > 1 else S.stop()

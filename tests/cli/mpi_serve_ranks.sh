@@ -64,6 +64,10 @@ for np_ in (2, 3):
                          "do_sample": True, "temperature": 0.8, "top_k": 20, "seed": 11}})
         sids = [t["id"] for t in b["details"]["tokens"]] if s == 200 else (s, b)
         if sids != seeded_ids: fail(f"{np_} ranks, seeded sample: {sids} != generate --seed's {seeded_ids}")
+        s, h, b = S.post("/generate", {"inputs": texts[0], "parameters": {"max_new_tokens": N, "details": True,
+                                                                         "decoder_input_details": True}})
+        if s != 400 or b.get("field") != "parameters.decoder_input_details":
+            fail(f"{np_} ranks: decoder_input_details (the prompt's logprobs) not refused under the split: {s} {b}")
     finally: # SIGTERM to rank 0 (2 ranks) or to every rank (3), not to mpirun
         rc = S.stop_ranks(which={0} if np_ == 2 else None)
     log = open(f"serve{np_}.err").read()
@@ -72,6 +76,6 @@ for np_ in (2, 3):
         if not re.search(f"rank {r} of {np_} \\(pid \\d+\\): layers \\[", log): fail(f"{np_} ranks: rank {r} did not say its layers:\n{log}")
     if "the layers split over %d ranks" % np_ not in log: fail(f"{np_} ranks: no split line:\n{log}")
     if not bad: print(f"ok: {np_} ranks: {len(texts)} concurrent greedy replies, a stream and a seeded sample equal "
-                      f"generate's on one rank; SIGTERM: exit 0")
+                      f"generate's on one rank; the prompt's logprobs refused (400); SIGTERM: exit 0")
 sys.exit(1 if bad else 0)
 PY

@@ -55,9 +55,9 @@ def run(dtype, ranks=1):
                                               "max_tokens": N, "temperature": 0})
     eb = {"prompt": texts[3], "max_tokens": 4, "temperature": 0, "logprobs": 3, "echo": True,
           "return_tokens_as_token_ids": True}
-    s, h, e = S.post("/v1/completions", eb)
+    se, he, e = S.post("/v1/completions", eb) # (s and c stay the chat request's: run returns its content)
     if ranks > 1: # the prompt's logprobs need the head where the scheduler is: refused under the split
-        if s != 400 or "echo" not in json.dumps(e): bad += 1; print(f"FAIL: {dtype} on {ranks} ranks: echo {s} {e}")
+        if se != 400 or e["error"]["param"] != "echo": bad += 1; print(f"FAIL: {dtype} on {ranks} ranks: echo {se} {e}")
     elif dtype == "fp32": # the prompt's logprobs (the head run again over the prompt rows on the GPU) == each prefix's
         L = e["choices"][0]["logprobs"]; P = e["usage"]["prompt_tokens"]
         pids = [int(t.split(":")[1]) for t in L["tokens"][:P]]; worst = 0.0

@@ -256,7 +256,8 @@ static void engine_prompt_lp(qf_engine *g, int npl) {
 static int engine_step(qf_engine *g) {
     if (g->fly >= 0 && !engine_can_chain(g)) engine_land(g, g->fly);
     const int chain = g->fly >= 0;
-    int N = 0, nrows = 0, budget = g->o.chunk, npl = 0;
+    int N = 0, nrows = 0, budget = g->o.chunk, npl = 0, nend = 0;
+    int32_t *end_slot = g->pl_slot + g->Ntok; /* [max_batch] jobs of max_new 0 whose prompt is in after this call */
     int64_t V = g->o.cfg->vocab_size;
     if (chain) { /* decoding: the flight's rows in its order, each at its pick's position (the token comes on the backend) */
         const qf_engine_flight *f = &g->fl[g->fly];
@@ -298,7 +299,8 @@ static int engine_step(qf_engine *g) {
             N += k, budget -= k, prompt_tok += k;
             if (j->prefilled == j->plen) { /* the prompt's blocks are written once this call has run: calls after it
                                             * (every later admission's) may share them */
-                g->rows[nrows] = N - 1, g->row_slot[nrows++] = s;
+                if (j->max_new > 0) g->rows[nrows] = N - 1, g->row_slot[nrows++] = s;
+                else end_slot[nend++] = s; /* nothing to generate (echo's scoring): it leaves after the call */
                 qf_kv_register(&g->kv, s, j->ids, j->plen);
             }
         }
@@ -314,7 +316,8 @@ static int engine_step(qf_engine *g) {
     const int mode = device ? (want_lp ? 2 : 1) : 0;
     QF_CHECK(!chain || mode); /* engine_can_chain: every row of a chained call is picked on the backend */
     /* queued ahead: this call's picks go to the slot the flight does not hold, read after the next call is queued */
-    const int ahead = g->ahead && mode && nrows > 0 && npl == 0; /* prompt rows: their head after the call's */
+    const int ahead = g->ahead && mode && nrows > 0 && npl == 0 && nend == 0; /* prompt rows: their head after the
+                                                                               * call's; max_new 0: leaves now */
     const int k = chain ? 1 - g->fly : 0, prev = g->fly;
     g->call_feed = chain ? g->fl[prev].n : 0;
     g->call_ahead = ahead ? k : -1;
@@ -336,6 +339,12 @@ static int engine_step(qf_engine *g) {
     }
     engine_prompt_lp(g, npl);
     double now = qf_now();
+    for (int e = 0; e < nend; e++) {
+        pthread_mutex_lock(&g->o.met->mu);
+        qf_hist_observe(&g->o.met->e2e, now - g->slot[end_slot[e]]->t_arrive);
+        pthread_mutex_unlock(&g->o.met->mu);
+        engine_leave(g, end_slot[e], QF_JOB_LENGTH);
+    }
     for (int r = 0; r < nrows; r++)
         engine_pick(g, g->row_slot[r], device ? NULL : g->logits + (size_t)r * V, device ? g->pick[r] : 0,
                     device && want_lp ? g->pick_lp[r] : NAN, now);
@@ -418,7 +427,7 @@ int qf_engine_init(qf_engine *g, const qf_engine_opts *o, qf_err *e) {
     g->pick = qf_malloc((size_t)o->max_batch * sizeof(int32_t));
     g->pick_lp = qf_malloc((size_t)o->max_batch * sizeof(float));
     g->pl_row = qf_malloc((size_t)g->Ntok * sizeof(int32_t));
-    g->pl_slot = qf_malloc((size_t)g->Ntok * sizeof(int32_t));
+    g->pl_slot = qf_malloc(((size_t)g->Ntok + (size_t)o->max_batch) * sizeof(int32_t)); /* + engine_step's end_slot */
     g->pl_at = qf_malloc((size_t)g->Ntok * sizeof(int32_t));
     /* graphs need every buffer in place: resident weights (no streamed layers), no profiler marks, a GPU table */
     g->graphs = 0;

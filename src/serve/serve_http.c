@@ -636,7 +636,7 @@ static void http_generate(serve_ctx *c, struct evhttp_request *r, qf_api api, co
                                 P.v[0].ids[i], (long long)o->cfg->vocab_size);
     if (!bad && plen > o->max_input)
         bad = fin, snprintf(m2, sizeof m2, "%s: %d tokens exceed --max-input-tokens %d", fin, plen, o->max_input);
-    else if (!bad && (max_new < 1 || plen + max_new > o->max_total))
+    else if (!bad && (max_new < (hj->req.echo ? 0 : 1) || plen + max_new > o->max_total))
         bad = fnew, snprintf(m2, sizeof m2, "%s: %d prompt tokens + %d new tokens exceed --max-total-tokens %d", fnew,
                              plen, max_new, o->max_total);
     if (bad) {

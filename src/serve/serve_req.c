@@ -218,7 +218,7 @@ static int req_openai(json_t *o, const qf_serve_limits *lim, qf_serve_req *r, qf
         else if (chat && !strcmp(key, "tools")) tools = v;
         else if (!strcmp(key, "max_tokens") || (chat && !strcmp(key, "max_completion_tokens"))) {
             if (json_is_null(v)) continue;
-            if (req_int(v, key, 1, lim->max_new, &i, w)) return -1;
+            if (req_int(v, key, chat ? 1 : 0, lim->max_new, &i, w)) return -1; /* 0: echo's scoring (below) */
             r->max_new = (int)i;
         } else if (!strcmp(key, "temperature")) {
             if (json_is_null(v)) continue;
@@ -307,6 +307,8 @@ static int req_openai(json_t *o, const qf_serve_limits *lim, qf_serve_req *r, qf
             return req_bad(w, 400, key, "unknown field %s", key);
         }
     }
+    if (!chat && r->max_new == 0 && !r->echo)
+        return req_bad(w, 400, "max_tokens", "max_tokens = 0 needs echo: true (the prompt scored, nothing generated)");
     if (chat && top_given && r->top_n > 0 && !r->logprobs)
         return req_bad(w, 400, "top_logprobs", "top_logprobs needs logprobs: true");
     if (!chat) {

@@ -17,7 +17,7 @@
 #     its alternatives under greedy, its logprob the one TGI's details report (the backend's pick), the alternatives
 #     sorted, the text offsets add up; the replies' text and ids unchanged by asking (transformers' values:
 #     ref_serve_logprobs); the prompt's own (completions' echo, TGI's decoder_input_details) against each prefix's
-#     next-token logprobs, streamed and not, with the prompt cached and n = 2
+#     next-token logprobs, streamed and not, with the prompt cached, n = 2 and max_tokens 0 (the prompt scored alone)
 #   - n choices (OpenAI): choice k of a seeded request == generate --seed (seed + k), streamed by index too; greedy
 #     choices == greedy; usage counts every choice; n over --max-queue is 400; the choices after the first share its
 #     prompt's cached blocks
@@ -315,8 +315,19 @@ try:
     s, h, en = S.post("/v1/completions", dict(eb, echo=True, logprobs=1, n=2, return_tokens_as_token_ids=True))
     expect("echo with n = 2: each choice's prompt logprobs", [c["logprobs"]["token_logprobs"][:P] for c in en["choices"]],
            [L["token_logprobs"][:P]] * 2)
+    s, h, z = S.post("/v1/completions", dict(eb, echo=True, logprobs=K, max_tokens=0, return_tokens_as_token_ids=True))
+    expect("echo, max_tokens 0: the prompt alone", (s, z["choices"][0]["text"], z["choices"][0]["finish_reason"],
+           z["usage"]["completion_tokens"]), (200, texts[2], "length", 0))
+    expect("echo, max_tokens 0: the prompt's logprobs", z["choices"][0]["logprobs"]["token_logprobs"],
+           L["token_logprobs"][:P])
+    zc = [json.loads(x) for x in S.sse("/v1/completions", dict(eb, echo=True, logprobs=K, max_tokens=0, stream=True,
+                                                                 return_tokens_as_token_ids=True))[:-1]]
+    expect("echo, max_tokens 0, stream: the prompt, then the finish", ("".join(c["choices"][0]["text"] for c in zc),
+           zc[-1]["choices"][0]["finish_reason"]), (texts[2], "length"))
+    m = S.metrics()
+    expect("echo, max_tokens 0: no row or block left held", (m["qwenft_batch_size"], m["qwenft_kv_blocks_used"]), (0, 0))
     print(f"prompt logprobs: echo ({P} prompt tokens) == the next-token logprobs of each prefix, streamed and not, "
-          "again with the prompt cached, n = 2; TGI decoder_input_details == echo's")
+          "again with the prompt cached, n = 2, max_tokens 0; TGI decoder_input_details == echo's")
     # ---- n choices: each its own job over the prompt, seeds seed + index (vLLM's): choice k of a seeded sampled
     # request == generate --seed (seed + k); greedy choices all greedy's; streamed choices by index == the reply's
     sp = {"temperature": 0.8, "top_k": 40, "top_p": 0.9}
@@ -388,6 +399,8 @@ try:
              ("/v1/completions", {"prompt": [1, 10 ** 6]}, "prompt"),
              ("/v1/completions", {"prompt": "a", "logprobs": True}, "logprobs"),
              ("/v1/completions", {"prompt": "a", "echo": 1}, "echo"),
+             ("/v1/completions", {"prompt": "a", "max_tokens": 0}, "max_tokens"),
+             ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 0}, "max_tokens"),
              ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "echo": True}, "echo"),
              ("/generate", {"inputs": "a", "parameters": {"decoder_input_details": "yes"}},
               "parameters.decoder_input_details"),

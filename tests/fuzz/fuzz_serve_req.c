@@ -31,7 +31,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     if ((api == QF_API_TGI || api == QF_API_TGI_STREAM) && (r.top_n > QF_SERVE_TGI_TOP_N || r.n || r.logprobs)) abort();
     if (r.echo && api != QF_API_COMPLETIONS) abort(); /* echo: completions only (chat refuses it) */
     if (r.input_details && (api == QF_API_TGI_STREAM || r.stream || api == QF_API_COMPLETIONS || chat)) abort();
-    if (r.max_new > lim.max_new || (r.max_new < 1 && r.max_new != -1) || r.default_new < 0) abort();
+    if (r.max_new > lim.max_new || (r.max_new < 1 && r.max_new != -1 && !(r.max_new == 0 && r.echo)) ||
+        r.default_new < 0)
+        abort();
     if (r.nstop < 0 || r.nstop > QF_SERVE_MAX_STOPS) abort();
     if (!(r.sample.temperature > 0) || !(r.sample.top_p > 0 && r.sample.top_p <= 1) || r.sample.top_k < 0 ||
         !(r.sample.repetition_penalty > 0))

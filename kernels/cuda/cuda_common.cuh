@@ -216,34 +216,6 @@ template <> __device__ __forceinline__ f16 fromf<f16>(float x) { return __float2
 // x rounded to T and back (the value a T tensor would hold)
 template <typename T> __device__ __forceinline__ float round_to(float x) { return tof<T>(fromf<T>(x)); }
 
-// RoPE's pieces shared by rope8_kernel (norm_cuda.cu) and qkv_rope8_kernel (joined_cuda.cu), so both rotate
-// alike bit for bit: the inverse frequencies of i < D/2 into inv (shared memory, every thread of the block; a
-// __syncthreads before use) as the double power rounded to float (the CPU table's); cos/sin of position p at
-// inv[0..8) by sincosf of the fp32 angle; the rotation of 8 pairs (u, v) in place (dir > 0: forward).
-__device__ __forceinline__ void qf_rope_inv(float *inv, int D, double theta) {
-    for (int i = threadIdx.x; i < D / 2; i += blockDim.x)
-        inv[i] = (float)(1.0 / pow(theta, (double)((float)(2 * i) / (float)D)));
-}
-__device__ __forceinline__ void qf_rope_cs8(float (&c)[8], float (&s)[8], int32_t p, const float *inv) {
-#pragma unroll
-    for (int e = 0; e < 8; e++) sincosf(__fmul_rn((float)p, inv[e]), &s[e], &c[e]);
-}
-__device__ __forceinline__ void qf_rope_rot8(float (&u)[8], float (&v)[8], const float (&c)[8], const float (&s)[8],
-                                             int dir) {
-#pragma unroll
-    for (int e = 0; e < 8; e++) {
-        float y1, y2;
-        if (dir > 0) {
-            y1 = __fsub_rn(__fmul_rn(u[e], c[e]), __fmul_rn(v[e], s[e]));
-            y2 = __fadd_rn(__fmul_rn(v[e], c[e]), __fmul_rn(u[e], s[e]));
-        } else {
-            y1 = __fadd_rn(__fmul_rn(u[e], c[e]), __fmul_rn(v[e], s[e]));
-            y2 = __fsub_rn(__fmul_rn(v[e], c[e]), __fmul_rn(u[e], s[e]));
-        }
-        u[e] = y1, v[e] = y2;
-    }
-}
-
 // 8 consecutive elements at p[i..i+8), with vector loads when `vec` (p 16-byte aligned, i % 8 == 0) and the
 // group is full; elements at or past n read as 0 and are not written.
 template <typename T> __device__ __forceinline__ void ld8(float (&f)[8], const T *p, size_t i, size_t n, bool vec);

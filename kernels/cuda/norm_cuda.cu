@@ -241,23 +241,34 @@ template <typename T>
 __global__ void rope8_kernel(T *x, const int32_t *pos, int N, int nh, int D, double theta, int dir) {
     __shared__ float inv_s[ROPE8_MAX_HALF];
     const int half = D / 2, G = half / 8, HG = (nh + ROPE_HEADS_PER_THREAD - 1) / ROPE_HEADS_PER_THREAD;
-    qf_rope_inv(inv_s, D, theta);
+    for (int i = threadIdx.x; i < half; i += blockDim.x)
+        inv_s[i] = (float)(1.0 / pow(theta, (double)((float)(2 * i) / (float)D)));
     __syncthreads();
     const size_t total = (size_t)N * HG * G;
     for (size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += (size_t)gridDim.x * blockDim.x) {
         const int g = (int)(idx % G), hg = (int)((idx / G) % HG), n = (int)(idx / ((size_t)G * HG));
         const int i0 = g * 8;
         float c[8], s[8];
-        qf_rope_cs8(c, s, pos[n], inv_s + i0);
+#pragma unroll
+        for (int e = 0; e < 8; e++) sincosf(__fmul_rn((float)pos[n], inv_s[i0 + e]), &s[e], &c[e]);
         const int h1 = min(nh, (hg + 1) * ROPE_HEADS_PER_THREAD);
         for (int h = hg * ROPE_HEADS_PER_THREAD; h < h1; h++) {
             T *x1 = x + ((size_t)n * nh + h) * D + i0, *x2 = x1 + half;
-            float u[8], v[8];
+            float u[8], v[8], y1[8], y2[8];
             ld8<T>(u, x1, 0, 8, true);
             ld8<T>(v, x2, 0, 8, true);
-            qf_rope_rot8(u, v, c, s, dir);
-            st8<T>(x1, u, 0, 8, true);
-            st8<T>(x2, v, 0, 8, true);
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                if (dir > 0) {
+                    y1[e] = __fsub_rn(__fmul_rn(u[e], c[e]), __fmul_rn(v[e], s[e]));
+                    y2[e] = __fadd_rn(__fmul_rn(v[e], c[e]), __fmul_rn(u[e], s[e]));
+                } else {
+                    y1[e] = __fadd_rn(__fmul_rn(u[e], c[e]), __fmul_rn(v[e], s[e]));
+                    y2[e] = __fsub_rn(__fmul_rn(v[e], c[e]), __fmul_rn(u[e], s[e]));
+                }
+            }
+            st8<T>(x1, y1, 0, 8, true);
+            st8<T>(x2, y2, 0, 8, true);
         }
     }
 }

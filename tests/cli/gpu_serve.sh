@@ -16,7 +16,7 @@
 #   - fp32 on 2 ranks sharing the GPU (mpirun: the layers split, src/serve/serve_split.c): the same 40 replies ==
 #     CPU generate (skipped, saying so, where mpirun is not on PATH), and echo with logprobs refused (400 naming it);
 #   - the prompt's logprobs (completions' echo, fp32): its prompt tokens' alternatives == the first generated
-#     token's of a request over each prefix (within 1e-4).
+#     token's of a request over each prefix (within 1e-4); with max_tokens 0 the same prompt logprobs alone.
 # Skipped (exit 77) without a GPU. Env: QWENFT, WORK, SRC.
 set -euo pipefail
 if ! command -v nvidia-smi > /dev/null || ! nvidia-smi -L > /dev/null 2>&1; then echo "no GPU: skipped"; exit 77; fi
@@ -68,6 +68,9 @@ def run(dtype, ranks=1):
             for k, x in d1.items():
                 if k in L["top_logprobs"][t]: worst = max(worst, abs(L["top_logprobs"][t][k] - x))
                 elif x > min(L["top_logprobs"][t].values()) + 1e-4: worst = 1.0
+        s0, h0, z = S.post("/v1/completions", dict(eb, max_tokens=0)) # the prompt scored alone
+        if s0 != 200 or z["choices"][0]["logprobs"]["token_logprobs"] != L["token_logprobs"][:P]:
+            bad += 1; print(f"FAIL: fp32 echo, max_tokens 0: {s0} {str(z)[:200]}")
         if L["token_logprobs"][0] is not None or worst > 1e-4:
             bad += 1; print(f"FAIL: fp32 echo: prompt logprobs against each prefix's next-token ones: {worst}")
         else: print(f"CUDA fp32 serve: echo's {P} prompt logprobs == each prefix's next-token logprobs (within {worst:.1e})")

@@ -234,7 +234,9 @@ static int engine_can_chain(const qf_engine *g) {
 
 /* the prompt log-probabilities of the call just run (one rank: its head is here): the head again over the npl
  * rows in pl_row, max_batch at a time (qf_model_paged_logits), each row's log-softmax of the prompt token it
- * predicts and its top_n most likely (under g->mu, before the call's picks: a job may leave with them) */
+ * predicts and its top_n most likely, rows in parallel. Outside g->mu (an O(V) pass a row: a long prompt's would
+ * stall the HTTP thread): only this thread writes plp / ptop_* and releases jobs, and it does so before the call's
+ * picks (a job may leave with them); the HTTP side reads them once the job is released. */
 static void engine_prompt_lp(qf_engine *g, int npl) {
     const int64_t V = g->o.cfg->vocab_size;
     QF_CHECK(npl == 0 || g->o.world == 1); /* serve_http.c refuses the prompt's logprobs under the layer split */
@@ -242,6 +244,7 @@ static void engine_prompt_lp(qf_engine *g, int npl) {
     for (int b = 0; b < npl; b += g->o.max_batch) {
         const int n = npl - b < g->o.max_batch ? npl - b : g->o.max_batch;
         qf_model_paged_logits(&g->m, g->pl_row + b, n, g->plogits);
+#pragma omp parallel for schedule(static)
         for (int r = 0; r < n; r++) {
             qf_serve_job *j = g->slot[g->pl_slot[b + r]];
             const int t = g->pl_at[b + r];
@@ -323,6 +326,7 @@ static int engine_step(qf_engine *g) {
     g->call_ahead = ahead ? k : -1;
     if (g->o.world > 1) qf_split_send(g, 1, N, nrows, mode); /* the other ranks' layers (serve_split.c) */
     qf_split_call(g, N, nrows, mode);
+    engine_prompt_lp(g, npl);
     pthread_mutex_lock(&g->mu);
     g->steps++, g->steps_ahead += chain;
     pthread_mutex_lock(&g->o.met->mu);
@@ -337,7 +341,6 @@ static int engine_step(qf_engine *g) {
         if (chain) engine_land(g, prev);
         return 1;
     }
-    engine_prompt_lp(g, npl);
     double now = qf_now();
     for (int e = 0; e < nend; e++) {
         pthread_mutex_lock(&g->o.met->mu);

@@ -24,7 +24,8 @@ __global__ void qkv_rope8_kernel(T *q, T *k, T *v, const T *qkv, const int32_t *
         inv_s[i] = (float)(1.0 / pow(theta, (double)((float)(2 * i) / (float)D)));
     __syncthreads();
     const size_t total = (size_t)N * HG * G;
-    for (size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += (size_t)gridDim.x * blockDim.x) {
+    for (size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
+         idx += (size_t)gridDim.x * blockDim.x) {
         const int g = (int)(idx % G), hg = (int)((idx / G) % HG), n = (int)(idx / ((size_t)G * HG));
         const int i0 = g * 8;
         float c[8], s[8];
@@ -58,9 +59,12 @@ template <typename T>
 __global__ void qkv_split_kernel(T *q, T *k, T *v, const T *qkv, int N, int HD, int KD) {
     const int W = HD + 2 * KD;
     const size_t total = (size_t)N * W;
-    for (size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += (size_t)gridDim.x * blockDim.x) {
+    for (size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
+         idx += (size_t)gridDim.x * blockDim.x) {
         const int n = (int)(idx / W), j = (int)(idx % W);
-        T *dst = j < HD ? q + (size_t)n * HD + j : j < HD + KD ? k + (size_t)n * KD + (j - HD) : v + (size_t)n * KD + (j - HD - KD);
+        T *dst = j < HD        ? q + (size_t)n * HD + j
+                 : j < HD + KD ? k + (size_t)n * KD + (j - HD)
+                               : v + (size_t)n * KD + (j - HD - KD);
         *dst = qkv[idx];
     }
 }
@@ -93,7 +97,8 @@ void cu_qkv_rope(void *q, void *k, void *v, const void *qkv, const int32_t *pos,
 template <typename T> __global__ void swiglu_joined_kernel(T *out, const T *gu, int N, int F, bool vec) {
     const int per = vec ? 8 : 1, G = (F + per - 1) / per;
     const size_t total = (size_t)N * G;
-    for (size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += (size_t)gridDim.x * blockDim.x) {
+    for (size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
+         idx += (size_t)gridDim.x * blockDim.x) {
         const int n = (int)(idx / G), f0 = (int)(idx % G) * per;
         const T *gate = gu + (size_t)n * 2 * F, *up = gate + F;
         if (vec) {

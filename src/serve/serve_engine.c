@@ -234,9 +234,9 @@ static int engine_can_chain(const qf_engine *g) {
 
 /* the prompt log-probabilities of the call just run (one rank: its head is here): the head again over the npl
  * rows in pl_row, max_batch at a time (qf_model_paged_logits), each row's log-softmax of the prompt token it
- * predicts and its top_n most likely, rows in parallel. Outside g->mu (an O(V) pass a row: a long prompt's would
- * stall the HTTP thread): only this thread writes plp / ptop_* and releases jobs, and it does so before the call's
- * picks (a job may leave with them); the HTTP side reads them once the job is released. */
+ * predicts, its rank and its ptop_n most likely, rows in parallel. Outside g->mu (O(V) passes a row: a long
+ * prompt's would stall the HTTP thread): only this thread writes plp / prank / ptop_* and releases jobs, and it
+ * does so before the call's picks (a job may leave with them); the HTTP side reads them once the job is released. */
 static void engine_prompt_lp(qf_engine *g, int npl) {
     const int64_t V = g->o.cfg->vocab_size;
     QF_CHECK(npl == 0 || g->o.world == 1); /* serve_http.c refuses the prompt's logprobs under the layer split */
@@ -248,9 +248,14 @@ static void engine_prompt_lp(qf_engine *g, int npl) {
         for (int r = 0; r < n; r++) {
             qf_serve_job *j = g->slot[g->pl_slot[b + r]];
             const int t = g->pl_at[b + r];
-            const size_t at = (size_t)t * (size_t)j->top_n;
-            j->plp[t] = qf_sample_logprobs(g->plogits + (size_t)r * V, V, j->ids[t], j->top_n,
-                                           j->top_n ? j->ptop_id + at : NULL, j->top_n ? j->ptop_lp + at : NULL);
+            const size_t at = (size_t)t * (size_t)j->ptop_n;
+            const float *lg = g->plogits + (size_t)r * V;
+            j->plp[t] = qf_sample_logprobs(lg, V, j->ids[t], j->ptop_n, j->ptop_n ? j->ptop_id + at : NULL,
+                                           j->ptop_n ? j->ptop_lp + at : NULL);
+            int32_t rank = 1; /* the ids ahead of it: a larger logit, or the same one at a lower id */
+            const float x = lg[j->ids[t]];
+            for (int64_t v = 0; v < V; v++) rank += lg[v] > x || (lg[v] == x && v < j->ids[t]);
+            j->prank[t] = rank;
         }
     }
 }

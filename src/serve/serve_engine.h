@@ -56,9 +56,12 @@ typedef struct qf_serve_job {
     int prompt_lp;            /* fill plp (and ptop_* when top_n > 0): the prompt's own log-probabilities (OpenAI
                                * completions' echo, TGI's decoder_input_details); the prompt is then prefilled
                                * whole (no prefix cache) and its calls run the head over every prompt row */
+    int ptop_n;               /* 0..QF_SAMPLE_TOP_MAX alternatives a prompt token (echo: top_n; vLLM's
+                               * prompt_logprobs: its own) */
     float *plp;               /* [plen] log-softmax of prompt token t given tokens [0, t) (t = 0: NAN) */
-    int32_t *ptop_id;         /* [plen][top_n] the most likely ids at prompt position t (row 0 unused) */
-    float *ptop_lp;           /* [plen][top_n] their log-softmax */
+    int32_t *prank;           /* [plen] its rank under those logits (1: the most likely; ties: lower id first) */
+    int32_t *ptop_id;         /* [plen][ptop_n] the most likely ids at prompt position t (row 0 unused) */
+    float *ptop_lp;           /* [plen][ptop_n] their log-softmax */
     /* the engine's, under the engine's mutex */
     int nout;                 /* generated so far: ids[plen .. plen+nout) */
     float *logprob;           /* [max_new] log-softmax of each generated token under the raw logits (want_logprob) */

@@ -303,10 +303,21 @@ static void http_reply_full(http_job *hj) {
         free(t);
     } else {
         json_t *choices = json_array();
-        for (int k = 0; k < hj->nch; k++) json_array_append_new(choices, http_oai_choice(hj->ch[k]));
+        const int vp = hj->req.prompt_top; /* vLLM's prompt_logprobs (-1: not asked): completions' in each choice,
+                                            * chat's once beside the choices */
+        for (int k = 0; k < hj->nch; k++) {
+            json_t *ch = http_oai_choice(hj->ch[k]);
+            if (vp >= 0 && hj->req.api == QF_API_COMPLETIONS)
+                json_object_set_new(ch, "prompt_logprobs", qf_logprobs_vllm_prompt(c->o->tok, &hj->ch[k]->job, vp,
+                                                                                   hj->req.ids_as_text));
+            json_array_append_new(choices, ch);
+        }
         o = json_pack("{s:s,s:s,s:i,s:s,s:o,s:o}", "id", hj->id, "object",
                       hj->req.api == QF_API_COMPLETIONS ? "text_completion" : "chat.completion", "created",
                       (json_int_t)hj->created, "model", c->o->model_id, "choices", choices, "usage", http_usage(hj));
+        if (vp >= 0 && hj->req.api == QF_API_CHAT)
+            json_object_set_new(o, "prompt_logprobs", qf_logprobs_vllm_prompt(c->o->tok, &hj->job, vp,
+                                                                              hj->req.ids_as_text));
     }
     http_json(c, hj->evreq, hj->endpoint, 200, o, NULL, NULL);
 }
@@ -416,7 +427,7 @@ static void http_choice_free(http_job *ch) {
     free(ch->job.logprob);
     free(ch->job.top_id);
     free(ch->job.top_lp);
-    free(ch->job.plp), free(ch->job.ptop_id), free(ch->job.ptop_lp);
+    free(ch->job.plp), free(ch->job.prank), free(ch->job.ptop_id), free(ch->job.ptop_lp);
     if (ch != ch->lead) free(ch);
 }
 
@@ -545,7 +556,7 @@ static const char *http_field(qf_api api, const char *which) {
 /* whether request r reports its prompt's log-probabilities */
 static int http_prompt_lp(const qf_serve_req *r) {
     return (r->api == QF_API_COMPLETIONS && r->echo && r->logprobs) ||
-           (r->api == QF_API_TGI && r->details && r->input_details && !r->stream);
+           (r->api == QF_API_TGI && r->details && r->input_details && !r->stream) || r->prompt_top >= 0;
 }
 
 /* choice ch's job over prompt[plen]: up to max_new tokens, drawing from seed where it samples */
@@ -570,12 +581,14 @@ static void http_choice_init(http_job *ch, const int32_t *prompt, int plen, int 
     }
     /* the prompt's own log-probabilities: OpenAI completions' echo with logprobs, TGI's decoder_input_details */
     j->prompt_lp = http_prompt_lp(&ch->req);
-    if (j->prompt_lp) {
+    if (j->prompt_lp) { /* the alternatives: echo's top_n, vLLM's prompt_logprobs, the larger where both */
+        j->ptop_n = ch->req.prompt_top > j->top_n ? ch->req.prompt_top : j->top_n;
         j->plp = qf_malloc((size_t)plen * sizeof *j->plp);
+        j->prank = qf_calloc((size_t)plen, sizeof *j->prank);
         for (int t = 0; t < plen; t++) j->plp[t] = NAN;
-        if (j->top_n > 0) {
-            j->ptop_id = qf_calloc((size_t)plen * (size_t)j->top_n, sizeof *j->ptop_id);
-            j->ptop_lp = qf_calloc((size_t)plen * (size_t)j->top_n, sizeof *j->ptop_lp);
+        if (j->ptop_n > 0) {
+            j->ptop_id = qf_calloc((size_t)plen * (size_t)j->ptop_n, sizeof *j->ptop_id);
+            j->ptop_lp = qf_calloc((size_t)plen * (size_t)j->ptop_n, sizeof *j->ptop_lp);
         }
     }
 }
@@ -654,7 +667,8 @@ static void http_generate(serve_ctx *c, struct evhttp_request *r, qf_api api, co
         return;
     }
     if (o->world > 1 && http_prompt_lp(&hj->req)) {
-        const char *f = api == QF_API_TGI ? "parameters.decoder_input_details" : "echo";
+        const char *f = api == QF_API_TGI ? "parameters.decoder_input_details"
+                        : hj->req.prompt_top >= 0 ? "prompt_logprobs" : "echo";
         snprintf(m2, sizeof m2, "%s: the prompt's log-probabilities are not available with the layers split over "
                  "ranks (%d ranks)", f, o->world);
         http_error(c, r, endpoint, api, 400, f, m2);

@@ -123,7 +123,7 @@ json_t *qf_logprobs_completion_prompt(const qf_tokenizer *tok, const qf_serve_jo
                                       size_t *chars) {
     json_t *o = lp_completion_new();
     for (int t = 0; t < j->plen; t++) {
-        const size_t at = (size_t)t * (size_t)j->top_n;
+        const size_t at = (size_t)t * (size_t)j->ptop_n; /* the first top_n of its ptop_n (>= top_n) */
         lp_completion_add(o, tok, ids_as_text, j->ids[t], t > 0, j->plp[t], j->top_n ? j->ptop_id + at : NULL,
                           j->top_n ? j->ptop_lp + at : NULL, j->top_n, chars);
     }
@@ -134,6 +134,31 @@ void qf_logprobs_completion_join(json_t *a, json_t *b) {
     static const char *const keys[] = {"tokens", "token_logprobs", "top_logprobs", "text_offset"};
     for (int k = 0; k < 4; k++) json_array_extend(json_object_get(a, keys[k]), json_object_get(b, keys[k]));
     json_decref(b);
+}
+
+/* vLLM's {"logprob", "rank", "decoded_token"} of id under key "ID" of d (kept where the key is there) */
+static void lp_vllm_add(json_t *d, const qf_tokenizer *tok, int32_t id, float lp, int rank, int ids_as_text) {
+    char key[24];
+    snprintf(key, sizeof key, "%d", (int)id);
+    if (json_object_get(d, key)) return;
+    size_t n;
+    char *b = lp_bytes(tok, id, &n);
+    json_object_set_new(d, key, json_pack("{s:o,s:i,s:o}", "logprob", lp_num(lp), "rank", (json_int_t)rank,
+                                          "decoded_token", lp_token(b, n, id, ids_as_text)));
+    free(b);
+}
+
+json_t *qf_logprobs_vllm_prompt(const qf_tokenizer *tok, const qf_serve_job *j, int n, int ids_as_text) {
+    json_t *a = json_array();
+    json_array_append_new(a, json_null());
+    for (int t = 1; t < j->plen; t++) {
+        json_t *d = json_object();
+        const size_t at = (size_t)t * (size_t)j->ptop_n;
+        for (int k = 0; k < n; k++) lp_vllm_add(d, tok, j->ptop_id[at + k], j->ptop_lp[at + k], k + 1, ids_as_text);
+        lp_vllm_add(d, tok, j->ids[t], j->plp[t], j->prank[t], ids_as_text);
+        json_array_append_new(a, d);
+    }
+    return a;
 }
 
 json_t *qf_logprobs_tgi_prefill(const qf_tokenizer *tok, const qf_serve_job *j) {

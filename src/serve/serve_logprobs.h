@@ -6,6 +6,7 @@
  *                         "text_offset": [...]} (each dict: the top_n most likely and the chosen token; with echo
  *                         the prompt's tokens first, the first one's logprob and dict null)
  *   TGI prefill:          [{"id", "text", "logprob"}] of the prompt's tokens (decoder_input_details)
+ *   vLLM prompt_logprobs: [null, {"ID": {"logprob", "rank", "decoded_token"}}] of the prompt's tokens
  *   TGI top_tokens:       [{"id", "text", "logprob", "special"}] for one token, most likely first.
  * A token's text is its bytes decoded alone (a piece of a UTF-8 sequence reads as U+FFFD; "bytes" holds them as
  * they are), or "token_id:ID" under vLLM's return_tokens_as_token_ids. */
@@ -29,6 +30,9 @@ json_t *qf_logprobs_completion_prompt(const qf_tokenizer *tok, const qf_serve_jo
                                       size_t *chars);
 /* appends completions object b's arrays to a's (b consumed) */
 void qf_logprobs_completion_join(json_t *a, json_t *b);
+/* vLLM's prompt_logprobs: [null, {"ID": {"logprob", "rank", "decoded_token"}}, ...], each dict the n most likely
+ * (ranks 1..n) and the prompt token with its rank */
+json_t *qf_logprobs_vllm_prompt(const qf_tokenizer *tok, const qf_serve_job *j, int n, int ids_as_text);
 /* TGI's details.prefill: [{"id", "text", "logprob"}] of the prompt's tokens (decoder_input_details; the first
  * token's logprob null) */
 json_t *qf_logprobs_tgi_prefill(const qf_tokenizer *tok, const qf_serve_job *j);

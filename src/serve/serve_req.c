@@ -263,6 +263,10 @@ static int req_openai(json_t *o, const qf_serve_limits *lim, qf_serve_req *r, qf
                                             "(true/false is /v1/chat/completions' form)", QF_SAMPLE_TOP_MAX);
             if (req_int(v, key, 0, QF_SAMPLE_TOP_MAX, &i, w)) return -1;
             r->logprobs = 1, r->top_n = (int)i;
+        } else if (!strcmp(key, "prompt_logprobs")) { /* vLLM's: the prompt's tokens with their alternatives */
+            if (json_is_null(v)) continue;
+            if (req_int(v, key, 0, QF_SAMPLE_TOP_MAX, &i, w)) return -1;
+            r->prompt_top = (int)i;
         } else if (!strcmp(key, "return_tokens_as_token_ids")) { /* vLLM's */
             if (!json_is_null(v) && req_bool(v, key, &r->ids_as_text, w)) return -1;
         } else if (!strcmp(key, "echo")) {
@@ -307,6 +311,8 @@ static int req_openai(json_t *o, const qf_serve_limits *lim, qf_serve_req *r, qf
             return req_bad(w, 400, key, "unknown field %s", key);
         }
     }
+    if (r->stream && r->prompt_top >= 0) /* vLLM's rule */
+        return req_bad(w, 400, "prompt_logprobs", "prompt_logprobs is not available with stream: true");
     if (!chat && r->max_new == 0 && !r->echo)
         return req_bad(w, 400, "max_tokens", "max_tokens = 0 needs echo: true (the prompt scored, nothing generated)");
     if (chat && top_given && r->top_n > 0 && !r->logprobs)
@@ -349,6 +355,7 @@ int qf_serve_req_parse(qf_api api, const char *body, size_t n, const qf_serve_li
     memset(r, 0, sizeof *r);
     memset(why, 0, sizeof *why);
     r->api = api;
+    r->prompt_top = -1;
     r->sample = (qf_sample_opts){.greedy = 1, .top_k = 0, .temperature = 1.0, .top_p = 1.0, .repetition_penalty = 1.0};
     json_error_t je;
     json_t *o = json_loadb(body, n, JSON_REJECT_DUPLICATES, &je);

@@ -48,6 +48,7 @@ typedef struct qf_serve_req {
     int ids_as_text;           /* vLLM's return_tokens_as_token_ids: logprobs' tokens as "token_id:ID" */
     int echo;                  /* completions: the prompt before the completion (with its logprobs where asked) */
     int input_details;         /* TGI's decoder_input_details: details.prefill with the prompt tokens' logprobs */
+    int prompt_top;            /* vLLM's prompt_logprobs: -1 not asked, else 0..QF_SAMPLE_TOP_MAX alternatives */
     int no_thinking;           /* chat: chat_template_kwargs.enable_thinking = false (vLLM's field; Qwen3 templates) */
     char model[256];           /* OpenAI "model" as given */
 } qf_serve_req;

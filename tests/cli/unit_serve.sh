@@ -17,7 +17,8 @@
 #     its alternatives under greedy, its logprob the one TGI's details report (the backend's pick), the alternatives
 #     sorted, the text offsets add up; the replies' text and ids unchanged by asking (transformers' values:
 #     ref_serve_logprobs); the prompt's own (completions' echo, TGI's decoder_input_details) against each prefix's
-#     next-token logprobs, streamed and not, with the prompt cached, n = 2 and max_tokens 0 (the prompt scored alone)
+#     next-token logprobs, streamed and not, with the prompt cached, n = 2 and max_tokens 0 (the prompt scored alone);
+#     vLLM's prompt_logprobs (ranks, completions and chat) with echo's values
 #   - n choices (OpenAI): choice k of a seeded request == generate --seed (seed + k), streamed by index too; greedy
 #     choices == greedy; usage counts every choice; n over --max-queue is 400; the choices after the first share its
 #     prompt's cached blocks
@@ -324,10 +325,27 @@ try:
                                                                  return_tokens_as_token_ids=True))[:-1]]
     expect("echo, max_tokens 0, stream: the prompt, then the finish", ("".join(c["choices"][0]["text"] for c in zc),
            zc[-1]["choices"][0]["finish_reason"]), (texts[2], "length"))
+    # vLLM's prompt_logprobs: [null, {ID: {logprob, rank, decoded_token}}]: the prompt token's values == echo's,
+    # ranks 1..n for the alternatives, the token's rank 1 exactly where it is the most likely; chat's beside choices
+    s, h, vq = S.post("/v1/completions", dict(eb, prompt_logprobs=2))
+    pl = vq["choices"][0]["prompt_logprobs"]
+    expect("prompt_logprobs: one entry a prompt token, the first null", (len(pl), pl[0]), (P, None))
+    for t in range(1, P):
+        e = pl[t][str(pids[t])]
+        best = max(L["top_logprobs"][t].values())
+        if not close(e["logprob"], L["token_logprobs"][t]) or (e["rank"] == 1) != close(e["logprob"], best) or \
+                sorted(x["rank"] for k, x in pl[t].items() if k != str(pids[t]) or e["rank"] <= 2)[:2] != [1, 2]:
+            fail(f"prompt_logprobs[{t}]: {pl[t]} (echo's {L['token_logprobs'][t]}, best {best})"); break
+    expect("prompt_logprobs: the reply's text unchanged", vq["choices"][0]["text"], plain["choices"][0]["text"])
+    s, h, vc = S.post("/v1/chat/completions", {"messages": chat_msgs[0], "max_tokens": 2, "temperature": 0,
+                                               "prompt_logprobs": 0})
+    expect("chat prompt_logprobs: beside the choices, one a prompt token", (s, len(vc.get("prompt_logprobs") or []),
+           all(len(d) == 1 for d in vc["prompt_logprobs"][1:])), (200, vc["usage"]["prompt_tokens"], True))
     m = S.metrics()
     expect("echo, max_tokens 0: no row or block left held", (m["qwenft_batch_size"], m["qwenft_kv_blocks_used"]), (0, 0))
     print(f"prompt logprobs: echo ({P} prompt tokens) == the next-token logprobs of each prefix, streamed and not, "
-          "again with the prompt cached, n = 2, max_tokens 0; TGI decoder_input_details == echo's")
+          "again with the prompt cached, n = 2, max_tokens 0; TGI decoder_input_details and vLLM's prompt_logprobs "
+          "(completions, chat) == echo's")
     # ---- n choices: each its own job over the prompt, seeds seed + index (vLLM's): choice k of a seeded sampled
     # request == generate --seed (seed + k); greedy choices all greedy's; streamed choices by index == the reply's
     sp = {"temperature": 0.8, "top_k": 40, "top_p": 0.9}
@@ -400,6 +418,8 @@ try:
              ("/v1/completions", {"prompt": "a", "logprobs": True}, "logprobs"),
              ("/v1/completions", {"prompt": "a", "echo": 1}, "echo"),
              ("/v1/completions", {"prompt": "a", "max_tokens": 0}, "max_tokens"),
+             ("/v1/completions", {"prompt": "a", "prompt_logprobs": 21}, "prompt_logprobs"),
+             ("/v1/completions", {"prompt": "a", "prompt_logprobs": 1, "stream": True}, "prompt_logprobs"),
              ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 0}, "max_tokens"),
              ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "echo": True}, "echo"),
              ("/generate", {"inputs": "a", "parameters": {"decoder_input_details": "yes"}},

@@ -30,6 +30,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     if (r.top_n < 0 || r.top_n > QF_SAMPLE_TOP_MAX || r.n < 0 || r.n > QF_SERVE_MAX_N) abort();
     if ((api == QF_API_TGI || api == QF_API_TGI_STREAM) && (r.top_n > QF_SERVE_TGI_TOP_N || r.n || r.logprobs)) abort();
     if (r.echo && api != QF_API_COMPLETIONS) abort(); /* echo: completions only (chat refuses it) */
+    if (r.prompt_top < -1 || r.prompt_top > QF_SAMPLE_TOP_MAX ||
+        (r.prompt_top >= 0 && (r.stream || api <= QF_API_TGI_STREAM)))
+        abort(); /* vLLM's prompt_logprobs: OpenAI's APIs, never streamed */
     if (r.input_details && (api == QF_API_TGI_STREAM || r.stream || api == QF_API_COMPLETIONS || chat)) abort();
     if (r.max_new > lim.max_new || (r.max_new < 1 && r.max_new != -1 && !(r.max_new == 0 && r.echo)) ||
         r.default_new < 0)

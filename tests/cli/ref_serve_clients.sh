@@ -6,7 +6,8 @@
 #     response in the locustfile), and the greedy text of each prompt the same every time;
 #   - the official OpenAI Python client (with --api-key, so the client's Bearer header is checked): chat and
 #     completion, with and without streaming, equal to `qwen-ft generate` greedy (--chat for the chat); models.list;
-#     logprobs (chat top_logprobs, completions logprobs) as the client's types read them;
+#     logprobs (chat top_logprobs, completions logprobs; echo with max_tokens 0: the prompt scored) as the client's
+#     types read them;
 #     a bad request raises the client's BadRequestError naming the field.
 # Env: QWENFT, WORK, SRC, PYREF.
 set -euo pipefail
@@ -107,6 +108,12 @@ try:
     lp = c.choices[0].logprobs
     expect("completion logprobs: tokens, values, alternatives (3 + the chosen at most)",
            (len(lp.tokens), len(lp.token_logprobs), all(1 <= len(t) <= 4 for t in lp.top_logprobs)), (8, 8, True))
+    e0 = cl.completions.create(model="wide", prompt="the quick brown fox", max_tokens=0, temperature=0, logprobs=2,
+                               echo=True) # a prompt scored alone: what evaluation harnesses ask
+    el = e0.choices[0].logprobs
+    expect("echo, max_tokens 0: the prompt's text and tokens, the first logprob None",
+           (e0.choices[0].text, len(el.tokens) == e0.usage.prompt_tokens, el.token_logprobs[0],
+            all(isinstance(x, float) for x in el.token_logprobs[1:])), ("the quick brown fox", True, None, True))
     try:
         cl.completions.create(model="wide", prompt="a", max_tokens=100000)
         fail("max_tokens 100000 was accepted")

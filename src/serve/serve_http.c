@@ -251,32 +251,32 @@ static json_t *http_echo_logprobs(http_job *hj) {
     return qf_logprobs_completion_prompt(hj->c->o->tok, &hj->job, hj->req.ids_as_text, &hj->lp_chars);
 }
 
-/* an OpenAI choice of a whole reply */
+/* an OpenAI choice of a whole reply (completions' echo: the prompt's text and logprobs before the completion's) */
 static json_t *http_oai_choice(http_job *ch) {
     size_t len;
     char *t = http_visible(ch, ch->job.nout, 1, &len);
-    if (ch->req.api == QF_API_COMPLETIONS && ch->req.echo) { /* the prompt, then the completion */
+    if (ch->req.api == QF_API_CHAT) {
+        json_t *o = json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", (json_int_t)ch->index, "message", "role",
+                              "assistant", "content", http_str(t, len), "logprobs",
+                              http_oai_logprobs(ch, 0, ch->job.nout), "finish_reason",
+                              http_finish_oai(ch->job.finish));
+        free(t);
+        return o;
+    }
+    json_t *lp = ch->req.echo ? http_echo_logprobs(ch) : json_null();
+    if (ch->req.echo) {
         size_t pl;
         char *p = http_prompt_text(ch, &pl);
         p = qf_realloc(p, pl + len + 1);
         memcpy(p + pl, t, len);
         free(t);
         t = p, len += pl;
-        json_t *lp = http_echo_logprobs(ch);
-        if (json_is_object(lp)) qf_logprobs_completion_join(lp, http_oai_logprobs(ch, 0, ch->job.nout));
-        json_t *o = json_pack("{s:i,s:o,s:o,s:s}", "index", (json_int_t)ch->index, "text", http_str(t, len),
-                              "logprobs", lp, "finish_reason", http_finish_oai(ch->job.finish));
-        free(t);
-        return o;
     }
-    json_t *o = ch->req.api == QF_API_COMPLETIONS
-                    ? json_pack("{s:i,s:o,s:o,s:s}", "index", (json_int_t)ch->index, "text", http_str(t, len),
-                                "logprobs", http_oai_logprobs(ch, 0, ch->job.nout), "finish_reason",
-                                http_finish_oai(ch->job.finish))
-                    : json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", (json_int_t)ch->index, "message", "role",
-                                "assistant", "content", http_str(t, len), "logprobs",
-                                http_oai_logprobs(ch, 0, ch->job.nout), "finish_reason",
-                                http_finish_oai(ch->job.finish));
+    json_t *gen = http_oai_logprobs(ch, 0, ch->job.nout); /* after the prompt's: text_offset counts on from it */
+    if (json_is_object(lp)) qf_logprobs_completion_join(lp, gen);
+    else json_decref(lp), lp = gen;
+    json_t *o = json_pack("{s:i,s:o,s:o,s:s}", "index", (json_int_t)ch->index, "text", http_str(t, len), "logprobs",
+                          lp, "finish_reason", http_finish_oai(ch->job.finish));
     free(t);
     return o;
 }
@@ -579,7 +579,8 @@ static void http_choice_init(http_job *ch, const int32_t *prompt, int plen, int 
         j->top_id = qf_malloc((size_t)max_new * (size_t)j->top_n * sizeof *j->top_id);
         j->top_lp = qf_malloc((size_t)max_new * (size_t)j->top_n * sizeof *j->top_lp);
     }
-    /* the prompt's own log-probabilities: OpenAI completions' echo with logprobs, TGI's decoder_input_details */
+    /* the prompt's own log-probabilities: OpenAI completions' echo with logprobs, TGI's decoder_input_details, vLLM's
+     * prompt_logprobs */
     j->prompt_lp = http_prompt_lp(&ch->req);
     if (j->prompt_lp) { /* the alternatives: echo's top_n, vLLM's prompt_logprobs, the larger where both */
         j->ptop_n = ch->req.prompt_top > j->top_n ? ch->req.prompt_top : j->top_n;

@@ -232,30 +232,17 @@ static int engine_can_chain(const qf_engine *g) {
     return prefill || !all_end;
 }
 
-/* the prompt log-probabilities of the call just run (one rank: its head is here): the head again over the npl
- * rows in pl_row, max_batch at a time (qf_model_paged_logits), each row's log-softmax of the prompt token it
- * predicts, its rank and its ptop_n most likely, rows in parallel. Outside g->mu (O(V) passes a row: a long
- * prompt's would stall the HTTP thread): only this thread writes plp / prank / ptop_* and releases jobs, and it
- * does so before the call's picks (a job may leave with them); the HTTP side reads them once the job is released. */
+/* the prompt log-probabilities of the call just run (qf_split_call computed them on the head's rank) into their
+ * jobs. Outside g->mu: only this thread writes plp / prank / ptop_* and releases jobs, and it does so before the
+ * call's picks (a job may leave with them); the HTTP side reads them once the job is released. */
 static void engine_prompt_lp(qf_engine *g, int npl) {
-    const int64_t V = g->o.cfg->vocab_size;
-    QF_CHECK(npl == 0 || g->o.world == 1); /* serve_http.c refuses the prompt's logprobs under the layer split */
-    if (npl && !g->plogits) g->plogits = qf_malloc((size_t)g->o.max_batch * (size_t)V * sizeof(float));
-    for (int b = 0; b < npl; b += g->o.max_batch) {
-        const int n = npl - b < g->o.max_batch ? npl - b : g->o.max_batch;
-        qf_model_paged_logits(&g->m, g->pl_row + b, n, g->plogits);
-#pragma omp parallel for schedule(static)
-        for (int r = 0; r < n; r++) {
-            qf_serve_job *j = g->slot[g->pl_slot[b + r]];
-            const int t = g->pl_at[b + r];
-            const size_t at = (size_t)t * (size_t)j->ptop_n;
-            const float *lg = g->plogits + (size_t)r * V;
-            j->plp[t] = qf_sample_logprobs(lg, V, j->ids[t], j->ptop_n, j->ptop_n ? j->ptop_id + at : NULL,
-                                           j->ptop_n ? j->ptop_lp + at : NULL);
-            int32_t rank = 1; /* the ids ahead of it: a larger logit, or the same one at a lower id */
-            const float x = lg[j->ids[t]];
-            for (int64_t v = 0; v < V; v++) rank += lg[v] > x || (lg[v] == x && v < j->ids[t]);
-            j->prank[t] = rank;
+    for (int k = 0; k < npl; k++) {
+        qf_serve_job *j = g->slot[g->pl_slot[k]];
+        const int t = g->pl_at[k], n = j->ptop_n;
+        j->plp[t] = g->pl_lp[k], j->prank[t] = g->pl_rank[k];
+        if (n) {
+            memcpy(j->ptop_id + (size_t)t * n, g->pl_tid + (size_t)k * QF_SAMPLE_TOP_MAX, (size_t)n * sizeof(int32_t));
+            memcpy(j->ptop_lp + (size_t)t * n, g->pl_tlp + (size_t)k * QF_SAMPLE_TOP_MAX, (size_t)n * sizeof(float));
         }
     }
 }
@@ -300,8 +287,11 @@ static int engine_step(qf_engine *g) {
             if (k > g->Ntok - N) k = g->Ntok - N;
             for (int i = 0; i < k; i++) {
                 g->tok[N + i] = j->ids[j->prefilled + i], g->seq[N + i] = s, g->pos[N + i] = j->prefilled + i;
-                if (j->prompt_lp && j->prefilled + i + 1 < j->plen) /* its logits give prompt token t's logprob */
-                    g->pl_row[npl] = N + i, g->pl_slot[npl] = s, g->pl_at[npl++] = j->prefilled + i + 1;
+                if (j->prompt_lp && j->prefilled + i + 1 < j->plen) { /* its logits give prompt token t's logprob */
+                    const int t = j->prefilled + i + 1;
+                    g->pl_row[npl] = N + i, g->pl_slot[npl] = s, g->pl_at[npl] = t;
+                    g->pl_tgt[npl] = j->ids[t], g->pl_topn[npl++] = j->ptop_n;
+                }
             }
             j->prefilled += k;
             N += k, budget -= k, prompt_tok += k;
@@ -329,8 +319,8 @@ static int engine_step(qf_engine *g) {
     const int k = chain ? 1 - g->fly : 0, prev = g->fly;
     g->call_feed = chain ? g->fl[prev].n : 0;
     g->call_ahead = ahead ? k : -1;
-    if (g->o.world > 1) qf_split_send(g, 1, N, nrows, mode); /* the other ranks' layers (serve_split.c) */
-    qf_split_call(g, N, nrows, mode);
+    if (g->o.world > 1) qf_split_send(g, 1, N, nrows, mode, npl); /* the other ranks' layers (serve_split.c) */
+    qf_split_call(g, N, nrows, mode, npl);
     engine_prompt_lp(g, npl);
     pthread_mutex_lock(&g->mu);
     g->steps++, g->steps_ahead += chain;
@@ -384,7 +374,7 @@ static void *engine_main(void *arg) {
         engine_step(g);
         if (g->o.notify) g->o.notify(g->o.notify_ctx);
     }
-    if (g->o.world > 1) qf_split_send(g, 0, 0, 0, 0); /* the other ranks stop following */
+    if (g->o.world > 1) qf_split_send(g, 0, 0, 0, 0, 0); /* the other ranks stop following */
     return NULL;
 }
 
@@ -437,6 +427,12 @@ int qf_engine_init(qf_engine *g, const qf_engine_opts *o, qf_err *e) {
     g->pl_row = qf_malloc((size_t)g->Ntok * sizeof(int32_t));
     g->pl_slot = qf_malloc(((size_t)g->Ntok + (size_t)o->max_batch) * sizeof(int32_t)); /* + engine_step's end_slot */
     g->pl_at = qf_malloc((size_t)g->Ntok * sizeof(int32_t));
+    g->pl_tgt = qf_malloc((size_t)g->Ntok * sizeof(int32_t));
+    g->pl_topn = qf_malloc((size_t)g->Ntok * sizeof(int32_t));
+    g->pl_lp = qf_malloc((size_t)g->Ntok * sizeof(float));
+    g->pl_rank = qf_malloc((size_t)g->Ntok * sizeof(int32_t));
+    g->pl_tid = qf_malloc((size_t)g->Ntok * QF_SAMPLE_TOP_MAX * sizeof(int32_t));
+    g->pl_tlp = qf_malloc((size_t)g->Ntok * QF_SAMPLE_TOP_MAX * sizeof(float));
     /* graphs need every buffer in place: resident weights (no streamed layers), no profiler marks, a GPU table */
     g->graphs = 0;
     if (!o->cuda_graphs) g->graphs_why = "off (--cuda-graphs off)";
@@ -459,7 +455,7 @@ void qf_engine_counts(qf_engine *g, uint64_t *steps, uint64_t *ahead) {
 int qf_engine_start(qf_engine *g, qf_err *e) {
     QF_CHECK(g->inited && g->o.rank == 0);
     if (pthread_create(&g->thread, NULL, engine_main, g)) {
-        if (g->o.world > 1) qf_split_send(g, 0, 0, 0, 0); /* the other ranks are following: let them go */
+        if (g->o.world > 1) qf_split_send(g, 0, 0, 0, 0, 0); /* the other ranks are following: let them go */
         return qf_err_set(e, QF_EXIT_RUNTIME, "serve: cannot start the engine thread");
     }
     g->started = 1;
@@ -468,8 +464,8 @@ int qf_engine_start(qf_engine *g, qf_err *e) {
 
 void qf_engine_follow(qf_engine *g) {
     QF_CHECK(g->inited && g->o.rank > 0);
-    int N, nrows, mode;
-    while (qf_split_recv(g, &N, &nrows, &mode)) qf_split_call(g, N, nrows, mode);
+    int N, nrows, mode, npl;
+    while (qf_split_recv(g, &N, &nrows, &mode, &npl)) qf_split_call(g, N, nrows, mode, npl);
 }
 
 void qf_engine_stop(qf_engine *g) {
@@ -504,6 +500,7 @@ void qf_engine_stop(qf_engine *g) {
     free(g->pick);
     free(g->pick_lp);
     free(g->plogits);
-    free(g->pl_row), free(g->pl_slot), free(g->pl_at);
+    free(g->pl_row), free(g->pl_slot), free(g->pl_at), free(g->pl_tgt), free(g->pl_topn);
+    free(g->pl_lp), free(g->pl_rank), free(g->pl_tid), free(g->pl_tlp);
     memset(g, 0, sizeof *g);
 }

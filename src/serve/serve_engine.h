@@ -128,7 +128,11 @@ typedef struct qf_engine {
     float *pick_lp;              /* [max_batch] their log-softmax */
     float *plogits;              /* [max_batch, V] prompt rows' logits (prompt_lp jobs; allocated at first use) */
     int32_t *pl_row;             /* [Ntok] a call's prompt rows whose next token is in the prompt (prompt_lp) */
-    int32_t *pl_slot, *pl_at;    /* [Ntok] their slot and the prompt position t they predict */
+    int32_t *pl_slot, *pl_at;    /* [Ntok] their slot and the prompt position t they predict (rank 0) */
+    int32_t *pl_tgt, *pl_topn;   /* [Ntok] the prompt token each predicts and the alternatives wanted (every rank) */
+    float *pl_lp, *pl_tlp;       /* [Ntok], [Ntok, QF_SAMPLE_TOP_MAX] the rows' results (the head's rank, then rank 0):
+                                  * the token's log-softmax, the alternatives' */
+    int32_t *pl_rank, *pl_tid;   /* [Ntok], [Ntok, QF_SAMPLE_TOP_MAX] the token's rank, the alternatives' ids */
     /* the layer split (serve_split.c) */
     int32_t *btab;               /* [max_batch * maxb] the block tables the call uses (rank 0: the pool's) */
     int btab_dirty;              /* rank 0: the tables changed since the ranks last got them */
@@ -179,10 +183,12 @@ void qf_engine_stop(qf_engine *g);
  * end (cmd 0) to the others; qf_split_recv is their side (1: a call, in g's arrays; 0: the end). Then every rank
  * runs qf_split_call: its layers, the residual from the rank before and to the rank after, and on the last rank the
  * head of rows[0..nrows): the greedy picks (mode 1; 2: with their log-softmax) or the logits (mode 0), which reach
- * rank 0's g->pick / pick_lp / logits. */
-void qf_split_send(qf_engine *g, int cmd, int N, int nrows, int mode);
-int qf_split_recv(qf_engine *g, int *N, int *nrows, int *mode);
-void qf_split_call(qf_engine *g, int N, int nrows, int mode);
+ * rank 0's g->pick / pick_lp / logits; then, for the npl prompt rows pl_row (prompt_lp jobs), the head again over
+ * them and each row's log-softmax of pl_tgt, its rank and its pl_topn most likely (g->pl_lp, pl_rank, pl_tid,
+ * pl_tlp), which reach rank 0 too. */
+void qf_split_send(qf_engine *g, int cmd, int N, int nrows, int mode, int npl);
+int qf_split_recv(qf_engine *g, int *N, int *nrows, int *mode, int *npl);
+void qf_split_call(qf_engine *g, int N, int nrows, int mode, int npl);
 
 
 #endif

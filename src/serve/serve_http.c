@@ -667,17 +667,6 @@ static void http_generate(serve_ctx *c, struct evhttp_request *r, qf_api api, co
         free(hj);
         return;
     }
-    if (o->world > 1 && http_prompt_lp(&hj->req)) {
-        const char *f = api == QF_API_TGI ? "parameters.decoder_input_details"
-                        : hj->req.prompt_top >= 0 ? "prompt_logprobs" : "echo";
-        snprintf(m2, sizeof m2, "%s: the prompt's log-probabilities are not available with the layers split over "
-                 "ranks (%d ranks)", f, o->world);
-        http_error(c, r, endpoint, api, 400, f, m2);
-        qf_gen_prompts_free(&P);
-        qf_serve_req_free(&hj->req);
-        free(hj);
-        return;
-    }
     /* the choices (OpenAI's n; one elsewhere): each a job of its own over the same prompt, seeds seed + index (as
      * vLLM's), the lead's req shared */
     const int nch = hj->req.n > 1 ? hj->req.n : 1;

@@ -14,7 +14,8 @@
 #   - decoding one step ahead (--decode-ahead, default on): the fp32 runs above ran with it (the log says so and
 #     counts the steps queued ahead); bf16 requests one at a time give the same ids with --decode-ahead off;
 #   - fp32 on 2 ranks sharing the GPU (mpirun: the layers split, src/serve/serve_split.c): the same 40 replies ==
-#     CPU generate (skipped, saying so, where mpirun is not on PATH), and echo with logprobs refused (400 naming it);
+#     CPU generate (skipped, saying so, where mpirun is not on PATH), and echo's prompt logprobs == one rank's
+#     (within 1e-5; the head's rank computes them and sends them to rank 0);
 #   - the prompt's logprobs (completions' echo, fp32): its prompt tokens' alternatives == the first generated
 #     token's of a request over each prefix (within 1e-4); with max_tokens 0 the same prompt logprobs alone.
 # Skipped (exit 77) without a GPU. Env: QWENFT, WORK, SRC.
@@ -36,6 +37,7 @@ with open("p.jsonl", "w") as f:
 p = subprocess.run([q, "generate", "--model", "wide", "--prompts", "p.jsonl", "--json", "-n", str(N)], capture_output=True,
                    text=True, check=True, env=dict(os.environ, QWENFT_BACKEND="cpu"))
 ref = [json.loads(l) for l in p.stdout.splitlines()]
+echo_ref = {} # dtype: one rank's echo logprobs (the 2-rank run compares with them)
 def run(dtype, ranks=1):
     global bad
     os.environ["QWENFT_BACKEND"] = "cuda"
@@ -56,10 +58,16 @@ def run(dtype, ranks=1):
     eb = {"prompt": texts[3], "max_tokens": 4, "temperature": 0, "logprobs": 3, "echo": True,
           "return_tokens_as_token_ids": True}
     se, he, e = S.post("/v1/completions", eb) # (s and c stay the chat request's: run returns its content)
-    if ranks > 1: # the prompt's logprobs need the head where the scheduler is: refused under the split
-        if se != 400 or e["error"]["param"] != "echo": bad += 1; print(f"FAIL: {dtype} on {ranks} ranks: echo {se} {e}")
+    if ranks > 1: # the prompt's logprobs from the last rank == one rank's (the fp32 run before)
+        L2 = e["choices"][0]["logprobs"] if se == 200 else None
+        L1 = echo_ref.get(dtype)
+        ok = L2 is not None and L1 is not None and L2["tokens"] == L1["tokens"] and all(
+            (a is None and b is None) or (a is not None and b is not None and abs(a - b) <= 1e-5)
+            for a, b in zip(L2["token_logprobs"], L1["token_logprobs"]))
+        if not ok: bad += 1; print(f"FAIL: {dtype} on {ranks} ranks: echo {se} {str(e)[:300]} != one rank's")
+        else: print(f"CUDA {dtype} serve on {ranks} ranks: echo's logprobs == one rank's (within 1e-5)")
     elif dtype == "fp32": # the prompt's logprobs (the head run again over the prompt rows on the GPU) == each prefix's
-        L = e["choices"][0]["logprobs"]; P = e["usage"]["prompt_tokens"]
+        L = e["choices"][0]["logprobs"]; P = e["usage"]["prompt_tokens"]; echo_ref[dtype] = L
         pids = [int(t.split(":")[1]) for t in L["tokens"][:P]]; worst = 0.0
         for t in (1, P // 3, P - 1):
             s1, h1, o1 = S.post("/v1/completions", {"prompt": pids[:t], "max_tokens": 1, "temperature": 0,

@@ -5,6 +5,9 @@
 #   - every greedy reply under concurrency (--max-batch 3, --prefill-chunk 8: requests queue, join a running batch and
 #     prefill in chunks) has exactly the tokens `qwen-ft generate` gives on one rank, TGI details ids and a stream;
 #     a sampled request with a seed too (the logits travel from the last rank to rank 0)
+#   - the prompt's log-probabilities (TGI decoder_input_details, vLLM prompt_logprobs with alternatives and ranks,
+#     OpenAI echo with max_tokens 0 and logprobs) equal one rank's server's, a prompt over several prefill chunks
+#     (the head's rank computes them and sends them to rank 0)
 #   - each rank says which layers it holds; SIGTERM to rank 0 (2 ranks), or to every rank as srun/scancel send it
 #     (3 ranks), drains and every rank exits 0 (so does mpirun). (A SIGTERM to mpirun itself reaches every rank
 #     and drains the same way, but Open MPI's mpirun then exits 1 for a job it signalled: not tested.)
@@ -43,6 +46,26 @@ def generate(*extra):
 ref = generate()
 ref_ids = [r["ids"] for r in ref]
 seeded_ids = generate("--temperature", "0.8", "--top-k", "20", "--seed", "11")[0]["ids"] # row 0: serve's stream
+# the prompt's logprobs: one rank's server is the reference (texts[3]: 30+ tokens, several chunks of 8)
+plp_reqs = [("/generate", {"inputs": texts[3], "parameters": {"max_new_tokens": 2, "details": True,
+                                                             "decoder_input_details": True}}),
+            ("/v1/completions", {"model": "m", "prompt": texts[3], "max_tokens": 2, "prompt_logprobs": 3}),
+            ("/v1/completions", {"model": "m", "prompt": texts[6], "max_tokens": 0, "echo": True, "logprobs": 2})]
+def plp_of(path, b):
+    if path == "/generate": return b["details"]["prefill"]
+    c = b["choices"][0]
+    return c.get("prompt_logprobs") or c["logprobs"]
+S = Server(q, "--model", "wide", "--max-batch", "3", "--prefill-chunk", "8", "--max-total-tokens", "256",
+           log="serve1.err")
+try:
+    plp_ref = []
+    for path, body in plp_reqs:
+        s, h, b = S.post(path, body)
+        if s != 200: fail(f"1 rank: {path} {body}: {s} {b}")
+        plp_ref.append(plp_of(path, b) if s == 200 else None)
+finally:
+    S.stop()
+if plp_ref[0] is not None and len(plp_ref[0]) < 25: fail(f"1 rank: the prefill has {len(plp_ref[0])} tokens, expected 25+")
 
 for np_ in (2, 3):
     S = Server(q, "--model", "wide", "--max-batch", "3", "--max-queue", "64", "--prefill-chunk", "8",
@@ -64,10 +87,17 @@ for np_ in (2, 3):
                          "do_sample": True, "temperature": 0.8, "top_k": 20, "seed": 11}})
         sids = [t["id"] for t in b["details"]["tokens"]] if s == 200 else (s, b)
         if sids != seeded_ids: fail(f"{np_} ranks, seeded sample: {sids} != generate --seed's {seeded_ids}")
-        s, h, b = S.post("/generate", {"inputs": texts[0], "parameters": {"max_new_tokens": N, "details": True,
-                                                                         "decoder_input_details": True}})
-        if s != 400 or b.get("field") != "parameters.decoder_input_details":
-            fail(f"{np_} ranks: decoder_input_details (the prompt's logprobs) not refused under the split: {s} {b}")
+        res = {}
+        def plp_worker(i): # concurrently, beside each other's chunks
+            path, body = plp_reqs[i]
+            s, h, b = S.post(path, body)
+            res[i] = plp_of(path, b) if s == 200 else (s, b)
+        ts = [threading.Thread(target=plp_worker, args=(i,)) for i in range(len(plp_reqs))]
+        for t in ts: t.start()
+        for t in ts: t.join()
+        for i in range(len(plp_reqs)):
+            if res.get(i) != plp_ref[i]:
+                fail(f"{np_} ranks: {plp_reqs[i]}: the prompt's logprobs {res.get(i)} != one rank's {plp_ref[i]}")
     finally: # SIGTERM to rank 0 (2 ranks) or to every rank (3), not to mpirun
         rc = S.stop_ranks(which={0} if np_ == 2 else None)
     log = open(f"serve{np_}.err").read()
@@ -76,6 +106,7 @@ for np_ in (2, 3):
         if not re.search(f"rank {r} of {np_} \\(pid \\d+\\): layers \\[", log): fail(f"{np_} ranks: rank {r} did not say its layers:\n{log}")
     if "the layers split over %d ranks" % np_ not in log: fail(f"{np_} ranks: no split line:\n{log}")
     if not bad: print(f"ok: {np_} ranks: {len(texts)} concurrent greedy replies, a stream and a seeded sample equal "
-                      f"generate's on one rank; the prompt's logprobs refused (400); SIGTERM: exit 0")
+                      f"generate's on one rank; the prompt's logprobs (TGI, vLLM, echo) equal one rank's server's; "
+                      f"SIGTERM: exit 0")
 sys.exit(1 if bad else 0)
 PY

@@ -49,8 +49,9 @@ struct http_job {
     serve_ctx *c;
     struct evhttp_request *evreq; /* NULL once the client is gone (the lead's; the other choices' stay NULL) */
     http_job *lead;               /* the request's choice 0 (itself there): its evreq, id and req serve every choice */
-    http_job **ch;                /* the lead's: [nch] the request's choices (OpenAI's n), ch[0] = the lead */
-    int nch, index;               /* index: this choice's */
+    http_job **ch;                /* the lead's: [nch] the request's choices (OpenAI's n; best_of's candidates),
+                                   * ch[0] = the lead */
+    int nch, nret, index;         /* nret: the choices returned (nch but with best_of); index: this choice's */
     const char *endpoint;
     char id[48];
     long created;
@@ -281,34 +282,78 @@ static json_t *http_oai_choice(http_job *ch) {
     return o;
 }
 
-/* the whole reply of a finished non-streaming request (every choice) */
+/* TGI's generated_text of choice ch (the prompt's text before it with return_full_text) */
+static json_t *http_tgi_text(const http_job *ch) {
+    size_t len;
+    char *t = http_visible(ch, ch->job.nout, 1, &len);
+    json_t *txt;
+    if (ch->req.return_full_text) {
+        char *full = qf_malloc(ch->req.text_len + len + 1);
+        memcpy(full, ch->req.text, ch->req.text_len);
+        memcpy(full + ch->req.text_len, t, len);
+        txt = http_str(full, ch->req.text_len + len);
+        free(full);
+    } else {
+        txt = http_str(t, len);
+    }
+    free(t);
+    return txt;
+}
+
+/* the mean log-probability of a choice's generated tokens (best_of's measure: OpenAI's "highest log probability per
+ * token"; 0 without tokens) */
+static double http_mean_logprob(const http_job *ch) {
+    double s = 0.0;
+    for (int i = 0; i < ch->job.nout; i++) s += ch->job.logprob[i];
+    return ch->job.nout ? s / ch->job.nout : 0.0;
+}
+
+/* order[nch]: the request's choices best first by http_mean_logprob (ties: the lower index) where best_of asked for
+ * more candidates than it returns, else in index order */
+static void http_choice_order(const http_job *hj, int *order) {
+    for (int k = 0; k < hj->nch; k++) order[k] = k;
+    if (hj->nret == hj->nch) return;
+    for (int k = 1; k < hj->nch; k++) { /* insertion sort: at most QF_SERVE_MAX_N */
+        const int x = order[k];
+        const double mx = http_mean_logprob(hj->ch[x]);
+        int i = k;
+        for (; i > 0 && http_mean_logprob(hj->ch[order[i - 1]]) < mx; i--) order[i] = order[i - 1];
+        order[i] = x;
+    }
+}
+
+/* the whole reply of a finished non-streaming request (every choice; with best_of the best) */
 static void http_reply_full(http_job *hj) {
     serve_ctx *c = hj->c;
     json_t *o;
+    int order[QF_SERVE_MAX_N];
+    http_choice_order(hj, order);
     if (hj->req.api == QF_API_TGI) {
-        size_t len;
-        char *t = http_visible(hj, hj->job.nout, 1, &len);
-        json_t *txt;
-        if (hj->req.return_full_text) {
-            char *full = qf_malloc(hj->req.text_len + len + 1);
-            memcpy(full, hj->req.text, hj->req.text_len);
-            memcpy(full + hj->req.text_len, t, len);
-            txt = http_str(full, hj->req.text_len + len);
-            free(full);
-        } else {
-            txt = http_str(t, len);
+        const http_job *best = hj->ch[order[0]];
+        o = json_pack("{s:o}", "generated_text", http_tgi_text(best));
+        if (hj->req.details) {
+            json_t *d = http_tgi_details(best, 1);
+            if (hj->nch > 1) { /* TGI's best_of: the other candidates, best first */
+                json_t *others = json_array();
+                for (int k = 1; k < hj->nch; k++) {
+                    json_t *x = http_tgi_details(hj->ch[order[k]], 1);
+                    json_object_set_new(x, "generated_text", http_tgi_text(hj->ch[order[k]]));
+                    json_array_append_new(others, x);
+                }
+                json_object_set_new(d, "best_of_sequences", others);
+            }
+            json_object_set_new(o, "details", d);
         }
-        o = json_pack("{s:o}", "generated_text", txt);
-        if (hj->req.details) json_object_set_new(o, "details", http_tgi_details(hj, 1));
-        free(t);
     } else {
         json_t *choices = json_array();
         const int vp = hj->req.prompt_top; /* vLLM's prompt_logprobs (-1: not asked): completions' in each choice,
                                             * chat's once beside the choices */
-        for (int k = 0; k < hj->nch; k++) {
-            json_t *ch = http_oai_choice(hj->ch[k]);
+        for (int k = 0; k < hj->nret; k++) { /* with best_of: the nret best, indexed 0.. in that order */
+            http_job *cj = hj->ch[order[k]];
+            cj->index = k;
+            json_t *ch = http_oai_choice(cj);
             if (vp >= 0 && hj->req.api == QF_API_COMPLETIONS)
-                json_object_set_new(ch, "prompt_logprobs", qf_logprobs_vllm_prompt(c->o->tok, &hj->ch[k]->job, vp,
+                json_object_set_new(ch, "prompt_logprobs", qf_logprobs_vllm_prompt(c->o->tok, &cj->job, vp,
                                                                                    hj->req.ids_as_text));
             json_array_append_new(choices, ch);
         }
@@ -572,9 +617,11 @@ static void http_choice_init(http_job *ch, const int32_t *prompt, int plen, int 
     j->stop = ch->req.stop, j->nstop = ch->req.nstop;
     j->t_arrive = qf_now();
     const int tgi = api == QF_API_TGI || api == QF_API_TGI_STREAM;
-    /* TGI reports logprobs (and top_n_tokens' alternatives) in details and streams; OpenAI where logprobs asks */
-    j->want_logprob = tgi ? (api == QF_API_TGI && ch->req.details) || ch->req.stream : ch->req.logprobs;
-    j->top_n = j->want_logprob ? ch->req.top_n : 0;
+    /* TGI reports logprobs (and top_n_tokens' alternatives) in details and streams; OpenAI where logprobs asks;
+     * best_of ranks its candidates by them */
+    const int asked = tgi ? (api == QF_API_TGI && ch->req.details) || ch->req.stream : ch->req.logprobs;
+    j->want_logprob = asked || ch->req.best_of > (ch->req.n > 1 ? ch->req.n : 1);
+    j->top_n = asked ? ch->req.top_n : 0;
     if (j->top_n > 0) {
         j->top_id = qf_malloc((size_t)max_new * (size_t)j->top_n * sizeof *j->top_id);
         j->top_lp = qf_malloc((size_t)max_new * (size_t)j->top_n * sizeof *j->top_lp);
@@ -667,12 +714,14 @@ static void http_generate(serve_ctx *c, struct evhttp_request *r, qf_api api, co
         free(hj);
         return;
     }
-    /* the choices (OpenAI's n; one elsewhere): each a job of its own over the same prompt, seeds seed + index (as
-     * vLLM's), the lead's req shared */
-    const int nch = hj->req.n > 1 ? hj->req.n : 1;
+    /* the choices (OpenAI's n; one elsewhere; best_of's candidates where more): each a job of its own over the same
+     * prompt, seeds seed + index (as vLLM's), the lead's req shared */
+    const int nret = hj->req.n > 1 ? hj->req.n : 1, nch = hj->req.best_of > nret ? hj->req.best_of : nret;
     if (nch > o->max_queue) {
-        snprintf(m2, sizeof m2, "n = %d choices exceed --max-queue %d", nch, o->max_queue);
-        http_error(c, r, endpoint, api, 400, "n", m2);
+        snprintf(m2, sizeof m2, "%s = %d choices exceed --max-queue %d", nch > nret ? "best_of" : "n", nch,
+                 o->max_queue);
+        http_error(c, r, endpoint, api, 400, nch > nret ? (api == QF_API_TGI ? "parameters.best_of" : "best_of") : "n",
+                   m2);
         qf_gen_prompts_free(&P);
         qf_serve_req_free(&hj->req);
         free(hj);
@@ -681,7 +730,7 @@ static void http_generate(serve_ctx *c, struct evhttp_request *r, qf_api api, co
     hj->c = c, hj->evreq = r, hj->endpoint = endpoint, hj->created = (long)time(NULL), hj->lead = hj;
     snprintf(hj->id, sizeof hj->id, "%s-%lu", api == QF_API_CHAT ? "chatcmpl" : "cmpl", ++c->next_id);
     const uint64_t seed = hj->req.has_seed ? hj->req.seed : (uint64_t)time(NULL) * 6364136223846793005ull + c->next_id;
-    hj->nch = nch;
+    hj->nch = nch, hj->nret = nret;
     hj->ch = qf_calloc((size_t)nch, sizeof *hj->ch);
     qf_serve_job **jobs = qf_calloc((size_t)nch, sizeof *jobs);
     for (int k = 0; k < nch; k++) {
@@ -719,7 +768,7 @@ static void http_info(serve_ctx *c, struct evhttp_request *r) {
     const qf_serve_opts *o = c->o;
     json_t *v = json_pack("{s:s,s:n,s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:s,s:n}", "model_id", o->model_id,
                           "model_sha", "model_dtype", o->dtype, "model_device_type", o->ops->name, "max_concurrent_requests",
-                          (json_int_t)(o->max_queue + o->max_batch), "max_best_of", 1, "max_stop_sequences",
+                          (json_int_t)(o->max_queue + o->max_batch), "max_best_of", QF_SERVE_MAX_N, "max_stop_sequences",
                           QF_SERVE_MAX_STOPS, "max_input_tokens", (json_int_t)o->max_input, "max_input_length",
                           (json_int_t)o->max_input, "max_total_tokens", (json_int_t)o->max_total, "max_batch_size",
                           (json_int_t)o->max_batch, "max_batch_total_tokens",

@@ -87,8 +87,8 @@ static int req_neutral(json_t *v, const char *f, qf_serve_refusal *w) {
 /* ---- TGI ----------------------------------------------------------------------------------------------------- */
 
 static int req_tgi_params(json_t *p, const qf_serve_limits *lim, qf_serve_req *r, qf_serve_refusal *w) {
-    static const char *const neutral[] = {"best_of", "frequency_penalty", "grammar", "truncate", "typical_p",
-                                          "watermark", "adapter_id", NULL};
+    static const char *const neutral[] = {"frequency_penalty", "grammar", "truncate", "typical_p", "watermark",
+                                          "adapter_id", NULL};
     int do_sample = 0, warped = 0;
     const char *key;
     json_t *v;
@@ -139,6 +139,10 @@ static int req_tgi_params(json_t *p, const qf_serve_limits *lim, qf_serve_req *r
             r->top_n = (int)i;
         } else if (!strcmp(key, "return_full_text")) {
             if (!json_is_null(v) && req_bool(v, f, &r->return_full_text, w)) return -1;
+        } else if (!strcmp(key, "best_of")) {
+            if (json_is_null(v)) continue;
+            if (req_int(v, f, 1, QF_SERVE_MAX_N, &i, w)) return -1;
+            r->best_of = (int)i;
         } else if (req_known(key, neutral)) {
             if (req_neutral(v, f, w)) return -1;
         } else {
@@ -146,6 +150,12 @@ static int req_tgi_params(json_t *p, const qf_serve_limits *lim, qf_serve_req *r
         }
     }
     r->sample.greedy = !(do_sample || warped); /* TGI: sampling when do_sample or any warper is set */
+    if (r->best_of > 1 && r->sample.greedy) /* TGI's rules: the candidates differ by their draws */
+        return req_bad(w, 400, "parameters.best_of", "parameters.best_of = %d needs sampling (do_sample, or a "
+                       "temperature, top_k or top_p)", r->best_of);
+    if (r->best_of > 1 && r->has_seed)
+        return req_bad(w, 400, "parameters.seed", "parameters.seed must not be set when parameters.best_of > 1 "
+                       "(each candidate draws from its own seed)");
     return 0;
 }
 
@@ -173,6 +183,8 @@ static int req_tgi(json_t *o, const qf_serve_limits *lim, qf_serve_req *r, qf_se
         if (req_tgi_params(params, lim, r, w)) return -1;
     }
     if (r->api == QF_API_TGI_STREAM) r->stream = 1;
+    if (r->stream && r->best_of > 1) /* TGI's rule: the best is known once every candidate is done */
+        return req_bad(w, 400, "parameters.best_of", "parameters.best_of > 1 is not supported when streaming tokens");
     if (r->stream && r->input_details) /* TGI's rule: the prefill's details are in a whole reply only */
         return req_bad(w, 400, "parameters.decoder_input_details",
                        "parameters.decoder_input_details is not supported when streaming tokens");
@@ -247,9 +259,10 @@ static int req_openai(json_t *o, const qf_serve_limits *lim, qf_serve_req *r, qf
             if (json_is_null(v)) continue;
             if (req_int(v, key, 1, QF_SERVE_MAX_N, &i, w)) return -1;
             r->n = (int)i;
-        } else if (!strcmp(key, "best_of")) {
+        } else if (!strcmp(key, "best_of")) { /* completions: the best n of best_of; chat: OpenAI has none */
             if (json_is_null(v)) continue;
-            if (req_int(v, key, 1, 1, &i, w)) return -1;
+            if (req_int(v, key, 1, chat ? 1 : QF_SERVE_MAX_N, &i, w)) return -1;
+            r->best_of = (int)i;
         } else if (chat && !strcmp(key, "logprobs")) {
             if (!json_is_null(v) && req_bool(v, key, &r->logprobs, w)) return -1;
         } else if (chat && !strcmp(key, "top_logprobs")) {
@@ -311,6 +324,11 @@ static int req_openai(json_t *o, const qf_serve_limits *lim, qf_serve_req *r, qf
             return req_bad(w, 400, key, "unknown field %s", key);
         }
     }
+    if (r->best_of && r->best_of < (r->n ? r->n : 1))
+        return req_bad(w, 400, "best_of", "best_of = %d is less than n = %d (the n best of best_of are returned)",
+                       r->best_of, r->n ? r->n : 1);
+    if (r->stream && r->best_of > (r->n ? r->n : 1)) /* OpenAI's rule: the best are known once all are done */
+        return req_bad(w, 400, "best_of", "best_of > n is not supported with stream: true");
     if (r->stream && r->prompt_top >= 0) /* vLLM's rule */
         return req_bad(w, 400, "prompt_logprobs", "prompt_logprobs is not available with stream: true");
     if (!chat && r->max_new == 0 && !r->echo)

@@ -35,6 +35,8 @@ typedef struct qf_serve_req {
     json_t *chat;              /* chat: {"messages": [...], "tools"?} for prepare's parser (owned) */
     int max_new;               /* -1: not given: default_new, at most the room left (0: all the room left) */
     int n;                     /* OpenAI's choices (1 .. QF_SERVE_MAX_N; 0: not given, one) */
+    int best_of;               /* candidates generated, the best n (TGI: 1) returned: completions' and TGI's best_of
+                                * (1 .. QF_SERVE_MAX_N; 0: not given, n) */
     int default_new;
     qf_sample_opts sample;
     uint64_t seed;

@@ -114,6 +114,10 @@ try:
     expect("echo, max_tokens 0: the prompt's text and tokens, the first logprob None",
            (e0.choices[0].text, len(el.tokens) == e0.usage.prompt_tokens, el.token_logprobs[0],
             all(isinstance(x, float) for x in el.token_logprobs[1:])), ("the quick brown fox", True, None, True))
+    bo = cl.completions.create(model="wide", prompt="the quick brown fox", max_tokens=8, n=2, best_of=3, seed=5,
+                               top_p=0.9) # the best 2 of 3 sampled candidates
+    expect("best_of 3, n 2: two choices indexed 0, 1; usage counts the 3 candidates' tokens (1-8 each)",
+           ([x.index for x in bo.choices], 3 <= bo.usage.completion_tokens <= 24), ([0, 1], True))
     try:
         cl.completions.create(model="wide", prompt="a", max_tokens=100000)
         fail("max_tokens 100000 was accepted")

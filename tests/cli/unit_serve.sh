@@ -21,7 +21,8 @@
 #     vLLM's prompt_logprobs (ranks, completions and chat) with echo's values
 #   - n choices (OpenAI): choice k of a seeded request == generate --seed (seed + k), streamed by index too; greedy
 #     choices == greedy; usage counts every choice; n over --max-queue is 400; the choices after the first share its
-#     prompt's cached blocks
+#     prompt's cached blocks; best_of (completions: the n best of best_of == n = best_of's choices ranked by mean
+#     logprob, best first; TGI: the best, the others in details.best_of_sequences best first) and its refusals
 #   - every malformed request is 400 with a JSON error naming the field; 404, 405, 413 (body cap); --api-key: 401
 #     everywhere but /health; a full queue is 503 with Retry-After
 #   - a client that disconnects mid-stream, or while waiting for a whole reply, is cancelled (its slot and blocks
@@ -383,6 +384,32 @@ try:
         fail(f"n = 4 over a {plen4}-token prompt: {hits} tokens from the cache, expected 3 x its full blocks")
     print(f"n: 3 seeded sampled choices == generate --seed 7, 8, 9 (streamed and not), 2 greedy chat choices == greedy; "
           f"n = 4 over a {plen4}-token prompt: the other 3 took {hits} of its tokens from the cache")
+    # best_of: the candidates are n = best_of's choices (seeds 7, 8, 9); the best by mean logprob per token returned,
+    # best first, indexed 0..; usage counts every candidate's tokens
+    s, h, all3 = S.post("/v1/completions", dict(sp, model="wide", prompt=texts[0], max_tokens=N, n=3, seed=7, logprobs=0))
+    mean = [sum(c["logprobs"]["token_logprobs"]) / max(1, len(c["logprobs"]["token_logprobs"])) for c in all3["choices"]]
+    rank = sorted(range(3), key=lambda k: (-mean[k], k))
+    for n_ in (1, 2):
+        s, h, b = S.post("/v1/completions", dict(sp, model="wide", prompt=texts[0], max_tokens=N, n=n_, best_of=3, seed=7))
+        expect(f"best_of 3, n {n_}: the best by mean logprob, best first",
+               [(c["index"], c["text"], c["logprobs"]) for c in b["choices"]],
+               [(i, all3["choices"][rank[i]]["text"], None) for i in range(n_)])
+        expect(f"best_of 3, n {n_}: usage counts every candidate", b["usage"]["completion_tokens"],
+               all3["usage"]["completion_tokens"])
+    if len({round(m, 6) for m in mean}) < 2: fail(f"best_of: the 3 candidates score alike: {mean}")
+    s, h, b = S.post("/generate", {"inputs": texts[0], "parameters": {"max_new_tokens": N, "best_of": 3, "do_sample": True,
+                                                                      "details": True}})
+    d = b.get("details", {}) if s == 200 else {}
+    seqs = [d] + d.get("best_of_sequences", [])
+    tm = [sum(t["logprob"] for t in x.get("tokens", [])) / max(1, len(x.get("tokens", []))) for x in seqs]
+    expect("TGI best_of 3: 2 others in details.best_of_sequences, each with its text, seed and tokens",
+           (s, len(seqs), all("generated_text" in x and "seed" in x and "tokens" in x for x in seqs[1:])), (200, 3, True))
+    if s == 200 and (tm != sorted(tm, reverse=True) or b["generated_text"] != seqs[0].get("generated_text", b["generated_text"])):
+        fail(f"TGI best_of 3: not best first by mean logprob: {tm}")
+    s, h, b = S.post("/generate", {"inputs": texts[0], "parameters": {"max_new_tokens": 4, "best_of": 2, "do_sample": True}})
+    expect("TGI best_of 2 without details: the text alone", (s, sorted(b)), (200, ["generated_text"]))
+    print(f"best_of: 3 candidates (means {[round(m, 3) for m in mean]}): n 1 and 2 return the best first; TGI's "
+          f"best_of_sequences best first")
     # ---- malformed requests ---------------------------------------------------------------------------------------
     long_prompt = "data " * 200
     cases = [("/generate", b"{not json", ""), ("/generate", b"[1, 2]", ""), ("/generate", {"inputs": 5}, "inputs"),
@@ -407,7 +434,15 @@ try:
              ("/v1/completions", {"model": "m"}, "prompt"), ("/v1/completions", {"prompt": ["a", "b"]}, "prompt"),
              ("/v1/completions", {"prompt": "a", "max_tokens": 100000}, "max_tokens"),
              ("/v1/completions", {"prompt": "a", "temperature": 3}, "temperature"),
-             ("/v1/completions", {"prompt": "a", "n": 17}, "n"), ("/v1/completions", {"prompt": "a", "best_of": 2}, "best_of"),
+             ("/v1/completions", {"prompt": "a", "n": 17}, "n"),
+             ("/v1/completions", {"prompt": "a", "n": 3, "best_of": 2}, "best_of"),
+             ("/v1/completions", {"prompt": "a", "best_of": 17}, "best_of"),
+             ("/v1/completions", {"prompt": "a", "best_of": 2, "stream": True}, "best_of"),
+             ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}], "best_of": 2}, "best_of"),
+             ("/generate", {"inputs": "a", "parameters": {"best_of": 2}}, "parameters.best_of"),
+             ("/generate", {"inputs": "a", "parameters": {"best_of": 2, "do_sample": True, "seed": 1}}, "parameters.seed"),
+             ("/generate", {"inputs": "a", "parameters": {"best_of": "2"}}, "parameters.best_of"),
+             ("/generate_stream", {"inputs": "a", "parameters": {"best_of": 2, "do_sample": True}}, "parameters.best_of"),
              ("/v1/completions", {"prompt": "a", "stream": 1}, "stream"),
              ("/v1/completions", {"prompt": "a", "unknown_field": 1}, "unknown_field"),
              ("/v1/completions", {"prompt": long_prompt}, "prompt"),

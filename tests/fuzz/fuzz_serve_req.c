@@ -34,6 +34,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
         (r.prompt_top >= 0 && (r.stream || api <= QF_API_TGI_STREAM)))
         abort(); /* vLLM's prompt_logprobs: OpenAI's APIs, never streamed */
     if (r.input_details && (api == QF_API_TGI_STREAM || r.stream || api == QF_API_COMPLETIONS || chat)) abort();
+    /* best_of: completions (at least n, never streamed beyond n) and TGI (sampled, without a seed, not streamed) */
+    if (r.best_of < 0 || r.best_of > QF_SERVE_MAX_N || (chat && r.best_of > 1) ||
+        (r.best_of && r.best_of < (r.n ? r.n : 1)) || (r.stream && r.best_of > (r.n ? r.n : 1)) ||
+        (api <= QF_API_TGI_STREAM && r.best_of > 1 && (r.sample.greedy || r.has_seed)))
+        abort();
     if (r.max_new > lim.max_new || (r.max_new < 1 && r.max_new != -1 && !(r.max_new == 0 && r.echo)) ||
         r.default_new < 0)
         abort();

@@ -348,12 +348,16 @@ int qf_cuda_fp8_min_dim(void);
  * the same values bit for bit. set: the same switch for the GPU tests (after the table's first use) */
 void qf_cuda_set_decode_attn_mlp(int form);
 int qf_cuda_decode_attn_mlp(void);
-/* 5 (the default; QWENFT_DECODE_ATTN=cluster) is form 4 for every call but those of up to
+/* 5 (the default until session 33; QWENFT_DECODE_ATTN=cluster) is form 4 for every call but those of up to
  * qf_cuda_decode_attn_cluster_n() tokens (QWENFT_DECODE_ATTN_CLUSTER_N, default 4) on 16-bit tables at head_dim 128
  * with at most 1024 positions on sm_90+: those run the cluster form (kernels/cuda/decode_attn_cluster_cuda.cu; not
  * bit for bit the split forms' values). launches: the cluster form's so far (the GPU tests check where it ran) */
 int qf_cuda_decode_attn_cluster_n(void);
 long qf_cuda_attn_cluster_launches(void);
+/* 6 (the default; QWENFT_DECODE_ATTN=mma) is form 5, with the calls the cluster form does not take on the tensor-core
+ * form (kernels/cuda/decode_attn_mma_cuda.cu) on 16-bit tables at head_dim 128 with at most 16 query heads a kv head
+ * (not bit for bit the split forms' values). launches: its launches so far */
+long qf_cuda_attn_mma_launches(void);
 int qf_cuda_attn_cluster_available(void); /* the device has thread-block clusters (sm_90+) */
 /* the cluster form's launches in clusters of 16 CTAs so far (the default where clusters of 8 would take over 40 KiB
  * of shared memory a CTA and the call's clusters of 16 fit on the device at once; QWENFT_ATTN_CLUSTER_RANKS=8|16 for

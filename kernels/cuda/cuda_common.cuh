@@ -88,10 +88,13 @@ struct qf_cuda_ctx {
                                // in 16-byte loads; 3 ("rows") as 4, k and v loaded after the wait; 2 ("inflight",
                                // the default until session 23) as 3, the pool rows after the wait too; 1 ("early")
                                // as 2, v beside k; 0 ("plain") each load waited for (QWENFT_DECODE_ATTN, a bench hook);
-                               // 5 (the default, "cluster"): as 4, and calls of up to decode_attn_cluster_n tokens on
-                               // the cluster form (decode_attn_cluster_cuda.cu) where it applies
+                               // 5 ("cluster"): as 4, and calls of up to decode_attn_cluster_n tokens on the cluster
+                               // form (decode_attn_cluster_cuda.cu) where it applies; 6 (the default, "mma"): as 5,
+                               // and the other calls on the tensor-core form (decode_attn_mma_cuda.cu) where it applies
     int decode_attn_cluster_n; // QWENFT_DECODE_ATTN_CLUSTER_N (1-64, default 4)
     long attn_cluster_launches; // the cluster form's launches so far (the GPU tests check that it ran)
+    long attn_mma_launches;     // the tensor-core form's (decode_attn_mma_cuda.cu) launches so far
+    size_t attn_mma_smem[2];    // its shared-memory opt-in set so far [bf16, f16]
     size_t attn_cluster_smem[2][2][3]; // its shared-memory opt-in set so far, per kernel instance [8, 16 CTAs a
                                        // cluster][bf16, f16][GS 1, 2, 4]
     int attn_cluster_ranks;    // QWENFT_ATTN_CLUSTER_RANKS (a bench hook): 0 (default: 16 CTAs a cluster where 8's
@@ -215,6 +218,38 @@ template <> __device__ __forceinline__ bf16 fromf<bf16>(float x) { return __floa
 template <> __device__ __forceinline__ f16 fromf<f16>(float x) { return __float2half_rn(x); }
 // x rounded to T and back (the value a T tensor would hold)
 template <typename T> __device__ __forceinline__ float round_to(float x) { return tof<T>(fromf<T>(x)); }
+
+// RoPE's pieces shared by every CUDA RoPE (rope_kernel and rope8_kernel in norm_cuda.cu, qkv_rope8_kernel in
+// joined_cuda.cu, decode_qkv in decode_fused_cuda.cu), so all rotate alike bit for bit: the inverse frequency of
+// i < D/2 as the double power rounded to float (the CPU table's); qf_rope_inv fills inv[0..D/2) with them (shared
+// memory, every thread of the block; a __syncthreads before use); the rotation of a pair (u, v) by the angle's cos c
+// and sin s in place (dir > 0: forward); qf_rope_cs8 / qf_rope_rot8: 8 pairs, cos/sin by sincosf of the fp32 angle.
+__device__ __forceinline__ float qf_rope_inv_at(int i, int D, double theta) {
+    return (float)(1.0 / pow(theta, (double)((float)(2 * i) / (float)D)));
+}
+__device__ __forceinline__ void qf_rope_inv(float *inv, int D, double theta) {
+    for (int i = threadIdx.x; i < D / 2; i += blockDim.x) inv[i] = qf_rope_inv_at(i, D, theta);
+}
+__device__ __forceinline__ void qf_rope_rot(float &u, float &v, float c, float s, int dir) {
+    float y1, y2;
+    if (dir > 0) {
+        y1 = __fsub_rn(__fmul_rn(u, c), __fmul_rn(v, s));
+        y2 = __fadd_rn(__fmul_rn(v, c), __fmul_rn(u, s));
+    } else {
+        y1 = __fadd_rn(__fmul_rn(u, c), __fmul_rn(v, s));
+        y2 = __fsub_rn(__fmul_rn(v, c), __fmul_rn(u, s));
+    }
+    u = y1, v = y2;
+}
+__device__ __forceinline__ void qf_rope_cs8(float (&c)[8], float (&s)[8], int32_t p, const float *inv) {
+#pragma unroll
+    for (int e = 0; e < 8; e++) sincosf(__fmul_rn((float)p, inv[e]), &s[e], &c[e]);
+}
+__device__ __forceinline__ void qf_rope_rot8(float (&u)[8], float (&v)[8], const float (&c)[8], const float (&s)[8],
+                                             int dir) {
+#pragma unroll
+    for (int e = 0; e < 8; e++) qf_rope_rot(u[e], v[e], c[e], s[e], dir);
+}
 
 // 8 consecutive elements at p[i..i+8), with vector loads when `vec` (p 16-byte aligned, i % 8 == 0) and the
 // group is full; elements at or past n read as 0 and are not written.

@@ -163,20 +163,23 @@ int qfc_context_init(void (*first)(void)) {
             QF_FATAL("QWENFT_DECODE_ATTN_SPLIT=%s: a multiple of 32 from 32 to 512 expected", ds);
         g_ctx.decode_attn_split = dsv;
         const char *da = getenv("QWENFT_DECODE_ATTN");
-        // default 5 ("cluster"): calls of up to QWENFT_DECODE_ATTN_CLUSTER_N tokens on the cluster form
-        // (decode_attn_cluster_cuda.cu) where it applies, the others as 4; 4 ("pre"): the earlier calls' k and v rows
-        // copied into shared memory before the programmatic wait, the pool rows looked up before it, q in 16-byte
-        // loads; "rows": as pre, the k and v rows loaded after the wait; "inflight": as rows, the pool rows after the
-        // wait too (the default until session 23); "early": in flight, v beside k; "plain": neither
+        // default 6 ("mma"): as 5, and the calls the cluster form does not take on the tensor-core form
+        // (decode_attn_mma_cuda.cu) where it applies; 5 ("cluster"): calls of up to QWENFT_DECODE_ATTN_CLUSTER_N
+        // tokens on the cluster form (decode_attn_cluster_cuda.cu) where it applies, the others as 4; 4 ("pre"):
+        // the earlier calls' k and v rows copied into shared memory before the programmatic wait, the pool rows
+        // looked up before it, q in 16-byte loads; "rows": as pre, the k and v rows loaded after the wait;
+        // "inflight": as rows, the pool rows after the wait too (the default until session 23); "early": in flight,
+        // v beside k; "plain": neither
         if (da && strcmp(da, "plain") && strcmp(da, "early") && strcmp(da, "inflight") && strcmp(da, "rows") &&
-            strcmp(da, "pre") && strcmp(da, "cluster"))
-            QF_FATAL("QWENFT_DECODE_ATTN=%s: plain, early, inflight, rows, pre or cluster expected", da);
+            strcmp(da, "pre") && strcmp(da, "cluster") && strcmp(da, "mma"))
+            QF_FATAL("QWENFT_DECODE_ATTN=%s: plain, early, inflight, rows, pre, cluster or mma expected", da);
         g_ctx.decode_attn_mlp = da && !strcmp(da, "plain")      ? 0
                                 : da && !strcmp(da, "early")    ? 1
                                 : da && !strcmp(da, "inflight") ? 2
                                 : da && !strcmp(da, "rows")     ? 3
                                 : da && !strcmp(da, "pre")      ? 4
-                                                                : 5;
+                                : da && !strcmp(da, "cluster")  ? 5
+                                                                : 6;
         const char *cn = getenv("QWENFT_DECODE_ATTN_CLUSTER_N");
         const int cnv = cn ? atoi(cn) : 4;
         if (cn && (cnv < 1 || cnv > 64))

@@ -13,7 +13,9 @@
 //                 and the split block that finishes last (a per-item counter, reset by that block) merges them
 //                 (running max and exp-sum): one launch whatever the split (a separate merge kernel was a second
 //                 launch per layer, a few microseconds of a batch-1 step's 25 us attention).
-// Calls of a few decoding tokens run the cluster form instead where it applies (decode_attn_cluster_cuda.cu).
+// Calls of a few decoding tokens run the cluster form instead where it applies (decode_attn_cluster_cuda.cu), the
+// other calls on 16-bit tables at head_dim 128 the tensor-core form (decode_attn_mma_cuda.cu; QWENFT_DECODE_ATTN=mma,
+// the default).
 // attn_split is a programmatic dependent launch: its blocks ask L2 for their k/v rows, then wait for the kernel
 // before them (cuda_common.cuh).
 // fp32 math throughout, scale 1/sqrt(D) folded into q, one rounding to T on store. The CPU table's result is the
@@ -21,6 +23,7 @@
 #include "attention_tile.cuh" // cp.async (the pre form)
 #include "cuda_common.cuh"
 #include "paged_rows.cuh"
+#include "split_merge.cuh"
 #include <math.h>
 
 static const int DA_MAX_D = 256;
@@ -30,6 +33,11 @@ template <typename T>
 bool cu_attention_cluster(void *out, const void *q, const void *kc, const void *vc, const int32_t *seq,
                           const int32_t *pos, const int32_t *btab, int N, int maxb, int bs, int H, int KV, int D,
                           int max_len);
+
+// decode_attn_mma_cuda.cu: the tensor-core form, for the other calls; false where it does not apply
+template <typename T>
+bool cu_attention_mma(void *out, const void *q, const void *kc, const void *vc, rows_paged rows, int N, int H, int KV,
+                      int D, int max_len);
 
 // ---- the attention kernels (split over cache positions, "flash-decoding") -------------------------------------
 //
@@ -320,48 +328,9 @@ __global__ void __launch_bounds__(AS_THREADS)
         const size_t oh = (size_t)tok * H + h0 + tid;
         mlo[(oh * nsplit + s) * 2] = ml[2 * tid], mlo[(oh * nsplit + s) * 2 + 1] = ml[2 * tid + 1];
     }
-    // the last of the item's ns blocks merges: out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s per (token,
-    // head), s in split order (the other blocks' partials read past L1: they were written on other SMs)
-    __shared__ int last;
-    __threadfence(); // this block's partials visible to the device before it counts itself
-    __syncthreads();
-    if (tid == 0) {
-        int *c = cnt + (size_t)blockIdx.x * gridDim.z + blockIdx.z;
-        last = atomicAdd(c, 1) == t / split; // ns - 1 blocks before it
-        if (last) *c = 0;                    // every block of the item has counted: ready for the next call
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    // per head, the splits' weights e^(m_s - M) / L into shared memory (free now: red was read before the count),
-    // a warp per head; then each thread merges 4 dimensions of a head over the splits with 16-byte loads
-    const int ns = t / split + 1, D4 = D / 4;
-    float *wgt = as_smem; // [ng][ns]
-    for (int g = warp; g < ng; g += AS_THREADS / 32) {
-        const float *mh = mlo + ((size_t)tok * H + h0 + g) * nsplit * 2;
-        float M = -INFINITY;
-        for (int j = lane; j < ns; j += 32) M = fmaxf(M, __ldcg(mh + 2 * j));
-        M = warp_max(M);
-        float L = 0.0f;
-        for (int j = lane; j < ns; j += 32) L += __ldcg(mh + 2 * j + 1) * expf(__ldcg(mh + 2 * j) - M);
-        L = warp_sum(L);
-        for (int j = lane; j < ns; j += 32) wgt[g * ns + j] = expf(__ldcg(mh + 2 * j) - M) / L;
-    }
-    __syncthreads();
-    for (int e = tid; e < ng * D4; e += AS_THREADS) {
-        const int g = e / D4, d4 = e % D4;
-        const size_t oh = (size_t)tok * H + h0 + g;
-        const float4 *pp = reinterpret_cast<const float4 *>(part + oh * nsplit * D) + d4;
-        float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 4
-        for (int j = 0; j < ns; j++) {
-            const float w = wgt[g * ns + j];
-            const float4 v = __ldcg(pp + (size_t)j * D4);
-            a.x += w * v.x, a.y += w * v.y, a.z += w * v.z, a.w += w * v.w;
-        }
-        T *o = out + oh * D + (size_t)d4 * 4;
-        o[0] = fromf<T>(a.x), o[1] = fromf<T>(a.y), o[2] = fromf<T>(a.z), o[3] = fromf<T>(a.w);
-    }
+    // the last of the item's ns blocks merges (red was read before it counts: as_smem is free for the weights)
+    split_merge_last<T>(out, part, mlo, cnt + (size_t)blockIdx.x * gridDim.z + blockIdx.z, t / split + 1, tok, H, h0,
+                        ng, D, nsplit, as_smem);
 }
 
 // out[N, H, D] for N query tokens whose last positions are at most max_len - 1: the split size that gives the GPU
@@ -463,10 +432,12 @@ void cu_attention_paged(void *out, const void *q, const void *k, const void *v, 
     QF_CHECK((k == NULL) == (v == NULL));
     if (k) cu_kv_append_paged<T>(kpool, vpool, k, v, seq, pos, btab, N, maxb, bs, KV, D); // else decode_qkv wrote them
     if (cu_attention_cluster<T>(out, q, kpool, vpool, seq, pos, btab, N, maxb, bs, H, KV, D, max_len)) return;
-    attn_split_launch<T>(out, q, kpool, vpool, rows_paged{seq, pos, btab, maxb, bs}, N, H, KV, D, max_len);
+    const rows_paged rows{seq, pos, btab, maxb, bs};
+    if (qfc().decode_attn_mlp == 6 && cu_attention_mma<T>(out, q, kpool, vpool, rows, N, H, KV, D, max_len)) return;
+    attn_split_launch<T>(out, q, kpool, vpool, rows, N, H, KV, D, max_len);
 }
 
-extern "C" void qf_cuda_set_decode_attn_mlp(int form) { qfc().decode_attn_mlp = form < 0 || form > 5 ? 5 : form; }
+extern "C" void qf_cuda_set_decode_attn_mlp(int form) { qfc().decode_attn_mlp = form < 0 || form > 6 ? 6 : form; }
 extern "C" int qf_cuda_decode_attn_mlp(void) { return qfc().decode_attn_mlp; }
 
 #define QF_DECODE_INSTANTIATE(T)                                                                                     \

@@ -284,7 +284,7 @@ bool cu_attention_cluster(void *out, const void *q, const void *kc, const void *
     if constexpr (sizeof(T) != 2) {
         return false;
     } else {
-        if (qfc().decode_attn_mlp != 5 || !qfc().pdl || N > qfc().decode_attn_cluster_n || D != AC_D ||
+        if (qfc().decode_attn_mlp < 5 || !qfc().pdl || N > qfc().decode_attn_cluster_n || D != AC_D ||
             max_len > AC_MAX_POS || !qf_ptr_aligned(q, 16) || !qf_ptr_aligned(kc, 16) || !qf_ptr_aligned(vc, 16))
             return false;
         // the fewest query heads a cluster (1, 2 or 4) that keep the clusters' CTAs within one per SM

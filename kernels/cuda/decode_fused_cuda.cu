@@ -199,11 +199,9 @@ __global__ void __launch_bounds__(W * 32, MINB) decode_qkv_kernel(df_qkv_args a)
     u = round_to<T>(u), v = round_to<T>(v); // the projection's stored values
     const int n = lane, ps = a.pos[n];
     if (part < 2) { // RoPE as rope8_kernel (dir > 0)
-        const float inv = (float)(1.0 / pow(a.theta, (double)((float)(2 * i) / (float)a.D)));
         float s, c;
-        sincosf(__fmul_rn((float)ps, inv), &s, &c);
-        const float y1 = __fsub_rn(__fmul_rn(u, c), __fmul_rn(v, s)), y2 = __fadd_rn(__fmul_rn(v, c), __fmul_rn(u, s));
-        u = y1, v = y2;
+        sincosf(__fmul_rn((float)ps, qf_rope_inv_at(i, a.D, a.theta)), &s, &c);
+        qf_rope_rot(u, v, c, s, 1);
     }
     if (part == 0) {
         T *q = (T *)a.q + ((size_t)n * a.H + head) * a.D;

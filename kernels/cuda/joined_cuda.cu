@@ -20,18 +20,15 @@ __global__ void qkv_rope8_kernel(T *q, T *k, T *v, const T *qkv, const int32_t *
                                  double theta) {
     __shared__ float inv_s[JQ_MAX_HALF];
     const int half = D / 2, G = half / 8, NH = H + 2 * KV, HG = (NH + JQ_HEADS - 1) / JQ_HEADS;
-    for (int i = threadIdx.x; i < half; i += blockDim.x)
-        inv_s[i] = (float)(1.0 / pow(theta, (double)((float)(2 * i) / (float)D)));
+    qf_rope_inv(inv_s, D, theta);
     __syncthreads();
     const size_t total = (size_t)N * HG * G;
     for (size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
          idx += (size_t)gridDim.x * blockDim.x) {
         const int g = (int)(idx % G), hg = (int)((idx / G) % HG), n = (int)(idx / ((size_t)G * HG));
-        const int i0 = g * 8;
+        const int i0 = g * 8, h1 = min(NH, (hg + 1) * JQ_HEADS);
         float c[8], s[8];
-#pragma unroll
-        for (int e = 0; e < 8; e++) sincosf(__fmul_rn((float)pos[n], inv_s[i0 + e]), &s[e], &c[e]);
-        const int h1 = min(NH, (hg + 1) * JQ_HEADS);
+        if (hg * JQ_HEADS < H + KV) qf_rope_cs8(c, s, pos[n], inv_s + i0); // v's heads need none
         for (int h = hg * JQ_HEADS; h < h1; h++) {
             const T *src = qkv + ((size_t)n * NH + h) * D + i0;
             T *dst = h < H        ? q + ((size_t)n * H + h) * D + i0
@@ -40,14 +37,7 @@ __global__ void qkv_rope8_kernel(T *q, T *k, T *v, const T *qkv, const int32_t *
             float u[8], w[8];
             ld8<T>(u, src, 0, 8, true);
             ld8<T>(w, src + half, 0, 8, true);
-            if (h < H + KV) {
-#pragma unroll
-                for (int e = 0; e < 8; e++) {
-                    const float y1 = __fsub_rn(__fmul_rn(u[e], c[e]), __fmul_rn(w[e], s[e]));
-                    const float y2 = __fadd_rn(__fmul_rn(w[e], c[e]), __fmul_rn(u[e], s[e]));
-                    u[e] = y1, w[e] = y2;
-                }
-            }
+            if (h < H + KV) qf_rope_rot8(u, w, c, s, 1);
             st8<T>(dst, u, 0, 8, true);
             st8<T>(dst + half, w, 0, 8, true);
         }

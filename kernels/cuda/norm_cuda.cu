@@ -210,22 +210,14 @@ __global__ void rope_kernel(T *x, const int32_t *pos, int N, int nh, int D, doub
     const size_t total = (size_t)N * half;
     for (size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += (size_t)gridDim.x * blockDim.x) {
         const int n = (int)(idx / half), i = (int)(idx % half);
-        const float inv = (float)(1.0 / pow(theta, (double)((float)(2 * i) / (float)D)));
-        const float a = __fmul_rn((float)pos[n], inv);
+        const float a = __fmul_rn((float)pos[n], qf_rope_inv_at(i, D, theta));
         double sd, cd;
         sincos((double)a, &sd, &cd);
         const float c = (float)cd, s = (float)sd;
         for (int h = 0; h < nh; h++) {
             T *x1 = x + ((size_t)n * nh + h) * D + i, *x2 = x1 + half;
-            const float u = tof<T>(*x1), v = tof<T>(*x2);
-            float y1, y2;
-            if (dir > 0) {
-                y1 = __fsub_rn(__fmul_rn(u, c), __fmul_rn(v, s));
-                y2 = __fadd_rn(__fmul_rn(v, c), __fmul_rn(u, s));
-            } else {
-                y1 = __fadd_rn(__fmul_rn(u, c), __fmul_rn(v, s));
-                y2 = __fsub_rn(__fmul_rn(v, c), __fmul_rn(u, s));
-            }
+            float y1 = tof<T>(*x1), y2 = tof<T>(*x2);
+            qf_rope_rot(y1, y2, c, s, dir);
             *x1 = fromf<T>(y1);
             *x2 = fromf<T>(y2);
         }
@@ -241,34 +233,23 @@ template <typename T>
 __global__ void rope8_kernel(T *x, const int32_t *pos, int N, int nh, int D, double theta, int dir) {
     __shared__ float inv_s[ROPE8_MAX_HALF];
     const int half = D / 2, G = half / 8, HG = (nh + ROPE_HEADS_PER_THREAD - 1) / ROPE_HEADS_PER_THREAD;
-    for (int i = threadIdx.x; i < half; i += blockDim.x)
-        inv_s[i] = (float)(1.0 / pow(theta, (double)((float)(2 * i) / (float)D)));
+    qf_rope_inv(inv_s, D, theta);
     __syncthreads();
     const size_t total = (size_t)N * HG * G;
     for (size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += (size_t)gridDim.x * blockDim.x) {
         const int g = (int)(idx % G), hg = (int)((idx / G) % HG), n = (int)(idx / ((size_t)G * HG));
         const int i0 = g * 8;
         float c[8], s[8];
-#pragma unroll
-        for (int e = 0; e < 8; e++) sincosf(__fmul_rn((float)pos[n], inv_s[i0 + e]), &s[e], &c[e]);
+        qf_rope_cs8(c, s, pos[n], inv_s + i0);
         const int h1 = min(nh, (hg + 1) * ROPE_HEADS_PER_THREAD);
         for (int h = hg * ROPE_HEADS_PER_THREAD; h < h1; h++) {
             T *x1 = x + ((size_t)n * nh + h) * D + i0, *x2 = x1 + half;
-            float u[8], v[8], y1[8], y2[8];
+            float u[8], v[8];
             ld8<T>(u, x1, 0, 8, true);
             ld8<T>(v, x2, 0, 8, true);
-#pragma unroll
-            for (int e = 0; e < 8; e++) {
-                if (dir > 0) {
-                    y1[e] = __fsub_rn(__fmul_rn(u[e], c[e]), __fmul_rn(v[e], s[e]));
-                    y2[e] = __fadd_rn(__fmul_rn(v[e], c[e]), __fmul_rn(u[e], s[e]));
-                } else {
-                    y1[e] = __fadd_rn(__fmul_rn(u[e], c[e]), __fmul_rn(v[e], s[e]));
-                    y2[e] = __fsub_rn(__fmul_rn(v[e], c[e]), __fmul_rn(u[e], s[e]));
-                }
-            }
-            st8<T>(x1, y1, 0, 8, true);
-            st8<T>(x2, y2, 0, 8, true);
+            qf_rope_rot8(u, v, c, s, dir);
+            st8<T>(x1, u, 0, 8, true);
+            st8<T>(x2, v, 0, 8, true);
         }
     }
 }

@@ -8,7 +8,8 @@
  * rows, the default with the pool rows looked up before the programmatic wait and q in 16-byte loads) give the same
  * values as the pre form (0 difference); the cluster form (the default for calls of a few decoding tokens within
  * 1024 positions, kernels/cuda/decode_attn_cluster_cuda.cu; GQA 5-8, 1-1002 positions, prompt chunks beside
- * decoding tokens) is checked against the CPU, and that it ran on exactly the calls it takes.
+ * decoding tokens) is checked against the CPU, and that it ran on exactly the calls it takes; so is the tensor-core
+ * form (the default for the other calls at up to 16 query heads a kv head, kernels/cuda/decode_attn_mma_cuda.cu).
  * Then the decoding fast path (decode_qkv, decode_mlp) against the same table's unfused ops (run_fast), and the
  * joined projections' entries (qkv_rope, swiglu_joined) against the unjoined ops, bit for bit (run_joined).
  * Exit: 0 passed, 1 a check failed, 77 "no GPU: skipped". */
@@ -59,24 +60,31 @@ static void run_case(const qf_ops *g, int nseq, const int *plen, int chunk, int 
         /* the cluster form (the default for calls of up to qf_cuda_decode_attn_cluster_n() tokens) takes this call? */
         const int cl_takes = g->act_bytes == 2 && D == 128 && qf_cuda_attn_cluster_available() &&
                              N <= qf_cuda_decode_attn_cluster_n() && max_len <= 1024;
-        const long launches = qf_cuda_attn_cluster_launches();
+        /* the tensor-core form (the default for the others) takes it? */
+        const int mma_takes =
+            g->act_bytes == 2 && D == 128 && H / KV <= 16 && !(cl_takes && qf_cuda_decode_attn_mlp() >= 5);
+        const long launches = qf_cuda_attn_cluster_launches(), mma_launches = qf_cuda_attn_mma_launches();
         g->attention_paged(go, gq, gk, gv, dk, dv, gsq, gps, gb, N, maxb, bs, H, KV, D, max_len);
         const int cl_ran = qf_cuda_attn_cluster_launches() > launches;
+        const int mma_ran = qf_cuda_attn_mma_launches() > mma_launches;
         float *ho = down_new(g, go, nq), *hk = down_new(g, dk, pool), *hv = down_new(g, dv, pool);
         snprintf(what, sizeof what, "%d seqs, N %d, H %d KV %d D %d, call %d%s", nseq, N, H, KV, D, call,
-                 cl_ran ? " (cluster form)" : "");
+                 cl_ran ? " (cluster form)" : mma_ran ? " (tensor-core form)" : "");
         qf_gpu_report(g->name, 64, what, relerr(ho, out, nq), tol);
         qf_gpu_report(g->name, 64, "  pools after that call", fmax(relerr(hk, kp, pool), relerr(hv, vp, pool)), 0);
         qf_gpu_report_bool(g->name, "  the cluster form ran where it applies, and only there",
-                           cl_ran == (cl_takes && qf_cuda_decode_attn_mlp() == 5));
+                           cl_ran == (cl_takes && qf_cuda_decode_attn_mlp() >= 5));
+        qf_gpu_report_bool(g->name, "  the tensor-core form ran where it applies, and only there",
+                           mma_ran == (mma_takes && qf_cuda_decode_attn_mlp() == 6));
         if (g->act_bytes == 2 && D == 128) { /* the split attention's forms (QWENFT_DECODE_ATTN): the same values as
                                               * each other (the call appends the same k, v to the same rows again);
                                               * the cluster form: other sums, within the CPU check's tolerance */
-            static const char *const form_name[6] = {"QWENFT_DECODE_ATTN=plain's form",
+            static const char *const form_name[7] = {"QWENFT_DECODE_ATTN=plain's form",
                                                      "QWENFT_DECODE_ATTN=early's form",
                                                      "QWENFT_DECODE_ATTN=inflight's form",
                                                      "QWENFT_DECODE_ATTN=rows' form", "QWENFT_DECODE_ATTN=pre's form",
-                                                     "QWENFT_DECODE_ATTN=cluster's form"};
+                                                     "QWENFT_DECODE_ATTN=cluster's form",
+                                                     "QWENFT_DECODE_ATTN=mma's form"};
             void *go2 = g->alloc(nq * g->act_bytes + 16);
             const int was = qf_cuda_decode_attn_mlp();
             float *hpre = ho; /* the pre form's values: the reference of the split forms */
@@ -85,11 +93,11 @@ static void run_case(const qf_ops *g, int nseq, const int *plen, int chunk, int 
                 g->attention_paged(go2, gq, gk, gv, dk, dv, gsq, gps, gb, N, maxb, bs, H, KV, D, max_len);
                 qf_cuda_set_decode_attn_mlp(was);
                 hpre = down_new(g, go2, nq);
-                if (!cl_ran)
+                if (!cl_ran && !mma_ran)
                     qf_gpu_report(g->name, 64, "  the default: the pre form's values", relerr(ho, hpre, nq), 0);
             }
-            for (int f = 0; f < 6; f++) { /* each other form: plain, early (v beside k), inflight (v after the scores),
-                                           * rows (the pool rows before the wait, q in 16-byte loads), cluster */
+            for (int f = 0; f < 7; f++) { /* each other form: plain, early (v beside k), inflight (v after the scores),
+                                           * rows (the pool rows before the wait, q in 16-byte loads), cluster, mma */
                 if (f == was || f == 4) continue;
                 qf_cuda_set_decode_attn_mlp(f);
                 g->attention_paged(go2, gq, gk, gv, dk, dv, gsq, gps, gb, N, maxb, bs, H, KV, D, max_len);

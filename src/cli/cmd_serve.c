@@ -21,8 +21,8 @@
 
 typedef struct serve_args {
     const char *model, *tokenizer, *host, *api_key, *template_name, *system, *dtype, *model_id, *cuda_graphs;
-    const char *decode_ahead, *prefix_cache;
-    int port, max_batch, max_input, max_total, max_queue, chunk, max_body_kb;
+    const char *decode_ahead, *prefix_cache, *preemption;
+    int port, max_batch, max_input, max_total, max_queue, chunk, max_body_kb, max_batch_total;
     double gpu_limit_gb, grace_s;
 } serve_args;
 
@@ -53,6 +53,11 @@ static const qf_opt SERVE_OPTS[] = {
     {.name = "max-total-tokens", .type = QF_OPT_INT, .off = offsetof(serve_args, max_total), .def = "0",
      .meta = "N", .lo = 0, .hi = 16777216,
      .help = "prompt + new tokens of a request at most (0: min(4096, the model's context))"},
+    {.name = "max-batch-total-tokens", .type = QF_OPT_INT, .off = offsetof(serve_args, max_batch_total),
+     .def = "0", .meta = "N", .lo = 0, .hi = 1 << 30,
+     .help = "positions the KV cache holds over the whole batch (TGI's option; 0: --max-batch full requests, fewer "
+             "where --gpu-memory-limit-gb leaves less); at least one request's --max-total-tokens and one call's "
+             "--prefill-chunk + --max-batch"},
     {.name = "max-queue", .type = QF_OPT_INT, .off = offsetof(serve_args, max_queue), .def = "256", .meta = "N",
      .lo = 1, .hi = 1 << 20, .help = "requests waiting for the batch at most; more are 503 with Retry-After"},
     {.name = "prefill-chunk", .type = QF_OPT_INT, .off = offsetof(serve_args, chunk), .def = "2048", .meta = "N",
@@ -79,6 +84,12 @@ static const qf_opt SERVE_OPTS[] = {
                                    "cached until the pool needs them, and a prompt that starts with the same tokens "
                                    "shares them instead of prefilling them again (the same tokens bit for bit on the "
                                    "CPU)"},
+    {.name = "preemption", .type = QF_OPT_CHOICE, .off = offsetof(serve_args, preemption), .def = "on",
+     .choices = "on|off", .help = "on: a request takes the KV blocks of its prompt when it joins the batch and more as "
+                                   "it grows; when the pool runs short the request admitted last gives its blocks "
+                                   "back and is recomputed later (vLLM's policy; more requests run at once); off: "
+                                   "a request takes its whole budget's blocks (prompt + max_new_tokens) when it "
+                                   "joins and is never preempted"},
     {.name = "shutdown-grace", .type = QF_OPT_DOUBLE, .off = offsetof(serve_args, grace_s), .def = "30",
      .meta = "S", .lo = 0, .hi = 86400,
      .help = "after SIGTERM/SIGINT, running requests get S seconds to finish before they are cancelled"},
@@ -123,6 +134,12 @@ static int serve_main(const void *args) {
     if (c.max_position_embeddings > 0 && max_total > c.max_position_embeddings)
         return serve_bad("--max-total-tokens %d exceeds the model's context (max_position_embeddings = %lld)",
                          max_total, (long long)c.max_position_embeddings);
+    if (a->max_batch_total && a->max_batch_total < max_total)
+        return serve_bad("--max-batch-total-tokens %d is below one request's --max-total-tokens %d", a->max_batch_total,
+                         max_total);
+    if (a->max_batch_total && a->max_batch_total < a->chunk + a->max_batch) /* the pool holds one call's tokens */
+        return serve_bad("--max-batch-total-tokens %d is below one model call's tokens, --prefill-chunk %d + "
+                         "--max-batch %d", a->max_batch_total, a->chunk, a->max_batch);
     int max_input = a->max_input ? a->max_input : max_total - 1;
     if (max_input >= max_total)
         return serve_bad("--max-input-tokens %d must be below --max-total-tokens %d (room for one new token)",
@@ -160,7 +177,8 @@ static int serve_main(const void *args) {
         else fprintf(stderr, "qwen-ft serve: %s\n", info);
         qf_serve_opts o = {.model = a->model, .model_id = a->model_id ? a->model_id : a->model, .host = a->host,
                            .api_key = a->api_key, .port = a->port, .max_batch = a->max_batch, .max_input = max_input,
-                           .max_total = max_total, .max_queue = a->max_queue, .chunk = a->chunk, .block_size = 16,
+                           .max_total = max_total, .max_batch_total = a->max_batch_total, .max_queue = a->max_queue,
+                           .chunk = a->chunk, .block_size = 16,
                            .gpu_limit_gb = a->gpu_limit_gb, .grace_s = a->grace_s,
                            .max_body = (size_t)a->max_body_kb * 1024, .cfg = &c, .ops = ops, .tok = tok,
                            .tmpl = have_tm ? &tm : NULL, .tmpl_why = ce.msg, .system = a->system, .stop_ids = stops,
@@ -168,7 +186,8 @@ static int serve_main(const void *args) {
                            .version = QWENFT_VERSION, .comm = MPI_COMM_WORLD, .rank = rank, .world = world,
                            .l0 = l0, .l1 = l1, .cuda_graphs = strcmp(a->cuda_graphs, "off") != 0,
                            .decode_ahead = strcmp(a->decode_ahead, "off") != 0,
-                           .prefix_cache = strcmp(a->prefix_cache, "off") != 0};
+                           .prefix_cache = strcmp(a->prefix_cache, "off") != 0,
+                           .preempt = strcmp(a->preemption, "off") != 0};
         rc = qf_serve_run(&o, &e);
     }
     if (rc && e.msg[0] && world > 1) fprintf(stderr, "qwen-ft: rank %d: %s\n", rank, e.msg);

@@ -31,6 +31,10 @@ int qf_serve_plan_blocks(const qf_serve_opts *o, int *nblocks, double *kv_gib, q
                               o->world > 1 ? " (this rank's layers)" : "");
         if (fit < nb) nb = fit;
     }
+    if (o->max_batch_total > 0) { /* --max-batch-total-tokens (cmd_serve.c checked: >= one request's, >= least) */
+        const int64_t cap = ((int64_t)o->max_batch_total + bs - 1) / bs;
+        if (cap < nb) nb = cap;
+    }
     if (nb < least) nb = least;
     if (nb * bs > 2147483647LL) nb = 2147483647LL / bs;
     *nblocks = (int)nb;

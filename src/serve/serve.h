@@ -18,6 +18,7 @@ typedef struct qf_serve_opts {
     const char *model, *model_id, *host, *api_key;
     int port;              /* 0: any free port (printed) */
     int max_batch, max_input, max_total, max_queue, chunk, block_size;
+    int max_batch_total;   /* --max-batch-total-tokens: the KV pool's positions at most (0: planned) */
     double gpu_limit_gb;   /* 0: no budget (the pool holds max_batch full requests) */
     double grace_s;        /* SIGTERM/SIGINT: running requests get this long to finish */
     size_t max_body;       /* bytes of a request body */
@@ -36,6 +37,7 @@ typedef struct qf_serve_opts {
     int cuda_graphs;       /* --cuda-graphs: 1 on (decoding steps as CUDA graphs where the backend has them), 0 off */
     int decode_ahead;      /* --decode-ahead: 1 on (the next call queued before this one's picks are read), 0 off */
     int prefix_cache;      /* --prefix-cache: 1 on (prompts share the cached KV blocks they start with), 0 off */
+    int preempt;           /* --preemption: 1 on (blocks as requests grow; the newest preempted when short), 0 off */
 } qf_serve_opts;
 
 /* Collective over o->comm. Serves until SIGTERM or SIGINT (rank 0; the other ranks follow its steps until it
@@ -44,8 +46,9 @@ typedef struct qf_serve_opts {
 int qf_serve_run(const qf_serve_opts *o, qf_err *e);
 
 /* This rank's KV pool: blocks of block_size positions for max_batch requests of max_total positions, fewer when
- * the budget (bytes, 0 = none) minus this rank's weights (its layers [l0, l1), the embedding on the first rank,
- * the head on the last) and activations holds fewer; at least one whole request. 0, or exit 2 with e saying what
+ * max_batch_total positions (> 0) are fewer, or when the budget (bytes, 0 = none) minus this rank's weights (its
+ * layers [l0, l1), the embedding on the first rank, the head on the last) and activations holds fewer; at least one
+ * whole request. 0, or exit 2 with e saying what
  * does not fit. qf_serve_run takes the smallest over the ranks. */
 int qf_serve_plan_blocks(const qf_serve_opts *o, int *nblocks, double *kv_gib, qf_err *e);
 

@@ -52,14 +52,12 @@ int qf_engine_load(qf_engine *g) {
     return n;
 }
 
-/* a running job leaves the batch */
-static void engine_leave(qf_engine *g, int s, qf_job_finish why) {
+/* the job in slot s leaves the batch: its blocks go back, the rows its calls wrote stay cached (a conversation's next
+ * turn, a preempted job's return); the number of those rows */
+static int engine_vacate(qf_engine *g, int s) {
     qf_serve_job *j = g->slot[s];
-    if (j->finish == QF_JOB_RUNNING) j->finish = why;
-    j->released = 1;
-    /* the rows its calls wrote stay cached for a prompt that starts the same (a conversation's next turn): its
-     * prompt's so far, and after the prompt the generated tokens fed back (all but the last pick's) */
-    const int written = j->prefilled < j->plen ? j->prefilled : j->plen + (j->nout > 1 ? j->nout - 1 : 0);
+    /* the prompt's rows so far, and after the prompt the generated tokens fed back (all but the last pick's) */
+    const int written = j->prefilled < j->pfill ? j->prefilled : j->plen + (j->nout > 1 ? j->nout - 1 : 0);
     qf_kv_register(&g->kv, s, j->ids, written);
     qf_kv_give(&g->kv, s);
     g->btab_dirty = g->btab_stale = 1;
@@ -68,6 +66,59 @@ static void engine_leave(qf_engine *g, int s, qf_job_finish why) {
     for (int k = 0; k < 2; k++) /* its rows in calls queued ahead: their picks are dropped */
         for (int r = 0; r < g->fl[k].n; r++)
             if (g->fl[k].row_slot[r] == s) g->fl[k].row_slot[r] = -1;
+    return written;
+}
+
+/* a running job leaves the batch */
+static void engine_leave(qf_engine *g, int s, qf_job_finish why) {
+    qf_serve_job *j = g->slot[s];
+    if (j->finish == QF_JOB_RUNNING) j->finish = why;
+    j->released = 1;
+    engine_vacate(g, s);
+}
+
+/* the running job in slot s is preempted: back to the front of the queue with its tokens so far (a pick of it in a
+ * call queued ahead is dropped: it was greedy, the recomputed row gives it again) */
+static void engine_preempt(qf_engine *g, int s) {
+    qf_serve_job *j = g->slot[s];
+    const int written = engine_vacate(g, s);
+    if (written > j->computed) j->computed = written;
+    j->admitted = 0, j->prefilled = 0, j->slot = -1, j->npre++;
+    j->next = g->qhead;
+    g->qhead = j;
+    if (!g->qtail) g->qtail = j;
+    g->qn++;
+    pthread_mutex_lock(&g->o.met->mu);
+    g->o.met->preemptions++;
+    pthread_mutex_unlock(&g->o.met->mu);
+}
+
+/* preemption on: each running job, oldest first, gets the blocks of the positions its next call writes (decoding:
+ * plen + nout - 1, and plen + nout in a call chained on the one in flight: serve_engine.h); when the pool lacks one,
+ * the newest running job is preempted (the job itself when it is the newest); 1 when any was */
+static int engine_grow(qf_engine *g) {
+    int changed = 0;
+    for (;;) {
+        int s = -1, need = 0; /* the oldest job short of blocks, and the positions it needs */
+        for (int t = 0; t < g->o.max_batch; t++) {
+            const qf_serve_job *j = g->slot[t];
+            if (!j || j->prefilled < j->pfill) continue; /* a prefill holds its positions from admission */
+            const int want = j->plen + j->nout + (g->ahead ? 1 : 0), cap = j->plen + j->max_new;
+            const int n = want < cap ? want : cap;
+            if (qf_kv_blocks_for(&g->kv, n) > g->kv.nheld[t] && (s < 0 || j->admit_no < g->slot[s]->admit_no))
+                s = t, need = n;
+        }
+        if (s < 0) return changed;
+        if (!qf_kv_grow(&g->kv, s, need)) {
+            g->btab_dirty = g->btab_stale = 1;
+            continue;
+        }
+        int v = s; /* the newest running job */
+        for (int t = 0; t < g->o.max_batch; t++)
+            if (g->slot[t] && g->slot[t]->admit_no > g->slot[v]->admit_no) v = t;
+        engine_preempt(g, v);
+        changed = 1;
+    }
 }
 
 /* the queue, batch and KV gauges of /metrics (under g->mu): set wherever they change, before the HTTP thread is
@@ -100,6 +151,7 @@ static int engine_schedule(qf_engine *g) {
     }
     g->qtail = NULL;
     for (qf_serve_job *j = g->qhead; j; j = j->next) g->qtail = j;
+    if (g->o.preempt) changed |= engine_grow(g);
     while (g->qhead && g->nrunning < g->o.max_batch) { /* FIFO: the head waits for room, nobody overtakes it */
         qf_serve_job *j = g->qhead;
         /* a choice after its sibling (same prompt): it waits until the sibling's prompt blocks are registered (its
@@ -112,18 +164,21 @@ static int engine_schedule(qf_engine *g) {
         while (g->slot[s]) s++;
         int cached = 0; /* prompt positions whose KV the prefix cache already holds (none where the prompt's own
                          * log-probabilities are asked: every position is computed; a one-token match shares 0) */
-        if (qf_kv_take_prefix(&g->kv, s, j->ids, j->prompt_lp ? 1 : j->plen, j->plen + j->max_new, &cached)) break;
+        const int pfill = j->plen + j->nout; /* after a preemption its tokens so far are prefilled too */
+        const int ntok = g->o.preempt ? pfill : j->plen + j->max_new; /* preemption off: the whole budget */
+        const int keep = g->o.preempt && g->nrunning ? g->watermark : 0;
+        if (qf_kv_admit(&g->kv, s, j->ids, j->prompt_lp ? 1 : pfill, ntok, keep, &cached)) break;
         g->qhead = j->next;
         if (!g->qhead) g->qtail = NULL;
         g->qn--;
-        j->slot = s, j->prefilled = cached, j->admitted = 1;
-        if (cached) {
+        j->slot = s, j->prefilled = cached, j->pfill = pfill, j->admitted = 1, j->admit_no = g->admits++;
+        if (cached && !j->npre) {
             pthread_mutex_lock(&g->o.met->mu);
             g->o.met->prefix_hit_tokens += (uint64_t)cached;
             pthread_mutex_unlock(&g->o.met->mu);
         }
         g->btab_dirty = g->btab_stale = 1;
-        qf_rng_seed2(&j->rng, j->seed, 0);
+        if (!j->npre) qf_rng_seed2(&j->rng, j->seed, 0); /* a preempted job's stream goes on */
         g->slot[s] = j;
         g->nrunning++;
         changed = 1;
@@ -221,7 +276,7 @@ static int engine_can_chain(const qf_engine *g) {
     for (int s = 0; s < g->o.max_batch; s++) {
         const qf_serve_job *j = g->slot[s];
         if (!j) continue;
-        if (j->prefilled < j->plen) {
+        if (j->prefilled < j->pfill) {
             if (!engine_device_pick(j) || j->prompt_lp) return 0;
             prefill = 1;
         } else {
@@ -265,7 +320,7 @@ static int engine_step(qf_engine *g) {
     } else {
         for (int s = 0; s < g->o.max_batch; s++) { /* decoding: one token each */
             qf_serve_job *j = g->slot[s];
-            if (!j || j->prefilled < j->plen) continue;
+            if (!j || j->prefilled < j->pfill) continue;
             g->tok[N] = j->ids[j->plen + j->nout - 1], g->seq[N] = s, g->pos[N] = j->plen + j->nout - 1;
             g->rows[nrows] = N, g->row_slot[nrows++] = s, N++;
         }
@@ -274,32 +329,39 @@ static int engine_step(qf_engine *g) {
      * the room the decoding rows would have had): a prompt of up to that many tokens reaches its first token in
      * one call instead of two */
     if (N == 0) budget = g->Ntok;
-    int64_t prompt_tok = 0;
+    int64_t prompt_tok = 0, recomputed = 0;
     /* prefill: chunks in slot order, first those of prompts begun in earlier calls, then fresh ones: the model runs
      * the call's tail of prompt chunks on the table's prompt attention where it has one (model/paged_prompt.h), and
      * a continued chunk too short for it would cut the fresh ones off that tail if it came after them */
     for (int fresh = 0; fresh < 2; fresh++) {
         for (int s = 0; s < g->o.max_batch && budget > 0 && N < g->Ntok; s++) {
             qf_serve_job *j = g->slot[s];
-            if (!j || j->prefilled >= j->plen || (j->prefilled == 0) != fresh) continue;
-            int k = j->plen - j->prefilled;
+            if (!j || j->prefilled >= j->pfill || (j->prefilled == 0) != fresh) continue;
+            int k = j->pfill - j->prefilled;
             if (k > budget) k = budget;
             if (k > g->Ntok - N) k = g->Ntok - N;
             for (int i = 0; i < k; i++) {
                 g->tok[N + i] = j->ids[j->prefilled + i], g->seq[N + i] = s, g->pos[N + i] = j->prefilled + i;
-                if (j->prompt_lp && j->prefilled + i + 1 < j->plen) { /* its logits give prompt token t's logprob */
+                /* its logits give prompt token t's logprob (computed once: not again after a preemption) */
+                if (j->prompt_lp && j->prefilled + i + 1 < j->plen && j->prefilled + i >= j->computed) {
                     const int t = j->prefilled + i + 1;
                     g->pl_row[npl] = N + i, g->pl_slot[npl] = s, g->pl_at[npl] = t;
                     g->pl_tgt[npl] = j->ids[t], g->pl_topn[npl++] = j->ptop_n;
                 }
             }
+            /* prompt positions computed the first time; after a preemption the rows computed before again */
+            const int lo = j->prefilled > j->computed ? j->prefilled : j->computed;
+            const int hi = j->prefilled + k < j->plen ? j->prefilled + k : j->plen;
+            prompt_tok += hi > lo ? hi - lo : 0;
+            const int rhi = j->prefilled + k < j->computed ? j->prefilled + k : j->computed;
+            recomputed += rhi > j->prefilled ? rhi - j->prefilled : 0;
             j->prefilled += k;
-            N += k, budget -= k, prompt_tok += k;
-            if (j->prefilled == j->plen) { /* the prompt's blocks are written once this call has run: calls after it
+            N += k, budget -= k;
+            if (j->prefilled == j->pfill) { /* the prompt's blocks are written once this call has run: calls after it
                                             * (every later admission's) may share them */
                 if (j->max_new > 0) g->rows[nrows] = N - 1, g->row_slot[nrows++] = s;
                 else end_slot[nend++] = s; /* nothing to generate (echo's scoring): it leaves after the call */
-                qf_kv_register(&g->kv, s, j->ids, j->plen);
+                qf_kv_register(&g->kv, s, j->ids, j->pfill);
             }
         }
     }
@@ -326,6 +388,7 @@ static int engine_step(qf_engine *g) {
     g->steps++, g->steps_ahead += chain;
     pthread_mutex_lock(&g->o.met->mu);
     g->o.met->prompt_tokens += (uint64_t)prompt_tok;
+    g->o.met->recomputed_tokens += (uint64_t)recomputed;
     g->o.met->steps++;
     pthread_mutex_unlock(&g->o.met->mu);
     if (ahead) { /* in flight; the call before it (if any) lands now, while the GPU runs this one */
@@ -405,6 +468,7 @@ int qf_engine_init(qf_engine *g, const qf_engine_opts *o, qf_err *e) {
         g->btab = qf_calloc((size_t)o->max_batch * maxb, sizeof *g->btab);
     }
     g->btab_dirty = g->btab_stale = 1;
+    g->watermark = o->nblocks / 100 > 1 ? o->nblocks / 100 : 1; /* vLLM's 1% */
     g->fly = -1, g->call_ahead = -1;
     if (!o->decode_ahead) g->ahead_why = "off (--decode-ahead off)";
     else if (g->o.world > 1) g->ahead_why = "off (the layers split over ranks: the picks come from the last rank)";

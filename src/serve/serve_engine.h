@@ -2,9 +2,15 @@
  * jobs into a bounded queue and read their tokens back.
  *
  * Continuous batching: between two model calls the engine drops finished and cancelled sequences (their KV blocks
- * go back to the free list) and admits queued jobs in arrival order while a slot (--max-batch) and the blocks of
- * the job's whole budget (prompt + max_new positions, serve_kv.h) are free. One call then carries one token of
- * every decoding sequence followed by prompt chunks of the sequences still in prefill, at most `chunk` prompt
+ * go back to the free list), gives the running sequences the blocks their next call writes, and admits queued jobs
+ * in arrival order while a slot (--max-batch) and the blocks of the job's prompt are free with a watermark (1% of
+ * the pool, at least one block) left behind. When a running sequence's next block is not to be had, the sequence
+ * admitted last is preempted (vLLM's recompute): its blocks go back (their full rows registered in the prefix
+ * cache), it goes back to the front of the queue with its tokens so far, and when it is admitted again the prompt
+ * and those tokens are prefilled anew (from the cache where it still holds them) and it decodes on; the oldest
+ * always runs, a sequence alone always fits the pool, so every sequence finishes. With --preemption off a job takes
+ * its whole budget's blocks (prompt + max_new) at admission and is never preempted. One call then carries one token
+ * of every decoding sequence followed by prompt chunks of the sequences still in prefill, at most `chunk` prompt
  * tokens a call, so a long prompt is spread over several calls and never stalls the running sequences for more
  * than one chunk; a call with no decoding sequence (nothing to stall) takes up to chunk + max_batch prompt tokens.
  * With --prefix-cache on a job's prompt starts where the cached blocks it shares end (serve_kv.h): its prefill
@@ -74,7 +80,13 @@ typedef struct qf_serve_job {
     /* the HTTP side's, under the engine's mutex */
     int cancel;
     /* engine-private */
-    int slot, prefilled;      /* prompt tokens in the cache */
+    int slot, prefilled;      /* positions in the cache */
+    int pfill;                /* positions to prefill before decoding: plen, or after a preemption plen + nout (the
+                               * tokens generated so far are recomputed with the prompt; the last one's logits give
+                               * the next token) */
+    int computed;             /* positions computed before the last preemption (recomputed ones are counted apart) */
+    int npre;                 /* times preempted */
+    uint64_t admit_no;        /* admission order: the newest running sequence is preempted first */
     qf_rng rng;
     struct qf_serve_job *next;
 } qf_serve_job;
@@ -96,6 +108,7 @@ typedef struct qf_engine_opts {
     int cuda_graphs;          /* --cuda-graphs on: decoding steps as CUDA graphs where the backend has them */
     int decode_ahead;         /* --decode-ahead on: queue the next call before reading this one's picks (one rank) */
     int prefix_cache;         /* --prefix-cache on: prompts share the cached KV blocks they start with (serve_kv.h) */
+    int preempt;              /* --preemption on: blocks taken as sequences grow, the newest preempted when short */
 } qf_engine_opts;
 
 /* a call queued ahead whose picks the host has not read yet (qf_engine.fl) */
@@ -149,6 +162,8 @@ typedef struct qf_engine {
     qf_engine_flight fl[2];
     int fly, call_feed, call_ahead;
     uint64_t steps, steps_ahead; /* model calls, and those queued before the previous one's picks were read (g->mu) */
+    uint64_t admits;             /* admissions so far (qf_serve_job.admit_no) */
+    int watermark;               /* preemption on: blocks an admission leaves free for the running sequences' growth */
     int inited;
 } qf_engine;
 

@@ -906,7 +906,8 @@ static qf_engine_opts serve_engine_opts(const qf_serve_opts *o, int nblocks) {
                             .block_size = o->block_size, .nblocks = nblocks, .stop_ids = o->stop_ids,
                             .nstop_ids = o->nstop_ids, .tok = o->tok, .comm = o->comm, .rank = o->rank,
                             .world = o->world, .l0 = o->l0, .l1 = o->l1, .cuda_graphs = o->cuda_graphs,
-                            .decode_ahead = o->decode_ahead, .prefix_cache = o->prefix_cache};
+                            .decode_ahead = o->decode_ahead, .prefix_cache = o->prefix_cache,
+                            .preempt = o->preempt};
 }
 
 /* ranks > 0: their layers of every step until rank 0 stops */
@@ -990,6 +991,10 @@ int qf_serve_run(const qf_serve_opts *o, qf_err *e) {
         fprintf(stderr, "qwen-ft serve: prefix cache: %s\n",
                 o->prefix_cache ? "on (a prompt shares the cached KV blocks it starts with; --prefix-cache off)"
                                 : "off (--prefix-cache off)");
+        fprintf(stderr, "qwen-ft serve: preemption: %s\n",
+                o->preempt ? "on (blocks taken as requests grow; when short, the request admitted last is recomputed "
+                             "later; --preemption off)"
+                           : "off (each request holds its whole budget's blocks from admission; --preemption off)");
         fprintf(stderr, "qwen-ft serve: listening on http://%s:%d\n", o->host, port);
         fflush(stderr);
         event_base_dispatch(c->base);
@@ -1000,8 +1005,10 @@ int qf_serve_run(const qf_serve_opts *o, qf_err *e) {
                         "read (decode ahead)\n", (unsigned long long)calls, (unsigned long long)ahead);
         pthread_mutex_lock(&c->met.mu);
         const unsigned long long hit = c->met.prefix_hit_tokens, pre = c->met.prompt_tokens;
+        const unsigned long long npre = c->met.preemptions, rec = c->met.recomputed_tokens;
         pthread_mutex_unlock(&c->met.mu);
-        fprintf(stderr, "qwen-ft serve: prompt tokens: %llu prefilled, %llu taken from the prefix cache\n", pre, hit);
+        fprintf(stderr, "qwen-ft serve: prompt tokens: %llu prefilled, %llu taken from the prefix cache; %llu "
+                        "preemptions, %llu positions recomputed\n", pre, hit, npre, rec);
 #ifdef QWENFT_HAVE_CUDA
         if (c->eng.graphs) { /* rank 0's (every rank runs the same steps) */
             qf_cuda_graph_stat st;

@@ -128,6 +128,10 @@ int qf_kv_take(qf_kv_pool *p, int s, int ntok) {
 }
 
 int qf_kv_take_prefix(qf_kv_pool *p, int s, const int32_t *ids, int plen, int ntok, int *cached) {
+    return qf_kv_admit(p, s, ids, plen, ntok, 0, cached);
+}
+
+int qf_kv_admit(qf_kv_pool *p, int s, const int32_t *ids, int plen, int ntok, int keep, int *cached) {
     const int need = qf_kv_blocks_for(p, ntok);
     QF_CHECK(s >= 0 && s < p->nslots && p->nheld[s] == 0 && need <= p->maxb && ntok >= plen);
     int32_t *row = p->btab + (size_t)s * p->maxb;
@@ -140,7 +144,7 @@ int qf_kv_take_prefix(qf_kv_pool *p, int s, const int32_t *ids, int plen, int nt
         if (b < 0 || !kv_same(p, b, ids + (size_t)k * p->bs, prev)) break;
         row[k] = b, idle += p->ref[b] == 0, prev = b;
     }
-    if (need - k > p->nfree + p->nidle - idle) {
+    if (need - k + keep > p->nfree + p->nidle - idle) {
         for (int i = 0; i < k; i++) row[i] = 0;
         return -1;
     }
@@ -149,6 +153,17 @@ int qf_kv_take_prefix(qf_kv_pool *p, int s, const int32_t *ids, int plen, int nt
     for (int i = k; i < need; i++) row[i] = kv_alloc(p), p->ref[row[i]] = 1;
     p->nheld[s] = need;
     *cached = k * p->bs;
+    return 0;
+}
+
+int qf_kv_grow(qf_kv_pool *p, int s, int ntok) {
+    const int need = qf_kv_blocks_for(p, ntok);
+    QF_CHECK(s >= 0 && s < p->nslots && need <= p->maxb);
+    if (need <= p->nheld[s]) return 0;
+    if (need - p->nheld[s] > p->nfree + p->nidle) return -1;
+    int32_t *row = p->btab + (size_t)s * p->maxb;
+    for (int i = p->nheld[s]; i < need; i++) row[i] = kv_alloc(p), p->ref[row[i]] = 1;
+    p->nheld[s] = need;
     return 0;
 }
 

@@ -1,8 +1,8 @@
 /* serve_kv.h — the paged KV cache's block accounting: a pool of nblocks blocks of bs positions (the model's pools,
  * model.h paged mode, hold the data), a free list, and per sequence slot a block table of maxb entries. A
- * sequence takes the blocks of its whole budget (prompt + max_new) when it joins the batch and gives them back
- * when it leaves, so a running sequence never waits for memory and nothing is ever preempted; the batch is
- * bounded by the blocks free.
+ * sequence takes blocks when it joins the batch (serve's engine: its prompt's, or with --preemption off its whole
+ * budget's, prompt + max_new) and more as it grows (qf_kv_grow), and gives them all back when it leaves or is
+ * preempted; the batch is bounded by the blocks free.
  *
  * Prefix caching (prefix on; serve's --prefix-cache): once a prompt is prefilled, its full blocks are registered by
  * content (the block's bs tokens and the block before it, so a block stands for its whole prefix), and when the
@@ -49,6 +49,12 @@ int qf_kv_take(qf_kv_pool *p, int s, int ntok);
  * starts with are shared (prefix on); *cached gets the positions they hold (a multiple of bs, < plen), from which
  * the prompt is prefilled. -1 (nothing taken) when the pool lacks the blocks beyond them. */
 int qf_kv_take_prefix(qf_kv_pool *p, int s, const int32_t *ids, int plen, int ntok, int *cached);
+/* qf_kv_take_prefix that also leaves at least keep blocks free or cached behind it (a watermark: room for the
+ * running sequences to grow); -1 (nothing taken) otherwise. */
+int qf_kv_admit(qf_kv_pool *p, int s, const int32_t *ids, int plen, int ntok, int keep, int *cached);
+/* Slot s, holding blocks already, extends its table to the blocks for ntok positions (fresh blocks, never shared;
+ * nothing when it holds them): 0, or -1 (nothing taken) when the pool lacks them. */
+int qf_kv_grow(qf_kv_pool *p, int s, int ntok);
 /* Slot s's rows of positions 0 .. n - 1 are written (their calls queued), for the tokens ids[0 .. n): its full
  * blocks among them are registered (prefix on; a block whose content is cached already is left as is). */
 void qf_kv_register(qf_kv_pool *p, int s, const int32_t *ids, int n);

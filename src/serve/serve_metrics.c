@@ -100,6 +100,12 @@ char *qf_metrics_text(qf_serve_metrics *m, size_t *len) {
     met_put(&b, "# HELP qwenft_prefix_cache_hit_tokens_total prompt tokens whose KV came from the prefix cache (not "
                 "prefilled)\n# TYPE qwenft_prefix_cache_hit_tokens_total counter\nqwenft_prefix_cache_hit_tokens_total "
                 "%llu\n", (unsigned long long)m->prefix_hit_tokens);
+    met_put(&b, "# HELP qwenft_preemptions_total running sequences preempted for the KV blocks of older ones "
+                "(--preemption)\n# TYPE qwenft_preemptions_total counter\nqwenft_preemptions_total %llu\n",
+            (unsigned long long)m->preemptions);
+    met_put(&b, "# HELP qwenft_recomputed_tokens_total positions prefilled again after a preemption\n"
+                "# TYPE qwenft_recomputed_tokens_total counter\nqwenft_recomputed_tokens_total %llu\n",
+            (unsigned long long)m->recomputed_tokens);
     met_hist(&b, "qwenft_time_to_first_token_seconds", "from the request's arrival to its first generated token",
              &m->ttft);
     met_hist(&b, "qwenft_time_per_output_token_seconds", "between successive generated tokens of a request", &m->tpot);

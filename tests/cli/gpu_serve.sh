@@ -13,6 +13,8 @@
 #     bit for bit); the fp32 runs above (graphs on) equal CPU generate;
 #   - decoding one step ahead (--decode-ahead, default on): the fp32 runs above ran with it (the log says so and
 #     counts the steps queued ahead); bf16 requests one at a time give the same ids with --decode-ahead off;
+#   - fp32 with a KV pool of 16 blocks (--max-batch-total-tokens 256) for 8 running requests: some are preempted
+#     (/metrics counts them) and recomputed later; the same 40 replies == CPU generate;
 #   - fp32 on 2 ranks sharing the GPU (mpirun: the layers split, src/serve/serve_split.c): the same 40 replies ==
 #     CPU generate (skipped, saying so, where mpirun is not on PATH), and echo's prompt logprobs == one rank's
 #     (within 1e-5; the head's rank computes them and sends them to rank 0);
@@ -38,12 +40,12 @@ p = subprocess.run([q, "generate", "--model", "wide", "--prompts", "p.jsonl", "-
                    text=True, check=True, env=dict(os.environ, QWENFT_BACKEND="cpu"))
 ref = [json.loads(l) for l in p.stdout.splitlines()]
 echo_ref = {} # dtype: one rank's echo logprobs (the 2-rank run compares with them)
-def run(dtype, ranks=1):
+def run(dtype, ranks=1, extra=()):
     global bad
     os.environ["QWENFT_BACKEND"] = "cuda"
-    log = f"serve_{dtype}_{ranks}.err"
+    log = f"serve_{dtype}_{ranks}{'_pool' if extra else ''}.err"
     launcher = ("mpirun", "-np", str(ranks)) if ranks > 1 else ()
-    S = Server(q, "--model", "wide", "--dtype", dtype, "--max-batch", "8", "--prefill-chunk", "16", log=log,
+    S = Server(q, "--model", "wide", "--dtype", dtype, "--max-batch", "8", "--prefill-chunk", "16", *extra, log=log,
                launcher=launcher)
     if "on cuda" not in open(log).read(): bad += 1; print(f"FAIL: {dtype}: not on the GPU")
     out = {}
@@ -67,7 +69,8 @@ def run(dtype, ranks=1):
         if not ok: bad += 1; print(f"FAIL: {dtype} on {ranks} ranks: echo {se} {str(e)[:300]} != one rank's")
         else: print(f"CUDA {dtype} serve on {ranks} ranks: echo's logprobs == one rank's (within 1e-5)")
     elif dtype == "fp32": # the prompt's logprobs (the head run again over the prompt rows on the GPU) == each prefix's
-        L = e["choices"][0]["logprobs"]; P = e["usage"]["prompt_tokens"]; echo_ref[dtype] = L
+        L = e["choices"][0]["logprobs"]; P = e["usage"]["prompt_tokens"]
+        if not extra: echo_ref[dtype] = L
         pids = [int(t.split(":")[1]) for t in L["tokens"][:P]]; worst = 0.0
         for t in (1, P // 3, P - 1):
             s1, h1, o1 = S.post("/v1/completions", {"prompt": pids[:t], "max_tokens": 1, "temperature": 0,
@@ -84,6 +87,9 @@ def run(dtype, ranks=1):
         else: print(f"CUDA fp32 serve: echo's {P} prompt logprobs == each prefix's next-token logprobs (within {worst:.1e})")
     m = S.metrics()
     if m["qwenft_batch_size"] != 0 or m["qwenft_kv_blocks_used"] != 0: bad += 1; print(f"FAIL: {dtype}: rows or blocks left held")
+    if extra and m["qwenft_preemptions_total"] < 1: bad += 1; print(f"FAIL: {dtype} {extra}: no preemption")
+    elif extra: print(f"CUDA {dtype} serve {' '.join(extra)}: {int(m['qwenft_preemptions_total'])} preemptions, "
+                      f"{int(m['qwenft_recomputed_tokens_total'])} positions recomputed")
     rc = S.stop_ranks() if ranks > 1 else S.stop()
     if rc != 0: bad += 1; print(f"FAIL: {dtype} on {ranks} rank(s): exit {rc} after SIGTERM")
     ah = re.search(r"(\d+) model calls, (\d+) of them queued before", open(log).read())
@@ -95,6 +101,12 @@ same = sum(f32[i] == ref[i % 8]["ids"] for i in range(len(texts)))
 if same != len(texts): bad += 1; print(f"FAIL: CUDA fp32 serve: {same}/{len(texts)} greedy continuations == CPU generate")
 else: print(f"CUDA fp32 serve: {len(texts)} concurrent greedy requests == CPU generate per prompt")
 if chat32 != ref[8]["text"]: bad += 1; print(f"FAIL: CUDA fp32 chat {chat32!r} != generate --chat {ref[8]['text']!r}")
+# a KV pool of 16 blocks for 8 running requests of up to 6: the newest are preempted and recomputed; the same replies
+p32, pchat = run("fp32", extra=("--max-total-tokens", "128", "--max-batch-total-tokens", "256"))
+same = sum(p32[i] == ref[i % 8]["ids"] for i in range(len(texts)))
+if same != len(texts) or pchat != ref[8]["text"]:
+    bad += 1; print(f"FAIL: CUDA fp32 serve with preemption: {same}/{len(texts)} greedy continuations == CPU generate")
+else: print(f"CUDA fp32 serve with preemption: {len(texts)} concurrent greedy requests == CPU generate per prompt")
 b16, chat16 = run("bf16")
 ok = all(isinstance(v, list) and len(v) >= 1 for v in b16.values())
 if not ok: bad += 1; print(f"FAIL: bf16: bad replies {[v for v in b16.values() if not isinstance(v, list)][:3]}")

@@ -11,6 +11,8 @@
 #   - each rank says which layers it holds; SIGTERM to rank 0 (2 ranks), or to every rank as srun/scancel send it
 #     (3 ranks), drains and every rank exits 0 (so does mpirun). (A SIGTERM to mpirun itself reaches every rank
 #     and drains the same way, but Open MPI's mpirun then exits 1 for a job it signalled: not tested.)
+#   - on 3 ranks over a pool of 5 blocks, requests are preempted and recomputed (3 greedy choices of one request
+#     admitted together always are): the same replies
 #   - bad input is said once (rank 0) with exit 2 on every rank, before anything listens
 # Env: QWENFT, WORK, SRC (tests/mpi_common.sh).
 source "$SRC/tests/mpi_common.sh"
@@ -45,6 +47,11 @@ def generate(*extra):
     return [json.loads(l) for l in p.stdout.splitlines()]
 ref = generate()
 ref_ids = [r["ids"] for r in ref]
+with open("pa.jsonl", "w") as f: f.write(json.dumps({"prompt": "a"}) + "\n")
+pa = subprocess.run([q, "generate", "--model", "wide", "--prompts", "pa.jsonl", "--json", "-n", "60"],
+                    capture_output=True, text=True)
+if pa.returncode: print(pa.stderr); sys.exit(1)
+ref_a = json.loads(pa.stdout.splitlines()[0])
 seeded_ids = generate("--temperature", "0.8", "--top-k", "20", "--seed", "11")[0]["ids"] # row 0: serve's stream
 # the prompt's logprobs: one rank's server is the reference (texts[3]: 30+ tokens, several chunks of 8)
 plp_reqs = [("/generate", {"inputs": texts[3], "parameters": {"max_new_tokens": 2, "details": True,
@@ -68,8 +75,12 @@ finally:
 if plp_ref[0] is not None and len(plp_ref[0]) < 25: fail(f"1 rank: the prefill has {len(plp_ref[0])} tokens, expected 25+")
 
 for np_ in (2, 3):
-    S = Server(q, "--model", "wide", "--max-batch", "3", "--max-queue", "64", "--prefill-chunk", "8",
-               "--max-total-tokens", "256", log=f"serve{np_}.err", launcher=(mpirun, "-np", str(np_)))
+    # 3 ranks: a pool of 5 blocks (--max-batch-total-tokens 80): the 7 requests may or may not overlap enough to
+    # preempt, the 3 choices of one request (admitted in one step, growing to 4 blocks each) do: the newest are
+    # preempted and recomputed, the block tables going to every rank as they change
+    pool = ("--max-total-tokens", "64", "--max-batch-total-tokens", "80") if np_ == 3 else ("--max-total-tokens", "256")
+    S = Server(q, "--model", "wide", "--max-batch", "3", "--max-queue", "64", "--prefill-chunk", "8", *pool,
+               log=f"serve{np_}.err", launcher=(mpirun, "-np", str(np_)))
     try:
         got = {}
         def worker(i):
@@ -80,6 +91,13 @@ for np_ in (2, 3):
         for t in ts: t.join()
         for i in range(len(texts)):
             if got.get(i) != ref_ids[i]: fail(f"{np_} ranks, prompt {i}: {got.get(i)} != generate's {ref_ids[i]}")
+        if np_ == 3: # 3 choices of one request join the batch together (1 block each) and grow to 4 blocks each
+            s, h, b = S.post("/v1/completions", {"model": "m", "prompt": "a", "max_tokens": 60, "n": 3,
+                                                 "temperature": 0})
+            texts_n = [c["text"] for c in b["choices"]] if s == 200 else (s, b)
+            if texts_n != [ref_a["text"]] * 3: fail(f"3 ranks, n = 3 over 5 blocks: {texts_n} != 3 x {ref_a['text']!r}")
+        npre = S.metrics()["qwenft_preemptions_total"]
+        if np_ == 3 and npre < 1: fail("3 ranks, a pool of 5 blocks: no request was preempted")
         ev = S.sse("/generate_stream", {"inputs": texts[2], "parameters": {"max_new_tokens": N}})
         ids = [json.loads(e)["token"]["id"] for e in ev]
         if ids != ref_ids[2]: fail(f"{np_} ranks, stream: {ids} != {ref_ids[2]}")
@@ -105,8 +123,8 @@ for np_ in (2, 3):
     for r in range(np_):
         if not re.search(f"rank {r} of {np_} \\(pid \\d+\\): layers \\[", log): fail(f"{np_} ranks: rank {r} did not say its layers:\n{log}")
     if "the layers split over %d ranks" % np_ not in log: fail(f"{np_} ranks: no split line:\n{log}")
-    if not bad: print(f"ok: {np_} ranks: {len(texts)} concurrent greedy replies, a stream and a seeded sample equal "
-                      f"generate's on one rank; the prompt's logprobs (TGI, vLLM, echo) equal one rank's server's; "
+    if not bad: print(f"ok: {np_} ranks: {len(texts)} concurrent greedy replies ({int(npre)} preemptions), a stream "
+                      f"and a seeded sample equal generate's on one rank; the prompt's logprobs (TGI, vLLM, echo) equal one rank's server's; "
                       f"SIGTERM: exit 0")
 sys.exit(1 if bad else 0)
 PY

@@ -42,10 +42,18 @@ for m in preset:qwen9-1t no/such/model.h5; do # (the preset named with "serve: -
   rc=0; "$QWENFT" serve --model "$m" --port 0 > /dev/null 2> bad.err || rc=$?
   [ $rc -eq 2 ] && grep -qF "$m" bad.err || { echo "FAIL: serve --model $m: exit $rc: $(cat bad.err)"; exit 1; }
 done
-for o in cuda-graphs decode-ahead prefix-cache; do for v in maybe ON 1; do # on or off only
+for o in cuda-graphs decode-ahead prefix-cache preemption; do for v in maybe ON 1; do # on or off only
   rc=0; "$QWENFT" serve --model wide --$o "$v" --port 0 > /dev/null 2> bad.err || rc=$?
   [ $rc -eq 2 ] && grep -qF -- "$o" bad.err || { echo "FAIL: serve --$o $v: exit $rc: $(cat bad.err)"; exit 1; }
 done; done
+# a KV pool smaller than one request: exit 2 naming the option
+rc=0; "$QWENFT" serve --model wide --max-total-tokens 160 --max-batch-total-tokens 100 --port 0 > /dev/null 2> bad.err || rc=$?
+[ $rc -eq 2 ] && grep -qF -- "--max-batch-total-tokens 100" bad.err ||
+  { echo "FAIL: serve --max-batch-total-tokens 100: exit $rc: $(cat bad.err)"; exit 1; }
+# ... or than one model call's tokens (the defaults: --prefill-chunk 2048 + --max-batch 32)
+rc=0; "$QWENFT" serve --model wide --max-total-tokens 160 --max-batch-total-tokens 320 --port 0 > /dev/null 2> bad.err || rc=$?
+[ $rc -eq 2 ] && grep -qF -- "--prefill-chunk 2048 + --max-batch 32" bad.err ||
+  { echo "FAIL: serve --max-batch-total-tokens 320 beside --prefill-chunk 2048: exit $rc: $(cat bad.err)"; exit 1; }
 
 PYTHONPATH="$SRC/tests/tools" python3 - "$QWENFT" <<'PY'
 import json, signal, socket, subprocess, sys, threading, time
@@ -584,6 +592,65 @@ try:
           f"== generate; {int(m['qwenft_prefix_cache_hit_tokens_total'])} prompt tokens from the cache")
 finally:
     expect("fourth server: exit after SIGTERM", S.stop(), 0)
+
+# ---- preemption: a pool of 20 blocks (--max-batch-total-tokens 320) for 4 running requests that grow to 6-8
+# blocks each: the newest running request gives its blocks back and is recomputed later (its prompt and tokens so
+# far, from the prefix cache where it still holds them); greedy and seeded sampled replies == generate; with
+# --prefix-cache and --decode-ahead off (everything recomputed, no call ahead) too; --preemption off: none ----------
+pre_texts = ["the quick brown fox jumps over the lazy dog " * 2, "hello there, general kenobi. " * 3, "data " * 30,
+             "one two three four five six seven", "zebra " * 12, "a b c d e f g h i j k l m n o p", "x", "lorem ipsum " * 5]
+pre_new = 80
+pre_ref = generate([{"prompt": t} for t in pre_texts], pre_new)
+samp_args = ["--temperature", "0.8", "--top-k", "40", "--top-p", "0.9"]
+pre_samp = generate([{"prompt": pre_texts[1]}], pre_new, *samp_args, "--seed", "11")
+def pre_round(S, what):
+    res = {}
+    def w(k, i, sampled):
+        par = {"max_new_tokens": pre_new, "details": True, "stop": None}
+        if sampled: par.update({"do_sample": True, "temperature": 0.8, "top_k": 40, "top_p": 0.9, "seed": 11})
+        s, h, b = S.post("/generate", {"inputs": pre_texts[i], "parameters": par})
+        res[k] = [t["id"] for t in b["details"]["tokens"]] if s == 200 else (s, b)
+    jobs = [(f"g{i}", i, False) for i in range(len(pre_texts))] + [("s0", 1, True), ("s1", 1, True)]
+    jobs[3:3] = [jobs.pop()]  # a sampled one among the first to be admitted
+    th = [threading.Thread(target=w, args=j) for j in jobs]
+    for t in th: t.start()
+    for t in th: t.join()
+    for k, i, sampled in jobs:
+        expect(f"{what}: {k} ids == generate" + (" --seed 11" if sampled else ""), res[k],
+               pre_samp[0]["ids"] if sampled else pre_ref[i]["ids"])
+    m = S.metrics()
+    if m["qwenft_kv_blocks_used"] != 0: fail(f"{what}: {m['qwenft_kv_blocks_used']} blocks left held")
+    return m
+pre_common = ["--model", "wide", "--max-batch", "4", "--max-queue", "64", "--prefill-chunk", "8",
+              "--max-total-tokens", "160", "--max-input-tokens", "96", "--max-batch-total-tokens", "320"]
+for extra, log in (([], "serve5.err"), (["--prefix-cache", "off", "--decode-ahead", "off"], "serve6.err")):
+    S = Server(q, *pre_common, *extra, log=log)
+    what = "preemption" + (" (prefix cache, decode ahead off)" if extra else "")
+    try:
+        if "preemption: on (" not in open(log).read(): fail(f"{what}: no 'preemption: on' in the start-up log")
+        bad0 = bad
+        for attempt in range(3):  # the requests overlap enough to preempt (the first round does, as a rule)
+            m = pre_round(S, what)
+            npre, rec = m["qwenft_preemptions_total"], m["qwenft_recomputed_tokens_total"]
+            if npre: break
+        if m["qwenft_kv_blocks_total"] != 20: fail(f"{what}: pool of {m['qwenft_kv_blocks_total']} blocks, not 20")
+        if npre < 1 or rec < 1: fail(f"{what}: {npre} preemptions, {rec} positions recomputed: none happened")
+        if extra and m["qwenft_prefix_cache_hit_tokens_total"]: fail(f"{what}: prefix cache hits with it off")
+        if bad == bad0:
+            print(f"{what}: {len(pre_texts) + 2} requests over 20 blocks: {int(npre)} preemptions, {int(rec)} "
+                  "positions recomputed, every reply == generate")
+    finally:
+        expect(f"{what}: exit after SIGTERM", S.stop(), 0)
+    if f"{int(npre)} preemptions, {int(rec)} positions recomputed" not in open(log).read():
+        fail(f"{what}: the stop line does not count them")
+S = Server(q, *pre_common, "--preemption", "off", log="serve7.err")
+try:
+    if "preemption: off (" not in open("serve7.err").read(): fail("--preemption off: not in the start-up log")
+    m = pre_round(S, "preemption off")
+    if m["qwenft_preemptions_total"] or m["qwenft_recomputed_tokens_total"]: fail(f"--preemption off: {m}")
+    else: print("preemption off: every request holds its whole budget, none preempted, the same replies")
+finally:
+    expect("preemption off: exit after SIGTERM", S.stop(), 0)
 
 # ---- --decode-ahead off: every call's picks read before the next is built; the same replies ---------------------
 S = Server(q, "--model", "wide", "--max-batch", "3", "--max-queue", "64", "--prefill-chunk", "8",

@@ -156,6 +156,34 @@ static void kv_prefix(void) {
     qf_kv_free(&p);
 }
 
+/* preemption's calls: an admission that leaves a watermark behind, a slot growing block by block, the pool refusing
+ * growth with nothing taken, and a preempted slot's registered rows shared again when it comes back */
+static void kv_grow(void) {
+    qf_kv_pool p;
+    qf_kv_init(&p, 8, 4, 8, 3, 1);
+    int32_t A[20];
+    for (int i = 0; i < 20; i++) A[i] = 300 + i;
+    int c = -1;
+    CHECK(qf_kv_admit(&p, 0, A, 9, 9, 5, &c) == 0 && p.nheld[0] == 3 && c == 0, "9 positions: 3 blocks, 5 left");
+    CHECK(qf_kv_admit(&p, 1, A + 10, 5, 5, 7, &c) == -1 && p.nheld[1] == 0 && p.nfree == 5,
+          "an admission that would leave fewer than the watermark: nothing taken");
+    CHECK(qf_kv_admit(&p, 1, A + 10, 5, 5, 3, &c) == 0 && p.nheld[1] == 2 && p.nfree == 3, "5 positions, 3 kept");
+    const int32_t first = p.btab[0];
+    CHECK(qf_kv_grow(&p, 0, 12) == 0 && p.nheld[0] == 3 && p.nfree == 3, "growing within the blocks held: none taken");
+    CHECK(qf_kv_grow(&p, 0, 13) == 0 && p.nheld[0] == 4 && p.nfree == 2 && p.btab[0] == first,
+          "one position more: one more block, the table's start unchanged");
+    CHECK(qf_kv_grow(&p, 0, 28) == -1 && p.nheld[0] == 4 && p.nfree == 2, "beyond the pool: refused, nothing taken");
+    CHECK(qf_kv_grow(&p, 0, 20) == 0 && p.nheld[0] == 5 && p.nfree == 1 && kv_consistent(&p), "to 20 positions");
+    /* slot 1 preempted: its full block registered and given back, then admitted again sharing it */
+    qf_kv_register(&p, 1, A + 10, 4);
+    qf_kv_give(&p, 1);
+    CHECK(p.nfree == 2 && p.nidle == 1 && kv_consistent(&p), "preempted: one block free, its full one cached");
+    CHECK(qf_kv_admit(&p, 1, A + 10, 6, 6, 1, &c) == 0 && c == 4 && p.nheld[1] == 2 && p.nidle == 0 && p.nfree == 1,
+          "back with 6 positions: the cached block shared, one fresh block");
+    CHECK(kv_consistent(&p), "consistent after growth and preemption");
+    qf_kv_free(&p);
+}
+
 int main(void) {
     const int a[] = {9, 1, 40}, b[] = {100, 3, 17, 64, 5};
     paged_vs_alone(3, a, 8, 5, 4, 4, 16, 16);
@@ -164,6 +192,7 @@ int main(void) {
     paged_vs_alone(3, a, 4, 3, 4, 1, 8, 1);
     kv_pool();
     kv_prefix();
+    kv_grow();
     printf("test_serve_paged: %d checks, %d failed\n", qf_test_checks, qf_test_failures);
     return qf_test_failures != 0;
 }

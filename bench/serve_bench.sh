@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # bench/serve_bench.sh [PRESET] — `qwen-ft serve` on the GPU machine (the [serve] issue's targets): the preset
 # randomly initialised (default qwen2.5-7b), bf16, one GPU, served on 127.0.0.1 with --max-batch 128:
-#   1. batch 1: one /generate_stream of a prompt of about BENCH_PROMPT_TOKENS (512) tokens, 128 new tokens: time to first token, decode tokens/s;
-#   2. 32 concurrent streamed /v1/completions (greedy, prompts of about 512 tokens, 128 new tokens each): generated
+#   1. batch 1: one /generate_stream of a prompt of BENCH_PROMPT_TOKENS (512) tokens, 128 new tokens: time to first
+#      token, decode tokens/s (prompts fitted to the count within 2 tokens through HF `tokenizers` where PY has it);
+#   2. 32 concurrent streamed /v1/completions (greedy, prompts of 512 tokens, 128 new tokens each): generated
 #      tokens/s in total (wall time from the first request, the prefill included), and the decode rate once every
 #      prompt is in (from the last first token to the last token);
 #   3. a shared start of about BENCH_PROMPT_TOKENS tokens, then 9 distinct questions of about an eighth of it, one
@@ -22,6 +23,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 Q=${QWENFT:-$root/build-cuda/qwen-ft}
 PY=${PY:-python3}
 out=${OUT:-/tmp}
+mkdir -p "$out"
 tok=${TOKENIZER:-$root/tests/reference/fixtures/tokenizer/tokenizer.json}
 work=$(mktemp -d)
 [ "${BENCH_LOCUST_TIME:-2m}" = 0 ] || "$PY" -c "import locust" 2> /dev/null || { echo "serve_bench: $PY has no locust (pip install -r tests/reference/requirements-serve.txt)"; exit 2; }
@@ -34,9 +36,9 @@ port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$work/ser
 [ -n "$port" ] || { echo "serve_bench: the server did not start:"; cat "$work/serve.err"; exit 1; }
 head -3 "$work/serve.err"
 url=http://127.0.0.1:$port
-"$PY" - "$url" "$model" <<'PY' | tee -a "$out/serve_bench.jsonl"
-import http.client, json, random, sys, threading, time
-url, model = sys.argv[1], sys.argv[2]
+"$PY" - "$url" "$model" "$tok" <<'PY' | tee -a "$out/serve_bench.jsonl"
+import http.client, json, os, random, sys, threading, time
+url, model, tokpath = sys.argv[1], sys.argv[2], sys.argv[3]
 host, port = url[7:].split(":"); port = int(port)
 words = "the of and to in is was for on that with as by at from his her an which or be are this had not but".split()
 def post(path, body):
@@ -46,14 +48,42 @@ def post(path, body):
 def ntok(text): # the prompt's tokens under the server's tokenizer
     c, r = post("/v1/completions", {"model": model, "prompt": text, "max_tokens": 1}); b = json.loads(r.read()); c.close()
     return b["usage"]["prompt_tokens"] if r.status == 200 else 10 ** 9  # over the limit
-want = int(__import__("os").environ.get("BENCH_PROMPT_TOKENS", "512"))
+want = int(os.environ.get("BENCH_PROMPT_TOKENS", "512"))
+def text(seed, n):
+    r = random.Random(seed); return " ".join(r.choice(words) for _ in range(n))
 nwords = max(1, want // 3)
 for _ in range(6): # words per prompt for about `want` tokens
-    k = ntok(" ".join(random.Random(0).choice(words) for _ in range(nwords)))
+    k = ntok(text(0, nwords))
     if abs(k - want) <= 8: break
     nwords = max(1, nwords // 2 if k == 10 ** 9 else nwords * want // k)
+# Each prompt is fitted to `want` tokens (within 2): the words' token counts differ, so one word count for every
+# seed left the prompts 8-25% longer (about 600 tokens for 512 until 2026-12-07). The counts come from the
+# tokenizer file through HF `tokenizers` (the server's own count equals it: checked on one prompt below), not from
+# the server: a prompt sent to count it would sit in the prefix cache when measured.
+count = None
+try:
+    from tokenizers import Tokenizer
+    tf = os.path.join(tokpath, "tokenizer.json") if os.path.isdir(tokpath) else tokpath
+    tk = Tokenizer.from_file(tf)
+    count = lambda t: len(tk.encode(t, add_special_tokens=False).ids)
+    probe = text(999, nwords)
+    if count(probe) != ntok(probe): count = None
+except Exception:
+    pass
+if count is None:
+    print(f"serve_bench: prompts of {nwords} words each, not fitted to {want} tokens (no HF tokenizers for {tokpath}, "
+          "or its count differs from the server's)", file=sys.stderr)
+fitted = {}
 def prompt(seed):
-    r = random.Random(seed); return " ".join(r.choice(words) for _ in range(nwords))
+    if seed not in fitted:
+        n = nwords
+        for _ in range(12 if count else 0):
+            k = count(text(seed, n))
+            if abs(k - want) <= 2: break
+            n = max(1, n + (1 if k < want else -1) * max(1, abs(k - want) // 3))
+        fitted[seed] = text(seed, n)
+    return fitted[seed]
+for s in [1, 7] + [100 + i for i in range(32)]: prompt(s) # fitted before any timing
 # warm-up
 c, r = post("/generate", {"inputs": "hello", "parameters": {"max_new_tokens": 4}}); r.read(); c.close()
 # 1. batch 1, streamed: TTFT and decode tokens/s

@@ -18,11 +18,12 @@
 #include "generate/gen_prompts.h"
 #include "model/backend.h"
 #include "serve/serve.h"
+#include "serve/serve_spec.h"
 
 typedef struct serve_args {
     const char *model, *tokenizer, *host, *api_key, *template_name, *system, *dtype, *model_id, *cuda_graphs;
     const char *decode_ahead, *prefix_cache, *preemption;
-    int port, max_batch, max_input, max_total, max_queue, chunk, max_body_kb, max_batch_total;
+    int port, max_batch, max_input, max_total, max_queue, chunk, max_body_kb, max_batch_total, speculate;
     double gpu_limit_gb, grace_s;
 } serve_args;
 
@@ -90,6 +91,11 @@ static const qf_opt SERVE_OPTS[] = {
                                    "back and is recomputed later (vLLM's policy; more requests run at once); off: "
                                    "a request takes its whole budget's blocks (prompt + max_new_tokens) when it "
                                    "joins and is never preempted"},
+    {.name = "speculate", .type = QF_OPT_INT, .off = offsetof(serve_args, speculate), .def = "0", .meta = "N",
+     .lo = 0, .hi = QF_SPEC_MAX,
+     .help = "speculative decoding for greedy requests: up to N draft tokens a call, what followed the latest earlier "
+             "occurrence of the sequence's last tokens (TGI's n-gram speculation), kept while the model's own picks "
+             "confirm them: the same tokens in fewer calls (decode ahead is off then; 0: none)"},
     {.name = "shutdown-grace", .type = QF_OPT_DOUBLE, .off = offsetof(serve_args, grace_s), .def = "30",
      .meta = "S", .lo = 0, .hi = 86400,
      .help = "after SIGTERM/SIGINT, running requests get S seconds to finish before they are cancelled"},
@@ -187,7 +193,7 @@ static int serve_main(const void *args) {
                            .l0 = l0, .l1 = l1, .cuda_graphs = strcmp(a->cuda_graphs, "off") != 0,
                            .decode_ahead = strcmp(a->decode_ahead, "off") != 0,
                            .prefix_cache = strcmp(a->prefix_cache, "off") != 0,
-                           .preempt = strcmp(a->preemption, "off") != 0};
+                           .preempt = strcmp(a->preemption, "off") != 0, .speculate = a->speculate};
         rc = qf_serve_run(&o, &e);
     }
     if (rc && e.msg[0] && world > 1) fprintf(stderr, "qwen-ft: rank %d: %s\n", rank, e.msg);

@@ -302,11 +302,36 @@ static void engine_prompt_lp(qf_engine *g, int npl) {
     }
 }
 
+/* speculation (serve_engine.h): the drafts of the greedy sequence in slot s as head rows after its own row, at
+ * most *spare of them (the head rows the running sequences leave); their KV positions taken from the free blocks
+ * beyond the watermark only; the drafts fed */
+static int engine_drafts(qf_engine *g, int s, int *N, int *nrows, int *spare) {
+    qf_serve_job *j = g->slot[s];
+    const int n = j->plen + j->nout, bs = g->o.block_size; /* its row is at position n - 1, the drafts from n */
+    int maxd = g->o.speculate < *spare ? g->o.speculate : *spare;
+    if (maxd > j->max_new - j->nout - 1) maxd = j->max_new - j->nout - 1; /* the last draft's pick still fits */
+    const int avail = g->kv.nfree - (g->o.preempt ? g->watermark : 0); /* free blocks it may take */
+    const int room = (g->kv.nheld[s] + (avail > 0 ? avail : 0)) * bs - n; /* positions from n it may write */
+    if (maxd > room) maxd = room;
+    const int k = maxd > 0 ? qf_spec_ngram(j->ids, n, maxd, g->draft) : 0;
+    if (k == 0) return 0;
+    if (qf_kv_blocks_for(&g->kv, n + k) > g->kv.nheld[s]) {
+        QF_CHECK(qf_kv_grow(&g->kv, s, n + k) == 0); /* free blocks: nothing evicted */
+        g->btab_dirty = g->btab_stale = 1;
+    }
+    for (int i = 0; i < k; i++) {
+        g->tok[*N] = g->draft[i], g->seq[*N] = s, g->pos[*N] = n + i;
+        g->rows[*nrows] = *N, g->row_slot[*nrows] = s, g->row_draft[(*nrows)++] = g->draft[i], (*N)++;
+    }
+    *spare -= k;
+    return k;
+}
+
 /* one model call over the running batch: every decoding sequence's newest token, then prompt chunks; 1 if run */
 static int engine_step(qf_engine *g) {
     if (g->fly >= 0 && !engine_can_chain(g)) engine_land(g, g->fly);
     const int chain = g->fly >= 0;
-    int N = 0, nrows = 0, budget = g->o.chunk, npl = 0, nend = 0;
+    int N = 0, nrows = 0, budget = g->o.chunk, npl = 0, nend = 0, ndraft = 0, naccept = 0;
     int32_t *end_slot = g->pl_slot + g->Ntok; /* [max_batch] jobs of max_new 0 whose prompt is in after this call */
     int64_t V = g->o.cfg->vocab_size;
     if (chain) { /* decoding: the flight's rows in its order, each at its pick's position (the token comes on the backend) */
@@ -315,14 +340,17 @@ static int engine_step(qf_engine *g) {
             const int s = f->row_slot[r];
             const qf_serve_job *j = g->slot[s];
             g->tok[N] = 0, g->seq[N] = s, g->pos[N] = j->plen + j->nout;
-            g->rows[nrows] = N, g->row_slot[nrows++] = s, N++;
+            g->rows[nrows] = N, g->row_draft[nrows] = -1, g->row_slot[nrows++] = s, N++;
         }
     } else {
-        for (int s = 0; s < g->o.max_batch; s++) { /* decoding: one token each */
+        int spare = g->o.max_batch - g->nrunning; /* head rows beyond one a running job: room for drafts */
+        for (int s = 0; s < g->o.max_batch; s++) { /* decoding: one token each (and its drafts) */
             qf_serve_job *j = g->slot[s];
             if (!j || j->prefilled < j->pfill) continue;
             g->tok[N] = j->ids[j->plen + j->nout - 1], g->seq[N] = s, g->pos[N] = j->plen + j->nout - 1;
-            g->rows[nrows] = N, g->row_slot[nrows++] = s, N++;
+            g->rows[nrows] = N, g->row_draft[nrows] = -1, g->row_slot[nrows++] = s, N++;
+            if (g->o.speculate && spare > 0 && engine_device_pick(j))
+                ndraft += engine_drafts(g, s, &N, &nrows, &spare);
         }
     }
     /* no sequence is decoding, so none can be stalled: the prompts take the whole call (chunk + max_batch tokens,
@@ -359,7 +387,7 @@ static int engine_step(qf_engine *g) {
             N += k, budget -= k;
             if (j->prefilled == j->pfill) { /* the prompt's blocks are written once this call has run: calls after it
                                             * (every later admission's) may share them */
-                if (j->max_new > 0) g->rows[nrows] = N - 1, g->row_slot[nrows++] = s;
+                if (j->max_new > 0) g->rows[nrows] = N - 1, g->row_draft[nrows] = -1, g->row_slot[nrows++] = s;
                 else end_slot[nend++] = s; /* nothing to generate (echo's scoring): it leaves after the call */
                 qf_kv_register(&g->kv, s, j->ids, j->pfill);
             }
@@ -389,6 +417,7 @@ static int engine_step(qf_engine *g) {
     pthread_mutex_lock(&g->o.met->mu);
     g->o.met->prompt_tokens += (uint64_t)prompt_tok;
     g->o.met->recomputed_tokens += (uint64_t)recomputed;
+    g->o.met->spec_draft_tokens += (uint64_t)ndraft;
     g->o.met->steps++;
     pthread_mutex_unlock(&g->o.met->mu);
     if (ahead) { /* in flight; the call before it (if any) lands now, while the GPU runs this one */
@@ -406,9 +435,24 @@ static int engine_step(qf_engine *g) {
         pthread_mutex_unlock(&g->o.met->mu);
         engine_leave(g, end_slot[e], QF_JOB_LENGTH);
     }
-    for (int r = 0; r < nrows; r++)
-        engine_pick(g, g->row_slot[r], device ? NULL : g->logits + (size_t)r * V, device ? g->pick[r] : 0,
+    for (int r = 0; r < nrows; r++) {
+        const int s = g->row_slot[r];
+        const qf_serve_job *j = g->slot[s];
+        if (g->row_draft[r] >= 0) { /* a draft: its pick counts while the draft is the pick before it */
+            if (j && g->row_draft[r - 1] != -2 && g->row_draft[r] == j->ids[j->plen + j->nout - 1]) naccept++;
+            else {
+                g->row_draft[r] = -2; /* rejected: so are the sequence's drafts after it */
+                continue;
+            }
+        }
+        engine_pick(g, s, device ? NULL : g->logits + (size_t)r * V, device ? g->pick[r] : 0,
                     device && want_lp ? g->pick_lp[r] : NAN, now);
+    }
+    if (ndraft) {
+        pthread_mutex_lock(&g->o.met->mu);
+        g->o.met->spec_accepted_tokens += (uint64_t)naccept;
+        pthread_mutex_unlock(&g->o.met->mu);
+    }
     engine_gauges(g); /* jobs that finished in this step have left the batch */
     pthread_mutex_unlock(&g->mu);
     return nrows > 0;
@@ -471,6 +515,7 @@ int qf_engine_init(qf_engine *g, const qf_engine_opts *o, qf_err *e) {
     g->watermark = o->nblocks / 100 > 1 ? o->nblocks / 100 : 1; /* vLLM's 1% */
     g->fly = -1, g->call_ahead = -1;
     if (!o->decode_ahead) g->ahead_why = "off (--decode-ahead off)";
+    else if (o->speculate) g->ahead_why = "off (--speculate: a sequence's rows of the next call depend on its picks)";
     else if (g->o.world > 1) g->ahead_why = "off (the layers split over ranks: the picks come from the last rank)";
     else g->ahead = 1, g->ahead_why = "on";
     if (g->ahead) {
@@ -484,6 +529,7 @@ int qf_engine_init(qf_engine *g, const qf_engine_opts *o, qf_err *e) {
     g->pos = qf_malloc((size_t)g->Ntok * sizeof(int32_t));
     g->rows = qf_malloc((size_t)o->max_batch * sizeof(int32_t));
     g->row_slot = qf_malloc((size_t)o->max_batch * sizeof(int32_t));
+    g->row_draft = qf_malloc((size_t)o->max_batch * sizeof(int32_t));
     if (first || last) g->logits = qf_malloc((size_t)o->max_batch * o->cfg->vocab_size * sizeof(float));
     g->raw = qf_malloc((size_t)o->cfg->vocab_size * sizeof(float));
     g->pick = qf_malloc((size_t)o->max_batch * sizeof(int32_t));
@@ -559,6 +605,7 @@ void qf_engine_stop(qf_engine *g) {
     free(g->pos);
     free(g->rows);
     free(g->row_slot);
+    free(g->row_draft);
     free(g->logits);
     free(g->raw);
     free(g->pick);

@@ -26,7 +26,17 @@
  * host reads the picks, updates the jobs and answers the clients while the GPU runs the next call. A job that ends
  * with the picks read (EOS, a stop string, a cancel) has one row computed for nothing in the call already queued;
  * its result is dropped. The flight lands first (the engine reads its picks before it builds the call) when a row
- * of it has left, a prompt would need its logits on the host, or every row ends with it by length. */
+ * of it has left, a prompt would need its logits on the host, or every row ends with it by length.
+ *
+ * Speculative decoding (--speculate N > 0; decoding ahead is then off): a decoding sequence picked greedily on the
+ * backend (no repetition penalty, no top_logprobs) gets up to N draft tokens after its own row in the call
+ * (serve_spec.h: what followed the latest earlier occurrence of its last tokens), at the next positions, each a head
+ * row. Its own row's pick is its next token as always; draft i's pick is taken too while draft i equals the pick
+ * before it (the model saw the very tokens it would have been fed), so a reply's tokens are those of decoding one
+ * token a call, and a call may give a sequence up to N + 1. The drafts are bounded by the head rows the running
+ * sequences leave (--max-batch), by the tokens the sequence may still generate, and by the blocks free beyond the
+ * watermark: a draft never preempts a sequence or evicts a cached block. A rejected draft's row in the cache lies
+ * past the sequence's last position, so no query reads it before the next call writes that position again. */
 #ifndef QF_SERVE_ENGINE_H
 #define QF_SERVE_ENGINE_H
 #include <mpi.h>
@@ -39,6 +49,7 @@
 #include "model_config.h"
 #include "serve_kv.h"
 #include "serve_metrics.h"
+#include "serve_spec.h"
 #include "serve_req.h"
 #include "tokenizer.h"
 #include "util/rng.h"
@@ -109,6 +120,7 @@ typedef struct qf_engine_opts {
     int decode_ahead;         /* --decode-ahead on: queue the next call before reading this one's picks (one rank) */
     int prefix_cache;         /* --prefix-cache on: prompts share the cached KV blocks they start with (serve_kv.h) */
     int preempt;              /* --preemption on: blocks taken as sequences grow, the newest preempted when short */
+    int speculate;            /* --speculate N: up to N draft tokens a call for each greedy sequence (0: none) */
 } qf_engine_opts;
 
 /* a call queued ahead whose picks the host has not read yet (qf_engine.fl) */
@@ -136,6 +148,9 @@ typedef struct qf_engine {
     /* one call's host arrays */
     int Ntok;
     int32_t *tok, *seq, *pos, *rows, *row_slot;
+    int32_t *row_draft;          /* [max_batch] a head row's draft token (speculation), -1: the sequence's own row
+                                  * (-2 once a draft is rejected, while its call's picks are taken) */
+    int32_t draft[QF_SPEC_MAX];  /* one sequence's drafts (serve_spec.h) */
     float *logits, *raw;
     int32_t *pick;               /* [max_batch] greedy picks made on the backend (no logits copied) */
     float *pick_lp;              /* [max_batch] their log-softmax */

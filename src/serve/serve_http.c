@@ -907,7 +907,7 @@ static qf_engine_opts serve_engine_opts(const qf_serve_opts *o, int nblocks) {
                             .nstop_ids = o->nstop_ids, .tok = o->tok, .comm = o->comm, .rank = o->rank,
                             .world = o->world, .l0 = o->l0, .l1 = o->l1, .cuda_graphs = o->cuda_graphs,
                             .decode_ahead = o->decode_ahead, .prefix_cache = o->prefix_cache,
-                            .preempt = o->preempt};
+                            .preempt = o->preempt, .speculate = o->speculate};
 }
 
 /* ranks > 0: their layers of every step until rank 0 stops */
@@ -995,6 +995,11 @@ int qf_serve_run(const qf_serve_opts *o, qf_err *e) {
                 o->preempt ? "on (blocks taken as requests grow; when short, the request admitted last is recomputed "
                              "later; --preemption off)"
                            : "off (each request holds its whole budget's blocks from admission; --preemption off)");
+        if (o->speculate)
+            fprintf(stderr, "qwen-ft serve: speculation: up to %d draft tokens a call for each greedy request (what "
+                            "followed the latest earlier occurrence of its last 3, 2 or 1 tokens; --speculate 0 "
+                            "off)\n", o->speculate);
+        else fprintf(stderr, "qwen-ft serve: speculation: off (--speculate N)\n");
         fprintf(stderr, "qwen-ft serve: listening on http://%s:%d\n", o->host, port);
         fflush(stderr);
         event_base_dispatch(c->base);
@@ -1006,9 +1011,13 @@ int qf_serve_run(const qf_serve_opts *o, qf_err *e) {
         pthread_mutex_lock(&c->met.mu);
         const unsigned long long hit = c->met.prefix_hit_tokens, pre = c->met.prompt_tokens;
         const unsigned long long npre = c->met.preemptions, rec = c->met.recomputed_tokens;
+        const unsigned long long nd = c->met.spec_draft_tokens, na = c->met.spec_accepted_tokens;
         pthread_mutex_unlock(&c->met.mu);
         fprintf(stderr, "qwen-ft serve: prompt tokens: %llu prefilled, %llu taken from the prefix cache; %llu "
                         "preemptions, %llu positions recomputed\n", pre, hit, npre, rec);
+        if (o->speculate)
+            fprintf(stderr, "qwen-ft serve: speculation: %llu draft tokens fed, %llu accepted (%.1f%%)\n", nd, na,
+                    nd ? 100.0 * (double)na / (double)nd : 0.0);
 #ifdef QWENFT_HAVE_CUDA
         if (c->eng.graphs) { /* rank 0's (every rank runs the same steps) */
             qf_cuda_graph_stat st;

@@ -106,6 +106,13 @@ char *qf_metrics_text(qf_serve_metrics *m, size_t *len) {
     met_put(&b, "# HELP qwenft_recomputed_tokens_total positions prefilled again after a preemption\n"
                 "# TYPE qwenft_recomputed_tokens_total counter\nqwenft_recomputed_tokens_total %llu\n",
             (unsigned long long)m->recomputed_tokens);
+    met_put(&b, "# HELP qwenft_spec_draft_tokens_total draft tokens fed to the model (--speculate)\n"
+                "# TYPE qwenft_spec_draft_tokens_total counter\nqwenft_spec_draft_tokens_total %llu\n",
+            (unsigned long long)m->spec_draft_tokens);
+    met_put(&b, "# HELP qwenft_spec_accepted_tokens_total draft tokens the model's picks confirmed (each gave one more "
+                "token in its call)\n# TYPE qwenft_spec_accepted_tokens_total counter\n"
+                "qwenft_spec_accepted_tokens_total %llu\n",
+            (unsigned long long)m->spec_accepted_tokens);
     met_hist(&b, "qwenft_time_to_first_token_seconds", "from the request's arrival to its first generated token",
              &m->ttft);
     met_hist(&b, "qwenft_time_per_output_token_seconds", "between successive generated tokens of a request", &m->tpot);

@@ -1,8 +1,8 @@
 /* serve_metrics.h — `GET /metrics` of qwen-ft serve in Prometheus' text format (version 0.0.4): requests by endpoint
  * and status, queue depth, running batch size, prompt and generated tokens, time to first token and time per output
  * token histograms, KV blocks used, cached for reuse and total, prompt tokens taken from the prefix cache,
- * preemptions and the positions they had recomputed. Updated by the HTTP thread and the engine thread under one
- * mutex. */
+ * preemptions and the positions they had recomputed, speculation's draft tokens fed and accepted. Updated by the
+ * HTTP thread and the engine thread under one mutex. */
 #ifndef QF_SERVE_METRICS_H
 #define QF_SERVE_METRICS_H
 #include <pthread.h>
@@ -24,6 +24,7 @@ typedef struct qf_serve_metrics {
     uint64_t requests[QF_MET_ENDPOINTS][6]; /* by status class: 2xx, 400, 401, 404/405, 413, 503 (and 5xx) */
     int queue_depth, batch_size, kv_used, kv_cached, kv_total, max_batch;
     uint64_t prompt_tokens, generation_tokens, steps, prefix_hit_tokens, preemptions, recomputed_tokens;
+    uint64_t spec_draft_tokens, spec_accepted_tokens; /* --speculate: drafts fed, drafts whose pick was taken */
     qf_hist ttft, tpot, e2e;
 } qf_serve_metrics;
 

@@ -15,6 +15,8 @@
 #     counts the steps queued ahead); bf16 requests one at a time give the same ids with --decode-ahead off;
 #   - fp32 with a KV pool of 16 blocks (--max-batch-total-tokens 256) for 8 running requests: some are preempted
 #     (/metrics counts them) and recomputed later; the same 40 replies == CPU generate;
+#   - speculation (--speculate 4): fp32, 40 concurrent and one at a time, == CPU generate with drafts accepted; bf16
+#     one at a time well-formed (its agreement with the steps without drafts reported);
 #   - fp32 on 2 ranks sharing the GPU (mpirun: the layers split, src/serve/serve_split.c): the same 40 replies ==
 #     CPU generate (skipped, saying so, where mpirun is not on PATH), and echo's prompt logprobs == one rank's
 #     (within 1e-5; the head's rank computes them and sends them to rank 0);
@@ -43,7 +45,8 @@ echo_ref = {} # dtype: one rank's echo logprobs (the 2-rank run compares with th
 def run(dtype, ranks=1, extra=()):
     global bad
     os.environ["QWENFT_BACKEND"] = "cuda"
-    log = f"serve_{dtype}_{ranks}{'_pool' if extra else ''}.err"
+    pool, spec = "--max-batch-total-tokens" in extra, "--speculate" in extra
+    log = f"serve_{dtype}_{ranks}{'_pool' if pool else ''}{'_spec' if spec else ''}.err"
     launcher = ("mpirun", "-np", str(ranks)) if ranks > 1 else ()
     S = Server(q, "--model", "wide", "--dtype", dtype, "--max-batch", "8", "--prefill-chunk", "16", *extra, log=log,
                launcher=launcher)
@@ -87,13 +90,16 @@ def run(dtype, ranks=1, extra=()):
         else: print(f"CUDA fp32 serve: echo's {P} prompt logprobs == each prefix's next-token logprobs (within {worst:.1e})")
     m = S.metrics()
     if m["qwenft_batch_size"] != 0 or m["qwenft_kv_blocks_used"] != 0: bad += 1; print(f"FAIL: {dtype}: rows or blocks left held")
-    if extra and m["qwenft_preemptions_total"] < 1: bad += 1; print(f"FAIL: {dtype} {extra}: no preemption")
-    elif extra: print(f"CUDA {dtype} serve {' '.join(extra)}: {int(m['qwenft_preemptions_total'])} preemptions, "
+    if spec and m["qwenft_spec_accepted_tokens_total"] < 1: bad += 1; print(f"FAIL: {dtype} {extra}: no draft accepted")
+    elif spec: print(f"CUDA {dtype} serve {' '.join(extra)}: {int(m['qwenft_spec_draft_tokens_total'])} draft tokens "
+                     f"fed, {int(m['qwenft_spec_accepted_tokens_total'])} accepted")
+    if pool and m["qwenft_preemptions_total"] < 1: bad += 1; print(f"FAIL: {dtype} {extra}: no preemption")
+    elif pool: print(f"CUDA {dtype} serve {' '.join(extra)}: {int(m['qwenft_preemptions_total'])} preemptions, "
                       f"{int(m['qwenft_recomputed_tokens_total'])} positions recomputed")
     rc = S.stop_ranks() if ranks > 1 else S.stop()
     if rc != 0: bad += 1; print(f"FAIL: {dtype} on {ranks} rank(s): exit {rc} after SIGTERM")
     ah = re.search(r"(\d+) model calls, (\d+) of them queued before", open(log).read())
-    if ranks == 1 and (not ah or int(ah.group(2)) < int(ah.group(1)) // 4):
+    if ranks == 1 and not spec and (not ah or int(ah.group(2)) < int(ah.group(1)) // 4):
         bad += 1; print(f"FAIL: {dtype}: decode ahead: {ah.group(0) if ah else 'no count in the log'}")
     return out, c["choices"][0]["message"]["content"] if s == 200 else None
 f32, chat32 = run("fp32")
@@ -107,16 +113,23 @@ same = sum(p32[i] == ref[i % 8]["ids"] for i in range(len(texts)))
 if same != len(texts) or pchat != ref[8]["text"]:
     bad += 1; print(f"FAIL: CUDA fp32 serve with preemption: {same}/{len(texts)} greedy continuations == CPU generate")
 else: print(f"CUDA fp32 serve with preemption: {len(texts)} concurrent greedy requests == CPU generate per prompt")
+# speculation: up to 4 drafts a greedy request (several rows of one sequence a call, each a head row: the decode
+# graphs, the two-token fused path and the attention of a call's own earlier rows); the same replies
+s32, schat = run("fp32", extra=("--speculate", "4"))
+same = sum(s32[i] == ref[i % 8]["ids"] for i in range(len(texts)))
+if same != len(texts) or schat != ref[8]["text"]:
+    bad += 1; print(f"FAIL: CUDA fp32 serve with --speculate 4: {same}/{len(texts)} greedy continuations == CPU generate")
+else: print(f"CUDA fp32 serve with --speculate 4: {len(texts)} concurrent greedy requests == CPU generate per prompt")
 b16, chat16 = run("bf16")
 ok = all(isinstance(v, list) and len(v) >= 1 for v in b16.values())
 if not ok: bad += 1; print(f"FAIL: bf16: bad replies {[v for v in b16.values() if not isinstance(v, list)][:3]}")
 agree = sum(b16[i] == f32[i] for i in range(len(texts)))
 print(f"CUDA bf16 serve: {len(texts)} replies well-formed; {agree}/{len(texts)} greedy continuations equal fp32's")
 import re
-def one_at_a_time(name, *extra):
+def one_at_a_time(name, *extra, dtype="bf16"):
     os.environ["QWENFT_BACKEND"] = "cuda"
     log = f"serve_seq_{name}.err"
-    S = Server(q, "--model", "wide", "--dtype", "bf16", "--max-batch", "8", "--prefill-chunk", "16", *extra, log=log)
+    S = Server(q, "--model", "wide", "--dtype", dtype, "--max-batch", "8", "--prefill-chunk", "16", *extra, log=log)
     out = []
     for t in texts[:8]:
         s, h, b = S.post("/generate", {"inputs": t, "parameters": {"max_new_tokens": N, "details": True}})
@@ -138,6 +151,19 @@ w, c, u, r = (int(x) for x in m.groups()) if m else (0, 0, 0, 0)
 if not m or r < steps // 2 or w + c + u + r < steps: bad += 1; print(f"FAIL: graphs on: {m.group(0) if m else 'no graph counts in the log'} for {steps} decoding steps")
 if g_on != g_off: bad += 1; print(f"FAIL: bf16 one at a time: graphs on != off: {sum(a == b for a, b in zip(g_on, g_off))}/8 equal")
 else: print(f"CUDA bf16 serve, one request at a time: graphs on == off for 8 prompts ({steps} decoding steps: {w} warm-ups, {c} captures, {u} updates, {r} replays)")
+# speculation one request at a time (batch 1: calls of the sequence's row and its drafts alone, as graphs): fp32 ==
+# CPU generate; bf16 reported against the bf16 steps without drafts (other call shapes may part after a near-tie)
+g_s32, log_s32 = one_at_a_time("spec_fp32", "--speculate", "4", dtype="fp32")
+same = sum(g_s32[i] == ref[i]["ids"] for i in range(8))
+ms = re.search(r"speculation: (\d+) draft tokens fed, (\d+) accepted", log_s32)
+if same != 8 or not ms or int(ms.group(2)) < 1:
+    bad += 1; print(f"FAIL: fp32 --speculate 4 one at a time: {same}/8 == CPU generate; {ms.group(0) if ms else 'no count'}")
+else: print(f"CUDA fp32 serve --speculate 4, one request at a time: 8 replies == CPU generate ({ms.group(0)})")
+g_s16, log_s16 = one_at_a_time("spec_bf16", "--speculate", "4")
+ok = all(isinstance(v, list) and len(v) >= 1 for v in g_s16)
+if not ok: bad += 1; print(f"FAIL: bf16 --speculate 4: bad replies {g_s16}")
+else: print(f"CUDA bf16 serve --speculate 4, one at a time: {sum(a == b for a, b in zip(g_s16, g_on))}/8 equal the steps "
+            "without drafts")
 import shutil
 if shutil.which("mpirun"):
     os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1"); os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")

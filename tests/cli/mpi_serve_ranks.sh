@@ -13,6 +13,7 @@
 #     and drains the same way, but Open MPI's mpirun then exits 1 for a job it signalled: not tested.)
 #   - on 3 ranks over a pool of 5 blocks, requests are preempted and recomputed (3 greedy choices of one request
 #     admitted together always are): the same replies
+#   - on 2 ranks with --speculate 4 (drafts accepted): the same replies
 #   - bad input is said once (rank 0) with exit 2 on every rank, before anything listens
 # Env: QWENFT, WORK, SRC (tests/mpi_common.sh).
 source "$SRC/tests/mpi_common.sh"
@@ -79,7 +80,9 @@ for np_ in (2, 3):
     # preempt, the 3 choices of one request (admitted in one step, growing to 4 blocks each) do: the newest are
     # preempted and recomputed, the block tables going to every rank as they change
     pool = ("--max-total-tokens", "64", "--max-batch-total-tokens", "80") if np_ == 3 else ("--max-total-tokens", "256")
-    S = Server(q, "--model", "wide", "--max-batch", "3", "--max-queue", "64", "--prefill-chunk", "8", *pool,
+    # 2 ranks: speculation (--speculate 4): the drafts' rows go through both ranks, their picks back to rank 0
+    spec = ("--speculate", "4") if np_ == 2 else ()
+    S = Server(q, "--model", "wide", "--max-batch", "3", "--max-queue", "64", "--prefill-chunk", "8", *pool, *spec,
                log=f"serve{np_}.err", launcher=(mpirun, "-np", str(np_)))
     try:
         got = {}
@@ -96,8 +99,14 @@ for np_ in (2, 3):
                                                  "temperature": 0})
             texts_n = [c["text"] for c in b["choices"]] if s == 200 else (s, b)
             if texts_n != [ref_a["text"]] * 3: fail(f"3 ranks, n = 3 over 5 blocks: {texts_n} != 3 x {ref_a['text']!r}")
+        if np_ == 2: # alone in the batch: its drafts take the spare head rows
+            s, h, b = S.post("/v1/completions", {"model": "m", "prompt": "a", "max_tokens": 60, "temperature": 0})
+            t2 = b["choices"][0]["text"] if s == 200 else (s, b)
+            if t2 != ref_a["text"]: fail(f"2 ranks, --speculate 4, alone: {t2!r} != generate's {ref_a['text']!r}")
         npre = S.metrics()["qwenft_preemptions_total"]
         if np_ == 3 and npre < 1: fail("3 ranks, a pool of 5 blocks: no request was preempted")
+        nacc = S.metrics()["qwenft_spec_accepted_tokens_total"]
+        if np_ == 2 and nacc < 1: fail("2 ranks, --speculate 4: no draft accepted")
         ev = S.sse("/generate_stream", {"inputs": texts[2], "parameters": {"max_new_tokens": N}})
         ids = [json.loads(e)["token"]["id"] for e in ev]
         if ids != ref_ids[2]: fail(f"{np_} ranks, stream: {ids} != {ref_ids[2]}")
@@ -123,7 +132,8 @@ for np_ in (2, 3):
     for r in range(np_):
         if not re.search(f"rank {r} of {np_} \\(pid \\d+\\): layers \\[", log): fail(f"{np_} ranks: rank {r} did not say its layers:\n{log}")
     if "the layers split over %d ranks" % np_ not in log: fail(f"{np_} ranks: no split line:\n{log}")
-    if not bad: print(f"ok: {np_} ranks: {len(texts)} concurrent greedy replies ({int(npre)} preemptions), a stream "
+    if not bad: print(f"ok: {np_} ranks: {len(texts)} concurrent greedy replies ({int(npre)} preemptions"
+                      + (f", {int(nacc)} drafts accepted" if spec else "") + "), a stream "
                       f"and a seeded sample equal generate's on one rank; the prompt's logprobs (TGI, vLLM, echo) equal one rank's server's; "
                       f"SIGTERM: exit 0")
 sys.exit(1 if bad else 0)

@@ -652,6 +652,64 @@ try:
 finally:
     expect("preemption off: exit after SIGTERM", S.stop(), 0)
 
+# ---- speculation (--speculate 4): greedy requests get draft tokens (what followed the latest earlier occurrence of
+# their last tokens) as extra rows, kept while the picks confirm them: the replies' ids and logprobs == a server
+# without it (one request at a time), every reply of the parity mix == generate, fewer model calls than tokens; with
+# the preemption pool of 20 blocks too (drafts take free blocks only) ------------------------------------------------
+spec_texts = ["data " * 30, "the quick brown fox", "one two three four five six", "x y", "zebra " * 12]
+spec_new = 48
+def spec_details(S):
+    out = {}
+    def w(i):
+        s, h, b = S.post("/generate", {"inputs": spec_texts[i], "parameters": {"max_new_tokens": spec_new,
+                                                                               "details": True, "stop": None}})
+        out[i] = [(t["id"], t["logprob"]) for t in b["details"]["tokens"]] if s == 200 else (s, b)
+    return w, out
+S = Server(q, "--model", "wide", "--max-batch", "3", "--max-queue", "64", "--prefill-chunk", "8",
+           "--max-total-tokens", "256", "--max-input-tokens", "128", log="serve8.err")
+try:
+    w, spec_ref = spec_details(S)
+    c0 = S.metrics()["qwenft_engine_steps_total"]
+    for i in range(len(spec_texts)): w(i)
+    calls_ref = S.metrics()["qwenft_engine_steps_total"] - c0
+finally:
+    expect("speculation's reference server: exit after SIGTERM", S.stop(), 0)
+S = Server(q, "--model", "wide", "--max-batch", "3", "--max-queue", "64", "--prefill-chunk", "8",
+           "--max-total-tokens", "256", "--max-input-tokens", "128", "--speculate", "4", log="serve9.err")
+try:
+    log = open("serve9.err").read()
+    if "speculation: up to 4 draft tokens" not in log: fail("--speculate 4: not in the start-up log")
+    if "decode ahead: off (--speculate" not in log: fail("--speculate 4: decode ahead not off in the start-up log")
+    w, spec_out = spec_details(S)
+    m0 = S.metrics()
+    for i in range(len(spec_texts)): w(i)  # one at a time: batch 1, every head row but the sequence's own a draft
+    m1 = S.metrics()
+    for i in range(len(spec_texts)):
+        expect(f"speculation: prompt {i} ids and logprobs == the server without it", spec_out[i], spec_ref[i])
+    gen = sum(len(v) for v in spec_out.values() if isinstance(v, list))
+    calls = m1["qwenft_engine_steps_total"] - m0["qwenft_engine_steps_total"]
+    nd, na = m1["qwenft_spec_draft_tokens_total"], m1["qwenft_spec_accepted_tokens_total"]
+    if not (0 < na <= nd): fail(f"speculation: {nd} drafts fed, {na} accepted")
+    # each accepted draft is a token without a call of its own: the prefill's calls stay, the decoding's shrink
+    if calls != calls_ref - na: fail(f"speculation: {calls} calls for {gen} tokens, {na} drafts accepted; {calls_ref} without")
+    print(f"speculation, one at a time: {gen} tokens in {int(calls)} model calls against {int(calls_ref)} without it; "
+          f"{int(nd)} drafts fed, {int(na)} accepted; ids and logprobs == the server without it")
+    parity(S, ref, ref_chat, samp, texts, chat_msgs, N, "speculation")
+    if S.metrics()["qwenft_kv_blocks_used"] != 0: fail("speculation: blocks left held")
+finally:
+    expect("speculation: exit after SIGTERM", S.stop(), 0)
+m = __import__("re").search(r"speculation: (\d+) draft tokens fed, (\d+) accepted", open("serve9.err").read())
+if not m or int(m.group(2)) < na: fail("speculation: the stop line does not count the drafts")
+S = Server(q, *pre_common, "--speculate", "4", log="serve10.err")
+try:
+    pre_round(S, "preemption with speculation")
+    m = S.metrics()
+    print(f"preemption with speculation: {len(pre_texts) + 2} requests over 20 blocks == generate "
+          f"({int(m['qwenft_preemptions_total'])} preemptions, {int(m['qwenft_spec_accepted_tokens_total'])} drafts "
+          "accepted)")
+finally:
+    expect("preemption with speculation: exit after SIGTERM", S.stop(), 0)
+
 # ---- --decode-ahead off: every call's picks read before the next is built; the same replies ---------------------
 S = Server(q, "--model", "wide", "--max-batch", "3", "--max-queue", "64", "--prefill-chunk", "8",
            "--max-total-tokens", "256", "--max-input-tokens", "128", "--decode-ahead", "off", "--prefix-cache", "off",

@@ -7,11 +7,13 @@
  *   - its prefix cache: a prompt shares the registered blocks it starts with (never the block of its last prompt
  *     token), by their whole chain (the same tokens after another first block share nothing), held blocks are never
  *     evicted, released ones are kept until a take needs them (oldest release first), a block whose parent left the
- *     cache no longer matches, and with the cache off nothing is shared. */
+ *     cache no longer matches, and with the cache off nothing is shared;
+ *   - speculation's n-gram drafts (src/serve/serve_spec.c): the longest match first, its latest occurrence. */
 #include <math.h>
 #include "ops.h"
 #include "qf_test.h"
 #include "serve/serve_kv.h"
+#include "serve/serve_spec.h"
 #include "util.h"
 
 static float *rnd(size_t n, unsigned *s) {
@@ -184,6 +186,26 @@ static void kv_grow(void) {
     qf_kv_free(&p);
 }
 
+/* speculation's drafts (serve_spec.h): the longest of the last 3, 2, 1 tokens first, its latest earlier occurrence,
+ * what followed it up to maxd tokens and the sequence's end */
+static int spec_is(const int32_t *ids, int n, int maxd, const int32_t *want, int k) {
+    int32_t out[QF_SPEC_MAX] = {0};
+    const int got = qf_spec_ngram(ids, n, maxd, out);
+    return got == k && (k == 0 || !memcmp(out, want, (size_t)k * sizeof *out));
+}
+
+static void spec_ngram(void) {
+    const int32_t none[] = {1, 2, 3, 4}, rep[] = {5, 6, 7, 5, 6, 7}, late[] = {1, 2, 9, 1, 2, 8, 1, 2};
+    const int32_t longest[] = {7, 1, 2, 3, 9, 2, 3, 4, 1, 2, 3}, two[] = {4, 4};
+    CHECK(spec_is(none, 4, 4, NULL, 0), "no earlier occurrence: no draft");
+    CHECK(spec_is(none, 1, 4, NULL, 0) && spec_is(rep, 6, 0, NULL, 0), "one token, or maxd 0: no draft");
+    CHECK(spec_is(rep, 6, 4, (const int32_t[]){5, 6, 7}, 3), "the last 3 seen before: what followed, to the end");
+    CHECK(spec_is(rep, 6, 2, (const int32_t[]){5, 6}, 2), "at most maxd");
+    CHECK(spec_is(late, 8, 2, (const int32_t[]){8, 1}, 2), "the latest earlier occurrence, not the first");
+    CHECK(spec_is(longest, 11, 2, (const int32_t[]){9, 2}, 2), "the 3-token match before a later 1-token one");
+    CHECK(spec_is(two, 2, 5, (const int32_t[]){4}, 1), "a repeated token: itself, up to the end");
+}
+
 int main(void) {
     const int a[] = {9, 1, 40}, b[] = {100, 3, 17, 64, 5};
     paged_vs_alone(3, a, 8, 5, 4, 4, 16, 16);
@@ -193,6 +215,7 @@ int main(void) {
     kv_pool();
     kv_prefix();
     kv_grow();
+    spec_ngram();
     printf("test_serve_paged: %d checks, %d failed\n", qf_test_checks, qf_test_failures);
     return qf_test_failures != 0;
 }

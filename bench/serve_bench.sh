@@ -86,6 +86,17 @@ def prompt(seed):
 for s in [1, 7] + [100 + i for i in range(32)]: prompt(s) # fitted before any timing
 # warm-up
 c, r = post("/generate", {"inputs": "hello", "parameters": {"max_new_tokens": 4}}); r.read(); c.close()
+def metric(name):
+    c = http.client.HTTPConnection(host, port, timeout=60); c.request("GET", "/metrics"); b = c.getresponse().read()
+    c.close()
+    for line in b.decode().splitlines():
+        if line.startswith(name + " "): return float(line.split()[1])
+    return 0.0
+def spec_counts(): # speculation's drafts fed and accepted so far (--speculate; 0 without)
+    return metric("qwenft_spec_draft_tokens_total"), metric("qwenft_spec_accepted_tokens_total")
+def spec_since(c0):
+    c1 = spec_counts(); return {"spec_drafts": int(c1[0] - c0[0]), "spec_accepted": int(c1[1] - c0[1])}
+sp0 = spec_counts()
 # 1. batch 1, streamed: TTFT and decode tokens/s
 t0 = time.time(); c, r = post("/generate_stream", {"inputs": prompt(1), "parameters": {"max_new_tokens": 128}})
 times = []
@@ -97,12 +108,13 @@ while True:
 c.close()
 n = len(times)
 print(json.dumps({"part": "batch1", "model": model, "serve_args": __import__("os").environ.get("SERVE_ARGS", ""), "prompt_tokens": ntok(prompt(1)), "new": n, "ttft_s": round(times[0] - t0, 4),
-                  "decode_tok_s": round((n - 1) / (times[-1] - times[0]), 1) if n > 1 else None}))
+                  "decode_tok_s": round((n - 1) / (times[-1] - times[0]), 1) if n > 1 else None, **spec_since(sp0)}))
 # 2. 32 concurrent greedy completions, streamed (one event per token): the generated tokens over the wall time
 # (the prompts' prefill included), and the decode rate once every prompt is in (the tokens whose events arrive after
 # the last request's first token, over the time from it to the last token: a request that stops early at an
 # end-of-text token lowers it)
 res = []
+sp0 = spec_counts()
 def one(i):
     t = time.time(); c, r = post("/v1/completions", {"model": model, "prompt": prompt(100 + i), "max_tokens": 128,
                                                      "temperature": 0, "stream": True,
@@ -129,16 +141,11 @@ inwin = sum(1 for _, _, ts in res for x in ts if ta < x <= tb)
 print(json.dumps({"part": "concurrent32", "model": model, "serve_args": __import__("os").environ.get("SERVE_ARGS", ""), "ok": len(res), "prompt_tokens_mean": sum(u["prompt_tokens"] for _, u, _ in res if u) / max(1, len(res)),
                   "generated": gen, "wall_s": round(wall, 3), "generated_tok_s": round(gen / wall, 1),
                   "after_prefill_s": round(tb - ta, 3), "decode_tok_s_after_prefill": round(inwin / (tb - ta), 1) if tb > ta else None,
-                  "ttft_max_s": round(ta - t0, 3), "latency_max_s": round(max(l for l, _, _ in res), 3)}))
+                  "ttft_max_s": round(ta - t0, 3), "latency_max_s": round(max(l for l, _, _ in res), 3),
+                  **spec_since(sp0)}))
 # 3. a shared start (a system prompt, a document) of about BENCH_PROMPT_TOKENS tokens, then distinct questions of
 # about an eighth of it, one request at a time, 16 new tokens each: the first prefills all of it, the others only
 # their question where the prefix cache is on (--prefix-cache): time to first token of the first and of the others
-def metric(name):
-    c = http.client.HTTPConnection(host, port, timeout=60); c.request("GET", "/metrics"); b = c.getresponse().read()
-    c.close()
-    for line in b.decode().splitlines():
-        if line.startswith(name + " "): return float(line.split()[1])
-    return 0.0
 def question(i):
     r = random.Random(300 + i); return " " + " ".join(r.choice(words) for _ in range(max(1, nwords // 8)))
 def ttft(text):
@@ -184,5 +191,5 @@ PY
 fi
 curl -s "$url/metrics" > "$out/serve_metrics.txt" 2> /dev/null || true
 kill -TERM $pid; wait $pid; echo "serve exit: $?"
-grep -E "model calls|cuda graphs|prompt tokens" "$work/serve.err" # the steps, those queued ahead, the graphs captured, the prefix cache's share
+grep -E "model calls|cuda graphs|prompt tokens|speculation" "$work/serve.err" # the steps, those queued ahead, the graphs captured, the prefix cache's share
 rm -rf "$work"

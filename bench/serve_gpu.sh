@@ -15,6 +15,9 @@
 #   trace    the GPU timeline of generate's 7B decoding at batch 1 (bench/kernel_trace.c through
 #            CUDA_INJECTION64_PATH): per kernel, the idle time, and one step's kernels in order with the gap before
 #            each ($OUT/serve_gpu_trace.txt; the CSV gzipped)
+#   spec     Qwen2.5-7B bf16 served (bench/serve_bench.sh without Locust) with --speculate 0 and 4 (SPEC_N: others),
+#            in that order: batch 1, 32 concurrent and the shared start, with the drafts fed and accepted
+#            ($OUT/serve_bench.jsonl)
 #   locust   bench/serve_bench.sh in full: batch 1, 32 concurrent and the seed's Locust test for 2 minutes
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,7 +27,7 @@ out=${OUT:-/tmp}
 work=$(mktemp -d)
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-[ $# -ge 1 ] || { echo "usage: bench/serve_gpu.sh tests|decode|ahead|trace|locust ..." >&2; exit 2; }
+[ $# -ge 1 ] || { echo "usage: bench/serve_gpu.sh tests|decode|ahead|trace|spec|locust ..." >&2; exit 2; }
 for part in "$@"; do
   echo "== serve_gpu.sh $part ($(date -u +%H:%M:%S))"
   case "$part" in
@@ -63,9 +66,14 @@ print(json.dumps({'prompt_ids': [r.randrange(150000) for _ in range(512)]}))" > 
         >> "$out/serve_gpu_trace.txt" 2>&1
       gzip -c "$work/trace-gen.csv" > "$out/trace-gen.csv.gz"
       head -40 "$out/serve_gpu_trace.txt" ;;
+    spec)
+      for n in 0 ${SPEC_N:-4}; do
+        SERVE_ARGS="--speculate $n" BENCH_LOCUST_TIME=0 QWENFT=$Q bash "$root/bench/serve_bench.sh" 2>&1 |
+          grep -E '^\{|exit|speculation' | tail -6
+      done ;;
     locust)
       QWENFT=$Q bash "$root/bench/serve_bench.sh" 2>&1 | grep -E '^\{|exit' ;;
-    *) echo "serve_gpu.sh: unknown part $part (tests, decode, ahead, trace, locust)" >&2; exit 2 ;;
+    *) echo "serve_gpu.sh: unknown part $part (tests, decode, ahead, trace, spec, locust)" >&2; exit 2 ;;
   esac
 done
 rm -rf "$work"

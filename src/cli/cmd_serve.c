@@ -93,9 +93,10 @@ static const qf_opt SERVE_OPTS[] = {
                                    "joins and is never preempted"},
     {.name = "speculate", .type = QF_OPT_INT, .off = offsetof(serve_args, speculate), .def = "0", .meta = "N",
      .lo = 0, .hi = QF_SPEC_MAX,
-     .help = "speculative decoding for greedy requests: up to N draft tokens a call, what followed the latest earlier "
+     .help = "speculative decoding: up to N draft tokens a call for each request, what followed the latest earlier "
              "occurrence of the sequence's last tokens (TGI's n-gram speculation), kept while the model's own picks "
-             "confirm them: the same tokens in fewer calls (decode ahead is off then; 0: none)"},
+             "confirm them: greedy replies the same tokens in fewer calls, sampled ones the same distribution (a "
+             "seeded request's tokens then differ from --speculate 0's); decode ahead is off then; 0: none"},
     {.name = "shutdown-grace", .type = QF_OPT_DOUBLE, .off = offsetof(serve_args, grace_s), .def = "30",
      .meta = "S", .lo = 0, .hi = 86400,
      .help = "after SIGTERM/SIGINT, running requests get S seconds to finish before they are cancelled"},

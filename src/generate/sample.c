@@ -74,6 +74,11 @@ static int sample_cmp(const void *a, const void *b) {
 
 int32_t qf_sample_pick(qf_sampler *s, const qf_sample_opts *o, float *logits, const int32_t *seen, size_t nseen,
                        qf_rng *rng) {
+    return qf_sample_pick_first(s, o, logits, seen, nseen, rng, -1);
+}
+
+int32_t qf_sample_pick_first(qf_sampler *s, const qf_sample_opts *o, float *logits, const int32_t *seen, size_t nseen,
+                             qf_rng *rng, int32_t first) {
     const int64_t V = s->V;
     if (o->repetition_penalty != 1.0 && o->repetition_penalty > 0)
         sample_penalize(s, logits, seen, nseen, o->repetition_penalty);
@@ -120,11 +125,20 @@ int32_t qf_sample_pick(qf_sampler *s, const qf_sample_opts *o, float *logits, co
         sum = acc;
     }
     double u = qf_rng_uniform(rng) * sum, acc = 0;
+    int64_t f = -1; /* first's place among the candidates: its slice [0, p_first) of the mass comes before theirs */
+    for (int64_t i = 0; i < n && first >= 0 && f < 0; i++)
+        if (s->idx[i] == first) f = i;
+    if (f >= 0) {
+        if (u < s->p[f]) return first;
+        acc = s->p[f];
+    }
+    int64_t last = -1;
     for (int64_t i = 0; i < n; i++) {
-        acc += s->p[i];
+        if (i == f) continue;
+        acc += s->p[i], last = i;
         if (u < acc) return s->idx[i];
     }
-    return s->idx[n - 1];
+    return s->idx[last >= 0 ? last : n - 1];
 }
 
 float qf_sample_logprobs(const float *logits, int64_t V, int32_t chosen, int n, int32_t *top_id, float *top_lp) {

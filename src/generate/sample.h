@@ -35,6 +35,15 @@ void qf_sampler_free(qf_sampler *s);
 int32_t qf_sample_pick(qf_sampler *s, const qf_sample_opts *o, float *logits, const int32_t *seen, size_t nseen,
                        qf_rng *rng);
 
+/* The same distribution drawn with `first` (an id; -1: none, then exactly qf_sample_pick) ahead of the other
+ * candidates: one uniform u from rng (as qf_sample_pick), and `first` is the pick exactly when u falls in its slice
+ * [0, p(first)) (never when top-k / top-p left it out). Speculative sampling with a proposal of probability 1
+ * (serve's n-gram drafts; Leviathan et al. 2023): the proposal is accepted with probability p(first), else a token
+ * is drawn from p without it, so the pick's distribution is p whatever `first` is, and whether the proposal is
+ * taken is decided in the same draw that would pick another token. */
+int32_t qf_sample_pick_first(qf_sampler *s, const qf_sample_opts *o, float *logits, const int32_t *seen, size_t nseen,
+                             qf_rng *rng, int32_t first);
+
 /* A served token's log-probabilities, under the raw logits[V] (before any penalty or temperature: what OpenAI's and
  * TGI's logprobs report): returns the log-softmax at `chosen`; top_id/top_lp[n] (n <= QF_SAMPLE_TOP_MAX and
  * <= V; n = 0: none) get the n most likely ids, most likely first, ties in id order, with theirs. One pass with an

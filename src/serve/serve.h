@@ -38,7 +38,7 @@ typedef struct qf_serve_opts {
     int decode_ahead;      /* --decode-ahead: 1 on (the next call queued before this one's picks are read), 0 off */
     int prefix_cache;      /* --prefix-cache: 1 on (prompts share the cached KV blocks they start with), 0 off */
     int preempt;           /* --preemption: 1 on (blocks as requests grow; the newest preempted when short), 0 off */
-    int speculate;         /* --speculate N: draft tokens a call for greedy requests (n-gram; 0: none) */
+    int speculate;         /* --speculate N: draft tokens a call for each request (n-gram; 0: none) */
 } qf_serve_opts;
 
 /* Collective over o->comm. Serves until SIGTERM or SIGINT (rank 0; the other ranks follow its steps until it

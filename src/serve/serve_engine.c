@@ -220,7 +220,14 @@ static void engine_pick(qf_engine *g, int s, float *lg, int32_t t, float lp, dou
     if (lg) {
         const int lp_too = j->want_logprob || j->top_n > 0;
         if (lp_too) memcpy(g->raw, lg, (size_t)V * sizeof(float)); /* the pick changes lg in place */
-        t = qf_sample_pick(&g->smp, &j->sample, lg, j->ids, (size_t)(j->plen + j->nout), &j->rng);
+        const size_t n = (size_t)(j->plen + j->nout);
+        if (g->o.speculate && !j->sample.greedy) { /* drawn with its position's proposal first (serve_engine.h) */
+            qf_rng r;
+            qf_rng_seed2(&r, j->seed, QF_SPEC_STREAM + (uint64_t)j->nout);
+            t = qf_sample_pick_first(&g->smp, &j->sample, lg, j->ids, n, &r, qf_spec_next(j->ids, (int)n, NULL, 0));
+        } else {
+            t = qf_sample_pick(&g->smp, &j->sample, lg, j->ids, n, &j->rng);
+        }
         const size_t at = (size_t)j->nout * (size_t)j->top_n;
         lp = lp_too ? qf_sample_logprobs(g->raw, V, t, j->top_n, j->top_n ? j->top_id + at : NULL,
                                          j->top_n ? j->top_lp + at : NULL)
@@ -302,7 +309,7 @@ static void engine_prompt_lp(qf_engine *g, int npl) {
     }
 }
 
-/* speculation (serve_engine.h): the drafts of the greedy sequence in slot s as head rows after its own row, at
+/* speculation (serve_engine.h): the drafts of the sequence in slot s as head rows after its own row, at
  * most *spare of them (the head rows the running sequences leave); their KV positions taken from the free blocks
  * beyond the watermark only; the drafts fed */
 static int engine_drafts(qf_engine *g, int s, int *N, int *nrows, int *spare) {
@@ -313,7 +320,7 @@ static int engine_drafts(qf_engine *g, int s, int *N, int *nrows, int *spare) {
     const int avail = g->kv.nfree - (g->o.preempt ? g->watermark : 0); /* free blocks it may take */
     const int room = (g->kv.nheld[s] + (avail > 0 ? avail : 0)) * bs - n; /* positions from n it may write */
     if (maxd > room) maxd = room;
-    const int k = maxd > 0 ? qf_spec_ngram(j->ids, n, maxd, g->draft) : 0;
+    const int k = maxd > 0 ? qf_spec_drafts(j->ids, n, maxd, g->draft) : 0;
     if (k == 0) return 0;
     if (qf_kv_blocks_for(&g->kv, n + k) > g->kv.nheld[s]) {
         QF_CHECK(qf_kv_grow(&g->kv, s, n + k) == 0); /* free blocks: nothing evicted */
@@ -349,8 +356,7 @@ static int engine_step(qf_engine *g) {
             if (!j || j->prefilled < j->pfill) continue;
             g->tok[N] = j->ids[j->plen + j->nout - 1], g->seq[N] = s, g->pos[N] = j->plen + j->nout - 1;
             g->rows[nrows] = N, g->row_draft[nrows] = -1, g->row_slot[nrows++] = s, N++;
-            if (g->o.speculate && spare > 0 && engine_device_pick(j))
-                ndraft += engine_drafts(g, s, &N, &nrows, &spare);
+            if (g->o.speculate && spare > 0) ndraft += engine_drafts(g, s, &N, &nrows, &spare);
         }
     }
     /* no sequence is decoding, so none can be stalled: the prompts take the whole call (chunk + max_batch tokens,

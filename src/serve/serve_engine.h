@@ -28,15 +28,20 @@
  * its result is dropped. The flight lands first (the engine reads its picks before it builds the call) when a row
  * of it has left, a prompt would need its logits on the host, or every row ends with it by length.
  *
- * Speculative decoding (--speculate N > 0; decoding ahead is then off): a decoding sequence picked greedily on the
- * backend (no repetition penalty, no top_logprobs) gets up to N draft tokens after its own row in the call
- * (serve_spec.h: what followed the latest earlier occurrence of its last tokens), at the next positions, each a head
- * row. Its own row's pick is its next token as always; draft i's pick is taken too while draft i equals the pick
- * before it (the model saw the very tokens it would have been fed), so a reply's tokens are those of decoding one
- * token a call, and a call may give a sequence up to N + 1. The drafts are bounded by the head rows the running
- * sequences leave (--max-batch), by the tokens the sequence may still generate, and by the blocks free beyond the
- * watermark: a draft never preempts a sequence or evicts a cached block. A rejected draft's row in the cache lies
- * past the sequence's last position, so no query reads it before the next call writes that position again. */
+ * Speculative decoding (--speculate N > 0; decoding ahead is then off): a decoding sequence gets up to N draft
+ * tokens after its own row in the call (serve_spec.h: the chain of proposals, each the token that followed the latest
+ * earlier occurrence of the last few tokens before it), at the next positions, each a head row. Its own row's pick is
+ * its next token as always; draft i's row's pick is taken too while draft i is the pick before it (the model saw at
+ * that row the very tokens it would have been fed), so a call may give a sequence up to N + 1 tokens and greedy
+ * replies are those of decoding one token a call. A sampled sequence's token i is drawn from its own stream
+ * qf_rng_seed2(seed, QF_SPEC_STREAM + i) with its position's proposal first (sample.h qf_sample_pick_first: taken
+ * with its probability, else a token drawn from the rest): the distribution is the model's, and the draw depends
+ * neither on the drafts fed nor on the traffic, so a seeded request gives the same tokens at any --speculate N > 0
+ * (not those of --speculate 0, whose draws follow generate's one stream). The drafts are bounded by the head rows
+ * the running sequences leave (--max-batch), by the tokens the sequence may still generate, and by the blocks free
+ * beyond the watermark: a draft never preempts a sequence or evicts a cached block. A rejected draft's row in the
+ * cache lies past the sequence's last position, so no query reads it before the next call writes that position
+ * again. */
 #ifndef QF_SERVE_ENGINE_H
 #define QF_SERVE_ENGINE_H
 #include <mpi.h>
@@ -120,7 +125,7 @@ typedef struct qf_engine_opts {
     int decode_ahead;         /* --decode-ahead on: queue the next call before reading this one's picks (one rank) */
     int prefix_cache;         /* --prefix-cache on: prompts share the cached KV blocks they start with (serve_kv.h) */
     int preempt;              /* --preemption on: blocks taken as sequences grow, the newest preempted when short */
-    int speculate;            /* --speculate N: up to N draft tokens a call for each greedy sequence (0: none) */
+    int speculate;            /* --speculate N: up to N draft tokens a call for each decoding sequence (0: none) */
 } qf_engine_opts;
 
 /* a call queued ahead whose picks the host has not read yet (qf_engine.fl) */

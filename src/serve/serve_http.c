@@ -996,7 +996,7 @@ int qf_serve_run(const qf_serve_opts *o, qf_err *e) {
                              "later; --preemption off)"
                            : "off (each request holds its whole budget's blocks from admission; --preemption off)");
         if (o->speculate)
-            fprintf(stderr, "qwen-ft serve: speculation: up to %d draft tokens a call for each greedy request (what "
+            fprintf(stderr, "qwen-ft serve: speculation: up to %d draft tokens a call for each request (what "
                             "followed the latest earlier occurrence of its last 3, 2 or 1 tokens; --speculate 0 "
                             "off)\n", o->speculate);
         else fprintf(stderr, "qwen-ft serve: speculation: off (--speculate N)\n");

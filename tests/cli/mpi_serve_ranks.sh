@@ -13,7 +13,8 @@
 #     and drains the same way, but Open MPI's mpirun then exits 1 for a job it signalled: not tested.)
 #   - on 3 ranks over a pool of 5 blocks, requests are preempted and recomputed (3 greedy choices of one request
 #     admitted together always are): the same replies
-#   - on 2 ranks with --speculate 4 (drafts accepted): the same replies
+#   - on 2 ranks with --speculate 4 (drafts accepted): the same greedy replies, a seeded sample == one rank's server's
+#     with --speculate 4
 #   - bad input is said once (rank 0) with exit 2 on every rank, before anything listens
 # Env: QWENFT, WORK, SRC (tests/mpi_common.sh).
 source "$SRC/tests/mpi_common.sh"
@@ -63,9 +64,13 @@ def plp_of(path, b):
     if path == "/generate": return b["details"]["prefill"]
     c = b["choices"][0]
     return c.get("prompt_logprobs") or c["logprobs"]
+# (with --speculate 4: the 2-rank server's reference for a seeded sample, whose draws differ from generate's there)
+seed_par = {"max_new_tokens": N, "details": True, "do_sample": True, "temperature": 0.8, "top_k": 20, "seed": 11}
 S = Server(q, "--model", "wide", "--max-batch", "3", "--prefill-chunk", "8", "--max-total-tokens", "256",
-           log="serve1.err")
+           "--speculate", "4", log="serve1.err")
 try:
+    s, h, b = S.post("/generate", {"inputs": texts[0], "parameters": seed_par})
+    seeded_spec = [t["id"] for t in b["details"]["tokens"]] if s == 200 else (s, b)
     plp_ref = []
     for path, body in plp_reqs:
         s, h, b = S.post(path, body)
@@ -110,10 +115,10 @@ for np_ in (2, 3):
         ev = S.sse("/generate_stream", {"inputs": texts[2], "parameters": {"max_new_tokens": N}})
         ids = [json.loads(e)["token"]["id"] for e in ev]
         if ids != ref_ids[2]: fail(f"{np_} ranks, stream: {ids} != {ref_ids[2]}")
-        s, h, b = S.post("/generate", {"inputs": texts[0], "parameters": {"max_new_tokens": N, "details": True,
-                         "do_sample": True, "temperature": 0.8, "top_k": 20, "seed": 11}})
+        s, h, b = S.post("/generate", {"inputs": texts[0], "parameters": seed_par})
         sids = [t["id"] for t in b["details"]["tokens"]] if s == 200 else (s, b)
-        if sids != seeded_ids: fail(f"{np_} ranks, seeded sample: {sids} != generate --seed's {seeded_ids}")
+        if spec and sids != seeded_spec: fail(f"{np_} ranks, seeded sample: {sids} != one rank's {seeded_spec}")
+        if not spec and sids != seeded_ids: fail(f"{np_} ranks, seeded sample: {sids} != generate --seed's {seeded_ids}")
         res = {}
         def plp_worker(i): # concurrently, beside each other's chunks
             path, body = plp_reqs[i]
@@ -132,9 +137,11 @@ for np_ in (2, 3):
     for r in range(np_):
         if not re.search(f"rank {r} of {np_} \\(pid \\d+\\): layers \\[", log): fail(f"{np_} ranks: rank {r} did not say its layers:\n{log}")
     if "the layers split over %d ranks" % np_ not in log: fail(f"{np_} ranks: no split line:\n{log}")
-    if not bad: print(f"ok: {np_} ranks: {len(texts)} concurrent greedy replies ({int(npre)} preemptions"
-                      + (f", {int(nacc)} drafts accepted" if spec else "") + "), a stream "
-                      f"and a seeded sample equal generate's on one rank; the prompt's logprobs (TGI, vLLM, echo) equal one rank's server's; "
-                      f"SIGTERM: exit 0")
+    if not bad:
+        seeded_what = "one rank's --speculate 4 server's" if spec else "generate's on one rank"
+        print(f"ok: {np_} ranks: {len(texts)} concurrent greedy replies ({int(npre)} preemptions"
+              + (f", {int(nacc)} drafts accepted" if spec else "") + ") and a stream equal generate's on one rank, "
+              f"a seeded sample == {seeded_what}; the prompt's logprobs (TGI, vLLM, echo) equal one rank's server's; "
+              "SIGTERM: exit 0")
 sys.exit(1 if bad else 0)
 PY

@@ -101,11 +101,12 @@ def parity(S, ref, ref_chat, samp, texts, chat_msgs, N, what):
         s, v = results[k]
         if s != 200: fail(f"{what}: {k}: status {s}: {v}"); continue
         if kind == "tgi": expect(f"{what}: {k} ids == generate", v, ref[i]["ids"])
-        elif kind == "samp": expect(f"{what}: {k} sampled, seed 7 == generate --seed 7", v, samp[0]["ids"])
+        elif kind == "samp": expect(f"{what}: {k} sampled, seed 7 == its reference (generate --seed 7; under --speculate the request alone)", v, samp[0]["ids"])
         elif kind == "cmpl" and ref[i]["finish"] == "length": expect(f"{what}: {k} text == generate", v, ref[i]["text"])
         elif kind == "chat": expect(f"{what}: {k} text == generate --chat", v, ref_chat[i]["text"])
     print(f"{what}: greedy: {len(jobs) - 2} concurrent requests (batch <= 3, prefill chunks of 8) and 2 sampled among "
-          "them == qwen-ft generate per prompt")
+          "them == qwen-ft generate per prompt" + (" (the sampled: == the request alone)" if samp[0].get("text") is None
+                                                  else ""))
 
 def ahead_counts(log):
     """(model calls, calls queued ahead) from the log's line at the stop"""
@@ -603,7 +604,7 @@ pre_new = 80
 pre_ref = generate([{"prompt": t} for t in pre_texts], pre_new)
 samp_args = ["--temperature", "0.8", "--top-k", "40", "--top-p", "0.9"]
 pre_samp = generate([{"prompt": pre_texts[1]}], pre_new, *samp_args, "--seed", "11")
-def pre_round(S, what):
+def pre_round(S, what, samp_ids=None):
     res = {}
     def w(k, i, sampled):
         par = {"max_new_tokens": pre_new, "details": True, "stop": None}
@@ -616,8 +617,9 @@ def pre_round(S, what):
     for t in th: t.start()
     for t in th: t.join()
     for k, i, sampled in jobs:
-        expect(f"{what}: {k} ids == generate" + (" --seed 11" if sampled else ""), res[k],
-               pre_samp[0]["ids"] if sampled else pre_ref[i]["ids"])
+        expect(f"{what}: {k} ids == " + ("generate --seed 11" if sampled and samp_ids is None else
+                                          "the seeded request alone" if sampled else "generate"), res[k],
+               (pre_samp[0]["ids"] if samp_ids is None else samp_ids) if sampled else pre_ref[i]["ids"])
     m = S.metrics()
     if m["qwenft_kv_blocks_used"] != 0: fail(f"{what}: {m['qwenft_kv_blocks_used']} blocks left held")
     return m
@@ -652,12 +654,15 @@ try:
 finally:
     expect("preemption off: exit after SIGTERM", S.stop(), 0)
 
-# ---- speculation (--speculate 4): greedy requests get draft tokens (what followed the latest earlier occurrence of
-# their last tokens) as extra rows, kept while the picks confirm them: the replies' ids and logprobs == a server
-# without it (one request at a time), every reply of the parity mix == generate, fewer model calls than tokens; with
-# the preemption pool of 20 blocks too (drafts take free blocks only) ------------------------------------------------
+# ---- speculation (--speculate 4): every decoding request gets draft tokens (the chain of proposals: what followed
+# the latest earlier occurrence of its last tokens) as extra rows, kept while the picks confirm them: greedy replies'
+# ids and logprobs == a server without it (one request at a time) in exactly the calls the accepted drafts save,
+# every greedy reply of the parity mix == generate; a seeded sampled request (each token drawn from its own stream
+# with its position's proposal first) gives the same tokens alone, in the parity mix and at --speculate 2 with the
+# preemption pool of 20 blocks (drafts take free blocks only) ---------------------------------------------------
 spec_texts = ["data " * 30, "the quick brown fox", "one two three four five six", "x y", "zebra " * 12]
 spec_new = 48
+samp_par = {"do_sample": True, "temperature": 0.8, "top_k": 40, "top_p": 0.9}
 def spec_details(S):
     out = {}
     def w(i):
@@ -665,6 +670,10 @@ def spec_details(S):
                                                                                "details": True, "stop": None}})
         out[i] = [(t["id"], t["logprob"]) for t in b["details"]["tokens"]] if s == 200 else (s, b)
     return w, out
+def seeded(S, text, n, seed, **par):
+    s, h, b = S.post("/generate", {"inputs": text, "parameters": dict(samp_par, max_new_tokens=n, details=True,
+                                                                      seed=seed, stop=None, **par)})
+    return [t["id"] for t in b["details"]["tokens"]] if s == 200 else (s, b)
 S = Server(q, "--model", "wide", "--max-batch", "3", "--max-queue", "64", "--prefill-chunk", "8",
            "--max-total-tokens", "256", "--max-input-tokens", "128", log="serve8.err")
 try:
@@ -694,19 +703,30 @@ try:
     if calls != calls_ref - na: fail(f"speculation: {calls} calls for {gen} tokens, {na} drafts accepted; {calls_ref} without")
     print(f"speculation, one at a time: {gen} tokens in {int(calls)} model calls against {int(calls_ref)} without it; "
           f"{int(nd)} drafts fed, {int(na)} accepted; ids and logprobs == the server without it")
-    parity(S, ref, ref_chat, samp, texts, chat_msgs, N, "speculation")
+    # sampled: alone (drafts in every call), then in the parity mix (batch <= 3: fewer or no drafts) and below
+    a0 = S.metrics()["qwenft_spec_accepted_tokens_total"]
+    spec_samp = seeded(S, texts[0], N, 7)
+    spec_samp11 = seeded(S, pre_texts[1], pre_new, 11)
+    cold = seeded(S, "data " * 30, 40, 3, temperature=0.02)  # the tiny model's logits are close: near greedy
+    acc_s = S.metrics()["qwenft_spec_accepted_tokens_total"] - a0
+    if not isinstance(spec_samp, list) or not isinstance(cold, list): fail(f"speculation, sampled: {spec_samp} {cold}")
+    if acc_s < 1: fail("speculation: no draft of a sampled request accepted")
+    parity(S, ref, ref_chat, [{"ids": spec_samp}], texts, chat_msgs, N, "speculation")
+    expect("speculation: the seeded request again, alone", seeded(S, texts[0], N, 7), spec_samp)
+    print(f"speculation, sampled: {int(acc_s)} drafts of seeded sampled requests accepted; the same tokens alone and "
+          "among the parity mix")
     if S.metrics()["qwenft_kv_blocks_used"] != 0: fail("speculation: blocks left held")
 finally:
     expect("speculation: exit after SIGTERM", S.stop(), 0)
 m = __import__("re").search(r"speculation: (\d+) draft tokens fed, (\d+) accepted", open("serve9.err").read())
 if not m or int(m.group(2)) < na: fail("speculation: the stop line does not count the drafts")
-S = Server(q, *pre_common, "--speculate", "4", log="serve10.err")
+S = Server(q, *pre_common, "--speculate", "2", log="serve10.err")
 try:
-    pre_round(S, "preemption with speculation")
+    pre_round(S, "preemption with --speculate 2", samp_ids=spec_samp11)
     m = S.metrics()
-    print(f"preemption with speculation: {len(pre_texts) + 2} requests over 20 blocks == generate "
-          f"({int(m['qwenft_preemptions_total'])} preemptions, {int(m['qwenft_spec_accepted_tokens_total'])} drafts "
-          "accepted)")
+    print(f"preemption with --speculate 2: {len(pre_texts) + 2} requests over 20 blocks == generate, the seeded ones == "
+          f"--speculate 4's alone ({int(m['qwenft_preemptions_total'])} preemptions, "
+          f"{int(m['qwenft_spec_accepted_tokens_total'])} drafts accepted)")
 finally:
     expect("preemption with speculation: exit after SIGTERM", S.stop(), 0)
 

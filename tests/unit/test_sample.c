@@ -4,7 +4,8 @@
  * the smallest most-likely prefix reaching p; the empirical distribution of many draws matches the renormalised
  * softmax; top-k 1 and a tiny top-p are greedy; and at Qwen's vocabulary (152k) top-p without top-k takes
  * milliseconds per token (it sorted by insertion before: seconds); a served token's logprobs (the log-softmax under the
- * raw logits and the n most likely ids, ties in id order) against a long-double restatement and a sort. */
+ * raw logits and the n most likely ids, ties in id order) against a long-double restatement and a sort; the pick
+ * with a proposal first (speculative sampling) keeps the distribution. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,8 +153,76 @@ static void test_logprobs(void) {
     free(big);
 }
 
+/* qf_sample_pick_first: with first = -1 the very draws of qf_sample_pick (the same rng, bit for bit); with a first
+ * id the same distribution (the restated probabilities within sampling error over 200,000 draws, under temperature,
+ * top-k and top-p, with first inside and outside the kept candidates), and first picked exactly when the draw's u
+ * falls below its probability (Leviathan et al.'s acceptance of a proposal of probability 1) */
+static void test_first(void) {
+    enum { V = 8, N = 200000 };
+    const float base[V] = {1.0f, 3.0f, -2.0f, 3.0f, 0.5f, 2.0f, -1.0f, 0.0f};
+    qf_sampler s;
+    qf_sampler_init(&s, V);
+    float l[V];
+    const qf_sample_opts opts[] = {{0, 0, 1.0, 1.0, 1.0}, {0, 0, 0.7, 1.0, 1.0}, {0, 3, 1.0, 1.0, 1.0},
+                                   {0, 0, 1.3, 0.8, 1.0}};
+    int same = 1;
+    for (int c = 0; c < 4; c++) {
+        qf_rng a, b;
+        qf_rng_seed(&a, 17), qf_rng_seed(&b, 17);
+        for (int i = 0; i < 2000; i++) {
+            float l2[V];
+            memcpy(l, base, sizeof l), memcpy(l2, base, sizeof l2);
+            same &= qf_sample_pick(&s, &opts[c], l, NULL, 0, &a) == qf_sample_pick_first(&s, &opts[c], l2, NULL, 0,
+                                                                                         &b, -1);
+        }
+    }
+    CHECK(same, "first = -1: not qf_sample_pick's draws");
+    for (int c = 0; c < 4; c++) {
+        const qf_sample_opts *o = &opts[c];
+        /* the restated distribution: softmax(base / T) over the candidates top-k / top-p keep */
+        double p[V], z = 0;
+        int keep[V];
+        for (int v = 0; v < V; v++) keep[v] = 1, p[v] = exp(base[v] / o->temperature);
+        if (o->top_k) { /* {1, 3, 5} at k 3 */
+            for (int v = 0; v < V; v++) keep[v] = base[v] >= 2.0f;
+        }
+        if (o->top_p < 1) { /* by weight: 1, 3 (tied), 5, 0, ...: the smallest prefix reaching top_p */
+            const int order[V] = {1, 3, 5, 0, 4, 7, 6, 2};
+            double all = 0, acc = 0;
+            for (int v = 0; v < V; v++) all += p[v];
+            for (int v = 0; v < V; v++) keep[v] = 0;
+            for (int i = 0; i < V && acc < o->top_p * all; i++) keep[order[i]] = 1, acc += p[order[i]];
+        }
+        for (int v = 0; v < V; v++) z += keep[v] ? p[v] : 0;
+        for (int first = 0; first < V; first += 3) { /* 0, 3, 6: kept or not, depending on the case */
+            int count[V] = {0}, hit = 0;
+            qf_rng rng;
+            qf_rng_seed(&rng, 23 + (uint64_t)c);
+            for (int i = 0; i < N; i++) {
+                qf_rng peek = rng;
+                const double u = qf_rng_uniform(&peek); /* the draw's u: first iff u < p(first) */
+                memcpy(l, base, sizeof l);
+                const int t = qf_sample_pick_first(&s, o, l, NULL, 0, &rng, first);
+                count[t]++;
+                hit += (t == first) != (keep[first] && u < p[first] / z);
+            }
+            double worst = 0;
+            for (int v = 0; v < V; v++) {
+                const double want = keep[v] ? p[v] / z : 0, got = (double)count[v] / N;
+                const double sd = sqrt(want * (1 - want) / N) + 1e-12;
+                if (fabs(got - want) / sd > worst) worst = fabs(got - want) / sd;
+                if (!keep[v] && count[v]) worst = 1e9;
+            }
+            CHECK(worst < 5.0, "case %d, first %d: an id's frequency %.1f standard errors off", c, first, worst);
+            CHECK(hit == 0, "case %d, first %d: %d draws took first against u < p(first)", c, first, hit);
+        }
+    }
+    qf_sampler_free(&s);
+}
+
 int main(void) {
     test_small();
+    test_first();
     test_logprobs();
     test_speed();
     if (qf_test_failures) fprintf(stderr, "test_sample: %d qf_test_failures\n", qf_test_failures);

@@ -8,7 +8,8 @@
  *     token), by their whole chain (the same tokens after another first block share nothing), held blocks are never
  *     evicted, released ones are kept until a take needs them (oldest release first), a block whose parent left the
  *     cache no longer matches, and with the cache off nothing is shared;
- *   - speculation's n-gram drafts (src/serve/serve_spec.c): the longest match first, its latest occurrence. */
+ *   - speculation's proposals and drafts (src/serve/serve_spec.c): the longest match first, its latest occurrence,
+ *     each draft after the drafts before it; against a plain restatement on random sequences. */
 #include <math.h>
 #include "ops.h"
 #include "qf_test.h"
@@ -186,24 +187,52 @@ static void kv_grow(void) {
     qf_kv_free(&p);
 }
 
-/* speculation's drafts (serve_spec.h): the longest of the last 3, 2, 1 tokens first, its latest earlier occurrence,
- * what followed it up to maxd tokens and the sequence's end */
+/* speculation's proposals (serve_spec.h) against a plain restatement: for g = 3, 2, 1 (g < L), the latest i with
+ * a[i .. i+g) == a[L-g .. L) and i + g < L, the token a[i+g] */
+static int32_t spec_ref(const int32_t *a, int L) {
+    for (int g = L - 1 < QF_SPEC_NGRAM ? L - 1 : QF_SPEC_NGRAM; g >= 1; g--)
+        for (int i = L - g - 1; i >= 0; i--)
+            if (!memcmp(a + i, a + L - g, (size_t)g * sizeof *a)) return a[i + g];
+    return -1;
+}
+
 static int spec_is(const int32_t *ids, int n, int maxd, const int32_t *want, int k) {
     int32_t out[QF_SPEC_MAX] = {0};
-    const int got = qf_spec_ngram(ids, n, maxd, out);
+    const int got = qf_spec_drafts(ids, n, maxd, out);
     return got == k && (k == 0 || !memcmp(out, want, (size_t)k * sizeof *out));
 }
 
-static void spec_ngram(void) {
+static void spec_drafts(void) {
     const int32_t none[] = {1, 2, 3, 4}, rep[] = {5, 6, 7, 5, 6, 7}, late[] = {1, 2, 9, 1, 2, 8, 1, 2};
     const int32_t longest[] = {7, 1, 2, 3, 9, 2, 3, 4, 1, 2, 3}, two[] = {4, 4};
     CHECK(spec_is(none, 4, 4, NULL, 0), "no earlier occurrence: no draft");
     CHECK(spec_is(none, 1, 4, NULL, 0) && spec_is(rep, 6, 0, NULL, 0), "one token, or maxd 0: no draft");
-    CHECK(spec_is(rep, 6, 4, (const int32_t[]){5, 6, 7}, 3), "the last 3 seen before: what followed, to the end");
+    CHECK(spec_is(rep, 6, 4, (const int32_t[]){5, 6, 7, 5}, 4), "a cycle: each draft after the drafts before it");
     CHECK(spec_is(rep, 6, 2, (const int32_t[]){5, 6}, 2), "at most maxd");
     CHECK(spec_is(late, 8, 2, (const int32_t[]){8, 1}, 2), "the latest earlier occurrence, not the first");
-    CHECK(spec_is(longest, 11, 2, (const int32_t[]){9, 2}, 2), "the 3-token match before a later 1-token one");
-    CHECK(spec_is(two, 2, 5, (const int32_t[]){4}, 1), "a repeated token: itself, up to the end");
+    CHECK(spec_is(longest, 11, 2, (const int32_t[]){9, 2}, 2), "the 3-token match before a later 2- or 1-token one");
+    CHECK(spec_is(two, 2, 5, (const int32_t[]){4, 4, 4, 4, 4}, 5), "a repeated token: itself");
+    /* random sequences over small alphabets: qf_spec_next == the restatement, split anywhere between ids and ext,
+     * and the drafts == the restatement's chain */
+    unsigned seed = 99;
+    int bad = 0;
+    for (int trial = 0; trial < 3000; trial++) {
+        int32_t a[64 + QF_SPEC_MAX];
+        const int L = 1 + trial % 60, A = 2 + trial % 5;
+        for (int i = 0; i < L; i++) seed = seed * 1664525u + 1013904223u, a[i] = (int32_t)((seed >> 16) % (unsigned)A);
+        const int n = (int)((seed >> 8) % (unsigned)(L + 1));
+        bad += qf_spec_next(a, n, a + n, L - n) != spec_ref(a, L);
+        int32_t out[QF_SPEC_MAX];
+        const int k = qf_spec_drafts(a, L, QF_SPEC_MAX, out);
+        int want = 0;
+        for (; want < QF_SPEC_MAX; want++) {
+            const int32_t t = spec_ref(a, L + want);
+            if (t < 0) break;
+            a[L + want] = t;
+        }
+        bad += k != want || (k && memcmp(out, a + L, (size_t)k * sizeof *out));
+    }
+    CHECK(bad == 0, "%d of 3000 random sequences: proposals or drafts differ from the restatement", bad);
 }
 
 int main(void) {
@@ -215,7 +244,7 @@ int main(void) {
     kv_pool();
     kv_prefix();
     kv_grow();
-    spec_ngram();
+    spec_drafts();
     printf("test_serve_paged: %d checks, %d failed\n", qf_test_checks, qf_test_failures);
     return qf_test_failures != 0;
 }

@@ -419,7 +419,8 @@ static int generate_main(const void *args) {
         gen_stream gs = {&op, tok, stops, nstops, 0};
         gs.on = rank == 0 && !op.json && tok && P.n == 1;
         qf_decode_opts d = {.model = op.model, .cfg = &c, .ops = ops, .max_new = op.max_new,
-                            .sample = {op.greedy, op.top_k, op.temperature, op.top_p, op.repetition_penalty},
+                            .sample = {.greedy = op.greedy, .top_k = op.top_k, .temperature = op.temperature,
+                                       .top_p = op.top_p, .repetition_penalty = op.repetition_penalty},
                             .seed = op.seed, .stream = op.stream, .cuda_graphs = op.cuda_graphs,
                             .decode_ahead = op.decode_ahead, .stop_ids = stops, .nstop_ids = nstops, .stop_strs = op.stop_strs,
                             .nstop_strs = op.nstop_strs, .tok = tok, .on_token = gen_on_token, .on_token_ctx = &gs};

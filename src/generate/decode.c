@@ -84,11 +84,8 @@ static int decode_stop_string(const qf_decode_opts *o, const decode_rows *r, int
     return 0;
 }
 
-/* 1 when the next token is the logits' argmax (greedy, no repetition penalty): the backend picks it */
-static int decode_picks_on_device(const qf_decode_opts *o) {
-    const double pen = o->sample.repetition_penalty;
-    return o->sample.greedy && !(pen != 1.0 && pen > 0);
-}
+/* 1 when the next token is the raw logits' argmax (greedy, no repetition penalty: sample.h): the backend picks it */
+static int decode_picks_on_device(const qf_decode_opts *o) { return !qf_sample_on_host(&o->sample); }
 
 /* rank 0: the next token of every unfinished row (the device's picks, or sampled from the logits); marks finished
  * rows */

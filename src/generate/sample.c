@@ -11,6 +11,7 @@ void qf_sampler_init(qf_sampler *s, int64_t V) {
     s->idx = qf_malloc((size_t)V * sizeof *s->idx);
     s->p = qf_malloc((size_t)V * sizeof *s->p);
     s->seen = qf_calloc((size_t)V, 1);
+    s->cnt = qf_calloc((size_t)V, sizeof *s->cnt);
     s->cand = qf_malloc((size_t)V * (sizeof(double) + 8));
 }
 
@@ -19,6 +20,7 @@ void qf_sampler_free(qf_sampler *s) {
     free(s->idx);
     free(s->p);
     free(s->seen);
+    free(s->cnt);
     free(s->cand);
     memset(s, 0, sizeof *s);
 }
@@ -33,6 +35,74 @@ static void sample_penalize(qf_sampler *s, float *logits, const int32_t *seen, s
     }
     for (size_t i = 0; i < nseen; i++)
         if (seen[i] >= 0 && seen[i] < s->V) s->seen[seen[i]] = 0;
+}
+
+/* the additive penalties of ids[n] (each id once): logits[t] -= per * c_t / den + once, c_t the id's count among
+ * them (OpenAI's frequency and presence penalties over the generated tokens: den 1; TGI's frequency penalty over all
+ * tokens: den n, once 0), one rounding to float */
+static void sample_additive(qf_sampler *s, float *logits, const int32_t *ids, size_t n, double per, double den,
+                            double once) {
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] >= 0 && ids[i] < s->V) s->cnt[ids[i]]++;
+    for (size_t i = 0; i < n; i++) {
+        const int32_t t = ids[i];
+        if (t < 0 || t >= s->V || !s->cnt[t]) continue;
+        logits[t] = (float)((double)logits[t] - per * (double)s->cnt[t] / den - once);
+        s->cnt[t] = 0; /* applied: its later occurrences skip it */
+    }
+}
+
+/* keeps the candidates (idx, p)[0 .. *n) for which keep[i] holds, in order; returns their weight */
+static double sample_keep(qf_sampler *s, int64_t *n, const uint8_t *keep) {
+    int64_t m = 0;
+    double sum = 0;
+    for (int64_t i = 0; i < *n; i++)
+        if (keep[i]) s->idx[m] = s->idx[i], s->p[m] = s->p[i], sum += s->p[m++];
+    *n = m;
+    return sum;
+}
+
+/* (shifted score, id) pairs of typical decoding, by score then id */
+typedef struct sample_typ {
+    double d;
+    int64_t i;
+} sample_typ;
+static int sample_typ_cmp(const void *a, const void *b) {
+    const sample_typ *x = a, *y = b;
+    if (x->d != y->d) return x->d < y->d ? -1 : 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+/* HF TypicalLogitsWarper over the candidates (weights p, sum): with q = p / sum and H = -sum q log q, the candidates
+ * ordered by |-log q - H|; the first m whose cumulative q stays below mass, and the next one, are kept with every
+ * candidate of a score no larger than that one's (at least one); returns the kept weight */
+static double sample_typical(qf_sampler *s, int64_t *n, double sum, double mass) {
+    sample_typ *c = s->cand;
+    double H = 0;
+    for (int64_t i = 0; i < *n; i++) {
+        const double q = s->p[i] / sum;
+        if (q > 0) H -= q * log(q);
+    }
+    for (int64_t i = 0; i < *n; i++) {
+        const double q = s->p[i] / sum;
+        c[i] = (sample_typ){q > 0 ? fabs(-log(q) - H) : INFINITY, i};
+    }
+    qsort(c, (size_t)*n, sizeof *c, sample_typ_cmp);
+    int64_t last = 0;
+    double acc = 0;
+    for (int64_t k = 0; k < *n; k++) {
+        acc += s->p[c[k].i] / sum;
+        if (acc < mass) last = k + 1;
+        else break;
+    }
+    if (last > *n - 1) last = *n - 1;
+    const double th = c[last].d;
+    const int64_t n0 = *n;
+    uint8_t *keep = s->seen; /* zeros between uses ([V]) */
+    for (int64_t k = 0; k < n0; k++) keep[c[k].i] = c[k].d <= th;
+    const double kept = sample_keep(s, n, keep);
+    memset(keep, 0, (size_t)n0);
+    return kept;
 }
 
 /* the k-th largest of a[n] (1 <= k <= n), a reordered: iterative quickselect, median-of-three pivots */
@@ -74,14 +144,26 @@ static int sample_cmp(const void *a, const void *b) {
 
 int32_t qf_sample_pick(qf_sampler *s, const qf_sample_opts *o, float *logits, const int32_t *seen, size_t nseen,
                        qf_rng *rng) {
-    return qf_sample_pick_first(s, o, logits, seen, nseen, rng, -1);
+    return qf_sample_pick_first(s, o, logits, seen, nseen, 0, rng, -1);
+}
+
+int qf_sample_on_host(const qf_sample_opts *o) {
+    const double pen = o->repetition_penalty;
+    return !o->greedy || (pen != 1.0 && pen > 0) || o->nbias > 0 || o->frequency_penalty != 0 ||
+           o->presence_penalty != 0 || o->share_penalty != 0;
 }
 
 int32_t qf_sample_pick_first(qf_sampler *s, const qf_sample_opts *o, float *logits, const int32_t *seen, size_t nseen,
-                             qf_rng *rng, int32_t first) {
+                             size_t nprompt, qf_rng *rng, int32_t first) {
     const int64_t V = s->V;
+    for (int i = 0; i < o->nbias; i++) /* OpenAI's logit_bias, before everything */
+        if (o->bias_id[i] >= 0 && o->bias_id[i] < V) logits[o->bias_id[i]] += o->bias[i];
     if (o->repetition_penalty != 1.0 && o->repetition_penalty > 0)
         sample_penalize(s, logits, seen, nseen, o->repetition_penalty);
+    if ((o->frequency_penalty != 0 || o->presence_penalty != 0) && nseen > nprompt)
+        sample_additive(s, logits, seen + nprompt, nseen - nprompt, o->frequency_penalty, 1.0, o->presence_penalty);
+    if (o->share_penalty != 0 && nseen > 0)
+        sample_additive(s, logits, seen, nseen, o->share_penalty, (double)nseen, 0.0);
     int64_t best = 0;
     for (int64_t i = 1; i < V; i++)
         if (logits[i] > logits[best]) best = i;
@@ -124,6 +206,14 @@ int32_t qf_sample_pick_first(qf_sampler *s, const qf_sample_opts *o, float *logi
         n = keep;
         sum = acc;
     }
+    if (o->min_p > 0) { /* vLLM / HF min-p: the weights are relative to the largest (1, the argmax's: kept) */
+        uint8_t *k = s->seen;
+        for (int64_t i = 0; i < n; i++) k[i] = s->p[i] >= o->min_p;
+        const int64_t n0 = n;
+        sum = sample_keep(s, &n, k);
+        memset(k, 0, (size_t)n0);
+    }
+    if (o->typical_p > 0 && o->typical_p < 1) sum = sample_typical(s, &n, sum, o->typical_p);
     double u = qf_rng_uniform(rng) * sum, acc = 0;
     int64_t f = -1; /* first's place among the candidates: its slice [0, p_first) of the mass comes before theirs */
     for (int64_t i = 0; i < n && first >= 0 && f < 0; i++)

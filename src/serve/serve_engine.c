@@ -205,12 +205,9 @@ static int engine_stop_string(const qf_engine *g, const qf_serve_job *j) {
     return 0;
 }
 
-/* 1 when job j's next token is its logits' argmax (greedy, no repetition penalty) and it wants no top_logprobs:
- * the backend picks it */
-static int engine_device_pick(const qf_serve_job *j) {
-    const double pen = j->sample.repetition_penalty;
-    return j->sample.greedy && !(pen != 1.0 && pen > 0) && j->top_n == 0;
-}
+/* 1 when job j's next token is its raw logits' argmax (greedy, nothing changing the logits: sample.h) and it wants
+ * no top_logprobs: the backend picks it */
+static int engine_device_pick(const qf_serve_job *j) { return !qf_sample_on_host(&j->sample) && j->top_n == 0; }
 
 /* the next token of the job in slot s from its logits row, or (lg NULL) the backend's pick t with its log-softmax
  * lp; the job leaves when it is done (under g->mu) */
@@ -220,13 +217,13 @@ static void engine_pick(qf_engine *g, int s, float *lg, int32_t t, float lp, dou
     if (lg) {
         const int lp_too = j->want_logprob || j->top_n > 0;
         if (lp_too) memcpy(g->raw, lg, (size_t)V * sizeof(float)); /* the pick changes lg in place */
-        const size_t n = (size_t)(j->plen + j->nout);
+        const size_t n = (size_t)(j->plen + j->nout), np = (size_t)j->plen; /* the penalties' tokens, the prompt's */
         if (g->o.speculate && !j->sample.greedy) { /* drawn with its position's proposal first (serve_engine.h) */
             qf_rng r;
             qf_rng_seed2(&r, j->seed, QF_SPEC_STREAM + (uint64_t)j->nout);
-            t = qf_sample_pick_first(&g->smp, &j->sample, lg, j->ids, n, &r, qf_spec_next(j->ids, (int)n, NULL, 0));
+            t = qf_sample_pick_first(&g->smp, &j->sample, lg, j->ids, n, np, &r, qf_spec_next(j->ids, (int)n, NULL, 0));
         } else {
-            t = qf_sample_pick(&g->smp, &j->sample, lg, j->ids, n, &j->rng);
+            t = qf_sample_pick_first(&g->smp, &j->sample, lg, j->ids, n, np, &j->rng, -1);
         }
         const size_t at = (size_t)j->nout * (size_t)j->top_n;
         lp = lp_too ? qf_sample_logprobs(g->raw, V, t, j->top_n, j->top_n ? j->top_id + at : NULL,

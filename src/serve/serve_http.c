@@ -684,6 +684,11 @@ static void http_generate(serve_ctx *c, struct evhttp_request *r, qf_api api, co
         free(hj);
         return;
     }
+    if (hj->req.truncate > 0 && P.v[0].n > hj->req.truncate) { /* TGI's truncate: the prompt's last N tokens */
+        const int cut = P.v[0].n - hj->req.truncate;
+        memmove(P.v[0].ids, P.v[0].ids + cut, (size_t)hj->req.truncate * sizeof *P.v[0].ids);
+        P.v[0].n = hj->req.truncate;
+    }
     int plen = P.v[0].n, max_new = hj->req.max_new;
     if (max_new < 0) { /* not given: the API's default, at most the room the prompt leaves */
         max_new = o->max_total - plen;
@@ -695,6 +700,13 @@ static void http_generate(serve_ctx *c, struct evhttp_request *r, qf_api api, co
         if (P.v[0].ids[i] >= o->cfg->vocab_size)
             bad = fin, snprintf(m2, sizeof m2, "%s: token %d is outside the model's vocabulary (%lld)", fin,
                                 P.v[0].ids[i], (long long)o->cfg->vocab_size);
+    for (int i = 0; i < hj->req.sample.nbias && !bad; i++)
+        if (hj->req.bias_id[i] >= o->cfg->vocab_size)
+            bad = "logit_bias", snprintf(m2, sizeof m2, "logit_bias: token %d is outside the model's vocabulary (%lld)",
+                                         hj->req.bias_id[i], (long long)o->cfg->vocab_size);
+    if (!bad && hj->req.truncate > o->max_input)
+        bad = "parameters.truncate", snprintf(m2, sizeof m2, "parameters.truncate = %d exceeds --max-input-tokens %d",
+                                              hj->req.truncate, o->max_input);
     if (!bad && plen > o->max_input)
         bad = fin, snprintf(m2, sizeof m2, "%s: %d tokens exceed --max-input-tokens %d", fin, plen, o->max_input);
     else if (!bad && (max_new < (hj->req.echo ? 0 : 1) || plen + max_new > o->max_total))

@@ -1,5 +1,6 @@
 /* serve_req.c — see serve_req.h. */
 #include "serve_req.h"
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -87,8 +88,7 @@ static int req_neutral(json_t *v, const char *f, qf_serve_refusal *w) {
 /* ---- TGI ----------------------------------------------------------------------------------------------------- */
 
 static int req_tgi_params(json_t *p, const qf_serve_limits *lim, qf_serve_req *r, qf_serve_refusal *w) {
-    static const char *const neutral[] = {"frequency_penalty", "grammar", "truncate", "typical_p", "watermark",
-                                          "adapter_id", NULL};
+    static const char *const neutral[] = {"grammar", "watermark", "adapter_id", NULL};
     int do_sample = 0, warped = 0;
     const char *key;
     json_t *v;
@@ -120,6 +120,20 @@ static int req_tgi_params(json_t *p, const qf_serve_limits *lim, qf_serve_req *r
             if (req_num(v, f, &x, w)) return -1;
             if (x <= 0) return req_bad(w, 400, f, "%s = %g must be strictly positive", f, x);
             r->sample.repetition_penalty = x;
+        } else if (!strcmp(key, "frequency_penalty")) { /* TGI's: over the ids' shares of all tokens */
+            if (json_is_null(v)) continue;
+            if (req_num(v, f, &x, w)) return -1;
+            if (x < -2 || x > 2) return req_bad(w, 400, f, "%s = %g is outside [-2, 2]", f, x);
+            r->sample.share_penalty = x;
+        } else if (!strcmp(key, "typical_p")) {
+            if (json_is_null(v)) continue;
+            if (req_num(v, f, &x, w)) return -1;
+            if (x <= 0 || x >= 1) return req_bad(w, 400, f, "%s = %g must be in (0, 1)", f, x);
+            r->sample.typical_p = x, warped = 1;
+        } else if (!strcmp(key, "truncate")) { /* the prompt's last N tokens (serve_http.c cuts it) */
+            if (json_is_null(v)) continue;
+            if (req_int(v, f, 1, 1 << 30, &i, w)) return -1;
+            r->truncate = (int)i;
         } else if (!strcmp(key, "do_sample")) {
             if (req_bool(v, f, &do_sample, w)) return -1;
         } else if (!strcmp(key, "seed")) {
@@ -152,7 +166,7 @@ static int req_tgi_params(json_t *p, const qf_serve_limits *lim, qf_serve_req *r
     r->sample.greedy = !(do_sample || warped); /* TGI: sampling when do_sample or any warper is set */
     if (r->best_of > 1 && r->sample.greedy) /* TGI's rules: the candidates differ by their draws */
         return req_bad(w, 400, "parameters.best_of", "parameters.best_of = %d needs sampling (do_sample, or a "
-                       "temperature, top_k or top_p)", r->best_of);
+                       "temperature, top_k, top_p or typical_p)", r->best_of);
     if (r->best_of > 1 && r->has_seed)
         return req_bad(w, 400, "parameters.seed", "parameters.seed must not be set when parameters.best_of > 1 "
                        "(each candidate draws from its own seed)");
@@ -210,9 +224,37 @@ static int req_prompt_ids(json_t *a, qf_serve_req *r, qf_serve_refusal *w) {
     return 0;
 }
 
+/* OpenAI's logit_bias: {"token id": bias in [-100, 100], ...}, at most QF_SERVE_MAX_BIAS entries (the vocabulary's
+ * bound is the caller's: serve_http.c) */
+static int req_logit_bias(json_t *v, qf_serve_req *r, qf_serve_refusal *w) {
+    if (!json_is_object(v)) return req_bad(w, 400, "logit_bias", "logit_bias is %s, expected an object", req_type(v));
+    const size_t n = json_object_size(v);
+    if (n > QF_SERVE_MAX_BIAS)
+        return req_bad(w, 400, "logit_bias", "logit_bias has %zu entries, at most %d", n, QF_SERVE_MAX_BIAS);
+    r->bias_id = qf_malloc((n ? n : 1) * sizeof *r->bias_id);
+    r->bias = qf_malloc((n ? n : 1) * sizeof *r->bias);
+    const char *k;
+    json_t *b;
+    int m = 0;
+    json_object_foreach(v, k, b) {
+        char *end = NULL;
+        errno = 0;
+        const long long id = strtoll(k, &end, 10);
+        if (!*k || *end || errno || id < 0 || id > INT32_MAX || !(*k >= '0' && *k <= '9'))
+            return req_bad(w, 400, "logit_bias", "logit_bias key \"%.40s\" is not a token id (an integer >= 0)", k);
+        double x;
+        if (req_num(b, "logit_bias", &x, w)) return -1;
+        if (x < -100 || x > 100)
+            return req_bad(w, 400, "logit_bias", "logit_bias[\"%.40s\"] = %g is outside [-100, 100]", k, x);
+        r->bias_id[m] = (int32_t)id, r->bias[m++] = (float)x;
+    }
+    r->sample.nbias = m, r->sample.bias_id = r->bias_id, r->sample.bias = r->bias;
+    return 0;
+}
+
 static int req_openai(json_t *o, const qf_serve_limits *lim, qf_serve_req *r, qf_serve_refusal *w) {
-    static const char *const neutral[] = {"logit_bias", "tools_choice", "suffix", "response_format",
-                                          "parallel_tool_calls", "tool_choice", NULL};
+    static const char *const neutral[] = {"tools_choice", "suffix", "response_format", "parallel_tool_calls",
+                                          "tool_choice", NULL};
     static const char *const ignored[] = {"user", "metadata", "store", "service_tier", NULL};
     int chat = r->api == QF_API_CHAT, have_temp = 0, top_given = 0;
     double temp = 1.0;
@@ -254,7 +296,17 @@ static int req_openai(json_t *o, const qf_serve_limits *lim, qf_serve_req *r, qf
         } else if (!strcmp(key, "presence_penalty") || !strcmp(key, "frequency_penalty")) {
             if (json_is_null(v)) continue;
             if (req_num(v, key, &x, w)) return -1;
-            if (x != 0) return req_bad(w, 400, key, "%s is not supported (only 0); use repetition_penalty", key);
+            if (x < -2 || x > 2) return req_bad(w, 400, key, "%s = %g is outside [-2, 2]", key, x);
+            if (key[0] == 'p') r->sample.presence_penalty = x;
+            else r->sample.frequency_penalty = x;
+        } else if (!strcmp(key, "min_p")) { /* vLLM's */
+            if (json_is_null(v)) continue;
+            if (req_num(v, key, &x, w)) return -1;
+            if (x < 0 || x > 1) return req_bad(w, 400, key, "min_p = %g is outside [0, 1]", x);
+            r->sample.min_p = x;
+        } else if (!strcmp(key, "logit_bias")) {
+            if (json_is_null(v)) continue;
+            if (req_logit_bias(v, r, w)) return -1;
         } else if (!strcmp(key, "n")) {
             if (json_is_null(v)) continue;
             if (req_int(v, key, 1, QF_SERVE_MAX_N, &i, w)) return -1;
@@ -389,6 +441,8 @@ int qf_serve_req_parse(qf_api api, const char *body, size_t n, const qf_serve_li
 
 void qf_serve_req_free(qf_serve_req *r) {
     free(r->text);
+    free(r->bias_id);
+    free(r->bias);
     free(r->prompt_ids);
     json_decref(r->chat);
     for (int i = 0; i < r->nstop; i++) free(r->stop[i]);

@@ -15,6 +15,7 @@
 #define QF_SERVE_MAX_STOPS 4 /* stop sequences per request (TGI's max_stop_sequences default; OpenAI's limit) */
 #define QF_SERVE_TGI_TOP_N 5 /* TGI's top_n_tokens at most (its --max-top-n-tokens default) */
 #define QF_SERVE_MAX_N 16    /* OpenAI's n (choices a request) at most */
+#define QF_SERVE_MAX_BIAS 1024 /* logit_bias entries a request at most */
 
 typedef enum { QF_API_TGI = 0, QF_API_TGI_STREAM, QF_API_COMPLETIONS, QF_API_CHAT, QF_API_N } qf_api;
 
@@ -52,6 +53,9 @@ typedef struct qf_serve_req {
     int input_details;         /* TGI's decoder_input_details: details.prefill with the prompt tokens' logprobs */
     int prompt_top;            /* vLLM's prompt_logprobs: -1 not asked, else 0..QF_SAMPLE_TOP_MAX alternatives */
     int no_thinking;           /* chat: chat_template_kwargs.enable_thinking = false (vLLM's field; Qwen3 templates) */
+    int truncate;              /* TGI's truncate: only the prompt's last N tokens (0: the whole prompt) */
+    int32_t *bias_id;          /* OpenAI's logit_bias: ids and biases (malloc'd; sample.bias_id / bias point here) */
+    float *bias;
     char model[256];           /* OpenAI "model" as given */
 } qf_serve_req;
 

@@ -23,6 +23,10 @@
 #     choices == greedy; usage counts every choice; n over --max-queue is 400; the choices after the first share its
 #     prompt's cached blocks; best_of (completions: the n best of best_of == n = best_of's choices ranked by mean
 #     logprob, best first; TGI: the best, the others in details.best_of_sequences best first) and its refusals
+#   - penalties and biases: OpenAI's logit_bias (+100 forces an id, -100 bans the greedy one), frequency and presence
+#     penalties and TGI's frequency_penalty (each greedy step == the argmax of the reported raw logprobs less the
+#     penalties restated), vLLM's min_p (1: sampling == greedy), TGI's typical_p (seeded: repeatable) and truncate (the
+#     prompt's last N tokens: the same reply as those tokens as a prompt)
 #   - every malformed request is 400 with a JSON error naming the field; 404, 405, 413 (body cap); --api-key: 401
 #     everywhere but /health; a full queue is 503 with Retry-After
 #   - a client that disconnects mid-stream, or while waiting for a whole reply, is cancelled (its slot and blocks
@@ -437,6 +441,19 @@ try:
              ("/generate", {"inputs": "a", "parameters": {"stop": ["a", "b", "c", "d", "e"]}}, "parameters.stop"),
              ("/generate", {"inputs": "a", "parameters": {"frobnicate": 1}}, "parameters.frobnicate"),
              ("/generate", {"inputs": "a", "parameters": {"watermark": True}}, "parameters.watermark"),
+             ("/generate", {"inputs": "a", "parameters": {"frequency_penalty": 3}}, "parameters.frequency_penalty"),
+             ("/generate", {"inputs": "a", "parameters": {"typical_p": 1.0}}, "parameters.typical_p"),
+             ("/generate", {"inputs": "a", "parameters": {"truncate": 0}}, "parameters.truncate"),
+             ("/generate", {"inputs": "a", "parameters": {"truncate": 1000}}, "parameters.truncate"),
+             ("/v1/completions", {"prompt": "a", "presence_penalty": -2.5}, "presence_penalty"),
+             ("/v1/completions", {"prompt": "a", "frequency_penalty": "x"}, "frequency_penalty"),
+             ("/v1/completions", {"prompt": "a", "min_p": 1.5}, "min_p"),
+             ("/v1/completions", {"prompt": "a", "logit_bias": {"abc": 1}}, "logit_bias"),
+             ("/v1/completions", {"prompt": "a", "logit_bias": {"5": 101}}, "logit_bias"),
+             ("/v1/completions", {"prompt": "a", "logit_bias": {"999999999": 1}}, "logit_bias"),
+             ("/v1/completions", {"prompt": "a", "logit_bias": [1]}, "logit_bias"),
+             ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "logit_bias": {"-1": 5}},
+              "logit_bias"),
              ("/generate", {"inputs": "a", "parameters": 3}, "parameters"),
              ("/generate", {"inputs": "a", "extra": 1}, "extra"),
              ("/generate_stream", {"inputs": 1.5}, "inputs"),
@@ -738,6 +755,68 @@ if "decode ahead: off (--decode-ahead off)" not in open("serve3.err").read(): fa
 if "prefix cache: off (--prefix-cache off)" not in open("serve3.err").read(): fail("--prefix-cache off: not in the log")
 try:
     parity(S, ref, ref_chat, samp, texts, chat_msgs, N, "decode ahead off, prefix cache off")
+    # ---- penalties and biases (on this server: their picks are the host's, which would lower the first server's
+    # share of calls queued ahead): OpenAI's logit_bias, frequency_penalty and presence_penalty, vLLM's min_p, TGI's
+    # frequency_penalty (an id's share of all tokens), typical_p and truncate. A greedy pick under penalties is the
+    # argmax of the raw logprobs (the reported top alternatives) less the penalties restated; a step is checked where
+    # the winner is certain (ahead of the runner-up and of the smallest reported alternative, which bounds every id
+    # not reported, by more than 1e-4) ------------------------------------------------------------------------------
+    pids = ids[:6]
+    def cmpl_ids(**kw):
+        body = {"model": "wide", "prompt": pids, "max_tokens": 24, "temperature": 0, "logprobs": 20,
+                "return_tokens_as_token_ids": True, **kw}
+        s, h, c = S.post("/v1/completions", body)
+        if s != 200: fail(f"completions {kw}: {s} {c}"); return [], []
+        L = c["choices"][0]["logprobs"]
+        return ([int(t.split(":")[1]) for t in L["tokens"]],
+                [{int(k.split(":")[1]): v for k, v in d.items()} for d in L["top_logprobs"]])
+    def check_pen(name, got, tops, pen_of, need):
+        checked = 0
+        for i, (t, top) in enumerate(zip(got, tops)):
+            vals = sorted(((v - pen_of(k, i), -k) for k, v in top.items()), reverse=True)
+            if vals[0][0] > max(vals[1][0], min(top.values())) + 1e-4:
+                checked += 1
+                if t != -vals[0][1]: fail(f"{name}: step {i}: picked {t}, the penalised argmax is {-vals[0][1]}")
+        if checked < need: fail(f"{name}: only {checked} of {len(got)} steps certain (need {need})")
+        return checked
+    plain, _ = cmpl_ids()
+    forced, _ = cmpl_ids(logit_bias={"1000": 100})
+    expect("logit_bias +100: every token that id", forced, [1000] * 24)
+    banned, _ = cmpl_ids(logit_bias={str(plain[0]): -100})
+    if not banned or banned[0] == plain[0]: fail(f"logit_bias -100 on the greedy first token {plain[0]}: {banned[:1]}")
+    got, tops = cmpl_ids(frequency_penalty=0.05, presence_penalty=0.02)
+    n_oai = check_pen("OpenAI penalties", got, tops,
+                      lambda k, i: 0.05 * got[:i].count(k) + (0.02 if k in got[:i] else 0), 12)
+    if got == plain: fail("frequency/presence penalties: the reply is the unpenalised one")
+    s, h, b = S.post("/generate", {"inputs": texts[2], "parameters": {"max_new_tokens": 24, "details": True,
+                     "decoder_input_details": True, "top_n_tokens": 5, "frequency_penalty": 0.5, "stop": None}})
+    pre_ids = [t["id"] for t in b["details"]["prefill"]]
+    tg = [t["id"] for t in b["details"]["tokens"]]
+    ttops = [{a["id"]: a["logprob"] for a in tt} for tt in b["details"]["top_tokens"]]
+    allt = pre_ids + tg
+    n_tgi = check_pen("TGI frequency_penalty", tg, ttops,
+                      lambda k, i: 0.5 * allt[:len(pre_ids) + i].count(k) / (len(pre_ids) + i), 6)
+    samp_min, _ = cmpl_ids(temperature=1.0, seed=5, min_p=1.0)
+    expect("min_p 1: sampling keeps only the likeliest: == greedy", samp_min, plain)
+    s, h, b = S.post("/generate", {"inputs": texts[2], "parameters": {"max_new_tokens": 8, "typical_p": 0.5,
+                                                                      "seed": 3, "details": True}})
+    s2, h2, b2 = S.post("/generate", {"inputs": texts[2], "parameters": {"max_new_tokens": 8, "typical_p": 0.5,
+                                                                        "seed": 3, "details": True}})
+    if s != 200 or b != b2: fail(f"typical_p 0.5, seed 3: {s} {b} / {b2}")
+    full = "the model was trained on large amounts of data, and it " * 3
+    s, h, b = S.post("/generate", {"inputs": full, "parameters": {"max_new_tokens": 8, "details": True,
+                                                                  "decoder_input_details": True, "stop": None}})
+    s, h, bt = S.post("/generate", {"inputs": full, "parameters": {"max_new_tokens": 8, "details": True, "truncate": 7,
+                                                                   "decoder_input_details": True, "stop": None}})
+    fid, tid = [t["id"] for t in b["details"]["prefill"]], [t["id"] for t in bt["details"]["prefill"]]
+    expect("truncate 7: the prompt's last 7 tokens", tid, fid[-7:])
+    s, h, c7 = S.post("/v1/completions", {"model": "wide", "prompt": fid[-7:], "max_tokens": 8, "temperature": 0,
+                                          "logprobs": 0, "return_tokens_as_token_ids": True})
+    expect("truncate 7: the reply == the last 7 tokens' as a prompt", [t["id"] for t in bt["details"]["tokens"]],
+           [int(t.split(":")[1]) for t in c7["choices"][0]["logprobs"]["tokens"]])
+    print(f"penalties: logit_bias forces and bans; OpenAI frequency/presence {n_oai}/24 and TGI frequency_penalty "
+          f"{n_tgi}/24 greedy steps == the penalised argmax restated; min_p 1 == greedy; typical_p seeded repeats; "
+          "truncate keeps the last tokens")
     m = S.metrics()
     if m["qwenft_prefix_cache_hit_tokens_total"] or m["qwenft_kv_blocks_cached"]: fail(f"--prefix-cache off: {m}")
 finally:

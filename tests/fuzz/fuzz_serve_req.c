@@ -1,7 +1,8 @@
 /* fuzz_serve_req.c — the request parser of `qwen-ft serve` (src/serve/serve_req.c): any body, under each of the
  * four generation endpoints' shapes (the first byte picks one), is a request or a refusal with a 4xx status and a
  * message, never a crash, a leak or a request that breaks the limits it was parsed under (prompts as token ids on
- * completions only, the logprobs' alternatives and the choices within their bounds). */
+ * completions only, the logprobs' alternatives and the choices within their bounds, the penalties, biases, min-p,
+ * typical-p and truncation within theirs and on their own API). */
 #include <string.h>
 #include "fuzz_common.h"
 #include "serve/serve_req.h"
@@ -46,6 +47,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     if (!(r.sample.temperature > 0) || !(r.sample.top_p > 0 && r.sample.top_p <= 1) || r.sample.top_k < 0 ||
         !(r.sample.repetition_penalty > 0))
         abort();
+    /* the penalties and biases within their ranges; each only through its own API */
+    const qf_sample_opts *o = &r.sample;
+    const int tgi = api <= QF_API_TGI_STREAM;
+    if (!(o->frequency_penalty >= -2 && o->frequency_penalty <= 2) || !(o->presence_penalty >= -2 &&
+        o->presence_penalty <= 2) || !(o->share_penalty >= -2 && o->share_penalty <= 2) ||
+        !(o->min_p >= 0 && o->min_p <= 1) || !(o->typical_p == 0 || (o->typical_p > 0 && o->typical_p < 1)) ||
+        r.truncate < 0 || o->nbias < 0 || o->nbias > QF_SERVE_MAX_BIAS || (o->nbias && o->bias_id != r.bias_id))
+        abort();
+    if (tgi ? o->frequency_penalty || o->presence_penalty || o->min_p || o->nbias
+            : o->share_penalty || o->typical_p || r.truncate)
+        abort();
+    if (o->typical_p && o->greedy) abort(); /* TGI: typical_p samples */
+    for (int i = 0; i < o->nbias; i++)
+        if (o->bias_id[i] < 0 || !(o->bias[i] >= -100 && o->bias[i] <= 100)) abort();
     qf_serve_req_free(&r);
     return 0;
 }

@@ -5,7 +5,8 @@
 #   deps: only install the packages;  build: only configure and build
 #   asan: build-asan/ with ASan + UBSan (gcc) and its unit, ref and mpi labels (docs/reliability.md)
 #   fuzz: the libFuzzer targets (clang), FUZZ_SECONDS each (default 60): bench/fuzz.sh; FUZZ_TARGETS (default:
-#         deck ds include jsonl safetensors tokenizer serve_req; the dataset target runs by hand, docs/reliability.md)
+#         deck ds include jsonl safetensors tokenizer serve_req serve_json; the dataset target runs by hand,
+#         docs/reliability.md)
 # Environment: BUILD_DIR (default build), NP (MPI ranks for the demo, default 2), QWENFT_CUDA (AUTO|ON|OFF),
 #              CUDA_ARCHS (CMAKE_CUDA_ARCHITECTURES; default 80;89;90),
 #              CTEST_ARGS (extra ctest arguments).
@@ -102,6 +103,6 @@ case "$mode" in
   # CI fuzzes qwen-ft's own parsers; the dataset target mostly finds libhdf5 1.10.8's own defects on corrupted
   # files (hangs, wild reads, out-of-memory: docs/reliability.md), so it runs by hand (FUZZ_TARGETS=dataset)
   fuzz) install_deps "${FUZZ_PKGS[@]}"
-        JOBS=$(nproc) bash bench/fuzz.sh "${FUZZ_SECONDS:-60}" ${FUZZ_TARGETS:-deck ds include jsonl safetensors tokenizer serve_req} ;;
+        JOBS=$(nproc) bash bench/fuzz.sh "${FUZZ_SECONDS:-60}" ${FUZZ_TARGETS:-deck ds include jsonl safetensors tokenizer serve_req serve_json} ;;
   *) echo "usage: .ci/setup.sh demo|test|deps|build|asan|fuzz" >&2; exit 2 ;;
 esac

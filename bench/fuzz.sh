@@ -5,10 +5,10 @@
 # UB reports and timeouts leave their input in build-fuzz/fuzz-artifacts/<target>/; the script exits 1 if any
 # target found something, 0 when all ran clean.
 set -uo pipefail
-N=${1:?usage: bench/fuzz.sh SECONDS [deck|ds|include|jsonl|safetensors|tokenizer|dataset|serve_req ...]}; shift
+N=${1:?usage: bench/fuzz.sh SECONDS [deck|ds|include|jsonl|safetensors|tokenizer|dataset|serve_req|serve_json ...]}; shift
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 B=${FUZZ_BUILD:-$SRC/build-fuzz}
-targets=${*:-deck ds include jsonl safetensors tokenizer dataset serve_req}
+targets=${*:-deck ds include jsonl safetensors tokenizer dataset serve_req serve_json}
 mkdir -p "$B"
 if [ ! -x "$B/tests/fuzz/fuzz_deck" ]; then
   CC=clang cmake -S "$SRC" -B "$B" -DQWENFT_FUZZ=ON -DQWENFT_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \

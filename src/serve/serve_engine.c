@@ -207,7 +207,9 @@ static int engine_stop_string(const qf_engine *g, const qf_serve_job *j) {
 
 /* 1 when job j's next token is its raw logits' argmax (greedy, nothing changing the logits: sample.h) and it wants
  * no top_logprobs: the backend picks it */
-static int engine_device_pick(const qf_serve_job *j) { return !qf_sample_on_host(&j->sample) && j->top_n == 0; }
+static int engine_device_pick(const qf_serve_job *j) {
+    return !qf_sample_on_host(&j->sample) && j->top_n == 0 && !j->json;
+}
 
 /* the next token of the job in slot s from its logits row, or (lg NULL) the backend's pick t with its log-softmax
  * lp; the job leaves when it is done (under g->mu) */
@@ -217,6 +219,7 @@ static void engine_pick(qf_engine *g, int s, float *lg, int32_t t, float lp, dou
     if (lg) {
         const int lp_too = j->want_logprob || j->top_n > 0;
         if (lp_too) memcpy(g->raw, lg, (size_t)V * sizeof(float)); /* the pick changes lg in place */
+        if (j->json) qf_json_mask(g->o.json_vocab, &j->js, lg); /* logprobs stay the raw logits' */
         const size_t n = (size_t)(j->plen + j->nout), np = (size_t)j->plen; /* the penalties' tokens, the prompt's */
         if (g->o.speculate && !j->sample.greedy) { /* drawn with its position's proposal first (serve_engine.h) */
             qf_rng r;
@@ -229,6 +232,10 @@ static void engine_pick(qf_engine *g, int s, float *lg, int32_t t, float lp, dou
         lp = lp_too ? qf_sample_logprobs(g->raw, V, t, j->top_n, j->top_n ? j->top_id + at : NULL,
                                          j->top_n ? j->top_lp + at : NULL)
                     : NAN;
+    }
+    if (j->json && g->o.json_vocab->kind[t] == 0) { /* the recognizer follows the reply (a stop token ends it) */
+        const qf_json_vocab *jv = g->o.json_vocab;
+        QF_CHECK(qf_json_feed(&j->js, jv->bytes + jv->off[t], (size_t)(jv->off[t + 1] - jv->off[t])) == 0);
     }
     j->logprob[j->nout] = j->want_logprob ? lp : NAN;
     j->ids[j->plen + j->nout++] = t;

@@ -54,6 +54,7 @@
 #include "model_config.h"
 #include "serve_kv.h"
 #include "serve_metrics.h"
+#include "serve_json.h"
 #include "serve_spec.h"
 #include "serve_req.h"
 #include "tokenizer.h"
@@ -73,6 +74,7 @@ typedef struct qf_serve_job {
     double t_arrive;          /* qf_now() at arrival */
     int want_logprob;         /* fill logprob (TGI details and streams): an O(V) pass with exp per token */
     int top_n;                /* 0..QF_SAMPLE_TOP_MAX: fill top_id/top_lp (OpenAI top_logprobs; logits on the host) */
+    int json;                 /* response_format json_object: each pick under the JSON mask (serve_json.h) */
     const struct qf_serve_job *after; /* a sibling choice queued before it with the same prompt (OpenAI's n): with
                                        * the prefix cache on, admitted once that one's prompt is in the cache */
     int prompt_lp;            /* fill plp (and ptop_* when top_n > 0): the prompt's own log-probabilities (OpenAI
@@ -86,6 +88,7 @@ typedef struct qf_serve_job {
     float *ptop_lp;           /* [plen][ptop_n] their log-softmax */
     /* the engine's, under the engine's mutex */
     int nout;                 /* generated so far: ids[plen .. plen+nout) */
+    qf_json_state js;         /* json: the recognizer after the generated tokens */
     float *logprob;           /* [max_new] log-softmax of each generated token under the raw logits (want_logprob) */
     int32_t *top_id;          /* [max_new][top_n] each step's most likely ids, most likely first (top_n > 0) */
     float *top_lp;            /* [max_new][top_n] their log-softmax under the raw logits */
@@ -126,6 +129,7 @@ typedef struct qf_engine_opts {
     int prefix_cache;         /* --prefix-cache on: prompts share the cached KV blocks they start with (serve_kv.h) */
     int preempt;              /* --preemption on: blocks taken as sequences grow, the newest preempted when short */
     int speculate;            /* --speculate N: up to N draft tokens a call for each decoding sequence (0: none) */
+    qf_json_vocab *json_vocab;/* the tokens' bytes for JSON-constrained jobs (rank 0; the engine thread's alone) */
 } qf_engine_opts;
 
 /* a call queued ahead whose picks the host has not read yet (qf_engine.fl) */

@@ -33,6 +33,7 @@ typedef struct serve_ctx {
     struct event *notify_ev, *sig_term, *sig_int, *tick;
     qf_engine eng;
     qf_serve_metrics met;
+    qf_json_vocab jv;        /* the tokens' bytes for response_format json_object (serve_json.h) */
     qf_serve_limits lim;
     http_job *active;        /* generation requests in flight */
     int draining, cancelled;
@@ -615,6 +616,8 @@ static void http_choice_init(http_job *ch, const int32_t *prompt, int plen, int 
     j->sample = ch->req.sample;
     j->seed = seed;
     j->stop = ch->req.stop, j->nstop = ch->req.nstop;
+    j->json = ch->req.json;
+    qf_json_start(&j->js);
     j->t_arrive = qf_now();
     const int tgi = api == QF_API_TGI || api == QF_API_TGI_STREAM;
     /* TGI reports logprobs (and top_n_tokens' alternatives) in details and streams; OpenAI where logprobs asks;
@@ -978,8 +981,9 @@ int qf_serve_run(const qf_serve_opts *o, qf_err *e) {
         qf_metrics_init(&c->met, c->nblocks, o->max_batch);
         c->have_met = 1;
     }
+    if (!rc) rc = qf_json_vocab_init(&c->jv, o->tok, o->cfg->vocab_size, o->stop_ids, o->nstop_ids, e);
     qf_engine_opts eo = serve_engine_opts(o, c->nblocks);
-    eo.met = &c->met, eo.notify = http_notify, eo.notify_ctx = c;
+    eo.met = &c->met, eo.notify = http_notify, eo.notify_ctx = c, eo.json_vocab = &c->jv;
     if (!rc) rc = qf_engine_init(&c->eng, &eo, e);
     rc = serve_agree(o, rc, e); /* every rank loaded its layers (or none serves) */
     if (!rc) {
@@ -1054,6 +1058,7 @@ int qf_serve_run(const qf_serve_opts *o, qf_err *e) {
     if (c->http) evhttp_free(c->http);
     if (c->base) event_base_free(c->base);
     if (c->have_met) qf_metrics_destroy(&c->met);
+    if (c->jv.V) qf_json_vocab_free(&c->jv);
     free(c);
     return rc;
 }

@@ -252,9 +252,32 @@ static int req_logit_bias(json_t *v, qf_serve_req *r, qf_serve_refusal *w) {
     return 0;
 }
 
+/* OpenAI's response_format: {"type": "text"} or {"type": "json_object"} (serve_json.h); json_schema is refused */
+static int req_response_format(json_t *v, qf_serve_req *r, qf_serve_refusal *w) {
+    if (!json_is_object(v))
+        return req_bad(w, 400, "response_format", "response_format is %s, expected an object", req_type(v));
+    const char *key;
+    json_t *x;
+    json_object_foreach(v, key, x) {
+        if (strcmp(key, "type"))
+            return req_bad(w, 400, "response_format", "unknown field response_format.%.40s (expected type)", key);
+    }
+    json_t *t = json_object_get(v, "type");
+    const char *ty = json_string_value(t);
+    if (!ty) return req_bad(w, 400, "response_format", "response_format.type is %s, expected \"text\" or "
+                            "\"json_object\"", t ? req_type(t) : "missing");
+    if (!strcmp(ty, "json_object")) r->json = 1;
+    else if (!strcmp(ty, "json_schema"))
+        return req_bad(w, 400, "response_format", "response_format.type json_schema is not supported by qwen-ft "
+                       "serve (json_object is: any JSON object)");
+    else if (strcmp(ty, "text"))
+        return req_bad(w, 400, "response_format", "response_format.type \"%.40s\": expected \"text\" or "
+                       "\"json_object\"", ty);
+    return 0;
+}
+
 static int req_openai(json_t *o, const qf_serve_limits *lim, qf_serve_req *r, qf_serve_refusal *w) {
-    static const char *const neutral[] = {"tools_choice", "suffix", "response_format", "parallel_tool_calls",
-                                          "tool_choice", NULL};
+    static const char *const neutral[] = {"tools_choice", "suffix", "parallel_tool_calls", "tool_choice", NULL};
     static const char *const ignored[] = {"user", "metadata", "store", "service_tier", NULL};
     int chat = r->api == QF_API_CHAT, have_temp = 0, top_given = 0;
     double temp = 1.0;
@@ -307,6 +330,9 @@ static int req_openai(json_t *o, const qf_serve_limits *lim, qf_serve_req *r, qf
         } else if (!strcmp(key, "logit_bias")) {
             if (json_is_null(v)) continue;
             if (req_logit_bias(v, r, w)) return -1;
+        } else if (!strcmp(key, "response_format")) {
+            if (json_is_null(v)) continue;
+            if (req_response_format(v, r, w)) return -1;
         } else if (!strcmp(key, "n")) {
             if (json_is_null(v)) continue;
             if (req_int(v, key, 1, QF_SERVE_MAX_N, &i, w)) return -1;

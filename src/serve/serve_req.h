@@ -54,6 +54,7 @@ typedef struct qf_serve_req {
     int prompt_top;            /* vLLM's prompt_logprobs: -1 not asked, else 0..QF_SAMPLE_TOP_MAX alternatives */
     int no_thinking;           /* chat: chat_template_kwargs.enable_thinking = false (vLLM's field; Qwen3 templates) */
     int truncate;              /* TGI's truncate: only the prompt's last N tokens (0: the whole prompt) */
+    int json;                  /* OpenAI's response_format json_object: the reply is constrained to a JSON object */
     int32_t *bias_id;          /* OpenAI's logit_bias: ids and biases (malloc'd; sample.bias_id / bias point here) */
     float *bias;
     char model[256];           /* OpenAI "model" as given */

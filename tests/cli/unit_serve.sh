@@ -27,6 +27,8 @@
 #     penalties and TGI's frequency_penalty (each greedy step == the argmax of the reported raw logprobs less the
 #     penalties restated), vLLM's min_p (1: sampling == greedy), TGI's typical_p (seeded: repeatable) and truncate (the
 #     prompt's last N tokens: the same reply as those tokens as a prompt)
+#   - response_format json_object: biased greedy gives exactly {"":""} (the stop token masked until the object is
+#     complete); seeded chat replies that stop are JSON objects; a stream's text == the reply's
 #   - every malformed request is 400 with a JSON error naming the field; 404, 405, 413 (body cap); --api-key: 401
 #     everywhere but /health; a full queue is 503 with Retry-After
 #   - a client that disconnects mid-stream, or while waiting for a whole reply, is cancelled (its slot and blocks
@@ -454,6 +456,12 @@ try:
              ("/v1/completions", {"prompt": "a", "logit_bias": [1]}, "logit_bias"),
              ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "logit_bias": {"-1": 5}},
               "logit_bias"),
+             ("/v1/completions", {"prompt": "a", "response_format": {"type": "json_schema", "json_schema": {}}},
+              "response_format"),
+             ("/v1/completions", {"prompt": "a", "response_format": {"type": 5}}, "response_format"),
+             ("/v1/completions", {"prompt": "a", "response_format": "json"}, "response_format"),
+             ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
+                                       "response_format": {"type": "json_object", "strict": True}}, "response_format"),
              ("/generate", {"inputs": "a", "parameters": 3}, "parameters"),
              ("/generate", {"inputs": "a", "extra": 1}, "extra"),
              ("/generate_stream", {"inputs": 1.5}, "inputs"),
@@ -814,6 +822,43 @@ try:
                                           "logprobs": 0, "return_tokens_as_token_ids": True})
     expect("truncate 7: the reply == the last 7 tokens' as a prompt", [t["id"] for t in bt["details"]["tokens"]],
            [int(t.split(":")[1]) for t in c7["choices"][0]["logprobs"]["tokens"]])
+    # ---- response_format json_object: each pick under the JSON mask. With logit biases that rank '"' > ':' > '}' >
+    # '{' and the stop token above all, greedy gives exactly {"":""}: the stop token is masked until the object is
+    # complete, '"' after a value, ':' and '}' where no key or value may end. Seeded samples with mild biases toward
+    # closing: each that stops is a JSON object (json.loads), a stream gives the whole reply's text
+    def tok_ids(text):
+        s, h, c = S.post("/v1/completions", {"model": "wide", "prompt": text, "max_tokens": 0, "echo": True,
+                                             "logprobs": 0, "return_tokens_as_token_ids": True})
+        return [int(t.split(":")[1]) for t in c["choices"][0]["logprobs"]["tokens"]] if s == 200 else []
+    q_, colon, close_, open_, eot = (tok_ids(x) for x in ('"', ":", "}", "{", "<|endoftext|>"))
+    if not all(len(x) == 1 for x in (q_, colon, close_, open_, eot)): fail("json: the probe tokens are not single")
+    jf = {"type": "json_object"}
+    bias = {str(eot[0]): 100, str(q_[0]): 90, str(colon[0]): 80, str(close_[0]): 60, str(open_[0]): 50}
+    s, h, c = S.post("/v1/completions", {"model": "wide", "prompt": "x y", "max_tokens": 30, "temperature": 0,
+                                         "response_format": jf, "logit_bias": bias})
+    expect("json_object, biased greedy: the text and finish", (s, c["choices"][0]["text"] if s == 200 else c,
+           c["choices"][0]["finish_reason"] if s == 200 else None), (200, '{"":""}', "stop"))
+    mild = {str(q_[0]): 4, str(close_[0]): 4, str(colon[0]): 2}
+    stopped = 0
+    for seed in range(8):
+        s, h, c = S.post("/v1/chat/completions", {"model": "wide", "messages": chat_msgs[0], "max_tokens": 40,
+                                                  "seed": seed, "response_format": jf, "logit_bias": mild})
+        if s != 200: fail(f"json_object chat, seed {seed}: {s} {c}"); continue
+        t, fr = c["choices"][0]["message"]["content"], c["choices"][0]["finish_reason"]
+        if fr == "stop":
+            stopped += 1
+            try:
+                if not isinstance(json.loads(t), dict): fail(f"json_object, seed {seed}: not an object: {t!r}")
+            except ValueError as ex: fail(f"json_object, seed {seed}: {t!r} is not JSON: {ex}")
+        elif not t.lstrip().startswith("{"): fail(f"json_object, seed {seed}, cut at max_tokens: {t!r}")
+    if stopped < 4: fail(f"json_object: only {stopped} of 8 seeded replies completed their object")
+    body = {"model": "wide", "prompt": "x y", "max_tokens": 40, "seed": 3, "response_format": jf, "logit_bias": mild}
+    s, h, c = S.post("/v1/completions", body)
+    chunks = [json.loads(x) for x in S.sse("/v1/completions", dict(body, stream=True))[:-1]]
+    expect("json_object: the stream's text == the reply's", "".join(ch["choices"][0]["text"] for ch in chunks),
+           c["choices"][0]["text"])
+    print(f"json_object: biased greedy == {{\"\":\"\"}}; {stopped} of 8 seeded chat replies completed their "
+          "object, each a JSON object; streamed == whole")
     print(f"penalties: logit_bias forces and bans; OpenAI frequency/presence {n_oai}/24 and TGI frequency_penalty "
           f"{n_tgi}/24 greedy steps == the penalised argmax restated; min_p 1 == greedy; typical_p seeded repeats; "
           "truncate keeps the last tokens")

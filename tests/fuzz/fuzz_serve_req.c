@@ -59,6 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
             : o->share_penalty || o->typical_p || r.truncate)
         abort();
     if (o->typical_p && o->greedy) abort(); /* TGI: typical_p samples */
+    if (r.json && tgi) abort();            /* response_format: OpenAI's */
     for (int i = 0; i < o->nbias; i++)
         if (o->bias_id[i] < 0 || !(o->bias[i] >= -100 && o->bias[i] <= 100)) abort();
     qf_serve_req_free(&r);

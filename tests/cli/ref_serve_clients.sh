@@ -118,6 +118,20 @@ try:
                                top_p=0.9) # the best 2 of 3 sampled candidates
     expect("best_of 3, n 2: two choices indexed 0, 1; usage counts the 3 candidates' tokens (1-8 each)",
            ([x.index for x in bo.choices], 3 <= bo.usage.completion_tokens <= 24), ([0, 1], True))
+    # the fields of the client's signature that qwen-ft applies: JSON mode, OpenAI's penalties and logit_bias
+    jr = cl.chat.completions.create(model="wide", messages=msgs, max_tokens=24, seed=2,
+                                    response_format={"type": "json_object"}, frequency_penalty=0.5,
+                                    presence_penalty=0.2, logit_bias={"1": 3})
+    jt, jf = jr.choices[0].message.content, jr.choices[0].finish_reason
+    ok = jt.lstrip().startswith("{") and (jf == "length" or isinstance(json.loads(jt), dict))
+    expect("json_object with penalties and logit_bias: an object (or its prefix at max_tokens)", ok, True)
+    try:
+        cl.chat.completions.create(model="wide", messages=msgs, max_tokens=4,
+                                   response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {}}})
+        fail("response_format json_schema was accepted")
+    except openai.BadRequestError as e:
+        expect("json_schema: BadRequestError param", (e.status_code, (e.body or {}).get("param")),
+               (400, "response_format"))
     try:
         cl.completions.create(model="wide", prompt="a", max_tokens=100000)
         fail("max_tokens 100000 was accepted")
@@ -126,8 +140,8 @@ try:
     try:
         openai.OpenAI(base_url=S.url() + "/v1", api_key="wrong").models.list(); fail("a wrong key was accepted")
     except openai.AuthenticationError: pass
-    print("openai client: chat, completion, both streamed, == qwen-ft generate greedy; models; logprobs; 400 and 401 as "
-          "its errors")
+    print("openai client: chat, completion, both streamed, == qwen-ft generate greedy; models; logprobs; JSON mode "
+          "with penalties and logit_bias; 400 and 401 as its errors")
 finally:
     expect("openai server: exit after SIGTERM", S.stop(), 0)
 sys.exit(1 if bad else 0)

@@ -22,6 +22,7 @@
 #include "serve_engine.h"
 #include "serve_logprobs.h"
 #include "serve_req.h"
+#include "serve_tools.h"
 
 typedef struct http_job http_job;
 
@@ -253,15 +254,44 @@ static json_t *http_echo_logprobs(http_job *hj) {
     return qf_logprobs_completion_prompt(hj->c->o->tok, &hj->job, hj->req.ids_as_text, &hj->lp_chars);
 }
 
+/* the tool calls parsed from choice ch's text t[len] (serve_tools.h; the request's tools and tool_choice allow
+ * them), as OpenAI's tool_calls (streams: each with its index); NULL: none. *content: the content before them. */
+static json_t *http_tool_calls(const http_job *ch, const char *t, size_t len, int stream, size_t *content) {
+    json_t *calls = NULL;
+    const int n = ch->req.tool_calls ? qf_tools_parse(t, len, content, &calls) : 0;
+    if (n == 0) return NULL;
+    json_t *out = json_array();
+    for (int k = 0; k < (ch->req.tool_calls == 1 ? 1 : n); k++) { /* parallel_tool_calls false: the first */
+        json_t *c = json_array_get(calls, (size_t)k);
+        char id[96];
+        snprintf(id, sizeof id, "call-%s-%d-%d", ch->id, ch->index, k);
+        json_t *tc = json_pack("{s:s,s:s,s:{s:O,s:O}}", "id", id, "type", "function", "function", "name",
+                               json_object_get(c, "name"), "arguments", json_object_get(c, "arguments"));
+        if (stream) json_object_set_new(tc, "index", json_integer(k));
+        json_array_append_new(out, tc);
+    }
+    json_decref(calls);
+    return out;
+}
+
+/* a chat reply's finish_reason: "tool_calls" where it called tools and was not cut by max_tokens */
+static const char *http_finish_chat(const http_job *ch, const json_t *calls) {
+    return calls && ch->job.finish != QF_JOB_LENGTH ? "tool_calls" : http_finish_oai(ch->job.finish);
+}
+
 /* an OpenAI choice of a whole reply (completions' echo: the prompt's text and logprobs before the completion's) */
 static json_t *http_oai_choice(http_job *ch) {
     size_t len;
     char *t = http_visible(ch, ch->job.nout, 1, &len);
     if (ch->req.api == QF_API_CHAT) {
-        json_t *o = json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", (json_int_t)ch->index, "message", "role",
-                              "assistant", "content", http_str(t, len), "logprobs",
-                              http_oai_logprobs(ch, 0, ch->job.nout), "finish_reason",
-                              http_finish_oai(ch->job.finish));
+        size_t cl = 0;
+        json_t *calls = http_tool_calls(ch, t, len, 0, &cl);
+        json_t *msg = json_pack("{s:s,s:o}", "role", "assistant", "content",
+                                !calls ? http_str(t, len) : cl ? http_str(t, cl) : json_null());
+        const char *fin = http_finish_chat(ch, calls);
+        if (calls) json_object_set_new(msg, "tool_calls", calls);
+        json_t *o = json_pack("{s:i,s:o,s:o,s:s}", "index", (json_int_t)ch->index, "message", msg, "logprobs",
+                              http_oai_logprobs(ch, 0, ch->job.nout), "finish_reason", fin);
         free(t);
         return o;
     }
@@ -440,14 +470,22 @@ static void http_stream(http_job *hj, int n, int final) {
             free(p);
             hj->head_sent = 1;
         }
-        if (len > hj->text_sent) {
-            json_t *p = http_str(t + hj->text_sent, len - hj->text_sent);
-            http_sse(r, http_oai_chunk(hj, chat ? json_pack("{s:o}", "content", p) : p, NULL, n));
-            hj->text_sent = len;
+        /* a chat with tools: the text that may begin a tool-call block is held back until the reply is over; then
+         * its calls go out in one delta (and the text before them was the content), or the rest as content */
+        json_t *calls = NULL;
+        size_t show = len, cl = 0;
+        if (chat && hj->req.tool_calls) {
+            if (!final) show = qf_tools_content_safe(t, len);
+            else if ((calls = http_tool_calls(hj, t, len, 1, &cl))) show = hj->text_sent;
         }
-        if (final)
-            http_sse(r, http_oai_chunk(hj, chat ? json_object() : json_string(""), http_finish_oai(hj->job.finish),
-                                       n));
+        if (show > hj->text_sent) {
+            json_t *p = http_str(t + hj->text_sent, show - hj->text_sent);
+            http_sse(r, http_oai_chunk(hj, chat ? json_pack("{s:o}", "content", p) : p, NULL, n));
+            hj->text_sent = show;
+        }
+        const char *fin = chat ? http_finish_chat(hj, calls) : http_finish_oai(hj->job.finish);
+        if (calls) http_sse(r, http_oai_chunk(hj, json_pack("{s:o}", "tool_calls", calls), NULL, n));
+        if (final) http_sse(r, http_oai_chunk(hj, chat ? json_object() : json_string(""), fin, n));
     }
     hj->nsent = n;
     free(t);

@@ -277,11 +277,12 @@ static int req_response_format(json_t *v, qf_serve_req *r, qf_serve_refusal *w) 
 }
 
 static int req_openai(json_t *o, const qf_serve_limits *lim, qf_serve_req *r, qf_serve_refusal *w) {
-    static const char *const neutral[] = {"tools_choice", "suffix", "parallel_tool_calls", "tool_choice", NULL};
+    static const char *const neutral[] = {"tools_choice", "suffix", NULL};
     static const char *const ignored[] = {"user", "metadata", "store", "service_tier", NULL};
     int chat = r->api == QF_API_CHAT, have_temp = 0, top_given = 0;
     double temp = 1.0;
     json_t *v, *prompt = NULL, *messages = NULL, *tools = NULL;
+    int tool_none = 0, parallel = 1;
     const char *key;
     r->max_new = -1;
     json_object_foreach(o, key, v) {
@@ -330,6 +331,15 @@ static int req_openai(json_t *o, const qf_serve_limits *lim, qf_serve_req *r, qf
         } else if (!strcmp(key, "logit_bias")) {
             if (json_is_null(v)) continue;
             if (req_logit_bias(v, r, w)) return -1;
+        } else if (chat && !strcmp(key, "tool_choice")) { /* auto (the calls parsed) or none (a plain reply) */
+            if (json_is_null(v)) continue;
+            const char *tc = json_string_value(v);
+            if (!tc || (strcmp(tc, "auto") && strcmp(tc, "none")))
+                return req_bad(w, 400, key, "tool_choice %s is not supported (\"auto\" or \"none\": a reply is not "
+                               "forced to call a tool)", tc ? tc : req_type(v));
+            tool_none = !strcmp(tc, "none");
+        } else if (chat && !strcmp(key, "parallel_tool_calls")) {
+            if (!json_is_null(v) && req_bool(v, key, &parallel, w)) return -1;
         } else if (!strcmp(key, "response_format")) {
             if (json_is_null(v)) continue;
             if (req_response_format(v, r, w)) return -1;
@@ -440,6 +450,7 @@ static int req_openai(json_t *o, const qf_serve_limits *lim, qf_serve_req *r, qf
         r->chat = json_object();
         json_object_set(r->chat, "messages", messages);
         if (tools && !json_is_null(tools)) json_object_set(r->chat, "tools", tools);
+        r->tool_calls = json_is_array(tools) && json_array_size(tools) > 0 && !tool_none ? (parallel ? 2 : 1) : 0;
     }
     r->sample.temperature = have_temp && temp > 0 ? temp : 1.0;
     r->sample.greedy = have_temp && temp == 0; /* OpenAI: temperature 0 is argmax; the default (1) samples */

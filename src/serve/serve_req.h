@@ -55,6 +55,9 @@ typedef struct qf_serve_req {
     int no_thinking;           /* chat: chat_template_kwargs.enable_thinking = false (vLLM's field; Qwen3 templates) */
     int truncate;              /* TGI's truncate: only the prompt's last N tokens (0: the whole prompt) */
     int json;                  /* OpenAI's response_format json_object: the reply is constrained to a JSON object */
+    int tool_calls;            /* chat with tools (tool_choice not "none"): the reply's tool-call blocks become
+                                * message.tool_calls (serve_tools.h); 1 the first only (parallel_tool_calls false),
+                                * 2 all; 0 a plain reply */
     int32_t *bias_id;          /* OpenAI's logit_bias: ids and biases (malloc'd; sample.bias_id / bias point here) */
     float *bias;
     char model[256];           /* OpenAI "model" as given */

@@ -15,6 +15,9 @@
 #include "generate/sample.h"
 #include "qf_test.h"
 
+/* the small cases' logits: ids 1 and 3 tied at the top, then 5, 0, 4, 7, 6, 2 */
+static const float BASE8[8] = {1.0f, 3.0f, -2.0f, 3.0f, 0.5f, 2.0f, -1.0f, 0.0f};
+
 /* greedy, top-k, temperature, top-p, repetition penalty; the rest off */
 #define OPTS(g, k, t, p, r) \
     ((qf_sample_opts){.greedy = (g), .top_k = (k), .temperature = (t), .top_p = (p), .repetition_penalty = (r)})
@@ -35,7 +38,7 @@ static void histogram(qf_sampler *s, const qf_sample_opts *o, const float *logit
 
 static void test_small(void) {
     enum { V = 8 };
-    const float base[V] = {1.0f, 3.0f, -2.0f, 3.0f, 0.5f, 2.0f, -1.0f, 0.0f};
+    const float *base = BASE8;
     qf_sampler s;
     qf_sampler_init(&s, V);
     float l[V];
@@ -164,7 +167,7 @@ static void test_logprobs(void) {
  * falls below its probability (Leviathan et al.'s acceptance of a proposal of probability 1) */
 static void test_first(void) {
     enum { V = 8, N = 200000 };
-    const float base[V] = {1.0f, 3.0f, -2.0f, 3.0f, 0.5f, 2.0f, -1.0f, 0.0f};
+    const float *base = BASE8;
     qf_sampler s;
     qf_sampler_init(&s, V);
     float l[V];
@@ -230,7 +233,7 @@ static void test_first(void) {
  * restatement of transformers' TypicalLogitsWarper) by the frequencies of 200,000 draws; which picks need the host */
 static void test_serve_params(void) {
     enum { V = 8, N = 200000 };
-    const float base[V] = {1.0f, 3.0f, -2.0f, 3.0f, 0.5f, 2.0f, -1.0f, 0.0f};
+    const float *base = BASE8;
     qf_sampler s;
     qf_sampler_init(&s, V);
     float l[V];

@@ -222,10 +222,12 @@ int32_t qf_sample_pick_first(qf_sampler *s, const qf_sample_opts *o, float *logi
         if (u < s->p[f]) return first;
         acc = s->p[f];
     }
-    int64_t last = -1;
+    int64_t last = f >= 0 && s->p[f] > 0 ? f : -1; /* the last candidate of positive weight: u past the sum's
+                                                    * rounding never lands on one of none (a masked id) */
     for (int64_t i = 0; i < n; i++) {
         if (i == f) continue;
-        acc += s->p[i], last = i;
+        acc += s->p[i];
+        if (s->p[i] > 0) last = i;
         if (u < acc) return s->idx[i];
     }
     return s->idx[last >= 0 ? last : n - 1];

@@ -208,7 +208,7 @@ static int engine_stop_string(const qf_engine *g, const qf_serve_job *j) {
 /* 1 when job j's next token is its raw logits' argmax (greedy, nothing changing the logits: sample.h) and it wants
  * no top_logprobs: the backend picks it */
 static int engine_device_pick(const qf_serve_job *j) {
-    return !qf_sample_on_host(&j->sample) && j->top_n == 0 && !j->json;
+    return !qf_sample_on_host(&j->sample) && j->top_n == 0 && !j->json && j->nout >= j->min_new;
 }
 
 /* the next token of the job in slot s from its logits row, or (lg NULL) the backend's pick t with its log-softmax
@@ -220,6 +220,7 @@ static void engine_pick(qf_engine *g, int s, float *lg, int32_t t, float lp, dou
         const int lp_too = j->want_logprob || j->top_n > 0;
         if (lp_too) memcpy(g->raw, lg, (size_t)V * sizeof(float)); /* the pick changes lg in place */
         if (j->json) qf_json_mask(g->o.json_vocab, &j->js, lg); /* logprobs stay the raw logits' */
+        for (int i = 0; i < g->o.nstop_ids && j->nout < j->min_new; i++) lg[g->o.stop_ids[i]] = -INFINITY;
         const size_t n = (size_t)(j->plen + j->nout), np = (size_t)j->plen; /* the penalties' tokens, the prompt's */
         if (g->o.speculate && !j->sample.greedy) { /* drawn with its position's proposal first (serve_engine.h) */
             qf_rng r;
@@ -246,7 +247,7 @@ static void engine_pick(qf_engine *g, int s, float *lg, int32_t t, float lp, dou
     j->t_last = now;
     pthread_mutex_unlock(&g->o.met->mu);
     qf_job_finish why = QF_JOB_RUNNING;
-    for (int i = 0; i < g->o.nstop_ids; i++)
+    for (int i = 0; i < g->o.nstop_ids && !j->ignore_eos; i++)
         if (t == g->o.stop_ids[i]) why = QF_JOB_EOS;
     if (!why && j->nstop && engine_stop_string(g, j)) why = QF_JOB_STOP_SEQ;
     if (!why && j->nout == j->max_new) why = QF_JOB_LENGTH;

@@ -75,6 +75,8 @@ typedef struct qf_serve_job {
     int want_logprob;         /* fill logprob (TGI details and streams): an O(V) pass with exp per token */
     int top_n;                /* 0..QF_SAMPLE_TOP_MAX: fill top_id/top_lp (OpenAI top_logprobs; logits on the host) */
     int json;                 /* response_format json_object: each pick under the JSON mask (serve_json.h) */
+    int ignore_eos;           /* a stop id does not end the job (vLLM's ignore_eos) */
+    int min_new;              /* the stop ids are masked while fewer tokens than this are generated (min_tokens) */
     const struct qf_serve_job *after; /* a sibling choice queued before it with the same prompt (OpenAI's n): with
                                        * the prefix cache on, admitted once that one's prompt is in the cache */
     int prompt_lp;            /* fill plp (and ptop_* when top_n > 0): the prompt's own log-probabilities (OpenAI

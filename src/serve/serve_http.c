@@ -144,7 +144,17 @@ static char *http_visible(const http_job *hj, int n, int final, size_t *len) {
     const qf_serve_job *j = &hj->job;
     int k = n;
     if (k > 0 && http_is_stop_id(c, j->ids[j->plen + k - 1])) k--;
-    char *t = http_decode(c->o->tok, j->ids + j->plen, k, len);
+    char *t;
+    if (j->ignore_eos) { /* stop ids anywhere in the reply: their text left out (special tokens skipped) */
+        int32_t *v = qf_malloc((size_t)(k > 0 ? k : 1) * sizeof *v);
+        int m = 0;
+        for (int i = 0; i < k; i++)
+            if (!http_is_stop_id(c, j->ids[j->plen + i])) v[m++] = j->ids[j->plen + i];
+        t = http_decode(c->o->tok, v, m, len);
+        free(v);
+    } else {
+        t = http_decode(c->o->tok, j->ids + j->plen, k, len);
+    }
     int openai = hj->req.api == QF_API_COMPLETIONS || hj->req.api == QF_API_CHAT;
     size_t cut = *len, hold = 0;
     for (int s = 0; s < hj->req.nstop; s++) {
@@ -655,6 +665,7 @@ static void http_choice_init(http_job *ch, const int32_t *prompt, int plen, int 
     j->seed = seed;
     j->stop = ch->req.stop, j->nstop = ch->req.nstop;
     j->json = ch->req.json;
+    j->ignore_eos = ch->req.ignore_eos, j->min_new = ch->req.min_tokens < max_new ? ch->req.min_tokens : max_new;
     qf_json_start(&j->js);
     j->t_arrive = qf_now();
     const int tgi = api == QF_API_TGI || api == QF_API_TGI_STREAM;

@@ -323,6 +323,12 @@ static int req_openai(json_t *o, const qf_serve_limits *lim, qf_serve_req *r, qf
             if (x < -2 || x > 2) return req_bad(w, 400, key, "%s = %g is outside [-2, 2]", key, x);
             if (key[0] == 'p') r->sample.presence_penalty = x;
             else r->sample.frequency_penalty = x;
+        } else if (!strcmp(key, "ignore_eos")) { /* vLLM's: an end-of-text token does not end the reply */
+            if (!json_is_null(v) && req_bool(v, key, &r->ignore_eos, w)) return -1;
+        } else if (!strcmp(key, "min_tokens")) { /* vLLM's: no end-of-text token before that many */
+            if (json_is_null(v)) continue;
+            if (req_int(v, key, 0, lim->max_new, &i, w)) return -1;
+            r->min_tokens = (int)i;
         } else if (!strcmp(key, "min_p")) { /* vLLM's */
             if (json_is_null(v)) continue;
             if (req_num(v, key, &x, w)) return -1;

@@ -55,6 +55,8 @@ typedef struct qf_serve_req {
     int no_thinking;           /* chat: chat_template_kwargs.enable_thinking = false (vLLM's field; Qwen3 templates) */
     int truncate;              /* TGI's truncate: only the prompt's last N tokens (0: the whole prompt) */
     int json;                  /* OpenAI's response_format json_object: the reply is constrained to a JSON object */
+    int ignore_eos;            /* vLLM's: an end-of-text token does not end the reply (its text is left out) */
+    int min_tokens;            /* vLLM's: the end-of-text tokens are masked until that many tokens are generated */
     int tool_calls;            /* chat with tools (tool_choice not "none"): the reply's tool-call blocks become
                                 * message.tool_calls (serve_tools.h); 1 the first only (parallel_tool_calls false),
                                 * 2 all; 0 a plain reply */

@@ -27,6 +27,8 @@
 #     penalties and TGI's frequency_penalty (each greedy step == the argmax of the reported raw logprobs less the
 #     penalties restated), vLLM's min_p (1: sampling == greedy), TGI's typical_p (seeded: repeatable) and truncate (the
 #     prompt's last N tokens: the same reply as those tokens as a prompt)
+#   - vLLM's ignore_eos (an end-of-text token biased to be every pick: max_tokens of them, no text) and min_tokens
+#     (masked until then)
 #   - response_format json_object: biased greedy gives exactly {"":""} (the stop token masked until the object is
 #     complete); seeded chat replies that stop are JSON objects; a stream's text == the reply's
 #   - every malformed request is 400 with a JSON error naming the field; 404, 405, 413 (body cap); --api-key: 401
@@ -459,6 +461,9 @@ try:
              ("/v1/completions", {"prompt": "a", "response_format": {"type": "json_schema", "json_schema": {}}},
               "response_format"),
              ("/v1/completions", {"prompt": "a", "response_format": {"type": 5}}, "response_format"),
+             ("/v1/completions", {"prompt": "a", "ignore_eos": "yes"}, "ignore_eos"),
+             ("/v1/completions", {"prompt": "a", "min_tokens": -1}, "min_tokens"),
+             ("/v1/completions", {"prompt": "a", "min_tokens": 100000}, "min_tokens"),
              ("/v1/completions", {"prompt": "a", "response_format": "json"}, "response_format"),
              ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
                                        "response_format": {"type": "json_object", "strict": True}}, "response_format"),
@@ -857,8 +862,18 @@ try:
     chunks = [json.loads(x) for x in S.sse("/v1/completions", dict(body, stream=True))[:-1]]
     expect("json_object: the stream's text == the reply's", "".join(ch["choices"][0]["text"] for ch in chunks),
            c["choices"][0]["text"])
+    # vLLM's ignore_eos and min_tokens, with the end-of-text token biased to be every pick
+    def eot_run(**kw):
+        s, h, c = S.post("/v1/completions", {"model": "wide", "prompt": "x y", "max_tokens": 10, "temperature": 0,
+                                             "logit_bias": {str(eot[0]): 100}, **kw})
+        return (c["usage"]["completion_tokens"], c["choices"][0]["finish_reason"], c["choices"][0]["text"]) \
+            if s == 200 else (s, c)
+    expect("end-of-text biased: one token, stop", eot_run(), (1, "stop", ""))
+    expect("ignore_eos: max_tokens of them, length, no text", eot_run(ignore_eos=True), (10, "length", ""))
+    n_min, f_min, t_min = eot_run(min_tokens=4)
+    expect("min_tokens 4: 4 tokens, then the end-of-text token", (n_min, f_min, len(t_min) > 0), (5, "stop", True))
     print(f"json_object: biased greedy == {{\"\":\"\"}}; {stopped} of 8 seeded chat replies completed their "
-          "object, each a JSON object; streamed == whole")
+          "object, each a JSON object; streamed == whole; ignore_eos and min_tokens")
     print(f"penalties: logit_bias forces and bans; OpenAI frequency/presence {n_oai}/24 and TGI frequency_penalty "
           f"{n_tgi}/24 greedy steps == the penalised argmax restated; min_p 1 == greedy; typical_p seeded repeats; "
           "truncate keeps the last tokens")

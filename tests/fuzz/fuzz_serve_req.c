@@ -60,6 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
         abort();
     if (o->typical_p && o->greedy) abort(); /* TGI: typical_p samples */
     if (r.json && tgi) abort();            /* response_format: OpenAI's */
+    if ((tgi && (r.ignore_eos || r.min_tokens)) || r.min_tokens < 0 || r.min_tokens > lim.max_new) abort();
     if (r.tool_calls < 0 || r.tool_calls > 2 || (r.tool_calls && !chat)) abort(); /* tools: chat's */
     for (int i = 0; i < o->nbias; i++)
         if (o->bias_id[i] < 0 || !(o->bias[i] >= -100 && o->bias[i] <= 100)) abort();

@@ -220,7 +220,9 @@ static void engine_pick(qf_engine *g, int s, float *lg, int32_t t, float lp, dou
         const int lp_too = j->want_logprob || j->top_n > 0;
         if (lp_too) memcpy(g->raw, lg, (size_t)V * sizeof(float)); /* the pick changes lg in place */
         if (j->json) qf_json_mask(g->o.json_vocab, &j->js, lg); /* logprobs stay the raw logits' */
-        for (int i = 0; i < g->o.nstop_ids && j->nout < j->min_new; i++) lg[g->o.stop_ids[i]] = -INFINITY;
+        /* min_tokens: no stop id yet (but a complete JSON object allows nothing else: it ends the reply) */
+        const int masked = j->nout < j->min_new && !(j->json && qf_json_done(&j->js));
+        for (int i = 0; i < g->o.nstop_ids && masked; i++) lg[g->o.stop_ids[i]] = -INFINITY;
         const size_t n = (size_t)(j->plen + j->nout), np = (size_t)j->plen; /* the penalties' tokens, the prompt's */
         if (g->o.speculate && !j->sample.greedy) { /* drawn with its position's proposal first (serve_engine.h) */
             qf_rng r;

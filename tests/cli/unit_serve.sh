@@ -872,6 +872,13 @@ try:
     expect("ignore_eos: max_tokens of them, length, no text", eot_run(ignore_eos=True), (10, "length", ""))
     n_min, f_min, t_min = eot_run(min_tokens=4)
     expect("min_tokens 4: 4 tokens, then the end-of-text token", (n_min, f_min, len(t_min) > 0), (5, "stop", True))
+    # min_tokens beyond a JSON object's end: the complete object allows only the stop token, which ends it
+    s, h, c = S.post("/v1/completions", {"model": "wide", "prompt": "x y", "max_tokens": 30, "temperature": 0,
+                                         "min_tokens": 25, "response_format": {"type": "json_object"},
+                                         "logit_bias": {str(eot[0]): 100, str(q_[0]): 90, str(colon[0]): 80,
+                                                        str(close_[0]): 60, str(open_[0]): 50}})
+    expect("json_object with min_tokens past the object: the object, stop", (s, c["choices"][0]["text"] if s == 200
+           else c, c["choices"][0]["finish_reason"] if s == 200 else None), (200, '{"":""}', "stop"))
     print(f"json_object: biased greedy == {{\"\":\"\"}}; {stopped} of 8 seeded chat replies completed their "
           "object, each a JSON object; streamed == whole; ignore_eos and min_tokens")
     print(f"penalties: logit_bias forces and bans; OpenAI frequency/presence {n_oai}/24 and TGI frequency_penalty "
